@@ -1,0 +1,364 @@
+"""Build the derived index of a vault and publish it as a new immutable generation.
+
+    scan -> plan (diff against the active generation) -> working DB (a copy of the active
+    generation, or a fresh one) -> delete changed/removed notes, add changed/new ones ->
+    re-resolve links -> validate -> source unchanged? -> generations.publish
+
+Unchanged notes (same content hash) keep their rows, chunks, term vectors and dense
+vectors because the working database starts as a byte copy of the verified active
+generation. ``in_place=True`` applies the same plan to one writable ``index.db`` in a
+single transaction instead (the ``legacy_db`` layout).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import sqlite3
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from tqdm import tqdm
+
+from core import generations as gen
+from core.analysis import analyzer_for
+from core.chunking import CHUNKER_VERSION
+from core.errors import IntegrityError, SourceChangedError, ValidationError
+from core.ingest import NoteWriter, delete_notes, recompute_edges
+from core.notes import Problem, is_binary, parse_note
+from core.scan import MAX_NOTE_BYTES, ScannedFile, ScanResult, read_file, scan_vault
+from core.schema import SCHEMA_VERSION, atomic, create_schema, get_meta, set_meta
+
+DEFAULT_TOKENIZER = "porter unicode61 remove_diacritics 2"
+# A file whose mtime is this close to the previous build's scan may have changed within
+# the same timestamp tick; it is re-hashed instead of trusted by (mtime, size).
+_RACY_NS = 2_000_000_000
+
+
+@dataclass(frozen=True)
+class IndexConfig:
+    """Everything that shapes the index. Chunker and tokenizer are part of its identity."""
+
+    chunk_size: int = 600
+    chunk_overlap: int = 60
+    tokenizer: str = DEFAULT_TOKENIZER
+    max_note_bytes: int = MAX_NOTE_BYTES
+
+    @property
+    def chunker(self) -> str:
+        return f"{CHUNKER_VERSION}:{self.chunk_size}:{self.chunk_overlap}"
+
+    def identity(self) -> dict[str, Any]:
+        return {"schema_version": SCHEMA_VERSION, "chunker": self.chunker, "tokenizer": self.tokenizer}
+
+
+@dataclass(frozen=True)
+class BuildReport:
+    generation_id: str | None
+    index_kind: str
+    notes: int
+    chunks: int
+    reused: int
+    changed: int
+    added: int
+    removed: int
+    problems: list[dict[str, str]]
+    seconds: float
+    up_to_date: bool
+    full_rebuild_reason: str | None = None
+    links: int = 0
+    unresolved_links: int = 0
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class _Plan:
+    scan: ScanResult
+    scan_started_ns: int
+    unchanged: dict[str, int]                     # rel_path -> note id (or -1 for skipped files)
+    changed: list[tuple[ScannedFile, bytes, str]]  # new or modified: file, bytes, sha256
+    changed_ids: list[int]                         # base note ids of modified notes
+    removed_ids: list[int]
+    removed_skipped: list[str]
+    added: int = 0
+
+    @property
+    def up_to_date(self) -> bool:
+        return not (self.changed or self.changed_ids or self.removed_ids or self.removed_skipped)
+
+
+def _open_working(path: Path, *, in_place: bool) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level=None)
+    if in_place:
+        conn.execute("PRAGMA journal_mode=DELETE")
+        conn.execute("PRAGMA synchronous=FULL")
+    else:  # a staging file is thrown away on any failure: no need for a durable journal
+        conn.execute("PRAGMA journal_mode=MEMORY")
+        conn.execute("PRAGMA synchronous=OFF")
+    return conn
+
+
+def _base_rows(conn: sqlite3.Connection | None) -> tuple[dict[str, tuple], dict[str, tuple], dict[str, Any]]:
+    if conn is None:
+        return {}, {}, {}
+    notes = {r[0]: r[1:] for r in conn.execute("SELECT rel_path, id, content_sha256, mtime_ns, size FROM notes")}
+    skipped = {r[0]: (-1, *r[1:]) for r in conn.execute(
+        "SELECT rel_path, content_sha256, mtime_ns, size FROM skipped_files")}
+    return notes, skipped, get_meta(conn)
+
+
+def _plan(scan: ScanResult, scan_started_ns: int, base: sqlite3.Connection | None) -> _Plan:
+    notes, skipped, meta = _base_rows(base)
+    racy_after = int(meta.get("scan_started_ns", 0)) - _RACY_NS
+    plan = _Plan(scan, scan_started_ns, {}, [], [], [], [])
+    seen = set()
+    for f in scan.files:
+        seen.add(f.rel_path)
+        old = notes.get(f.rel_path) or skipped.get(f.rel_path)
+        if old is not None and old[2] == f.mtime_ns and old[3] == f.size and f.mtime_ns < racy_after:
+            plan.unchanged[f.rel_path] = old[0]
+            continue
+        data, sha = read_file(f.path)
+        if old is not None and old[1] == sha:
+            plan.unchanged[f.rel_path] = old[0]  # touched, content identical: keep
+            continue
+        plan.changed.append((f, data, sha))
+        if old is None:
+            plan.added += 1
+        elif old[0] >= 0:
+            plan.changed_ids.append(old[0])
+        else:
+            plan.removed_skipped.append(f.rel_path)
+    plan.removed_ids = [v[0] for k, v in notes.items() if k not in seen]
+    plan.removed_skipped += [k for k in skipped if k not in seen]
+    return plan
+
+
+def _apply(conn: sqlite3.Connection, plan: _Plan, config: IndexConfig, progress: bool) -> dict[str, int]:
+    """Apply the plan inside the caller's transaction."""
+    delete_notes(conn, plan.changed_ids + plan.removed_ids)
+    conn.executemany("DELETE FROM skipped_files WHERE rel_path = ?", [(p,) for p in plan.removed_skipped])
+    writer = NoteWriter(conn, analyzer_for(config.tokenizer), chunk_size=config.chunk_size,
+                        chunk_overlap=config.chunk_overlap)
+    skipped_rows = []
+    for f, data, sha in tqdm(plan.changed, desc="indexing", unit="note", disable=not progress):
+        note = None if is_binary(data) else parse_note(f.rel_path, data)
+        if note is None:
+            skipped_rows.append((f.rel_path, sha, f.mtime_ns, f.size, "binary", "NUL byte in the first 8 KiB"))
+            continue
+        writer.add(note, sha256=sha, mtime_ns=f.mtime_ns, size=f.size)
+    writer.flush()
+    conn.executemany("INSERT OR REPLACE INTO skipped_files(rel_path, content_sha256, mtime_ns, size, reason, detail) "
+                     "VALUES (?, ?, ?, ?, ?, ?)", skipped_rows)
+    conn.execute("DELETE FROM build_problems")
+    conn.executemany("INSERT INTO build_problems(path, reason, detail) VALUES (?, ?, ?)",
+                     [(p.path, p.reason, p.detail) for p in plan.scan.problems])
+    links, unresolved = recompute_edges(conn)
+    return {"links": links, "unresolved_links": unresolved}
+
+
+def snapshot_hash(conn: sqlite3.Connection) -> str:
+    """SHA-256 over the sorted (rel_path, content sha256) of every source file read."""
+    h = hashlib.sha256()
+    rows = conn.execute("SELECT rel_path, content_sha256 FROM notes UNION ALL "
+                        "SELECT rel_path, content_sha256 FROM skipped_files ORDER BY 1")
+    for rel, sha in rows:
+        h.update(f"{rel}\0{sha}\n".encode("utf-8"))
+    return h.hexdigest()
+
+
+def all_problems(conn: sqlite3.Connection) -> list[dict[str, str]]:
+    """Every current problem: scan problems, skipped files, per-note parse problems."""
+    rows = conn.execute(
+        "SELECT path, reason, detail FROM build_problems "
+        "UNION ALL SELECT rel_path, reason, detail FROM skipped_files "
+        "UNION ALL SELECT n.rel_path, p.reason, p.detail FROM note_problems p JOIN notes n ON n.id = p.note_id "
+        "ORDER BY 1, 2")
+    return [{"path": p, "reason": r, "detail": d} for p, r, d in rows]
+
+
+def _validate(conn: sqlite3.Connection, scan: ScanResult) -> None:
+    """Exact source coverage and consistent counts; collects every problem, raises once."""
+    found: list[str] = []
+    indexed = {r[0] for r in conn.execute("SELECT rel_path FROM notes UNION ALL SELECT rel_path FROM skipped_files")}
+    expected = {f.rel_path for f in scan.files}
+    if indexed != expected:
+        found.append(f"coverage: missing {sorted(expected - indexed)[:5]}, extra {sorted(indexed - expected)[:5]}")
+    checks = {
+        "chunks vs chunks_fts": "SELECT (SELECT count(*) FROM chunks) - (SELECT count(*) FROM chunks_fts)",
+        "notes vs note_terms": "SELECT (SELECT count(*) FROM notes) - (SELECT count(*) FROM note_terms)",
+        "notes without chunks": "SELECT count(*) FROM notes WHERE id NOT IN (SELECT note_id FROM chunks)",
+        "orphan chunks": "SELECT count(*) FROM chunks WHERE note_id NOT IN (SELECT id FROM notes)",
+        "orphan vectors": "SELECT count(*) FROM chunk_vectors WHERE chunk_id NOT IN (SELECT id FROM chunks)",
+    }
+    for name, sql in checks.items():
+        n = conn.execute(sql).fetchone()[0]
+        if n:
+            found.append(f"{name}: {n}")
+    meta = get_meta(conn)
+    if conn.execute("SELECT count(*) FROM chunk_vectors").fetchone()[0] and not meta.get("dense_model"):
+        found.append("dense manifest: vectors without a model identity")
+    if found:
+        raise ValidationError("the staged index failed validation: " + "; ".join(found), problems=found)
+
+
+def _check_source_unchanged(vault: Path, index_dir: Path, scan: ScanResult) -> None:
+    again = scan_vault(vault, index_dir=index_dir)
+    before = {f.rel_path: (f.mtime_ns, f.size) for f in scan.files}
+    after = {f.rel_path: (f.mtime_ns, f.size) for f in again.files}
+    if before != after:
+        changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+        raise SourceChangedError(f"{len(changed)} file(s) changed during the build, e.g. {changed[:3]}",
+                                 paths=changed[:20])
+
+
+def _open_base(layout: gen.IndexLayout, config: IndexConfig) -> tuple[gen.ResolvedIndex | None, str | None]:
+    """The verified active generation to carry notes over from, or (None, why not)."""
+    try:
+        if gen.active_record(layout) is None:
+            return None, "no_active_generation"
+        base = gen.resolve(layout)
+    except IntegrityError as exc:  # a broken base is not carried over; the new build is complete on its own
+        return None, f"active_generation_rejected:{exc.reason}"
+    conn = gen.connect_readonly(base)
+    try:
+        meta = get_meta(conn)
+    finally:
+        conn.close()
+    ident = config.identity()
+    if any(meta.get(k) != v for k, v in ident.items()):
+        return None, "index_identity_changed"
+    return base, None
+
+
+def _report(conn: sqlite3.Connection, plan: _Plan, *, kind: str, generation_id: str | None, started: float,
+            up_to_date: bool, rebuild_reason: str | None, extra: dict[str, int], timings: dict[str, float]
+            ) -> BuildReport:
+    notes = conn.execute("SELECT count(*) FROM notes").fetchone()[0]
+    chunks = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
+    return BuildReport(
+        generation_id=generation_id, index_kind=kind, notes=notes, chunks=chunks, reused=len(plan.unchanged),
+        changed=len(plan.changed), added=plan.added, removed=len(plan.removed_ids) + len(plan.removed_skipped),
+        problems=all_problems(conn), seconds=round(time.perf_counter() - started, 4), up_to_date=up_to_date,
+        full_rebuild_reason=rebuild_reason, timings={k: round(v, 4) for k, v in timings.items()}, **extra)
+
+
+def _stage(conn: sqlite3.Connection, plan: _Plan, config: IndexConfig, progress: bool, vault: Path,
+           index_dir: Path, timings: dict[str, float]) -> dict[str, int]:
+    """Apply the plan, stamp meta, validate, and check that the source did not move."""
+    t = time.perf_counter()
+    with atomic(conn):
+        extra = _apply(conn, plan, config, progress)
+        set_meta(conn, {**config.identity(), "scan_started_ns": plan.scan_started_ns,
+                        "source_snapshot_hash": snapshot_hash(conn), "built_at": time.time()})
+    timings["write"] = time.perf_counter() - t
+    t = time.perf_counter()
+    _validate(conn, plan.scan)
+    _check_source_unchanged(vault, index_dir, plan.scan)
+    timings["validate"] = time.perf_counter() - t
+    return extra
+
+
+def build_index(vault: Path, *, index_dir: Path | None = None, config: IndexConfig | None = None,
+                in_place: bool = False, progress: bool = False, keep: int = 2, wait_seconds: float = 0.0,
+                on_step: Callable[[str], None] | None = None) -> BuildReport:
+    """Index ``vault`` and publish a verified generation (or update ``index.db`` in place).
+
+    An unchanged vault publishes nothing and reports ``up_to_date=True``.
+    """
+    started = time.perf_counter()
+    config = config or IndexConfig()
+    vault = Path(vault).resolve()
+    layout = gen.layout_for(vault, index_dir)
+    gen.ensure_layout(layout)
+    timings: dict[str, float] = {}
+    with gen.build_lock(layout, wait_seconds=wait_seconds):
+        t = time.perf_counter()
+        scan_started_ns = time.time_ns()
+        scan = scan_vault(vault, index_dir=layout.index_dir, max_bytes=config.max_note_bytes)
+        timings["scan"] = time.perf_counter() - t
+        if in_place:
+            return _build_in_place(vault, layout, config, scan, scan_started_ns, progress, started, timings)
+        base, rebuild_reason = _open_base(layout, config)
+        base_conn = gen.connect_readonly(base) if base else None
+        try:
+            t = time.perf_counter()
+            plan = _plan(scan, scan_started_ns, base_conn)
+            timings["plan"] = time.perf_counter() - t
+            if base_conn is not None and plan.up_to_date:
+                return _report(base_conn, plan, kind="immutable_generation", generation_id=base.generation_id,
+                               started=started, up_to_date=True, rebuild_reason=None, extra={}, timings=timings)
+        finally:
+            if base_conn is not None:
+                base_conn.close()
+        staging = gen.new_staging_path(layout)
+        try:
+            if base is not None:
+                shutil.copyfile(base.path, staging)
+            conn = _open_working(staging, in_place=False)
+            try:
+                if base is None:
+                    create_schema(conn, config.tokenizer)
+                extra = _stage(conn, plan, config, progress, vault, layout.index_dir, timings)
+                record = _record(conn, config, timings)
+                conn.execute("PRAGMA journal_mode=DELETE")
+            finally:
+                conn.close()
+            t = time.perf_counter()
+            published = gen.publish(layout, staging, record, expected_base=base.generation_id if base else None,
+                                    keep=keep, on_step=on_step)
+            timings["publish"] = time.perf_counter() - t
+        finally:
+            staging.unlink(missing_ok=True)
+        conn = gen.connect_readonly(published)
+        try:
+            return _report(conn, plan, kind="immutable_generation", generation_id=published.generation_id,
+                           started=started, up_to_date=False, rebuild_reason=rebuild_reason, extra=extra,
+                           timings=timings)
+        finally:
+            conn.close()
+
+
+def _record(conn: sqlite3.Connection, config: IndexConfig, timings: dict[str, float]) -> gen.GenerationRecord:
+    meta = get_meta(conn)
+    count = lambda sql: conn.execute(sql).fetchone()[0]  # noqa: E731
+    dense_model = meta.get("dense_model")
+    return gen.GenerationRecord(
+        source_snapshot_hash=meta["source_snapshot_hash"], notes=count("SELECT count(*) FROM notes"),
+        chunks=count("SELECT count(*) FROM chunks"), dense_chunks=count("SELECT count(*) FROM chunk_vectors"),
+        chunker=config.chunker, tokenizer=config.tokenizer, timings=dict(timings),
+        problems=[{"path": p["path"], "reason": p["reason"]} for p in all_problems(conn)],
+        dense_model=None if dense_model is None else str(dense_model))
+
+
+def _build_in_place(vault: Path, layout: gen.IndexLayout, config: IndexConfig, scan: ScanResult,
+                    scan_started_ns: int, progress: bool, started: float, timings: dict[str, float]) -> BuildReport:
+    """The single-file ``legacy_db`` layout: one index.db updated in one transaction."""
+    existed = layout.legacy_path.exists()
+    conn = _open_working(layout.legacy_path, in_place=True)
+    try:
+        rebuild_reason = None if existed else "no_index"
+        if existed:
+            meta = get_meta(conn)
+            if any(meta.get(k) != v for k, v in config.identity().items()):
+                conn.close()
+                layout.legacy_path.unlink()
+                conn = _open_working(layout.legacy_path, in_place=True)
+                existed, rebuild_reason = False, "index_identity_changed"
+        if not existed:
+            create_schema(conn, config.tokenizer)
+        plan = _plan(scan, scan_started_ns, conn if existed else None)
+        if existed and plan.up_to_date:
+            return _report(conn, plan, kind="legacy_db", generation_id=None, started=started, up_to_date=True,
+                           rebuild_reason=None, extra={}, timings=timings)
+        with atomic(conn):
+            extra = _stage(conn, plan, config, progress, vault, layout.index_dir, timings)
+        return _report(conn, plan, kind="legacy_db", generation_id=None, started=started, up_to_date=False,
+                       rebuild_reason=rebuild_reason, extra=extra, timings=timings)
+    finally:
+        conn.close()

@@ -1,0 +1,321 @@
+"""ONNX bi-encoder embeddings: :class:`Embedder`, plus the loading helpers the reranker shares.
+
+An Embedder opens a resolved model (:func:`core.models.resolve_model`) with onnxruntime on
+the CPU and a `tokenizers` tokenizer, and turns texts into L2-normalised float32 vectors:
+
+- the tokenizer's truncation and padding are **always overridden** with the model's
+  ``max_length`` and pad token (tokenizer files often carry fixed padding, e.g. to 128);
+- only the inputs the graph declares are fed (``token_type_ids`` as zeros);
+- the output is found by name (config ``output``, else the first output) and must be
+  ``[B, S, H]`` (pooled here: masked mean or CLS) or ``[B, H]`` (pooled by the graph);
+- texts are sorted by token length and batched, so padding and memory stay bounded,
+  and results come back in input order; batched and single results agree to ~1e-6.
+
+The model identity (:attr:`Embedder.identity`) is stored with the vectors; an index built
+with one identity is only searched with an Embedder of the same identity.
+
+The exact dense matrix cache and its top-k scoring live in :mod:`core.dense_cache`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from core.errors import ModelError
+from core.models import (
+    KIND_EMBEDDING,
+    ModelFiles,
+    import_backend,
+    resolve_model,
+    verify_model_files,
+)
+
+TEXT_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+_NUMPY_INT = {"tensor(int64)": np.int64, "tensor(int32)": np.int32}
+_FALLBACK_PAD_TOKENS = ("[PAD]", "<pad>")
+
+
+# ---------------------------------------------------------------- pooling (pure numpy)
+
+
+def mean_pool(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """Masked mean of token vectors: sum_t h[b,t]*m[b,t] / max(sum_t m[b,t], 1e-9).
+
+    Sentence-BERT mean pooling (Reimers & Gurevych 2019, arXiv:1908.10084). float32 [B, H].
+    """
+    weights = mask.astype(np.float32)[:, :, None]
+    summed = (hidden.astype(np.float32) * weights).sum(axis=1)
+    return summed / np.maximum(weights.sum(axis=1), np.float32(1e-9))
+
+
+def cls_pool(hidden: np.ndarray) -> np.ndarray:
+    """The first token's vector, h[:, 0] (BGE models: Xiao et al. 2023, arXiv:2309.07597). float32 [B, H]."""
+    return np.ascontiguousarray(hidden[:, 0, :], dtype=np.float32)
+
+
+def l2_normalize(vectors: np.ndarray) -> np.ndarray:
+    """Rows divided by their Euclidean norm (floored at 1e-12 so zero rows stay zero). float32."""
+    vectors = vectors.astype(np.float32, copy=False)
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors / np.maximum(norms, np.float32(1e-12))
+
+
+# ---------------------------------------------------------------- shared loading helpers
+
+
+def ort_errors(ort: ModuleType) -> tuple[type[BaseException], ...]:
+    """onnxruntime's own exception classes (they derive from Exception, not RuntimeError)."""
+    state = ort.capi.onnxruntime_pybind11_state
+    return tuple(getattr(state, n) for n in ("Fail", "InvalidArgument", "InvalidGraph", "InvalidProtobuf",
+                                             "NoSuchFile", "NotImplemented", "RuntimeException")
+                 if hasattr(state, n))
+
+
+def open_session(files: ModelFiles, *, threads: int | None = None) -> Any:
+    """An onnxruntime CPU InferenceSession with full graph optimisation; bad graphs -> ModelError."""
+    ort = import_backend("onnxruntime")
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    if threads is not None:
+        if threads < 1:
+            raise ValueError(f"threads must be >= 1, got {threads}")
+        options.intra_op_num_threads = threads
+    try:
+        return ort.InferenceSession(str(files.model_path), sess_options=options,
+                                    providers=["CPUExecutionProvider"])
+    except ort_errors(ort) as exc:
+        raise ModelError(f"onnxruntime cannot load {files.model_path}: {exc}",
+                         model=files.config.name, path=str(files.model_path)) from exc
+
+
+def input_spec(session: Any, *, allowed: Sequence[str], model: str) -> dict[str, type]:
+    """Declared input name -> numpy dtype; inputs we cannot feed or non-integer ones -> ModelError."""
+    spec, problems = {}, []
+    for node in session.get_inputs():
+        if node.name not in allowed:
+            problems.append(f"unsupported input {node.name!r} (we feed {list(allowed)})")
+        elif node.type not in _NUMPY_INT:
+            problems.append(f"input {node.name!r} has type {node.type}, expected int64 or int32")
+        else:
+            spec[node.name] = _NUMPY_INT[node.type]
+    for required in ("input_ids", "attention_mask"):
+        if required not in spec and not problems:
+            problems.append(f"the graph does not declare {required!r}")
+    if problems:
+        raise ModelError(f"model {model!r} has an unusable input signature: " + "; ".join(problems),
+                         model=model, problems=problems)
+    return spec
+
+
+def select_output(session: Any, wanted: str | None, *, model: str) -> tuple[str, list[Any]]:
+    """(name, declared shape) of the configured output, else the first; absent name -> ModelError."""
+    outputs = session.get_outputs()
+    by_name = {o.name: o for o in outputs}
+    if wanted is None:
+        return outputs[0].name, list(outputs[0].shape or [])
+    if wanted not in by_name:
+        raise ModelError(f"model {model!r} has no output {wanted!r}; it has {sorted(by_name)}",
+                         model=model, output=wanted, outputs=sorted(by_name))
+    return wanted, list(by_name[wanted].shape or [])
+
+
+def resolve_padding(tokenizer: Any, files: ModelFiles) -> tuple[int, str]:
+    """(pad_id, pad_token): config overrides, else tokenizer.json's padding, else [PAD] / <pad>."""
+    cfg = files.config
+    if cfg.pad_token is not None:
+        token_id = tokenizer.token_to_id(cfg.pad_token)
+        if token_id is None or (cfg.pad_id is not None and cfg.pad_id != token_id):
+            raise ModelError(f"pad token {cfg.pad_token!r} has id {token_id} in the tokenizer, config says "
+                             f"{cfg.pad_id}", model=cfg.name)
+        return token_id, cfg.pad_token
+    if cfg.pad_id is not None:
+        token = tokenizer.id_to_token(cfg.pad_id)
+        if token is None:
+            raise ModelError(f"pad id {cfg.pad_id} is not in the tokenizer vocabulary", model=cfg.name)
+        return cfg.pad_id, token
+    if tokenizer.padding is not None:
+        return int(tokenizer.padding["pad_id"]), str(tokenizer.padding["pad_token"])
+    for token in _FALLBACK_PAD_TOKENS:
+        if tokenizer.token_to_id(token) is not None:
+            return tokenizer.token_to_id(token), token
+    raise ModelError(f"cannot tell the pad token of {files.tokenizer_path}; set pad_token in the config",
+                     model=cfg.name)
+
+
+def open_tokenizers(files: ModelFiles, *, strategy: str) -> tuple[Any, Any]:
+    """(batch tokenizer, plain tokenizer).
+
+    The batch tokenizer truncates to ``max_length`` with ``strategy`` and pads to the
+    longest text of each batch with the model's pad token, whatever tokenizer.json says.
+    The plain copy neither truncates nor pads: it measures lengths for sorting.
+    """
+    tokenizers = import_backend("tokenizers")
+    try:
+        tokenizer = tokenizers.Tokenizer.from_file(str(files.tokenizer_path))
+    except Exception as exc:  # tokenizers raises a bare Exception for any unreadable file
+        raise ModelError(f"cannot read tokenizer {files.tokenizer_path}: {exc}",
+                         model=files.config.name, path=str(files.tokenizer_path)) from exc
+    pad_id, pad_token = resolve_padding(tokenizer, files)
+    plain = tokenizers.Tokenizer.from_str(tokenizer.to_str())
+    plain.no_truncation()
+    plain.no_padding()
+    tokenizer.enable_truncation(max_length=files.config.max_length, strategy=strategy)
+    tokenizer.enable_padding(pad_id=pad_id, pad_token=pad_token)
+    return tokenizer, plain
+
+
+def encodings_to_feeds(encodings: Sequence[Any], spec: dict[str, type], *, type_ids: bool) -> dict[str, np.ndarray]:
+    """Model inputs from padded encodings; ``token_type_ids`` are zeros unless ``type_ids``."""
+    feeds = {}
+    ids = np.array([e.ids for e in encodings], dtype=np.int64)
+    for name, dtype in spec.items():
+        if name == "input_ids":
+            feeds[name] = ids.astype(dtype, copy=False)
+        elif name == "attention_mask":
+            feeds[name] = np.array([e.attention_mask for e in encodings], dtype=dtype)
+        elif type_ids:
+            feeds[name] = np.array([e.type_ids for e in encodings], dtype=dtype)
+        else:
+            feeds[name] = np.zeros(ids.shape, dtype=dtype)
+    return feeds
+
+
+def length_order(lengths: Sequence[int]) -> np.ndarray:
+    """Indices sorting texts longest first (stable), so each batch holds similar lengths."""
+    return np.argsort(-np.asarray(lengths, dtype=np.int64), kind="stable")
+
+
+def identity_key(identity: dict[str, Any]) -> str:
+    """Canonical JSON of an identity: sorted keys, no spaces; equal identities give equal keys."""
+    return json.dumps(identity, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+# ---------------------------------------------------------------- the embedder
+
+
+class Embedder:
+    """Dense text embeddings from an ONNX encoder; see the module docstring for the contract."""
+
+    def __init__(self, files: ModelFiles, *, threads: int | None = None) -> None:
+        cfg = files.config
+        if cfg.kind != KIND_EMBEDDING:
+            raise ModelError(f"model {cfg.name!r} is a {cfg.kind!r} model, not an embedding model",
+                             model=cfg.name, kind=cfg.kind)
+        import_backend("onnxruntime")
+        import_backend("tokenizers")
+        self.files = files
+        self.config = cfg
+        self._weights_sha256 = verify_model_files(files)
+        self._session = open_session(files, threads=threads)
+        self._ort_errors = ort_errors(import_backend("onnxruntime"))
+        self._inputs = input_spec(self._session, allowed=TEXT_INPUTS, model=cfg.name)
+        self._output, shape = select_output(self._session, cfg.output, model=cfg.name)
+        self._tokenizer, self._plain = open_tokenizers(files, strategy="longest_first")
+        self._rank = self._check_rank(shape)
+        self._dim: int | None = shape[-1] if isinstance(shape[-1], int) else None
+        self._check_dim(self._dim)
+        if self._dim is None:
+            self._dim = self._probe_dim()
+
+    @classmethod
+    def from_name(cls, name_or_dir: str | Path, *, cache_dir: Path | None = None,
+                  threads: int | None = None) -> Embedder:
+        """Resolve a preset or local directory (no download) and open it."""
+        return cls(resolve_model(name_or_dir, kind=KIND_EMBEDDING, cache_dir=cache_dir), threads=threads)
+
+    @property
+    def dim(self) -> int:
+        """Hidden size of the vectors (from the graph's declared shape, else one probe run)."""
+        assert self._dim is not None
+        return self._dim
+
+    @property
+    def output_name(self) -> str:
+        """The graph output the Embedder reads."""
+        return self._output
+
+    def _check_rank(self, shape: list[Any]) -> int:
+        if len(shape) not in (2, 3):
+            raise ModelError(f"output {self._output!r} of {self.config.name!r} has shape {shape}; expected "
+                             "[batch, sequence, hidden] or [batch, hidden]", model=self.config.name,
+                             output=self._output, shape=[str(s) for s in shape])
+        return len(shape)
+
+    def _check_dim(self, dim: int | None) -> None:
+        if dim is not None and self.config.dim is not None and dim != self.config.dim:
+            raise ModelError(f"output {self._output!r} of {self.config.name!r} has hidden size {dim}, "
+                             f"config says {self.config.dim}", model=self.config.name,
+                             expected=self.config.dim, actual=dim)
+
+    def _probe_dim(self) -> int:
+        """Hidden size of a graph whose output shape is symbolic: run one tiny text."""
+        vectors = self._run(self.tokenize(["probe"]))
+        self._check_dim(int(vectors.shape[1]))
+        return int(vectors.shape[1])
+
+    # ------------------------------------------------------------ identity
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        """What must match between index time and query time (stored with the vectors)."""
+        cfg = self.config
+        return {"kind": KIND_EMBEDDING, "name": cfg.name, "revision": cfg.revision,
+                "weights_sha256": self._weights_sha256, "dim": self.dim,
+                "pooling": cfg.pooling if self._rank == 3 else "graph",
+                "query_prefix": cfg.query_prefix, "passage_prefix": cfg.passage_prefix,
+                "max_length": cfg.max_length, "normalize": cfg.normalize}
+
+    def identity_key(self) -> str:
+        """The identity as a stable JSON string (what the index stores and compares)."""
+        return identity_key(self.identity)
+
+    # ------------------------------------------------------------ embedding
+
+    def tokenize(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
+        """The exact model inputs for one batch of (already prefixed) texts."""
+        return encodings_to_feeds(self._tokenizer.encode_batch(list(texts)), self._inputs, type_ids=False)
+
+    def embed_passages(self, texts: Sequence[str], batch_size: int = 32) -> np.ndarray:
+        """float32 [N, dim] vectors of passages (passage prefix applied), in input order."""
+        return self._embed([self.config.passage_prefix + t for t in texts], batch_size)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """float32 [dim] vector of one query (query prefix applied)."""
+        return self._embed([self.config.query_prefix + text], 1)[0]
+
+    def _embed(self, texts: list[str], batch_size: int) -> np.ndarray:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        if not texts:
+            return out
+        lengths = [len(e.ids) for e in self._plain.encode_batch(texts, add_special_tokens=False)]
+        order = length_order(lengths)
+        for start in range(0, len(texts), batch_size):
+            idx = order[start:start + batch_size]
+            out[idx] = self._run(self.tokenize([texts[i] for i in idx]))
+        return out
+
+    def _run(self, feeds: dict[str, np.ndarray]) -> np.ndarray:
+        """One batch through the graph, then pooling and normalisation; shape drift -> ModelError."""
+        try:
+            hidden = self._session.run([self._output], feeds)[0]
+        except self._ort_errors as exc:
+            raise ModelError(f"model {self.config.name!r} failed on a batch: {exc}",
+                             model=self.config.name) from exc
+        if hidden.ndim != self._rank or (self._dim is not None and hidden.shape[-1] != self._dim):
+            raise ModelError(f"output {self._output!r} of {self.config.name!r} returned shape "
+                             f"{list(hidden.shape)}", model=self.config.name, shape=list(hidden.shape))
+        if self._rank == 2:
+            pooled = hidden.astype(np.float32, copy=False)
+        elif self.config.pooling == "cls":
+            pooled = cls_pool(hidden)
+        else:
+            pooled = mean_pool(hidden, feeds["attention_mask"])
+        return l2_normalize(pooled) if self.config.normalize else pooled

@@ -1,0 +1,690 @@
+"""Immutable index generations: layout, build lock, publish, verify, retain, reap.
+
+A build writes a database under ``staging/``; ``publish`` checks it, fsyncs it, moves it
+to ``generations/<generation_id>.db`` and then flips the active pointer in the small
+generation-state database in ONE transaction. Readers call ``resolve``, which verifies the
+active generation (state row, existence, size, SHA-256) and caches that verified identity
+by file fingerprint. Any mismatch fails closed with a typed ``IntegrityError``; there is
+never a fallback to an older generation. Publish steps (``PUBLISH_STEPS``) each call an
+``on_step`` hook first, so tests can crash the process at every checkpoint.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import sqlite3
+import threading
+import time
+import uuid
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from core.errors import (BuildError, BuildLockedError, GenerationMissingError, IndexMissingError, IntegrityError,
+                         SchemaMismatchError, Sha256MismatchError, SizeMismatchError, SqliteIntegrityError,
+                         StateCorruptError, UsageError, ValidationError)
+
+# --- the generation-state database (SQL lives here, with its tables) -------------------------------------
+# The state DB runs in journal_mode=DELETE, not WAL: a WAL reader writes the -shm file on every open, while
+# in rollback mode a reader only takes shared locks and never writes. So the state file's stat fingerprint
+# changes only when a publish commits, which is what makes the verified-identity cache below sound.
+STATE_SCHEMA_VERSION = 1
+STATE_DDL = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE generations (
+    generation_id TEXT PRIMARY KEY,
+    file_name TEXT NOT NULL UNIQUE,
+    sha256 TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    source_snapshot_hash TEXT NOT NULL,
+    notes INTEGER NOT NULL,
+    chunks INTEGER NOT NULL,
+    dense_chunks INTEGER NOT NULL,
+    chunker TEXT NOT NULL,
+    tokenizer TEXT NOT NULL,
+    dense_model TEXT,
+    timings TEXT NOT NULL,
+    problems TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('ready', 'removed'))
+);
+CREATE TABLE active (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    generation_id TEXT NOT NULL REFERENCES generations (generation_id)
+);
+"""
+STATE_TABLES = ("meta", "generations", "active")
+SQL_SET_VERSION = "INSERT INTO meta (key, value) VALUES ('state_schema_version', ?)"
+SQL_GET_VERSION = "SELECT value FROM meta WHERE key = 'state_schema_version'"
+SQL_LIST_TABLES = "SELECT name FROM sqlite_master WHERE type = 'table'"
+SQL_INSERT_GENERATION = (
+    "INSERT INTO generations (generation_id, file_name, sha256, size, source_snapshot_hash, notes, chunks,"
+    " dense_chunks, chunker, tokenizer, dense_model, timings, problems, created_at, status) VALUES (:generation_id,"
+    " :file_name, :sha256, :size, :source_snapshot_hash, :notes, :chunks, :dense_chunks, :chunker, :tokenizer,"
+    " :dense_model, :timings, :problems, :created_at, 'ready')")
+SQL_GET_ACTIVE_ID = "SELECT generation_id FROM active WHERE id = 1"
+SQL_SET_ACTIVE = ("INSERT INTO active (id, generation_id) VALUES (1, ?)"
+                  " ON CONFLICT (id) DO UPDATE SET generation_id = excluded.generation_id")
+SQL_GET_GENERATION = "SELECT * FROM generations WHERE generation_id = ?"
+SQL_LIST_GENERATIONS = "SELECT * FROM generations ORDER BY created_at DESC, generation_id DESC"
+SQL_MARK_REMOVED = "UPDATE generations SET status = 'removed' WHERE generation_id = ?"
+
+PUBLISH_STEPS = ("integrity_check", "fsync", "hash", "rename", "state_commit", "retention", "reap")
+HASH_BLOCK = 1 << 20
+STATE_TIMEOUT_S = 10.0
+# A file changed within this window of its verification may change again in the same timestamp tick
+# without altering its stat fingerprint (the "racy git" problem), so such a verification is not cached.
+RACY_WINDOW_NS = 50_000_000
+LOCK_POLL_S = 0.05
+
+
+@dataclass(frozen=True)
+class IndexLayout:
+    vault: Path
+    index_dir: Path          # <vault>/.vaultsearch by default
+    state_path: Path         # index_dir/state.db  (generation-state DB)
+    generations_dir: Path    # index_dir/generations/<generation_id>.db
+    staging_dir: Path        # index_dir/staging/
+    lock_path: Path          # index_dir/build.lock
+    legacy_path: Path        # index_dir/index.db  (the --in-place single-file layout)
+
+
+@dataclass(frozen=True)
+class GenerationRecord:
+    """What the builder tells publish about the staged database."""
+
+    source_snapshot_hash: str
+    notes: int
+    chunks: int
+    dense_chunks: int
+    chunker: str              # identity string, e.g. 'heading-v1:600:60'
+    tokenizer: str            # FTS5 tokenizer spec
+    timings: dict[str, float]
+    problems: list[dict[str, str]]
+    dense_model: str | None = None   # JSON identity of the dense model, when vectors exist
+
+
+@dataclass(frozen=True)
+class ResolvedIndex:
+    """A verified, servable index."""
+
+    kind: str                        # 'immutable_generation' | 'legacy_db'
+    path: Path
+    generation_id: str | None
+    sha256: str | None
+    size: int
+    source_snapshot_hash: str | None
+    created_at: float                # epoch seconds of publish (legacy: file mtime)
+    layout: IndexLayout
+    record: dict[str, Any]           # the state row (notes, chunks, timings, problems, ...)
+
+
+# --- layout and lock --------------------------------------------------------------------------------------
+
+def layout_for(vault: Path, index_dir: Path | None = None) -> IndexLayout:
+    """Where the index of ``vault`` lives: ``<vault>/.vaultsearch`` unless ``index_dir`` is given."""
+    vault = Path(vault).expanduser().resolve()
+    root = Path(index_dir).expanduser().resolve() if index_dir is not None else vault / ".vaultsearch"
+    return IndexLayout(vault=vault, index_dir=root, state_path=root / "state.db",
+                       generations_dir=root / "generations", staging_dir=root / "staging",
+                       lock_path=root / "build.lock", legacy_path=root / "index.db")
+
+
+def ensure_layout(layout: IndexLayout) -> None:
+    """Create the index directories and a ``.gitignore`` of ``*`` so the index is never committed."""
+    for directory in (layout.index_dir, layout.generations_dir, layout.staging_dir):
+        directory.mkdir(parents=True, exist_ok=True)
+    gitignore = layout.index_dir / ".gitignore"
+    if not gitignore.exists():
+        gitignore.write_text("*\n", encoding="utf-8")
+
+
+_HELD_LOCKS: set[str] = set()
+
+
+@contextmanager
+def build_lock(layout: IndexLayout, *, wait_seconds: float = 0.0) -> Iterator[None]:
+    """Hold the exclusive build lock (``flock`` on ``build.lock``) for the duration of a build.
+
+    Polls a non-blocking ``LOCK_EX`` for up to ``wait_seconds``; then raises ``BuildLockedError``
+    naming the lock file. The kernel drops the lock when the holder dies, so a crash never wedges it.
+    """
+    ensure_layout(layout)
+    fd = os.open(layout.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        _acquire_flock(fd, layout.lock_path, wait_seconds)
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        _HELD_LOCKS.add(str(layout.lock_path))
+        try:
+            yield
+        finally:
+            _HELD_LOCKS.discard(str(layout.lock_path))
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def _require_lock(layout: IndexLayout) -> None:
+    if str(layout.lock_path) not in _HELD_LOCKS:
+        raise BuildError("staging and publishing must run inside build_lock(layout)", lock=str(layout.lock_path))
+
+
+def _acquire_flock(fd: int, lock_path: Path, wait_seconds: float) -> None:
+    deadline = time.monotonic() + max(wait_seconds, 0.0)
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or None
+                raise BuildLockedError(f"another build holds the lock {lock_path}",
+                                       lock=str(lock_path), holder_pid=holder, waited_seconds=wait_seconds) from None
+            time.sleep(LOCK_POLL_S)
+
+
+def new_staging_path(layout: IndexLayout) -> Path:
+    """A fresh, unused path under ``staging/`` for the builder's database (same filesystem as generations).
+
+    Requires ``build_lock``: publish reaps every staging file, which is safe only if staging files are
+    created under the lock, so that no other live builder can own one.
+    """
+    _require_lock(layout)
+    layout.staging_dir.mkdir(parents=True, exist_ok=True)
+    return layout.staging_dir / f"{uuid.uuid4().hex}.db.tmp"
+
+
+# --- small primitives -------------------------------------------------------------------------------------
+
+@contextmanager
+def atomic(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """One transaction (``BEGIN IMMEDIATE``), or a savepoint when nested; errors roll back and re-raise.
+
+    The connection must be in autocommit mode (``isolation_level=None``) so that this is the only
+    place that opens and closes transactions.
+    """
+    if conn.in_transaction:
+        name = f"sp_{uuid.uuid4().hex}"
+        conn.execute(f"SAVEPOINT {name}")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute(f"ROLLBACK TO {name}")
+            conn.execute(f"RELEASE {name}")
+            raise
+        conn.execute(f"RELEASE {name}")
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+def hash_file(path: Path) -> tuple[str, int]:
+    """SHA-256 hex digest and byte count of ``path``, streamed in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    size = 0
+    buffer = bytearray(HASH_BLOCK)
+    view = memoryview(buffer)
+    with open(path, "rb", buffering=0) as handle:
+        while count := handle.readinto(buffer):
+            digest.update(view[:count])
+            size += count
+    return digest.hexdigest(), size
+
+
+def _fsync_path(path: Path) -> None:
+    """fsync a file or a directory (a rename is durable only once its directory is synced)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _readonly_uri(path: Path, *, immutable: bool) -> str:
+    return f"{path.resolve().as_uri()}?mode=ro" + ("&immutable=1" if immutable else "")
+
+
+def connect_readonly(resolved: ResolvedIndex) -> sqlite3.Connection:
+    """Open a resolved index read-only: generations never change (``immutable=1``), legacy is ``mode=ro``."""
+    immutable = resolved.kind == "immutable_generation"
+    return sqlite3.connect(_readonly_uri(resolved.path, immutable=immutable), uri=True)
+
+
+def _integrity_problems(path: Path, *, immutable: bool) -> list[str]:
+    """Every line ``PRAGMA integrity_check`` reports for ``path`` (empty when it says ``ok``)."""
+    try:
+        conn = sqlite3.connect(_readonly_uri(path, immutable=immutable), uri=True)
+        try:
+            rows = [str(row[0]) for row in conn.execute("PRAGMA integrity_check")]
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as exc:
+        return [f"not a readable SQLite database: {exc}"]
+    return [] if rows == ["ok"] else rows
+
+
+# --- reading the state database ---------------------------------------------------------------------------
+
+def _state_error(layout: IndexLayout, message: str, **evidence: Any) -> StateCorruptError:
+    return StateCorruptError(f"generation state {layout.state_path} is unusable: {message}",
+                             path=str(layout.state_path), **evidence,
+                             hint=f"the index is derived: delete {layout.index_dir} and run: "
+                                  f"vaultsearch index {layout.vault}")
+
+
+def _open_state(layout: IndexLayout) -> sqlite3.Connection:
+    """Open the existing state DB (never creates it). ``mode=rw`` so that SQLite can roll back a hot
+    journal left by a publisher that died mid-transaction; otherwise a reader writes nothing."""
+    uri = f"{layout.state_path.resolve().as_uri()}?mode=rw"
+    conn = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=STATE_TIMEOUT_S)
+    conn.row_factory = sqlite3.Row
+    return conn
+
+
+def _check_state_schema(layout: IndexLayout, conn: sqlite3.Connection) -> None:
+    tables = {row[0] for row in conn.execute(SQL_LIST_TABLES)}
+    missing = [name for name in STATE_TABLES if name not in tables]
+    if missing:
+        raise _state_error(layout, f"missing tables {missing}", missing_tables=missing)
+    version = conn.execute(SQL_GET_VERSION).fetchone()
+    if version is None or version[0] != str(STATE_SCHEMA_VERSION):
+        raise SchemaMismatchError(f"generation state schema {version[0] if version else None!r} is not "
+                                  f"{STATE_SCHEMA_VERSION}; delete {layout.index_dir} and rebuild",
+                                  path=str(layout.state_path), expected=STATE_SCHEMA_VERSION,
+                                  actual=version[0] if version else None)
+
+
+def _decode_row(layout: IndexLayout, row: sqlite3.Row) -> dict[str, Any]:
+    record = dict(row)
+    try:
+        record["timings"] = json.loads(record["timings"])
+        record["problems"] = json.loads(record["problems"])
+    except json.JSONDecodeError as exc:
+        raise _state_error(layout, f"generation {record['generation_id']} has invalid JSON: {exc}") from exc
+    return record
+
+
+def _active_row(layout: IndexLayout, conn: sqlite3.Connection) -> dict[str, Any]:
+    """The active generation's row, checked for consistency with the pointer (no file access)."""
+    _check_state_schema(layout, conn)
+    pointer = conn.execute(SQL_GET_ACTIVE_ID).fetchone()
+    if pointer is None:
+        raise _state_error(layout, "no active generation pointer")
+    row = conn.execute(SQL_GET_GENERATION, (pointer[0],)).fetchone()
+    if row is None:
+        raise _state_error(layout, f"active pointer names unknown generation {pointer[0]!r}", active=pointer[0])
+    record = _decode_row(layout, row)
+    if record["status"] != "ready":
+        raise _state_error(layout, f"active generation {pointer[0]} is marked {record['status']}",
+                           active=pointer[0])
+    if record["file_name"] != f"{record['generation_id']}.db":
+        raise _state_error(layout, f"generation {pointer[0]} names file {record['file_name']!r}",
+                           active=pointer[0], file_name=record["file_name"])
+    return record
+
+
+def _with_state(layout: IndexLayout, read: Callable[[sqlite3.Connection], Any]) -> Any:
+    """Run ``read`` on the state DB; SQLite failures become ``StateCorruptError`` (fail closed)."""
+    try:
+        conn = _open_state(layout)
+        try:
+            return read(conn)
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as exc:
+        raise _state_error(layout, str(exc), sqlite_error=getattr(exc, "sqlite_errorname", None)) from exc
+
+
+def active_record(layout: IndexLayout) -> dict[str, Any] | None:
+    """The active generation's state row WITHOUT hashing (for ``status`` and the builder's base id);
+    ``None`` when no generation state exists. Carry data over only from a ``resolve``d (verified) index."""
+    if not layout.state_path.exists():
+        return None
+    return _with_state(layout, lambda conn: _active_row(layout, conn))
+
+
+def list_generations(layout: IndexLayout) -> list[dict[str, Any]]:
+    """Every generation row, newest first, each with ``active`` (bool) added; ``[]`` without state."""
+    if not layout.state_path.exists():
+        return []
+
+    def read(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+        active_id = _active_row(layout, conn)["generation_id"]
+        rows = [_decode_row(layout, row) for row in conn.execute(SQL_LIST_GENERATIONS)]
+        return [{**row, "active": row["generation_id"] == active_id} for row in rows]
+
+    return _with_state(layout, read)
+
+
+# --- verification and the in-process cache ----------------------------------------------------------------
+
+VERIFY_STATS: dict[str, int] = {"full_hashes": 0, "cache_hits": 0}
+_VERIFY_CACHE: dict[str, tuple[tuple[Any, ...], ResolvedIndex]] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def clear_verify_cache() -> None:
+    """Forget every verified identity and reset ``VERIFY_STATS`` (for tests and benchmarks)."""
+    with _CACHE_LOCK:
+        _VERIFY_CACHE.clear()
+        VERIFY_STATS.update(full_hashes=0, cache_hits=0)
+
+
+def _invalidate(layout: IndexLayout) -> None:
+    with _CACHE_LOCK:
+        _VERIFY_CACHE.pop(str(layout.index_dir), None)
+
+
+def _stat_sig(path: Path) -> tuple[int, ...] | None:
+    """(dev, ino, size, mtime_ns, ctime_ns) of ``path``; ``None`` when absent (absence is a value too)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _state_fingerprint(layout: IndexLayout) -> tuple[Any, ...]:
+    """Stat of state.db and its -wal/-shm/-journal siblings, plus SQLite's header change counter
+    (bytes 24..28, bumped by every commit in rollback mode) which survives coarse timestamps."""
+    state = layout.state_path
+    sigs = tuple(_stat_sig(Path(f"{state}{suffix}")) for suffix in ("", "-wal", "-shm", "-journal"))
+    try:
+        with open(state, "rb") as handle:
+            counter = handle.read(28)[24:28]
+    except FileNotFoundError:
+        counter = None
+    return (*sigs, counter)
+
+
+def _is_racy(sig: tuple[int, ...] | None, now_ns: int) -> bool:
+    """True when a file changed so recently that a further change could keep the same timestamps."""
+    return sig is None or now_ns - max(sig[3], sig[4]) < RACY_WINDOW_NS
+
+
+def _resolved(layout: IndexLayout, record: dict[str, Any]) -> ResolvedIndex:
+    return ResolvedIndex(kind="immutable_generation", path=layout.generations_dir / record["file_name"],
+                         generation_id=record["generation_id"], sha256=record["sha256"], size=record["size"],
+                         source_snapshot_hash=record["source_snapshot_hash"], created_at=record["created_at"],
+                         layout=layout, record=record)
+
+
+def _file_problems(path: Path, record: dict[str, Any]) -> list[IntegrityError]:
+    """Check existence, size, then SHA-256 of a generation file against its state row; every problem found."""
+    gid, expected_sha, expected_size = record["generation_id"], record["sha256"], record["size"]
+    sig = _stat_sig(path)
+    if sig is None:
+        return [GenerationMissingError(f"generation file {path} is missing", path=str(path), generation_id=gid,
+                                       expected=expected_sha, actual=None)]
+    problems: list[IntegrityError] = []
+    if sig[2] != expected_size:
+        problems.append(SizeMismatchError(f"generation file {path} has {sig[2]} bytes, state says {expected_size}",
+                                          path=str(path), generation_id=gid, expected=expected_size, actual=sig[2]))
+    actual_sha, _ = hash_file(path)
+    with _CACHE_LOCK:
+        VERIFY_STATS["full_hashes"] += 1
+    if actual_sha != expected_sha:
+        problems.append(Sha256MismatchError(f"generation file {path} has SHA-256 {actual_sha}, state says "
+                                            f"{expected_sha}", path=str(path), generation_id=gid,
+                                            expected=expected_sha, actual=actual_sha))
+    return problems
+
+
+def _legacy(layout: IndexLayout) -> ResolvedIndex:
+    """The single-file legacy index, served only when no generation state exists."""
+    try:
+        st = os.stat(layout.legacy_path)
+    except FileNotFoundError:
+        raise IndexMissingError(f"no index in {layout.index_dir}", path=str(layout.index_dir),
+                                hint=f"build one with: vaultsearch index {layout.vault}") from None
+    return ResolvedIndex(kind="legacy_db", path=layout.legacy_path, generation_id=None, sha256=None,
+                         size=st.st_size, source_snapshot_hash=None, created_at=st.st_mtime, layout=layout,
+                         record={})
+
+
+def resolve(layout: IndexLayout) -> ResolvedIndex:
+    """The reader path: the verified active generation (or the legacy index when no state exists).
+
+    A verified identity is reused only while the fingerprint of the state DB (with its siblings) and
+    of the generation file is unchanged, so a warm call costs a few ``stat`` calls. Any mismatch raises
+    a typed ``IntegrityError``; an older generation is never served instead.
+    """
+    key = str(layout.index_dir)
+    state = _state_fingerprint(layout)
+    with _CACHE_LOCK:
+        cached = _VERIFY_CACHE.get(key)
+    if cached is not None and state + (_stat_sig(cached[1].path),) == cached[0]:
+        with _CACHE_LOCK:
+            VERIFY_STATS["cache_hits"] += 1
+        return cached[1]
+    if state[0] is None:
+        return _legacy(layout)
+    record = _with_state(layout, lambda conn: _active_row(layout, conn))
+    resolved = _resolved(layout, record)
+    before = state + (_stat_sig(resolved.path),)   # taken before hashing: a change meanwhile is not cached
+    problems = _file_problems(resolved.path, record)
+    if problems:
+        raise problems[0]
+    after = _state_fingerprint(layout) + (_stat_sig(resolved.path),)
+    if after == before and not _is_racy(after[-1], time.time_ns()):
+        with _CACHE_LOCK:
+            _VERIFY_CACHE[key] = (after, resolved)
+    return resolved
+
+
+def _debris(layout: IndexLayout, ready_files: set[str]) -> list[Path]:
+    """Files no state row serves: everything in staging/, and generations/ files not named by a ready row."""
+    found = [p for p in sorted(layout.staging_dir.glob("*")) if p.is_file()] if layout.staging_dir.is_dir() else []
+    if layout.generations_dir.is_dir():
+        found += [p for p in sorted(layout.generations_dir.iterdir()) if p.is_file() and p.name not in ready_files]
+    return found
+
+
+def _ready_files(layout: IndexLayout) -> set[str]:
+    return {row["file_name"] for row in list_generations(layout) if row["status"] == "ready"}
+
+
+def verify_full(layout: IndexLayout) -> dict[str, Any]:
+    """Uncached check of the active index: state consistency, size, SHA-256 and ``PRAGMA integrity_check``.
+
+    Collects every problem and raises once (the first problem's type, all of them in ``problems``).
+    Orphan files are reported as information, not failures.
+    """
+    if not layout.state_path.exists():
+        legacy = _legacy(layout)
+        lines = _integrity_problems(legacy.path, immutable=False)
+        if lines:
+            raise SqliteIntegrityError(f"legacy index {legacy.path} fails integrity_check", path=str(legacy.path),
+                                       expected="ok", actual=lines)
+        return {"kind": "legacy_db", "path": str(legacy.path), "size": legacy.size, "generation_id": None,
+                "sha256": None, "checks": ["integrity_check"], "orphans": []}
+    record = _with_state(layout, lambda conn: _active_row(layout, conn))
+    resolved = _resolved(layout, record)
+    problems = _file_problems(resolved.path, record)
+    if resolved.path.exists():
+        lines = _integrity_problems(resolved.path, immutable=True)
+        if lines:
+            problems.append(SqliteIntegrityError(f"generation file {resolved.path} fails integrity_check",
+                                                 path=str(resolved.path), expected="ok", actual=lines))
+    if problems:
+        first = problems[0]
+        raise type(first)("; ".join(p.message for p in problems), **first.evidence,
+                          problems=[p.to_dict() for p in problems])
+    orphans = [str(p) for p in _debris(layout, _ready_files(layout))]
+    return {"kind": "immutable_generation", "path": str(resolved.path), "generation_id": resolved.generation_id,
+            "sha256": resolved.sha256, "size": resolved.size,
+            "checks": ["state", "exists", "size", "sha256", "integrity_check"], "orphans": orphans}
+
+
+# --- publish ----------------------------------------------------------------------------------------------
+
+def _validate_staged(layout: IndexLayout, staged: Path) -> None:
+    """The staged file lives in staging/, is complete (no -wal/-journal beside it) and passes integrity_check."""
+    problems = []
+    if staged.resolve().parent != layout.staging_dir.resolve():
+        problems.append(f"{staged} is not in {layout.staging_dir} (rename must stay on one filesystem)")
+    if not staged.is_file():
+        problems.append(f"{staged} does not exist")
+    problems += [f"{staged}{s} exists: close the build connection (and checkpoint its WAL) before publishing"
+                 for s in ("-wal", "-journal") if Path(f"{staged}{s}").exists()]
+    if problems:
+        raise ValidationError("staged database cannot be published: " + "; ".join(problems),
+                              path=str(staged), problems=problems)
+    lines = _integrity_problems(staged, immutable=True)
+    if lines:
+        raise SqliteIntegrityError(f"staged database {staged} fails integrity_check", path=str(staged),
+                                   expected="ok", actual=lines)
+
+
+def _generation_id(sha256: str, created_at: float, taken: set[str]) -> str:
+    """``g<UTC yyyymmddTHHMMSS>-<sha256[:12]>``; the second is bumped if that id was ever used."""
+    offset = 0
+    while True:
+        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(created_at + offset))
+        candidate = f"g{stamp}-{sha256[:12]}"
+        if candidate not in taken:
+            return candidate
+        offset += 1
+
+
+def _check_base(actual: str | None, expected: str | None) -> None:
+    if actual != expected:
+        raise BuildLockedError(f"another build published first (active is {actual}, this build started from "
+                               f"{expected})", expected=expected, actual=actual)
+
+
+def _record_row(record: GenerationRecord, gid: str, sha256: str, size: int, created_at: float) -> dict[str, Any]:
+    return {"generation_id": gid, "file_name": f"{gid}.db", "sha256": sha256, "size": size,
+            "source_snapshot_hash": record.source_snapshot_hash, "notes": record.notes, "chunks": record.chunks,
+            "dense_chunks": record.dense_chunks, "chunker": record.chunker, "tokenizer": record.tokenizer,
+            "dense_model": record.dense_model, "timings": json.dumps(record.timings, sort_keys=True),
+            "problems": json.dumps(record.problems, sort_keys=True), "created_at": created_at}
+
+
+def _commit_state(layout: IndexLayout, row: dict[str, Any], expected_base: str | None) -> None:
+    """Insert the generation row and flip the active pointer in one transaction (compare-and-swap).
+
+    The very first state DB is built whole in staging/ and renamed into place, so state.db either
+    does not exist or holds a complete schema with an active generation.
+    """
+    def swap(conn: sqlite3.Connection) -> None:
+        with atomic(conn):
+            active = conn.execute(SQL_GET_ACTIVE_ID).fetchone()
+            _check_base(active[0] if active else None, expected_base)
+            conn.execute(SQL_INSERT_GENERATION, row)
+            conn.execute(SQL_SET_ACTIVE, (row["generation_id"],))
+
+    if layout.state_path.exists():
+        _with_state(layout, lambda conn: (_check_state_schema(layout, conn), swap(conn)))
+        return
+    _check_base(None, expected_base)
+    temp = layout.staging_dir / f"state-{uuid.uuid4().hex}.db.tmp"
+    try:
+        conn = sqlite3.connect(temp, isolation_level=None)
+        try:
+            conn.execute("PRAGMA journal_mode=DELETE")
+            conn.executescript(STATE_DDL)
+            conn.execute(SQL_SET_VERSION, (str(STATE_SCHEMA_VERSION),))
+            swap(conn)
+        finally:
+            conn.close()
+        _fsync_path(temp)
+        os.replace(temp, layout.state_path)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+    _fsync_path(layout.index_dir)
+
+
+def _taken_ids(layout: IndexLayout) -> set[str]:
+    names = {p.stem for p in layout.generations_dir.glob("*.db")}
+    return names | {row["generation_id"] for row in list_generations(layout)}
+
+
+def _discard_unpublished(layout: IndexLayout, staged: Path, final: Path | None, gid: str | None) -> None:
+    """After a failed publish, remove our staged/renamed file unless the state already names it.
+    A staged path outside staging/ is not ours to delete."""
+    if staged.resolve().parent == layout.staging_dir.resolve():
+        staged.unlink(missing_ok=True)
+    if final is not None and final.exists():
+        if gid not in {row["generation_id"] for row in list_generations(layout)}:
+            final.unlink()
+
+
+def _apply_retention(layout: IndexLayout, keep: int) -> list[str]:
+    """Mark all but the newest ``keep`` ready generations (and never the active one) removed, then delete
+    their files. Rows go first: a crash in between leaves only orphan files, which ``_reap`` removes."""
+    rows = [row for row in list_generations(layout) if row["status"] == "ready"]
+    doomed = [row for row in rows[keep:] if not row["active"]]
+
+    def mark(conn: sqlite3.Connection) -> None:
+        with atomic(conn):
+            for row in doomed:
+                conn.execute(SQL_MARK_REMOVED, (row["generation_id"],))
+
+    _with_state(layout, mark)
+    for row in doomed:
+        (layout.generations_dir / row["file_name"]).unlink(missing_ok=True)
+    return [row["generation_id"] for row in doomed]
+
+
+def _reap(layout: IndexLayout) -> list[Path]:
+    """Delete debris: every staging file and every generations/ file no ready row names. Safe only under
+    ``build_lock``, since staging files are created under it (``new_staging_path`` checks)."""
+    debris = _debris(layout, _ready_files(layout))
+    for path in debris:
+        path.unlink(missing_ok=True)
+    return debris
+
+
+def publish(layout: IndexLayout, staging_path: Path, record: GenerationRecord, *, expected_base: str | None,
+            keep: int = 2, on_step: Callable[[str], None] | None = None) -> ResolvedIndex:
+    """Check, fsync, hash and move a staged database into ``generations/``, then flip the active pointer.
+
+    MUST be called while holding ``build_lock(layout)`` (checked): reaping deletes every staging file.
+    ``expected_base`` is the active generation id the build started from (``None`` for the first);
+    if another build published meanwhile, ``BuildLockedError`` is raised and nothing changes. Each
+    step in ``PUBLISH_STEPS`` calls ``on_step(name)`` first (fault injection). Until the state commit,
+    any failure leaves the previous generation active and removes our file.
+    """
+    _require_lock(layout)
+    if keep < 1:
+        raise UsageError(f"keep must be at least 1, got {keep}", keep=keep)
+    step = on_step or (lambda name: None)
+    staged, final, gid = Path(staging_path), None, None
+    try:
+        step("integrity_check")
+        _validate_staged(layout, staged)
+        step("fsync")
+        os.chmod(staged, 0o444)
+        _fsync_path(staged)
+        step("hash")
+        sha256, size = hash_file(staged)
+        created_at = time.time()
+        gid = _generation_id(sha256, created_at, _taken_ids(layout))
+        step("rename")
+        final = layout.generations_dir / f"{gid}.db"
+        os.replace(staged, final)
+        _fsync_path(layout.generations_dir)
+        step("state_commit")
+        _commit_state(layout, _record_row(record, gid, sha256, size, created_at), expected_base)
+    except BaseException:
+        _discard_unpublished(layout, staged, final, gid)
+        raise
+    finally:
+        _invalidate(layout)
+    step("retention")
+    _apply_retention(layout, keep)
+    step("reap")
+    _reap(layout)
+    return _resolved(layout, _with_state(layout, lambda conn: _active_row(layout, conn)))

@@ -1,0 +1,117 @@
+"""SEARCH_MODE_REGISTRY: one frozen spec per retrieval mode, holding the function that runs it.
+
+Dispatch, the CLI's --mode choices, capability checks and the reference table in
+docs/architecture.md all come from here: adding a mode is adding one entry.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from core import dense_modes, retrieval
+from core.errors import CapabilityError, UnknownModeError
+from core.retrieval import ModeRun, SearchContext
+
+FULL_TEXT, TERM_VECTORS, DENSE, RERANKER, LINK_GRAPH = (
+    "full_text", "term_vectors", "dense_vectors", "reranker", "link_graph")
+DEFAULT_MODE = "auto"
+DEPRECATED_ALIASES = MappingProxyType({"hybrid_reranked": "reranked"})
+
+
+@dataclass(frozen=True)
+class ModeSpec:
+    name: str
+    summary: str
+    needs: frozenset[str]
+    candidates: tuple[str, ...]
+    fusion: str
+    fails_closed: bool
+    run: Callable[[SearchContext], ModeRun]
+    extra: str | None = None   # the pip extra the mode needs
+
+
+def _run_auto(ctx: SearchContext) -> ModeRun:
+    """Dense when a verified dense index and its model are ready, else fts, labelled."""
+    reason = dense_modes.dense_readiness(ctx)
+    if reason is None:
+        return dense_modes.run_dense_auto(ctx)
+    run = retrieval.run_fts(ctx)
+    return ModeRun(run.hits, "fts", "fts_fallback", reason)
+
+
+_SPECS = (
+    ModeSpec("fts", "BM25F over the FTS5 tokens (title, description, tags, headings above body); "
+             "raw=True passes FTS5 syntax through", frozenset({FULL_TEXT, TERM_VECTORS}), ("fts",), "none",
+             False, retrieval.run_fts),
+    ModeSpec("vector", "cosine over sparse TF-IDF term vectors", frozenset({TERM_VECTORS}), ("vector",), "none",
+             False, retrieval.run_vector),
+    ModeSpec("hybrid", "weighted reciprocal rank fusion (k=60, ranks from 1, weights fts 1.0 / vector 0.2) of fts and vector",
+             frozenset({FULL_TEXT, TERM_VECTORS}), ("fts", "vector"), "rrf", False, retrieval.run_hybrid),
+    ModeSpec("semantic", "exact cosine over the generation's dense chunk embeddings, best chunk per note",
+             frozenset({DENSE}), ("dense",), "none", True, dense_modes.run_semantic, "dense"),
+    ModeSpec("reranked", "RRF of fts + vector + dense candidates, then an ONNX cross-encoder",
+             frozenset({FULL_TEXT, TERM_VECTORS, DENSE, RERANKER}), ("fts", "vector", "dense"),
+             "rrf+cross_encoder", True, dense_modes.run_reranked, "dense"),
+    ModeSpec("graph_assisted", "hybrid anchors, then expansion through links and typed relations "
+             "(both directions, 2 hops, score x0.5 per hop)", frozenset({FULL_TEXT, TERM_VECTORS, LINK_GRAPH}),
+             ("fts", "vector", "graph"), "rrf+graph_decay", False, retrieval.run_graph),
+    ModeSpec("auto", "the default: the dense pipeline when its vectors and model are ready, "
+             "otherwise fts labelled fts_fallback", frozenset({FULL_TEXT, TERM_VECTORS}), ("dense|fts",),
+             "as chosen", False, _run_auto),
+)
+
+
+def _build(specs: tuple[ModeSpec, ...]) -> Mapping[str, ModeSpec]:
+    out: dict[str, ModeSpec] = {}
+    for spec in specs:
+        if spec.name in out or spec.name in DEPRECATED_ALIASES:
+            raise RuntimeError(f"duplicate retrieval mode {spec.name!r}")
+        out[spec.name] = spec
+    return MappingProxyType(out)
+
+
+SEARCH_MODE_REGISTRY: Mapping[str, ModeSpec] = _build(_SPECS)
+MODE_NAMES: tuple[str, ...] = tuple(SEARCH_MODE_REGISTRY)
+
+
+def get_mode(name: str) -> ModeSpec:
+    """The spec of ``name``; a deprecated alias warns, an unknown name lists the valid ones."""
+    if name in DEPRECATED_ALIASES:
+        target = DEPRECATED_ALIASES[name]
+        warnings.warn(f"mode {name!r} is deprecated; use {target!r}", DeprecationWarning, stacklevel=3)
+        name = target
+    try:
+        return SEARCH_MODE_REGISTRY[name]
+    except KeyError:
+        raise UnknownModeError(f"unknown mode {name!r}; valid modes: {', '.join(MODE_NAMES)}", mode=name) from None
+
+
+def dispatch(spec: ModeSpec, ctx: SearchContext) -> ModeRun:
+    """Run a mode; a fail-closed mode falls back to fts only when the caller allowed it, labelled."""
+    try:
+        return spec.run(ctx)
+    except CapabilityError as exc:
+        if not (spec.fails_closed and ctx.allow_fallback):
+            raise
+        run = retrieval.run_fts(ctx)
+        return ModeRun(run.hits, "fts", "fts_fallback", exc.reason)
+
+
+def markdown_table() -> str:
+    """The reference table of docs/architecture.md, generated from the registry."""
+    lines = ["| mode | what it does | needs | candidates | fusion | fails closed | extra |",
+             "|---|---|---|---|---|---|---|"]
+    for s in SEARCH_MODE_REGISTRY.values():
+        lines.append(f"| `{s.name}`{' (default)' if s.name == DEFAULT_MODE else ''} | {s.summary} | "
+                     f"{', '.join(sorted(s.needs))} | {', '.join(s.candidates)} | {s.fusion} | "
+                     f"{'yes' if s.fails_closed else 'no'} | {s.extra or '-'} |")
+    return "\n".join(lines) + "\n"
+
+
+def modes_json() -> list[dict[str, object]]:
+    return [{"name": s.name, "summary": s.summary, "needs": sorted(s.needs), "candidates": list(s.candidates),
+             "fusion": s.fusion, "fails_closed": s.fails_closed, "extra": s.extra, "default": s.name == DEFAULT_MODE}
+            for s in SEARCH_MODE_REGISTRY.values()]

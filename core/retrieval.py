@@ -1,0 +1,219 @@
+"""The run functions of the model-free modes, and the context every mode receives."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from core import scoring
+from core.analysis import analyzer_for
+from core.errors import QuerySyntaxError, UsageError
+from core.filters import Filters
+from core.generations import ResolvedIndex
+from core.query import MAX_QUERY_TERMS
+from core.schema import FTS_COLUMNS, get_meta
+from core.sparse import SPARSE_CACHE, SparseIndex, bm25_scores, load_sparse, tfidf_scores
+
+# Candidates taken from each list before fusion.
+FUSION_DEPTH = 100
+RRF_K = 60.0
+# hybrid's RRF list weights (fts, vector): tuned on SciFact train + known-item (docs/architecture.md).
+HYBRID_WEIGHTS = (1.0, 0.2)
+GRAPH_ANCHORS = 10
+GRAPH_HOPS = 2
+GRAPH_DECAY = 0.5
+# bm25() column weights for raw FTS5 queries, in FTS_COLUMNS order.
+RAW_BM25_WEIGHTS = (2.0, 1.5, 1.5, 4.0, 1.0)
+
+
+# Filter masks of recent (generation, filters) pairs: numbers only, no note text.
+_MASK_CACHE_SIZE = 64
+_MASKS: dict[tuple, np.ndarray] = {}
+
+
+@dataclass(frozen=True)
+class Hit:
+    note_id: int
+    score: float
+    score_source: str                    # which stage produced the score
+    via: dict[str, Any] | None = None    # graph expansion: the edge it came through
+    chunk_id: int | None = None          # best chunk, when the mode knows it
+
+
+@dataclass(frozen=True)
+class ModeRun:
+    hits: list[Hit]
+    actual_mode: str
+    retrieval_contract: str
+    fallback_reason: str | None = None
+
+
+@dataclass
+class SearchContext:
+    """Everything a mode needs; built once per search_vault call."""
+
+    vault: Path
+    text: str
+    limit: int
+    filters: Filters
+    raw: bool
+    allow_fallback: bool
+    model: str | None
+    resolved: ResolvedIndex
+    conn: sqlite3.Connection
+    options: dict[str, Any] = field(default_factory=dict)
+    _sparse: SparseIndex | None = None
+    _mask: np.ndarray | None = None
+    _terms: list[str] | None = None
+    _meta: dict[str, Any] | None = None
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        if self._meta is None:
+            self._meta = get_meta(self.conn)
+        return self._meta
+
+    @property
+    def terms(self) -> list[str]:
+        if self._terms is None:
+            self._terms = analyzer_for(self.meta["tokenizer"]).terms(self.text)[:MAX_QUERY_TERMS]
+        return self._terms
+
+    def sparse(self) -> SparseIndex:
+        if self._sparse is None:
+            r = self.resolved
+            if r.kind == "legacy_db":  # mutable file: never cached
+                self._sparse = load_sparse(self.conn)
+            else:
+                key = (str(r.path), r.generation_id, r.sha256)
+                self._sparse = SPARSE_CACHE.get(str(r.layout.index_dir), key, lambda: load_sparse(self.conn))
+        return self._sparse
+
+    def allowed_ids(self) -> set[int]:
+        clause, vals = self.filters.where()
+        return {r[0] for r in self.conn.execute(f"SELECT n.id FROM notes n WHERE {clause}", vals)}
+
+    def mask(self) -> np.ndarray:
+        """Boolean mask over the sparse rows of the notes the filters allow (cached per generation)."""
+        if self._mask is None:
+            sp = self.sparse()
+            r = self.resolved
+            key = (str(r.path), r.sha256, self.filters) if r.kind != "legacy_db" else None
+            found = _MASKS.get(key) if key else None
+            if found is None:
+                ids = [row[0] for row in self.conn.execute(
+                    f"SELECT n.id FROM notes n WHERE {self.filters.where()[0]}", self.filters.where()[1])]
+                found = np.isin(sp.note_ids, np.asarray(ids, dtype=np.int64))
+                if key:
+                    if len(_MASKS) >= _MASK_CACHE_SIZE:
+                        _MASKS.pop(next(iter(_MASKS)))
+                    _MASKS[key] = found
+            self._mask = found
+        return self._mask
+
+
+def _ranked(ctx: SparseIndex, scores: np.ndarray, matched: np.ndarray, mask: np.ndarray, k: int
+            ) -> list[tuple[int, float]]:
+    cand = np.flatnonzero((matched > 0) & mask)
+    rows = scoring.top_k(scores, k, cand)
+    return [(int(ctx.note_ids[r]), float(scores[r])) for r in rows]
+
+
+def fts_ranking(ctx: SearchContext, k: int) -> list[tuple[int, float]]:
+    """(note id, score) best first: raw FTS5 syntax through FTS5, plain text through BM25F."""
+    if ctx.raw:
+        return raw_fts_ranking(ctx, k)
+    sp = ctx.sparse()
+    scores, matched = bm25_scores(sp, ctx.terms)
+    return _ranked(sp, scores, matched, ctx.mask(), k)
+
+
+def vector_ranking(ctx: SearchContext, k: int) -> list[tuple[int, float]]:
+    if ctx.raw:
+        raise UsageError("raw FTS5 syntax applies to the fts-based modes, not to vector")
+    sp = ctx.sparse()
+    scores, matched = tfidf_scores(sp, ctx.terms)
+    return _ranked(sp, scores, matched, ctx.mask(), k)
+
+
+def raw_fts_ranking(ctx: SearchContext, k: int) -> list[tuple[int, float]]:
+    """The caller's FTS5 expression, filters in the same statement; best chunk per note."""
+    clause, vals = ctx.filters.where()
+    weights = ", ".join(str(w) for w in RAW_BM25_WEIGHTS)
+    sql = (f"SELECT c.note_id, min(bm25(chunks_fts, {weights})) AS s FROM chunks_fts "
+           f"JOIN chunks c ON c.id = chunks_fts.rowid JOIN notes n ON n.id = c.note_id "
+           f"WHERE chunks_fts MATCH ? AND {clause} GROUP BY c.note_id ORDER BY s, c.note_id LIMIT ?")
+    try:
+        rows = ctx.conn.execute(sql, [ctx.text, *vals, k]).fetchall()
+    except sqlite3.OperationalError as exc:
+        raise QuerySyntaxError(f"invalid FTS5 query {ctx.text!r}: {exc}", query=ctx.text,
+                               hint="drop raw=True / --raw to search the text literally") from exc
+    return [(nid, -float(s)) for nid, s in rows]
+
+
+def _hits(ranking: list[tuple[int, float]], source: str, limit: int) -> list[Hit]:
+    return [Hit(nid, score, source) for nid, score in ranking[:limit]]
+
+
+def run_fts(ctx: SearchContext) -> ModeRun:
+    source = "fts5_bm25" if ctx.raw else "bm25f"
+    return ModeRun(_hits(fts_ranking(ctx, ctx.limit), source, ctx.limit), "fts", "fts")
+
+
+def run_vector(ctx: SearchContext) -> ModeRun:
+    return ModeRun(_hits(vector_ranking(ctx, ctx.limit), "tfidf_cosine", ctx.limit), "vector", "vector")
+
+
+def fused(rankings: list[list[tuple[int, float]]], limit: int, weights: tuple[float, ...] = HYBRID_WEIGHTS
+          ) -> list[tuple[int, float]]:
+    scores = scoring.rrf_fuse([[nid for nid, _ in r] for r in rankings], k=RRF_K, weights=weights)
+    return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
+
+
+def run_hybrid(ctx: SearchContext) -> ModeRun:
+    depth = max(FUSION_DEPTH, ctx.limit)
+    fusion = fused([fts_ranking(ctx, depth), vector_ranking(ctx, depth)], ctx.limit)
+    return ModeRun(_hits(fusion, "rrf", ctx.limit), "hybrid", "hybrid")
+
+
+def _neighbors(ctx: SearchContext) -> dict[int, list[tuple[int, str, str]]]:
+    out: dict[int, list[tuple[int, str, str]]] = {}
+    for src, dst, kind in ctx.conn.execute("SELECT src_id, dst_id, kind FROM edges WHERE dst_id IS NOT NULL "
+                                           "AND src_id != dst_id"):
+        out.setdefault(src, []).append((dst, kind, "out"))
+        out.setdefault(dst, []).append((src, kind, "in"))
+    return out
+
+
+def run_graph(ctx: SearchContext) -> ModeRun:
+    """Sparse RRF anchors, then expansion through stored links, never through hidden notes."""
+    depth = max(FUSION_DEPTH, ctx.limit)
+    anchors = fused([fts_ranking(ctx, depth), vector_ranking(ctx, depth)], GRAPH_ANCHORS)
+    allowed = ctx.allowed_ids()
+    expanded = scoring.graph_expand(dict(anchors), _neighbors(ctx), hops=GRAPH_HOPS, decay=GRAPH_DECAY,
+                                    allowed=allowed)
+    path_of = dict(ctx.conn.execute("SELECT id, rel_path FROM notes"))
+    hits = [Hit(nid, s, "rrf") for nid, s in anchors]
+    for nid, (s, via, kind, direction, hops) in expanded.items():
+        hits.append(Hit(nid, s, "graph", {"from": path_of.get(via), "edge": kind, "direction": direction,
+                                          "hops": hops}))
+    hits.sort(key=lambda h: (-h.score, h.note_id))
+    return ModeRun(hits[:ctx.limit], "graph_assisted", "graph_assisted")
+
+
+def note_fields(conn: sqlite3.Connection, note_ids: list[int]) -> dict[int, dict[str, Any]]:
+    """The notes rows of the hits."""
+    if not note_ids:
+        return {}
+    rows = conn.execute(f"SELECT id, rel_path, title, description, note_type, tags FROM notes "
+                        f"WHERE id IN ({', '.join('?' * len(note_ids))})", note_ids)
+    return {r[0]: {"rel_path": r[1], "title": r[2], "description": r[3], "note_type": r[4],
+                   "tags": tuple(json.loads(r[5]))} for r in rows}
+
+
+BODY_COLUMN = FTS_COLUMNS.index("body")

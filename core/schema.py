@@ -1,0 +1,226 @@
+"""The generation database: DDL, schema version, meta, and the transaction primitive.
+
+Each table's DDL lives here with the small queries that belong to it; modules that read
+or write a table use these names. The index is derived from the vault, so a schema
+version mismatch means "delete and rebuild", never a migration.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+# FTS5 columns of chunks_fts, in order. title/description/tags are filled on a note's
+# first chunk only, headings on the first chunk of each section, so per-note totals
+# count each field once.
+FTS_COLUMNS = ("title", "description", "tags", "headings", "body")
+
+DDL_META = """
+CREATE TABLE IF NOT EXISTS meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+)"""
+
+DDL_NOTES = """
+CREATE TABLE IF NOT EXISTS notes (
+    id             INTEGER PRIMARY KEY,
+    rel_path       TEXT NOT NULL UNIQUE,
+    title          TEXT NOT NULL,
+    description    TEXT,
+    note_type      TEXT,
+    tags           TEXT NOT NULL DEFAULT '[]',
+    created        TEXT,
+    updated        TEXT,
+    source_date    TEXT,
+    date           TEXT,
+    volatility     TEXT,
+    status         TEXT,
+    classification TEXT,
+    namespace      TEXT,
+    supersedes     TEXT NOT NULL DEFAULT '[]',
+    superseded_by  TEXT NOT NULL DEFAULT '[]',
+    aliases        TEXT NOT NULL DEFAULT '[]',
+    frontmatter_id TEXT,
+    extra          TEXT NOT NULL DEFAULT '{}',
+    content_sha256 TEXT NOT NULL,
+    mtime_ns       INTEGER NOT NULL,
+    size           INTEGER NOT NULL,
+    body_chars     INTEGER NOT NULL
+)"""
+
+NOTE_COLUMNS = (
+    "id", "rel_path", "title", "description", "note_type", "tags", "created", "updated",
+    "source_date", "date", "volatility", "status", "classification", "namespace",
+    "supersedes", "superseded_by", "aliases", "frontmatter_id", "extra", "content_sha256",
+    "mtime_ns", "size", "body_chars",
+)
+
+# Date columns a filter may name.
+DATE_FIELDS = ("created", "updated", "source_date", "date")
+
+DDL_NOTE_TAGS = """
+CREATE TABLE IF NOT EXISTS note_tags (
+    tag     TEXT NOT NULL,
+    note_id INTEGER NOT NULL,
+    PRIMARY KEY (tag, note_id)
+) WITHOUT ROWID"""
+
+DDL_NOTE_PROBLEMS = """
+CREATE TABLE IF NOT EXISTS note_problems (
+    note_id INTEGER NOT NULL,
+    reason  TEXT NOT NULL,
+    detail  TEXT NOT NULL
+)"""
+
+DDL_CHUNKS = """
+CREATE TABLE IF NOT EXISTS chunks (
+    id           INTEGER PRIMARY KEY,
+    note_id      INTEGER NOT NULL,
+    ord          INTEGER NOT NULL,
+    heading_path TEXT NOT NULL,
+    start        INTEGER NOT NULL,
+    end          INTEGER NOT NULL,
+    text_sha256  TEXT NOT NULL,
+    UNIQUE (note_id, ord)
+)"""
+
+
+def ddl_chunks_fts(tokenizer: str) -> str:
+    """FTS5 over chunks; rowid = chunks.id. The tokenizer is part of the index identity."""
+    if "'" in tokenizer:
+        raise ValueError(f"invalid tokenizer spec: {tokenizer!r}")
+    cols = ", ".join(FTS_COLUMNS)
+    return f"CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5({cols}, tokenize='{tokenizer}')"
+
+
+DDL_TERMS = """
+CREATE TABLE IF NOT EXISTS terms (
+    id   INTEGER PRIMARY KEY,
+    term TEXT NOT NULL UNIQUE
+)"""
+
+# Sparse term vector of a note: int32 term ids (ascending) and a uint16 matrix
+# [n_terms, len(FTS_COLUMNS)] of per-field term frequencies, both little-endian bytes.
+DDL_NOTE_TERMS = """
+CREATE TABLE IF NOT EXISTS note_terms (
+    note_id  INTEGER PRIMARY KEY,
+    term_ids BLOB NOT NULL,
+    tf       BLOB NOT NULL
+)"""
+
+# Links as written, per source note (carried over with the note) ...
+DDL_LINKS = """
+CREATE TABLE IF NOT EXISTS links (
+    note_id    INTEGER NOT NULL,
+    target     TEXT NOT NULL,
+    kind       TEXT NOT NULL,
+    heading    TEXT,
+    alias      TEXT,
+    source     TEXT NOT NULL,
+    alt_target TEXT
+)"""
+
+# ... and resolved edges, recomputed on every build (a new note can resolve old links).
+DDL_EDGES = """
+CREATE TABLE IF NOT EXISTS edges (
+    src_id INTEGER NOT NULL,
+    dst_id INTEGER,
+    kind   TEXT NOT NULL,
+    target TEXT NOT NULL
+)"""
+
+DDL_DENSE = """
+CREATE TABLE IF NOT EXISTS chunk_vectors (
+    chunk_id INTEGER PRIMARY KEY,
+    vector   BLOB NOT NULL
+)"""
+
+# Source files that were read but not indexed (binary), so that they count as
+# "seen" by the staleness scan and the snapshot hash.
+DDL_SKIPPED = """
+CREATE TABLE IF NOT EXISTS skipped_files (
+    rel_path       TEXT PRIMARY KEY,
+    content_sha256 TEXT NOT NULL,
+    mtime_ns       INTEGER NOT NULL,
+    size           INTEGER NOT NULL,
+    reason         TEXT NOT NULL,
+    detail         TEXT NOT NULL
+)"""
+
+DDL_BUILD_PROBLEMS = """
+CREATE TABLE IF NOT EXISTS build_problems (
+    path   TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    detail TEXT NOT NULL
+)"""
+
+INDEXES = (
+    "CREATE INDEX IF NOT EXISTS chunks_by_note ON chunks(note_id, ord)",
+    "CREATE INDEX IF NOT EXISTS links_by_note ON links(note_id)",
+    "CREATE INDEX IF NOT EXISTS edges_by_src ON edges(src_id)",
+    "CREATE INDEX IF NOT EXISTS edges_by_dst ON edges(dst_id)",
+    "CREATE INDEX IF NOT EXISTS note_tags_by_note ON note_tags(note_id)",
+    "CREATE INDEX IF NOT EXISTS note_problems_by_note ON note_problems(note_id)",
+)
+
+
+def create_schema(conn: sqlite3.Connection, tokenizer: str) -> None:
+    for ddl in (DDL_META, DDL_NOTES, DDL_NOTE_TAGS, DDL_NOTE_PROBLEMS, DDL_CHUNKS,
+                ddl_chunks_fts(tokenizer), DDL_TERMS, DDL_NOTE_TERMS, DDL_LINKS, DDL_EDGES,
+                DDL_DENSE, DDL_SKIPPED, DDL_BUILD_PROBLEMS, *INDEXES):
+        conn.execute(ddl)
+    set_meta(conn, {"schema_version": SCHEMA_VERSION, "tokenizer": tokenizer})
+
+
+def quote_identifier(name: str) -> str:
+    """The one quoting helper for SQL identifiers."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def get_meta(conn: sqlite3.Connection) -> dict[str, Any]:
+    return {k: json.loads(v) for k, v in conn.execute("SELECT key, value FROM meta")}
+
+
+def set_meta(conn: sqlite3.Connection, values: Mapping[str, Any]) -> None:
+    conn.executemany(
+        "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+        [(k, json.dumps(v, sort_keys=True)) for k, v in values.items()],
+    )
+
+
+_depth: dict[int, int] = {}
+
+
+@contextmanager
+def atomic(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """One transaction primitive: BEGIN at the outermost level, SAVEPOINTs when nested.
+
+    Errors roll back (to the savepoint) and re-raise. Needs a connection opened with
+    ``isolation_level=None`` so that Python's sqlite3 does not open transactions itself.
+    """
+    key = id(conn)
+    level = _depth.get(key, 0)
+    name = f"vs_sp_{level}"
+    conn.execute("BEGIN IMMEDIATE" if level == 0 else f"SAVEPOINT {name}")
+    _depth[key] = level + 1
+    try:
+        yield conn
+    except BaseException:
+        if level == 0:
+            conn.execute("ROLLBACK")
+        else:
+            conn.execute(f"ROLLBACK TO {name}")
+            conn.execute(f"RELEASE {name}")
+        raise
+    else:
+        conn.execute("COMMIT" if level == 0 else f"RELEASE {name}")
+    finally:
+        if level == 0:
+            _depth.pop(key, None)
+        else:
+            _depth[key] = level
