@@ -13,7 +13,7 @@ and the size of the index on disk. Targets are judged PASS/MISS from the numbers
 Results go to ``bench/results/build.json``; :func:`render_markdown` turns that JSON into
 the table the docs show.
 
-    python -m bench.bench_build [--corpus scifact|powershell|all] [--out PATH]
+    python -m bench.bench_build [--corpus scifact|dendron|powershell|all] [--out PATH]
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ from bench.common import (
 
 CORPORA: dict[str, Path] = {
     "scifact": DATA_DIR / "scifact" / "vault",
+    "dendron": DATA_DIR / "dendron" / "vault",
     "powershell": DATA_DIR / "powershell-docs" / "reference",
 }
 CHANGE_FRACTION = 0.05

@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
 import psutil
 
 from core.evaluation import load_qrels, load_queries  # noqa: F401  (re-exported for the benches)
-from core.metrics import ndcg_at_k
+from core.metrics import ndcg_at_k, percentile
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = REPO_ROOT / "bench" / "results"
@@ -91,6 +91,85 @@ def emit_phase_result(data: Mapping[str, Any]) -> None:
     out["peak_rss_mb"] = round(peak_rss_mb(), 1)
     sys.stdout.write(json.dumps(out, sort_keys=True) + "\n")
     sys.stdout.flush()
+
+
+def latency_stats(seconds: Sequence[float]) -> dict[str, float]:
+    """p50 / p95 / mean of a latency sample given in seconds, in milliseconds (core.metrics.percentile)."""
+    if not seconds:
+        raise ValueError("latency_stats needs at least one sample")
+    ms = [s * 1000.0 for s in seconds]
+    return {"p50_ms": round(percentile(ms, 50), 3), "p95_ms": round(percentile(ms, 95), 3),
+            "mean_ms": round(sum(ms) / len(ms), 3), "n": len(ms)}
+
+
+def time_interleaved(fns: Mapping[str, Callable[[T], Any]], items: Sequence[T], *, warmup: int = 10,
+                     rounds: int = 1) -> dict[str, list[float]]:
+    """Per-call wall seconds of every ``fns[name](item)``, the engines interleaved per item.
+
+    A warm-up pass over the first ``warmup`` items (untimed) loads lazily built caches, so
+    the timed passes measure the steady state a long-lived process sees. Interleaving the
+    engines item by item spreads background load over all of them alike, so their ratios
+    stay fair on a busy machine; the order rotates from item to item because the first
+    engine to see a query pays for what later ones find cached (e.g. the query analyzer's
+    word -> token cache), so each engine goes first equally often.
+    """
+    for item in items[:warmup]:
+        for fn in fns.values():
+            fn(item)
+    samples: dict[str, list[float]] = {name: [] for name in fns}
+    order = list(fns.items())
+    for _ in range(rounds):
+        for i, item in enumerate(items):
+            shift = i % len(order)
+            for name, fn in order[shift:] + order[:shift]:
+                start = time.perf_counter()
+                fn(item)
+                samples[name].append(time.perf_counter() - start)
+    return samples
+
+
+def cprofile_top(fn: Callable[[], Any], *, top: int = 15) -> dict[str, Any]:
+    """Run ``fn()`` under cProfile; the ``top`` functions by own time and by cumulative time.
+
+    Each row is ``{function, ncalls, tottime_s, cumtime_s}`` with ``function`` as
+    ``file:line(name)`` relative to the repo where possible, so a report can show where a
+    missed target's time goes.
+    """
+    import cProfile
+    import pstats
+
+    profiler = cProfile.Profile()
+    start = time.perf_counter()
+    profiler.runcall(fn)
+    wall = time.perf_counter() - start
+    stats = pstats.Stats(profiler)
+    rows = []
+    for (path, line, name), (_cc, ncalls, tottime, cumtime, _callers) in stats.stats.items():  # type: ignore[attr-defined]
+        where = path.replace(str(REPO_ROOT) + os.sep, "")
+        rows.append({"function": f"{where}:{line}({name})", "ncalls": ncalls,
+                     "tottime_s": round(tottime, 4), "cumtime_s": round(cumtime, 4)})
+    by_own = sorted(rows, key=lambda r: r["tottime_s"], reverse=True)[:top]
+    by_cum = sorted(rows, key=lambda r: r["cumtime_s"], reverse=True)[:top]
+    return {"tool": "cProfile", "wall_seconds_profiled": round(wall, 3), "by_tottime": by_own, "by_cumtime": by_cum}
+
+
+def tracemalloc_top(fn: Callable[[], Any], *, top: int = 15) -> dict[str, Any]:
+    """Run ``fn()`` under tracemalloc; the ``top`` source lines by bytes still held, and the traced peak.
+
+    ``fn`` should return what the process keeps alive (caches, indexes) so that it is still
+    referenced when the snapshot is taken.
+    """
+    import tracemalloc
+
+    tracemalloc.start()
+    kept = fn()
+    snapshot = tracemalloc.take_snapshot()
+    _current, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    rows = [{"where": str(stat.traceback).replace(str(REPO_ROOT) + os.sep, ""), "mib": round(stat.size / 2**20, 2),
+             "blocks": stat.count} for stat in snapshot.statistics("lineno")[:top]]
+    del kept
+    return {"tool": "tracemalloc", "traced_peak_mib": round(peak / 2**20, 1), "by_size": rows}
 
 
 # ---------------------------------------------------------------- files and output

@@ -24,10 +24,11 @@ import json
 import os
 import random
 import re
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from bench.baselines import split_frontmatter
 from bench.common import DATA_DIR
@@ -250,6 +251,32 @@ def make_vault(out_dir: Path, n_notes: int, seed: int = 0, *, pool: TextPool | N
             fh.write(data)
     folders = (n_notes + FOLDER_SIZE - 1) // FOLDER_SIZE
     return SynthSummary(out_dir, n_notes, folders, links, total_bytes, time.perf_counter() - start)
+
+
+def cached_vault(work_dir: Path, n_notes: int, seed: int = 0) -> tuple[Path, dict[str, Any]]:
+    """The synthetic vault of ``(n_notes, seed)`` under ``work_dir``, generated once and reused.
+
+    A vault is generated into a staging folder and renamed into place with a ``synth.json``
+    beside it (its :class:`SynthSummary`), so an interrupted generation is never reused:
+    only a folder whose summary exists counts. Returns ``(vault_dir, summary dict)``; the
+    summary's ``cached`` says whether this call reused an earlier one.
+    """
+    work_dir = Path(work_dir)
+    home = work_dir / f"synth-{n_notes}-seed{seed}"
+    marker = home / "synth.json"
+    if marker.is_file():
+        return home / "vault", {**json.loads(marker.read_text(encoding="utf-8")), "cached": True}
+    if home.exists():
+        shutil.rmtree(home)  # an interrupted earlier generation: no marker, so never trusted
+    staging = work_dir / f".staging-synth-{n_notes}-seed{seed}-{os.getpid()}"
+    if staging.exists():
+        shutil.rmtree(staging)
+    summary = make_vault(staging / "vault", n_notes, seed)
+    data = {"notes": summary.notes, "folders": summary.folders, "links": summary.links,
+            "bytes": summary.bytes, "seconds": round(summary.seconds, 2), "seed": seed}
+    (staging / "synth.json").write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    os.rename(staging, home)
+    return home / "vault", {**data, "cached": False}
 
 
 def make_queries(vault_dir: Path, n: int, seed: int = 0) -> list[dict[str, str]]:

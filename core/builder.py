@@ -93,7 +93,8 @@ class _Plan:
 
 
 def _open_working(path: Path, *, in_place: bool) -> sqlite3.Connection:
-    conn = sqlite3.connect(path, isolation_level=None)
+    # check_same_thread=False: the NoteWriter's RowSink inserts from its worker thread
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     if in_place:
         conn.execute("PRAGMA journal_mode=DELETE")
         conn.execute("PRAGMA synchronous=FULL")
@@ -143,16 +144,15 @@ def _apply(conn: sqlite3.Connection, plan: _Plan, config: IndexConfig, progress:
     """Apply the plan inside the caller's transaction."""
     delete_notes(conn, plan.changed_ids + plan.removed_ids)
     conn.executemany("DELETE FROM skipped_files WHERE rel_path = ?", [(p,) for p in plan.removed_skipped])
-    writer = NoteWriter(conn, analyzer_for(config.tokenizer), chunk_size=config.chunk_size,
-                        chunk_overlap=config.chunk_overlap)
     skipped_rows = []
-    for f, data, sha in tqdm(plan.changed, desc="indexing", unit="note", disable=not progress):
-        note = None if is_binary(data) else parse_note(f.rel_path, data)
-        if note is None:
-            skipped_rows.append((f.rel_path, sha, f.mtime_ns, f.size, "binary", "NUL byte in the first 8 KiB"))
-            continue
-        writer.add(note, sha256=sha, mtime_ns=f.mtime_ns, size=f.size)
-    writer.flush()
+    with NoteWriter(conn, analyzer_for(config.tokenizer), chunk_size=config.chunk_size,
+                    chunk_overlap=config.chunk_overlap) as writer:
+        for f, data, sha in tqdm(plan.changed, desc="indexing", unit="note", disable=not progress):
+            note = None if is_binary(data) else parse_note(f.rel_path, data)
+            if note is None:
+                skipped_rows.append((f.rel_path, sha, f.mtime_ns, f.size, "binary", "NUL byte in the first 8 KiB"))
+                continue
+            writer.add(note, sha256=sha, mtime_ns=f.mtime_ns, size=f.size)
     conn.executemany("INSERT OR REPLACE INTO skipped_files(rel_path, content_sha256, mtime_ns, size, reason, detail) "
                      "VALUES (?, ?, ?, ?, ?, ?)", skipped_rows)
     conn.execute("DELETE FROM build_problems")

@@ -108,7 +108,7 @@ class Filters:
         if self.path_prefixes:
             conds.append("(" + " OR ".join("substr(n.rel_path, 1, ?) = ?" for _ in self.path_prefixes) + ")")
             for p in self.path_prefixes:
-                p = p.strip("/")
+                p = p.lstrip("/")  # a trailing "/" stays: "projects/" must not match "projects2/"
                 vals.extend((len(p), p))
         col = f"n.{self.date_field}"
         if self.since:

@@ -2,20 +2,26 @@
 
 The builder decides *which* notes change; this module knows *how* a note becomes rows:
 the notes row, tags, per-note problems, chunks + their FTS5 rows, the sparse term vector
-and the links as written. Rows are buffered and written with executemany.
+and the links as written.
+
+Rows are buffered per batch of notes and written by a ``RowSink``: one worker thread that
+runs the batch's ``executemany`` calls on the build connection. SQLite releases the GIL
+while it steps a statement (FTS5 tokenising and writing the chunks is most of the write
+cost), so the database work of one batch overlaps the parsing of the next.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import queue
 import sqlite3
+import threading
 from collections import Counter
 from collections.abc import Iterable
+from types import TracebackType
 
-import numpy as np
-
-from core.analysis import Analyzer, word_counts
+from core.analysis import Analyzer, TermVectors, word_counts
 from core.chunking import Chunk, chunk_body, headings
 from core.links import LinkResolver
 from core.notes import Link, ParsedNote
@@ -24,35 +30,113 @@ from core.schema import FTS_COLUMNS, NOTE_COLUMNS
 _NOTE_INSERT = f"INSERT INTO notes({', '.join(NOTE_COLUMNS)}) VALUES ({', '.join('?' * len(NOTE_COLUMNS))})"
 _FTS_INSERT = (f"INSERT INTO chunks_fts(rowid, {', '.join(FTS_COLUMNS)}) "
                f"VALUES (?{', ?' * len(FTS_COLUMNS)})")
-_FIELD = {name: i for i, name in enumerate(FTS_COLUMNS)}
-_TF_MAX = np.iinfo(np.uint16).max
-_FLUSH_TERMS_EVERY = 2000
+# One batch's statements, in the order they run (notes first: the other rows name them).
+_INSERTS = {
+    "notes": _NOTE_INSERT,
+    "tags": "INSERT INTO note_tags(tag, note_id) VALUES (?, ?)",
+    "problems": "INSERT INTO note_problems(note_id, reason, detail) VALUES (?, ?, ?)",
+    "chunks": "INSERT INTO chunks(id, note_id, ord, heading_path, start, end, text_sha256) VALUES (?, ?, ?, ?, ?, ?, ?)",
+    "fts": _FTS_INSERT,
+    "new_terms": "INSERT INTO terms(id, term) VALUES (?, ?)",
+    "terms": "INSERT INTO note_terms(note_id, term_ids, tf) VALUES (?, ?, ?)",
+    "links": "INSERT INTO links(note_id, target, kind, heading, alias, source, alt_target) VALUES (?, ?, ?, ?, ?, ?, ?)",
+}
+_BATCH_NOTES = 256
+_BATCH_CHUNKS = 4096
+# json.dumps(value, ensure_ascii=False, sort_keys=True) without building an encoder per call
+_encode_json = json.JSONEncoder(ensure_ascii=False, sort_keys=True).encode
 
 
 def _json(value: object) -> str:
-    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+    return _encode_json(value)
+
+
+Batch = list[tuple[str, list[tuple]]]
+
+
+class RowSink:
+    """Runs batches of INSERTs, in order, on one worker thread using the caller's connection.
+
+    The connection must be opened with ``check_same_thread=False``, and the caller must not
+    use it until ``close`` returns; the caller's transaction stays the caller's (the sink only
+    inserts). A failed insert stops the sink: its error is raised by the next ``put`` or by
+    ``close``, never dropped.
+    """
+
+    def __init__(self, conn: sqlite3.Connection, *, depth: int = 2) -> None:
+        self.conn = conn
+        self._queue: queue.Queue[Batch | None] = queue.Queue(maxsize=depth)
+        self._error: BaseException | None = None
+        self._abort = False
+        self._thread = threading.Thread(target=self._run, name="vaultsearch-row-sink", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while (batch := self._queue.get()) is not None:
+            if self._error is not None or self._abort:
+                continue  # keep draining so that a blocked put() returns; nothing more is written
+            try:
+                for sql, rows in batch:
+                    if rows:
+                        self.conn.executemany(sql, rows)
+            except Exception as exc:  # handed over to the caller's thread, which raises it
+                self._error = exc
+
+    def _raise_error(self) -> None:
+        if self._error is not None:
+            raise self._error
+
+    def put(self, batch: Batch) -> None:
+        """Queue one batch (blocks while ``depth`` batches are waiting)."""
+        self._raise_error()
+        self._queue.put(batch)
+
+    def close(self, *, abort: bool = False) -> None:
+        """Wait until every queued batch is written (or, with ``abort``, skipped); raise a write error."""
+        self._abort = abort
+        self._queue.put(None)
+        self._thread.join()
+        self._raise_error()
 
 
 class NoteWriter:
-    """Buffers the rows of new notes; ``flush`` writes them in one go."""
+    """Turns parsed notes into rows and hands them, a batch at a time, to a ``RowSink``.
+
+    Use it as a context manager: a clean exit writes the last batch and waits for every
+    write to finish; an exception stops the writes and propagates (the caller's
+    transaction then rolls back). The connection must allow use from another thread.
+    """
 
     def __init__(self, conn: sqlite3.Connection, analyzer: Analyzer, *, chunk_size: int,
                  chunk_overlap: int) -> None:
-        self.conn = conn
-        self.analyzer = analyzer
         self.chunk_size = chunk_size
         self.chunk_overlap = chunk_overlap
         self.next_note_id = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM notes").fetchone()[0]
         self.next_chunk_id = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM chunks").fetchone()[0]
-        self.term_ids: dict[str, int] = dict(conn.execute("SELECT term, id FROM terms"))
-        self._new_terms: list[tuple[int, str]] = []
-        self._word_tids: dict[str, tuple[int, ...]] = {}
-        self._pending_terms: list[tuple[int, list[Counter[str]]]] = []
-        self._rows: dict[str, list[tuple]] = {k: [] for k in
-                                              ("notes", "tags", "problems", "chunks", "fts", "terms", "links")}
+        self.vectors = TermVectors(analyzer, dict(conn.execute("SELECT term, id FROM terms")), len(FTS_COLUMNS))
+        self._rows: dict[str, list[tuple]] = {name: [] for name in _INSERTS}
+        self._counts: list[tuple[int, list[Counter[str]]]] = []
+        self._heading_json: dict[tuple[str, ...], str] = {}
         self.chunks_added = 0
+        self._sink = RowSink(conn)
+
+    def __enter__(self) -> NoteWriter:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        failed = exc_type is not None
+        try:
+            if not failed:
+                self._flush()
+        except BaseException:
+            failed = True
+            raise
+        finally:
+            self._sink.close(abort=failed)
 
     def add(self, note: ParsedNote, *, sha256: str, mtime_ns: int, size: int) -> int:
+        """Queue the rows of one note; returns its note id."""
         note_id = self.next_note_id
         self.next_note_id += 1
         d = note.dates
@@ -69,7 +153,9 @@ class NoteWriter:
                                    for ln in note.links)
         fields = self._fields(note)
         self._add_chunks(note_id, note, fields)
-        self._add_terms(note_id, fields, note.body)
+        self._counts.append((note_id, [word_counts(fields[name]) for name in FTS_COLUMNS]))
+        if len(self._counts) >= _BATCH_NOTES or len(self._rows["chunks"]) >= _BATCH_CHUNKS:
+            self._flush()
         return note_id
 
     @staticmethod
@@ -79,94 +165,50 @@ class NoteWriter:
             "description": note.description or "",
             "tags": " ".join(note.tags),
             "headings": "\n".join(headings(note.body)),
+            "body": note.body,
         }
+
+    def _path_json(self, path: tuple[str, ...]) -> str:
+        found = self._heading_json.get(path)
+        if found is None:
+            found = self._heading_json[path] = _json(list(path))
+        return found
 
     def _add_chunks(self, note_id: int, note: ParsedNote, fields: dict[str, str]) -> None:
         chunks: list[Chunk] = chunk_body(note.body, size=self.chunk_size, overlap=self.chunk_overlap)
         if not chunks:  # a note with no body still gets one (empty) chunk so title/tags are searchable
             chunks = [Chunk(ord=0, heading_path=(), text="", start=0, end=0)]
         prev_path: tuple[str, ...] | None = None
+        chunk_rows, fts_rows = self._rows["chunks"], self._rows["fts"]
         for chunk in chunks:
             cid = self.next_chunk_id
             self.next_chunk_id += 1
             first = chunk.ord == 0
-            new_section = chunk.heading_path != prev_path
-            prev_path = chunk.heading_path
-            self._rows["chunks"].append((cid, note_id, chunk.ord, _json(list(chunk.heading_path)), chunk.start,
-                                         chunk.end, hashlib.sha256(chunk.text.encode("utf-8")).hexdigest()))
-            self._rows["fts"].append((
+            path = chunk.heading_path
+            new_section = path != prev_path
+            prev_path = path
+            chunk_rows.append((cid, note_id, chunk.ord, self._path_json(path), chunk.start, chunk.end,
+                               hashlib.sha256(chunk.text.encode("utf-8")).hexdigest()))
+            fts_rows.append((
                 cid,
                 fields["title"] if first else "",
                 fields["description"] if first else "",
                 fields["tags"] if first else "",
-                chunk.heading_path[-1] if (new_section and chunk.heading_path) else "",
+                path[-1] if (new_section and path) else "",
                 chunk.text,
             ))
         self.chunks_added += len(chunks)
 
-    def _add_terms(self, note_id: int, fields: dict[str, str], body: str) -> None:
-        """Queue the note's per-field word counts; terms are resolved in bulk at flush."""
-        counts = [word_counts(body if name == "body" else fields[name]) for name in FTS_COLUMNS]
-        self._pending_terms.append((note_id, counts))
-        if len(self._pending_terms) >= _FLUSH_TERMS_EVERY:
-            self._resolve_terms()
-
-    def _word_term_ids(self, words: set[str]) -> dict[str, tuple[int, ...]]:
-        """word -> FTS5 term ids, assigning ids to terms never seen before."""
-        cache = self._word_tids
-        new = [w for w in words if w not in cache]
-        if new:
-            mapping = self.analyzer.map_words(new)
-            for w in new:
-                ids = []
-                for term in mapping[w]:
-                    tid = self.term_ids.get(term)
-                    if tid is None:
-                        tid = self.term_ids[term] = len(self.term_ids) + 1
-                        self._new_terms.append((tid, term))
-                    ids.append(tid)
-                cache[w] = tuple(ids)
-        return cache
-
-    def _resolve_terms(self) -> None:
-        """Turn queued word counts into id-sorted sparse vectors (one row per note)."""
-        words: set[str] = set()
-        for _, counts in self._pending_terms:
-            for c in counts:
-                words.update(c)
-        wt = self._word_term_ids(words)
-        for note_id, counts in self._pending_terms:
-            tids: list[int] = []
-            cols: list[int] = []
-            vals: list[int] = []
-            for col, c in enumerate(counts):
-                for w, n in c.items():
-                    for tid in wt[w]:
-                        tids.append(tid)
-                        cols.append(col)
-                        vals.append(n)
-            uniq, inv = np.unique(np.asarray(tids, dtype=np.int32), return_inverse=True)
-            tf = np.zeros((uniq.shape[0], len(FTS_COLUMNS)), dtype=np.int64)
-            np.add.at(tf, (inv, np.asarray(cols, dtype=np.int64)), np.asarray(vals, dtype=np.int64))
-            packed = np.minimum(tf, _TF_MAX).astype("<u2")
-            self._rows["terms"].append((note_id, uniq.astype("<i4").tobytes(), packed.tobytes()))
-        self._pending_terms = []
-
-    def flush(self) -> None:
-        self._resolve_terms()
-        c = self.conn
-        c.executemany(_NOTE_INSERT, self._rows["notes"])
-        c.executemany("INSERT INTO note_tags(tag, note_id) VALUES (?, ?)", self._rows["tags"])
-        c.executemany("INSERT INTO note_problems(note_id, reason, detail) VALUES (?, ?, ?)", self._rows["problems"])
-        c.executemany("INSERT INTO chunks(id, note_id, ord, heading_path, start, end, text_sha256) "
-                      "VALUES (?, ?, ?, ?, ?, ?, ?)", self._rows["chunks"])
-        c.executemany(_FTS_INSERT, self._rows["fts"])
-        c.executemany("INSERT INTO terms(id, term) VALUES (?, ?)", self._new_terms)
-        c.executemany("INSERT INTO note_terms(note_id, term_ids, tf) VALUES (?, ?, ?)", self._rows["terms"])
-        c.executemany("INSERT INTO links(note_id, target, kind, heading, alias, source, alt_target) "
-                      "VALUES (?, ?, ?, ?, ?, ?, ?)", self._rows["links"])
-        self._new_terms = []
-        self._rows = {k: [] for k in self._rows}
+    def _flush(self) -> None:
+        """Turn the queued word counts into term vectors and hand the batch to the sink."""
+        rows = self._rows
+        if self._counts:
+            vectors = self.vectors.vectors([counts for _, counts in self._counts])
+            rows["terms"] = [(note_id, tids, tf) for (note_id, _), (tids, tf) in zip(self._counts, vectors)]
+            rows["new_terms"] = self.vectors.take_new_terms()
+        self._sink.put([(_INSERTS[name], rows[name]) for name in _INSERTS])
+        self._rows = {name: [] for name in _INSERTS}
+        self._counts = []
 
 
 def delete_notes(conn: sqlite3.Connection, note_ids: Iterable[int]) -> int:

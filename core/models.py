@@ -183,9 +183,10 @@ def import_backend(module: str) -> ModuleType:
                                       module=module) from exc
 
 
-def _download_hint(preset: str) -> str:
-    return (f"download it with: vaultsearch models download {preset}  "
-            f"(or pass a local model directory; see docs/models.md)")
+def _hub() -> tuple[ModuleType, ModuleType]:
+    """huggingface_hub and its ``utils`` (where its error classes live in every version)."""
+    hub = import_backend("huggingface_hub")
+    return hub, importlib.import_module("huggingface_hub.utils")
 
 
 def resolve_model(name_or_dir: str | Path | ModelPreset, *, kind: str, cache_dir: Path | None = None,
@@ -211,7 +212,8 @@ def resolve_model(name_or_dir: str | Path | ModelPreset, *, kind: str, cache_dir
     if found is None:
         raise ModelMissingError(f"model {preset.name!r} ({preset.repo_id}@{preset.revision[:10]}) is not "
                                 "in the vaultsearch or Hugging Face cache",
-                                hint=_download_hint(preset.name), model=preset.name,
+                                hint=f"download it with: vaultsearch models download {preset.name} "
+                                     "(or pass a local model directory; see docs/models.md)", model=preset.name,
                                 download_command=f"vaultsearch models download {preset.name}")
     return found
 
@@ -259,13 +261,13 @@ def _find_in_vaultsearch_cache(preset: ModelPreset, cache_dir: Path) -> ModelFil
 
 def _find_in_hf_cache(preset: ModelPreset) -> ModelFiles | None:
     """The preset in the Hugging Face cache at its pinned revision, without network."""
-    hub = import_backend("huggingface_hub")
+    hub, hub_utils = _hub()
     paths: dict[str, Path] = {}
     for f in preset.files:
         try:
             local = hub.hf_hub_download(preset.repo_id, f.path, revision=preset.revision,
                                         local_files_only=True)
-        except hub.errors.LocalEntryNotFoundError:
+        except hub_utils.LocalEntryNotFoundError:
             return None
         paths[f.path] = Path(local)
     return _files_for(preset, paths, "hf_cache")
@@ -318,10 +320,10 @@ def download_model(preset: str | ModelPreset, cache_dir: Path | None = None) -> 
     huggingface_hub) or no network -> ModelMissingError.
     """
     preset = preset_named(preset)
-    hub = import_backend("huggingface_hub")
+    _hub()                                      # fail before touching the disk when the extra is absent
     root = (cache_dir or default_cache_dir()) / preset.name
     root.mkdir(parents=True, exist_ok=True)
-    paths = {f.path: _fetch(hub, preset, f, root) for f in preset.files}
+    paths = {f.path: _fetch(preset, f, root) for f in preset.files}
     digests, problems = {}, []
     for f in preset.files:
         digest, problem = _check_download(paths[f.path], f)
@@ -340,16 +342,17 @@ def download_model(preset: str | ModelPreset, cache_dir: Path | None = None) -> 
     return _files_for(preset, paths, "vaultsearch_cache", digests)
 
 
-def _fetch(hub: ModuleType, preset: ModelPreset, pinned: PinnedFile, root: Path) -> Path:
+def _fetch(preset: ModelPreset, pinned: PinnedFile, root: Path) -> Path:
     """One pinned file through huggingface_hub, with its failures mapped to our errors."""
+    hub, hub_utils = _hub()
     try:
         local = hub.hf_hub_download(preset.repo_id, pinned.path, revision=preset.revision, local_dir=root)
-    except hub.errors.LocalEntryNotFoundError as exc:
+    except hub_utils.LocalEntryNotFoundError as exc:
         raise ModelMissingError(f"cannot download {preset.repo_id}/{pinned.path}: offline or hub unreachable",
                                 hint=f"connect (unset HF_HUB_OFFLINE) and run: vaultsearch models download "
                                      f"{preset.name}, or pass a local model directory",
                                 model=preset.name, file=pinned.path) from exc
-    except hub.errors.HfHubHTTPError as exc:
+    except hub_utils.HfHubHTTPError as exc:
         raise ModelDownloadError(f"hub refused {preset.repo_id}/{pinned.path}@{preset.revision}: {exc}",
                                  model=preset.name, file=pinned.path) from exc
     return Path(local)

@@ -41,9 +41,10 @@ Decisions worth knowing:
 
 from __future__ import annotations
 
+import calendar
 import re
-from datetime import date, datetime, timedelta, timezone
 from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta, timezone
 from typing import Any
 
 import yaml
@@ -259,33 +260,33 @@ def normalise_date(value: Any) -> str | None:
 def _from_epoch(number: int | float) -> str | None:
     """Epoch seconds or milliseconds as UTC ISO; an 8-digit int that is a valid YYYYMMDD is a date."""
     if isinstance(number, int) and 19_000_101 <= number <= 29_991_231:
-        try:
-            return date(number // 10_000, number // 100 % 100, number % 100).isoformat()
-        except ValueError:
-            pass  # not a calendar date: read it as epoch seconds below
+        year, month, day = number // 10_000, number // 100 % 100, number % 100
+        if 1 <= month <= 12 and 1 <= day <= calendar.monthrange(year, month)[1]:
+            return date(year, month, day).isoformat()
     seconds = number / 1000 if abs(number) >= 1e11 else number
     try:
         return (_EPOCH + timedelta(seconds=seconds)).isoformat()
-    except (OverflowError, ValueError):  # out of datetime's range, NaN, inf
+    except (OverflowError, ValueError):  # out of datetime's range, NaN, inf: not a date
         return None
 
 
 def _from_string(text: str) -> str | None:
+    """An ISO form, a 9+ digit epoch, or one of ``_DATE_FORMATS``; None when none fits."""
     if _EPOCH_DIGITS.fullmatch(text):
         return _from_epoch(int(text))
-    try:
-        if len(text) <= 10:
-            return date.fromisoformat(text).isoformat()
-        return datetime.fromisoformat(text).isoformat()
-    except ValueError:
-        pass  # not ISO: try the common forms
-    for fmt in _DATE_FORMATS:
+    parsers = [date.fromisoformat if len(text) <= 10 else datetime.fromisoformat]
+    parsers += [lambda t, f=fmt: _strptime(t, f) for fmt in _DATE_FORMATS]
+    for parse in parsers:
         try:
-            parsed = datetime.strptime(text, fmt)
-        except ValueError:
+            return parse(text).isoformat()
+        except ValueError:  # this form does not fit: try the next one
             continue
-        return parsed.isoformat() if "%H" in fmt else parsed.date().isoformat()
     return None
+
+
+def _strptime(text: str, fmt: str) -> date | datetime:
+    parsed = datetime.strptime(text, fmt)
+    return parsed if "%H" in fmt else parsed.date()
 
 
 # ---------------------------------------------------------------- frontmatter fields

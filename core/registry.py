@@ -105,9 +105,9 @@ def markdown_table() -> str:
     lines = ["| mode | what it does | needs | candidates | fusion | fails closed | extra |",
              "|---|---|---|---|---|---|---|"]
     for s in SEARCH_MODE_REGISTRY.values():
-        lines.append(f"| `{s.name}`{' (default)' if s.name == DEFAULT_MODE else ''} | {s.summary} | "
-                     f"{', '.join(sorted(s.needs))} | {', '.join(s.candidates)} | {s.fusion} | "
-                     f"{'yes' if s.fails_closed else 'no'} | {s.extra or '-'} |")
+        cells = (f"`{s.name}`{' (default)' if s.name == DEFAULT_MODE else ''}", s.summary, ", ".join(sorted(s.needs)),
+                 ", ".join(s.candidates), s.fusion, "yes" if s.fails_closed else "no", s.extra or "-")
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")  # a "|" in a cell is escaped
     return "\n".join(lines) + "\n"
 
 

@@ -145,9 +145,11 @@ def raw_fts_ranking(ctx: SearchContext, k: int) -> list[tuple[int, float]]:
     """The caller's FTS5 expression, filters in the same statement; best chunk per note."""
     clause, vals = ctx.filters.where()
     weights = ", ".join(str(w) for w in RAW_BM25_WEIGHTS)
-    sql = (f"SELECT c.note_id, min(bm25(chunks_fts, {weights})) AS s FROM chunks_fts "
-           f"JOIN chunks c ON c.id = chunks_fts.rowid JOIN notes n ON n.id = c.note_id "
-           f"WHERE chunks_fts MATCH ? AND {clause} GROUP BY c.note_id ORDER BY s, c.note_id LIMIT ?")
+    # bm25() only works in a plain FTS5 query, never inside an aggregate: score the chunks in a
+    # materialized CTE (so SQLite cannot flatten it into the GROUP BY), then keep the best per note.
+    sql = (f"WITH m AS MATERIALIZED (SELECT rowid AS cid, bm25(chunks_fts, {weights}) AS s FROM chunks_fts "
+           f"WHERE chunks_fts MATCH ?) SELECT c.note_id, min(m.s) AS s FROM m JOIN chunks c ON c.id = m.cid "
+           f"JOIN notes n ON n.id = c.note_id WHERE {clause} GROUP BY c.note_id ORDER BY s, c.note_id LIMIT ?")
     try:
         rows = ctx.conn.execute(sql, [ctx.text, *vals, k]).fetchall()
     except sqlite3.OperationalError as exc:

@@ -149,6 +149,7 @@ def search_vault(vault: str | Path, query: str, mode: str = DEFAULT_MODE, *, lim
     if filters is not None and filter_kw:
         raise UsageError("give filters either as filters=Filters(...) or as keywords, not both")
     filters = filters or Filters.make(**filter_kw)
+    filters.where()  # validate every filter up front, also for a query that has no terms
     vault = Path(vault)
     resolved = gen.resolve(gen.layout_for(vault.resolve(), Path(index_dir) if index_dir else None))
     conn = _connection(resolved)

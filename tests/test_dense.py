@@ -180,3 +180,34 @@ def test_an_unloadable_graph_is_a_model_error(model_dirs, tmp_path):
 def test_pad_token_config_that_contradicts_the_vocabulary_is_refused(model_dirs, tmp_path):
     with pytest.raises(ModelError):
         Embedder(variant(model_dirs, tmp_path, pad_token="[PAD]", pad_id=5))
+
+
+def test_length_order_is_longest_first_and_stable():
+    from core.dense import length_order
+
+    assert length_order([3, 10, 5, 10]).tolist() == [1, 3, 2, 0]
+
+
+def test_a_pooled_graph_with_two_inputs_and_a_symbolic_width(model_dirs, tmp_path):
+    """[B, H] output, H unknown until run, no token_type_ids: only declared inputs are fed, dim is probed."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    table = np.random.default_rng(0).standard_normal((30522, 4)).astype(np.float32)
+    nodes = [helper.make_node("Gather", ["table", "input_ids"], ["tokens"], axis=0),
+             helper.make_node("ReduceMean", ["tokens", "axes"], ["pooled"], keepdims=0)]
+    graph = helper.make_graph(
+        nodes, "pooled",
+        [helper.make_tensor_value_info(n, TensorProto.INT64, ["batch", "sequence"])
+         for n in ("input_ids", "attention_mask")],
+        [helper.make_tensor_value_info("pooled", TensorProto.FLOAT, ["batch", "width"])],
+        [numpy_helper.from_array(table, "table"), numpy_helper.from_array(np.array([1], np.int64), "axes")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 8
+    d = variant_dir(model_dirs[FP32], tmp_path / "pooled", dim=None)
+    (d / "model.onnx").unlink()
+    onnx.save(model, str(d / "model.onnx"))
+    embedder = Embedder(load_local_dir(d, kind="embedding"))
+    assert embedder.dim == 4 and embedder.identity["pooling"] == "graph"
+    vectors = embedder.embed_passages(["one", "two words", "three little words"])
+    assert vectors.shape == (3, 4) and np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-6)

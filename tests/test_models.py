@@ -337,6 +337,25 @@ def test_model_modules_import_without_the_dense_extra():
     assert out == "[]"
 
 
+def test_real_huggingface_hub_offline_miss_is_model_missing(tmp_path):
+    """The real hf_hub_download (fresh interpreter, empty HF cache, offline): our typed error, no raw one."""
+    code = ("import sys\n"
+            "from pathlib import Path\n"
+            "from core.errors import ModelMissingError\n"
+            "from core.models import download_model, resolve_model\n"
+            "for call in (lambda: resolve_model('bge-small-en-v1.5', kind='embedding', cache_dir=Path(sys.argv[1])),\n"
+            "             lambda: download_model('bge-small-en-v1.5', Path(sys.argv[1]))):\n"
+            "    try:\n"
+            "        call()\n"
+            "    except ModelMissingError as exc:\n"
+            "        print(exc.reason)\n")
+    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path / "cache")], cwd=REPO_ROOT, capture_output=True,
+                          text=True, timeout=120, env=dict(os.environ, PYTHONPATH=str(REPO_ROOT), HF_HUB_OFFLINE="1",
+                                                           HF_HOME=str(tmp_path / "hf-home")))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["model_missing", "model_missing"]
+
+
 def test_loading_without_onnxruntime_raises_the_typed_error(tmp_path):
     d = make_dir(tmp_path / "m", {"kind": "embedding", "pooling": "mean"})
     out = _run("import sys\n"

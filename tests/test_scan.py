@@ -135,19 +135,6 @@ def test_broken_symlink_is_unreadable(tmp_path):
     assert problems(result) == [("gone.md", "unreadable")]
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root ignores permissions")
-def test_unlistable_folder_is_unreadable(tmp_path):
-    write(tmp_path, "locked/a.md")
-    write(tmp_path, "note.md")
-    (tmp_path / "locked").chmod(0)
-    try:
-        result = scan_vault(tmp_path)
-    finally:
-        (tmp_path / "locked").chmod(0o755)
-    assert rels(result) == ["note.md"]
-    assert problems(result) == [("locked", "unreadable")]
-
-
 def test_missing_vault_is_a_usage_error(tmp_path):
     with pytest.raises(UsageError):
         scan_vault(tmp_path / "nope")

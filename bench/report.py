@@ -1,0 +1,339 @@
+"""Render docs/benchmarks.md from bench/results/*.json (the page is generated, never typed).
+
+Sections: intro, how to reproduce, machine, every target with PASS/MISS, build, quality,
+latency, scaling (with profiles of missed targets), embedding throughput, plots. A section
+whose JSON is absent says so instead of disappearing; each section names the date and load
+of its own run, since stages can be re-run separately.
+
+    python -m bench.report [--results DIR] [--out docs/benchmarks.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any, Sequence
+
+from bench.common import REPO_ROOT, RESULTS_DIR
+
+DOC = REPO_ROOT / "docs" / "benchmarks.md"
+SIZE_MODES_NOTE = "model-free modes only: the dense modes need embeddings, which the scaling study does not build"
+
+INTRO = """\
+# Benchmarks
+
+vaultsearch is measured against the two things a user could use instead: a bare SQLite
+FTS5 table (the simplest index one could build; `porter unicode61`, title + body, OR of the
+query words by `bm25()`) and [bm25s](https://github.com/xhluska/bm25s) (in-memory BM25,
+k1=1.2, b=0.75, English stop words, Snowball stemmer). Every figure is given beside the
+baselines' so it reads as a ratio, on real text: BEIR SciFact (natural-language claims),
+and known-item heading queries over Dendron's and PowerShell's documentation. The scaling
+study uses synthetic vaults made of the same real sentences (`bench/synth.py`).
+
+vaultsearch does more work per query than the baselines on purpose: it verifies the index
+generation it serves, applies filters in SQL, and returns a snippet and a body passage for
+each hit, with provenance. The latency tables are the full `search_vault` call.
+
+**This page is generated** by `bench/report.py` from `bench/results/*.json`; edit the
+generator, not the page.
+"""
+
+
+# ---------------------------------------------------------------- small formatting helpers
+
+
+def _f(value: Any, digits: int = 2) -> str:
+    """A number with ``digits`` decimals, '-' for None."""
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _mib(n: float | None) -> str:
+    return "-" if n is None else f"{n / 2**20:.1f}"
+
+
+def _run_line(data: dict[str, Any]) -> str:
+    m = data["machine"]
+    return f"_Run {m['date']}, load average {m.get('load_avg_1m', '-')} (1 min)._"
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], align: str = "") -> list[str]:
+    """A Markdown table; ``align`` has one char per column: 'l' or 'r' (default 'r' after the first)."""
+    align = align or "l" + "r" * (len(headers) - 1)
+    sep = "|" + "|".join("---" if a == "l" else "---:" for a in align) + "|"
+    return ["| " + " | ".join(headers) + " |", sep, *("| " + " | ".join(r) + " |" for r in rows)]
+
+
+def load_results(results_dir: Path) -> dict[str, dict[str, Any]]:
+    """``{stem: json}`` of every ``*.json`` in ``results_dir``."""
+    return {p.stem: json.loads(p.read_text(encoding="utf-8")) for p in sorted(results_dir.glob("*.json"))}
+
+
+# ---------------------------------------------------------------- sections
+
+
+def machine_section(results: dict[str, dict[str, Any]]) -> list[str]:
+    """The machine of the newest result (all stages run on one machine in one suite run)."""
+    runs = [r["machine"] for r in results.values() if "machine" in r]
+    if not runs:
+        return ["## Machine", "", "No results yet: run `./run bench`.", ""]
+    m = max(runs, key=lambda x: x["date"])
+    rows = [("CPU", m["cpu_model"]), ("cores", str(m["cores"])), ("RAM", f"{m['ram_gib']} GiB"),
+            ("Python", m["python"]), ("SQLite", m["sqlite_version"]), ("platform", m["platform"]),
+            ("newest result", m["date"]), ("load average at its start (1 min)", str(m.get("load_avg_1m", "-")))]
+    return ["## Machine", "", *_table(("", ""), rows, "ll"), ""]
+
+
+def reproduce_section() -> list[str]:
+    return ["## Reproduce", "",
+            "```",
+            "./run bench                        # = python -m bench.run_all: every stage, sizes 1k, 10k, 100k",
+            "./run bench --sizes 1000,10000     # quick: skip the 100k-note vault",
+            "./run bench --only search,report   # re-run some stages; the page is rebuilt from all JSON",
+            "```", "",
+            "Synthetic vaults are cached under the work dir (default `$TMPDIR/vaultsearch-bench`), "
+            "so a re-run does not regenerate them.", ""]
+
+
+def target_rows(results: dict[str, dict[str, Any]]) -> list[tuple[str, str, str, str]]:
+    """(area, target, measured, status) for every target of every stage present."""
+    rows: list[tuple[str, str, str, str]] = []
+    build = results.get("build")
+    if build:
+        for key, spec in build["targets"].items():
+            for name, c in build["corpora"].items():
+                rows.append(("build", f"{spec['description']} ({name})", f"{c[spec['metric']]:.3g}",
+                             "PASS" if c["targets"][key] else "MISS"))
+    search = results.get("search")
+    if search:
+        for name, c in search["corpora"].items():
+            r = c["resolve"]
+            rows.append(("search", f"warm resolve() < {r['target_ms']:g} ms ({name}, median of {r['calls']:,})",
+                         f"{r['median_ms'] * 1000:.1f} µs", "PASS" if r["pass"] else "MISS"))
+    scale = results.get("scale")
+    if scale:
+        for t in scale["targets"].values():
+            value = "-" if t["value"] is None else f"{t['value']:.1f} {t['unit']}"
+            status = t["status"] + (f" ({t['why']})" if t["why"] else "")
+            rows.append(("scale", f"{t['description']} at {t['size']:,} notes", value, status))
+    embed = results.get("embed")
+    if embed:
+        for m in embed["models"]:
+            rows.append(("embed", f"Embedder overhead vs raw onnxruntime <= {embed['target_overhead_pct']:g}% "
+                         f"({m['model']})", f"{m['overhead_pct']:.1f}%",
+                         "PASS" if m["overhead_pct"] <= embed["target_overhead_pct"] else "MISS"))
+    return rows
+
+
+def targets_section(results: dict[str, dict[str, Any]]) -> list[str]:
+    rows = target_rows(results)
+    if not rows:
+        return []
+    return ["## Targets", "", *_table(("stage", "target", "measured", "status"), rows, "llrl"), ""]
+
+
+def build_section(results: dict[str, dict[str, Any]]) -> list[str]:
+    build = results.get("build")
+    if not build:
+        return ["## Build", "", "_not run: no bench/results/build.json_", ""]
+    from bench.bench_build import render_markdown
+
+    return ["## Build (real corpora)", "", _run_line(build), "",
+            "Cold build, the no-change check, a rebuild after appending a sentence to 5% of the notes, and "
+            "the staleness scan, each in its own process, against the bare FTS5 build of the same files.", "",
+            render_markdown(build), ""]
+
+
+def _mode_note(corpus: dict[str, Any], mode: str) -> str:
+    """How a row ran: a baseline, the mode itself, a labelled fallback, or its fail-closed reason."""
+    probe = corpus["modes"].get(mode)
+    if probe is None:
+        return "baseline"
+    if not probe["ran"]:
+        return f"fails closed: `{probe['error_reason']}`"
+    if probe["fallback_reason"]:
+        return f"ran `{probe['actual_mode']}` (`{probe['retrieval_contract']}`: `{probe['fallback_reason']}`)"
+    return "ran as asked"
+
+
+def quality_table(corpus: dict[str, Any]) -> list[str]:
+    q = corpus["quality"]
+    rows = []
+    for m in q["modes"]:
+        note = _mode_note(corpus, m["mode"])
+        if m["error_reason"] is not None:
+            rows.append((f"`{m['mode']}`", "not run", "not run", "not run", "not run", note))
+            continue
+        name = f"`{m['mode']}`" if m["mode"] in corpus["modes"] else f"**{m['mode']}**"
+        rows.append((name, _f(m["ndcg"], 4), _f(m["recall"], 4), _f(m["mrr"], 4), _f(m["precision"], 4), note))
+    return _table(("engine", f"nDCG@{q['k']}", f"Recall@{q['depth']}", f"MRR@{q['mrr_k']}", f"P@{q['k']}", "how it ran"),
+                  rows, "lrrrrl")
+
+
+def quality_section(results: dict[str, dict[str, Any]]) -> list[str]:
+    search = results.get("search")
+    if not search:
+        return ["## Quality", "", "_not run: no bench/results/search.json_", ""]
+    out = ["## Quality", "", _run_line(search), "",
+           "Every registry mode and both baselines (**bold**) in one `core.evaluation.evaluate` run per corpus "
+           "(the code behind `vaultsearch eval`), on the dev queries. A mode that fails closed is listed with its "
+           "reason, not dropped and not scored as zero.", ""]
+    for name, c in search["corpora"].items():
+        q = c["quality"]
+        out += [f"### {name}: {c['kind']}", "",
+                f"{c['notes']:,} notes, {c['chunks']:,} chunks; {q['n_evaluated']} of {q['n_queries']} queries "
+                f"evaluated.", "", *quality_table(c), ""]
+    dense = search.get("dense", {})
+    out += ["### Dense modes (semantic, reranked, auto with vectors)", ""]
+    if dense.get("ran"):
+        out += [f"SciFact embedded with {dense['model']} in {dense['build_seconds']} s "
+                f"({dense['chunks']:,} chunks).", "", *quality_table(dense), ""]
+    else:
+        out += [f"**not run: {dense.get('not_run_reason', 'no dense section in search.json')}**", ""]
+    return out
+
+
+def latency_section(results: dict[str, dict[str, Any]]) -> list[str]:
+    search = results.get("search")
+    if not search:
+        return []
+    out = ["## Latency (real corpora)", "", _run_line(search), ""]
+    first = next(iter(search["corpora"].values()))["latency"]
+    out += [f"Warm, in process, `limit={first['limit']}` (the realistic call), every query of the dev set "
+            f"{first['rounds']} times; modes and baselines interleaved query by query with a rotating order. "
+            "Modes that fail closed have no latency. `resolve()` is the verified-generation lookup every search "
+            "starts with (warm cache).", ""]
+    for name, c in search["corpora"].items():
+        lat = c["latency"]["engines"]
+        rows = []
+        for engine, s in lat.items():
+            label = f"**{engine}**" if engine not in c["modes"] else f"`{engine}`"
+            rows.append((label, _f(s["p50_ms"]), _f(s["p95_ms"]), _f(s.get("p50_vs_bare_fts5")),
+                         _f(s.get("p50_vs_bm25s"))))
+        r = c["resolve"]
+        out += [f"### {name}", "", *_table(("engine", "p50 ms", "p95 ms", "p50 / bare FTS5", "p50 / bm25s"), rows),
+                "", f"warm `resolve()`: median {r['median_ms'] * 1000:.1f} µs, p95 {r['p95_ms'] * 1000:.1f} µs "
+                f"over {r['calls']:,} calls.", ""]
+    return out
+
+
+def _size_rows(scale: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of the scaling table: one column per size."""
+    sizes = sorted(scale["sizes"], key=int)
+    cols = [scale["sizes"][n] for n in sizes]
+    rows: list[list[str]] = []
+
+    def row(label: str, fn: Any) -> None:
+        rows.append([label, *(fn(c) for c in cols)])
+
+    row("vault MiB", lambda c: _mib(c["synth"]["bytes"]))
+    row("cold build s", lambda c: _f(c["build"]["wall_seconds"]) if c["build"]["finished"]
+        else f"unfinished: {c['build']['notes_indexed']:,} notes in {c['build']['elapsed_seconds']} s")
+    row("build ms per note", lambda c: _f(1000 * c["build"]["wall_seconds"] / c["notes"]) if c["build"]["finished"]
+        else _f(1000 * (c["build"]["seconds_per_note"] or 0)))
+    row("build peak RSS MiB", lambda c: _f(c["build"].get("peak_rss_mb"), 0))
+    row("chunks", lambda c: f"{c['build']['chunks']:,}" if c["build"]["finished"] else "-")
+    row("active generation MiB", lambda c: _mib(c.get("active_generation_bytes")))
+    row("search process peak RSS MiB", lambda c: _f(c.get("search", {}).get("peak_rss_mb"), 0))
+    row("warm resolve() µs", lambda c: _f(1000 * c["search"]["resolve_median_ms"], 1) if "search" in c else "-")
+    for mode in scale["modes"]:
+        row(f"`{mode}` p50 / p95 ms", lambda c, m=mode: (
+            f"{c['search']['modes'][m]['p50_ms']:.2f} / {c['search']['modes'][m]['p95_ms']:.2f}"
+            if "search" in c else "-"))
+    for base in ("bare_fts5", "bm25s"):
+        row(f"**{base}** p50 / p95 ms", lambda c, b=base: f"{c['baselines'][b]['p50_ms']:.2f} / "
+                                                          f"{c['baselines'][b]['p95_ms']:.2f}")
+        row(f"**{base}** build s / peak RSS MiB", lambda c, b=base: f"{c['baselines'][b]['build_seconds']:.2f} / "
+                                                                     f"{c['baselines'][b]['peak_rss_mb']:.0f}")
+    row("bare FTS5 db MiB", lambda c: _mib(c["baselines"]["bare_fts5"].get("db_bytes")))
+    return ["", *(f"{int(n):,} notes" for n in sizes)], rows
+
+
+def profile_lines(key: str, prof: dict[str, Any], top: int = 10) -> list[str]:
+    """A missed target's profile as a short table (cProfile by own time, or tracemalloc by size)."""
+    head = f"#### Profile of the miss `{key}` (at {prof.get('profiled_at_notes', 0):,} notes)"
+    if "error" in prof:
+        return [head, "", f"profiling failed: `{prof['error'][-300:]}`", ""]
+    if prof["tool"] == "tracemalloc":
+        rows = [(f"`{r['where']}`", f"{r['mib']:.1f}", f"{r['blocks']:,}") for r in prof["by_size"][:top]]
+        return [head, "", f"tracemalloc, traced peak {prof['traced_peak_mib']} MiB; biggest live allocations:", "",
+                *_table(("where", "MiB", "blocks"), rows, "lrr"), ""]
+    rows = [(f"`{r['function']}`", f"{r['ncalls']:,}", f"{r['tottime_s']:.3f}", f"{r['cumtime_s']:.3f}")
+            for r in prof["by_tottime"][:top]]
+    return [head, "", f"cProfile, {prof['wall_seconds_profiled']} s profiled; top functions by own time:", "",
+            *_table(("function", "calls", "own s", "cumulative s"), rows, "lrrr"), ""]
+
+
+def scale_section(results: dict[str, dict[str, Any]]) -> list[str]:
+    scale = results.get("scale")
+    if not scale:
+        return ["## Scaling", "", "_not run: no bench/results/scale.json_", ""]
+    header, rows = _size_rows(scale)
+    out = ["## Scaling (synthetic vaults)", "", _run_line(scale), "",
+           f"Synthetic vaults of real sentences (seed {scale['seed']}), {scale['queries']} known-item queries each "
+           f"(headings and titles), warm `limit={scale['limit']}`; {SIZE_MODES_NOTE}. The build, the search process "
+           f"and each baseline run in their own process, so each peak RSS is its own (interpreter and imports "
+           f"included). A cold build gets {scale['build_budget_seconds']:.0f} s before it is stopped and reported "
+           "as unfinished.", "", *_table(header, rows), ""]
+    for key, prof in scale.get("profiles", {}).items():
+        out += profile_lines(key, prof)
+    return out
+
+
+def embed_section(results: dict[str, dict[str, Any]]) -> list[str]:
+    embed = results.get("embed")
+    if not embed:
+        return []
+    rows = [(m["model"], str(m["passages"]), _f(m["mean_tokens"], 0), _f(m["raw_passages_per_s"]),
+             _f(m["embedder_passages_per_s"]), f"{m['overhead_pct']:.1f}%", _f(m["query_ms_median"]))
+            for m in embed["models"]]
+    return ["## Embedding throughput", "", _run_line(embed), "",
+            f"`core.dense.Embedder` against raw onnxruntime on the same batches (bench/bench_embed.py; "
+            f"{embed['threads']} threads, batch {embed['batch_size']}).", "",
+            *_table(("model", "passages", "mean tokens", "raw passages/s", "Embedder passages/s", "overhead",
+                     "query ms"), rows), ""]
+
+
+def plots_section(results_dir: Path, out_path: Path) -> list[str]:
+    out = ["## Plots", ""]
+    for name, caption in (("latency_vs_size.png", "p50 latency vs vault size (log-log)"),
+                          ("build_vs_size.png", "cold build time vs vault size (log-log)"),
+                          ("quality_ndcg.png", "nDCG@10 per mode and baseline")):
+        png = results_dir / name
+        if png.is_file():
+            rel = Path(_relpath(png, out_path.parent))
+            out += [f"![{caption}]({rel.as_posix()})", ""]
+    return out if len(out) > 2 else []
+
+
+def _relpath(target: Path, start: Path) -> str:
+    import os
+
+    return os.path.relpath(target.resolve(), start.resolve())
+
+
+def render(results: dict[str, dict[str, Any]], results_dir: Path = RESULTS_DIR, out_path: Path = DOC) -> str:
+    """The whole page as Markdown."""
+    parts = [INTRO, *reproduce_section(), *machine_section(results), *targets_section(results),
+             *build_section(results), *quality_section(results), *latency_section(results),
+             *scale_section(results), *embed_section(results), *plots_section(results_dir, out_path)]
+    return "\n".join(parts).rstrip() + "\n"
+
+
+def write_report(results_dir: Path = RESULTS_DIR, out_path: Path = DOC) -> Path:
+    """Render from ``results_dir`` and write ``out_path``."""
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    out_path.write_text(render(load_results(results_dir), results_dir, out_path), encoding="utf-8")
+    return out_path
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Render docs/benchmarks.md from bench/results/*.json.")
+    parser.add_argument("--results", type=Path, default=RESULTS_DIR)
+    parser.add_argument("--out", type=Path, default=DOC)
+    args = parser.parse_args(argv)
+    print(f"wrote {write_report(args.results, args.out)}")
+
+
+if __name__ == "__main__":
+    main()
