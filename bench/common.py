@@ -1,6 +1,6 @@
 """Shared helpers of the benchmark scripts: timing, peak memory, subprocess phases, JSON, machine info.
 
-Why subprocess phases: ``ru_maxrss`` is a high-water mark per process, so the only honest
+Why subprocess phases: peak RSS is a high-water mark per process, so the only honest
 way to give each measured phase (cold build, rebuild, staleness scan) its own peak memory
 is to run it in a fresh interpreter. The child prints one JSON line last; the parent
 parses it (:func:`run_phase`, :func:`emit_phase_result`).
@@ -65,8 +65,20 @@ def median_ms(seconds: Iterable[float]) -> float:
 
 
 def peak_rss_mb() -> float:
-    """Peak resident set size of this process so far, in MiB (Linux reports KiB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    """Peak resident set size of this process so far, in MiB.
+
+    On Linux this is ``VmHWM`` from /proc/self/status, the high-water mark of the current
+    address space. ``ru_maxrss`` is not used there because the kernel carries it across
+    fork and exec: a child started by a big parent reports at least the parent's size.
+    Elsewhere ``ru_maxrss`` is the best available (KiB on Linux/BSD, bytes on macOS).
+    """
+    status = Path("/proc/self/status")
+    if status.is_file():
+        for line in status.read_text(encoding="ascii", errors="replace").splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024.0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / 2**20 if sys.platform == "darwin" else peak / 1024.0
 
 
 def run_phase(module: str, args: Sequence[str], *, timeout: float = 3600.0) -> dict[str, Any]:

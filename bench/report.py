@@ -95,6 +95,19 @@ def reproduce_section() -> list[str]:
             "so a re-run does not regenerate them.", ""]
 
 
+def suite_section(results: dict[str, dict[str, Any]]) -> list[str]:
+    """How the last ``run_all`` went: each stage, its time, and the error of a failed one."""
+    run = results.get("run_all")
+    if not run:
+        return []
+    rows = [(r["stage"], "ok" if r["ok"] else f"**FAILED**: `{r['error'][:300]}`", f"{r['seconds']:.0f}")
+            for r in run["stages"]]
+    args = " ".join(run["argv"]) or "(defaults)"
+    return ["## Last suite run", "", f"`python -m bench.run_all {args}` at {run['machine']['date']}; stages not "
+            "listed kept their earlier results (each section gives its own date).", "",
+            *_table(("stage", "status", "seconds"), rows, "llr"), ""]
+
+
 def target_rows(results: dict[str, dict[str, Any]]) -> list[tuple[str, str, str, str]]:
     """(area, target, measured, status) for every target of every stage present."""
     rows: list[tuple[str, str, str, str]] = []
@@ -314,7 +327,8 @@ def _relpath(target: Path, start: Path) -> str:
 
 def render(results: dict[str, dict[str, Any]], results_dir: Path = RESULTS_DIR, out_path: Path = DOC) -> str:
     """The whole page as Markdown."""
-    parts = [INTRO, *reproduce_section(), *machine_section(results), *targets_section(results),
+    parts = [INTRO, *reproduce_section(), *machine_section(results), *suite_section(results),
+             *targets_section(results),
              *build_section(results), *quality_section(results), *latency_section(results),
              *scale_section(results), *embed_section(results), *plots_section(results_dir, out_path)]
     return "\n".join(parts).rstrip() + "\n"

@@ -128,16 +128,23 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def _record_run(args_list: list[str], records: list[dict[str, Any]], started: float) -> None:
+    write_json(RESULTS_DIR / "run_all.json", {"machine": machine_info(), "argv": args_list, "stages": records,
+                                              "seconds": round(time.perf_counter() - started, 1)})
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
+    """Run the chosen stages; the report goes last, after run_all.json records how the others went."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    args = parse_args(args_list)
     stages = [s for s in (args.only or STAGES) if s not in args.skip]
     started = time.perf_counter()
-    records = [run_stage(name, args) for name in stages]
-    write_json(RESULTS_DIR / "run_all.json", {"machine": machine_info(), "argv": list(argv or sys.argv[1:]),
-                                              "stages": records, "seconds": round(time.perf_counter() - started, 1)})
+    records = [run_stage(name, args) for name in stages if name != "report"]
+    _record_run(args_list, records, started)
+    if "report" in stages:
+        records.append(run_stage("report", args))
+        _record_run(args_list, records, started)
     failed = [r for r in records if not r["ok"]]
-    if "report" in stages and failed:
-        run_stage("report", args)   # the page shows the failed stages too
     for r in failed:
         print(f"FAILED stage {r['stage']}: {r['error']}", file=sys.stderr)
     return 1 if failed else 0

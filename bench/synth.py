@@ -253,13 +253,15 @@ def make_vault(out_dir: Path, n_notes: int, seed: int = 0, *, pool: TextPool | N
     return SynthSummary(out_dir, n_notes, folders, links, total_bytes, time.perf_counter() - start)
 
 
-def cached_vault(work_dir: Path, n_notes: int, seed: int = 0) -> tuple[Path, dict[str, Any]]:
+def cached_vault(work_dir: Path, n_notes: int, seed: int = 0, *,
+                 pool: TextPool | None = None) -> tuple[Path, dict[str, Any]]:
     """The synthetic vault of ``(n_notes, seed)`` under ``work_dir``, generated once and reused.
 
     A vault is generated into a staging folder and renamed into place with a ``synth.json``
     beside it (its :class:`SynthSummary`), so an interrupted generation is never reused:
     only a folder whose summary exists counts. Returns ``(vault_dir, summary dict)``; the
-    summary's ``cached`` says whether this call reused an earlier one.
+    summary's ``cached`` says whether this call reused an earlier one. ``pool`` is for tests
+    (a small text pool); it is not part of the cache key, so use a separate ``work_dir``.
     """
     work_dir = Path(work_dir)
     home = work_dir / f"synth-{n_notes}-seed{seed}"
@@ -271,7 +273,7 @@ def cached_vault(work_dir: Path, n_notes: int, seed: int = 0) -> tuple[Path, dic
     staging = work_dir / f".staging-synth-{n_notes}-seed{seed}-{os.getpid()}"
     if staging.exists():
         shutil.rmtree(staging)
-    summary = make_vault(staging / "vault", n_notes, seed)
+    summary = make_vault(staging / "vault", n_notes, seed, pool=pool)
     data = {"notes": summary.notes, "folders": summary.folders, "links": summary.links,
             "bytes": summary.bytes, "seconds": round(summary.seconds, 2), "seed": seed}
     (staging / "synth.json").write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")

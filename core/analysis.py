@@ -8,11 +8,11 @@ or digit), and each *distinct* word is then tokenised once by a real FTS5 table 
 configured tokenizer (case folding, diacritics, stemming). A test compares the result
 with fts5vocab's per-document counts on real notes.
 
-``TermVectors`` turns the per-field word counts of a batch of notes into the packed
-vectors stored in ``note_terms`` with a few numpy calls per batch (not per word): each
-word maps to a run of term ids in flat arrays, so the batch becomes one array of
-(note, term, field, count) entries that is grouped by ``np.unique`` and summed by
-``np.bincount``.
+``field_terms`` counts the terms of a note's fields into a compact ``FieldTerms`` (cheap
+to pickle, so a worker process can make it). ``TermVectors`` turns a batch of them into
+the packed vectors stored in ``note_terms`` with a few numpy calls per batch, not per
+term: the batch becomes flat (note, term id, field, count) arrays, grouped by
+``np.unique`` and summed by ``np.bincount``.
 """
 
 from __future__ import annotations
@@ -20,8 +20,10 @@ from __future__ import annotations
 import re
 import sqlite3
 import threading
+from array import array
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -47,6 +49,7 @@ class Analyzer:
         self._conn.execute(f"CREATE VIRTUAL TABLE w USING fts5(x, content='', tokenize='{tokenizer}')")
         self._conn.execute("CREATE VIRTUAL TABLE temp.wi USING fts5vocab(main, w, instance)")
         self._cache: dict[str, tuple[str, ...]] = {}
+        self._single: dict[str, str] = {}   # the words that are exactly one token (nearly all)
         self._lock = threading.Lock()
 
     def _map_new(self, words: list[str]) -> None:
@@ -59,26 +62,27 @@ class Analyzer:
                     found.setdefault(doc, []).append((offset, term))
                 self._conn.execute("INSERT INTO w(w) VALUES ('delete-all')")
             for i, wd in enumerate(batch):
-                self._cache[wd] = tuple(t for _, t in sorted(found.get(i, ())))
+                tokens = self._cache[wd] = tuple(t for _, t in sorted(found.get(i, ())))
+                if len(tokens) == 1:
+                    self._single[wd] = tokens[0]
 
     def map_words(self, words: Iterable[str]) -> dict[str, tuple[str, ...]]:
         """word -> its FTS5 tokens (usually one; none for words FTS5 drops)."""
         cache = self._cache
-        missing = [w for w in set(words) if w not in cache]
+        missing = set(words).difference(cache)
         if missing:
             with self._lock:
-                self._map_new(missing)
+                self._map_new(sorted(missing.difference(cache)))
         return cache
 
     def count_terms(self, text: str) -> Counter[str]:
         """Term frequencies of one text."""
-        words = Counter(_WORD.findall(text.lower()))
+        words = _WORD.findall(text.lower())
         mapping = self.map_words(words)
-        out: Counter[str] = Counter()
-        for word, n in words.items():
-            for tok in mapping[word]:
-                out[tok] += n
-        return out
+        counts = Counter(map(self._single.get, words))  # C-speed path: every word is one token
+        if None not in counts:
+            return counts
+        return Counter(tok for w in words for tok in mapping[w])
 
     def terms(self, text: str) -> list[str]:
         """The text's tokens in order (duplicates kept), as a query sees them."""
@@ -87,85 +91,64 @@ class Analyzer:
         return [tok for w in words for tok in mapping[w]]
 
 
+@dataclass(frozen=True)
+class FieldTerms:
+    """The distinct terms of each field of one note with their frequencies, flat and compact."""
+
+    terms: str                # distinct terms, field after field, joined by NUL (never part of a term)
+    counts: bytes             # native int32 frequency of each term, same order
+    sizes: tuple[int, ...]    # number of distinct terms in each field
+
+    def term_list(self) -> list[str]:
+        return self.terms.split("\0") if self.terms else []
+
+
+def field_terms(analyzer: Analyzer, texts: Sequence[str]) -> FieldTerms:
+    """Term frequencies of each field text (one text per FTS column, in column order)."""
+    counts = [analyzer.count_terms(text) for text in texts]
+    return FieldTerms(terms="\0".join(t for c in counts for t in c),
+                      counts=array("i", [n for c in counts for n in c.values()]).tobytes(),
+                      sizes=tuple(len(c) for c in counts))
+
+
 class TermVectors:
-    """Per-field word counts of notes -> packed sparse term vectors (the ``note_terms`` rows).
+    """``FieldTerms`` of notes -> packed sparse term vectors (the ``note_terms`` rows).
 
     Term ids come from ``term_ids`` (the index's ``terms`` table); terms never seen before get
-    the next ids and are handed out once by ``take_new_terms``. A vector is the ascending
-    int32 term ids and a uint16 matrix ``[n_terms, n_fields]`` of frequencies (capped at
-    65535), both as little-endian bytes.
+    the next ids (in sorted order, so ids do not depend on hashing) and are handed out once
+    by ``take_new_terms``. A vector is the ascending int32 term ids and a uint16 matrix
+    ``[n_terms, n_fields]`` of frequencies (capped at 65535), both as little-endian bytes.
     """
 
-    def __init__(self, analyzer: Analyzer, term_ids: dict[str, int], n_fields: int) -> None:
-        self.analyzer = analyzer
+    def __init__(self, term_ids: dict[str, int], n_fields: int) -> None:
         self.n_fields = n_fields
         self._term_ids = term_ids
         self._next_term = max(term_ids.values(), default=0) + 1
         self._new_terms: list[tuple[int, str]] = []
-        self._word_no: dict[str, int] = {}      # word -> its number in the arrays below
-        self._starts: list[int] = []            # word number -> first index into _flat
-        self._lens: list[int] = []              # word number -> how many term ids (0 when FTS5 drops it)
-        self._flat: list[int] = []              # term ids of all known words, back to back
-        self._arrays: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
     def take_new_terms(self) -> list[tuple[int, str]]:
         """(id, term) of the terms assigned since the last call, for the ``terms`` table."""
         out, self._new_terms = self._new_terms, []
         return out
 
-    def _learn(self, words: Iterable[str]) -> None:
-        """Give every unseen word its term ids (tokenising the new words in one go)."""
-        new = sorted(set(words).difference(self._word_no))  # sorted: term ids do not depend on hashing
-        if not new:
-            return
-        mapping = self.analyzer.map_words(new)
-        for word in new:
-            self._word_no[word] = len(self._starts)
-            self._starts.append(len(self._flat))
-            tokens = mapping[word]
-            self._lens.append(len(tokens))
-            for term in tokens:
-                tid = self._term_ids.get(term)
-                if tid is None:
-                    tid = self._term_ids[term] = self._next_term
-                    self._next_term += 1
-                    self._new_terms.append((tid, term))
-                self._flat.append(tid)
-        self._arrays = None
+    def _ids(self, terms: list[str]) -> np.ndarray:
+        ids = self._term_ids
+        for term in sorted(set(terms).difference(ids)):
+            ids[term] = self._next_term
+            self._new_terms.append((self._next_term, term))
+            self._next_term += 1
+        return np.fromiter(map(ids.__getitem__, terms), dtype=np.int64, count=len(terms))
 
-    def _word_arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        if self._arrays is None:
-            self._arrays = (np.asarray(self._starts, dtype=np.int64), np.asarray(self._lens, dtype=np.int64),
-                            np.asarray(self._flat, dtype=np.int64))
-        return self._arrays
-
-    def _entries(self, notes: Sequence[Sequence[Counter[str]]]) -> tuple[np.ndarray, ...]:
-        """Flat (note position, term id, field, count) arrays of the batch, one entry per word token."""
-        words: list[str] = []
-        counts: list[int] = []
-        sizes: list[int] = []
-        for fields in notes:
-            for c in fields:
-                words.extend(c)
-                counts.extend(c.values())
-                sizes.append(len(c))
-        self._learn(words)
-        starts, lens, flat = self._word_arrays()
-        word_no = np.fromiter(map(self._word_no.__getitem__, words), dtype=np.int64, count=len(words))
+    def vectors(self, notes: Sequence[FieldTerms]) -> list[tuple[bytes, bytes]]:
+        """(term_ids bytes, tf bytes) of each note, in order."""
+        terms: list[str] = []
+        for ft in notes:
+            terms.extend(ft.term_list())
+        tids = self._ids(terms)
+        sizes = [n for ft in notes for n in ft.sizes]
         note = np.repeat(np.repeat(np.arange(len(notes), dtype=np.int64), self.n_fields), sizes)
         field = np.repeat(np.tile(np.arange(self.n_fields, dtype=np.int64), len(notes)), sizes)
-        count = np.asarray(counts, dtype=np.float64)
-        n_ids = lens[word_no]
-        pos = starts[word_no]
-        if not np.all(n_ids == 1):  # words with zero or several tokens: one entry per token
-            rep = np.repeat(np.arange(word_no.size), n_ids)
-            pos = pos[rep] + np.arange(rep.size) - np.repeat(np.cumsum(n_ids) - n_ids, n_ids)
-            note, field, count = note[rep], field[rep], count[rep]
-        return note, flat[pos], field, count
-
-    def vectors(self, notes: Sequence[Sequence[Counter[str]]]) -> list[tuple[bytes, bytes]]:
-        """(term_ids bytes, tf bytes) per note; ``notes[i]`` holds one word Counter per field."""
-        note, tids, field, count = self._entries(notes)
+        count = np.frombuffer(b"".join(ft.counts for ft in notes), dtype=np.int32).astype(np.float64)
         span = self._next_term
         uniq, inv = np.unique(note * span + tids, return_inverse=True)
         tf = np.bincount(inv * self.n_fields + field, weights=count, minlength=uniq.size * self.n_fields)
@@ -177,6 +160,7 @@ class TermVectors:
 
 
 _analyzers: dict[str, Analyzer] = {}
+_inherited: list[Analyzer] = []
 
 
 def analyzer_for(tokenizer: str) -> Analyzer:
@@ -185,3 +169,10 @@ def analyzer_for(tokenizer: str) -> Analyzer:
     if found is None:
         found = _analyzers[tokenizer] = Analyzer(tokenizer)
     return found
+
+
+def forget_inherited_analyzers() -> None:
+    """In a forked child: make ``analyzer_for`` build fresh analyzers. An SQLite connection must
+    not be used across a fork; the parent's are kept referenced (never used, never closed)."""
+    _inherited.extend(_analyzers.values())
+    _analyzers.clear()

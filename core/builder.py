@@ -23,12 +23,11 @@ from typing import Any, Callable
 from tqdm import tqdm
 
 from core import generations as gen
-from core.analysis import analyzer_for
 from core.chunking import CHUNKER_VERSION
 from core.errors import IntegrityError, SourceChangedError, ValidationError
-from core.ingest import NoteWriter, delete_notes, recompute_edges
-from core.notes import Problem, is_binary, parse_note
-from core.scan import MAX_NOTE_BYTES, ScannedFile, ScanResult, read_file, scan_vault
+from core.ingest import (NoteWriter, SkippedFile, default_workers, delete_notes, prepared_notes, read_source,
+                         recompute_edges)
+from core.scan import MAX_NOTE_BYTES, ScannedFile, ScanResult, scan_vault
 from core.schema import SCHEMA_VERSION, atomic, create_schema, get_meta, set_meta
 
 DEFAULT_TOKENIZER = "porter unicode61 remove_diacritics 2"
@@ -81,7 +80,7 @@ class _Plan:
     scan: ScanResult
     scan_started_ns: int
     unchanged: dict[str, int]                     # rel_path -> note id (or -1 for skipped files)
-    changed: list[tuple[ScannedFile, bytes, str]]  # new or modified: file, bytes, sha256
+    changed: list[tuple[ScannedFile, bytes | None, str | None]]  # file, bytes, sha256 (None: new, not read yet)
     changed_ids: list[int]                         # base note ids of modified notes
     removed_ids: list[int]
     removed_skipped: list[str]
@@ -90,6 +89,25 @@ class _Plan:
     @property
     def up_to_date(self) -> bool:
         return not (self.changed or self.changed_ids or self.removed_ids or self.removed_skipped)
+
+
+@dataclass
+class _Run:
+    """One build: what it was asked to do, and its timings so far."""
+
+    vault: Path
+    layout: gen.IndexLayout
+    config: IndexConfig
+    progress: bool
+    workers: int | None
+    started: float = field(default_factory=time.perf_counter)
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def lap(self, name: str, since: float) -> float:
+        """Record the seconds since ``since`` as timing ``name``; return now."""
+        now = time.perf_counter()
+        self.timings[name] = now - since
+        return now
 
 
 def _open_working(path: Path, *, in_place: bool) -> sqlite3.Connection:
@@ -121,17 +139,19 @@ def _plan(scan: ScanResult, scan_started_ns: int, base: sqlite3.Connection | Non
     for f in scan.files:
         seen.add(f.rel_path)
         old = notes.get(f.rel_path) or skipped.get(f.rel_path)
-        if old is not None and old[2] == f.mtime_ns and old[3] == f.size and f.mtime_ns < racy_after:
+        if old is None:  # new: read and hashed where it is parsed (perhaps in a worker process)
+            plan.changed.append((f, None, None))
+            plan.added += 1
+            continue
+        if old[2] == f.mtime_ns and old[3] == f.size and f.mtime_ns < racy_after:
             plan.unchanged[f.rel_path] = old[0]
             continue
-        data, sha = read_file(f.path)
-        if old is not None and old[1] == sha:
+        data, sha = read_source(f.rel_path, f.path)
+        if old[1] == sha:
             plan.unchanged[f.rel_path] = old[0]  # touched, content identical: keep
             continue
         plan.changed.append((f, data, sha))
-        if old is None:
-            plan.added += 1
-        elif old[0] >= 0:
+        if old[0] >= 0:
             plan.changed_ids.append(old[0])
         else:
             plan.removed_skipped.append(f.rel_path)
@@ -140,19 +160,21 @@ def _plan(scan: ScanResult, scan_started_ns: int, base: sqlite3.Connection | Non
     return plan
 
 
-def _apply(conn: sqlite3.Connection, plan: _Plan, config: IndexConfig, progress: bool) -> dict[str, int]:
+def _apply(conn: sqlite3.Connection, plan: _Plan, run: _Run) -> dict[str, int]:
     """Apply the plan inside the caller's transaction."""
     delete_notes(conn, plan.changed_ids + plan.removed_ids)
     conn.executemany("DELETE FROM skipped_files WHERE rel_path = ?", [(p,) for p in plan.removed_skipped])
+    items = [(f.rel_path, str(f.path), data, sha, f.mtime_ns, f.size) for f, data, sha in plan.changed]
+    workers = default_workers(len(items)) if run.workers is None else run.workers
     skipped_rows = []
-    with NoteWriter(conn, analyzer_for(config.tokenizer), chunk_size=config.chunk_size,
-                    chunk_overlap=config.chunk_overlap) as writer:
-        for f, data, sha in tqdm(plan.changed, desc="indexing", unit="note", disable=not progress):
-            note = None if is_binary(data) else parse_note(f.rel_path, data)
-            if note is None:
-                skipped_rows.append((f.rel_path, sha, f.mtime_ns, f.size, "binary", "NUL byte in the first 8 KiB"))
-                continue
-            writer.add(note, sha256=sha, mtime_ns=f.mtime_ns, size=f.size)
+    # the worker processes are forked on entry, before the NoteWriter starts its thread
+    with prepared_notes(items, chunk_size=run.config.chunk_size, chunk_overlap=run.config.chunk_overlap,
+                        tokenizer=run.config.tokenizer, workers=workers) as prepared, NoteWriter(conn) as writer:
+        for note in tqdm(prepared, total=len(items), desc="indexing", unit="note", disable=not run.progress):
+            if isinstance(note, SkippedFile):
+                skipped_rows.append(note.row)
+            else:
+                writer.add(note)
     conn.executemany("INSERT OR REPLACE INTO skipped_files(rel_path, content_sha256, mtime_ns, size, reason, detail) "
                      "VALUES (?, ?, ?, ?, ?, ?)", skipped_rows)
     conn.execute("DELETE FROM build_problems")
@@ -236,92 +258,95 @@ def _open_base(layout: gen.IndexLayout, config: IndexConfig) -> tuple[gen.Resolv
     return base, None
 
 
-def _report(conn: sqlite3.Connection, plan: _Plan, *, kind: str, generation_id: str | None, started: float,
-            up_to_date: bool, rebuild_reason: str | None, extra: dict[str, int], timings: dict[str, float]
-            ) -> BuildReport:
+def _report(conn: sqlite3.Connection, plan: _Plan, run: _Run, *, kind: str, generation_id: str | None,
+            up_to_date: bool, rebuild_reason: str | None, extra: dict[str, int]) -> BuildReport:
     notes = conn.execute("SELECT count(*) FROM notes").fetchone()[0]
     chunks = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
     return BuildReport(
         generation_id=generation_id, index_kind=kind, notes=notes, chunks=chunks, reused=len(plan.unchanged),
         changed=len(plan.changed), added=plan.added, removed=len(plan.removed_ids) + len(plan.removed_skipped),
-        problems=all_problems(conn), seconds=round(time.perf_counter() - started, 4), up_to_date=up_to_date,
-        full_rebuild_reason=rebuild_reason, timings={k: round(v, 4) for k, v in timings.items()}, **extra)
+        problems=all_problems(conn), seconds=round(time.perf_counter() - run.started, 4), up_to_date=up_to_date,
+        full_rebuild_reason=rebuild_reason, timings={k: round(v, 4) for k, v in run.timings.items()}, **extra)
 
 
-def _stage(conn: sqlite3.Connection, plan: _Plan, config: IndexConfig, progress: bool, vault: Path,
-           index_dir: Path, timings: dict[str, float]) -> dict[str, int]:
+def _stage(conn: sqlite3.Connection, plan: _Plan, run: _Run) -> dict[str, int]:
     """Apply the plan, stamp meta, validate, and check that the source did not move."""
     t = time.perf_counter()
     with atomic(conn):
-        extra = _apply(conn, plan, config, progress)
-        set_meta(conn, {**config.identity(), "scan_started_ns": plan.scan_started_ns,
+        extra = _apply(conn, plan, run)
+        set_meta(conn, {**run.config.identity(), "scan_started_ns": plan.scan_started_ns,
                         "source_snapshot_hash": snapshot_hash(conn), "built_at": time.time()})
-    timings["write"] = time.perf_counter() - t
-    t = time.perf_counter()
+    t = run.lap("write", t)
     _validate(conn, plan.scan)
-    _check_source_unchanged(vault, index_dir, plan.scan)
-    timings["validate"] = time.perf_counter() - t
+    _check_source_unchanged(run.vault, run.layout.index_dir, plan.scan)
+    run.lap("validate", t)
     return extra
 
 
 def build_index(vault: Path, *, index_dir: Path | None = None, config: IndexConfig | None = None,
                 in_place: bool = False, progress: bool = False, keep: int = 2, wait_seconds: float = 0.0,
-                on_step: Callable[[str], None] | None = None) -> BuildReport:
+                on_step: Callable[[str], None] | None = None, workers: int | None = None) -> BuildReport:
     """Index ``vault`` and publish a verified generation (or update ``index.db`` in place).
 
-    An unchanged vault publishes nothing and reports ``up_to_date=True``.
+    An unchanged vault publishes nothing and reports ``up_to_date=True``. ``workers`` is the
+    number of processes that parse notes (``None``: all cores, up to 4, for a large batch of
+    changed notes where fork is available; 1: in this process). It changes speed only,
+    never the index.
     """
-    started = time.perf_counter()
-    config = config or IndexConfig()
     vault = Path(vault).resolve()
     layout = gen.layout_for(vault, index_dir)
+    run = _Run(vault, layout, config or IndexConfig(), progress, workers)
     gen.ensure_layout(layout)
-    timings: dict[str, float] = {}
     with gen.build_lock(layout, wait_seconds=wait_seconds):
         t = time.perf_counter()
         scan_started_ns = time.time_ns()
-        scan = scan_vault(vault, index_dir=layout.index_dir, max_bytes=config.max_note_bytes)
-        timings["scan"] = time.perf_counter() - t
+        scan = scan_vault(vault, index_dir=layout.index_dir, max_bytes=run.config.max_note_bytes)
+        run.lap("scan", t)
         if in_place:
-            return _build_in_place(vault, layout, config, scan, scan_started_ns, progress, started, timings)
-        base, rebuild_reason = _open_base(layout, config)
-        base_conn = gen.connect_readonly(base) if base else None
+            return _build_in_place(run, scan, scan_started_ns)
+        return _build_generation(run, scan, scan_started_ns, keep=keep, on_step=on_step)
+
+
+def _build_generation(run: _Run, scan: ScanResult, scan_started_ns: int, *, keep: int,
+                      on_step: Callable[[str], None] | None) -> BuildReport:
+    """Plan against the verified active generation; stage a copy of it; publish the result."""
+    t = time.perf_counter()
+    base, rebuild_reason = _open_base(run.layout, run.config)
+    base_conn = gen.connect_readonly(base) if base else None
+    try:
+        plan = _plan(scan, scan_started_ns, base_conn)
+        run.lap("plan", t)
+        if base_conn is not None and plan.up_to_date:
+            return _report(base_conn, plan, run, kind="immutable_generation", generation_id=base.generation_id,
+                           up_to_date=True, rebuild_reason=None, extra={})
+    finally:
+        if base_conn is not None:
+            base_conn.close()
+    staging = gen.new_staging_path(run.layout)
+    try:
+        if base is not None:
+            shutil.copyfile(base.path, staging)
+        conn = _open_working(staging, in_place=False)
         try:
-            t = time.perf_counter()
-            plan = _plan(scan, scan_started_ns, base_conn)
-            timings["plan"] = time.perf_counter() - t
-            if base_conn is not None and plan.up_to_date:
-                return _report(base_conn, plan, kind="immutable_generation", generation_id=base.generation_id,
-                               started=started, up_to_date=True, rebuild_reason=None, extra={}, timings=timings)
-        finally:
-            if base_conn is not None:
-                base_conn.close()
-        staging = gen.new_staging_path(layout)
-        try:
-            if base is not None:
-                shutil.copyfile(base.path, staging)
-            conn = _open_working(staging, in_place=False)
-            try:
-                if base is None:
-                    create_schema(conn, config.tokenizer)
-                extra = _stage(conn, plan, config, progress, vault, layout.index_dir, timings)
-                record = _record(conn, config, timings)
-                conn.execute("PRAGMA journal_mode=DELETE")
-            finally:
-                conn.close()
-            t = time.perf_counter()
-            published = gen.publish(layout, staging, record, expected_base=base.generation_id if base else None,
-                                    keep=keep, on_step=on_step)
-            timings["publish"] = time.perf_counter() - t
-        finally:
-            staging.unlink(missing_ok=True)
-        conn = gen.connect_readonly(published)
-        try:
-            return _report(conn, plan, kind="immutable_generation", generation_id=published.generation_id,
-                           started=started, up_to_date=False, rebuild_reason=rebuild_reason, extra=extra,
-                           timings=timings)
+            if base is None:
+                create_schema(conn, run.config.tokenizer)
+            extra = _stage(conn, plan, run)
+            record = _record(conn, run.config, run.timings)
+            conn.execute("PRAGMA journal_mode=DELETE")
         finally:
             conn.close()
+        t = time.perf_counter()
+        published = gen.publish(run.layout, staging, record, expected_base=base.generation_id if base else None,
+                                keep=keep, on_step=on_step)
+        run.lap("publish", t)
+    finally:
+        staging.unlink(missing_ok=True)
+    conn = gen.connect_readonly(published)
+    try:
+        return _report(conn, plan, run, kind="immutable_generation", generation_id=published.generation_id,
+                       up_to_date=False, rebuild_reason=rebuild_reason, extra=extra)
+    finally:
+        conn.close()
 
 
 def _record(conn: sqlite3.Connection, config: IndexConfig, timings: dict[str, float]) -> gen.GenerationRecord:
@@ -336,29 +361,29 @@ def _record(conn: sqlite3.Connection, config: IndexConfig, timings: dict[str, fl
         dense_model=None if dense_model is None else str(dense_model))
 
 
-def _build_in_place(vault: Path, layout: gen.IndexLayout, config: IndexConfig, scan: ScanResult,
-                    scan_started_ns: int, progress: bool, started: float, timings: dict[str, float]) -> BuildReport:
+def _build_in_place(run: _Run, scan: ScanResult, scan_started_ns: int) -> BuildReport:
     """The single-file ``legacy_db`` layout: one index.db updated in one transaction."""
-    existed = layout.legacy_path.exists()
-    conn = _open_working(layout.legacy_path, in_place=True)
+    path = run.layout.legacy_path
+    existed = path.exists()
+    conn = _open_working(path, in_place=True)
     try:
         rebuild_reason = None if existed else "no_index"
         if existed:
             meta = get_meta(conn)
-            if any(meta.get(k) != v for k, v in config.identity().items()):
+            if any(meta.get(k) != v for k, v in run.config.identity().items()):
                 conn.close()
-                layout.legacy_path.unlink()
-                conn = _open_working(layout.legacy_path, in_place=True)
+                path.unlink()
+                conn = _open_working(path, in_place=True)
                 existed, rebuild_reason = False, "index_identity_changed"
         if not existed:
-            create_schema(conn, config.tokenizer)
+            create_schema(conn, run.config.tokenizer)
         plan = _plan(scan, scan_started_ns, conn if existed else None)
         if existed and plan.up_to_date:
-            return _report(conn, plan, kind="legacy_db", generation_id=None, started=started, up_to_date=True,
-                           rebuild_reason=None, extra={}, timings=timings)
+            return _report(conn, plan, run, kind="legacy_db", generation_id=None, up_to_date=True,
+                           rebuild_reason=None, extra={})
         with atomic(conn):
-            extra = _stage(conn, plan, config, progress, vault, layout.index_dir, timings)
-        return _report(conn, plan, kind="legacy_db", generation_id=None, started=started, up_to_date=False,
-                       rebuild_reason=rebuild_reason, extra=extra, timings=timings)
+            extra = _stage(conn, plan, run)
+        return _report(conn, plan, run, kind="legacy_db", generation_id=None, up_to_date=False,
+                       rebuild_reason=rebuild_reason, extra=extra)
     finally:
         conn.close()

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from core.errors import VaultSearchError
+from core.errors import UsageError, VaultSearchError
 from core.registry import DEFAULT_MODE, DEPRECATED_ALIASES, MODE_NAMES
 
 EXIT_STALE = 8
@@ -34,21 +34,49 @@ def _print_json(obj: Any) -> None:
 
 
 def cmd_index(args: argparse.Namespace) -> int:
+    """Build (unless --embed-only), then embed (with --embed / --embed-only)."""
     from core.builder import IndexConfig, build_index
-    config = IndexConfig(chunk_size=args.chunk_size, chunk_overlap=args.chunk_overlap, tokenizer=args.tokenizer)
+    from core.embed import embed_index
+    embed = args.embed or args.embed_only
+    if (args.embed_limit is not None or args.model) and not embed:
+        raise UsageError("--embed-limit and --model apply with --embed or --embed-only")
     progress = not args.json and sys.stderr.isatty()
-    report = build_index(Path(args.vault), index_dir=_env_index_dir(args), config=config, in_place=args.in_place,
-                         progress=progress, keep=args.keep, wait_seconds=args.wait)
+    out: dict[str, Any] = {}
+    if not args.embed_only:
+        config = IndexConfig(chunk_size=args.chunk_size, chunk_overlap=args.chunk_overlap, tokenizer=args.tokenizer)
+        out["build"] = build_index(Path(args.vault), index_dir=_env_index_dir(args), config=config,
+                                   in_place=args.in_place, progress=progress, keep=args.keep,
+                                   wait_seconds=args.wait).to_dict()
+    if embed:
+        out["embed"] = embed_index(Path(args.vault), model=args.model, index_dir=_env_index_dir(args),
+                                   limit=args.embed_limit, progress=progress, keep=args.keep,
+                                   wait_seconds=args.wait).to_dict()
     if args.json:
-        _print_json(report.to_dict())
+        _print_json(out["build"] if list(out) == ["build"] else out)
         return 0
-    state = "up to date" if report.up_to_date else f"published {report.generation_id or report.index_kind}"
-    print(f"{state}: {report.notes} notes, {report.chunks} chunks; reused {report.reused}, changed "
-          f"{report.changed}, removed {report.removed}; {report.links} links ({report.unresolved_links} "
-          f"unresolved); {report.seconds:.2f} s")
-    for p in report.problems:
-        print(f"  problem: {p['path']}: {p['reason']} {p.get('detail', '')}".rstrip())
+    if "build" in out:
+        _print_build(out["build"])
+    if "embed" in out:
+        _print_embed(out["embed"])
     return 0
+
+
+def _print_build(report: dict[str, Any]) -> None:
+    state = "up to date" if report["up_to_date"] else f"published {report['generation_id'] or report['index_kind']}"
+    print(f"{state}: {report['notes']} notes, {report['chunks']} chunks; reused {report['reused']}, changed "
+          f"{report['changed']}, removed {report['removed']}; {report['links']} links ({report['unresolved_links']} "
+          f"unresolved); {report['seconds']:.2f} s")
+    for p in report["problems"]:
+        print(f"  problem: {p['path']}: {p['reason']} {p.get('detail', '')}".rstrip())
+
+
+def _print_embed(report: dict[str, Any]) -> None:
+    published = report["generations_published"]
+    where = f"{len(published)} generation(s), active {report['generation_id']}" if published else report["index_kind"]
+    if report["dropped"]:
+        print(f"dropped {report['dropped']} vectors of model {report['dropped_model'].get('name')!r}")
+    print(f"embedded {report['embedded']} chunks with {report['model_name']} ({where}); "
+          f"{report['chunks'] - report['remaining']}/{report['chunks']} chunks have vectors; {report['seconds']:.2f} s")
 
 
 def _filters(args: argparse.Namespace) -> dict[str, Any]:
@@ -103,6 +131,26 @@ def cmd_modes(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_models(args: argparse.Namespace) -> int:
+    """List the presets and whether each is present locally, or download one."""
+    from core.models import download_model, list_models
+    if args.action == "download":
+        if not args.name:
+            raise UsageError("name the preset to download: vaultsearch models download NAME")
+        files = download_model(args.name)
+        _print_json({"downloaded": args.name, "location": str(files.model_path.parent)}) if args.json else \
+            print(f"downloaded {args.name} to {files.model_path.parent}")
+        return 0
+    rows = list_models()
+    if args.json:
+        _print_json(rows)
+        return 0
+    for m in rows:
+        where = m["location"] if m["present"] else "absent (vaultsearch models download " + m["name"] + ")"
+        print(f"{m['name']:<20} {m['kind']:<10} {'(default) ' if m['default'] else ''}{m['repo_id']}: {where}")
+    return 0
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     from core.eval_cli import run_eval
     report = run_eval(Path(args.vault), queries=Path(args.queries), qrels=Path(args.qrels), modes=args.mode or
@@ -153,6 +201,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="FTS5 tokenizer; use 'unicode61 remove_diacritics 2' for non-English vaults")
     p.add_argument("--keep", type=int, default=2, help="ready generations to retain")
     p.add_argument("--wait", type=float, default=0.0, help="seconds to wait for another build's lock")
+    p.add_argument("--embed", action="store_true", help="after building, embed every chunk without a vector")
+    p.add_argument("--embed-only", action="store_true",
+                   help="only embed chunks without a vector (newest notes first), no rebuild")
+    p.add_argument("--embed-limit", type=int, metavar="N",
+                   help="embed at most N chunks and publish them as one generation")
+    p.add_argument("--model", metavar="M", help="embedding model: preset or directory (default: the index's, "
+                   "else the default preset; see `vaultsearch models`)")
     p.set_defaults(func=cmd_index)
 
     p = command("search", "search the vault")
@@ -182,6 +237,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("modes", "list the retrieval modes")
     p.add_argument("--markdown", action="store_true", help="the reference table of docs/architecture.md")
     p.set_defaults(func=cmd_modes)
+
+    p = command("models", "list the model presets and whether they are present locally; or download one")
+    p.add_argument("action", nargs="?", choices=["list", "download"], default="list")
+    p.add_argument("name", nargs="?", help="preset to download")
+    p.set_defaults(func=cmd_models)
 
     p = command("eval", "nDCG@k, Recall@100, MRR@10, P@k and latency per mode on labelled queries")
     p.add_argument("vault")

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from core.schema import atomic  # noqa: F401  (re-exported: the one transaction primitive)
 from core.errors import (BuildError, BuildLockedError, GenerationMissingError, IndexMissingError, IntegrityError,
                          SchemaMismatchError, Sha256MismatchError, SizeMismatchError, SqliteIntegrityError,
                          StateCorruptError, UsageError, ValidationError)
@@ -200,33 +201,6 @@ def new_staging_path(layout: IndexLayout) -> Path:
 
 
 # --- small primitives -------------------------------------------------------------------------------------
-
-@contextmanager
-def atomic(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """One transaction (``BEGIN IMMEDIATE``), or a savepoint when nested; errors roll back and re-raise.
-
-    The connection must be in autocommit mode (``isolation_level=None``) so that this is the only
-    place that opens and closes transactions.
-    """
-    if conn.in_transaction:
-        name = f"sp_{uuid.uuid4().hex}"
-        conn.execute(f"SAVEPOINT {name}")
-        try:
-            yield conn
-        except BaseException:
-            conn.execute(f"ROLLBACK TO {name}")
-            conn.execute(f"RELEASE {name}")
-            raise
-        conn.execute(f"RELEASE {name}")
-        return
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield conn
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
-
 
 def hash_file(path: Path) -> tuple[str, int]:
     """SHA-256 hex digest and byte count of ``path``, streamed in 1 MiB blocks."""

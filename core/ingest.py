@@ -1,30 +1,41 @@
-"""Write parsed notes into a working index database (and delete them again).
+"""Turn note files into rows of a working index database (and delete them again).
 
 The builder decides *which* notes change; this module knows *how* a note becomes rows:
 the notes row, tags, per-note problems, chunks + their FTS5 rows, the sparse term vector
-and the links as written.
+and the links as written. Three stages, so that two CPU cores can share the work:
 
-Rows are buffered per batch of notes and written by a ``RowSink``: one worker thread that
-runs the batch's ``executemany`` calls on the build connection. SQLite releases the GIL
-while it steps a statement (FTS5 tokenising and writing the chunks is most of the write
-cost), so the database work of one batch overlaps the parsing of the next.
+    prepare_note     file -> PreparedNote: read, hash, parse, chunk, count terms. Pure,
+                     so ``prepared_notes`` can run it in forked worker processes.
+    NoteWriter       assigns note and chunk ids, turns term counts into term vectors
+                     (``core.analysis.TermVectors``) and batches the rows ...
+    RowSink          ... which one worker thread inserts. SQLite releases the GIL while
+                     it steps a statement (FTS5 tokenising the chunks is most of the
+                     write cost), so inserting one batch overlaps preparing the next.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import multiprocessing
+import os
 import queue
 import sqlite3
 import threading
-from collections import Counter
-from collections.abc import Iterable
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import partial
 from types import TracebackType
 
-from core.analysis import Analyzer, TermVectors, word_counts
-from core.chunking import Chunk, chunk_body, headings
+from core import analysis
+from core.analysis import FieldTerms, TermVectors, analyzer_for, field_terms
+from core.chunking import chunk_body, headings
+from core.errors import SourceChangedError
 from core.links import LinkResolver
-from core.notes import Link, ParsedNote
+from core.notes import Link, ParsedNote, parse_note, skip_problem
+from core.scan import read_file
 from core.schema import FTS_COLUMNS, NOTE_COLUMNS
 
 _NOTE_INSERT = f"INSERT INTO notes({', '.join(NOTE_COLUMNS)}) VALUES ({', '.join('?' * len(NOTE_COLUMNS))})"
@@ -43,16 +54,142 @@ _INSERTS = {
 }
 _BATCH_NOTES = 256
 _BATCH_CHUNKS = 4096
+POOL_MIN_NOTES = 1000      # fewer notes than this are prepared in process: forking would not pay off
+_POOL_TASK_NOTES = 64
+_ORPHAN_POLL_S = 0.2
 # json.dumps(value, ensure_ascii=False, sort_keys=True) without building an encoder per call
-_encode_json = json.JSONEncoder(ensure_ascii=False, sort_keys=True).encode
-
-
-def _json(value: object) -> str:
-    return _encode_json(value)
-
+_json = json.JSONEncoder(ensure_ascii=False, sort_keys=True).encode
 
 Batch = list[tuple[str, list[tuple]]]
+# rel_path, path, content and sha256 (None: not read yet), mtime_ns, size
+NoteFile = tuple[str, str, "bytes | None", "str | None", int, int]
 
+
+# ---------------------------------------------------------------- prepare (pure, may run in a worker)
+
+@dataclass(frozen=True)
+class PreparedNote:
+    """Everything one note puts in the index except the ids the writer assigns.
+
+    Compact on purpose (chunk texts are offsets into ``body``, word counts are flat), since a
+    worker process pickles it back to the builder.
+    """
+
+    rel_path: str
+    values: tuple                    # the notes row after ``id``, in NOTE_COLUMNS order
+    tags: tuple[str, ...]
+    problems: tuple[tuple[str, str], ...]                 # (reason, detail)
+    links: tuple[tuple, ...]         # (target, kind, heading, alias, source, alt_target)
+    body: str
+    chunks: tuple[tuple[int, str, int, int, str, str], ...]  # ord, heading_path JSON, start, end, sha256, heading cell
+    first_cells: tuple[str, str, str]                     # title, description, tags: FTS cells of chunk 0
+    terms: FieldTerms
+
+
+@dataclass(frozen=True)
+class SkippedFile:
+    """A file that was read but not indexed (binary): a ``skipped_files`` row."""
+
+    row: tuple[str, str, int, int, str, str]   # rel_path, sha256, mtime_ns, size, reason, detail
+
+
+def _field_texts(note: ParsedNote) -> tuple[str, ...]:
+    """The note's text per FTS column (FTS_COLUMNS order): what its term vector counts."""
+    return (" ".join((note.title, *note.aliases)), note.description or "", " ".join(note.tags),
+            "\n".join(headings(note.body)), note.body)
+
+
+def _chunk_rows(note: ParsedNote, chunk_size: int, chunk_overlap: int) -> tuple[tuple, ...]:
+    """(ord, heading_path JSON, start, end, sha256, heading cell) per chunk; a note without a body
+    still gets one empty chunk so that its title and tags are searchable."""
+    chunks = chunk_body(note.body, size=chunk_size, overlap=chunk_overlap)
+    if not chunks:
+        return ((0, "[]", 0, 0, hashlib.sha256(b"").hexdigest(), ""),)
+    rows = []
+    prev_path: tuple[str, ...] | None = None
+    for chunk in chunks:
+        path = chunk.heading_path
+        cell = path[-1] if (path and path != prev_path) else ""   # a heading on its section's first chunk
+        prev_path = path
+        rows.append((chunk.ord, _json(list(path)), chunk.start, chunk.end,
+                     hashlib.sha256(chunk.text.encode("utf-8")).hexdigest(), cell))
+    return tuple(rows)
+
+
+def read_source(rel_path: str, path: str | os.PathLike[str]) -> tuple[bytes, str]:
+    """(content, sha256) of a vault file; a file gone since the scan is a ``SourceChangedError``."""
+    try:
+        return read_file(path)
+    except FileNotFoundError:
+        raise SourceChangedError(f"{rel_path} disappeared during the build", paths=[rel_path]) from None
+
+
+def prepare_note(item: NoteFile, *, chunk_size: int, chunk_overlap: int,
+                 tokenizer: str) -> PreparedNote | SkippedFile:
+    """Read (unless the content is given), parse, chunk and count one note file."""
+    rel_path, path, data, sha256, mtime_ns, size = item
+    if data is None or sha256 is None:
+        data, sha256 = read_source(rel_path, path)
+    note = parse_note(rel_path, data)
+    if note is None:
+        problem = skip_problem(rel_path, data)
+        return SkippedFile((rel_path, sha256, mtime_ns, size, problem.reason, problem.detail))
+    d = note.dates
+    values = (
+        note.rel_path, note.title, note.description, note.note_type, _json(list(note.tags)),
+        d.get("created"), d.get("updated"), d.get("source_date"), d.get("date"), note.volatility,
+        note.status, note.classification, note.namespace, _json(list(note.supersedes)),
+        _json(list(note.superseded_by)), _json(list(note.aliases)), note.frontmatter_id,
+        _json(note.extra), sha256, mtime_ns, size, len(note.body),
+    )
+    texts = _field_texts(note)
+    return PreparedNote(
+        rel_path=rel_path, values=values, tags=note.tags,
+        problems=tuple((p.reason, p.detail) for p in note.problems),
+        links=tuple((ln.target, ln.kind, ln.heading, ln.alias, ln.source, ln.alt_target) for ln in note.links),
+        body=note.body, chunks=_chunk_rows(note, chunk_size, chunk_overlap), first_cells=texts[:3],
+        terms=field_terms(analyzer_for(tokenizer), texts))
+
+
+def _exit_when_orphaned(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(_ORPHAN_POLL_S)
+    os._exit(1)
+
+
+def _worker_init(parent: int) -> None:
+    """A forked worker holds the builder's open files, the build lock among them: if the builder
+    dies, the worker must exit at once or the lock would outlive it. It also must not use the
+    parent's SQLite connections, so it makes its own analyzer."""
+    analysis.forget_inherited_analyzers()
+    threading.Thread(target=_exit_when_orphaned, args=(parent,), daemon=True).start()
+
+
+def default_workers(n_notes: int) -> int:
+    """Worker processes for preparing ``n_notes``: 1 (in process) for small batches or without fork."""
+    if n_notes < POOL_MIN_NOTES or "fork" not in multiprocessing.get_all_start_methods():
+        return 1
+    return max(1, min(os.cpu_count() or 1, 4))
+
+
+@contextmanager
+def prepared_notes(items: Sequence[NoteFile], *, chunk_size: int, chunk_overlap: int, tokenizer: str,
+                   workers: int) -> Iterator[Iterator[PreparedNote | SkippedFile]]:
+    """``prepare_note`` over ``items``, in order: in process, or in ``workers`` forked processes.
+
+    Enter it BEFORE starting threads (a ``NoteWriter``): the workers are forked on entry. Fork
+    (not spawn) keeps the start cheap; the workers only parse, they never touch SQLite.
+    """
+    prepare = partial(prepare_note, chunk_size=chunk_size, chunk_overlap=chunk_overlap, tokenizer=tokenizer)
+    if workers <= 1:
+        yield map(prepare, items)
+        return
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(workers, initializer=_worker_init, initargs=(os.getpid(),)) as pool:
+        yield pool.imap(prepare, items, chunksize=_POOL_TASK_NOTES)
+
+
+# ---------------------------------------------------------------- write (builder process)
 
 class RowSink:
     """Runs batches of INSERTs, in order, on one worker thread using the caller's connection.
@@ -100,23 +237,20 @@ class RowSink:
 
 
 class NoteWriter:
-    """Turns parsed notes into rows and hands them, a batch at a time, to a ``RowSink``.
+    """Gives prepared notes their ids and term vectors and hands their rows, a batch at a time,
+    to a ``RowSink``.
 
     Use it as a context manager: a clean exit writes the last batch and waits for every
     write to finish; an exception stops the writes and propagates (the caller's
     transaction then rolls back). The connection must allow use from another thread.
     """
 
-    def __init__(self, conn: sqlite3.Connection, analyzer: Analyzer, *, chunk_size: int,
-                 chunk_overlap: int) -> None:
-        self.chunk_size = chunk_size
-        self.chunk_overlap = chunk_overlap
+    def __init__(self, conn: sqlite3.Connection) -> None:
         self.next_note_id = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM notes").fetchone()[0]
         self.next_chunk_id = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM chunks").fetchone()[0]
-        self.vectors = TermVectors(analyzer, dict(conn.execute("SELECT term, id FROM terms")), len(FTS_COLUMNS))
+        self.vectors = TermVectors(dict(conn.execute("SELECT term, id FROM terms")), len(FTS_COLUMNS))
         self._rows: dict[str, list[tuple]] = {name: [] for name in _INSERTS}
-        self._counts: list[tuple[int, list[Counter[str]]]] = []
-        self._heading_json: dict[tuple[str, ...], str] = {}
+        self._terms: list[tuple[int, FieldTerms]] = []
         self.chunks_added = 0
         self._sink = RowSink(conn)
 
@@ -135,80 +269,45 @@ class NoteWriter:
         finally:
             self._sink.close(abort=failed)
 
-    def add(self, note: ParsedNote, *, sha256: str, mtime_ns: int, size: int) -> int:
+    def add(self, note: PreparedNote) -> int:
         """Queue the rows of one note; returns its note id."""
         note_id = self.next_note_id
         self.next_note_id += 1
-        d = note.dates
-        self._rows["notes"].append((
-            note_id, note.rel_path, note.title, note.description, note.note_type, _json(list(note.tags)),
-            d.get("created"), d.get("updated"), d.get("source_date"), d.get("date"), note.volatility,
-            note.status, note.classification, note.namespace, _json(list(note.supersedes)),
-            _json(list(note.superseded_by)), _json(list(note.aliases)), note.frontmatter_id,
-            _json(note.extra), sha256, mtime_ns, size, len(note.body),
-        ))
-        self._rows["tags"].extend((tag, note_id) for tag in note.tags)
-        self._rows["problems"].extend((note_id, p.reason, p.detail) for p in note.problems)
-        self._rows["links"].extend((note_id, ln.target, ln.kind, ln.heading, ln.alias, ln.source, ln.alt_target)
-                                   for ln in note.links)
-        fields = self._fields(note)
-        self._add_chunks(note_id, note, fields)
-        self._counts.append((note_id, [word_counts(fields[name]) for name in FTS_COLUMNS]))
-        if len(self._counts) >= _BATCH_NOTES or len(self._rows["chunks"]) >= _BATCH_CHUNKS:
+        rows = self._rows
+        rows["notes"].append((note_id, *note.values))
+        rows["tags"].extend((tag, note_id) for tag in note.tags)
+        rows["problems"].extend((note_id, *p) for p in note.problems)
+        rows["links"].extend((note_id, *ln) for ln in note.links)
+        self._add_chunks(note_id, note)
+        self._terms.append((note_id, note.terms))
+        if len(self._terms) >= _BATCH_NOTES or len(rows["chunks"]) >= _BATCH_CHUNKS:
             self._flush()
         return note_id
 
-    @staticmethod
-    def _fields(note: ParsedNote) -> dict[str, str]:
-        return {
-            "title": " ".join((note.title, *note.aliases)),
-            "description": note.description or "",
-            "tags": " ".join(note.tags),
-            "headings": "\n".join(headings(note.body)),
-            "body": note.body,
-        }
-
-    def _path_json(self, path: tuple[str, ...]) -> str:
-        found = self._heading_json.get(path)
-        if found is None:
-            found = self._heading_json[path] = _json(list(path))
-        return found
-
-    def _add_chunks(self, note_id: int, note: ParsedNote, fields: dict[str, str]) -> None:
-        chunks: list[Chunk] = chunk_body(note.body, size=self.chunk_size, overlap=self.chunk_overlap)
-        if not chunks:  # a note with no body still gets one (empty) chunk so title/tags are searchable
-            chunks = [Chunk(ord=0, heading_path=(), text="", start=0, end=0)]
-        prev_path: tuple[str, ...] | None = None
-        chunk_rows, fts_rows = self._rows["chunks"], self._rows["fts"]
-        for chunk in chunks:
-            cid = self.next_chunk_id
-            self.next_chunk_id += 1
-            first = chunk.ord == 0
-            path = chunk.heading_path
-            new_section = path != prev_path
-            prev_path = path
-            chunk_rows.append((cid, note_id, chunk.ord, self._path_json(path), chunk.start, chunk.end,
-                               hashlib.sha256(chunk.text.encode("utf-8")).hexdigest()))
-            fts_rows.append((
-                cid,
-                fields["title"] if first else "",
-                fields["description"] if first else "",
-                fields["tags"] if first else "",
-                path[-1] if (new_section and path) else "",
-                chunk.text,
-            ))
-        self.chunks_added += len(chunks)
+    def _add_chunks(self, note_id: int, note: PreparedNote) -> None:
+        chunk_rows, fts_rows, body = self._rows["chunks"], self._rows["fts"], note.body
+        title, description, tags = note.first_cells
+        cid = self.next_chunk_id
+        for ord_, path_json, start, end, sha, heading in note.chunks:
+            chunk_rows.append((cid, note_id, ord_, path_json, start, end, sha))
+            if ord_ == 0:
+                fts_rows.append((cid, title, description, tags, heading, body[start:end]))
+            else:
+                fts_rows.append((cid, "", "", "", heading, body[start:end]))
+            cid += 1
+        self.chunks_added += cid - self.next_chunk_id
+        self.next_chunk_id = cid
 
     def _flush(self) -> None:
-        """Turn the queued word counts into term vectors and hand the batch to the sink."""
+        """Turn the queued term counts into term vectors and hand the batch to the sink."""
         rows = self._rows
-        if self._counts:
-            vectors = self.vectors.vectors([counts for _, counts in self._counts])
-            rows["terms"] = [(note_id, tids, tf) for (note_id, _), (tids, tf) in zip(self._counts, vectors)]
+        if self._terms:
+            vectors = self.vectors.vectors([terms for _, terms in self._terms])
+            rows["terms"] = [(note_id, tids, tf) for (note_id, _), (tids, tf) in zip(self._terms, vectors)]
             rows["new_terms"] = self.vectors.take_new_terms()
         self._sink.put([(_INSERTS[name], rows[name]) for name in _INSERTS])
         self._rows = {name: [] for name in _INSERTS}
-        self._counts = []
+        self._terms = []
 
 
 def delete_notes(conn: sqlite3.Connection, note_ids: Iterable[int]) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,15 +16,20 @@ from core.analysis import analyzer_for
 from core.errors import QuerySyntaxError, UsageError
 from core.filters import Filters
 from core.generations import ResolvedIndex
-from core.query import MAX_QUERY_TERMS
+from core.query import MAX_QUERY_TERMS, phrase_expression
 from core.schema import FTS_COLUMNS, get_meta
 from core.sparse import SPARSE_CACHE, SparseIndex, bm25_scores, load_sparse, tfidf_scores
 
 # Candidates taken from each list before fusion.
 FUSION_DEPTH = 100
 RRF_K = 60.0
+# A query word that splits into several terms (an identifier) adds this share of the best
+# score to notes that contain it verbatim; at most MAX_IDENTIFIERS such words per query.
+IDENTIFIER_BONUS = 0.1
+MAX_IDENTIFIERS = 4
+_WORD = re.compile(r"[^\W_]+")
 # hybrid's RRF list weights (fts, vector): tuned on SciFact train + known-item (docs/architecture.md).
-HYBRID_WEIGHTS = (1.0, 0.2)
+HYBRID_WEIGHTS = (1.0, 0.05)
 GRAPH_ANCHORS = 10
 GRAPH_HOPS = 2
 GRAPH_DECAY = 0.5
@@ -130,7 +136,28 @@ def fts_ranking(ctx: SearchContext, k: int) -> list[tuple[int, float]]:
         return raw_fts_ranking(ctx, k)
     sp = ctx.sparse()
     scores, matched = bm25_scores(sp, ctx.terms)
+    _add_identifier_bonus(ctx, sp, scores, matched)
     return _ranked(sp, scores, matched, ctx.mask(), k)
+
+
+def _add_identifier_bonus(ctx: SearchContext, sp: SparseIndex, scores: np.ndarray, matched: np.ndarray) -> None:
+    """Reward notes that hold a compound identifier of the query (``wiki-knowledge``,
+    ``live/live#2181``, ``Get-ChildItem``) verbatim: an FTS5 phrase match of its words.
+
+    Bag-of-words BM25 alone ranks a note with the parts apart as high as one with the identifier.
+    """
+    groups = [words for piece in ctx.text.split()[:MAX_IDENTIFIERS * 4]
+              if len(words := _WORD.findall(piece)) >= 2][:MAX_IDENTIFIERS]
+    if not groups or not matched.any():
+        return
+    top = float(scores.max())
+    for words in groups:
+        rows = ctx.conn.execute("SELECT DISTINCT c.note_id FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid "
+                                "WHERE chunks_fts MATCH ?", (phrase_expression(words),)).fetchall()
+        ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        pos = np.searchsorted(sp.note_ids, ids)
+        ok = (pos < sp.n_docs) & (sp.note_ids[np.minimum(pos, sp.n_docs - 1)] == ids)
+        scores[pos[ok]] += np.float32(IDENTIFIER_BONUS * top / len(groups))
 
 
 def vector_ranking(ctx: SearchContext, k: int) -> list[tuple[int, float]]:

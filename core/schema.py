@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -193,34 +194,28 @@ def set_meta(conn: sqlite3.Connection, values: Mapping[str, Any]) -> None:
     )
 
 
-_depth: dict[int, int] = {}
-
-
 @contextmanager
 def atomic(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """One transaction primitive: BEGIN at the outermost level, SAVEPOINTs when nested.
+    """One transaction (``BEGIN IMMEDIATE``), or a savepoint when nested; errors roll back and re-raise.
 
-    Errors roll back (to the savepoint) and re-raise. Needs a connection opened with
-    ``isolation_level=None`` so that Python's sqlite3 does not open transactions itself.
+    The connection must be in autocommit mode (``isolation_level=None``) so that this is the only
+    place that opens and closes transactions.
     """
-    key = id(conn)
-    level = _depth.get(key, 0)
-    name = f"vs_sp_{level}"
-    conn.execute("BEGIN IMMEDIATE" if level == 0 else f"SAVEPOINT {name}")
-    _depth[key] = level + 1
+    if conn.in_transaction:
+        name = f"sp_{uuid.uuid4().hex}"
+        conn.execute(f"SAVEPOINT {name}")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute(f"ROLLBACK TO {name}")
+            conn.execute(f"RELEASE {name}")
+            raise
+        conn.execute(f"RELEASE {name}")
+        return
+    conn.execute("BEGIN IMMEDIATE")
     try:
         yield conn
     except BaseException:
-        if level == 0:
-            conn.execute("ROLLBACK")
-        else:
-            conn.execute(f"ROLLBACK TO {name}")
-            conn.execute(f"RELEASE {name}")
+        conn.execute("ROLLBACK")
         raise
-    else:
-        conn.execute("COMMIT" if level == 0 else f"RELEASE {name}")
-    finally:
-        if level == 0:
-            _depth.pop(key, None)
-        else:
-            _depth[key] = level
+    conn.execute("COMMIT")

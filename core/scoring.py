@@ -90,9 +90,10 @@ def top_k(scores: np.ndarray, k: int, candidates: np.ndarray | None = None) -> n
         return np.empty(0, dtype=np.int64)
     vals = scores[idx]
     if idx.size > k:
-        part = np.argpartition(-vals, k - 1)[:k]
-        idx, vals = idx[part], vals[part]
-    order = np.lexsort((idx, -vals))
+        kth = vals[np.argpartition(-vals, k - 1)[k - 1]]
+        keep = vals >= kth  # every candidate tied with the k-th, so ties break by index below
+        idx, vals = idx[keep], vals[keep]
+    order = np.lexsort((idx, -vals))[:k]
     return idx[order].astype(np.int64)
 
 

@@ -125,7 +125,7 @@ def _results(ctx: SearchContext, run: ModeRun, with_passages: bool) -> list[Sear
         text = p.text if p else ""
         out.append(SearchResult(
             rel_path=f["rel_path"], title=f["title"], description=f["description"], note_type=f["note_type"],
-            score=round(h.score, 6), snippet=snippet(text, words), matched_text=matched_text(text),
+            score=round(h.score, 6), snippet=snippet(text, words), matched_text=matched_text(text, words),
             match_count=p.match_count if p else 0, tags=f["tags"], retrieval_contract=run.retrieval_contract,
             actual_mode=run.actual_mode, fallback_reason=run.fallback_reason, index_age_seconds=round(age, 3),
             index_kind=r.kind, index_generation_id=r.generation_id,

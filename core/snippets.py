@@ -21,15 +21,20 @@ class Passage:
     match_count: int     # query-term occurrences in the whole note
 
 
-def _chunk_rows(conn: sqlite3.Connection, note_ids: list[int]) -> dict[int, list[tuple[int, str, str]]]:
-    out: dict[int, list[tuple[int, str, str]]] = {}
+def _chunk_rows(conn: sqlite3.Connection, note_ids: list[int]) -> dict[int, list[tuple[int, str, str, int]]]:
+    """note id -> (chunk id, heading path, text, chars at the start of text the previous chunk holds too)."""
+    out: dict[int, list[tuple[int, str, str, int]]] = {}
     if not note_ids:
         return out
     rows = conn.execute(
-        "SELECT c.note_id, c.id, c.heading_path, f.body FROM chunks c JOIN chunks_fts f ON f.rowid = c.id "
+        "SELECT c.note_id, c.id, c.heading_path, c.start, c.end, f.body FROM chunks c "
+        "JOIN chunks_fts f ON f.rowid = c.id "
         f"WHERE c.note_id IN ({', '.join('?' * len(note_ids))}) ORDER BY c.note_id, c.ord", note_ids)
-    for note_id, cid, hp, body in rows:
-        out.setdefault(note_id, []).append((cid, hp, body))
+    prev_end: dict[int, int] = {}
+    for note_id, cid, hp, start, end, body in rows:
+        overlap = max(0, prev_end.get(note_id, start) - start)
+        prev_end[note_id] = end
+        out.setdefault(note_id, []).append((cid, hp, body, overlap))
     return out
 
 
@@ -65,12 +70,16 @@ def best_passages(conn: sqlite3.Connection, words: QueryWords, note_ids: list[in
     for note_id, chunks in _chunk_rows(conn, note_ids).items():
         best, best_score, total = chunks[0], -1.0, 0
         for chunk in chunks:
-            score = 0.0
-            for word, n in word_counts(chunk[2]).items():
-                w = words.weight(word)
-                if w:
-                    score += w + 1e-3 * n
-                    total += n
+            # the overlap with the previous chunk ends at a word end, so counting it apart splits no word;
+            # only the rest counts toward match_count (an occurrence in the overlap is counted once)
+            seen, fresh = word_counts(chunk[2][:chunk[3]]), word_counts(chunk[2][chunk[3]:])
+            matched: dict[str, int] = {}
+            for counts, is_fresh in ((seen, False), (fresh, True)):
+                for word, n in counts.items():
+                    if words.weight(word):
+                        matched[word] = matched.get(word, 0) + n
+                        total += n if is_fresh else 0
+            score = sum(words.weight(word) + 1e-3 * n for word, n in matched.items())
             if score > best_score:
                 best, best_score = chunk, score
         if preferred and note_id in preferred:
@@ -103,10 +112,22 @@ def snippet(text: str, words: QueryWords, width: int = SNIPPET_CHARS) -> str:
     return ("… " if start > 0 else "") + flat[start:end].strip() + (" …" if end < len(flat) else "")
 
 
-def matched_text(text: str, limit: int = MATCHED_TEXT_CHARS) -> str:
-    """The passage for an agent: body text only, bounded at a word boundary."""
+def matched_text(text: str, words: QueryWords | None = None, limit: int = MATCHED_TEXT_CHARS) -> str:
+    """The passage for an agent: body text only, bounded at word boundaries, holding the first match.
+
+    A chunk longer than ``limit`` (a large chunk size) is cut from its start, unless the first
+    query word lies past the middle of that window: then the window starts shortly before it.
+    """
     text = text.strip()
     if len(text) <= limit:
         return text
-    cut = text.rfind(" ", 0, limit)
-    return text[: cut if cut > limit // 2 else limit] + " …"
+    start = 0
+    if words is not None:
+        first = next((m.start() for m in _WORD.finditer(text) if words.weight(m.group().lower())), 0)
+        if first > limit // 2:
+            start = text.rfind(" ", 0, first - limit // 4) + 1
+    end = min(len(text), start + limit)
+    if end < len(text):
+        cut = text.rfind(" ", start, end)
+        end = cut if cut > start + limit // 2 else end
+    return ("… " if start else "") + text[start:end].strip() + (" …" if end < len(text) else "")

@@ -111,8 +111,6 @@ def test_top_k_hand_computed_ties_by_index():
     assert scoring.top_k(scores, 3, np.array([], dtype=np.int64)).tolist() == []
 
 
-@pytest.mark.xfail(strict=True, reason="BUG core/scoring.py top_k: argpartition picks an arbitrary member of a "
-                                       "tie at the k-th place, so ties are not broken by index when k < n")
 def test_top_k_tie_at_the_cut_is_broken_by_index():
     scores = np.array([1.0, 0.0, 1.0, 1.0, 2.0, 2.0, 0.0, 2.0, 1.0], dtype=np.float32)
     assert scoring.top_k(scores, 1).tolist() == [4]

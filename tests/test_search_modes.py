@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import pytest
@@ -186,7 +187,7 @@ def test_unknown_mode_is_refused_before_anything_runs(vault, tmp_path):
 @pytest.mark.parametrize("mode", [*MODE_NAMES, "hybrid_reranked"])
 def test_no_index_fails_with_index_missing_in_every_mode(make_vault, mode):
     bare = make_vault({"a.md": note("A", "marmalade")}, build=False, name="bare")
-    with pytest.warns(DeprecationWarning) if mode == "hybrid_reranked" else _no_warning():
+    with pytest.warns(DeprecationWarning) if mode == "hybrid_reranked" else contextlib.nullcontext():
         with pytest.raises(IndexMissingError) as info:
             search_vault(bare, "marmalade", mode=mode, allow_fallback=True)
     assert info.value.reason == "index-missing" and info.value.exit_code == 3
@@ -196,14 +197,6 @@ def test_no_index_fails_with_index_missing_in_every_mode(make_vault, mode):
 def test_a_vault_that_does_not_exist_is_index_missing(tmp_path):
     with pytest.raises(IndexMissingError):
         search_vault(tmp_path / "nowhere", "marmalade", mode="auto")
-
-
-class _no_warning:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
 
 
 @pytest.mark.parametrize("mode", MODEL_FREE)

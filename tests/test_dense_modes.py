@@ -1,0 +1,286 @@
+"""semantic / reranked / auto's dense pipeline: readiness, fail-closed reasons, cache, filters, rerank order.
+
+Real MiniLM weights through local model directories (tests/minilm_fixture.py); the
+"reranker" is the pair fixture (real weights, cross-encoder interface, not a trained reranker).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("onnxruntime")
+pytest.importorskip("tokenizers")
+pytest.importorskip("onnx")
+
+from core import dense_modes  # noqa: E402
+from core.builder import build_index  # noqa: E402
+from core.dense_modes import DENSE_CACHE, best_per_note  # noqa: E402
+from core.embed import embed_index  # noqa: E402
+from core.errors import (DenseIncompleteError, DenseIndexUnavailableError, ModelIdentityMismatchError,  # noqa: E402
+                         ModelMissingError, RerankerUnavailableError)
+from core.rerank import CrossEncoder  # noqa: E402
+from core.models import load_local_dir  # noqa: E402
+from core.searcher import search_vault  # noqa: E402
+from tests.conftest import note  # noqa: E402
+from tests.minilm_fixture import FP32, INT8, PAIR, cached_model_dirs, fixture_root  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+DENSE = ("semantic", "reranked")
+
+FILES = {
+    "pets/puppy.md": note("Afternoon outing", "The puppy chased a red ball across the park lawn.",
+                          updated="2024-02-01"),
+    "money/revenue.md": note("Quarter report", "Quarterly revenue grew by ten percent on strong cloud sales.",
+                             updated="2024-02-02"),
+    "food/pasta.md": note("Dinner", "Boil the pasta in salted water for nine minutes, then drain it.",
+                          updated="2024-02-03"),
+    "sky/saturn.md": note("Stargazing", "The telescope revealed the rings of Saturn on a clear night.",
+                          updated="2024-02-04"),
+    "bike/chain.md": note("Maintenance", "Tighten the bicycle chain and oil the rear derailleur.",
+                          updated="2024-02-05"),
+    "music/symphony.md": note("Rehearsal", "The orchestra rehearsed the second movement of the symphony.",
+                              updated="2024-02-06"),
+    "garden/tomato.md": note("Garden log", "Water the tomato seedlings every morning during the heat wave.",
+                             updated="2024-02-07"),
+    "sport/marathon.md": note("Training", "She trained for the marathon by running hills every weekend.",
+                              updated="2024-02-08"),
+    # the best semantic match for dog queries, but hidden from callers who may only see public notes
+    "secret/kennel.md": note("Kennel", "Our young dog loves playing fetch with a ball in the park.",
+                             classification="secret", updated="2024-02-09"),
+    "pets/cat.md": note("Cat", "The kitten napped on the warm windowsill all afternoon.", updated="2024-02-10"),
+}
+DOG_QUERY = "a young dog playing fetch"
+
+
+@pytest.fixture(scope="session")
+def model_dirs(request, tmp_path_factory):
+    return cached_model_dirs(fixture_root(request, tmp_path_factory))
+
+
+@pytest.fixture(scope="module")
+def embedded(make_vault, model_dirs):
+    """A fully embedded vault (fp32). Read-only for the tests that use it."""
+    vault = make_vault(FILES)
+    embed_index(vault, model=model_dirs[FP32])
+    return vault
+
+
+@pytest.fixture(scope="module")
+def partial(make_vault, model_dirs):
+    vault = make_vault(FILES)
+    embed_index(vault, model=model_dirs[FP32], limit=4)
+    return vault
+
+
+@pytest.fixture(scope="module")
+def plain(make_vault):
+    return make_vault(FILES)
+
+
+def rerank_opts(model_dirs) -> dict:
+    return {"reranker": str(model_dirs[PAIR])}
+
+
+def paths(results) -> list[str]:
+    return [r.rel_path for r in results]
+
+
+# ---------------------------------------------------------------- semantic
+
+
+def test_semantic_finds_the_paraphrase_without_shared_words(embedded):
+    results = search_vault(embedded, "which evening was good for watching planets", mode="semantic")
+    assert paths(results)[0] == "sky/saturn.md"
+    assert (results.actual_mode, results.retrieval_contract, results.fallback_reason) == ("semantic", "semantic", None)
+    assert all(r.score_source == "dense_cosine" for r in results)
+    assert [r.score for r in results] == sorted((r.score for r in results), reverse=True)
+    assert len(set(paths(results))) == len(results) == 10            # one hit per note
+
+
+def test_semantic_snippet_comes_from_the_best_chunk(make_vault, model_dirs):
+    body = "\n\n".join(["## Engines\n\n" + "Diesel engines compress air until fuel ignites. " * 14,
+                        "## Desserts\n\n" + "Whisk cream with sugar until soft peaks form for the cake. " * 10])
+    vault = make_vault({"long.md": note("Mixed", body), "other.md": note("Other", "Unrelated text about taxes.")})
+    embed_index(vault, model=model_dirs[FP32])
+    hit = search_vault(vault, "how to whip cream for a cake", mode="semantic")[0]
+    assert hit.rel_path == "long.md" and "Desserts" in hit.heading_path and "cream" in hit.matched_text
+
+
+def test_filters_apply_before_dense_ranking_no_leak(embedded, model_dirs):
+    everyone = search_vault(embedded, DOG_QUERY, mode="semantic")
+    assert paths(everyone)[0] == "secret/kennel.md"
+    for mode, opts in (("semantic", None), ("auto", None), ("reranked", rerank_opts(model_dirs))):
+        public = search_vault(embedded, DOG_QUERY, mode=mode, classifications=["public"], options=opts, limit=20)
+        assert "secret/kennel.md" not in paths(public) and len(public) == 9
+        assert "fetch" not in " ".join(r.snippet + r.matched_text for r in public)
+    public = search_vault(embedded, DOG_QUERY, mode="semantic", classifications=["public"])
+    assert [(r.rel_path, r.score) for r in public] == [(r.rel_path, r.score) for r in everyone][1:]
+    only_pets = search_vault(embedded, DOG_QUERY, mode="semantic", path_prefixes=["pets/"])
+    assert paths(only_pets) == ["pets/puppy.md", "pets/cat.md"]
+
+
+def test_best_per_note_picks_each_notes_best_row_and_grows_past_duplicates():
+    scores = np.array([0.9, 0.8, 0.7, 0.95, 0.1, 0.5], dtype=np.float32)
+    notes = np.array([1, 1, 1, 2, 3, 3], dtype=np.int64)
+    rows = np.arange(6)
+    assert best_per_note(scores, rows, notes, 3) == [3, 0, 5]
+    assert best_per_note(scores, np.array([1, 2, 4]), notes, 5) == [1, 4]
+    many = np.repeat(np.arange(100, dtype=np.int64), 50)          # 50 rows per note: forces regrowth
+    s = np.random.default_rng(0).random(5000).astype(np.float32)
+    got = best_per_note(s, np.arange(5000), many, 100)
+    assert len({int(many[r]) for r in got}) == 100
+    best = {n: s[many == n].max() for n in range(100)}
+    assert [float(s[r]) for r in got] == sorted(best.values(), reverse=True)
+
+
+# ---------------------------------------------------------------- auto
+
+
+def test_auto_uses_the_dense_pipeline_when_ready(embedded):
+    query = "which evening was good for watching planets"
+    results = search_vault(embedded, query)
+    assert (results.actual_mode, results.retrieval_contract, results.fallback_reason) == (
+        "dense_hybrid", "dense_hybrid", None)
+    assert all(r.score_source == "rrf" for r in results) and "sky/saturn.md" in paths(results)[:3]
+    w_fts, w_dense = dense_modes.AUTO_WEIGHTS
+    expected = {}
+    for weight, mode in ((w_fts, "fts"), (w_dense, "semantic")):
+        for rank, path in enumerate(paths(search_vault(embedded, query, mode=mode, limit=100)), start=1):
+            expected[path] = expected.get(path, 0.0) + weight / (60 + rank)
+    assert {r.rel_path: r.score for r in results} == pytest.approx(expected, abs=1e-6)
+
+
+# ---------------------------------------------------------------- cache
+
+
+def test_matrix_is_loaded_once_and_once_more_after_a_new_generation(make_vault, model_dirs):
+    vault = make_vault(FILES)
+    embed_index(vault, model=model_dirs[FP32])
+    loads = DENSE_CACHE.stats.loads
+    for query in ("dog", "planets", "money", "dog"):
+        search_vault(vault, query, mode="semantic")
+    assert DENSE_CACHE.stats.loads == loads + 1
+    (vault / "new.md").write_text(note("New", "Fresh note about sailing boats."), encoding="utf-8")
+    build_index(vault)
+    embed_index(vault, model=model_dirs[FP32])
+    for query in ("boats", "sailing", "dog"):
+        search_vault(vault, query, mode="semantic")
+    assert DENSE_CACHE.stats.loads == loads + 2
+    assert sum(1 for k in list(DENSE_CACHE._entries) if k.vault == str(vault.resolve())) == 1
+
+
+def test_legacy_index_is_never_cached(make_vault, model_dirs):
+    vault = make_vault(FILES, in_place=True)
+    embed_index(vault, model=model_dirs[FP32])
+    stats, size = DENSE_CACHE.stats, len(DENSE_CACHE)
+    for _ in range(3):
+        results = search_vault(vault, DOG_QUERY, mode="semantic")
+        assert results.index["kind"] == "legacy_db" and paths(results)[0] == "secret/kennel.md"
+    assert (DENSE_CACHE.stats, len(DENSE_CACHE)) == (stats, size)
+
+
+# ---------------------------------------------------------------- fail closed
+
+
+def _fail_closed(vault, reason, error, **kw):
+    """semantic and reranked raise ``error``; allow_fallback runs fts labelled; auto falls back the same way."""
+    fts = paths(search_vault(vault, "puppy", mode="fts"))
+    for mode in DENSE:
+        with pytest.raises(error) as info:
+            search_vault(vault, "puppy", mode=mode, **kw)
+        assert info.value.reason == reason and info.value.exit_code == 5
+        results = search_vault(vault, "puppy", mode=mode, allow_fallback=True, **kw)
+        assert (results.actual_mode, results.retrieval_contract, results.fallback_reason) == (
+            "fts", "fts_fallback", reason)
+        assert paths(results) == fts
+    auto = search_vault(vault, "puppy", mode="auto", **kw)
+    assert (auto.retrieval_contract, auto.fallback_reason, paths(auto)) == ("fts_fallback", reason, fts)
+    return info.value
+
+
+def test_no_vectors_is_dense_index_unavailable(plain, model_dirs):
+    _fail_closed(plain, "dense_index_unavailable", DenseIndexUnavailableError, options=rerank_opts(model_dirs))
+
+
+def test_partial_vectors_are_dense_incomplete(partial, model_dirs):
+    error = _fail_closed(partial, "dense_incomplete", DenseIncompleteError, options=rerank_opts(model_dirs))
+    assert (error.evidence["chunks"], error.evidence["chunks_with_vectors"]) == (10, 4)
+
+
+def test_an_absent_model_is_model_missing(embedded, tmp_path, model_dirs):
+    _fail_closed(embedded, "model_missing", ModelMissingError, model=str(tmp_path / "gone"),
+                 options=rerank_opts(model_dirs))
+
+
+def test_the_recorded_model_directory_deleted_is_model_missing(make_vault, model_dirs, tmp_path):
+    moved = Path(shutil.copytree(model_dirs[FP32], tmp_path / "moving-model"))
+    vault = make_vault(FILES)
+    embed_index(vault, model=moved)
+    dense_modes.clear_model_caches()
+    shutil.rmtree(moved)
+    _fail_closed(vault, "model_missing", ModelMissingError, options=rerank_opts(model_dirs))
+
+
+def test_another_model_is_model_identity_mismatch_naming_both(embedded, model_dirs):
+    error = _fail_closed(embedded, "model_identity_mismatch", ModelIdentityMismatchError,
+                         model=str(model_dirs[INT8]), options=rerank_opts(model_dirs))
+    assert "all-minilm-l6-v2-fp32" in error.message and "all-minilm-l6-v2-int8" in error.message
+
+
+def test_without_onnxruntime_dense_modes_fail_closed_as_onnxruntime_missing(embedded, model_dirs):
+    script = f"""
+import json, sys
+sys.modules["onnxruntime"] = None
+sys.path.insert(0, {str(REPO)!r})
+from core.searcher import search_vault
+from core.errors import CapabilityError
+out = {{}}
+for mode in ("semantic", "reranked"):
+    try:
+        search_vault({str(embedded)!r}, "puppy", mode=mode, options={{"reranker": {str(model_dirs[PAIR])!r}}})
+        out[mode] = "ran"
+    except CapabilityError as exc:
+        out[mode] = [type(exc).__name__, exc.reason, exc.exit_code]
+    r = search_vault({str(embedded)!r}, "puppy", mode=mode, allow_fallback=True)
+    out[mode + "_fallback"] = [r.retrieval_contract, r.fallback_reason]
+r = search_vault({str(embedded)!r}, "puppy", mode="auto")
+out["auto"] = [r.retrieval_contract, r.fallback_reason]
+print(json.dumps(out))
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    for mode in DENSE:
+        assert out[mode] == ["OnnxRuntimeMissingError", "onnxruntime_missing", 5]
+        assert out[mode + "_fallback"] == ["fts_fallback", "onnxruntime_missing"]
+    assert out["auto"] == ["fts_fallback", "onnxruntime_missing"]
+
+
+# ---------------------------------------------------------------- reranked
+
+
+def test_reranked_orders_by_the_cross_encoder(embedded, model_dirs):
+    query = "cooking noodles in boiling water"
+    results = search_vault(embedded, query, mode="reranked", options=rerank_opts(model_dirs))
+    assert (results.actual_mode, results.retrieval_contract) == ("reranked", "reranked")
+    assert all(r.score_source == "cross_encoder" for r in results) and paths(results)[0] == "food/pasta.md"
+    encoder = CrossEncoder(load_local_dir(model_dirs[PAIR], kind="reranker"))
+    expected = encoder.score(query, [f"{r.title}\n\n{r.matched_text}" for r in results])
+    assert np.allclose([r.score for r in results], expected, atol=1e-5)
+    assert [r.score for r in results] == sorted((r.score for r in results), reverse=True)
+
+
+def test_reranked_without_its_reranker_fails_closed(embedded, tmp_path):
+    with pytest.raises(RerankerUnavailableError) as info:
+        search_vault(embedded, "puppy", mode="reranked", options={"reranker": str(tmp_path / "none")})
+    assert info.value.reason == "reranker_unavailable"
+    results = search_vault(embedded, "puppy", mode="reranked", allow_fallback=True,
+                           options={"reranker": str(tmp_path / "none")})
+    assert (results.retrieval_contract, results.fallback_reason) == ("fts_fallback", "reranker_unavailable")
