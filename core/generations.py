@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
-import json
 import os
 import sqlite3
 import threading
@@ -24,59 +23,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from core import generation_state as gstate
+from core.generation_state import STATE_SCHEMA_VERSION, active_record, list_generations  # noqa: F401 (public API)
 from core.schema import atomic  # noqa: F401  (re-exported: the one transaction primitive)
 from core.errors import (BuildError, BuildLockedError, GenerationMissingError, IndexMissingError, IntegrityError,
-                         SchemaMismatchError, Sha256MismatchError, SizeMismatchError, SqliteIntegrityError,
-                         StateCorruptError, UsageError, ValidationError)
-
-# --- the generation-state database (SQL lives here, with its tables) -------------------------------------
-# The state DB runs in journal_mode=DELETE, not WAL: a WAL reader writes the -shm file on every open, while
-# in rollback mode a reader only takes shared locks and never writes. So the state file's stat fingerprint
-# changes only when a publish commits, which is what makes the verified-identity cache below sound.
-STATE_SCHEMA_VERSION = 1
-STATE_DDL = """
-CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE generations (
-    generation_id TEXT PRIMARY KEY,
-    file_name TEXT NOT NULL UNIQUE,
-    sha256 TEXT NOT NULL,
-    size INTEGER NOT NULL,
-    source_snapshot_hash TEXT NOT NULL,
-    notes INTEGER NOT NULL,
-    chunks INTEGER NOT NULL,
-    dense_chunks INTEGER NOT NULL,
-    chunker TEXT NOT NULL,
-    tokenizer TEXT NOT NULL,
-    dense_model TEXT,
-    timings TEXT NOT NULL,
-    problems TEXT NOT NULL,
-    created_at REAL NOT NULL,
-    status TEXT NOT NULL CHECK (status IN ('ready', 'removed'))
-);
-CREATE TABLE active (
-    id INTEGER PRIMARY KEY CHECK (id = 1),
-    generation_id TEXT NOT NULL REFERENCES generations (generation_id)
-);
-"""
-STATE_TABLES = ("meta", "generations", "active")
-SQL_SET_VERSION = "INSERT INTO meta (key, value) VALUES ('state_schema_version', ?)"
-SQL_GET_VERSION = "SELECT value FROM meta WHERE key = 'state_schema_version'"
-SQL_LIST_TABLES = "SELECT name FROM sqlite_master WHERE type = 'table'"
-SQL_INSERT_GENERATION = (
-    "INSERT INTO generations (generation_id, file_name, sha256, size, source_snapshot_hash, notes, chunks,"
-    " dense_chunks, chunker, tokenizer, dense_model, timings, problems, created_at, status) VALUES (:generation_id,"
-    " :file_name, :sha256, :size, :source_snapshot_hash, :notes, :chunks, :dense_chunks, :chunker, :tokenizer,"
-    " :dense_model, :timings, :problems, :created_at, 'ready')")
-SQL_GET_ACTIVE_ID = "SELECT generation_id FROM active WHERE id = 1"
-SQL_SET_ACTIVE = ("INSERT INTO active (id, generation_id) VALUES (1, ?)"
-                  " ON CONFLICT (id) DO UPDATE SET generation_id = excluded.generation_id")
-SQL_GET_GENERATION = "SELECT * FROM generations WHERE generation_id = ?"
-SQL_LIST_GENERATIONS = "SELECT * FROM generations ORDER BY created_at DESC, generation_id DESC"
-SQL_MARK_REMOVED = "UPDATE generations SET status = 'removed' WHERE generation_id = ?"
+                         Sha256MismatchError, SizeMismatchError, SqliteIntegrityError,
+                         UsageError, ValidationError)
 
 PUBLISH_STEPS = ("integrity_check", "fsync", "hash", "rename", "state_commit", "retention", "reap")
 HASH_BLOCK = 1 << 20
-STATE_TIMEOUT_S = 10.0
 # A file changed within this window of its verification may change again in the same timestamp tick
 # without altering its stat fingerprint (the "racy git" problem), so such a verification is not cached.
 RACY_WINDOW_NS = 50_000_000
@@ -215,15 +170,6 @@ def hash_file(path: Path) -> tuple[str, int]:
     return digest.hexdigest(), size
 
 
-def _fsync_path(path: Path) -> None:
-    """fsync a file or a directory (a rename is durable only once its directory is synced)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _readonly_uri(path: Path, *, immutable: bool) -> str:
     return f"{path.resolve().as_uri()}?mode=ro" + ("&immutable=1" if immutable else "")
 
@@ -245,99 +191,6 @@ def _integrity_problems(path: Path, *, immutable: bool) -> list[str]:
     except sqlite3.DatabaseError as exc:
         return [f"not a readable SQLite database: {exc}"]
     return [] if rows == ["ok"] else rows
-
-
-# --- reading the state database ---------------------------------------------------------------------------
-
-def _state_error(layout: IndexLayout, message: str, **evidence: Any) -> StateCorruptError:
-    return StateCorruptError(f"generation state {layout.state_path} is unusable: {message}",
-                             path=str(layout.state_path), **evidence,
-                             hint=f"the index is derived: delete {layout.index_dir} and run: "
-                                  f"vaultsearch index {layout.vault}")
-
-
-def _open_state(layout: IndexLayout) -> sqlite3.Connection:
-    """Open the existing state DB (never creates it). ``mode=rw`` so that SQLite can roll back a hot
-    journal left by a publisher that died mid-transaction; otherwise a reader writes nothing."""
-    uri = f"{layout.state_path.resolve().as_uri()}?mode=rw"
-    conn = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=STATE_TIMEOUT_S)
-    conn.row_factory = sqlite3.Row
-    return conn
-
-
-def _check_state_schema(layout: IndexLayout, conn: sqlite3.Connection) -> None:
-    tables = {row[0] for row in conn.execute(SQL_LIST_TABLES)}
-    missing = [name for name in STATE_TABLES if name not in tables]
-    if missing:
-        raise _state_error(layout, f"missing tables {missing}", missing_tables=missing)
-    version = conn.execute(SQL_GET_VERSION).fetchone()
-    if version is None or version[0] != str(STATE_SCHEMA_VERSION):
-        raise SchemaMismatchError(f"generation state schema {version[0] if version else None!r} is not "
-                                  f"{STATE_SCHEMA_VERSION}; delete {layout.index_dir} and rebuild",
-                                  path=str(layout.state_path), expected=STATE_SCHEMA_VERSION,
-                                  actual=version[0] if version else None)
-
-
-def _decode_row(layout: IndexLayout, row: sqlite3.Row) -> dict[str, Any]:
-    record = dict(row)
-    try:
-        record["timings"] = json.loads(record["timings"])
-        record["problems"] = json.loads(record["problems"])
-    except json.JSONDecodeError as exc:
-        raise _state_error(layout, f"generation {record['generation_id']} has invalid JSON: {exc}") from exc
-    return record
-
-
-def _active_row(layout: IndexLayout, conn: sqlite3.Connection) -> dict[str, Any]:
-    """The active generation's row, checked for consistency with the pointer (no file access)."""
-    _check_state_schema(layout, conn)
-    pointer = conn.execute(SQL_GET_ACTIVE_ID).fetchone()
-    if pointer is None:
-        raise _state_error(layout, "no active generation pointer")
-    row = conn.execute(SQL_GET_GENERATION, (pointer[0],)).fetchone()
-    if row is None:
-        raise _state_error(layout, f"active pointer names unknown generation {pointer[0]!r}", active=pointer[0])
-    record = _decode_row(layout, row)
-    if record["status"] != "ready":
-        raise _state_error(layout, f"active generation {pointer[0]} is marked {record['status']}",
-                           active=pointer[0])
-    if record["file_name"] != f"{record['generation_id']}.db":
-        raise _state_error(layout, f"generation {pointer[0]} names file {record['file_name']!r}",
-                           active=pointer[0], file_name=record["file_name"])
-    return record
-
-
-def _with_state(layout: IndexLayout, read: Callable[[sqlite3.Connection], Any]) -> Any:
-    """Run ``read`` on the state DB; SQLite failures become ``StateCorruptError`` (fail closed)."""
-    try:
-        conn = _open_state(layout)
-        try:
-            return read(conn)
-        finally:
-            conn.close()
-    except sqlite3.DatabaseError as exc:
-        raise _state_error(layout, str(exc), sqlite_error=getattr(exc, "sqlite_errorname", None)) from exc
-
-
-def active_record(layout: IndexLayout) -> dict[str, Any] | None:
-    """The active generation's state row WITHOUT hashing (for ``status`` and the builder's base id);
-    ``None`` when no generation state exists. Carry data over only from a ``resolve``d (verified) index."""
-    if not layout.state_path.exists():
-        return None
-    return _with_state(layout, lambda conn: _active_row(layout, conn))
-
-
-def list_generations(layout: IndexLayout) -> list[dict[str, Any]]:
-    """Every generation row, newest first, each with ``active`` (bool) added; ``[]`` without state."""
-    if not layout.state_path.exists():
-        return []
-
-    def read(conn: sqlite3.Connection) -> list[dict[str, Any]]:
-        active_id = _active_row(layout, conn)["generation_id"]
-        rows = [_decode_row(layout, row) for row in conn.execute(SQL_LIST_GENERATIONS)]
-        return [{**row, "active": row["generation_id"] == active_id} for row in rows]
-
-    return _with_state(layout, read)
 
 
 # --- verification and the in-process cache ----------------------------------------------------------------
@@ -443,7 +296,7 @@ def resolve(layout: IndexLayout) -> ResolvedIndex:
         return cached[1]
     if state[0] is None:
         return _legacy(layout)
-    record = _with_state(layout, lambda conn: _active_row(layout, conn))
+    record = gstate.with_state(layout, lambda conn: gstate.active_row(layout, conn))
     resolved = _resolved(layout, record)
     before = state + (_stat_sig(resolved.path),)   # taken before hashing: a change meanwhile is not cached
     problems = _file_problems(resolved.path, record)
@@ -482,7 +335,7 @@ def verify_full(layout: IndexLayout) -> dict[str, Any]:
                                        expected="ok", actual=lines)
         return {"kind": "legacy_db", "path": str(legacy.path), "size": legacy.size, "generation_id": None,
                 "sha256": None, "checks": ["integrity_check"], "orphans": []}
-    record = _with_state(layout, lambda conn: _active_row(layout, conn))
+    record = gstate.with_state(layout, lambda conn: gstate.active_row(layout, conn))
     resolved = _resolved(layout, record)
     problems = _file_problems(resolved.path, record)
     if resolved.path.exists():
@@ -531,55 +384,6 @@ def _generation_id(sha256: str, created_at: float, taken: set[str]) -> str:
         offset += 1
 
 
-def _check_base(actual: str | None, expected: str | None) -> None:
-    if actual != expected:
-        raise BuildLockedError(f"another build published first (active is {actual}, this build started from "
-                               f"{expected})", expected=expected, actual=actual)
-
-
-def _record_row(record: GenerationRecord, gid: str, sha256: str, size: int, created_at: float) -> dict[str, Any]:
-    return {"generation_id": gid, "file_name": f"{gid}.db", "sha256": sha256, "size": size,
-            "source_snapshot_hash": record.source_snapshot_hash, "notes": record.notes, "chunks": record.chunks,
-            "dense_chunks": record.dense_chunks, "chunker": record.chunker, "tokenizer": record.tokenizer,
-            "dense_model": record.dense_model, "timings": json.dumps(record.timings, sort_keys=True),
-            "problems": json.dumps(record.problems, sort_keys=True), "created_at": created_at}
-
-
-def _commit_state(layout: IndexLayout, row: dict[str, Any], expected_base: str | None) -> None:
-    """Insert the generation row and flip the active pointer in one transaction (compare-and-swap).
-
-    The very first state DB is built whole in staging/ and renamed into place, so state.db either
-    does not exist or holds a complete schema with an active generation.
-    """
-    def swap(conn: sqlite3.Connection) -> None:
-        with atomic(conn):
-            active = conn.execute(SQL_GET_ACTIVE_ID).fetchone()
-            _check_base(active[0] if active else None, expected_base)
-            conn.execute(SQL_INSERT_GENERATION, row)
-            conn.execute(SQL_SET_ACTIVE, (row["generation_id"],))
-
-    if layout.state_path.exists():
-        _with_state(layout, lambda conn: (_check_state_schema(layout, conn), swap(conn)))
-        return
-    _check_base(None, expected_base)
-    temp = layout.staging_dir / f"state-{uuid.uuid4().hex}.db.tmp"
-    try:
-        conn = sqlite3.connect(temp, isolation_level=None)
-        try:
-            conn.execute("PRAGMA journal_mode=DELETE")
-            conn.executescript(STATE_DDL)
-            conn.execute(SQL_SET_VERSION, (str(STATE_SCHEMA_VERSION),))
-            swap(conn)
-        finally:
-            conn.close()
-        _fsync_path(temp)
-        os.replace(temp, layout.state_path)
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise
-    _fsync_path(layout.index_dir)
-
-
 def _taken_ids(layout: IndexLayout) -> set[str]:
     names = {p.stem for p in layout.generations_dir.glob("*.db")}
     return names | {row["generation_id"] for row in list_generations(layout)}
@@ -601,12 +405,7 @@ def _apply_retention(layout: IndexLayout, keep: int) -> list[str]:
     rows = [row for row in list_generations(layout) if row["status"] == "ready"]
     doomed = [row for row in rows[keep:] if not row["active"]]
 
-    def mark(conn: sqlite3.Connection) -> None:
-        with atomic(conn):
-            for row in doomed:
-                conn.execute(SQL_MARK_REMOVED, (row["generation_id"],))
-
-    _with_state(layout, mark)
+    gstate.mark_removed(layout, [row["generation_id"] for row in doomed])
     for row in doomed:
         (layout.generations_dir / row["file_name"]).unlink(missing_ok=True)
     return [row["generation_id"] for row in doomed]
@@ -641,7 +440,7 @@ def publish(layout: IndexLayout, staging_path: Path, record: GenerationRecord, *
         _validate_staged(layout, staged)
         step("fsync")
         os.chmod(staged, 0o444)
-        _fsync_path(staged)
+        gstate.fsync_path(staged)
         step("hash")
         sha256, size = hash_file(staged)
         created_at = time.time()
@@ -649,9 +448,9 @@ def publish(layout: IndexLayout, staging_path: Path, record: GenerationRecord, *
         step("rename")
         final = layout.generations_dir / f"{gid}.db"
         os.replace(staged, final)
-        _fsync_path(layout.generations_dir)
+        gstate.fsync_path(layout.generations_dir)
         step("state_commit")
-        _commit_state(layout, _record_row(record, gid, sha256, size, created_at), expected_base)
+        gstate.commit_state(layout, gstate.record_row(record, gid, sha256, size, created_at), expected_base)
     except BaseException:
         _discard_unpublished(layout, staged, final, gid)
         raise
@@ -661,4 +460,4 @@ def publish(layout: IndexLayout, staging_path: Path, record: GenerationRecord, *
     _apply_retention(layout, keep)
     step("reap")
     _reap(layout)
-    return _resolved(layout, _with_state(layout, lambda conn: _active_row(layout, conn)))
+    return _resolved(layout, gstate.with_state(layout, lambda conn: gstate.active_row(layout, conn)))
