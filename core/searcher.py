@@ -58,6 +58,12 @@ class SearchResults(list):
                       "retrieval_contract": retrieval_contract, "fallback_reason": fallback_reason,
                       "index": dict(index)}
 
+    def _read_only(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError("SearchResults is read-only; copy it with list(results) to change it")
+
+    append = extend = insert = remove = pop = clear = sort = reverse = _read_only
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _read_only  # type: ignore[assignment]
+
     query = property(lambda self: self._info["query"])
     requested_mode = property(lambda self: self._info["requested_mode"])
     actual_mode = property(lambda self: self._info["actual_mode"])

@@ -221,3 +221,13 @@ def test_notebook_renderings_escape_markup(make_vault):
     assert md == results_markdown(results)
     row = md.splitlines()[-1]
     assert row.count("|") - row.count("\\|") == 6  # every pipe inside a cell is escaped
+
+
+def test_search_results_are_read_only(example_vault):
+    results = search_vault(example_vault, "postgres", mode="fts")
+    before = list(results)
+    for mutate in (lambda r: r.append(None), lambda r: r.pop(), lambda r: r.sort(), lambda r: r.clear(),
+                   lambda r: r.__setitem__(0, None), lambda r: r.__delitem__(0), lambda r: r.extend([None])):
+        with pytest.raises(TypeError):
+            mutate(results)
+    assert list(results) == before
