@@ -219,6 +219,12 @@ def _mib(n: float) -> str:
     return f"{n / 2**20:.1f}"
 
 
+def _rss(phase: dict[str, Any]) -> str:
+    """A phase's peak RSS, with its largest worker process's peak in parentheses when it had workers."""
+    worker = phase.get("largest_child_peak_rss_mb")
+    return f"{phase['peak_rss_mb']:.0f}" + (f" ({worker:.0f})" if worker else "")
+
+
 def _rows(c: dict[str, Any]) -> list[tuple[str, str]]:
     """(label, value) rows of one corpus result, in table order."""
     ph = {k: c[k] for k in ("cold", "uptodate", "change", "staleness")}
@@ -236,8 +242,8 @@ def _rows(c: dict[str, Any]) -> list[tuple[str, str]]:
         ("active generation MiB", _mib(c["active_generation_bytes"])),
         ("index dir MiB (all retained generations)", _mib(c["index_dir_bytes"])),
         ("bare FTS5 db MiB", _mib(c["bare_fts5"]["db_bytes"])),
-        ("peak RSS MiB cold / up-to-date / change / staleness",
-         " / ".join(f"{ph[k]['peak_rss_mb']:.0f}" for k in ("cold", "uptodate", "change", "staleness"))),
+        ("peak RSS MiB cold / up-to-date / change / staleness (largest worker)",
+         " / ".join(_rss(ph[k]) for k in ("cold", "uptodate", "change", "staleness"))),
     ]
 
 

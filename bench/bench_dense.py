@@ -8,10 +8,11 @@ quality: builds the corpus index in ``--index-dir`` (the vault is read-only; the
 outside it), embeds every chunk with the fp32 all-MiniLM-L6-v2 fixture (tests/minilm_fixture.py)
 through ``core.embed.embed_index``, then evaluates with ``search_vault``:
 
-- fts, semantic, auto (the shipped ``AUTO_WEIGHTS``) on the dev queries: nDCG@10, Recall@100;
-- RRF(fts, dense) at several dense weights, fused offline from the same two rankings that
-  auto fuses (depth 100); the weight is chosen on the *train* queries when the corpus has
-  them (SciFact) and reported on dev;
+- fts, semantic, auto (as shipped: ``AUTO_WEIGHTS``, ``AUTO_CONFIDENT_RATIO``) on the dev
+  queries: nDCG@10, Recall@100;
+- plain RRF(fts, dense) at several dense weights, and the shipped auto rule
+  (``dense_modes.auto_fusion``), fused offline from the same two rankings (depth 100), on
+  the train queries too when the corpus has them (SciFact);
 - reranked with the pair fixture as reranker (plumbing only: it is not a trained reranker),
   limit 30 (= its candidate count), so its "Recall@100" is the recall of its 30 candidates.
 
@@ -73,13 +74,12 @@ class _Precomputed:
         return self.real.embed_query(text)
 
     def embed_passages(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
-        missing = [t for t in texts if t not in self.rows]
+        missing = list(dict.fromkeys(t for t in texts if t not in self.rows))
         if missing:
             self.live += len(missing)
             fresh = self.real.embed_passages(missing, batch_size=batch_size)
-            for t, v in zip(missing, fresh):
-                self.rows[t] = len(self.vectors)
-                self.vectors = np.vstack([self.vectors, v[None, :]])
+            self.rows.update({t: len(self.vectors) + i for i, t in enumerate(missing)})
+            self.vectors = np.concatenate([self.vectors, fresh])
         return np.stack([self.vectors[self.rows[t]] for t in texts])
 
 
@@ -97,32 +97,41 @@ def _doc_key(rel_path: str, how: str) -> str:
 
 
 def _rankings(vault: Path, index_dir: Path, queries: dict[str, str], mode: str, limit: int, how: str,
-              options: dict[str, Any] | None = None) -> tuple[dict[str, list[str]], float]:
-    """Ranked doc ids per query, and the mean seconds per query."""
+              options: dict[str, Any] | None = None) -> tuple[dict[str, list[tuple[str, float]]], float]:
+    """Ranked (doc id, score) per query, and the mean seconds per query."""
     out, started = {}, time.perf_counter()
     for qid, text in queries.items():
         results = search_vault(vault, text, mode=mode, limit=limit, index_dir=index_dir, passages=False,
                                options=options)
         if mode != "fts" and results.fallback_reason:
             raise RuntimeError(f"{mode} fell back ({results.fallback_reason}) on {qid}")
-        out[qid] = [_doc_key(r.rel_path, how) for r in results]
+        out[qid] = [(_doc_key(r.rel_path, how), r.score) for r in results]
     return out, (time.perf_counter() - started) / max(len(queries), 1)
 
 
-def _scores(run: dict[str, list[str]], qrels: dict[str, dict[str, int]]) -> dict[str, float]:
+def _scores(ranked: dict[str, list[tuple[str, float]]], qrels: dict[str, dict[str, int]]) -> dict[str, float]:
+    run = {q: [d for d, _ in pairs] for q, pairs in ranked.items()}
     judged = [q for q, rels in qrels.items() if any(g > 0 for g in rels.values())]
     return {"ndcg@10": round(mean(ndcg_at_k(run.get(q, []), qrels[q], 10) for q in judged), 4),
             "recall@100": round(mean(recall_at_k(run.get(q, []), qrels[q], 100) for q in judged), 4),
             "queries": len(judged)}
 
 
-def _fuse(fts: dict[str, list[str]], dense: dict[str, list[str]], weight: float) -> dict[str, list[str]]:
-    """RRF(fts, dense) with weights (1, ``weight``), exactly as dense_modes.run_dense_auto fuses."""
+def _fuse(fts: dict[str, list[tuple[str, float]]], dense: dict[str, list[tuple[str, float]]], weight: float
+          ) -> dict[str, list[tuple[str, float]]]:
+    """Plain RRF(fts, dense) with weights (1, ``weight``), k = 60, ranks from 1."""
     out = {}
     for qid in fts:
-        fused = scoring.rrf_fuse([fts[qid], dense.get(qid, [])], k=60.0, weights=(1.0, weight))
-        out[qid] = [d for d, _ in sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))][:DEPTH]
+        fused = scoring.rrf_fuse([[d for d, _ in fts[qid]], [d for d, _ in dense.get(qid, [])]], k=60.0,
+                                 weights=(1.0, weight))
+        out[qid] = sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))[:DEPTH]
     return out
+
+
+def _auto_offline(fts: dict[str, list[tuple[str, float]]], dense: dict[str, list[tuple[str, float]]]
+                  ) -> dict[str, list[tuple[str, float]]]:
+    """dense_modes.auto_fusion (the shipped rule) applied to the same two rankings."""
+    return {qid: dense_modes.auto_fusion(fts[qid], dense.get(qid, []), DEPTH) for qid in fts}
 
 
 def _split(corpus: dict[str, Any], name: str) -> tuple[dict[str, str], dict[str, dict[str, int]]]:
@@ -138,6 +147,7 @@ def _sweep(vault: Path, index_dir: Path, corpus: dict[str, Any], split: str) -> 
     out = {"fts": {**_scores(fts, qrels), "s_per_query": round(fts_s, 4)},
            "semantic": {**_scores(dense, qrels), "s_per_query": round(dense_s, 4)}}
     out["rrf"] = {str(w): _scores(_fuse(fts, dense, w), qrels) for w in DENSE_WEIGHTS}
+    out["auto_rule_offline"] = _scores(_auto_offline(fts, dense), qrels)
     return out
 
 
@@ -153,11 +163,12 @@ def quality(args: argparse.Namespace) -> dict[str, Any]:
                               "chunks": build.chunks, "embedded_now": report.embedded,
                               "embed_seconds": round(time.perf_counter() - started, 1),
                               "live_embedded": stand_in.live if stand_in else report.embedded,
-                              "auto_weights": list(dense_modes.AUTO_WEIGHTS)}
+                              "auto_weights": list(dense_modes.AUTO_WEIGHTS),
+                              "auto_confident_ratio": dense_modes.AUTO_CONFIDENT_RATIO}
     if "train" in corpus:
         result["train"] = _sweep(vault, index_dir, corpus, "train")
         best = max(DENSE_WEIGHTS, key=lambda w: result["train"]["rrf"][str(w)]["ndcg@10"])
-        result["weight_chosen_on_train"] = best
+        result["plain_rrf_weight_best_on_train"] = best
     result["dev"] = _sweep(vault, index_dir, corpus, "dev")
     queries, qrels = _split(corpus, "dev")
     auto, auto_s = _rankings(vault, index_dir, queries, "auto", DEPTH, corpus["doc_id"])

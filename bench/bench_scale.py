@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from bench.common import (
+    REPO_ROOT,
     RESULTS_DIR,
     PhaseError,
     cprofile_top,
@@ -41,8 +42,8 @@ from bench.common import (
     machine_info,
     run_phase,
     time_interleaved,
+    peak_rss_mb,
     timed,
-    tracemalloc_top,
     write_json,
 )
 
@@ -122,32 +123,59 @@ def _phase_baseline(engine_name: str, vault: Path, db_path: Path, queries_file: 
     return out
 
 
+def _memory_profile(vault: Path, index_dir: Path, queries: list[str], modes: list[str]) -> dict[str, Any]:
+    """tracemalloc over a search process: the traced peak of each mode's first query (when its
+    caches load), then the biggest allocations still held after 20 queries of every mode."""
+    import tracemalloc
+
+    from core.searcher import search_vault
+
+    tracemalloc.start()
+    steps = []
+    for mode in modes:
+        tracemalloc.reset_peak()
+        search_vault(vault, queries[0], mode=mode, limit=LIMIT, index_dir=index_dir)
+        held, peak = tracemalloc.get_traced_memory()
+        steps.append({"step": f"first `{mode}` query", "traced_peak_mib": round(peak / 2**20, 1),
+                      "held_after_mib": round(held / 2**20, 1), "process_peak_rss_mib": round(peak_rss_mb(), 1)})
+    for q in queries[1:20]:
+        for mode in modes:
+            search_vault(vault, q, mode=mode, limit=LIMIT, index_dir=index_dir)
+    snapshot = tracemalloc.take_snapshot()
+    tracemalloc.stop()
+    rows = [{"where": str(st.traceback).replace(str(REPO_ROOT) + "/", ""), "mib": round(st.size / 2**20, 2),
+             "blocks": st.count} for st in snapshot.statistics("lineno")[:PROFILE_TOP]]
+    return {"tool": "tracemalloc", "steps": steps, "by_size": rows,
+            "traced_peak_mib": max(step["traced_peak_mib"] for step in steps)}
+
+
 def _phase_profile(kind: str, vault: Path, index_dir: Path, queries_file: Path) -> dict[str, Any]:
     """Where the time (cProfile) or the memory (tracemalloc) of a missed target goes.
 
     ``build`` profiles a cold build into ``index_dir`` (a fresh folder); ``search:MODE``
-    profiles the timed queries of one mode after a warm-up; ``memory`` traces a search
-    process running every model-free mode once per query.
+    profiles the first 50 queries of one mode after a warm-up; ``memory`` traces a search
+    process (see :func:`_memory_profile`).
     """
     from core.builder import build_index
     from core.searcher import search_vault
 
     if kind == "build":
-        return cprofile_top(lambda: build_index(vault, index_dir=index_dir), top=PROFILE_TOP)
+        from bench.common import count_md_files
+        from core.ingest import default_workers
+
+        workers = default_workers(count_md_files(vault))
+        note = ("parent process only: the builder parsed notes in worker processes, which cProfile does not see"
+                if workers > 1 else "single process")
+        return {"workers": workers, "note": note,
+                **cprofile_top(lambda: build_index(vault, index_dir=index_dir), top=PROFILE_TOP)}
     queries = _load_queries(queries_file)
     if kind == "memory":
-        def search_all() -> Any:
-            for q in queries:
-                for mode in model_free_modes():
-                    search_vault(vault, q, mode=mode, limit=LIMIT, index_dir=index_dir)
-            from core.sparse import SPARSE_CACHE
-            return SPARSE_CACHE
-        return tracemalloc_top(search_all, top=PROFILE_TOP)
+        return _memory_profile(vault, index_dir, queries, model_free_modes())
     mode = kind.split(":", 1)[1]
     for q in queries[:10]:
         search_vault(vault, q, mode=mode, limit=LIMIT, index_dir=index_dir)
-    return {"mode": mode, **cprofile_top(
-        lambda: [search_vault(vault, q, mode=mode, limit=LIMIT, index_dir=index_dir) for q in queries],
+    return {"mode": mode, "queries": len(queries[:50]), **cprofile_top(
+        lambda: [search_vault(vault, q, mode=mode, limit=LIMIT, index_dir=index_dir) for q in queries[:50]],
         top=PROFILE_TOP)}
 
 
@@ -297,7 +325,24 @@ def profile_misses(targets: dict[str, Any], sizes: dict[str, Any], work: Path, s
             out[key] = {"profiled_at_notes": n, "error": str(exc)[-2000:]}
         if kind == "build" and index_dir.exists():
             shutil.rmtree(index_dir)
+    slowest = _slowest_unprofiled_mode(sizes.get(str(TARGET_SIZE)), targets)
+    if slowest is not None:
+        print(f"[scale] profiling the slowest mode, {slowest}", flush=True)
+        out[f"slowest_mode_{slowest}"] = {"profiled_at_notes": TARGET_SIZE, **run_phase(
+            MODULE, ["_phase", "profile", f"search:{slowest}", str(work / f"synth-{TARGET_SIZE}-seed{seed}" / "vault"),
+                     sizes[str(TARGET_SIZE)]["index_dir"], str(work / f"queries-{TARGET_SIZE}-seed{seed}.json")],
+            timeout=3600)}
     return out
+
+
+def _slowest_unprofiled_mode(at: dict[str, Any] | None, targets: dict[str, Any]) -> str | None:
+    """The mode with the highest p50 at the target size, unless a missed target already profiles it."""
+    if not at or "search" not in at:
+        return None
+    modes = at["search"]["modes"]
+    slowest = max(modes, key=lambda m: modes[m]["p50_ms"])
+    profiled = {t["profile_kind"] for t in targets.values() if t["status"] == "MISS"}
+    return None if f"search:{slowest}" in profiled else slowest
 
 
 def run(sizes: Sequence[int], work: Path, *, seed: int = 0, budget_s: float = BUILD_BUDGET_S,

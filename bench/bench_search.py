@@ -14,8 +14,9 @@ bm25s, then measures:
 * **latency**: warm, in-process, ``limit=10`` (the realistic call), modes and baselines
   interleaved query by query, p50/p95 and the ratio to each baseline.
 * **resolve()**: median of 1,000 warm ``core.generations.resolve`` calls (target < 1 ms).
-* **dense**: when the builder can embed, SciFact is embedded with the offline MiniLM model
-  and the dense modes are scored; otherwise a ``not run: <reason>`` entry says why.
+* **dense**: the indexes here are not embedded, so the dense modes fail closed (reported as
+  such). Their scores with vectors come from ``bench.bench_dense`` (run_all's opt-in
+  ``dense`` stage); when the library cannot embed at all, a ``not run: <reason>`` says why.
 
 Results go to ``bench/results/search.json``.
 
@@ -92,25 +93,22 @@ def quality_search_kwargs() -> dict[str, Any]:
     return {"passages": False} if "passages" in inspect.signature(search_vault).parameters else {}
 
 
-_MODEL_PARAMS = ("embed_model", "dense_model", "embedder", "model")
+DENSE_MODES = ("semantic", "reranked", "auto")
+DENSE_STAGE_NOTE = ("measured by bench.bench_dense (run_all stage `dense`, opt-in with --with-dense: embedding "
+                    "SciFact takes about 25 min of CPU on 2 cores); see its section")
 
 
-def dense_build_kwargs(model_dir: Path) -> tuple[dict[str, Any] | None, str | None]:
-    """``(kwargs, None)`` to make ``build_index`` embed with ``model_dir``, or ``(None, reason)``.
-
-    Reads ``build_index``'s signature: a model-naming parameter gets the model directory and
-    a boolean ``embed`` parameter is switched on. No such parameter means the builder cannot
-    embed yet, and the reason says so (the dense rows are then reported as not run).
-    """
-    params = inspect.signature(build_index).parameters
-    named = [p for p in _MODEL_PARAMS if p in params]
-    if not named:
-        listed = ", ".join(p for p in params if p != "vault")
-        return None, f"core.builder.build_index cannot embed yet (no model parameter; it takes: {listed})"
-    kwargs: dict[str, Any] = {named[0]: str(model_dir)}
-    if "embed" in params:
-        kwargs["embed"] = True
-    return kwargs, None
+def dense_support() -> str | None:
+    """None when the library can embed an index (``core.embed.embed_index``), else why not."""
+    try:
+        from core import embed
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("core.embed", "onnxruntime", "tokenizers"):
+            raise
+        return f"dense embedding unavailable: {exc.name} is not importable"
+    if not hasattr(embed, "embed_index"):
+        return "core.embed has no embed_index: the library cannot embed an index yet"
+    return None
 
 
 # ---------------------------------------------------------------- engines
@@ -222,33 +220,24 @@ def bench_corpus(name: str, corpus: Corpus, work: Path) -> dict[str, Any]:
         engines["bare_fts5"].close()
 
 
-def dense_section(work: Path) -> dict[str, Any]:
-    """SciFact with dense vectors when the builder can embed; otherwise why the dense rows were not run."""
-    _kwargs, reason = dense_build_kwargs(Path("model"))   # the signature alone decides
+def dense_section() -> dict[str, Any]:
+    """Where the dense modes' scores come from: bench.bench_dense when the library can embed,
+    otherwise 'not run' with the reason. The indexes above have no vectors, so their dense
+    rows fail closed; that is the honest result for an index that was not embedded."""
+    reason = dense_support()
     if reason is not None:
-        return {"ran": False, "not_run_reason": reason, "modes": ["semantic", "reranked", "auto"]}
-    from tests.minilm_fixture import FP32, cached_model_dirs
-
-    kwargs, _ = dense_build_kwargs(cached_model_dirs(work / "models")[FP32])
-    assert kwargs is not None
-    corpus = CORPORA["scifact"]
-    index_dir = work / "scifact-dense-index"
-    report, seconds = timed(build_index, corpus.vault, index_dir=index_dir, **kwargs)
-    modes = ["semantic", "reranked", "auto"]
-    probe = probe_modes(corpus.vault, index_dir, "dense probe", modes)
-    return {"ran": True, "model": "all-minilm-l6-v2-fp32 (offline fixture)", "build_kwargs": sorted(kwargs),
-            "build_seconds": round(seconds, 1), "chunks": report.chunks, "modes": probe,
-            "quality": quality(corpus.vault, index_dir, corpus, {}, modes)}
+        return {"ran": False, "not_run_reason": reason, "modes": list(DENSE_MODES)}
+    return {"ran": False, "delegated_to": "bench.bench_dense", "not_run_reason": DENSE_STAGE_NOTE,
+            "modes": list(DENSE_MODES)}
 
 
-def run(corpora: Sequence[str], work: Path, *, dense: bool = True) -> dict[str, Any]:
-    """Every corpus, then the dense section; the JSON-ready result."""
+def run(corpora: Sequence[str], work: Path) -> dict[str, Any]:
+    """Every corpus, then where the dense modes are measured; the JSON-ready result."""
     out: dict[str, Any] = {"machine": machine_info(), "k": K, "depth": DEPTH, "corpora": {}}
     for name in corpora:
         print(f"[search] {name} ...", flush=True)
         out["corpora"][name] = bench_corpus(name, CORPORA[name], work / name)
-    out["dense"] = (dense_section(work) if dense else
-                    {"ran": False, "not_run_reason": "skipped with --no-dense", "modes": ["semantic", "reranked", "auto"]})
+    out["dense"] = dense_section()
     return out
 
 
@@ -257,12 +246,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Quality and latency of every mode vs bare FTS5 and bm25s.")
     parser.add_argument("--corpus", choices=[*CORPORA, "all"], default="all")
     parser.add_argument("--work-dir", type=Path, default=None, help="scratch folder (default: a temp dir)")
-    parser.add_argument("--no-dense", action="store_true", help="skip the dense (embedding) section")
     parser.add_argument("--out", type=Path, default=RESULTS_DIR / "search.json")
     args = parser.parse_args(argv)
     names = list(CORPORA) if args.corpus == "all" else [args.corpus]
     with tempfile.TemporaryDirectory(prefix="vs-bench-search-", dir=args.work_dir) as tmp:
-        results = run(names, Path(tmp), dense=not args.no_dense)
+        results = run(names, Path(tmp))
     write_json(args.out, results)
     print(f"wrote {args.out}")
 

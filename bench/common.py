@@ -98,9 +98,17 @@ def run_phase(module: str, args: Sequence[str], *, timeout: float = 3600.0) -> d
 
 
 def emit_phase_result(data: Mapping[str, Any]) -> None:
-    """Print a phase's result as the last stdout line, adding this process's peak RSS."""
+    """Print a phase's result as the last stdout line, adding this process's peak RSS.
+
+    When the phase ran worker processes, the peak of the largest one is added too
+    (``largest_child_peak_rss_mb``): the kernel keeps only the maximum over children, not
+    their sum, and a forked worker's figure includes pages it shares with the parent.
+    """
     out = dict(data)
     out["peak_rss_mb"] = round(peak_rss_mb(), 1)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0
+    if children > 0:   # worker processes (e.g. the builder's pool): the largest one's peak, shared pages included
+        out["largest_child_peak_rss_mb"] = round(children, 1)
     sys.stdout.write(json.dumps(out, sort_keys=True) + "\n")
     sys.stdout.flush()
 
@@ -163,25 +171,6 @@ def cprofile_top(fn: Callable[[], Any], *, top: int = 15) -> dict[str, Any]:
     by_own = sorted(rows, key=lambda r: r["tottime_s"], reverse=True)[:top]
     by_cum = sorted(rows, key=lambda r: r["cumtime_s"], reverse=True)[:top]
     return {"tool": "cProfile", "wall_seconds_profiled": round(wall, 3), "by_tottime": by_own, "by_cumtime": by_cum}
-
-
-def tracemalloc_top(fn: Callable[[], Any], *, top: int = 15) -> dict[str, Any]:
-    """Run ``fn()`` under tracemalloc; the ``top`` source lines by bytes still held, and the traced peak.
-
-    ``fn`` should return what the process keeps alive (caches, indexes) so that it is still
-    referenced when the snapshot is taken.
-    """
-    import tracemalloc
-
-    tracemalloc.start()
-    kept = fn()
-    snapshot = tracemalloc.take_snapshot()
-    _current, peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
-    rows = [{"where": str(stat.traceback).replace(str(REPO_ROOT) + os.sep, ""), "mib": round(stat.size / 2**20, 2),
-             "blocks": stat.count} for stat in snapshot.statistics("lineno")[:top]]
-    del kept
-    return {"tool": "tracemalloc", "traced_peak_mib": round(peak / 2**20, 1), "by_size": rows}
 
 
 # ---------------------------------------------------------------- files and output

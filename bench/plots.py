@@ -101,7 +101,9 @@ def quality_bars(corpus: dict[str, Any]) -> list[tuple[str, float | None, str | 
 
 def plot_quality(search: dict[str, Any], out: Path) -> Path:
     """nDCG@10 bars per engine, one panel per corpus; baselines grey, modes coloured."""
-    names = list(search["corpora"])
+    from bench.report import corpus_order
+
+    names = [name for name, _c in corpus_order(search["corpora"])]
     fig, axes = plt.subplots(1, len(names), figsize=(4.2 * len(names), 4.4), sharey=True, squeeze=False)
     for ax, name in zip(axes[0], names):
         rows = quality_bars(search["corpora"][name])

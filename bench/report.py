@@ -85,6 +85,7 @@ def machine_section(results: dict[str, dict[str, Any]]) -> list[str]:
 
 
 def reproduce_section() -> list[str]:
+    """The commands that regenerate this page."""
     return ["## Reproduce", "",
             "```",
             "./run bench                        # = python -m bench.run_all: every stage, sizes 1k, 10k, 100k",
@@ -119,7 +120,7 @@ def target_rows(results: dict[str, dict[str, Any]]) -> list[tuple[str, str, str,
                              "PASS" if c["targets"][key] else "MISS"))
     search = results.get("search")
     if search:
-        for name, c in search["corpora"].items():
+        for name, c in corpus_order(search["corpora"]):
             r = c["resolve"]
             rows.append(("search", f"warm resolve() < {r['target_ms']:g} ms ({name}, median of {r['calls']:,})",
                          f"{r['median_ms'] * 1000:.1f} µs", "PASS" if r["pass"] else "MISS"))
@@ -139,6 +140,7 @@ def target_rows(results: dict[str, dict[str, Any]]) -> list[tuple[str, str, str,
 
 
 def targets_section(results: dict[str, dict[str, Any]]) -> list[str]:
+    """Every target of every stage in one table, so a MISS cannot hide in a later section."""
     rows = target_rows(results)
     if not rows:
         return []
@@ -146,6 +148,7 @@ def targets_section(results: dict[str, dict[str, Any]]) -> list[str]:
 
 
 def build_section(results: dict[str, dict[str, Any]]) -> list[str]:
+    """The real-corpus build table, rendered by bench_build itself."""
     build = results.get("build")
     if not build:
         return ["## Build", "", "_not run: no bench/results/build.json_", ""]
@@ -170,6 +173,7 @@ def _mode_note(corpus: dict[str, Any], mode: str) -> str:
 
 
 def quality_table(corpus: dict[str, Any]) -> list[str]:
+    """One row per mode and baseline; a failed mode reads 'not run' with its reason, never 0."""
     q = corpus["quality"]
     rows = []
     for m in q["modes"]:
@@ -184,6 +188,7 @@ def quality_table(corpus: dict[str, Any]) -> list[str]:
 
 
 def quality_section(results: dict[str, dict[str, Any]]) -> list[str]:
+    """Quality per corpus, then the dense section (scores, or 'not run' with why)."""
     search = results.get("search")
     if not search:
         return ["## Quality", "", "_not run: no bench/results/search.json_", ""]
@@ -191,22 +196,58 @@ def quality_section(results: dict[str, dict[str, Any]]) -> list[str]:
            "Every registry mode and both baselines (**bold**) in one `core.evaluation.evaluate` run per corpus "
            "(the code behind `vaultsearch eval`), on the dev queries. A mode that fails closed is listed with its "
            "reason, not dropped and not scored as zero.", ""]
-    for name, c in search["corpora"].items():
+    for name, c in corpus_order(search["corpora"]):
         q = c["quality"]
         out += [f"### {name}: {c['kind']}", "",
                 f"{c['notes']:,} notes, {c['chunks']:,} chunks; {q['n_evaluated']} of {q['n_queries']} queries "
                 f"evaluated.", "", *quality_table(c), ""]
-    dense = search.get("dense", {})
-    out += ["### Dense modes (semantic, reranked, auto with vectors)", ""]
-    if dense.get("ran"):
-        out += [f"SciFact embedded with {dense['model']} in {dense['build_seconds']} s "
-                f"({dense['chunks']:,} chunks).", "", *quality_table(dense), ""]
-    else:
-        out += [f"**not run: {dense.get('not_run_reason', 'no dense section in search.json')}**", ""]
+    return out + dense_section(results, search.get("dense", {}))
+
+
+DENSE_ROWS = (("fts", "`fts` (same index, for reference)"), ("semantic", "`semantic`"), ("auto", "`auto` (dense ready)"),
+              ("reranked_pair_fixture", "`reranked`, pair fixture as reranker (plumbing only, not a trained "
+                                        "reranker; Recall = of its 30 candidates)"))
+
+
+def dense_section(results: dict[str, dict[str, Any]], dense: dict[str, Any]) -> list[str]:
+    """The dense modes with vectors, from bench_dense's dense_quality_<corpus>.json; else 'not run' and why."""
+    out = ["### Dense modes with vectors (semantic, reranked, auto)", ""]
+    found = [(name.removeprefix("dense_quality_"), data) for name, data in sorted(results.items())
+             if name.startswith("dense_quality_")]
+    if not found:
+        reason = dense.get("not_run_reason", "no dense section in search.json")
+        return out + [f"**not run: {reason}**", ""]
+    out += ["From `bench.bench_dense` (run_all's opt-in `dense` stage): the corpus index embedded with the "
+            "offline MiniLM fixture, then scored with `search_vault` on the dev queries.", ""]
+    for corpus, data in sorted(found, key=lambda item: CORPUS_ORDER.index(item[0])
+                               if item[0] in CORPUS_ORDER else len(CORPUS_ORDER)):
+        rows = [(label, _f(data["dev"][key]["ndcg@10"], 4), _f(data["dev"][key]["recall@100"], 4),
+                 _f(1000 * data["dev"][key]["s_per_query"], 1) if "s_per_query" in data["dev"][key] else "-")
+                for key, label in DENSE_ROWS if key in data["dev"]]
+        out += [f"**{corpus}** ({data['model']}; {data['chunks']:,} chunks) {_run_line(data)}", "",
+                *_table(("mode", "nDCG@10", "Recall@100", "ms per query (depth 100)"), rows, "lrrr"), ""]
     return out
 
 
+CORPUS_ORDER = ("scifact", "dendron", "powershell")
+
+
+def corpus_order(corpora: dict[str, Any]) -> list[tuple[str, Any]]:
+    """(name, result) pairs with the known corpora first in a fixed order (JSON keys come sorted)."""
+    known = [n for n in CORPUS_ORDER if n in corpora]
+    return [(n, corpora[n]) for n in known + sorted(n for n in corpora if n not in CORPUS_ORDER)]
+
+
+def engine_order(names: Any) -> list[str]:
+    """Registry modes in registry order, then anything else (the baselines) by name."""
+    from core.registry import MODE_NAMES
+
+    names = list(names)
+    return [m for m in MODE_NAMES if m in names] + sorted(n for n in names if n not in MODE_NAMES)
+
+
 def latency_section(results: dict[str, dict[str, Any]]) -> list[str]:
+    """Warm limit=10 latency per corpus with ratios to the baselines, and the resolve() cost."""
     search = results.get("search")
     if not search:
         return []
@@ -216,10 +257,11 @@ def latency_section(results: dict[str, dict[str, Any]]) -> list[str]:
             f"{first['rounds']} times; modes and baselines interleaved query by query with a rotating order. "
             "Modes that fail closed have no latency. `resolve()` is the verified-generation lookup every search "
             "starts with (warm cache).", ""]
-    for name, c in search["corpora"].items():
+    for name, c in corpus_order(search["corpora"]):
         lat = c["latency"]["engines"]
         rows = []
-        for engine, s in lat.items():
+        for engine in engine_order(lat):
+            s = lat[engine]
             label = f"**{engine}**" if engine not in c["modes"] else f"`{engine}`"
             rows.append((label, _f(s["p50_ms"]), _f(s["p95_ms"]), _f(s.get("p50_vs_bare_fts5")),
                          _f(s.get("p50_vs_bm25s"))))
@@ -228,6 +270,15 @@ def latency_section(results: dict[str, dict[str, Any]]) -> list[str]:
                 "", f"warm `resolve()`: median {r['median_ms'] * 1000:.1f} µs, p95 {r['p95_ms'] * 1000:.1f} µs "
                 f"over {r['calls']:,} calls.", ""]
     return out
+
+
+def _mode_cell(size: dict[str, Any], mode: str) -> str:
+    """'p50 / p95 (ratio x)' of one mode at one size, the ratio to bare FTS5's p50."""
+    if "search" not in size:
+        return "-"
+    s = size["search"]["modes"][mode]
+    ratio = s["p50_ms"] / size["baselines"]["bare_fts5"]["p50_ms"]
+    return f"{s['p50_ms']:.2f} / {s['p95_ms']:.2f} ({ratio:.2g}x)"
 
 
 def _size_rows(scale: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
@@ -244,15 +295,14 @@ def _size_rows(scale: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
         else f"unfinished: {c['build']['notes_indexed']:,} notes in {c['build']['elapsed_seconds']} s")
     row("build ms per note", lambda c: _f(1000 * c["build"]["wall_seconds"] / c["notes"]) if c["build"]["finished"]
         else _f(1000 * (c["build"]["seconds_per_note"] or 0)))
-    row("build peak RSS MiB", lambda c: _f(c["build"].get("peak_rss_mb"), 0))
+    row("build peak RSS MiB (largest worker)", lambda c: _f(c["build"].get("peak_rss_mb"), 0) + (
+        f" ({c['build']['largest_child_peak_rss_mb']:.0f})" if "largest_child_peak_rss_mb" in c["build"] else ""))
     row("chunks", lambda c: f"{c['build']['chunks']:,}" if c["build"]["finished"] else "-")
     row("active generation MiB", lambda c: _mib(c.get("active_generation_bytes")))
     row("search process peak RSS MiB", lambda c: _f(c.get("search", {}).get("peak_rss_mb"), 0))
     row("warm resolve() µs", lambda c: _f(1000 * c["search"]["resolve_median_ms"], 1) if "search" in c else "-")
     for mode in scale["modes"]:
-        row(f"`{mode}` p50 / p95 ms", lambda c, m=mode: (
-            f"{c['search']['modes'][m]['p50_ms']:.2f} / {c['search']['modes'][m]['p95_ms']:.2f}"
-            if "search" in c else "-"))
+        row(f"`{mode}` p50 / p95 ms (p50 vs bare FTS5)", lambda c, m=mode: _mode_cell(c, m))
     for base in ("bare_fts5", "bm25s"):
         row(f"**{base}** p50 / p95 ms", lambda c, b=base: f"{c['baselines'][b]['p50_ms']:.2f} / "
                                                           f"{c['baselines'][b]['p95_ms']:.2f}")
@@ -263,21 +313,35 @@ def _size_rows(scale: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
 
 
 def profile_lines(key: str, prof: dict[str, Any], top: int = 10) -> list[str]:
-    """A missed target's profile as a short table (cProfile by own time, or tracemalloc by size)."""
-    head = f"#### Profile of the miss `{key}` (at {prof.get('profiled_at_notes', 0):,} notes)"
+    """A profile as short tables: cProfile by own time, or tracemalloc per step and by size."""
+    what = (f"the slowest mode, `{key.removeprefix('slowest_mode_')}` (no target; for orientation)"
+            if key.startswith("slowest_mode_") else f"the miss `{key}`")
+    head = f"#### Profile of {what}, at {prof.get('profiled_at_notes', 0):,} notes"
     if "error" in prof:
         return [head, "", f"profiling failed: `{prof['error'][-300:]}`", ""]
     if prof["tool"] == "tracemalloc":
+        steps = [(s["step"], f"{s['traced_peak_mib']:.0f}", f"{s['held_after_mib']:.0f}",
+                  f"{s['process_peak_rss_mib']:.0f}") for s in prof.get("steps", [])]
         rows = [(f"`{r['where']}`", f"{r['mib']:.1f}", f"{r['blocks']:,}") for r in prof["by_size"][:top]]
-        return [head, "", f"tracemalloc, traced peak {prof['traced_peak_mib']} MiB; biggest live allocations:", "",
+        step_lines = ["Peak during each mode's first query, when its caches load:", "",
+                      *_table(("step", "traced peak MiB", "held after MiB", "process peak RSS MiB"), steps, "lrrr"),
+                      ""] if steps else []
+        return [head, "", f"tracemalloc (Python allocations, numpy included; SQLite's own cache is not traced); "
+                f"traced peak {prof['traced_peak_mib']:.0f} MiB.", "", *step_lines,
+                "Biggest allocations still held after 20 queries of every mode:", "",
                 *_table(("where", "MiB", "blocks"), rows, "lrr"), ""]
+    note = f" ({prof['note']}, {prof['workers']} workers)" if "note" in prof else ""
+    scope = f" over {prof['queries']} queries" if "queries" in prof else ""
     rows = [(f"`{r['function']}`", f"{r['ncalls']:,}", f"{r['tottime_s']:.3f}", f"{r['cumtime_s']:.3f}")
             for r in prof["by_tottime"][:top]]
-    return [head, "", f"cProfile, {prof['wall_seconds_profiled']} s profiled; top functions by own time:", "",
-            *_table(("function", "calls", "own s", "cumulative s"), rows, "lrrr"), ""]
+    cum = [(f"`{r['function']}`", f"{r['ncalls']:,}", f"{r['cumtime_s']:.3f}") for r in prof["by_cumtime"][:top]]
+    return [head, "", f"cProfile{note}, {prof['wall_seconds_profiled']} s profiled{scope}. Top functions by "
+            "own time:", "", *_table(("function", "calls", "own s", "cumulative s"), rows, "lrrr"), "",
+            "and by cumulative time:", "", *_table(("function", "calls", "cumulative s"), cum, "lrr"), ""]
 
 
 def scale_section(results: dict[str, dict[str, Any]]) -> list[str]:
+    """The scaling table (one column per size) and the profile of each missed target."""
     scale = results.get("scale")
     if not scale:
         return ["## Scaling", "", "_not run: no bench/results/scale.json_", ""]
@@ -294,6 +358,7 @@ def scale_section(results: dict[str, dict[str, Any]]) -> list[str]:
 
 
 def embed_section(results: dict[str, dict[str, Any]]) -> list[str]:
+    """Embedding throughput from bench_embed's JSON, when it has run."""
     embed = results.get("embed")
     if not embed:
         return []
@@ -308,6 +373,7 @@ def embed_section(results: dict[str, dict[str, Any]]) -> list[str]:
 
 
 def plots_section(results_dir: Path, out_path: Path) -> list[str]:
+    """The PNGs present, linked relative to the page."""
     out = ["## Plots", ""]
     for name, caption in (("latency_vs_size.png", "p50 latency vs vault size (log-log)"),
                           ("build_vs_size.png", "cold build time vs vault size (log-log)"),
@@ -342,6 +408,7 @@ def write_report(results_dir: Path = RESULTS_DIR, out_path: Path = DOC) -> Path:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
+    """CLI: regenerate the page."""
     parser = argparse.ArgumentParser(description="Render docs/benchmarks.md from bench/results/*.json.")
     parser.add_argument("--results", type=Path, default=RESULTS_DIR)
     parser.add_argument("--out", type=Path, default=DOC)

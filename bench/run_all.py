@@ -6,6 +6,8 @@ Stages, in order (each writes its own JSON in bench/results/, so any can be re-r
     search  bench.bench_search: quality + warm latency + resolve()      -> search.json
     scale   bench.bench_scale on synthetic 1k / 10k / 100k vaults       -> scale.json
     embed   bench.bench_embed (if present): Embedder vs raw onnxruntime -> embed.json
+    dense   bench.bench_dense (if present; opt-in, --with-dense): the dense modes with
+            MiniLM vectors on SciFact and Dendron (~25 min of CPU)  -> dense_quality_*.json
     plots   bench.plots                                                 -> *.png
     report  bench.report                                                -> docs/benchmarks.md
 
@@ -28,7 +30,10 @@ from typing import Any, Callable, Sequence
 
 from bench.common import REPO_ROOT, RESULTS_DIR, machine_info, write_json
 
-STAGES = ("build", "search", "scale", "embed", "plots", "report")
+STAGES = ("build", "search", "scale", "embed", "dense", "plots", "report")
+OPT_IN = ("dense",)          # run only when asked for: --with-dense or --only dense
+DENSE_MODULE = REPO_ROOT / "bench" / "bench_dense.py"
+DENSE_CORPORA = ("scifact", "dendron")
 EMBED_MODULE = REPO_ROOT / "bench" / "bench_embed.py"
 
 
@@ -46,7 +51,7 @@ def _stage_search(args: argparse.Namespace) -> str:
     from bench import bench_search
 
     with tempfile.TemporaryDirectory(prefix="vs-bench-search-") as tmp:
-        results = bench_search.run(list(bench_search.CORPORA), Path(tmp), dense=not args.no_dense)
+        results = bench_search.run(list(bench_search.CORPORA), Path(tmp))
     write_json(RESULTS_DIR / "search.json", results)
     from bench.report import latency_section, quality_section
 
@@ -72,6 +77,21 @@ def _stage_embed(args: argparse.Namespace) -> str:
     return table + ("\n(overhead target missed)" if proc.returncode == 1 else "")
 
 
+def _stage_dense(args: argparse.Namespace) -> str:
+    """bench_dense quality per corpus, each in its own process (its JSON is what the report reads)."""
+    if not DENSE_MODULE.is_file():
+        return "not run: bench/bench_dense.py does not exist"
+    lines = []
+    for corpus in DENSE_CORPORA:
+        proc = subprocess.run([sys.executable, "-m", "bench.bench_dense", "quality", "--corpus", corpus],
+                              cwd=REPO_ROOT, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError(f"bench.bench_dense quality --corpus {corpus} exited {proc.returncode}:\n"
+                               f"{proc.stderr[-4000:]}")
+        lines.append(f"{corpus}: wrote bench/results/dense_quality_{corpus}.json")
+    return "\n".join(lines)
+
+
 def _stage_plots(args: argparse.Namespace) -> str:
     from bench.plots import draw_all
 
@@ -86,7 +106,7 @@ def _stage_report(args: argparse.Namespace) -> str:
 
 RUNNERS: dict[str, Callable[[argparse.Namespace], str]] = {
     "build": _stage_build, "search": _stage_search, "scale": _stage_scale, "embed": _stage_embed,
-    "plots": _stage_plots, "report": _stage_report,
+    "dense": _stage_dense, "plots": _stage_plots, "report": _stage_report,
 }
 
 
@@ -113,6 +133,7 @@ def _stage_list(text: str) -> list[str]:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    """The suite's options; sizes and budgets default to the scaling study's."""
     from bench.bench_scale import BUILD_BUDGET_S, DEFAULT_SIZES, DEFAULT_WORK, parse_sizes
 
     parser = argparse.ArgumentParser(description="Run the whole benchmark suite and regenerate docs/benchmarks.md.")
@@ -123,7 +144,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--work-dir", type=Path, default=DEFAULT_WORK, help="cache of synthetic vaults")
     parser.add_argument("--build-budget", type=float, default=BUILD_BUDGET_S,
                         help="seconds a synthetic cold build may take before it is stopped")
-    parser.add_argument("--no-dense", action="store_true", help="skip embedding SciFact for the dense modes")
+    parser.add_argument("--with-dense", action="store_true",
+                        help="also run the opt-in dense stage (embeds SciFact and Dendron: ~25 min of CPU)")
     parser.add_argument("--no-profile", action="store_true", help="do not profile missed scaling targets")
     return parser.parse_args(argv)
 
@@ -137,7 +159,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the chosen stages; the report goes last, after run_all.json records how the others went."""
     args_list = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(args_list)
-    stages = [s for s in (args.only or STAGES) if s not in args.skip]
+    chosen = args.only or [s for s in STAGES if s not in OPT_IN or args.with_dense]
+    stages = [s for s in STAGES if s in chosen and s not in args.skip]
     started = time.perf_counter()
     records = [run_stage(name, args) for name in stages if name != "report"]
     _record_run(args_list, records, started)

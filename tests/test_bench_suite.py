@@ -136,17 +136,21 @@ def test_latency_stats_in_milliseconds() -> None:
 # ---------------------------------------------------------------- dense capability check
 
 
-def test_dense_rows_are_not_run_with_a_reason_when_the_builder_cannot_embed(monkeypatch: pytest.MonkeyPatch) -> None:
-    def build_without(vault: Path, *, index_dir: Path | None = None, progress: bool = False) -> None: ...
+def test_dense_section_says_where_dense_scores_come_from(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(bench_search, "dense_support", lambda: "core.embed has no embed_index")
+    assert bench_search.dense_section() == {"ran": False, "not_run_reason": "core.embed has no embed_index",
+                                            "modes": ["semantic", "reranked", "auto"]}
+    monkeypatch.setattr(bench_search, "dense_support", lambda: None)
+    assert bench_search.dense_section()["delegated_to"] == "bench.bench_dense"
 
-    def build_with(vault: Path, *, index_dir: Path | None = None, embed: bool = False,
-                   embed_model: str | None = None) -> None: ...
 
-    monkeypatch.setattr(bench_search, "build_index", build_without)
-    kwargs, reason = bench_search.dense_build_kwargs(Path("/m"))
-    assert kwargs is None and "cannot embed" in reason and "index_dir" in reason
-    monkeypatch.setattr(bench_search, "build_index", build_with)
-    assert bench_search.dense_build_kwargs(Path("/m")) == ({"embed_model": "/m", "embed": True}, None)
+def test_dense_results_of_bench_dense_replace_the_not_run_line(tmp_path: Path) -> None:
+    dev = {"fts": {"ndcg@10": 0.70, "recall@100": 0.93, "s_per_query": 0.002},
+           "semantic": {"ndcg@10": 0.6996, "recall@100": 0.93, "s_per_query": 0.04}}
+    dense = {"machine": MACHINE, "model": "MiniLM", "chunks": 100, "dev": dev}
+    page = report.render({"search": _search_json(), "dense_quality_scifact": dense}, tmp_path, tmp_path / "b.md")
+    assert "| `semantic` | 0.6996 | 0.9300 | 40.0 |" in page
+    assert "**not run:" not in page
 
 
 # ---------------------------------------------------------------- report and plots
@@ -252,3 +256,24 @@ def test_a_child_phase_reports_its_own_peak_memory_not_its_parents() -> None:
                          cwd=REPO_ROOT, capture_output=True, text=True, check=True)
     del ballast
     assert float(out.stdout) < 200.0
+
+
+def test_memory_and_slowest_mode_profiles_are_rendered_with_their_labels() -> None:
+    memory = {"profiled_at_notes": 100_000, "tool": "tracemalloc", "traced_peak_mib": 3000.0,
+              "steps": [{"step": "first `fts` query", "traced_peak_mib": 3000.0, "held_after_mib": 600.0,
+                         "process_peak_rss_mib": 3500.0}],
+              "by_size": [{"where": "core/sparse.py:79", "mib": 393.9, "blocks": 5}]}
+    lines = "\n".join(report.profile_lines("search_peak_rss", memory))
+    assert "| first `fts` query | 3000 | 600 | 3500 |" in lines and "`core/sparse.py:79`" in lines
+    slow = {"profiled_at_notes": 100_000, "tool": "cProfile", "wall_seconds_profiled": 9.0, "queries": 50,
+            "by_tottime": [], "by_cumtime": []}
+    assert "the slowest mode, `graph_assisted` (no target" in "\n".join(
+        report.profile_lines("slowest_mode_graph_assisted", slow))
+
+
+def test_a_build_over_its_budget_is_stopped_and_reported_unfinished(tmp_path: Path) -> None:
+    vault, _ = cached_vault(tmp_path, 50, seed=3, pool=_tiny_pool())
+    result = bench_scale.run_build(vault, tmp_path / "index", budget_s=0.05)
+    assert result["finished"] is False
+    assert result["budget_seconds"] == 0.05 and result["elapsed_seconds"] < 30
+    assert "killed at the time budget" in result["note"]

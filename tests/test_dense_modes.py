@@ -20,6 +20,8 @@ pytest.importorskip("tokenizers")
 pytest.importorskip("onnx")
 
 from core import dense_modes  # noqa: E402
+from core import generations as gen  # noqa: E402
+from core.dense_cache import DenseCacheKey  # noqa: E402
 from core.builder import build_index  # noqa: E402
 from core.dense_modes import DENSE_CACHE, best_per_note  # noqa: E402
 from core.embed import embed_index  # noqa: E402
@@ -149,12 +151,25 @@ def test_auto_uses_the_dense_pipeline_when_ready(embedded):
     assert (results.actual_mode, results.retrieval_contract, results.fallback_reason) == (
         "dense_hybrid", "dense_hybrid", None)
     assert all(r.score_source == "rrf" for r in results) and "sky/saturn.md" in paths(results)[:3]
+    fts, dense = ([(r.rel_path, r.score) for r in search_vault(embedded, query, mode=m, limit=100)]
+                  for m in ("fts", "semantic"))
+    expected = dense_modes.auto_fusion(fts, dense, 10)
+    assert [(r.rel_path, r.score) for r in results] == [(p, pytest.approx(s, abs=1e-6)) for p, s in expected]
+
+
+def test_auto_fusion_fuses_unless_fts_is_confident():
     w_fts, w_dense = dense_modes.AUTO_WEIGHTS
-    expected = {}
-    for weight, mode in ((w_fts, "fts"), (w_dense, "semantic")):
-        for rank, path in enumerate(paths(search_vault(embedded, query, mode=mode, limit=100)), start=1):
-            expected[path] = expected.get(path, 0.0) + weight / (60 + rank)
-    assert {r.rel_path: r.score for r in results} == pytest.approx(expected, abs=1e-6)
+    ratio = dense_modes.AUTO_CONFIDENT_RATIO
+    dense = [("b", 0.9), ("c", 0.8), ("d", 0.7)]
+    close = [("a", 10.0), ("b", 10.0 * ratio + 0.1)]             # fts not confident: RRF of both lists
+    fused = dict(dense_modes.auto_fusion(close, dense, 10))
+    assert fused == pytest.approx({"a": w_fts / 61, "b": w_fts / 62 + w_dense / 61, "c": w_dense / 62,
+                                   "d": w_dense / 63})
+    clear = [("a", 10.0), ("b", 10.0 * ratio - 0.1)]             # fts confident: its order, then dense-only ids
+    assert dense_modes.auto_fusion(clear, dense, 10) == [("a", w_fts / 61), ("b", w_fts / 62), ("c", 0.0),
+                                                         ("d", 0.0)]
+    assert dense_modes.auto_fusion([("a", 3.0)], dense, 2) == [("a", w_fts / 61), ("b", 0.0)]
+    assert not dense_modes.lexically_confident([]) and dense_modes.auto_fusion([], dense, 2)[0][0] == "b"
 
 
 # ---------------------------------------------------------------- cache
@@ -167,13 +182,15 @@ def test_matrix_is_loaded_once_and_once_more_after_a_new_generation(make_vault, 
     for query in ("dog", "planets", "money", "dog"):
         search_vault(vault, query, mode="semantic")
     assert DENSE_CACHE.stats.loads == loads + 1
+    old_key = DenseCacheKey.for_index(gen.resolve(gen.layout_for(vault)))
+    assert old_key in DENSE_CACHE
     (vault / "new.md").write_text(note("New", "Fresh note about sailing boats."), encoding="utf-8")
     build_index(vault)
     embed_index(vault, model=model_dirs[FP32])
     for query in ("boats", "sailing", "dog"):
         search_vault(vault, query, mode="semantic")
     assert DENSE_CACHE.stats.loads == loads + 2
-    assert sum(1 for k in list(DENSE_CACHE._entries) if k.vault == str(vault.resolve())) == 1
+    assert old_key not in DENSE_CACHE and DenseCacheKey.for_index(gen.resolve(gen.layout_for(vault))) in DENSE_CACHE
 
 
 def test_legacy_index_is_never_cached(make_vault, model_dirs):
@@ -284,3 +301,11 @@ def test_reranked_without_its_reranker_fails_closed(embedded, tmp_path):
     results = search_vault(embedded, "puppy", mode="reranked", allow_fallback=True,
                            options={"reranker": str(tmp_path / "none")})
     assert (results.retrieval_contract, results.fallback_reason) == ("fts_fallback", "reranker_unavailable")
+
+
+def test_cli_search_with_another_model_exits_5_naming_the_reason(embedded, model_dirs, capsys):
+    from core.cli import main
+    code = main(["search", str(embedded), "puppy", "--mode", "semantic", "--model", str(model_dirs[INT8]), "--json"])
+    assert code == 5 and json.loads(capsys.readouterr().err)["reason"] == "model_identity_mismatch"
+    assert main(["search", str(embedded), "puppy", "--mode", "semantic", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["actual_mode"] == "semantic"
