@@ -5,7 +5,7 @@ Each function cites where its formula comes from and is tested on a hand-compute
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 
 import numpy as np
 
@@ -98,7 +98,7 @@ def top_k(scores: np.ndarray, k: int, candidates: np.ndarray | None = None) -> n
 
 
 def graph_expand(anchors: Mapping[int, float], neighbors: Mapping[int, Sequence[tuple[int, str, str]]],
-                 hops: int = 2, decay: float = 0.5, allowed: set[int] | None = None
+                 hops: int = 2, decay: float = 0.5, allowed: Container[int] | None = None
                  ) -> dict[int, tuple[float, int, str, str, int]]:
     """Spread anchor scores through links: a node reached in h hops from anchor a gets
     score(a) * decay**h; it keeps the best path found. Breadth-first, so cycles end.

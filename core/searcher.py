@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import Any
 
 from core import generations as gen
-from core.analysis import analyzer_for
 from core.errors import SchemaMismatchError, UsageError
 from core.filters import Filters
 from core.query import clean_text
 from core.registry import DEFAULT_MODE, dispatch, get_mode
 from core.retrieval import Hit, ModeRun, SearchContext, note_fields
 from core.schema import SCHEMA_VERSION, get_meta
+from core.sparse import body_term_counts
 from core.snippets import QueryWords, best_passages, matched_text, snippet
 
 
@@ -120,9 +120,10 @@ def _results(ctx: SearchContext, run: ModeRun, with_passages: bool) -> list[Sear
     fields = note_fields(ctx.conn, ids)
     sp = ctx.sparse()
     weights = {t: float(sp.bm25_idf[sp.term_id[t]]) for t in ctx.terms if t in sp.term_id}
-    words = QueryWords(analyzer_for(ctx.meta["tokenizer"]), ctx.terms, weights)
+    words = QueryWords(ctx.terms, weights)
     preferred = {h.note_id: h.chunk_id for h in run.hits if h.chunk_id is not None}
     passages = best_passages(ctx.conn, words, ids, preferred) if with_passages else {}
+    counts = body_term_counts(sp, ctx.terms, ids) if with_passages else {}
     r = ctx.resolved
     age = max(0.0, time.time() - r.created_at)
     out = []
@@ -132,7 +133,7 @@ def _results(ctx: SearchContext, run: ModeRun, with_passages: bool) -> list[Sear
         out.append(SearchResult(
             rel_path=f["rel_path"], title=f["title"], description=f["description"], note_type=f["note_type"],
             score=round(h.score, 6), snippet=snippet(text, words), matched_text=matched_text(text, words),
-            match_count=p.match_count if p else 0, tags=f["tags"], retrieval_contract=run.retrieval_contract,
+            match_count=counts.get(h.note_id, 0), tags=f["tags"], retrieval_contract=run.retrieval_contract,
             actual_mode=run.actual_mode, fallback_reason=run.fallback_reason, index_age_seconds=round(age, 3),
             index_kind=r.kind, index_generation_id=r.generation_id,
             index_source_snapshot_hash=r.source_snapshot_hash, score_source=h.score_source,

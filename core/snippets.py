@@ -6,7 +6,6 @@ import re
 import sqlite3
 from dataclasses import dataclass
 
-from core.analysis import Analyzer, word_counts
 
 SNIPPET_CHARS = 240
 MATCHED_TEXT_CHARS = 1200
@@ -18,46 +17,51 @@ class Passage:
     chunk_id: int
     heading_path: str
     text: str            # the chunk's body text (no frontmatter, no synthetic header)
-    match_count: int     # query-term occurrences in the whole note
 
 
-def _chunk_rows(conn: sqlite3.Connection, note_ids: list[int]) -> dict[int, list[tuple[int, str, str, int]]]:
-    """note id -> (chunk id, heading path, text, chars at the start of text the previous chunk holds too)."""
-    out: dict[int, list[tuple[int, str, str, int]]] = {}
+def _chunk_rows(conn: sqlite3.Connection, note_ids: list[int]) -> dict[int, list[tuple[int, str, str]]]:
+    """note id -> [(chunk id, heading path, text)] in order."""
+    out: dict[int, list[tuple[int, str, str]]] = {}
     if not note_ids:
         return out
     rows = conn.execute(
-        "SELECT c.note_id, c.id, c.heading_path, c.start, c.end, f.body FROM chunks c "
-        "JOIN chunks_fts f ON f.rowid = c.id "
+        "SELECT c.note_id, c.id, c.heading_path, f.body FROM chunks c JOIN chunks_fts f ON f.rowid = c.id "
         f"WHERE c.note_id IN ({', '.join('?' * len(note_ids))}) ORDER BY c.note_id, c.ord", note_ids)
-    prev_end: dict[int, int] = {}
-    for note_id, cid, hp, start, end, body in rows:
-        overlap = max(0, prev_end.get(note_id, start) - start)
-        prev_end[note_id] = end
-        out.setdefault(note_id, []).append((cid, hp, body, overlap))
+    for note_id, cid, hp, body in rows:
+        out.setdefault(note_id, []).append((cid, hp, body))
     return out
 
 
 class QueryWords:
-    """Per-search memo: lower-cased word -> summed weight of the query terms it yields (0: none)."""
+    """Finds the query's terms in chunk text without re-tokenising it.
 
-    def __init__(self, analyzer: Analyzer, terms: list[str], weights: dict[str, float]) -> None:
-        self.analyzer = analyzer
+    An FTS5 term (lower-cased, porter-stemmed) is matched as a case-insensitive word
+    prefix: ``knowledg`` finds "Knowledge" and "knowledgeable". That is exact for
+    unstemmed terms and close for stems (a stem that is not a prefix, like ``happi`` for
+    "happy", is missed); it only chooses the passage and places the snippet, it never ranks.
+    """
+
+    def __init__(self, terms: list[str], weights: dict[str, float]) -> None:
         self.weights = {t: weights.get(t, 1.0) for t in terms}
-        self.memo: dict[str, float] = {}
-        self._tokens = analyzer.map_words(())  # the analyzer's shared word -> tokens cache
+        alternatives = "|".join(re.escape(t) for t in sorted(self.weights, key=len, reverse=True))
+        self._pattern = re.compile(rf"(?<![^\W_])({alternatives})[^\W_]*", re.IGNORECASE) if alternatives else None
 
-    def weight(self, word: str) -> float:
-        found = self.memo.get(word)
-        if found is None:
-            toks = self._tokens.get(word)
-            if toks is None:
-                toks = self.analyzer.map_words([word])[word]
-            found = 0.0
-            for t in toks:
-                found += self.weights.get(t, 0.0)
-            self.memo[word] = found
-        return found
+    def chunk_score(self, text: str) -> float:
+        """Cheap passage score: idf of the distinct terms the text contains (as substrings of its
+        lower-cased form), plus a little per occurrence. Chooses a passage; never ranks notes."""
+        low = text.lower()
+        score = 0.0
+        for term, weight in self.weights.items():
+            n = low.count(term)
+            if n:
+                score += weight + 1e-3 * n
+        return score
+
+    def matches(self, text: str) -> list[tuple[int, str]]:
+        """(offset, term) of every query-term word in ``text``."""
+        if self._pattern is None:
+            return []
+        return [(m.start(), m.group(1).lower()) for m in self._pattern.finditer(text)]
 
 
 def best_passages(conn: sqlite3.Connection, words: QueryWords, note_ids: list[int],
@@ -68,23 +72,10 @@ def best_passages(conn: sqlite3.Connection, words: QueryWords, note_ids: list[in
     """
     out: dict[int, Passage] = {}
     for note_id, chunks in _chunk_rows(conn, note_ids).items():
-        best, best_score, total = chunks[0], -1.0, 0
-        for chunk in chunks:
-            # the overlap with the previous chunk ends at a word end, so counting it apart splits no word;
-            # only the rest counts toward match_count (an occurrence in the overlap is counted once)
-            seen, fresh = word_counts(chunk[2][:chunk[3]]), word_counts(chunk[2][chunk[3]:])
-            matched: dict[str, int] = {}
-            for counts, is_fresh in ((seen, False), (fresh, True)):
-                for word, n in counts.items():
-                    if words.weight(word):
-                        matched[word] = matched.get(word, 0) + n
-                        total += n if is_fresh else 0
-            score = sum(words.weight(word) + 1e-3 * n for word, n in matched.items())
-            if score > best_score:
-                best, best_score = chunk, score
+        best = max(chunks, key=lambda c: words.chunk_score(c[2]))  # first of equals: earliest chunk
         if preferred and note_id in preferred:
             best = next((c for c in chunks if c[0] == preferred[note_id]), best)
-        out[note_id] = Passage(best[0], best[1], best[2], total)
+        out[note_id] = Passage(best[0], best[1], best[2])
     return out
 
 
@@ -93,7 +84,7 @@ def snippet(text: str, words: QueryWords, width: int = SNIPPET_CHARS) -> str:
     flat = " ".join(text.split())
     if len(flat) <= width:
         return flat
-    positions = [m.start() for m in _WORD.finditer(flat.lower()) if words.weight(m.group())]
+    positions = [pos for pos, _ in words.matches(flat)]
     if not positions:
         return flat[:width].rsplit(" ", 1)[0] + " …"
     best_start, best_n = positions[0], 0
@@ -123,7 +114,7 @@ def matched_text(text: str, words: QueryWords | None = None, limit: int = MATCHE
         return text
     start = 0
     if words is not None:
-        first = next((m.start() for m in _WORD.finditer(text) if words.weight(m.group().lower())), 0)
+        first = next((pos for pos, _ in words.matches(text)), 0)
         if first > limit // 2:
             start = text.rfind(" ", 0, first - limit // 4) + 1
     end = min(len(text), start + limit)

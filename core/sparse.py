@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -62,43 +64,67 @@ class SparseIndex:
         return {int(n): i for i, n in enumerate(self.note_ids)}
 
 
+T = TypeVar("T")
+_BLOCK = 1 << 20  # postings per block when computing weights (bounds temporary memory)
+
+
+def _read_vectors(conn: sqlite3.Connection, n_fields: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(note_ids, terms, tf [P, fields], docs) concatenated from the stored per-note vectors."""
+    note_ids: list[int] = []
+    term_parts: list[np.ndarray] = []
+    tf_parts: list[np.ndarray] = []
+    for nid, term_blob, tf_blob in conn.execute("SELECT note_id, term_ids, tf FROM note_terms ORDER BY note_id"):
+        note_ids.append(nid)
+        term_parts.append(np.frombuffer(term_blob, dtype="<i4"))
+        tf_parts.append(np.frombuffer(tf_blob, dtype="<u2"))
+    lengths = np.fromiter((t.shape[0] for t in term_parts), dtype=np.int64, count=len(term_parts))
+    terms = np.concatenate(term_parts).astype(np.int32, copy=False) if term_parts else np.empty(0, np.int32)
+    del term_parts
+    tf = (np.concatenate(tf_parts).astype(np.uint16, copy=False) if tf_parts else np.empty(0, np.uint16))
+    del tf_parts
+    docs = np.repeat(np.arange(len(note_ids), dtype=np.int32), lengths)
+    return np.asarray(note_ids, dtype=np.int64), terms, tf.reshape(-1, n_fields), docs
+
+
 def load_sparse(conn: sqlite3.Connection, params: RankParams = DEFAULT_PARAMS) -> SparseIndex:
-    """Read every note's term vector and build term-major postings."""
-    rows = conn.execute("SELECT note_id, term_ids, tf FROM note_terms ORDER BY note_id").fetchall()
+    """Read every note's term vector and build term-major postings (memory: ~32 bytes per posting at peak)."""
     n_fields = len(FTS_COLUMNS)
-    note_ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-    term_lists = [np.frombuffer(r[1], dtype="<i4") for r in rows]
-    tf_lists = [np.frombuffer(r[2], dtype="<u2").reshape(-1, n_fields) for r in rows]
-    lengths = np.fromiter((t.shape[0] for t in term_lists), dtype=np.int64, count=len(rows))
-    terms = np.concatenate(term_lists) if rows else np.empty(0, np.int32)
-    tf = np.concatenate(tf_lists) if rows else np.empty((0, n_fields), np.uint16)
-    docs = np.repeat(np.arange(len(rows), dtype=np.int32), lengths)
+    note_ids, terms, tf, docs = _read_vectors(conn, n_fields)
+    n = int(note_ids.shape[0])
     term_id = dict(conn.execute("SELECT term, id FROM terms"))
     max_t = max(term_id.values(), default=0)
     order = np.argsort(terms, kind="stable")
-    terms, tf, docs = terms[order], tf[order], docs[order]
+    terms = terms[order]
+    tf = tf[order]
+    docs = docs[order]
+    del order
     df = np.bincount(terms, minlength=max_t + 1).astype(np.int64)
     indptr = np.zeros(max_t + 2, dtype=np.int64)
     np.cumsum(df, out=indptr[1:])
-    field_len = np.zeros((len(rows), n_fields), dtype=np.float32)
-    np.add.at(field_len, docs, tf.astype(np.float32)) if rows else None
+    field_len = np.zeros((n, n_fields), dtype=np.float32)
     mask = np.zeros(tf.shape[0], dtype=np.uint8)
     for f in range(n_fields):
+        field_len[:, f] = np.bincount(docs, weights=tf[:, f], minlength=n)
         mask |= ((tf[:, f] > 0).astype(np.uint8) << f)
-    n = len(rows)
-    tfidf = scoring.l2_normalize_rows(docs, scoring.tfidf_weights(tf.sum(axis=1), scoring.tfidf_idf(df, n)[terms]), n)
+    tf_total = tf.sum(axis=1, dtype=np.uint32)
+    tfidf = scoring.l2_normalize_rows(docs, scoring.tfidf_weights(tf_total, scoring.tfidf_idf(df, n)[terms]), n)
+    del tf_total, terms
     index = SparseIndex(note_ids, term_id, indptr, docs, tf, mask, field_len, df, tfidf, params,
                         np.empty(0, np.float32), scoring.bm25_idf(df, n))
     return with_params(index, params)
 
 
 def with_params(index: SparseIndex, params: RankParams) -> SparseIndex:
-    """Precompute per-posting BM25F weights for ``params`` (cheap; used by tuning too)."""
-    terms = np.repeat(np.arange(index.df.shape[0]), index.df)
+    """Precompute per-posting BM25F weights for ``params`` in bounded blocks (also used by tuning)."""
     avg = index.field_len.mean(axis=0) if index.n_docs else np.ones(len(FTS_COLUMNS), np.float32)
-    pseudo = scoring.bm25f_pseudo_tf(index.tf, index.field_len[index.docs], avg,
-                                     np.asarray(params.weights, np.float32), np.asarray(params.b, np.float32))
-    bm25 = scoring.bm25_saturate(pseudo, index.bm25_idf[terms], params.k1)
+    weights = np.asarray(params.weights, np.float32)
+    b = np.asarray(params.b, np.float32)
+    term_of = np.repeat(np.arange(index.df.shape[0], dtype=np.int32), index.df)
+    bm25 = np.empty(index.docs.shape[0], dtype=np.float32)
+    for start in range(0, bm25.shape[0], _BLOCK):
+        sl = slice(start, start + _BLOCK)
+        pseudo = scoring.bm25f_pseudo_tf(index.tf[sl], index.field_len[index.docs[sl]], avg, weights, b)
+        bm25[sl] = scoring.bm25_saturate(pseudo, index.bm25_idf[term_of[sl]], params.k1)
     return SparseIndex(index.note_ids, index.term_id, index.indptr, index.docs, index.tf, index.field_mask,
                        index.field_len, index.df, index.tfidf, params, bm25, index.bm25_idf)
 
@@ -148,6 +174,28 @@ def bm25_scores(index: SparseIndex, terms: list[str]) -> tuple[np.ndarray, np.nd
     return scores, matched
 
 
+def body_term_counts(index: SparseIndex, terms: list[str], note_ids: list[int]) -> dict[int, int]:
+    """Occurrences of the query's terms in each given note's body (exact, from the stored vectors)."""
+    ids, _ = query_term_ids(index, terms)
+    out = dict.fromkeys(note_ids, 0)
+    if not note_ids or ids.size == 0:
+        return out
+    wanted = np.asarray(note_ids, dtype=np.int64)
+    rows = np.searchsorted(index.note_ids, wanted)
+    known = (rows < index.n_docs) & (index.note_ids[np.minimum(rows, index.n_docs - 1)] == wanted)
+    counts = np.zeros(wanted.shape[0], dtype=np.int64)
+    body = FTS_COLUMNS.index("body")
+    for tid in ids.tolist():
+        sl = slice(index.indptr[tid], index.indptr[tid + 1])
+        docs = index.docs[sl]  # ascending within a term (stable sort of note-major postings)
+        if docs.shape[0] == 0:
+            continue
+        pos = np.minimum(np.searchsorted(docs, rows), docs.shape[0] - 1)
+        hit = known & (docs[pos] == rows)
+        counts[hit] += index.tf[sl][pos[hit], body]
+    return {nid: int(c) for nid, c in zip(note_ids, counts.tolist())}
+
+
 def tfidf_scores(index: SparseIndex, terms: list[str]) -> tuple[np.ndarray, np.ndarray]:
     """(cosine, matched): cosine of the query's TF-IDF vector with every document's."""
     ids, qtf = query_term_ids(index, terms)
@@ -165,15 +213,16 @@ def tfidf_scores(index: SparseIndex, terms: list[str]) -> tuple[np.ndarray, np.n
     return scores, matched
 
 
-class SparseCache:
-    """Per-process cache of SparseIndex by (index path, generation id, sha256); one entry per index dir."""
+class GenerationCache:
+    """Per-process cache of one derived structure per index dir, valid for one verified generation
+    (key = index path, generation id, sha256); a new generation replaces the old entry."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._entries: dict[str, tuple[tuple, SparseIndex]] = {}
+        self._entries: dict[str, tuple[tuple, Any]] = {}
         self.loads = 0
 
-    def get(self, owner: str, key: tuple, loader) -> SparseIndex:
+    def get(self, owner: str, key: tuple, loader: Callable[[], T]) -> T:
         with self._lock:
             found = self._entries.get(owner)
             if found is not None and found[0] == key:
@@ -189,4 +238,5 @@ class SparseCache:
             self._entries.clear()
 
 
-SPARSE_CACHE = SparseCache()
+SPARSE_CACHE: GenerationCache = GenerationCache()   # SparseIndex per generation
+GRAPH_CACHE: GenerationCache = GenerationCache()    # link adjacency per generation
