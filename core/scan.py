@@ -29,6 +29,7 @@ import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from pathspec import GitIgnoreSpec
 
@@ -40,12 +41,19 @@ IGNORE_FILE = ".vaultsearchignore"
 SKIP_DIR_NAMES = frozenset({".git", ".obsidian", ".vaultsearch", ".trash"})
 
 
-@dataclass(frozen=True)
-class ScannedFile:
+class ScannedFile(NamedTuple):
+    """One note file. A named tuple with the path kept as the listing's string: the staleness
+    scan builds thousands of these, and a frozen dataclass plus a Path each cost more than the
+    stat itself."""
+
     rel_path: str     # POSIX, relative to the vault root
-    path: Path        # absolute path
+    os_path: str      # absolute path, as os.scandir gave it
     size: int
     mtime_ns: int
+
+    @property
+    def path(self) -> Path:
+        return Path(self.os_path)
 
 
 @dataclass(frozen=True)
@@ -153,7 +161,7 @@ def _walk_folder(walk: _Walk, folder: Path, prefix: str, stack: list[tuple[Path,
                 if st.st_size > max_bytes:
                     walk.problems.append(_too_large(rel, st.st_size, max_bytes))
                 else:
-                    files.append(ScannedFile(rel, folder / name, st.st_size, st.st_mtime_ns))
+                    files.append(ScannedFile(rel, entry.path, st.st_size, st.st_mtime_ns))
             elif entry.is_symlink():
                 _visit_symlink(walk, entry, folder, rel, stack)
             elif entry.is_dir(follow_symlinks=False):
@@ -204,7 +212,7 @@ def _add_file(walk: _Walk, path: Path, rel: str, st: os.stat_result) -> None:
     if st.st_size > walk.max_bytes:
         walk.problems.append(_too_large(rel, st.st_size, walk.max_bytes))
     else:
-        walk.files.append(ScannedFile(rel, path, st.st_size, st.st_mtime_ns))
+        walk.files.append(ScannedFile(rel, str(path), st.st_size, st.st_mtime_ns))
 
 
 def _too_large(rel: str, size: int, limit: int) -> Problem:
