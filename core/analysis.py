@@ -2,17 +2,24 @@
 
 Ranking statistics and query terms must use exactly the tokens FTS5 produces, or BM25
 would score a different vocabulary than the one FTS5 matches. Running every document
-through ``fts5vocab`` is slow (one Python row per token), so text is split into words by
-a regex that only ever splits where unicode61 splits too (anything that is not a letter
-or digit), and each *distinct* word is then tokenised once by a real FTS5 table with the
-configured tokenizer (case folding, diacritics, stemming). A test compares the result
-with fts5vocab's per-document counts on real notes.
+through ``fts5vocab`` is slow (one Python row per token), so text is first cut into
+*words* at characters that unicode61 always treats as separators (whitespace, ASCII
+punctuation, common quotes and dashes), and each *distinct* word is then tokenised once
+by a real FTS5 table with the configured tokenizer (case folding, diacritics, stemming,
+and any further cuts: ``don’t`` -> ``don``, ``t``). Cutting only where FTS5 cuts too is
+what makes the tokens of the words equal the tokens of the text; Python's ``\\w`` is not
+such a cut (combining marks, private-use and newer characters differ), so it is not used
+for terms. Only unicode61-based tokenizers are accepted (``check_tokenizer``): options
+such as ``tokenchars`` or other tokenizers would move the cuts. Tests compare the result
+with fts5vocab's per-document counts on real notes and on generated Unicode text.
 
-``field_terms`` counts the terms of a note's fields into a compact ``FieldTerms`` (cheap
-to pickle, so a worker process can make it). ``TermVectors`` turns a batch of them into
-the packed vectors stored in ``note_terms`` with a few numpy calls per batch, not per
-term: the batch becomes flat (note, term id, field, count) arrays, grouped by
-``np.unique`` and summed by ``np.bincount``.
+Term vectors are made in two steps, so that the first can run in worker processes:
+
+    WordTable    (any process) numbers the words it meets and turns a batch of notes'
+                 field texts into ``LocalVector`` s: per note, its local word ids and a
+                 [words, fields] frequency matrix, counted with numpy for the whole batch.
+    TermVectors  (the builder) tokenises each word once, maps words to the index's term
+                 ids, adds up words of one stem: the packed ``note_terms`` rows.
 """
 
 from __future__ import annotations
@@ -20,51 +27,96 @@ from __future__ import annotations
 import re
 import sqlite3
 import threading
-from array import array
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from itertools import accumulate, pairwise, repeat
 
 import numpy as np
 
+from core.errors import UsageError
+
+# Lower-cased letter/digit runs: the words snippet highlighting looks at (not the index's terms).
 _WORD = re.compile(r"[^\W_]+")
+# Term words: cut only at characters every unicode61 tokenizer treats as separators.
+_TERM_WORD = re.compile(r"[^\s\x00-\x2f\x3a-\x40\x5b-\x60\x7b-\x7f\u00a1\u00ab\u00b7\u00bb\u00bf"
+                        r"\u2010-\u2027\u2030-\u205e]+")
+# ASCII text is cut without a regex: a translate table folds A-Z to a-z (as unicode61 does) and
+# turns every other byte that is not [a-z0-9] into a space, then bytes.split() cuts. Several
+# times faster, and most vault text is ASCII.
+_ASCII_FOLD = bytes(c + 32 if 65 <= c <= 90 else c if 48 <= c <= 57 or 97 <= c <= 122 else 32 for c in range(256))
 _BATCH = 5000
+_COLS = 16
+_COL_NAMES = tuple(f"c{i}" for i in range(_COLS))
+_COL_NO = {name: i for i, name in enumerate(_COL_NAMES)}
 _TF_MAX = int(np.iinfo(np.uint16).max)
 
 
 def word_counts(text: str) -> Counter[str]:
-    """Lower-cased words of a text (split where unicode61 splits) with their counts."""
+    """Lower-cased letter/digit runs of a text with their counts (for highlighting, not for terms)."""
     return Counter(_WORD.findall(text.lower()))
+
+
+def term_words(text: str) -> list[bytes]:
+    """The text's term words, in order, as UTF-8; ASCII text arrives lower-cased."""
+    if text.isascii():
+        return text.encode("ascii").translate(_ASCII_FOLD).split()
+    return [word.encode("utf-8") for word in _TERM_WORD.findall(text)]
+
+
+def check_tokenizer(spec: str) -> str:
+    """``spec`` if it is a unicode61 tokenizer this module can mirror, else a ``UsageError``.
+
+    Accepted: ``[porter] unicode61 [remove_diacritics 0|1|2]`` (and ``porter`` alone, which
+    wraps unicode61). Other tokenizers or unicode61 options would cut text elsewhere.
+    """
+    parts = spec.split()
+    if parts[:1] == ["porter"]:
+        parts = parts[1:] or ["unicode61"]
+    ok = (parts[:1] == ["unicode61"] and len(parts) in (1, 3)
+          and (len(parts) == 1 or (parts[1] == "remove_diacritics" and parts[2] in ("0", "1", "2"))))
+    if not ok:
+        raise UsageError(f"unsupported FTS5 tokenizer {spec!r}: use '[porter] unicode61 [remove_diacritics 0|1|2]'",
+                         tokenizer=spec)
+    return spec
 
 
 class Analyzer:
     """Maps text to FTS5 tokens for one tokenizer spec; caches word -> tokens."""
 
     def __init__(self, tokenizer: str) -> None:
-        if "'" in tokenizer:
-            raise ValueError(f"invalid tokenizer spec: {tokenizer!r}")
-        self.tokenizer = tokenizer
+        self.tokenizer = check_tokenizer(tokenizer)
         self._conn = sqlite3.connect(":memory:", check_same_thread=False)
-        # contentless: only the index is needed, and 'delete-all' empties it without re-tokenising
-        self._conn.execute(f"CREATE VIRTUAL TABLE w USING fts5(x, content='', tokenize='{tokenizer}')")
+        # contentless: only the index is needed, and 'delete-all' empties it without re-tokenising.
+        # _COLS words per row (one per column): far fewer rows than one word per row.
+        cols = ", ".join(_COL_NAMES)
+        self._conn.execute(f"CREATE VIRTUAL TABLE w USING fts5({cols}, content='', tokenize='{tokenizer}')")
         self._conn.execute("CREATE VIRTUAL TABLE temp.wi USING fts5vocab(main, w, instance)")
+        self._insert = f"INSERT INTO w(rowid, {cols}) VALUES (?{', ?' * _COLS})"
         self._cache: dict[str, tuple[str, ...]] = {}
-        self._single: dict[str, str] = {}   # the words that are exactly one token (nearly all)
         self._lock = threading.Lock()
+
+    def _tokenise(self, words: list[str]) -> list[tuple[int, str]]:
+        """(index into ``words``, token) of every token, in word order then token order."""
+        rows = [(i, *words[i * _COLS:(i + 1) * _COLS]) for i in range(-(-len(words) // _COLS))]
+        rows[-1] += ("",) * (_COLS + 1 - len(rows[-1]))
+        with self._conn:
+            self._conn.executemany(self._insert, rows)
+            found = self._conn.execute("SELECT doc, col, term FROM temp.wi ORDER BY doc, col, offset").fetchall()
+            self._conn.execute("INSERT INTO w(w) VALUES ('delete-all')")
+        return [(doc * _COLS + _COL_NO[col], term) for doc, col, term in found]
 
     def _map_new(self, words: list[str]) -> None:
         for start in range(0, len(words), _BATCH):
             batch = words[start:start + _BATCH]
-            with self._conn:
-                self._conn.executemany("INSERT INTO w(rowid, x) VALUES (?, ?)", enumerate(batch))
-                found: dict[int, list[tuple[int, str]]] = {}
-                for term, doc, offset in self._conn.execute("SELECT term, doc, offset FROM temp.wi"):
-                    found.setdefault(doc, []).append((offset, term))
-                self._conn.execute("INSERT INTO w(w) VALUES ('delete-all')")
-            for i, wd in enumerate(batch):
-                tokens = self._cache[wd] = tuple(t for _, t in sorted(found.get(i, ())))
-                if len(tokens) == 1:
-                    self._single[wd] = tokens[0]
+            tokens = self._tokenise(batch)
+            if [i for i, _ in tokens] == list(range(len(batch))):  # the usual case: one token per word
+                self._cache.update(zip(batch, ((term,) for _, term in tokens)))
+                continue
+            found: dict[int, list[str]] = {}
+            for i, term in tokens:
+                found.setdefault(i, []).append(term)
+            self._cache.update((wd, tuple(found.get(i, ()))) for i, wd in enumerate(batch))
 
     def map_words(self, words: Iterable[str]) -> dict[str, tuple[str, ...]]:
         """word -> its FTS5 tokens (usually one; none for words FTS5 drops)."""
@@ -72,95 +124,191 @@ class Analyzer:
         missing = set(words).difference(cache)
         if missing:
             with self._lock:
-                self._map_new(sorted(missing.difference(cache)))
+                new = missing.difference(cache)
+                # ASCII words are one token each: kept apart, they stay on _map_new's fast path
+                self._map_new(sorted(w for w in new if w.isascii()))
+                self._map_new(sorted(w for w in new if not w.isascii()))
         return cache
 
     def count_terms(self, text: str) -> Counter[str]:
         """Term frequencies of one text."""
-        words = _WORD.findall(text.lower())
+        words = _TERM_WORD.findall(text)
         mapping = self.map_words(words)
-        counts = Counter(map(self._single.get, words))  # C-speed path: every word is one token
-        if None not in counts:
-            return counts
         return Counter(tok for w in words for tok in mapping[w])
 
     def terms(self, text: str) -> list[str]:
         """The text's tokens in order (duplicates kept), as a query sees them."""
-        words = _WORD.findall(text.lower())
+        words = _TERM_WORD.findall(text)
         mapping = self.map_words(words)
         return [tok for w in words for tok in mapping[w]]
 
 
 @dataclass(frozen=True)
-class FieldTerms:
-    """The distinct terms of each field of one note with their frequencies, flat and compact."""
+class LocalVector:
+    """One note's word frequencies in the numbering of the ``WordTable`` that counted them."""
 
-    terms: str                # distinct terms, field after field, joined by NUL (never part of a term)
-    counts: bytes             # native int32 frequency of each term, same order
-    sizes: tuple[int, ...]    # number of distinct terms in each field
-
-    def term_list(self) -> list[str]:
-        return self.terms.split("\0") if self.terms else []
+    ids: bytes     # int32 local word ids, ascending
+    tf: bytes      # uint32 [len(ids), n_fields] frequencies
 
 
-def field_terms(analyzer: Analyzer, texts: Sequence[str]) -> FieldTerms:
-    """Term frequencies of each field text (one text per FTS column, in column order)."""
-    counts = [analyzer.count_terms(text) for text in texts]
-    return FieldTerms(terms="\0".join(t for c in counts for t in c),
-                      counts=array("i", [n for c in counts for n in c.values()]).tobytes(),
-                      sizes=tuple(len(c) for c in counts))
+class WordTable:
+    """Numbers the words one process meets during a build, and counts batches of notes by word.
+
+    Needs no tokenizer, so worker processes can run it cheaply: the words of a whole batch
+    are numbered with one dict lookup each and counted with numpy, grouped by (note, field,
+    word). ``count`` reports the words numbered during each batch, in local-id order.
+    """
+
+    def __init__(self, n_fields: int) -> None:
+        self.n_fields = n_fields
+        self._word_no: dict[bytes, int] = {}
+
+    def _numbers(self, words: list[bytes]) -> tuple[np.ndarray, list[bytes]]:
+        numbers = np.fromiter(map(self._word_no.get, words, repeat(-1)), dtype=np.int64, count=len(words))
+        unknown = np.flatnonzero(numbers < 0)
+        new: list[bytes] = []
+        if unknown.size:
+            new = sorted({words[i] for i in unknown.tolist()})    # sorted: numbering does not depend on hashing
+            self._word_no.update(zip(new, range(len(self._word_no), len(self._word_no) + len(new))))
+            numbers[unknown] = [self._word_no[words[i]] for i in unknown.tolist()]
+        return numbers, new
+
+    def count(self, notes: Sequence[Sequence[str]]) -> tuple[list[bytes], list[LocalVector]]:
+        """(words numbered meanwhile, one ``LocalVector`` per note) for the notes' field texts."""
+        words: list[bytes] = []
+        sizes: list[int] = []
+        for texts in notes:
+            for text in texts:
+                found = term_words(text)
+                words += found
+                sizes.append(len(found))
+        numbers, new = self._numbers(words)
+        span = max(len(self._word_no), 1)
+        slot = np.repeat(np.arange(len(sizes), dtype=np.int64), sizes)       # note * n_fields + field
+        keys, counts = np.unique(slot * span + numbers, return_counts=True)
+        note_field, word = np.divmod(keys, span)
+        note, field = np.divmod(note_field, self.n_fields)
+        per_note, row = np.unique(note * span + word, return_inverse=True)
+        tf = np.zeros((per_note.size, self.n_fields), dtype="<u4")
+        tf[row, field] = counts
+        id_bytes, tf_bytes = (per_note % span).astype("<i4").tobytes(), tf.tobytes()
+        bounds = np.searchsorted(per_note // span, np.arange(len(notes) + 1)).tolist()
+        width = 4 * self.n_fields
+        return new, [LocalVector(id_bytes[4 * a:4 * b], tf_bytes[width * a:width * b])
+                     for a, b in pairwise(bounds)]
+
+
+class _Ints:
+    """An append-only int64 column: appended as Python ints, read as one numpy array that is
+    extended by the new tail only (not rebuilt from the whole list on every read)."""
+
+    def __init__(self) -> None:
+        self._done = np.zeros(0, dtype=np.int64)
+        self._tail: list[int] = []
+
+    def __len__(self) -> int:
+        return self._done.size + len(self._tail)
+
+    def extend(self, values: Iterable[int]) -> None:
+        self._tail.extend(values)
+
+    def array(self) -> np.ndarray:
+        if self._tail:
+            self._done = np.concatenate((self._done, np.asarray(self._tail, dtype=np.int64)))
+            self._tail = []
+        return self._done
 
 
 class TermVectors:
-    """``FieldTerms`` of notes -> packed sparse term vectors (the ``note_terms`` rows).
+    """``LocalVector`` s from any number of ``WordTable`` s -> packed ``note_terms`` rows.
 
-    Term ids come from ``term_ids`` (the index's ``terms`` table); terms never seen before get
-    the next ids (in sorted order, so ids do not depend on hashing) and are handed out once
-    by ``take_new_terms``. A vector is the ascending int32 term ids and a uint16 matrix
-    ``[n_terms, n_fields]`` of frequencies (capped at 65535), both as little-endian bytes.
+    ``register`` must see each table's newly numbered words in the order the table reported
+    them; it tokenises the words this builder has not seen (one FTS5 round trip). A word maps
+    to a run of index term ids (usually one; none for a word FTS5 drops), and words with one
+    stem add up. Terms never seen before get the next ids, in sorted order within a batch, so
+    ids do not depend on which process counted what. A row is the ascending int32 term ids and
+    the uint16 matrix ``[n_terms, n_fields]`` (capped at 65535), both little-endian bytes.
     """
 
-    def __init__(self, term_ids: dict[str, int], n_fields: int) -> None:
+    def __init__(self, analyzer: Analyzer, n_fields: int, *, next_id: int = 1,
+                 known: Callable[[list[str]], dict[str, int]] = lambda terms: {}) -> None:
+        """``known(terms)`` returns the ids the index already has for some of ``terms``; terms it
+        does not know get ids from ``next_id`` on (only the terms met are ever looked up)."""
+        self.analyzer = analyzer
         self.n_fields = n_fields
-        self._term_ids = term_ids
-        self._next_term = max(term_ids.values(), default=0) + 1
+        self._known = known
+        self._term_ids: dict[str, int] = {}
+        self._next_term = next_id
         self._new_terms: list[tuple[int, str]] = []
+        self._word_no: dict[bytes, int] = {}      # word -> global word number
+        self._starts, self._lens, self._flat = _Ints(), _Ints(), _Ints()   # word number -> its run in _flat
+        self._local: dict[object, _Ints] = {}     # table -> global word number of each local id
+
+    def _learn(self, words: list[bytes]) -> None:
+        if not words:
+            return
+        texts = [w.decode("utf-8") for w in words]
+        mapping = self.analyzer.map_words(texts)
+        ids = self._term_ids
+        unseen = {t for w in texts for t in mapping[w]}.difference(ids)
+        found = self._known(sorted(unseen))
+        ids.update(found)
+        for term in sorted(unseen.difference(found)):
+            ids[term] = self._next_term
+            self._new_terms.append((self._next_term, term))
+            self._next_term += 1
+        tokens = [mapping[w] for w in texts]
+        lens = [len(t) for t in tokens]
+        self._word_no.update(zip(words, range(len(self._lens), len(self._lens) + len(words))))
+        self._starts.extend(accumulate(lens[:-1], initial=len(self._flat)))
+        self._lens.extend(lens)
+        self._flat.extend(ids[t] for toks in tokens for t in toks)
+
+    def register(self, table: object, new_words: Sequence[bytes]) -> None:
+        """Record the words ``table`` numbered in a batch (its next local ids, in order)."""
+        self._learn(sorted(set(new_words).difference(self._word_no)))
+        self._local.setdefault(table, _Ints()).extend(map(self._word_no.__getitem__, new_words))
 
     def take_new_terms(self) -> list[tuple[int, str]]:
         """(id, term) of the terms assigned since the last call, for the ``terms`` table."""
         out, self._new_terms = self._new_terms, []
         return out
 
-    def _ids(self, terms: list[str]) -> np.ndarray:
-        ids = self._term_ids
-        for term in sorted(set(terms).difference(ids)):
-            ids[term] = self._next_term
-            self._new_terms.append((self._next_term, term))
-            self._next_term += 1
-        return np.fromiter(map(ids.__getitem__, terms), dtype=np.int64, count=len(terms))
+    def _global_words(self, tables: list[object], local: np.ndarray, lengths: list[int]) -> np.ndarray:
+        distinct = list(dict.fromkeys(tables))
+        if len(distinct) == 1:
+            return self._local.get(distinct[0], _Ints()).array()[local]
+        owner = np.repeat(np.array([distinct.index(t) for t in tables], dtype=np.int64), lengths)
+        out = np.empty(local.size, dtype=np.int64)
+        for k, table in enumerate(distinct):
+            mask = owner == k
+            out[mask] = self._local.get(table, _Ints()).array()[local[mask]]
+        return out
 
-    def vectors(self, notes: Sequence[FieldTerms]) -> list[tuple[bytes, bytes]]:
-        """(term_ids bytes, tf bytes) of each note, in order."""
-        terms: list[str] = []
-        for ft in notes:
-            terms.extend(ft.term_list())
-        tids = self._ids(terms)
-        sizes = [n for ft in notes for n in ft.sizes]
-        note = np.repeat(np.repeat(np.arange(len(notes), dtype=np.int64), self.n_fields), sizes)
-        field = np.repeat(np.tile(np.arange(self.n_fields, dtype=np.int64), len(notes)), sizes)
-        count = np.frombuffer(b"".join(ft.counts for ft in notes), dtype=np.int32).astype(np.float64)
+    def vectors(self, notes: Sequence[tuple[object, LocalVector]]) -> list[tuple[bytes, bytes]]:
+        """(term_ids bytes, tf bytes) of each (table, local vector), in order."""
+        lengths = [len(v.ids) // 4 for _, v in notes]
+        words = self._global_words([t for t, _ in notes], np.frombuffer(b"".join(v.ids for _, v in notes), "<i4"),
+                                   lengths)
+        tf = np.frombuffer(b"".join(v.tf for _, v in notes), dtype="<u4").reshape(-1, self.n_fields)
+        note = np.repeat(np.arange(len(notes), dtype=np.int64), lengths)
+        n_ids, pos = self._lens.array()[words], self._starts.array()[words]
+        if not np.all(n_ids == 1):  # words of zero or several tokens: one entry per token
+            rep = np.repeat(np.arange(words.size), n_ids)
+            pos = pos[rep] + np.arange(rep.size) - np.repeat(np.cumsum(n_ids) - n_ids, n_ids)
+            note, tf = note[rep], tf[rep]
         span = self._next_term
-        uniq, inv = np.unique(note * span + tids, return_inverse=True)
-        tf = np.bincount(inv * self.n_fields + field, weights=count, minlength=uniq.size * self.n_fields)
-        tf_bytes = np.minimum(tf, _TF_MAX).astype("<u2").tobytes()
-        tid_bytes = (uniq % span).astype("<i4").tobytes()
-        bounds = np.searchsorted(uniq // span, np.arange(len(notes) + 1)).tolist()
+        keys, row = np.unique(note * span + self._flat.array()[pos], return_inverse=True)
+        summed = np.stack([np.bincount(row, weights=tf[:, f], minlength=keys.size) for f in range(self.n_fields)],
+                          axis=1)
+        tf_bytes = np.minimum(summed, _TF_MAX).astype("<u2").tobytes()
+        id_bytes = (keys % span).astype("<i4").tobytes()
+        bounds = np.searchsorted(keys // span, np.arange(len(notes) + 1)).tolist()
         width = 2 * self.n_fields
-        return [(tid_bytes[4 * a:4 * b], tf_bytes[width * a:width * b]) for a, b in zip(bounds, bounds[1:])]
+        return [(id_bytes[4 * a:4 * b], tf_bytes[width * a:width * b]) for a, b in pairwise(bounds)]
 
 
 _analyzers: dict[str, Analyzer] = {}
-_inherited: list[Analyzer] = []
 
 
 def analyzer_for(tokenizer: str) -> Analyzer:
@@ -169,10 +317,3 @@ def analyzer_for(tokenizer: str) -> Analyzer:
     if found is None:
         found = _analyzers[tokenizer] = Analyzer(tokenizer)
     return found
-
-
-def forget_inherited_analyzers() -> None:
-    """In a forked child: make ``analyzer_for`` build fresh analyzers. An SQLite connection must
-    not be used across a fork; the parent's are kept referenced (never used, never closed)."""
-    _inherited.extend(_analyzers.values())
-    _analyzers.clear()

@@ -8,25 +8,31 @@ Unchanged notes (same content hash) keep their rows, chunks, term vectors and de
 vectors because the working database starts as a byte copy of the verified active
 generation. ``in_place=True`` applies the same plan to one writable ``index.db`` in a
 single transaction instead (the ``legacy_db`` layout).
+
+Changed notes are read, parsed, chunked and counted by ``core.ingest.prepared_notes`` - in
+forked worker processes when there are many - while this process gives them ids, maps
+their words to FTS5 terms and writes the rows (``core.ingest.NoteWriter``).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
 import sqlite3
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from tqdm import tqdm
 
 from core import generations as gen
+from core.analysis import analyzer_for, check_tokenizer
 from core.chunking import CHUNKER_VERSION
 from core.errors import IntegrityError, SourceChangedError, ValidationError
-from core.ingest import (NoteWriter, SkippedFile, default_workers, delete_notes, prepared_notes, read_source,
-                         recompute_edges)
+from core.ingest import NoteWriter, default_workers, delete_notes, prepared_notes, read_source, recompute_edges
 from core.scan import MAX_NOTE_BYTES, ScannedFile, ScanResult, scan_vault
 from core.schema import SCHEMA_VERSION, atomic, create_schema, get_meta, set_meta
 
@@ -44,6 +50,9 @@ class IndexConfig:
     chunk_overlap: int = 60
     tokenizer: str = DEFAULT_TOKENIZER
     max_note_bytes: int = MAX_NOTE_BYTES
+
+    def __post_init__(self) -> None:
+        check_tokenizer(self.tokenizer)
 
     @property
     def chunker(self) -> str:
@@ -80,7 +89,7 @@ class _Plan:
     scan: ScanResult
     scan_started_ns: int
     unchanged: dict[str, int]                     # rel_path -> note id (or -1 for skipped files)
-    changed: list[tuple[ScannedFile, bytes | None, str | None]]  # file, bytes, sha256 (None: new, not read yet)
+    changed: list[tuple[ScannedFile, bytes | None, str | None]]  # file, content, sha256 (None: not read yet)
     changed_ids: list[int]                         # base note ids of modified notes
     removed_ids: list[int]
     removed_skipped: list[str]
@@ -111,8 +120,7 @@ class _Run:
 
 
 def _open_working(path: Path, *, in_place: bool) -> sqlite3.Connection:
-    # check_same_thread=False: the NoteWriter's RowSink inserts from its worker thread
-    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    conn = sqlite3.connect(path, isolation_level=None)
     if in_place:
         conn.execute("PRAGMA journal_mode=DELETE")
         conn.execute("PRAGMA synchronous=FULL")
@@ -166,17 +174,14 @@ def _apply(conn: sqlite3.Connection, plan: _Plan, run: _Run) -> dict[str, int]:
     conn.executemany("DELETE FROM skipped_files WHERE rel_path = ?", [(p,) for p in plan.removed_skipped])
     items = [(f.rel_path, str(f.path), data, sha, f.mtime_ns, f.size) for f, data, sha in plan.changed]
     workers = default_workers(len(items)) if run.workers is None else run.workers
-    skipped_rows = []
-    # the worker processes are forked on entry, before the NoteWriter starts its thread
+    writer = NoteWriter(conn, analyzer_for(run.config.tokenizer))
     with prepared_notes(items, chunk_size=run.config.chunk_size, chunk_overlap=run.config.chunk_overlap,
-                        tokenizer=run.config.tokenizer, workers=workers) as prepared, NoteWriter(conn) as writer:
-        for note in tqdm(prepared, total=len(items), desc="indexing", unit="note", disable=not run.progress):
-            if isinstance(note, SkippedFile):
-                skipped_rows.append(note.row)
-            else:
-                writer.add(note)
-    conn.executemany("INSERT OR REPLACE INTO skipped_files(rel_path, content_sha256, mtime_ns, size, reason, detail) "
-                     "VALUES (?, ?, ?, ?, ?, ?)", skipped_rows)
+                        workers=workers) as batches, \
+            tqdm(total=len(items), desc="indexing", unit="note", disable=not run.progress) as bar:
+        for batch in batches:
+            writer.add_batch(batch)
+            bar.update(len(batch.notes))
+    writer.flush()
     conn.execute("DELETE FROM build_problems")
     conn.executemany("INSERT INTO build_problems(path, reason, detail) VALUES (?, ?, ?)",
                      [(p.path, p.reason, p.detail) for p in plan.scan.problems])
@@ -190,7 +195,7 @@ def snapshot_hash(conn: sqlite3.Connection) -> str:
     rows = conn.execute("SELECT rel_path, content_sha256 FROM notes UNION ALL "
                         "SELECT rel_path, content_sha256 FROM skipped_files ORDER BY 1")
     for rel, sha in rows:
-        h.update(f"{rel}\0{sha}\n".encode("utf-8"))
+        h.update(f"{rel}\0{sha}\n".encode())
     return h.hexdigest()
 
 
@@ -229,8 +234,8 @@ def _validate(conn: sqlite3.Connection, scan: ScanResult) -> None:
         raise ValidationError("the staged index failed validation: " + "; ".join(found), problems=found)
 
 
-def _check_source_unchanged(vault: Path, index_dir: Path, scan: ScanResult) -> None:
-    again = scan_vault(vault, index_dir=index_dir)
+def _check_source_unchanged(vault: Path, index_dir: Path, scan: ScanResult, max_bytes: int) -> None:
+    again = scan_vault(vault, index_dir=index_dir, max_bytes=max_bytes)
     before = {f.rel_path: (f.mtime_ns, f.size) for f in scan.files}
     after = {f.rel_path: (f.mtime_ns, f.size) for f in again.files}
     if before != after:
@@ -239,23 +244,35 @@ def _check_source_unchanged(vault: Path, index_dir: Path, scan: ScanResult) -> N
                                  paths=changed[:20])
 
 
-def _open_base(layout: gen.IndexLayout, config: IndexConfig) -> tuple[gen.ResolvedIndex | None, str | None]:
-    """The verified active generation to carry notes over from, or (None, why not)."""
+@dataclass(frozen=True)
+class _Base:
+    """Where a build starts: the active generation (publish swaps the pointer from it) and, when
+    that generation verifies and has this build's identity, the copy to carry notes over from."""
+
+    active_id: str | None
+    carry: gen.ResolvedIndex | None
+    rebuild_reason: str | None
+
+
+def _open_base(layout: gen.IndexLayout, config: IndexConfig) -> _Base:
     try:
-        if gen.active_record(layout) is None:
-            return None, "no_active_generation"
+        record = gen.active_record(layout)
+    except IntegrityError as exc:
+        return _Base(None, None, f"active_generation_rejected:{exc.reason}")
+    if record is None:
+        return _Base(None, None, "no_active_generation")
+    try:
         base = gen.resolve(layout)
     except IntegrityError as exc:  # a broken base is not carried over; the new build is complete on its own
-        return None, f"active_generation_rejected:{exc.reason}"
+        return _Base(record["generation_id"], None, f"active_generation_rejected:{exc.reason}")
     conn = gen.connect_readonly(base)
     try:
         meta = get_meta(conn)
     finally:
         conn.close()
-    ident = config.identity()
-    if any(meta.get(k) != v for k, v in ident.items()):
-        return None, "index_identity_changed"
-    return base, None
+    if any(meta.get(k) != v for k, v in config.identity().items()):
+        return _Base(base.generation_id, None, "index_identity_changed")
+    return _Base(base.generation_id, base, None)
 
 
 def _report(conn: sqlite3.Connection, plan: _Plan, run: _Run, *, kind: str, generation_id: str | None,
@@ -278,7 +295,7 @@ def _stage(conn: sqlite3.Connection, plan: _Plan, run: _Run) -> dict[str, int]:
                         "source_snapshot_hash": snapshot_hash(conn), "built_at": time.time()})
     t = run.lap("write", t)
     _validate(conn, plan.scan)
-    _check_source_unchanged(run.vault, run.layout.index_dir, plan.scan)
+    _check_source_unchanged(run.vault, run.layout.index_dir, plan.scan, run.config.max_note_bytes)
     run.lap("validate", t)
     return extra
 
@@ -311,12 +328,13 @@ def _build_generation(run: _Run, scan: ScanResult, scan_started_ns: int, *, keep
                       on_step: Callable[[str], None] | None) -> BuildReport:
     """Plan against the verified active generation; stage a copy of it; publish the result."""
     t = time.perf_counter()
-    base, rebuild_reason = _open_base(run.layout, run.config)
+    start = _open_base(run.layout, run.config)
+    base = start.carry
     base_conn = gen.connect_readonly(base) if base else None
     try:
         plan = _plan(scan, scan_started_ns, base_conn)
         run.lap("plan", t)
-        if base_conn is not None and plan.up_to_date:
+        if base is not None and base_conn is not None and plan.up_to_date:
             return _report(base_conn, plan, run, kind="immutable_generation", generation_id=base.generation_id,
                            up_to_date=True, rebuild_reason=None, extra={})
     finally:
@@ -336,29 +354,29 @@ def _build_generation(run: _Run, scan: ScanResult, scan_started_ns: int, *, keep
         finally:
             conn.close()
         t = time.perf_counter()
-        published = gen.publish(run.layout, staging, record, expected_base=base.generation_id if base else None,
-                                keep=keep, on_step=on_step)
+        published = gen.publish(run.layout, staging, record, expected_base=start.active_id, keep=keep,
+                                on_step=on_step)
         run.lap("publish", t)
     finally:
         staging.unlink(missing_ok=True)
     conn = gen.connect_readonly(published)
     try:
         return _report(conn, plan, run, kind="immutable_generation", generation_id=published.generation_id,
-                       up_to_date=False, rebuild_reason=rebuild_reason, extra=extra)
+                       up_to_date=False, rebuild_reason=start.rebuild_reason, extra=extra)
     finally:
         conn.close()
 
 
 def _record(conn: sqlite3.Connection, config: IndexConfig, timings: dict[str, float]) -> gen.GenerationRecord:
     meta = get_meta(conn)
-    count = lambda sql: conn.execute(sql).fetchone()[0]  # noqa: E731
+    count = lambda sql: conn.execute(sql).fetchone()[0]
     dense_model = meta.get("dense_model")
     return gen.GenerationRecord(
         source_snapshot_hash=meta["source_snapshot_hash"], notes=count("SELECT count(*) FROM notes"),
         chunks=count("SELECT count(*) FROM chunks"), dense_chunks=count("SELECT count(*) FROM chunk_vectors"),
         chunker=config.chunker, tokenizer=config.tokenizer, timings=dict(timings),
         problems=[{"path": p["path"], "reason": p["reason"]} for p in all_problems(conn)],
-        dense_model=None if dense_model is None else str(dense_model))
+        dense_model=None if dense_model is None else json.dumps(dense_model, sort_keys=True))
 
 
 def _build_in_place(run: _Run, scan: ScanResult, scan_started_ns: int) -> BuildReport:

@@ -4,13 +4,15 @@ The builder decides *which* notes change; this module knows *how* a note becomes
 the notes row, tags, per-note problems, chunks + their FTS5 rows, the sparse term vector
 and the links as written. Three stages, so that two CPU cores can share the work:
 
-    prepare_note     file -> PreparedNote: read, hash, parse, chunk, count terms. Pure,
-                     so ``prepared_notes`` can run it in forked worker processes.
-    NoteWriter       assigns note and chunk ids, turns term counts into term vectors
-                     (``core.analysis.TermVectors``) and batches the rows ...
-    RowSink          ... which one worker thread inserts. SQLite releases the GIL while
-                     it steps a statement (FTS5 tokenising the chunks is most of the
-                     write cost), so inserting one batch overlaps preparing the next.
+    prepare_notes    files -> PreparedBatch: read, hash, parse, chunk, count words. Pure
+                     apart from a per-process WordTable, so ``prepared_notes`` can run
+                     it in forked worker processes while this process writes.
+    NoteWriter       assigns note and chunk ids, turns word counts into term vectors
+                     (``core.analysis.TermVectors``: FTS5's tokens) and inserts the rows
+                     a batch at a time with executemany.
+
+(A writer *thread* was tried and measured slower: executemany takes the GIL back for every
+row it binds, so the two threads mostly traded the GIL; processes are what overlap.)
 """
 
 from __future__ import annotations
@@ -19,18 +21,14 @@ import hashlib
 import json
 import multiprocessing
 import os
-import queue
 import sqlite3
-import threading
-import time
+import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
-from types import TracebackType
 
-from core import analysis
-from core.analysis import FieldTerms, TermVectors, analyzer_for, field_terms
+from core.analysis import Analyzer, LocalVector, TermVectors, WordTable
 from core.chunking import chunk_body, headings
 from core.errors import SourceChangedError
 from core.links import LinkResolver
@@ -51,31 +49,30 @@ _INSERTS = {
     "new_terms": "INSERT INTO terms(id, term) VALUES (?, ?)",
     "terms": "INSERT INTO note_terms(note_id, term_ids, tf) VALUES (?, ?, ?)",
     "links": "INSERT INTO links(note_id, target, kind, heading, alias, source, alt_target) VALUES (?, ?, ?, ?, ?, ?, ?)",
+    "skipped": "INSERT OR REPLACE INTO skipped_files(rel_path, content_sha256, mtime_ns, size, reason, detail) "
+               "VALUES (?, ?, ?, ?, ?, ?)",
 }
 _BATCH_NOTES = 256
 _BATCH_CHUNKS = 4096
 POOL_MIN_NOTES = 1000      # fewer notes than this are prepared in process: forking would not pay off
-_POOL_TASK_NOTES = 64
-_ORPHAN_POLL_S = 0.2
+_PREPARE_BATCH = 64         # notes per prepare_notes call (per worker task)
 # json.dumps(value, ensure_ascii=False, sort_keys=True) without building an encoder per call
 _json = json.JSONEncoder(ensure_ascii=False, sort_keys=True).encode
 
-Batch = list[tuple[str, list[tuple]]]
 # rel_path, path, content and sha256 (None: not read yet), mtime_ns, size
 NoteFile = tuple[str, str, "bytes | None", "str | None", int, int]
 
 
-# ---------------------------------------------------------------- prepare (pure, may run in a worker)
+# ---------------------------------------------------------------- prepare (may run in a worker)
 
 @dataclass(frozen=True)
 class PreparedNote:
     """Everything one note puts in the index except the ids the writer assigns.
 
-    Compact on purpose (chunk texts are offsets into ``body``, word counts are flat), since a
-    worker process pickles it back to the builder.
+    Compact on purpose (chunk texts are offsets into ``body``, term counts are packed), since
+    a worker process pickles it back to the builder.
     """
 
-    rel_path: str
     values: tuple                    # the notes row after ``id``, in NOTE_COLUMNS order
     tags: tuple[str, ...]
     problems: tuple[tuple[str, str], ...]                 # (reason, detail)
@@ -83,7 +80,7 @@ class PreparedNote:
     body: str
     chunks: tuple[tuple[int, str, int, int, str, str], ...]  # ord, heading_path JSON, start, end, sha256, heading cell
     first_cells: tuple[str, str, str]                     # title, description, tags: FTS cells of chunk 0
-    terms: FieldTerms
+    terms: LocalVector
 
 
 @dataclass(frozen=True)
@@ -91,6 +88,18 @@ class SkippedFile:
     """A file that was read but not indexed (binary): a ``skipped_files`` row."""
 
     row: tuple[str, str, int, int, str, str]   # rel_path, sha256, mtime_ns, size, reason, detail
+
+
+@dataclass(frozen=True)
+class PreparedBatch:
+    """Prepared notes, in input order, with the words their process numbered meanwhile."""
+
+    table: tuple[int, str]           # (pid, build): whose WordTable numbered the words
+    new_words: list[bytes]
+    notes: list[PreparedNote | SkippedFile]
+
+
+_tables: dict[str, WordTable] = {}   # build -> this process's WordTable for it
 
 
 def _field_texts(note: ParsedNote) -> tuple[str, ...]:
@@ -124,16 +133,21 @@ def read_source(rel_path: str, path: str | os.PathLike[str]) -> tuple[bytes, str
         raise SourceChangedError(f"{rel_path} disappeared during the build", paths=[rel_path]) from None
 
 
-def prepare_note(item: NoteFile, *, chunk_size: int, chunk_overlap: int,
-                 tokenizer: str) -> PreparedNote | SkippedFile:
-    """Read (unless the content is given), parse, chunk and count one note file."""
+def _parse(item: NoteFile) -> tuple[str, ParsedNote | SkippedFile]:
+    """(sha256, parsed note) of one file, read unless its content is given; a binary file is skipped."""
     rel_path, path, data, sha256, mtime_ns, size = item
     if data is None or sha256 is None:
         data, sha256 = read_source(rel_path, path)
     note = parse_note(rel_path, data)
     if note is None:
         problem = skip_problem(rel_path, data)
-        return SkippedFile((rel_path, sha256, mtime_ns, size, problem.reason, problem.detail))
+        return sha256, SkippedFile((rel_path, sha256, mtime_ns, size, problem.reason, problem.detail))
+    return sha256, note
+
+
+def _prepared(item: NoteFile, sha256: str, note: ParsedNote, texts: tuple[str, ...], terms: LocalVector, *,
+              chunk_size: int, chunk_overlap: int) -> PreparedNote:
+    mtime_ns, size = item[4], item[5]
     d = note.dates
     values = (
         note.rel_path, note.title, note.description, note.note_type, _json(list(note.tags)),
@@ -142,27 +156,35 @@ def prepare_note(item: NoteFile, *, chunk_size: int, chunk_overlap: int,
         _json(list(note.superseded_by)), _json(list(note.aliases)), note.frontmatter_id,
         _json(note.extra), sha256, mtime_ns, size, len(note.body),
     )
-    texts = _field_texts(note)
     return PreparedNote(
-        rel_path=rel_path, values=values, tags=note.tags,
-        problems=tuple((p.reason, p.detail) for p in note.problems),
+        values=values, tags=note.tags, problems=tuple((p.reason, p.detail) for p in note.problems),
         links=tuple((ln.target, ln.kind, ln.heading, ln.alias, ln.source, ln.alt_target) for ln in note.links),
-        body=note.body, chunks=_chunk_rows(note, chunk_size, chunk_overlap), first_cells=texts[:3],
-        terms=field_terms(analyzer_for(tokenizer), texts))
+        body=note.body, chunks=_chunk_rows(note, chunk_size, chunk_overlap), first_cells=texts[:3], terms=terms)
 
 
-def _exit_when_orphaned(parent: int) -> None:
-    while os.getppid() == parent:
-        time.sleep(_ORPHAN_POLL_S)
-    os._exit(1)
+def prepare_notes(items: Sequence[NoteFile], *, chunk_size: int, chunk_overlap: int, build: str) -> PreparedBatch:
+    """Read, parse, chunk and count a batch of note files. Words are counted for the batch at
+    once by this process's ``WordTable`` for ``build``."""
+    table = _tables.get(build)
+    if table is None:
+        table = _tables[build] = WordTable(len(FTS_COLUMNS))
+    parsed = [(item, *_parse(item)) for item in items]
+    notes = [(item, sha, note) for item, sha, note in parsed if isinstance(note, ParsedNote)]
+    texts = [_field_texts(note) for _, _, note in notes]
+    new_words, vectors = table.count(texts)
+    ready = {id(note): _prepared(item, sha, note, t, v, chunk_size=chunk_size, chunk_overlap=chunk_overlap)
+             for (item, sha, note), t, v in zip(notes, texts, vectors)}
+    return PreparedBatch((os.getpid(), build), new_words,
+                         [ready[id(note)] if isinstance(note, ParsedNote) else note for _, _, note in parsed])
 
 
-def _worker_init(parent: int) -> None:
-    """A forked worker holds the builder's open files, the build lock among them: if the builder
-    dies, the worker must exit at once or the lock would outlive it. It also must not use the
-    parent's SQLite connections, so it makes its own analyzer."""
-    analysis.forget_inherited_analyzers()
-    threading.Thread(target=_exit_when_orphaned, args=(parent,), daemon=True).start()
+def _worker_init() -> None:
+    """Start a forked worker with no word tables of its parent's.
+
+    (Pool workers close the pipe ends they do not use, so when the builder dies they fail at
+    their next read or write and exit, releasing the build lock file they inherited.)
+    """
+    _tables.clear()
 
 
 def default_workers(n_notes: int) -> int:
@@ -173,104 +195,56 @@ def default_workers(n_notes: int) -> int:
 
 
 @contextmanager
-def prepared_notes(items: Sequence[NoteFile], *, chunk_size: int, chunk_overlap: int, tokenizer: str,
-                   workers: int) -> Iterator[Iterator[PreparedNote | SkippedFile]]:
-    """``prepare_note`` over ``items``, in order: in process, or in ``workers`` forked processes.
+def prepared_notes(items: Sequence[NoteFile], *, chunk_size: int, chunk_overlap: int,
+                   workers: int) -> Iterator[Iterator[PreparedBatch]]:
+    """``prepare_notes`` over ``items`` in batches, in order: in process, or in ``workers`` forked processes.
 
-    Enter it BEFORE starting threads (a ``NoteWriter``): the workers are forked on entry. Fork
-    (not spawn) keeps the start cheap; the workers only parse, they never touch SQLite.
+    The workers are forked on entry (fork, not spawn, keeps the start cheap); they read, parse
+    and count, and never touch a database. Pass ``workers=1`` where forking is unwelcome.
     """
-    prepare = partial(prepare_note, chunk_size=chunk_size, chunk_overlap=chunk_overlap, tokenizer=tokenizer)
-    if workers <= 1:
-        yield map(prepare, items)
-        return
-    ctx = multiprocessing.get_context("fork")
-    with ctx.Pool(workers, initializer=_worker_init, initargs=(os.getpid(),)) as pool:
-        yield pool.imap(prepare, items, chunksize=_POOL_TASK_NOTES)
+    build = uuid.uuid4().hex
+    prepare = partial(prepare_notes, chunk_size=chunk_size, chunk_overlap=chunk_overlap, build=build)
+    batches = [items[i:i + _PREPARE_BATCH] for i in range(0, len(items), _PREPARE_BATCH)]
+    try:
+        if workers <= 1:
+            yield map(prepare, batches)
+            return
+        ctx = multiprocessing.get_context("fork")
+        with ctx.Pool(workers, initializer=_worker_init) as pool:
+            yield pool.imap(prepare, batches)
+    finally:
+        _tables.pop(build, None)
 
 
 # ---------------------------------------------------------------- write (builder process)
 
-class RowSink:
-    """Runs batches of INSERTs, in order, on one worker thread using the caller's connection.
-
-    The connection must be opened with ``check_same_thread=False``, and the caller must not
-    use it until ``close`` returns; the caller's transaction stays the caller's (the sink only
-    inserts). A failed insert stops the sink: its error is raised by the next ``put`` or by
-    ``close``, never dropped.
-    """
-
-    def __init__(self, conn: sqlite3.Connection, *, depth: int = 2) -> None:
-        self.conn = conn
-        self._queue: queue.Queue[Batch | None] = queue.Queue(maxsize=depth)
-        self._error: BaseException | None = None
-        self._abort = False
-        self._thread = threading.Thread(target=self._run, name="vaultsearch-row-sink", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while (batch := self._queue.get()) is not None:
-            if self._error is not None or self._abort:
-                continue  # keep draining so that a blocked put() returns; nothing more is written
-            try:
-                for sql, rows in batch:
-                    if rows:
-                        self.conn.executemany(sql, rows)
-            except Exception as exc:  # handed over to the caller's thread, which raises it
-                self._error = exc
-
-    def _raise_error(self) -> None:
-        if self._error is not None:
-            raise self._error
-
-    def put(self, batch: Batch) -> None:
-        """Queue one batch (blocks while ``depth`` batches are waiting)."""
-        self._raise_error()
-        self._queue.put(batch)
-
-    def close(self, *, abort: bool = False) -> None:
-        """Wait until every queued batch is written (or, with ``abort``, skipped); raise a write error."""
-        self._abort = abort
-        self._queue.put(None)
-        self._thread.join()
-        self._raise_error()
-
-
 class NoteWriter:
-    """Gives prepared notes their ids and term vectors and hands their rows, a batch at a time,
-    to a ``RowSink``.
+    """Gives prepared notes their ids and term vectors and inserts their rows, a batch at a time.
 
-    Use it as a context manager: a clean exit writes the last batch and waits for every
-    write to finish; an exception stops the writes and propagates (the caller's
-    transaction then rolls back). The connection must allow use from another thread.
+    Call ``flush`` after the last batch. It writes inside the caller's transaction.
     """
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, analyzer: Analyzer) -> None:
         self.next_note_id = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM notes").fetchone()[0]
         self.next_chunk_id = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM chunks").fetchone()[0]
-        self.vectors = TermVectors(dict(conn.execute("SELECT term, id FROM terms")), len(FTS_COLUMNS))
+        next_id = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM terms").fetchone()[0]
+        self.vectors = TermVectors(analyzer, len(FTS_COLUMNS), next_id=next_id, known=partial(_term_ids, conn))
         self._rows: dict[str, list[tuple]] = {name: [] for name in _INSERTS}
-        self._terms: list[tuple[int, FieldTerms]] = []
-        self.chunks_added = 0
-        self._sink = RowSink(conn)
+        self._terms: list[tuple[int, tuple[int, str], LocalVector]] = []
+        self.conn = conn
 
-    def __enter__(self) -> NoteWriter:
-        return self
+    def add_batch(self, batch: PreparedBatch) -> None:
+        """Queue the rows of a prepared batch (skipped files become ``skipped_files`` rows)."""
+        self.vectors.register(batch.table, batch.new_words)
+        for note in batch.notes:
+            if isinstance(note, SkippedFile):
+                self._rows["skipped"].append(note.row)
+            else:
+                self._add(note, batch.table)
+        if len(self._terms) >= _BATCH_NOTES or len(self._rows["chunks"]) >= _BATCH_CHUNKS:
+            self.flush()
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        failed = exc_type is not None
-        try:
-            if not failed:
-                self._flush()
-        except BaseException:
-            failed = True
-            raise
-        finally:
-            self._sink.close(abort=failed)
-
-    def add(self, note: PreparedNote) -> int:
-        """Queue the rows of one note; returns its note id."""
+    def _add(self, note: PreparedNote, table: tuple[int, str]) -> None:
         note_id = self.next_note_id
         self.next_note_id += 1
         rows = self._rows
@@ -278,14 +252,7 @@ class NoteWriter:
         rows["tags"].extend((tag, note_id) for tag in note.tags)
         rows["problems"].extend((note_id, *p) for p in note.problems)
         rows["links"].extend((note_id, *ln) for ln in note.links)
-        self._add_chunks(note_id, note)
-        self._terms.append((note_id, note.terms))
-        if len(self._terms) >= _BATCH_NOTES or len(rows["chunks"]) >= _BATCH_CHUNKS:
-            self._flush()
-        return note_id
-
-    def _add_chunks(self, note_id: int, note: PreparedNote) -> None:
-        chunk_rows, fts_rows, body = self._rows["chunks"], self._rows["fts"], note.body
+        chunk_rows, fts_rows, body = rows["chunks"], rows["fts"], note.body
         title, description, tags = note.first_cells
         cid = self.next_chunk_id
         for ord_, path_json, start, end, sha, heading in note.chunks:
@@ -295,19 +262,30 @@ class NoteWriter:
             else:
                 fts_rows.append((cid, "", "", "", heading, body[start:end]))
             cid += 1
-        self.chunks_added += cid - self.next_chunk_id
         self.next_chunk_id = cid
+        self._terms.append((note_id, table, note.terms))
 
-    def _flush(self) -> None:
-        """Turn the queued term counts into term vectors and hand the batch to the sink."""
+    def flush(self) -> None:
+        """Turn the queued word counts into term vectors and insert every queued row."""
         rows = self._rows
         if self._terms:
-            vectors = self.vectors.vectors([terms for _, terms in self._terms])
-            rows["terms"] = [(note_id, tids, tf) for (note_id, _), (tids, tf) in zip(self._terms, vectors)]
-            rows["new_terms"] = self.vectors.take_new_terms()
-        self._sink.put([(_INSERTS[name], rows[name]) for name in _INSERTS])
+            vectors = self.vectors.vectors([(table, local) for _, table, local in self._terms])
+            rows["terms"] = [(note_id, ids, tf) for (note_id, _, _), (ids, tf) in zip(self._terms, vectors)]
+        rows["new_terms"] = self.vectors.take_new_terms()
+        for name, sql in _INSERTS.items():
+            if rows[name]:
+                self.conn.executemany(sql, rows[name])
         self._rows = {name: [] for name in _INSERTS}
         self._terms = []
+
+
+def _term_ids(conn: sqlite3.Connection, terms: list[str]) -> dict[str, int]:
+    """The ids the ``terms`` table holds for some of ``terms`` (a carried-over index knows many)."""
+    found: dict[str, int] = {}
+    for start in range(0, len(terms), 500):
+        part = terms[start:start + 500]
+        found.update(conn.execute(f"SELECT term, id FROM terms WHERE term IN ({', '.join('?' * len(part))})", part))
+    return found
 
 
 def delete_notes(conn: sqlite3.Connection, note_ids: Iterable[int]) -> int:
@@ -330,6 +308,9 @@ def delete_notes(conn: sqlite3.Connection, note_ids: Iterable[int]) -> int:
 
 def recompute_edges(conn: sqlite3.Connection) -> tuple[int, int]:
     """Resolve every stored link against the current notes. Returns (edges, unresolved)."""
+    conn.execute("DELETE FROM edges")
+    if conn.execute("SELECT NOT EXISTS (SELECT 1 FROM links)").fetchone()[0]:
+        return 0, 0
     notes = [(rel, tuple(json.loads(aliases))) for rel, aliases in conn.execute("SELECT rel_path, aliases FROM notes")]
     id_of = dict(conn.execute("SELECT rel_path, id FROM notes"))
     resolver = LinkResolver(notes)
@@ -343,6 +324,5 @@ def recompute_edges(conn: sqlite3.Connection) -> tuple[int, int]:
         if dst is None:
             unresolved += 1
         rows.append((src_id, id_of.get(dst) if dst else None, kind, target))
-    conn.execute("DELETE FROM edges")
     conn.executemany("INSERT INTO edges(src_id, dst_id, kind, target) VALUES (?, ?, ?, ?)", rows)
     return len(rows), unresolved

@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pytest.importorskip("onnxruntime")
-pytest.importorskip("tokenizers")
-pytest.importorskip("onnx")
+import onnxruntime  # noqa: F401  (the dense extra is installed for the tests)
+import tokenizers  # noqa: F401  (the dense extra is installed for the tests)
+import onnx  # noqa: F401  (the dense extra is installed for the tests)
 
 from core import dense_modes  # noqa: E402
 from core import generations as gen  # noqa: E402

@@ -8,9 +8,9 @@ import sqlite3
 import numpy as np
 import pytest
 
-pytest.importorskip("onnxruntime")
-pytest.importorskip("tokenizers")
-pytest.importorskip("onnx")
+import onnxruntime  # noqa: F401  (the dense extra is installed for the tests)
+import tokenizers  # noqa: F401  (the dense extra is installed for the tests)
+import onnx  # noqa: F401  (the dense extra is installed for the tests)
 
 from core import generations as gen  # noqa: E402
 from core.builder import build_index  # noqa: E402
@@ -146,6 +146,12 @@ def test_unchanged_chunks_keep_their_vectors_across_a_rebuild(vault, model_dirs)
     build_index(vault)
     kept = vectors_by_chunk(vault)
     assert len(kept) == 9 and all(old[cid] == blob for cid, blob in kept.items())
+    record = gen.active_record(gen.layout_for(vault.resolve()))
+    conn = open_active(vault)
+    try:
+        assert json.loads(record["dense_model"]) == get_meta(conn)["dense_model"]  # JSON, not a repr
+    finally:
+        conn.close()
     assert search_vault(vault, "comet", mode="semantic", allow_fallback=True).fallback_reason == "dense_incomplete"
     report = embed_index(vault, model=model_dirs[FP32])
     assert report.embedded == 1 and report.complete and embedded_notes(vault) >= {"n03.md"}

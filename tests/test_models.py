@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-huggingface_hub = pytest.importorskip("huggingface_hub")
+import huggingface_hub as huggingface_hub
 from huggingface_hub.errors import LocalEntryNotFoundError, RevisionNotFoundError  # noqa: E402
 
 from core import models  # noqa: E402

@@ -7,9 +7,9 @@ import json
 import numpy as np
 import pytest
 
-pytest.importorskip("onnxruntime")
-pytest.importorskip("tokenizers")
-pytest.importorskip("onnx")
+import onnxruntime  # noqa: F401  (the dense extra is installed for the tests)
+import tokenizers  # noqa: F401  (the dense extra is installed for the tests)
+import onnx  # noqa: F401  (the dense extra is installed for the tests)
 
 from core.errors import ModelError  # noqa: E402
 from core.models import load_local_dir  # noqa: E402

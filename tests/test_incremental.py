@@ -1,0 +1,293 @@
+"""Incremental builds: carry-over of unchanged notes, re-parsing of changed ones, deletions, and
+the cases that must force a full rebuild.
+
+Carry-over is proved on the rows themselves: an unchanged note keeps its note id, its chunk ids
+and byte-identical rows (notes, chunks, FTS, term vector, tags, links), and a dense vector stored
+for it in the active generation survives the next build. Files are backdated so that the
+(mtime, size) shortcut applies, as it does for a real vault of old notes.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from core import generations as gen
+from core.builder import IndexConfig, build_index
+from core.generations import (GenerationRecord, build_lock, layout_for, list_generations,
+                              new_staging_path, publish)
+
+DENDRON = Path("/work/shared/data/dendron/vault")
+
+NOTES = {
+    "alpha.md": "---\ntitle: Alpha\ntags: [greek]\naliases: [first letter]\n---\n# Alpha\n\n"
+                "Alpha links to [[beta]] and to [[omega]], which does not exist yet.\n",
+    "beta.md": "---\ntitle: Beta\n---\nBeta mentions [[gamma]] and #betatag.\n",
+    "gamma.md": "# Gamma\n\nGamma is plain.\n\n## More\n\nSecond section with gammaword.\n",
+    "keep/delta.md": "---\ntitle: Delta\ndescription: stays the same\n---\nDelta body links [[alpha]].\n",
+}
+
+
+# --- helpers -------------------------------------------------------------------------------------------
+
+def write(root: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return root
+
+
+def backdate(root: Path, seconds: float = 3600.0) -> None:
+    """Age every file, so that no build treats them as modified within its own timestamp tick."""
+    when = time.time() - seconds
+    for path in root.rglob("*.md"):
+        os.utime(path, (when, when))
+
+
+def active(vault: Path, index_dir: Path | None = None) -> sqlite3.Connection:
+    return gen.connect_readonly(gen.resolve(layout_for(vault, index_dir)))
+
+
+def note_rows(conn: sqlite3.Connection, rel_path: str) -> dict[str, list[tuple]]:
+    """Every row the index holds for one note, ids included."""
+    (nid,) = conn.execute("SELECT id FROM notes WHERE rel_path = ?", (rel_path,)).fetchone()
+    chunk_ids = "SELECT id FROM chunks WHERE note_id = ?"
+    queries = {
+        "notes": "SELECT * FROM notes WHERE id = ?",
+        "chunks": "SELECT * FROM chunks WHERE note_id = ? ORDER BY ord",
+        "fts": f"SELECT rowid, * FROM chunks_fts WHERE rowid IN ({chunk_ids}) ORDER BY rowid",
+        "note_terms": "SELECT * FROM note_terms WHERE note_id = ?",
+        "tags": "SELECT * FROM note_tags WHERE note_id = ? ORDER BY tag",
+        "links": "SELECT * FROM links WHERE note_id = ? ORDER BY target",
+        "problems": "SELECT * FROM note_problems WHERE note_id = ?",
+        "vectors": f"SELECT * FROM chunk_vectors WHERE chunk_id IN ({chunk_ids}) ORDER BY chunk_id",
+    }
+    return {name: conn.execute(sql, (nid,)).fetchall() for name, sql in queries.items()}
+
+
+def fts_paths(conn: sqlite3.Connection, query: str) -> set[str]:
+    return {r[0] for r in conn.execute(
+        "SELECT n.rel_path FROM chunks_fts f JOIN chunks c ON c.id = f.rowid JOIN notes n ON n.id = c.note_id "
+        "WHERE chunks_fts MATCH ?", (query,))}
+
+
+def edges_by_path(conn: sqlite3.Connection) -> set[tuple[str, str | None, str]]:
+    return set(conn.execute("SELECT s.rel_path, d.rel_path, e.target FROM edges e JOIN notes s ON s.id = e.src_id "
+                            "LEFT JOIN notes d ON d.id = e.dst_id"))
+
+
+@pytest.fixture
+def vault(tmp_path: Path) -> Path:
+    root = write(tmp_path / "vault", NOTES)
+    backdate(root)
+    build_index(root)
+    return root
+
+
+# --- carry-over and changes ----------------------------------------------------------------------------
+
+def test_unchanged_notes_keep_ids_and_byte_identical_rows(vault: Path) -> None:
+    before = active(vault)
+    kept = {rel: note_rows(before, rel) for rel in ("alpha.md", "keep/delta.md")}
+    old_beta_id = before.execute("SELECT id FROM notes WHERE rel_path = 'beta.md'").fetchone()[0]
+    write(vault, {"beta.md": "---\ntitle: Beta v2\n---\nBeta now says betanew.\n", "new.md": "# New\n\nfresh\n"})
+    (vault / "gamma.md").unlink()
+    report = build_index(vault)
+    assert (report.reused, report.changed, report.added, report.removed) == (2, 2, 1, 1)
+    assert report.full_rebuild_reason is None and not report.up_to_date
+    after = active(vault)
+    for rel, rows in kept.items():
+        assert note_rows(after, rel) == rows, rel
+    beta = after.execute("SELECT id, title FROM notes WHERE rel_path = 'beta.md'").fetchone()
+    assert beta[1] == "Beta v2" and beta[0] != old_beta_id              # re-parsed into a new note row
+    assert fts_paths(after, "betanew") == {"beta.md"} and fts_paths(after, "betatag") == set()
+    assert after.execute("SELECT count(*) FROM note_terms WHERE note_id = ?", (old_beta_id,)).fetchone()[0] == 0
+
+
+def test_a_deleted_note_disappears_from_every_table(vault: Path) -> None:
+    before = active(vault)
+    gid = before.execute("SELECT id FROM notes WHERE rel_path = 'gamma.md'").fetchone()[0]
+    chunk_ids = [r[0] for r in before.execute("SELECT id FROM chunks WHERE note_id = ?", (gid,))]
+    assert ("beta.md", "gamma.md", "gamma") in edges_by_path(before)
+    (vault / "gamma.md").unlink()
+    build_index(vault)
+    after = active(vault)
+    assert after.execute("SELECT count(*) FROM notes WHERE rel_path = 'gamma.md'").fetchone()[0] == 0
+    for table, col in (("chunks", "note_id"), ("note_terms", "note_id"), ("note_tags", "note_id"),
+                       ("links", "note_id"), ("note_problems", "note_id"), ("edges", "src_id"), ("edges", "dst_id")):
+        assert after.execute(f"SELECT count(*) FROM {table} WHERE {col} = ?", (gid,)).fetchone()[0] == 0, table
+    marks = ", ".join("?" * len(chunk_ids))
+    assert after.execute(f"SELECT count(*) FROM chunks_fts WHERE rowid IN ({marks})", chunk_ids).fetchone()[0] == 0
+    assert fts_paths(after, "gammaword") == set()
+    assert ("beta.md", None, "gamma") in edges_by_path(after)           # the link stays, now unresolved
+
+
+def test_a_new_note_resolves_a_link_of_a_carried_over_note(vault: Path) -> None:
+    assert ("alpha.md", None, "omega") in edges_by_path(active(vault))
+    alpha_before = note_rows(active(vault), "alpha.md")
+    write(vault, {"omega.md": "# Omega\n\nthe last one\n"})
+    report = build_index(vault)
+    assert report.reused == 4 and report.added == 1
+    after = active(vault)
+    assert ("alpha.md", "omega.md", "omega") in edges_by_path(after)
+    assert note_rows(after, "alpha.md") == alpha_before                 # alpha itself was not re-parsed
+    assert report.unresolved_links == after.execute("SELECT count(*) FROM edges WHERE dst_id IS NULL").fetchone()[0]
+
+
+def test_dense_vectors_of_unchanged_notes_survive_and_those_of_changed_notes_go(vault: Path) -> None:
+    layout = layout_for(vault)
+    base = gen.resolve(layout)
+    with build_lock(layout):                        # a generation with a (fake) vector for every chunk
+        staged = new_staging_path(layout)
+        shutil.copyfile(base.path, staged)
+        conn = sqlite3.connect(staged)
+        ids = [r[0] for r in conn.execute("SELECT id FROM chunks")]
+        conn.executemany("INSERT INTO chunk_vectors(chunk_id, vector) VALUES (?, ?)",
+                         [(i, np.full(4, i, dtype="<f4").tobytes()) for i in ids])
+        conn.execute("INSERT INTO meta(key, value) VALUES ('dense_model', '\"fake-model\"')")
+        conn.commit()
+        conn.close()
+        record = GenerationRecord(source_snapshot_hash=base.source_snapshot_hash or "", notes=4, chunks=len(ids),
+                                  dense_chunks=len(ids), chunker=base.record["chunker"],
+                                  tokenizer=base.record["tokenizer"], timings={}, problems=[],
+                                  dense_model="fake-model")
+        publish(layout, staged, record, expected_base=base.generation_id)
+    before = active(vault)
+    kept = {rel: note_rows(before, rel) for rel in ("alpha.md", "gamma.md", "keep/delta.md")}
+    assert all(rows["vectors"] for rows in kept.values())
+    write(vault, {"beta.md": "---\ntitle: Beta\n---\nBeta changed.\n"})
+    report = build_index(vault)
+    assert report.reused == 3 and report.changed == 1
+    after = active(vault)
+    for rel, rows in kept.items():
+        assert note_rows(after, rel) == rows, rel
+    assert note_rows(after, "beta.md")["vectors"] == []
+    assert gen.active_record(layout)["dense_chunks"] == sum(len(r["vectors"]) for r in kept.values())
+    assert gen.verify_full(layout)
+
+
+# --- nothing to do -------------------------------------------------------------------------------------
+
+def test_an_unchanged_vault_publishes_nothing(vault: Path) -> None:
+    layout = layout_for(vault)
+    first = gen.resolve(layout).generation_id
+    files = sorted(layout.generations_dir.iterdir())
+    report = build_index(vault)
+    assert report.up_to_date and report.generation_id == first
+    assert (report.changed, report.added, report.removed, report.reused) == (0, 0, 0, 4)
+    assert sorted(layout.generations_dir.iterdir()) == files and len(list_generations(layout)) == 1
+
+
+def test_a_touched_but_identical_file_is_up_to_date(vault: Path) -> None:
+    now = time.time()
+    os.utime(vault / "beta.md", (now, now))
+    report = build_index(vault)
+    assert report.up_to_date and report.changed == 0
+
+
+def test_a_same_size_edit_in_the_build_tick_is_still_seen(tmp_path: Path) -> None:
+    root = write(tmp_path / "vault", {"a.md": "# A\n\nword one\n"})
+    build_index(root)                                # a.md's mtime is within the racy window of this scan
+    stat = (root / "a.md").stat()
+    (root / "a.md").write_text("# A\n\nword two\n", encoding="utf-8")
+    os.utime(root / "a.md", ns=(stat.st_atime_ns, stat.st_mtime_ns))   # same size, same mtime
+    report = build_index(root)
+    assert report.changed == 1
+    assert fts_paths(active(root), "two") == {"a.md"}
+
+
+# --- full rebuilds -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("config", [IndexConfig(chunk_size=300, chunk_overlap=30),
+                                    IndexConfig(tokenizer="unicode61 remove_diacritics 2")],
+                         ids=["chunker", "tokenizer"])
+def test_a_chunker_or_tokenizer_change_forces_a_full_rebuild(vault: Path, config: IndexConfig) -> None:
+    report = build_index(vault, config=config)
+    assert report.full_rebuild_reason == "index_identity_changed"
+    assert (report.reused, report.changed) == (0, 4)
+    conn = active(vault)
+    meta = dict(conn.execute("SELECT key, value FROM meta"))
+    assert meta["chunker"] == f'"{config.chunker}"' and meta["tokenizer"] == f'"{config.tokenizer}"'
+    assert build_index(vault, config=config).up_to_date
+
+
+def _flip_byte(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def _truncate(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[:-4096])
+
+
+@pytest.mark.parametrize(("corrupt", "reason"), [(_flip_byte, "sha256_mismatch"), (_truncate, "size_mismatch"),
+                                                 (Path.unlink, "missing")])
+def test_a_corrupted_active_generation_is_not_carried_over(vault: Path, corrupt, reason: str) -> None:
+    layout = layout_for(vault)
+    broken = gen.resolve(layout)
+    os.chmod(broken.path, 0o644)
+    corrupt(broken.path)
+    gen.clear_verify_cache()
+    report = build_index(vault)
+    assert report.full_rebuild_reason == f"active_generation_rejected:{reason}"
+    assert report.reused == 0 and report.changed == 4
+    assert report.generation_id != broken.generation_id
+    assert gen.verify_full(layout)["generation_id"] == report.generation_id
+    assert active(vault).execute("SELECT count(*) FROM notes").fetchone()[0] == 4
+
+
+# --- incremental == cold, on real notes ------------------------------------------------------------------
+
+def _comparable(conn: sqlite3.Connection) -> dict[str, object]:
+    """The index content keyed by paths and ordinals, not by ids (which differ between builds)."""
+    cols = [r[1] for r in conn.execute("PRAGMA table_info(notes)") if r[1] != "id"]
+    names = dict(conn.execute("SELECT id, term FROM terms"))
+    terms = {}
+    for path, tids, tf in conn.execute("SELECT n.rel_path, t.term_ids, t.tf FROM note_terms t "
+                                       "JOIN notes n ON n.id = t.note_id"):
+        ids = np.frombuffer(tids, "<i4")
+        terms[path] = sorted((names[int(i)], row.tobytes()) for i, row in
+                             zip(ids, np.frombuffer(tf, "<u2").reshape(len(ids), -1)))
+    return {
+        "notes": sorted(conn.execute(f"SELECT {', '.join(cols)} FROM notes")),
+        "chunks": sorted(conn.execute(
+            "SELECT n.rel_path, c.ord, c.heading_path, c.start, c.end, c.text_sha256, f.title, f.description, "
+            "f.tags, f.headings, f.body FROM chunks c JOIN notes n ON n.id = c.note_id "
+            "JOIN chunks_fts f ON f.rowid = c.id")),
+        "terms": terms,
+        "edges": sorted(edges_by_path(conn), key=repr),
+        "tags": sorted(conn.execute("SELECT n.rel_path, t.tag FROM note_tags t JOIN notes n ON n.id = t.note_id")),
+        "links": sorted(conn.execute("SELECT n.rel_path, l.target, l.kind, l.heading, l.alias, l.source, "
+                                     "l.alt_target FROM links l JOIN notes n ON n.id = l.note_id"), key=repr),
+    }
+
+
+def test_incremental_build_equals_a_cold_build_on_real_dendron_notes(tmp_path: Path) -> None:
+    names = sorted(p.name for p in DENDRON.glob("dendron.topic.*.md"))[:120]
+    extra = sorted(p.name for p in DENDRON.glob("dendron.topic.*.md"))[120:123]
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    for name in names:
+        shutil.copyfile(DENDRON / name, vault / name)
+    backdate(vault)
+    build_index(vault)
+    for name in names[0:60:12]:                                     # 5 edits
+        with (vault / name).open("a", encoding="utf-8") as fh:
+            fh.write("\nAn appended sentence with [[dendron.topic.links]] in it.\n")
+    for name in names[5:50:20]:                                     # 3 deletions
+        (vault / name).unlink()
+    for name in extra:                                              # 3 additions
+        shutil.copyfile(DENDRON / name, vault / name)
+    report = build_index(vault)
+    assert (report.changed, report.added, report.removed) == (8, 3, 3)
+    cold = build_index(vault, index_dir=tmp_path / "cold")
+    assert cold.full_rebuild_reason == "no_active_generation"
+    assert _comparable(active(vault)) == _comparable(active(vault, tmp_path / "cold"))
