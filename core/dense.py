@@ -23,7 +23,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 
@@ -199,13 +199,16 @@ def identity_key(identity: dict[str, Any]) -> str:
 # ---------------------------------------------------------------- the embedder
 
 
-class Embedder:
-    """Dense text embeddings from an ONNX encoder; see the module docstring for the contract."""
+class OnnxTextModel:
+    """What the embedder and the reranker share: the kind check, the optional backends, verified
+    weights, a CPU session and its declared inputs. Subclasses set ``kind``."""
+
+    kind: str = ""
 
     def __init__(self, files: ModelFiles, *, threads: int | None = None) -> None:
         cfg = files.config
-        if cfg.kind != KIND_EMBEDDING:
-            raise ModelError(f"model {cfg.name!r} is a {cfg.kind!r} model, not an embedding model",
+        if cfg.kind != self.kind:
+            raise ModelError(f"model {cfg.name!r} is a {cfg.kind!r} model, not a {self.kind!r} model",
                              model=cfg.name, kind=cfg.kind)
         import_backend("onnxruntime")
         import_backend("tokenizers")
@@ -215,19 +218,36 @@ class Embedder:
         self._session = open_session(files, threads=threads)
         self._ort_errors = ort_errors(import_backend("onnxruntime"))
         self._inputs = input_spec(self._session, allowed=TEXT_INPUTS, model=cfg.name)
-        self._output, shape = select_output(self._session, cfg.output, model=cfg.name)
+
+    @classmethod
+    def from_name(cls, name_or_dir: str | Path, *, cache_dir: Path | None = None,
+                  threads: int | None = None) -> Self:
+        """Resolve a preset or local directory (no download) and open it."""
+        return cls(resolve_model(name_or_dir, kind=cls.kind, cache_dir=cache_dir), threads=threads)
+
+    @property
+    def identity(self) -> dict[str, Any]:
+        raise NotImplementedError  # each model kind says what identifies it
+
+    def identity_key(self) -> str:
+        """The identity as a stable JSON string (what the index stores and compares)."""
+        return identity_key(self.identity)
+
+
+class Embedder(OnnxTextModel):
+    """Dense text embeddings from an ONNX encoder; see the module docstring for the contract."""
+
+    kind = KIND_EMBEDDING
+
+    def __init__(self, files: ModelFiles, *, threads: int | None = None) -> None:
+        super().__init__(files, threads=threads)
+        self._output, shape = select_output(self._session, self.config.output, model=self.config.name)
         self._tokenizer, self._plain = open_tokenizers(files, strategy="longest_first")
         self._rank = self._check_rank(shape)
         self._dim: int | None = shape[-1] if isinstance(shape[-1], int) else None
         self._check_dim(self._dim)
         if self._dim is None:
             self._dim = self._probe_dim()
-
-    @classmethod
-    def from_name(cls, name_or_dir: str | Path, *, cache_dir: Path | None = None,
-                  threads: int | None = None) -> Embedder:
-        """Resolve a preset or local directory (no download) and open it."""
-        return cls(resolve_model(name_or_dir, kind=KIND_EMBEDDING, cache_dir=cache_dir), threads=threads)
 
     @property
     def dim(self) -> int:
@@ -270,10 +290,6 @@ class Embedder:
                 "pooling": cfg.pooling if self._rank == 3 else "graph",
                 "query_prefix": cfg.query_prefix, "passage_prefix": cfg.passage_prefix,
                 "max_length": cfg.max_length, "normalize": cfg.normalize}
-
-    def identity_key(self) -> str:
-        """The identity as a stable JSON string (what the index stores and compares)."""
-        return identity_key(self.identity)
 
     # ------------------------------------------------------------ embedding
 

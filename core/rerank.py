@@ -15,44 +15,31 @@ the query, 1 for the passage) when the graph declares them.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from core.dense import (
-    TEXT_INPUTS,
+    OnnxTextModel,
     encodings_to_feeds,
-    identity_key,
-    input_spec,
     length_order,
-    open_session,
     open_tokenizers,
-    ort_errors,
     select_output,
 )
 from core.errors import ModelError
-from core.models import KIND_RERANKER, ModelFiles, import_backend, resolve_model, verify_model_files
+from core.models import KIND_RERANKER, ModelFiles
 
 DEFAULT_OUTPUT = "logits"
 
 
-class CrossEncoder:
+class CrossEncoder(OnnxTextModel):
     """Relevance scores of passages for a query from an ONNX cross-encoder."""
 
+    kind = KIND_RERANKER
+
     def __init__(self, files: ModelFiles, *, threads: int | None = None) -> None:
-        cfg = files.config
-        if cfg.kind != KIND_RERANKER:
-            raise ModelError(f"model {cfg.name!r} is a {cfg.kind} model, not a reranker",
-                             model=cfg.name, kind=cfg.kind)
-        import_backend("onnxruntime")
-        import_backend("tokenizers")
-        self.files = files
-        self.config = cfg
-        self._weights_sha256 = verify_model_files(files)
-        self._session = open_session(files, threads=threads)
-        self._ort_errors = ort_errors(import_backend("onnxruntime"))
-        self._inputs = input_spec(self._session, allowed=TEXT_INPUTS, model=cfg.name)
+        super().__init__(files, threads=threads)
+        cfg = self.config
         names = [o.name for o in self._session.get_outputs()]
         wanted = cfg.output or (DEFAULT_OUTPUT if DEFAULT_OUTPUT in names else None)
         self._output, shape = select_output(self._session, wanted, model=cfg.name)
@@ -62,21 +49,12 @@ class CrossEncoder:
         self._tokenizer, self._plain = open_tokenizers(files, strategy="only_second")
         self._max_query_tokens = max(1, cfg.max_length // 2)
 
-    @classmethod
-    def from_name(cls, name_or_dir: str | Path, *, cache_dir: Path | None = None,
-                  threads: int | None = None) -> CrossEncoder:
-        """Resolve a preset or local directory (no download) and open it."""
-        return cls(resolve_model(name_or_dir, kind=KIND_RERANKER, cache_dir=cache_dir), threads=threads)
-
     @property
     def identity(self) -> dict[str, Any]:
         """What identifies this reranker (reported with reranked results)."""
         cfg = self.config
         return {"kind": KIND_RERANKER, "name": cfg.name, "revision": cfg.revision,
                 "weights_sha256": self._weights_sha256, "max_length": cfg.max_length, "output": self._output}
-
-    def identity_key(self) -> str:
-        return identity_key(self.identity)
 
     def clip_query(self, query: str) -> str:
         """The query, cut after its ``max_length // 2``-th token when longer (keeps room for the passage)."""
