@@ -21,7 +21,7 @@ from core.analysis import analyzer_for
 from core.builder import build_index
 from core.evaluation import load_qrels, load_queries
 from core.metrics import mean, ndcg_at_k
-from core.sparse import RankParams, bm25_scores, load_sparse, with_params
+from core.sparse import RankParams, bm25_scores, load_sparse
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 CORPORA = {
@@ -41,7 +41,6 @@ def prepare(name: str, workdir: Path, split: str):
     build_index(vault)
     resolved = gen.resolve(gen.layout_for(vault.resolve()))
     conn = gen.connect_readonly(resolved)
-    sp = load_sparse(conn)
     paths = dict(conn.execute("SELECT id, rel_path FROM notes"))
     ids = dict(conn.execute("SELECT id, coalesce(frontmatter_id, '') FROM notes"))
     tokenizer = conn.execute("SELECT value FROM meta WHERE key='tokenizer'").fetchone()[0]
@@ -50,11 +49,11 @@ def prepare(name: str, workdir: Path, split: str):
     an = analyzer_for(json.loads(tokenizer))
     key = (lambda nid: ids[nid] or paths[nid]) if name == "scifact" else (lambda nid: paths[nid])
     qs = [(an.terms(queries[q]), qrels[q]) for q in queries if q in qrels]
-    return sp, key, qs
+    return conn, key, qs
 
 
-def ndcg(sp, key, qs, params: RankParams) -> float:
-    sp = with_params(sp, params)
+def ndcg(conn, key, qs, params: RankParams) -> float:
+    sp = load_sparse(conn, params)
     out = []
     for terms, rel in qs:
         scores, matched = bm25_scores(sp, terms)

@@ -12,7 +12,7 @@ from pathlib import Path
 from bench.tune_fts import CORPORA, prepare
 from core import scoring
 from core.metrics import mean, ndcg_at_k
-from core.sparse import bm25_scores, tfidf_scores
+from core.sparse import bm25_scores, load_sparse, tfidf_scores
 
 
 def _ranking(scores, matched, k: int = 100) -> list[int]:
@@ -29,7 +29,8 @@ def main() -> None:
     data = {n: prepare(n, args.workdir, "train") for n in CORPORA}
     for w in (float(x) for x in args.weights.split(",")):
         row = {}
-        for name, (sp, key, qs) in data.items():
+        for name, (conn, key, qs) in data.items():
+            sp = load_sparse(conn)
             vals = []
             for terms, rel in qs:
                 fused = scoring.rrf_fuse([_ranking(*bm25_scores(sp, terms)), _ranking(*tfidf_scores(sp, terms))],

@@ -48,12 +48,22 @@ def tfidf_idf(df: np.ndarray, n_docs: int) -> np.ndarray:
     return (np.log((1.0 + n_docs) / (1.0 + np.asarray(df, dtype=np.float64))) + 1.0).astype(np.float32)
 
 
-def l2_normalize_rows(rows: np.ndarray, weights: np.ndarray, n_rows: int) -> np.ndarray:
-    """Divide each posting weight by the L2 norm of its row (document). ``rows`` indexes postings."""
-    sq = np.bincount(rows, weights=weights.astype(np.float64) ** 2, minlength=n_rows)
+def l2_normalize_rows(rows: np.ndarray, weights: np.ndarray, n_rows: int, block: int = 1 << 20) -> np.ndarray:
+    """Divide each posting weight by the L2 norm of its row (document). ``rows`` indexes postings.
+
+    Works in blocks of ``block`` postings so temporary memory stays bounded on large indexes.
+    """
+    sq = np.zeros(n_rows, dtype=np.float64)
+    for start in range(0, weights.shape[0], block):
+        w = weights[start:start + block].astype(np.float64)
+        sq += np.bincount(rows[start:start + block], weights=w * w, minlength=n_rows)
     norm = np.sqrt(sq)
     norm[norm == 0] = 1.0
-    return (weights / norm[rows]).astype(np.float32)
+    out = np.empty(weights.shape[0], dtype=np.float32)
+    for start in range(0, weights.shape[0], block):
+        sl = slice(start, start + block)
+        out[sl] = weights[sl] / norm[rows[sl]]
+    return out
 
 
 def rrf_fuse(rankings: Sequence[Sequence[int]], k: float = 60.0, weights: Sequence[float] | None = None

@@ -38,17 +38,18 @@ _TITLE_HEADING_BITS = np.uint8((1 << FTS_COLUMNS.index("title")) | (1 << FTS_COL
 
 @dataclass
 class SparseIndex:
-    note_ids: np.ndarray      # int64 [n_docs], row -> note id
+    """Term-major postings of one generation; numbers only, never note text."""
+
+    note_ids: np.ndarray      # int64 [n_docs], row -> note id (ascending)
     term_id: dict[str, int]   # FTS5 token -> term id
     indptr: np.ndarray        # int64 [max_term_id + 2]: postings of term t are indptr[t]:indptr[t+1]
-    docs: np.ndarray          # int32 [postings] row of the document
-    tf: np.ndarray            # uint16 [postings, fields]
-    field_mask: np.ndarray    # uint8 [postings] bit f set when tf[:, f] > 0
-    field_len: np.ndarray     # float32 [n_docs, fields]
+    docs: np.ndarray          # int32 [postings] row of the document (ascending within a term)
+    field_mask: np.ndarray    # uint8 [postings] bit f set when the term occurs in field f
+    body_tf: np.ndarray       # uint16 [postings] occurrences in the body
     df: np.ndarray            # int64 [max_term_id + 1]
     tfidf: np.ndarray         # float32 [postings], L2-normalised per document
     params: RankParams
-    bm25: np.ndarray          # float32 [postings]
+    bm25: np.ndarray          # float32 [postings] BM25F weight under ``params``
     bm25_idf: np.ndarray      # float32 [max_term_id + 1]
 
     @property
@@ -57,76 +58,90 @@ class SparseIndex:
 
     @property
     def nbytes(self) -> int:
-        return sum(a.nbytes for a in (self.note_ids, self.indptr, self.docs, self.tf, self.field_mask,
-                                      self.field_len, self.df, self.tfidf, self.bm25, self.bm25_idf))
-
-    def row_of(self) -> dict[int, int]:
-        return {int(n): i for i, n in enumerate(self.note_ids)}
+        return sum(a.nbytes for a in (self.note_ids, self.indptr, self.docs, self.field_mask, self.body_tf,
+                                      self.df, self.tfidf, self.bm25, self.bm25_idf))
 
 
 T = TypeVar("T")
 _BLOCK = 1 << 20  # postings per block when computing weights (bounds temporary memory)
+_BODY = FTS_COLUMNS.index("body")
 
 
 def _read_vectors(conn: sqlite3.Connection, n_fields: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(note_ids, terms, tf [P, fields], docs) concatenated from the stored per-note vectors."""
-    note_ids: list[int] = []
-    term_parts: list[np.ndarray] = []
-    tf_parts: list[np.ndarray] = []
-    for nid, term_blob, tf_blob in conn.execute("SELECT note_id, term_ids, tf FROM note_terms ORDER BY note_id"):
-        note_ids.append(nid)
-        term_parts.append(np.frombuffer(term_blob, dtype="<i4"))
-        tf_parts.append(np.frombuffer(tf_blob, dtype="<u2"))
-    lengths = np.fromiter((t.shape[0] for t in term_parts), dtype=np.int64, count=len(term_parts))
-    terms = np.concatenate(term_parts).astype(np.int32, copy=False) if term_parts else np.empty(0, np.int32)
-    del term_parts
-    tf = (np.concatenate(tf_parts).astype(np.uint16, copy=False) if tf_parts else np.empty(0, np.uint16))
-    del tf_parts
-    docs = np.repeat(np.arange(len(note_ids), dtype=np.int32), lengths)
-    return np.asarray(note_ids, dtype=np.int64), terms, tf.reshape(-1, n_fields), docs
+    """(note_ids, terms, tf [P, fields], docs) in note order, filled into preallocated arrays."""
+    n, total = conn.execute("SELECT count(*), coalesce(sum(length(term_ids)), 0) FROM note_terms").fetchone()
+    note_ids = np.empty(n, dtype=np.int64)
+    terms = np.empty(total // 4, dtype=np.int32)
+    tf = np.empty((total // 4, n_fields), dtype=np.uint16)
+    docs = np.empty(total // 4, dtype=np.int32)
+    pos = 0
+    rows = conn.execute("SELECT note_id, term_ids, tf FROM note_terms ORDER BY note_id")
+    for row, (nid, term_blob, tf_blob) in enumerate(rows):
+        k = len(term_blob) // 4
+        note_ids[row] = nid
+        terms[pos:pos + k] = np.frombuffer(term_blob, dtype="<i4")
+        tf[pos:pos + k] = np.frombuffer(tf_blob, dtype="<u2").reshape(k, n_fields)
+        docs[pos:pos + k] = row
+        pos += k
+    return note_ids, terms, tf, docs
+
+
+def _weights(tf: np.ndarray, terms: np.ndarray, docs: np.ndarray, df: np.ndarray, n: int, params: RankParams
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(bm25, raw tf-idf, bm25 idf) per posting, computed in bounded blocks."""
+    n_fields = tf.shape[1]
+    field_len = np.zeros((n, n_fields), dtype=np.float32)
+    for f in range(n_fields):
+        field_len[:, f] = np.bincount(docs, weights=tf[:, f], minlength=n)
+    avg = field_len.mean(axis=0) if n else np.ones(n_fields, np.float32)
+    weights, b = np.asarray(params.weights, np.float32), np.asarray(params.b, np.float32)
+    bm25_idf, tfidf_idf = scoring.bm25_idf(df, n), scoring.tfidf_idf(df, n)
+    bm25 = np.empty(terms.shape[0], dtype=np.float32)
+    tfidf = np.empty(terms.shape[0], dtype=np.float32)
+    for start in range(0, terms.shape[0], _BLOCK):
+        sl = slice(start, start + _BLOCK)
+        pseudo = scoring.bm25f_pseudo_tf(tf[sl], field_len[docs[sl]], avg, weights, b)
+        bm25[sl] = scoring.bm25_saturate(pseudo, bm25_idf[terms[sl]], params.k1)
+        tfidf[sl] = scoring.tfidf_weights(tf[sl].sum(axis=1, dtype=np.uint32), tfidf_idf[terms[sl]])
+    return bm25, tfidf, bm25_idf
 
 
 def load_sparse(conn: sqlite3.Connection, params: RankParams = DEFAULT_PARAMS) -> SparseIndex:
-    """Read every note's term vector and build term-major postings (memory: ~32 bytes per posting at peak)."""
+    """Read every note's term vector and build term-major postings.
+
+    Weights are computed in note order, the full tf matrix is dropped, and only the compact
+    per-posting arrays are re-sorted by term: about 28 bytes per posting at peak, 16 held.
+    """
     n_fields = len(FTS_COLUMNS)
-    note_ids, terms, tf, docs = _read_vectors(conn, n_fields)
+    snapshot = not conn.in_transaction  # a legacy index.db may change between the reads below
+    if snapshot:
+        conn.execute("BEGIN")
+    try:
+        note_ids, terms, tf, docs = _read_vectors(conn, n_fields)
+        term_id = dict(conn.execute("SELECT term, id FROM terms"))
+    finally:
+        if snapshot:
+            conn.execute("ROLLBACK")
     n = int(note_ids.shape[0])
-    term_id = dict(conn.execute("SELECT term, id FROM terms"))
-    max_t = max(term_id.values(), default=0)
-    order = np.argsort(terms, kind="stable")
-    terms = terms[order]
-    tf = tf[order]
-    docs = docs[order]
-    del order
-    df = np.bincount(terms, minlength=max_t + 1).astype(np.int64)
-    indptr = np.zeros(max_t + 2, dtype=np.int64)
-    np.cumsum(df, out=indptr[1:])
-    field_len = np.zeros((n, n_fields), dtype=np.float32)
-    mask = np.zeros(tf.shape[0], dtype=np.uint8)
+    df = np.bincount(terms, minlength=max(term_id.values(), default=0) + 1).astype(np.int64)
+    bm25, tfidf, bm25_idf = _weights(tf, terms, docs, df, n, params)
+    mask = np.zeros(terms.shape[0], dtype=np.uint8)
     for f in range(n_fields):
-        field_len[:, f] = np.bincount(docs, weights=tf[:, f], minlength=n)
-        mask |= ((tf[:, f] > 0).astype(np.uint8) << f)
-    tf_total = tf.sum(axis=1, dtype=np.uint32)
-    tfidf = scoring.l2_normalize_rows(docs, scoring.tfidf_weights(tf_total, scoring.tfidf_idf(df, n)[terms]), n)
-    del tf_total, terms
-    index = SparseIndex(note_ids, term_id, indptr, docs, tf, mask, field_len, df, tfidf, params,
-                        np.empty(0, np.float32), scoring.bm25_idf(df, n))
-    return with_params(index, params)
-
-
-def with_params(index: SparseIndex, params: RankParams) -> SparseIndex:
-    """Precompute per-posting BM25F weights for ``params`` in bounded blocks (also used by tuning)."""
-    avg = index.field_len.mean(axis=0) if index.n_docs else np.ones(len(FTS_COLUMNS), np.float32)
-    weights = np.asarray(params.weights, np.float32)
-    b = np.asarray(params.b, np.float32)
-    term_of = np.repeat(np.arange(index.df.shape[0], dtype=np.int32), index.df)
-    bm25 = np.empty(index.docs.shape[0], dtype=np.float32)
-    for start in range(0, bm25.shape[0], _BLOCK):
-        sl = slice(start, start + _BLOCK)
-        pseudo = scoring.bm25f_pseudo_tf(index.tf[sl], index.field_len[index.docs[sl]], avg, weights, b)
-        bm25[sl] = scoring.bm25_saturate(pseudo, index.bm25_idf[term_of[sl]], params.k1)
-    return SparseIndex(index.note_ids, index.term_id, index.indptr, index.docs, index.tf, index.field_mask,
-                       index.field_len, index.df, index.tfidf, params, bm25, index.bm25_idf)
+        mask |= (tf[:, f] > 0).astype(np.uint8) << f
+    body_tf = tf[:, _BODY].copy()
+    del tf
+    tfidf = scoring.l2_normalize_rows(docs, tfidf, n)
+    order = np.argsort(terms, kind="stable")
+    del terms
+    docs = docs[order]  # one array at a time, so only one old copy is alive at once
+    mask = mask[order]
+    body_tf = body_tf[order]
+    tfidf = tfidf[order]
+    bm25 = bm25[order]
+    del order
+    indptr = np.zeros(df.shape[0] + 1, dtype=np.int64)
+    np.cumsum(df, out=indptr[1:])
+    return SparseIndex(note_ids, term_id, indptr, docs, mask, body_tf, df, tfidf, params, bm25, bm25_idf)
 
 
 def query_term_ids(index: SparseIndex, terms: list[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -184,7 +199,6 @@ def body_term_counts(index: SparseIndex, terms: list[str], note_ids: list[int]) 
     rows = np.searchsorted(index.note_ids, wanted)
     known = (rows < index.n_docs) & (index.note_ids[np.minimum(rows, index.n_docs - 1)] == wanted)
     counts = np.zeros(wanted.shape[0], dtype=np.int64)
-    body = FTS_COLUMNS.index("body")
     for tid in ids.tolist():
         sl = slice(index.indptr[tid], index.indptr[tid + 1])
         docs = index.docs[sl]  # ascending within a term (stable sort of note-major postings)
@@ -192,7 +206,7 @@ def body_term_counts(index: SparseIndex, terms: list[str], note_ids: list[int]) 
             continue
         pos = np.minimum(np.searchsorted(docs, rows), docs.shape[0] - 1)
         hit = known & (docs[pos] == rows)
-        counts[hit] += index.tf[sl][pos[hit], body]
+        counts[hit] += index.body_tf[sl][pos[hit]]
     return {nid: int(c) for nid, c in zip(note_ids, counts.tolist())}
 
 
