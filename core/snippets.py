@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import re
 import sqlite3
 from dataclasses import dataclass
 
 
 SNIPPET_CHARS = 240
 MATCHED_TEXT_CHARS = 1200
-_WORD = re.compile(r"[^\W_]+")
 
 
 @dataclass(frozen=True)
@@ -35,16 +33,15 @@ def _chunk_rows(conn: sqlite3.Connection, note_ids: list[int]) -> dict[int, list
 class QueryWords:
     """Finds the query's terms in chunk text without re-tokenising it.
 
-    An FTS5 term (lower-cased, porter-stemmed) is matched as a case-insensitive word
-    prefix: ``knowledg`` finds "Knowledge" and "knowledgeable". That is exact for
-    unstemmed terms and close for stems (a stem that is not a prefix, like ``happi`` for
-    "happy", is missed); it only chooses the passage and places the snippet, it never ranks.
+    An FTS5 term (lower-cased, porter-stemmed) is matched as a word prefix in the lower-cased
+    text: ``knowledg`` finds "Knowledge" and "knowledgeable". That is exact for unstemmed terms
+    and close for stems (a stem that is not a prefix, like ``happi`` for "happy", is missed); it
+    only chooses the passage and places the snippet, it never ranks. ``str.find``/``str.count``
+    keep it at C speed: this runs on every chunk of every hit.
     """
 
     def __init__(self, terms: list[str], weights: dict[str, float]) -> None:
-        self.weights = {t: weights.get(t, 1.0) for t in terms}
-        alternatives = "|".join(re.escape(t) for t in sorted(self.weights, key=len, reverse=True))
-        self._pattern = re.compile(rf"(?<![^\W_])({alternatives})[^\W_]*", re.IGNORECASE) if alternatives else None
+        self.weights = {t: weights.get(t, 1.0) for t in terms if t}
 
     def chunk_score(self, text: str) -> float:
         """Cheap passage score: idf of the distinct terms the text contains (as substrings of its
@@ -58,10 +55,18 @@ class QueryWords:
         return score
 
     def matches(self, text: str) -> list[tuple[int, str]]:
-        """(offset, term) of every query-term word in ``text``."""
-        if self._pattern is None:
-            return []
-        return [(m.start(), m.group(1).lower()) for m in self._pattern.finditer(text)]
+        """(offset, term) of every word of ``text`` that starts with a query term, in text order."""
+        low = text.lower()
+        if len(low) != len(text):  # a few characters change length when lower-cased: keep offsets true
+            low = "".join(ch.lower() if len(ch.lower()) == 1 else ch for ch in text)
+        found: dict[int, str] = {}
+        for term in self.weights:
+            at = low.find(term)
+            while at != -1:
+                if (at == 0 or not low[at - 1].isalnum()) and len(term) > len(found.get(at, "")):
+                    found[at] = term
+                at = low.find(term, at + len(term))
+        return sorted(found.items())
 
 
 def best_passages(conn: sqlite3.Connection, words: QueryWords, note_ids: list[int],
