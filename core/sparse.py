@@ -156,35 +156,44 @@ def query_term_ids(index: SparseIndex, terms: list[str]) -> tuple[np.ndarray, np
     return ids, qtf
 
 
+def _postings(index: SparseIndex, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(posting positions, owning query-term index) of all postings of the given term ids."""
+    starts, ends = index.indptr[ids], index.indptr[ids + 1]
+    lengths = ends - starts
+    if ids.size == 0 or lengths.sum() == 0:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    owner = np.repeat(np.arange(ids.size), lengths)
+    offsets = np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    return starts[owner] + offsets, owner
+
+
 def bm25_scores(index: SparseIndex, terms: list[str]) -> tuple[np.ndarray, np.ndarray]:
     """(scores, matched) over all documents: BM25F plus the coverage bonuses of RankParams.
 
     ``matched`` counts the distinct query terms each document contains. The bonus rewards
     documents that match the whole query (idf-weighted coverage) and those whose title or
     headings hold every query term, without dropping documents that match only some terms.
+    All postings of the query are gathered once and summed per document with ``bincount``.
     """
     ids, _ = query_term_ids(index, terms)
     n = index.n_docs
-    scores = np.zeros(n, dtype=np.float32)
-    matched = np.zeros(n, dtype=np.float32)
-    cov = np.zeros(n, dtype=np.float32)
-    head = np.zeros(n, dtype=np.float32)
-    idf = index.bm25_idf[ids] if ids.size else np.empty(0, np.float32)
+    pos, owner = _postings(index, ids)
+    docs = index.docs[pos]
+    scores = np.bincount(docs, weights=index.bm25[pos], minlength=n).astype(np.float32)
+    matched = np.bincount(docs, minlength=n).astype(np.float32)
     p = index.params
-    for tid, w in zip(ids.tolist(), idf.tolist()):
-        sl = slice(index.indptr[tid], index.indptr[tid + 1])
-        d = index.docs[sl]
-        scores[d] += index.bm25[sl]
-        matched[d] += 1.0
-        if p.coverage_weight:
-            cov[d] += w
-        if p.heading_coverage_weight:
-            head[d] += w * ((index.field_mask[sl] & _TITLE_HEADING_BITS) > 0)
+    idf = index.bm25_idf[ids].astype(np.float64)
     total = float(idf.sum())
     if total > 0 and (p.coverage_weight or p.heading_coverage_weight):
+        bonus = np.zeros(n, dtype=np.float64)
+        if p.coverage_weight:
+            cov = np.bincount(docs, weights=idf[owner], minlength=n)
+            bonus += p.coverage_weight * scoring.coverage(cov, total) ** 2
+        if p.heading_coverage_weight:
+            in_head = (index.field_mask[pos] & _TITLE_HEADING_BITS) > 0
+            head = np.bincount(docs, weights=idf[owner] * in_head, minlength=n)
+            bonus += p.heading_coverage_weight * scoring.coverage(head, total) ** 2
         top = float(scores.max()) if n else 0.0
-        bonus = p.coverage_weight * scoring.coverage(cov, total) ** 2
-        bonus += p.heading_coverage_weight * scoring.coverage(head, total) ** 2
         scores += (bonus * top).astype(np.float32) * (matched > 0)
     return scores, matched
 
@@ -214,16 +223,14 @@ def tfidf_scores(index: SparseIndex, terms: list[str]) -> tuple[np.ndarray, np.n
     """(cosine, matched): cosine of the query's TF-IDF vector with every document's."""
     ids, qtf = query_term_ids(index, terms)
     n = index.n_docs
-    scores = np.zeros(n, dtype=np.float32)
-    matched = np.zeros(n, dtype=np.float32)
     if ids.size == 0:
-        return scores, matched
+        return np.zeros(n, dtype=np.float32), np.zeros(n, dtype=np.float32)
     q = scoring.tfidf_weights(qtf, scoring.tfidf_idf(index.df[ids], n))
-    norm = float(np.linalg.norm(q)) or 1.0
-    for tid, w in zip(ids.tolist(), (q / norm).tolist()):
-        sl = slice(index.indptr[tid], index.indptr[tid + 1])
-        scores[index.docs[sl]] += index.tfidf[sl] * w
-        matched[index.docs[sl]] += 1.0
+    q = q / (float(np.linalg.norm(q)) or 1.0)
+    pos, owner = _postings(index, ids)
+    docs = index.docs[pos]
+    scores = np.bincount(docs, weights=index.tfidf[pos] * q[owner], minlength=n).astype(np.float32)
+    matched = np.bincount(docs, minlength=n).astype(np.float32)
     return scores, matched
 
 
