@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import os
 import sqlite3
 import threading
 import time
@@ -86,6 +88,12 @@ class SearchResults(list):
 _local = threading.local()
 
 
+@functools.lru_cache(maxsize=64)
+def _layout(vault: str, index_dir: str | None) -> gen.IndexLayout:
+    """The index layout of an absolute vault path (symlinks resolved once per process)."""
+    return gen.layout_for(Path(vault).resolve(), Path(index_dir) if index_dir else None)
+
+
 def _connection(resolved: gen.ResolvedIndex) -> sqlite3.Connection:
     """A read-only connection per thread and generation file (legacy: opened each time)."""
     if resolved.kind == "legacy_db":
@@ -158,7 +166,7 @@ def search_vault(vault: str | Path, query: str, mode: str = DEFAULT_MODE, *, lim
     filters = filters or Filters.make(**filter_kw)
     filters.where()  # validate every filter up front, also for a query that has no terms
     vault = Path(vault)
-    resolved = gen.resolve(gen.layout_for(vault.resolve(), Path(index_dir) if index_dir else None))
+    resolved = gen.resolve(_layout(os.path.abspath(vault), os.path.abspath(index_dir) if index_dir else None))
     conn = _connection(resolved)
     try:
         text = clean_text(query)
