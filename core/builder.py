@@ -175,6 +175,7 @@ def _apply(conn: sqlite3.Connection, plan: _Plan, run: _Run) -> dict[str, int]:
     items = [(f.rel_path, str(f.path), data, sha, f.mtime_ns, f.size) for f, data, sha in plan.changed]
     workers = default_workers(len(items)) if run.workers is None else run.workers
     writer = NoteWriter(conn, analyzer_for(run.config.tokenizer))
+    first_new_id = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM notes").fetchone()[0]
     with prepared_notes(items, chunk_size=run.config.chunk_size, chunk_overlap=run.config.chunk_overlap,
                         workers=workers) as batches, \
             tqdm(total=len(items), desc="indexing", unit="note", disable=not run.progress) as bar:
@@ -185,7 +186,7 @@ def _apply(conn: sqlite3.Connection, plan: _Plan, run: _Run) -> dict[str, int]:
     conn.execute("DELETE FROM build_problems")
     conn.executemany("INSERT INTO build_problems(path, reason, detail) VALUES (?, ?, ?)",
                      [(p.path, p.reason, p.detail) for p in plan.scan.problems])
-    links, unresolved = recompute_edges(conn)
+    links, unresolved = recompute_edges(conn, new_from_id=first_new_id)
     return {"links": links, "unresolved_links": unresolved}
 
 

@@ -34,7 +34,7 @@ from core.errors import SourceChangedError
 from core.links import LinkResolver
 from core.notes import Link, ParsedNote, parse_note, skip_problem
 from core.scan import read_file
-from core.schema import FTS_COLUMNS, NOTE_COLUMNS
+from core.schema import FTS_COLUMNS, NOTE_COLUMNS, get_meta, set_meta
 
 _NOTE_INSERT = f"INSERT INTO notes({', '.join(NOTE_COLUMNS)}) VALUES ({', '.join('?' * len(NOTE_COLUMNS))})"
 _FTS_INSERT = (f"INSERT INTO chunks_fts(rowid, {', '.join(FTS_COLUMNS)}) "
@@ -300,29 +300,53 @@ def delete_notes(conn: sqlite3.Connection, note_ids: Iterable[int]) -> int:
     conn.execute(f"DELETE FROM chunks_fts WHERE rowid IN ({gone_chunks})")
     conn.execute(f"DELETE FROM chunk_vectors WHERE chunk_id IN ({gone_chunks})")
     for table, col in (("chunks", "note_id"), ("note_tags", "note_id"), ("note_problems", "note_id"),
-                       ("note_terms", "note_id"), ("links", "note_id"), ("notes", "id")):
+                       ("note_terms", "note_id"), ("links", "note_id"), ("edges", "src_id"), ("notes", "id")):
         conn.execute(f"DELETE FROM {table} WHERE {col} IN (SELECT id FROM temp.gone)")
     conn.execute("DELETE FROM temp.gone")
     return len(ids)
 
 
-def recompute_edges(conn: sqlite3.Connection) -> tuple[int, int]:
-    """Resolve every stored link against the current notes. Returns (edges, unresolved)."""
-    conn.execute("DELETE FROM edges")
-    if conn.execute("SELECT NOT EXISTS (SELECT 1 FROM links)").fetchone()[0]:
-        return 0, 0
+def _targets_key(conn: sqlite3.Connection) -> str:
+    """SHA-256 over what link resolution depends on: every note's path and aliases."""
+    h = hashlib.sha256()
+    for rel, aliases in conn.execute("SELECT rel_path, aliases FROM notes ORDER BY rel_path"):
+        h.update(f"{rel}\0{aliases}\n".encode())
+    return h.hexdigest()
+
+
+def _resolve_links(conn: sqlite3.Connection, where: str, args: tuple[int, ...]) -> list[tuple]:
     notes = [(rel, tuple(json.loads(aliases))) for rel, aliases in conn.execute("SELECT rel_path, aliases FROM notes")]
     id_of = dict(conn.execute("SELECT rel_path, id FROM notes"))
     resolver = LinkResolver(notes)
     rows = []
-    unresolved = 0
     for src_id, src_path, target, kind, heading, alias, source, alt in conn.execute(
             "SELECT l.note_id, n.rel_path, l.target, l.kind, l.heading, l.alias, l.source, l.alt_target "
-            "FROM links l JOIN notes n ON n.id = l.note_id"):
+            f"FROM links l JOIN notes n ON n.id = l.note_id WHERE {where}", args):
         dst = resolver.resolve(Link(target=target, kind=kind, heading=heading, alias=alias, source=source,
                                     alt_target=alt), src_path)
-        if dst is None:
-            unresolved += 1
-        rows.append((src_id, id_of.get(dst) if dst else None, kind, target))
-    conn.executemany("INSERT INTO edges(src_id, dst_id, kind, target) VALUES (?, ?, ?, ?)", rows)
-    return len(rows), unresolved
+        rows.append((src_id, id_of.get(dst) if dst else None, kind, target, dst))
+    return rows
+
+
+def recompute_edges(conn: sqlite3.Connection, *, new_from_id: int | None = None) -> tuple[int, int]:
+    """Resolve the stored links against the current notes. Returns (edges, unresolved).
+
+    When the set of notes and aliases is what the edges were resolved against (meta
+    ``link_targets``) and ``new_from_id`` says which notes are new (ids >= it), only the new
+    notes' links are resolved (``delete_notes`` already dropped the edges of the old ones) and
+    every resolved edge follows its target path to that note's current id (a re-inserted note
+    has a new id, possibly one a deleted note had). Otherwise every link is resolved again.
+    """
+    key = _targets_key(conn)
+    incremental = new_from_id is not None and get_meta(conn).get("link_targets") == key
+    if incremental:
+        conn.execute("UPDATE edges SET dst_id = (SELECT id FROM notes WHERE rel_path = edges.dst_path) "
+                     "WHERE dst_path IS NOT NULL")
+        rows = _resolve_links(conn, "l.note_id >= ?", (new_from_id,))
+    else:
+        conn.execute("DELETE FROM edges")
+        rows = _resolve_links(conn, "1", ())
+    conn.executemany("INSERT INTO edges(src_id, dst_id, kind, target, dst_path) VALUES (?, ?, ?, ?, ?)", rows)
+    set_meta(conn, {"link_targets": key})
+    edges, unresolved = conn.execute("SELECT count(*), count(*) - count(dst_id) FROM edges").fetchone()
+    return edges, unresolved

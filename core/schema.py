@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 # FTS5 columns of chunks_fts, in order. title/description/tags are filled on a note's
 # first chunk only, headings on the first chunk of each section, so per-note totals
@@ -126,13 +126,15 @@ CREATE TABLE IF NOT EXISTS links (
     alt_target TEXT
 )"""
 
-# ... and resolved edges, recomputed on every build (a new note can resolve old links).
+# ... and resolved edges: one per link, dst NULL when unresolved. dst_path lets a rebuild
+# re-point edges at a changed note (new id, same path) without resolving every link again.
 DDL_EDGES = """
 CREATE TABLE IF NOT EXISTS edges (
-    src_id INTEGER NOT NULL,
-    dst_id INTEGER,
-    kind   TEXT NOT NULL,
-    target TEXT NOT NULL
+    src_id   INTEGER NOT NULL,
+    dst_id   INTEGER,
+    kind     TEXT NOT NULL,
+    target   TEXT NOT NULL,
+    dst_path TEXT
 )"""
 
 DDL_DENSE = """

@@ -291,3 +291,22 @@ def test_incremental_build_equals_a_cold_build_on_real_dendron_notes(tmp_path: P
     cold = build_index(vault, index_dir=tmp_path / "cold")
     assert cold.full_rebuild_reason == "no_active_generation"
     assert _comparable(active(vault)) == _comparable(active(vault, tmp_path / "cold"))
+
+
+def test_incremental_edges_equal_a_full_resolution(tmp_path: Path) -> None:
+    """Content-only changes take the incremental edge path; the edges must be exactly what resolving
+    every link from scratch gives, including edges into and out of the re-inserted notes."""
+    files = {f"n{i}.md": f"# Note {i}\n\nSee [[n{(i + 1) % 6}]] and [[n{(i + 2) % 6}|two ahead]] and [[missing{i}]].\n"
+             for i in range(6)}
+    root = write(tmp_path / "v", files)
+    backdate(root)
+    build_index(root)
+    for i in (1, 4, 5):  # change content only: same paths, same aliases
+        (root / f"n{i}.md").write_text(files[f"n{i}.md"] + "\nMore words.\n", encoding="utf-8")
+    build_index(root)
+    incremental = edges_by_path(active(root))
+    full_dir = tmp_path / "full"
+    build_index(root, index_dir=full_dir)
+    assert incremental == edges_by_path(active(root, full_dir))
+    assert ("n4.md", "n5.md", "n5") in incremental and ("n0.md", "n1.md", "n1") in incremental
+    assert ("n1.md", None, "missing1") in incremental
