@@ -32,6 +32,18 @@ def write_vault(root: Path, files: Mapping[str, str]) -> Path:
     return root
 
 
+def write_files(root: Path, files: Mapping[str, str | bytes]) -> Path:
+    """Write ``files`` (rel_path -> exact text, or raw bytes) under ``root`` and return it."""
+    for rel, content in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8")
+    return root
+
+
 def note(title: str, body: str, **front: object) -> str:
     """A note's text: YAML frontmatter (title + ``front``; lists in flow style) and a body."""
     lines = ["---", f"title: {title}"]

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import write_files as write
 from core import builder
 from core import generations as gen
 from core.builder import build_index
@@ -66,12 +67,6 @@ NOTES = {f"note{i}.md": f"---\ntitle: Note {i}\n---\n# Note {i}\n\nbody words {i
          for i in range(6)}
 
 
-def write(root: Path, files: dict[str, str]) -> Path:
-    for rel, text in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    return root
 
 
 def child(script: str, *args: str) -> subprocess.Popen[str]:

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import write_files as write
 from core import generations as gen
 from core.builder import BuildReport, IndexConfig, build_index
 from core.errors import UsageError
@@ -37,16 +38,6 @@ NOTES = {
 
 # --- helpers -------------------------------------------------------------------------------------------
 
-def write(root: Path, files: dict[str, str | bytes]) -> Path:
-    """Write ``files`` (rel_path -> text or raw bytes) under ``root``."""
-    for rel, content in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, bytes):
-            path.write_bytes(content)
-        else:
-            path.write_text(content, encoding="utf-8")
-    return root
 
 
 def copy_corpus(src: Path, dst: Path, names: list[str]) -> Path:

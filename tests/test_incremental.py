@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import write_files as write
 from core import generations as gen
 from core.builder import IndexConfig, build_index
 from core.generations import (GenerationRecord, build_lock, layout_for, list_generations,
@@ -36,12 +37,6 @@ NOTES = {
 
 # --- helpers -------------------------------------------------------------------------------------------
 
-def write(root: Path, files: dict[str, str]) -> Path:
-    for rel, text in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    return root
 
 
 def backdate(root: Path, seconds: float = 3600.0) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import write_files as write
 from core import generations as gen
 from core.builder import build_index
 from core.errors import IndexMissingError
@@ -21,15 +22,6 @@ FILES = {
 }
 
 
-def write(root: Path, files: dict[str, str | bytes]) -> Path:
-    for rel, content in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, bytes):
-            path.write_bytes(content)
-        else:
-            path.write_text(content, encoding="utf-8")
-    return root
 
 
 @pytest.fixture
