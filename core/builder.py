@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import sqlite3
 import time
@@ -380,29 +381,53 @@ def _record(conn: sqlite3.Connection, config: IndexConfig, timings: dict[str, fl
         dense_model=None if dense_model is None else json.dumps(dense_model, sort_keys=True))
 
 
-def _build_in_place(run: _Run, scan: ScanResult, scan_started_ns: int) -> BuildReport:
-    """The single-file ``legacy_db`` layout: one index.db updated in one transaction."""
-    path = run.layout.legacy_path
-    existed = path.exists()
-    conn = _open_working(path, in_place=True)
+def _legacy_rebuild_reason(path: Path, config: IndexConfig) -> str | None:
+    """Why index.db cannot be updated in place (None: it can)."""
+    if not path.exists():
+        return "no_index"
+    conn = sqlite3.connect(path)
     try:
-        rebuild_reason = None if existed else "no_index"
-        if existed:
-            meta = get_meta(conn)
-            if any(meta.get(k) != v for k, v in run.config.identity().items()):
-                conn.close()
-                path.unlink()
-                conn = _open_working(path, in_place=True)
-                existed, rebuild_reason = False, "index_identity_changed"
-        if not existed:
-            create_schema(conn, run.config.tokenizer)
-        plan = _plan(scan, scan_started_ns, conn if existed else None)
-        if existed and plan.up_to_date:
-            return _report(conn, plan, run, kind="legacy_db", generation_id=None, up_to_date=True,
-                           rebuild_reason=None, extra={})
-        with atomic(conn):
-            extra = _stage(conn, plan, run)
-        return _report(conn, plan, run, kind="legacy_db", generation_id=None, up_to_date=False,
-                       rebuild_reason=rebuild_reason, extra=extra)
+        meta = get_meta(conn)
+    except sqlite3.DatabaseError:
+        return "legacy_index_unreadable"
     finally:
         conn.close()
+    return "index_identity_changed" if any(meta.get(k) != v for k, v in config.identity().items()) else None
+
+
+def _build_in_place(run: _Run, scan: ScanResult, scan_started_ns: int) -> BuildReport:
+    """The single-file ``legacy_db`` layout: index.db updated in one transaction, or, when it
+    must be built from scratch, built beside it and renamed over it, so a failed build never
+    leaves a half-built or empty index.db behind."""
+    path = run.layout.legacy_path
+    rebuild_reason = _legacy_rebuild_reason(path, run.config)
+    if rebuild_reason is None:
+        conn = _open_working(path, in_place=True)
+        try:
+            plan = _plan(scan, scan_started_ns, conn)
+            if plan.up_to_date:
+                return _report(conn, plan, run, kind="legacy_db", generation_id=None, up_to_date=True,
+                               rebuild_reason=None, extra={})
+            with atomic(conn):
+                extra = _stage(conn, plan, run)
+            return _report(conn, plan, run, kind="legacy_db", generation_id=None, up_to_date=False,
+                           rebuild_reason=None, extra=extra)
+        finally:
+            conn.close()
+    fresh = path.with_name(path.name + ".building")
+    fresh.unlink(missing_ok=True)
+    try:
+        conn = _open_working(fresh, in_place=True)
+        try:
+            create_schema(conn, run.config.tokenizer)
+            plan = _plan(scan, scan_started_ns, None)
+            with atomic(conn):
+                extra = _stage(conn, plan, run)
+            report = _report(conn, plan, run, kind="legacy_db", generation_id=None, up_to_date=False,
+                             rebuild_reason=rebuild_reason, extra=extra)
+        finally:
+            conn.close()
+        os.replace(fresh, path)
+    finally:
+        fresh.unlink(missing_ok=True)
+    return report

@@ -25,8 +25,8 @@ import pytest
 from conftest import write_files as write
 from core import builder
 from core import generations as gen
-from core.builder import build_index
-from core.errors import BuildLockedError, SourceChangedError
+from core.builder import IndexConfig, build_index
+from core.errors import BuildLockedError, IndexMissingError, SourceChangedError
 from core.generations import PUBLISH_STEPS, layout_for, list_generations
 
 REPO = Path(__file__).resolve().parents[1]
@@ -197,3 +197,30 @@ def test_a_second_builder_fails_build_locked_or_waits_its_turn(vault: Path) -> N
     assert published != old and waited.up_to_date and waited.generation_id == published
     assert served(vault) == published
     assert [g["generation_id"] for g in list_generations(layout_for(vault))] == [published, old]
+
+
+@pytest.mark.parametrize("first_build", [True, False], ids=["first_build", "identity_change"])
+def test_a_failed_from_scratch_in_place_build_leaves_no_half_built_index_db(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, first_build: bool) -> None:
+    root = write(tmp_path / "vault", NOTES)
+    layout = layout_for(root)
+    if not first_build:
+        build_index(root, in_place=True)
+    before = layout.legacy_path.read_bytes() if not first_build else None
+    real_validate = builder._validate
+
+    def validate_then_edit(conn, scan):
+        real_validate(conn, scan)
+        write(root, {"note2.md": "# Note 2\n\nedited during the build, longer than before\n"})
+
+    monkeypatch.setattr(builder, "_validate", validate_then_edit)
+    with pytest.raises(SourceChangedError):
+        build_index(root, in_place=True, config=IndexConfig(chunk_size=300, chunk_overlap=30))
+    monkeypatch.undo()
+    assert not layout.legacy_path.with_name("index.db.building").exists()
+    if first_build:
+        assert not layout.legacy_path.exists()
+        with pytest.raises(IndexMissingError):
+            gen.resolve(layout)
+    else:
+        assert layout.legacy_path.read_bytes() == before  # the old index still serves, untouched
