@@ -294,6 +294,7 @@ def _stage(conn: sqlite3.Connection, plan: _Plan, run: _Run) -> dict[str, int]:
     with atomic(conn):
         extra = _apply(conn, plan, run)
         set_meta(conn, {**run.config.identity(), "scan_started_ns": plan.scan_started_ns,
+                        "max_note_bytes": run.config.max_note_bytes,
                         "source_snapshot_hash": snapshot_hash(conn), "built_at": time.time()})
     t = run.lap("write", t)
     _validate(conn, plan.scan)

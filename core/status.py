@@ -13,12 +13,13 @@ from typing import Any
 
 from core import generations as gen
 from core.builder import all_problems
-from core.scan import read_file, scan_vault
+from core.scan import MAX_NOTE_BYTES, read_file, scan_vault
 from core.schema import get_meta
 
 
 def _stale(vault: Path, conn: sqlite3.Connection, index_dir: Path) -> dict[str, Any]:
-    scan = scan_vault(vault, index_dir=index_dir)
+    limit = get_meta(conn).get("max_note_bytes", MAX_NOTE_BYTES)  # scan with the size limit the build used
+    scan = scan_vault(vault, index_dir=index_dir, max_bytes=limit)
     known = {r[0]: r[1:] for r in conn.execute(
         "SELECT rel_path, content_sha256, mtime_ns, size FROM notes "
         "UNION ALL SELECT rel_path, content_sha256, mtime_ns, size FROM skipped_files")}

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import write_files as write
 from core import generations as gen
-from core.builder import build_index
+from core.builder import IndexConfig, build_index
 from core.errors import IndexMissingError
 from core.status import index_status, staleness
 
@@ -95,3 +95,11 @@ def test_status_without_an_index_is_index_missing(tmp_path: Path) -> None:
         with pytest.raises(IndexMissingError) as caught:
             call(root)
         assert caught.value.reason == "index-missing"
+
+
+def test_a_file_over_the_builds_own_size_limit_is_not_reported_as_added(tmp_path: Path) -> None:
+    root = write(tmp_path / "v", {**FILES, "big.md": "# Big\n\n" + "word " * 400})  # ~2 KB
+    report = build_index(root, config=IndexConfig(max_note_bytes=1000))
+    assert any(p["path"] == "big.md" and p["reason"] == "too_large" for p in report.problems)
+    stale = staleness(root)
+    assert not stale["stale"] and stale["added"] == []
