@@ -92,7 +92,8 @@ def cmd_search(args: argparse.Namespace) -> int:
     from core.searcher import search_vault
     kw = {k: v for k, v in _filters(args).items() if v is not None}
     results = search_vault(Path(args.vault), args.query, mode=args.mode, limit=args.n, raw=args.raw,
-                           allow_fallback=args.allow_fallback, model=args.model, index_dir=_env_index_dir(args), **kw)
+                           allow_fallback=args.allow_fallback, model=args.model, index_dir=_env_index_dir(args),
+                           options={"reranker": args.reranker} if args.reranker else None, **kw)
     if args.json:
         _print_json(results.to_dict())
     else:
@@ -154,7 +155,8 @@ def cmd_models(args: argparse.Namespace) -> int:
 def cmd_eval(args: argparse.Namespace) -> int:
     from core.eval_cli import run_eval
     report = run_eval(Path(args.vault), queries=Path(args.queries), qrels=Path(args.qrels), modes=args.mode or
-                      ["fts"], k=args.k, failures=args.failures, index_dir=_env_index_dir(args))
+                      ["fts"], k=args.k, failures=args.failures, index_dir=_env_index_dir(args),
+                      model=args.model, reranker=args.reranker)
     if args.json:
         _print_json(report.to_dict())
     else:
@@ -219,6 +221,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--raw", action="store_true", help="pass FTS5 query syntax through")
     p.add_argument("--allow-fallback", action="store_true", help="let dense modes run fts (labelled) when not ready")
     p.add_argument("--model", help="embedding model (preset or directory) instead of the index's")
+    p.add_argument("--reranker", help="cross-encoder for reranked (preset or directory; default bge-reranker-base)")
     p.add_argument("--index-dir")
     _add_filters(p)
     p.set_defaults(func=cmd_search)
@@ -250,6 +253,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", action="append", choices=list(MODE_NAMES), help="mode to evaluate (repeatable)")
     p.add_argument("-k", type=int, default=10)
     p.add_argument("--failures", action="store_true", help="list queries whose relevant note ranks outside top k")
+    p.add_argument("--model", help="embedding model for the dense modes (preset or directory) instead of the index's")
+    p.add_argument("--reranker", help="cross-encoder for reranked (preset or directory; default bge-reranker-base)")
     p.add_argument("--index-dir")
     p.set_defaults(func=cmd_eval)
     return parser

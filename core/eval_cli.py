@@ -10,8 +10,12 @@ from core.searcher import search_vault
 
 
 def run_eval(vault: Path, *, queries: Path, qrels: Path, modes: list[str], k: int = 10, failures: bool = False,
-             index_dir: Path | None = None, depth: int = 100) -> EvalReport:
-    """Evaluate ``modes`` on a BEIR queries/qrels pair against the vault's verified index."""
+             index_dir: Path | None = None, depth: int = 100, model: str | None = None,
+             reranker: str | None = None) -> EvalReport:
+    """Evaluate ``modes`` on a BEIR queries/qrels pair against the vault's verified index.
+
+    ``model`` / ``reranker`` name the embedding model and cross-encoder (preset or directory)
+    the dense modes use instead of the index's recorded model and the default reranker."""
     resolved = gen.resolve(gen.layout_for(Path(vault).resolve(), index_dir))
     conn = gen.connect_readonly(resolved)
     try:
@@ -19,10 +23,11 @@ def run_eval(vault: Path, *, queries: Path, qrels: Path, modes: list[str], k: in
     finally:
         conn.close()
     matcher = DocIdMatcher(notes)
+    options = {"reranker": reranker} if reranker else None
 
     def search(text: str, mode: str, n: int) -> list[str]:
         return [r.rel_path for r in search_vault(vault, text, mode=mode, limit=n, index_dir=index_dir,
-                                                         passages=False)]
+                                                         passages=False, model=model, options=options)]
 
     return evaluate(load_queries(queries), load_qrels(qrels), matcher, search, modes, k=k, depth=depth,
                     failures=failures)

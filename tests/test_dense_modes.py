@@ -309,3 +309,26 @@ def test_cli_search_with_another_model_exits_5_naming_the_reason(embedded, model
     assert code == 5 and json.loads(capsys.readouterr().err)["reason"] == "model_identity_mismatch"
     assert main(["search", str(embedded), "puppy", "--mode", "semantic", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["actual_mode"] == "semantic"
+
+
+def test_cli_search_and_eval_take_the_reranker(embedded, model_dirs, tmp_path, capsys, monkeypatch):
+    from core.cli import main
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # no model cache of the real user can leak in
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert main(["search", str(embedded), "cooking noodles in boiling water", "--mode", "reranked",
+                 "--reranker", str(model_dirs[PAIR]), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["actual_mode"] == "reranked" and out["results"][0]["rel_path"] == "food/pasta.md"
+    queries, qrels = tmp_path / "q.jsonl", tmp_path / "r.tsv"
+    queries.write_text(json.dumps({"_id": "q1", "text": "cooking noodles in boiling water"}) + "\n", encoding="utf-8")
+    qrels.write_text("query-id\tcorpus-id\tscore\nq1\tfood/pasta.md\t1\n", encoding="utf-8")
+    assert main(["eval", str(embedded), "--queries", str(queries), "--qrels", str(qrels), "--mode", "reranked",
+                 "--reranker", str(model_dirs[PAIR]), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["modes"][0]["mode"] == "reranked" and report["modes"][0]["error_reason"] is None
+    assert report["modes"][0]["mrr"] == 1.0
+    # without the option the default preset is absent here: the mode is reported as failed with its reason
+    assert main(["eval", str(embedded), "--queries", str(queries), "--qrels", str(qrels), "--mode", "reranked",
+                 "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["modes"][0]["error_reason"] == "reranker_unavailable"
