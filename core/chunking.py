@@ -26,7 +26,9 @@ the chunks cover every non-whitespace character of the body.
 
 from __future__ import annotations
 
+import functools
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from core.errors import UsageError
@@ -62,8 +64,13 @@ class HeadingSpan:
     text: str
 
 
-def scan_blocks(text: str) -> tuple[list[tuple[int, int]], list[HeadingSpan]]:
+@functools.lru_cache(maxsize=4)
+def scan_blocks(text: str) -> tuple[tuple[tuple[int, int], ...], tuple[HeadingSpan, ...]]:
     """One pass over the text: fenced code ranges and the ATX headings outside them.
+
+    Cached for the last few texts: parsing a note, listing its headings and chunking it
+    all ask for the same body, and the scan is the costliest part of each (the result is
+    immutable, and a str caches its own hash, so a repeated call costs a dict lookup).
 
     A fence opens with 3+ backticks (no backtick in the info string) or 3+ tildes, and
     closes with a line of the same character at least as long; an unclosed fence runs to
@@ -91,7 +98,7 @@ def scan_blocks(text: str) -> tuple[list[tuple[int, int]], list[HeadingSpan]]:
             heads.append(head)
     if fence is not None:
         fences.append((fence[2], len(text)))
-    return fences, heads
+    return tuple(fences), tuple(heads)
 
 
 def _heading(line: str, offset: int) -> HeadingSpan | None:
@@ -104,17 +111,17 @@ def _heading(line: str, offset: int) -> HeadingSpan | None:
     return HeadingSpan(offset, offset + len(line), len(match.group(1)), content)
 
 
-def fenced_code_ranges(text: str) -> list[tuple[int, int]]:
+def fenced_code_ranges(text: str) -> tuple[tuple[int, int], ...]:
     """Char ranges ``[start, end)`` of fenced code blocks (fence lines included)."""
     return scan_blocks(text)[0]
 
 
-def heading_spans(text: str) -> list[HeadingSpan]:
+def heading_spans(text: str) -> tuple[HeadingSpan, ...]:
     """Every ATX heading outside fenced code, in order."""
     return scan_blocks(text)[1]
 
 
-def mask_code(body: str, fences: list[tuple[int, int]] | None = None) -> str:
+def mask_code(body: str, fences: Sequence[tuple[int, int]] | None = None) -> str:
     """``body`` with fenced code and inline code spans blanked (same length, same offsets)."""
     parts: list[str] = []
     pos = 0
@@ -127,6 +134,8 @@ def mask_code(body: str, fences: list[tuple[int, int]] | None = None) -> str:
 
 def _blank(text: str) -> str:
     """Spaces in place of every character but newlines (keeps line structure)."""
+    if "\n" not in text:  # most inline code spans
+        return " " * len(text)
     return "\n".join(" " * len(line) for line in text.split("\n"))
 
 

@@ -116,11 +116,14 @@ def _chunk_rows(note: ParsedNote, chunk_size: int, chunk_overlap: int) -> tuple[
         return ((0, "[]", 0, 0, hashlib.sha256(b"").hexdigest(), ""),)
     rows = []
     prev_path: tuple[str, ...] | None = None
+    path_json = ""
     for chunk in chunks:
         path = chunk.heading_path
-        cell = path[-1] if (path and path != prev_path) else ""   # a heading on its section's first chunk
+        cell = ""
+        if path != prev_path:   # a new section: its heading goes in the heading cell of its first chunk
+            cell, path_json = (path[-1] if path else ""), _json(list(path))
         prev_path = path
-        rows.append((chunk.ord, _json(list(path)), chunk.start, chunk.end,
+        rows.append((chunk.ord, path_json, chunk.start, chunk.end,
                      hashlib.sha256(chunk.text.encode("utf-8")).hexdigest(), cell))
     return tuple(rows)
 
@@ -145,8 +148,8 @@ def _parse(item: NoteFile) -> tuple[str, ParsedNote | SkippedFile]:
     return sha256, note
 
 
-def _prepared(item: NoteFile, sha256: str, note: ParsedNote, texts: tuple[str, ...], terms: LocalVector, *,
-              chunk_size: int, chunk_overlap: int) -> PreparedNote:
+def _prepared(item: NoteFile, sha256: str, note: ParsedNote, texts: tuple[str, ...], chunks: tuple[tuple, ...],
+              terms: LocalVector) -> PreparedNote:
     mtime_ns, size = item[4], item[5]
     d = note.dates
     values = (
@@ -159,7 +162,7 @@ def _prepared(item: NoteFile, sha256: str, note: ParsedNote, texts: tuple[str, .
     return PreparedNote(
         values=values, tags=note.tags, problems=tuple((p.reason, p.detail) for p in note.problems),
         links=tuple((ln.target, ln.kind, ln.heading, ln.alias, ln.source, ln.alt_target) for ln in note.links),
-        body=note.body, chunks=_chunk_rows(note, chunk_size, chunk_overlap), first_cells=texts[:3], terms=terms)
+        body=note.body, chunks=chunks, first_cells=texts[:3], terms=terms)
 
 
 def prepare_notes(items: Sequence[NoteFile], *, chunk_size: int, chunk_overlap: int, build: str) -> PreparedBatch:
@@ -168,14 +171,17 @@ def prepare_notes(items: Sequence[NoteFile], *, chunk_size: int, chunk_overlap: 
     table = _tables.get(build)
     if table is None:
         table = _tables[build] = WordTable(len(FTS_COLUMNS))
-    parsed = [(item, *_parse(item)) for item in items]
-    notes = [(item, sha, note) for item, sha, note in parsed if isinstance(note, ParsedNote)]
-    texts = [_field_texts(note) for _, _, note in notes]
-    new_words, vectors = table.count(texts)
-    ready = {id(note): _prepared(item, sha, note, t, v, chunk_size=chunk_size, chunk_overlap=chunk_overlap)
-             for (item, sha, note), t, v in zip(notes, texts, vectors)}
+    parsed, notes = [], []
+    for item in items:  # parse, texts and chunks of one note in a row: they share its cached block scan
+        sha, note = _parse(item)
+        parsed.append(note)
+        if isinstance(note, ParsedNote):
+            notes.append((item, sha, note, _field_texts(note), _chunk_rows(note, chunk_size, chunk_overlap)))
+    new_words, vectors = table.count([texts for _, _, _, texts, _ in notes])
+    ready = {id(note): _prepared(item, sha, note, texts, chunks, v)
+             for (item, sha, note, texts, chunks), v in zip(notes, vectors)}
     return PreparedBatch((os.getpid(), build), new_words,
-                         [ready[id(note)] if isinstance(note, ParsedNote) else note for _, _, note in parsed])
+                         [ready[id(note)] if isinstance(note, ParsedNote) else note for note in parsed])
 
 
 def _worker_init() -> None:

@@ -55,7 +55,7 @@ def test_fence_closing_rules():
     body = "````\n```\nstill code\n````\nafter\n"
     (fence,) = fenced_code_ranges(body)
     assert body[fence[0]:fence[1]] == "````\n```\nstill code\n````"
-    assert fenced_code_ranges("```py`x\nnot a fence\n") == []   # backtick in info string
+    assert fenced_code_ranges("```py`x\nnot a fence\n") == ()   # backtick in info string
 
 
 def test_mask_code_keeps_length_and_lines():
