@@ -219,7 +219,7 @@ def _validate(conn: sqlite3.Connection, scan: ScanResult) -> None:
     if indexed != expected:
         found.append(f"coverage: missing {sorted(expected - indexed)[:5]}, extra {sorted(indexed - expected)[:5]}")
     checks = {
-        "chunks vs chunks_fts": "SELECT (SELECT count(*) FROM chunks) - (SELECT count(*) FROM chunks_fts)",
+        "notes vs notes_fts": "SELECT (SELECT count(*) FROM notes) - (SELECT count(*) FROM notes_fts)",
         "notes vs note_terms": "SELECT (SELECT count(*) FROM notes) - (SELECT count(*) FROM note_terms)",
         "notes without chunks": "SELECT count(*) FROM notes WHERE id NOT IN (SELECT note_id FROM chunks)",
         "orphan chunks": "SELECT count(*) FROM chunks WHERE note_id NOT IN (SELECT id FROM notes)",

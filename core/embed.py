@@ -41,7 +41,7 @@ from core.builder import all_problems
 from core.dense import Embedder, identity_key
 from core.errors import ValidationError
 from core.models import DEFAULT_EMBEDDING_MODEL, KIND_EMBEDDING, PRESETS, resolve_model
-from core.schema import atomic, get_meta, set_meta
+from core.schema import CHUNK_TEXT, CHUNK_TEXT_JOIN, atomic, get_meta, set_meta
 
 # Without a limit, publish a generation after this many newly embedded chunks.
 PUBLISH_EVERY = 2048
@@ -49,8 +49,8 @@ META_KEY = "dense_model"
 REF_KEY = "model_ref"
 
 _CHUNKS_SQL = (
-    "SELECT c.id, n.title, c.heading_path, f.body FROM chunks c JOIN notes n ON n.id = c.note_id "
-    "JOIN chunks_fts f ON f.rowid = c.id WHERE {where} "
+    f"SELECT c.id, n.title, c.heading_path, {CHUNK_TEXT} FROM chunks c JOIN notes n ON n.id = c.note_id "
+    f"{CHUNK_TEXT_JOIN} WHERE {{where}} "
     "ORDER BY coalesce(n.updated, n.created, strftime('%Y-%m-%dT%H:%M:%S', n.mtime_ns / 1000000000, "
     "'unixepoch')) DESC, n.id, c.ord LIMIT ?")
 

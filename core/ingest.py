@@ -1,7 +1,7 @@
 """Turn note files into rows of a working index database (and delete them again).
 
 The builder decides *which* notes change; this module knows *how* a note becomes rows:
-the notes row, tags, per-note problems, chunks + their FTS5 rows, the sparse term vector
+the notes row, tags, per-note problems, its FTS5 row, chunks, the sparse term vector
 and the links as written. Three stages, so that two CPU cores can share the work:
 
     prepare_notes    files -> PreparedBatch: read, hash, parse, chunk, count words. Pure
@@ -37,7 +37,7 @@ from core.scan import read_file
 from core.schema import FTS_COLUMNS, NOTE_COLUMNS, get_meta, set_meta
 
 _NOTE_INSERT = f"INSERT INTO notes({', '.join(NOTE_COLUMNS)}) VALUES ({', '.join('?' * len(NOTE_COLUMNS))})"
-_FTS_INSERT = (f"INSERT INTO chunks_fts(rowid, {', '.join(FTS_COLUMNS)}) "
+_FTS_INSERT = (f"INSERT INTO notes_fts(rowid, {', '.join(FTS_COLUMNS)}) "
                f"VALUES (?{', ?' * len(FTS_COLUMNS)})")
 # One batch's statements, in the order they run (notes first: the other rows name them).
 _INSERTS = {
@@ -69,7 +69,7 @@ NoteFile = tuple[str, str, "bytes | None", "str | None", int, int]
 class PreparedNote:
     """Everything one note puts in the index except the ids the writer assigns.
 
-    Compact on purpose (chunk texts are offsets into ``body``, term counts are packed), since
+    Compact on purpose (chunks are offsets into the body, term counts are packed), since
     a worker process pickles it back to the builder.
     """
 
@@ -77,9 +77,8 @@ class PreparedNote:
     tags: tuple[str, ...]
     problems: tuple[tuple[str, str], ...]                 # (reason, detail)
     links: tuple[tuple, ...]         # (target, kind, heading, alias, source, alt_target)
-    body: str
-    chunks: tuple[tuple[int, str, int, int, str, str], ...]  # ord, heading_path JSON, start, end, sha256, heading cell
-    first_cells: tuple[str, str, str]                     # title, description, tags: FTS cells of chunk 0
+    cells: tuple[str, ...]           # the notes_fts row: the texts of FTS_COLUMNS (the body last)
+    chunks: tuple[tuple[int, str, int, int, str], ...]    # ord, heading_path JSON, start, end, sha256
     terms: LocalVector
 
 
@@ -109,22 +108,19 @@ def _field_texts(note: ParsedNote) -> tuple[str, ...]:
 
 
 def _chunk_rows(note: ParsedNote, chunk_size: int, chunk_overlap: int) -> tuple[tuple, ...]:
-    """(ord, heading_path JSON, start, end, sha256, heading cell) per chunk; a note without a body
-    still gets one empty chunk so that its title and tags are searchable."""
+    """(ord, heading_path JSON, start, end, sha256) per chunk; a note without a body still gets
+    one empty chunk, so that every note has a passage to show."""
     chunks = chunk_body(note.body, size=chunk_size, overlap=chunk_overlap)
     if not chunks:
-        return ((0, "[]", 0, 0, hashlib.sha256(b"").hexdigest(), ""),)
+        return ((0, "[]", 0, 0, hashlib.sha256(b"").hexdigest()),)
     rows = []
     prev_path: tuple[str, ...] | None = None
     path_json = ""
     for chunk in chunks:
-        path = chunk.heading_path
-        cell = ""
-        if path != prev_path:   # a new section: its heading goes in the heading cell of its first chunk
-            cell, path_json = (path[-1] if path else ""), _json(list(path))
-        prev_path = path
+        if chunk.heading_path != prev_path:  # chunks of one section share their path's JSON
+            prev_path, path_json = chunk.heading_path, _json(list(chunk.heading_path))
         rows.append((chunk.ord, path_json, chunk.start, chunk.end,
-                     hashlib.sha256(chunk.text.encode("utf-8")).hexdigest(), cell))
+                     hashlib.sha256(chunk.text.encode("utf-8")).hexdigest()))
     return tuple(rows)
 
 
@@ -162,7 +158,7 @@ def _prepared(item: NoteFile, sha256: str, note: ParsedNote, texts: tuple[str, .
     return PreparedNote(
         values=values, tags=note.tags, problems=tuple((p.reason, p.detail) for p in note.problems),
         links=tuple((ln.target, ln.kind, ln.heading, ln.alias, ln.source, ln.alt_target) for ln in note.links),
-        body=note.body, chunks=chunks, first_cells=texts[:3], terms=terms)
+        cells=texts, chunks=chunks, terms=terms)
 
 
 def prepare_notes(items: Sequence[NoteFile], *, chunk_size: int, chunk_overlap: int, build: str) -> PreparedBatch:
@@ -258,17 +254,10 @@ class NoteWriter:
         rows["tags"].extend((tag, note_id) for tag in note.tags)
         rows["problems"].extend((note_id, *p) for p in note.problems)
         rows["links"].extend((note_id, *ln) for ln in note.links)
-        chunk_rows, fts_rows, body = rows["chunks"], rows["fts"], note.body
-        title, description, tags = note.first_cells
+        rows["fts"].append((note_id, *note.cells))
         cid = self.next_chunk_id
-        for ord_, path_json, start, end, sha, heading in note.chunks:
-            chunk_rows.append((cid, note_id, ord_, path_json, start, end, sha))
-            if ord_ == 0:
-                fts_rows.append((cid, title, description, tags, heading, body[start:end]))
-            else:
-                fts_rows.append((cid, "", "", "", heading, body[start:end]))
-            cid += 1
-        self.next_chunk_id = cid
+        rows["chunks"].extend((cid + i, note_id, *chunk) for i, chunk in enumerate(note.chunks))
+        self.next_chunk_id = cid + len(note.chunks)
         self._terms.append((note_id, table, note.terms))
 
     def flush(self) -> None:
@@ -302,9 +291,9 @@ def delete_notes(conn: sqlite3.Connection, note_ids: Iterable[int]) -> int:
     conn.execute("CREATE TEMP TABLE IF NOT EXISTS gone(id INTEGER PRIMARY KEY)")
     conn.execute("DELETE FROM temp.gone")
     conn.executemany("INSERT INTO temp.gone(id) VALUES (?)", ids)
-    gone_chunks = "SELECT id FROM chunks WHERE note_id IN (SELECT id FROM temp.gone)"
-    conn.execute(f"DELETE FROM chunks_fts WHERE rowid IN ({gone_chunks})")
-    conn.execute(f"DELETE FROM chunk_vectors WHERE chunk_id IN ({gone_chunks})")
+    conn.execute("DELETE FROM notes_fts WHERE rowid IN (SELECT id FROM temp.gone)")
+    conn.execute("DELETE FROM chunk_vectors WHERE chunk_id IN "
+                 "(SELECT id FROM chunks WHERE note_id IN (SELECT id FROM temp.gone))")
     for table, col in (("chunks", "note_id"), ("note_tags", "note_id"), ("note_problems", "note_id"),
                        ("note_terms", "note_id"), ("links", "note_id"), ("edges", "src_id"), ("notes", "id")):
         conn.execute(f"DELETE FROM {table} WHERE {col} IN (SELECT id FROM temp.gone)")

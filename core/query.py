@@ -37,7 +37,7 @@ def phrase_expression(terms: Sequence[str]) -> str:
 def check_raw(conn: sqlite3.Connection, expression: str) -> None:
     """Raise QuerySyntaxError when FTS5 rejects a raw expression (cheap: LIMIT 1; LIMIT 0 never parses it)."""
     try:
-        conn.execute("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? LIMIT 1", (expression,)).fetchall()
+        conn.execute("SELECT rowid FROM notes_fts WHERE notes_fts MATCH ? LIMIT 1", (expression,)).fetchall()
     except sqlite3.OperationalError as exc:
         raise QuerySyntaxError(f"invalid FTS5 query {expression!r}: {exc}", query=expression,
                                hint="drop raw=True / --raw to search the text literally") from exc

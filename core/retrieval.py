@@ -152,8 +152,8 @@ def _add_identifier_bonus(ctx: SearchContext, sp: SparseIndex, scores: np.ndarra
         return
     top = float(scores.max())
     for words in groups:
-        rows = ctx.conn.execute("SELECT DISTINCT c.note_id FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid "
-                                "WHERE chunks_fts MATCH ?", (phrase_expression(words),)).fetchall()
+        rows = ctx.conn.execute("SELECT rowid FROM notes_fts WHERE notes_fts MATCH ?",
+                                (phrase_expression(words),)).fetchall()
         ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
         pos = np.searchsorted(sp.note_ids, ids)
         ok = (pos < sp.n_docs) & (sp.note_ids[np.minimum(pos, sp.n_docs - 1)] == ids)
@@ -169,14 +169,11 @@ def vector_ranking(ctx: SearchContext, k: int) -> list[tuple[int, float]]:
 
 
 def raw_fts_ranking(ctx: SearchContext, k: int) -> list[tuple[int, float]]:
-    """The caller's FTS5 expression, filters in the same statement; best chunk per note."""
+    """The caller's FTS5 expression ranked by FTS5's bm25(), filters in the same statement."""
     clause, vals = ctx.filters.where()
     weights = ", ".join(str(w) for w in RAW_BM25_WEIGHTS)
-    # bm25() only works in a plain FTS5 query, never inside an aggregate: score the chunks in a
-    # materialized CTE (so SQLite cannot flatten it into the GROUP BY), then keep the best per note.
-    sql = (f"WITH m AS MATERIALIZED (SELECT rowid AS cid, bm25(chunks_fts, {weights}) AS s FROM chunks_fts "
-           f"WHERE chunks_fts MATCH ?) SELECT c.note_id, min(m.s) AS s FROM m JOIN chunks c ON c.id = m.cid "
-           f"JOIN notes n ON n.id = c.note_id WHERE {clause} GROUP BY c.note_id ORDER BY s, c.note_id LIMIT ?")
+    sql = (f"SELECT n.id, bm25(notes_fts, {weights}) AS s FROM notes_fts JOIN notes n ON n.id = notes_fts.rowid "
+           f"WHERE notes_fts MATCH ? AND {clause} ORDER BY s, n.id LIMIT ?")
     try:
         rows = ctx.conn.execute(sql, [ctx.text, *vals, k]).fetchall()
     except sqlite3.OperationalError as exc:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 
+from core.schema import CHUNK_TEXT, CHUNK_TEXT_JOIN
+
 
 SNIPPET_CHARS = 240
 MATCHED_TEXT_CHARS = 1200
@@ -23,7 +25,7 @@ def _chunk_rows(conn: sqlite3.Connection, note_ids: list[int]) -> dict[int, list
     if not note_ids:
         return out
     rows = conn.execute(
-        "SELECT c.note_id, c.id, c.heading_path, f.body FROM chunks c JOIN chunks_fts f ON f.rowid = c.id "
+        f"SELECT c.note_id, c.id, c.heading_path, {CHUNK_TEXT} FROM chunks c {CHUNK_TEXT_JOIN} "
         f"WHERE c.note_id IN ({', '.join('?' * len(note_ids))}) ORDER BY c.note_id, c.ord", note_ids)
     for note_id, cid, hp, body in rows:
         out.setdefault(note_id, []).append((cid, hp, body))

@@ -164,8 +164,7 @@ def test_stored_term_vectors_equal_fts5vocab_per_field(tmp_path: Path) -> None:
     ref = Reference(DEFAULT_TOKENIZER, FTS_COLUMNS)
     term_of = dict(conn.execute("SELECT id, term FROM terms"))
     rows = conn.execute("SELECT n.rel_path, f.title, f.description, f.tags, t.term_ids, t.tf FROM notes n "
-                        "JOIN chunks c ON c.note_id = n.id AND c.ord = 0 JOIN chunks_fts f ON f.rowid = c.id "
-                        "JOIN note_terms t ON t.note_id = n.id").fetchall()
+                        "JOIN notes_fts f ON f.rowid = n.id JOIN note_terms t ON t.note_id = n.id").fetchall()
     assert len(rows) == len(names)
     for rel, title, description, tags, tids, tf in rows:
         body = parse_note(rel, (vault / rel).read_bytes()).body

@@ -22,6 +22,7 @@ from core import generations as gen
 from core.builder import BuildReport, IndexConfig, build_index
 from core.errors import UsageError
 from core.notes import parse_note
+from core.schema import CHUNK_TEXT, CHUNK_TEXT_JOIN
 
 DATA = Path("/work/shared/data")
 DENDRON = DATA / "dendron" / "vault"
@@ -125,8 +126,7 @@ def test_fts_finds_every_field_and_one_empty_chunk_keeps_a_bodiless_note_searcha
 
     def hits(query: str) -> list[str]:
         return sorted(r[0] for r in conn.execute(
-            "SELECT DISTINCT n.rel_path FROM chunks_fts f JOIN chunks c ON c.id = f.rowid JOIN notes n ON n.id = c.note_id "
-            "WHERE chunks_fts MATCH ?", (query,)))
+            "SELECT n.rel_path FROM notes_fts f JOIN notes n ON n.id = f.rowid WHERE notes_fts MATCH ?", (query,)))
 
     assert hits("title:lonely") == ["bare.md"] and hits("tags:solo") == ["bare.md"]
     assert hits("description:second") == ["beta.md"] and hits("headings:details") == ["sub/gamma.md"]
@@ -160,8 +160,7 @@ def test_every_bad_input_is_listed_with_path_and_reason_and_the_build_publishes(
     assert indexed == {"good.md", "yaml.md", "latin1.md", "empty.md"}        # indexed as well as they could be
     assert conn.execute("SELECT rel_path, reason FROM skipped_files").fetchall() == [("binary.md", "binary")]
     body_hits = {r[0] for r in conn.execute(
-        "SELECT n.rel_path FROM chunks_fts f JOIN chunks c ON c.id = f.rowid JOIN notes n ON n.id = c.note_id "
-        "WHERE chunks_fts MATCH 'survives OR anyway'")}
+        "SELECT n.rel_path FROM notes_fts f JOIN notes n ON n.id = f.rowid WHERE notes_fts MATCH 'survives OR anyway'")}
     assert body_hits == {"yaml.md", "latin1.md"}
     assert report.notes == 4 and report.added == 5                             # the binary file was read too
     recorded = {(p["path"], p["reason"]) for p in gen.active_record(gen.layout_for(vault))["problems"]}
@@ -203,9 +202,9 @@ def test_real_dendron_subset_is_covered_and_its_chunks_are_the_body(dendron: tup
     assert report.links > 0 and report.links - report.unresolved_links > 0
     assert conn.execute("SELECT count(*) FROM notes WHERE id NOT IN (SELECT note_id FROM chunks)").fetchone()[0] == 0
     bodies = {name: parse_note(name, (vault / name).read_bytes()).body for name in files}
-    rows = conn.execute("SELECT n.rel_path, c.start, c.end, c.text_sha256, f.body FROM chunks c "
-                        "JOIN notes n ON n.id = c.note_id JOIN chunks_fts f ON f.rowid = c.id")
-    for rel, start, end, sha, text in rows:
+    rows = conn.execute(f"SELECT n.rel_path, c.start, c.end, c.text_sha256, {CHUNK_TEXT} FROM chunks c "
+                        f"JOIN notes n ON n.id = c.note_id {CHUNK_TEXT_JOIN}")
+    for rel, start, end, sha, text in rows:   # SQLite's character offsets are Python's
         assert text == bodies[rel][start:end]
         assert sha == hashlib.sha256(text.encode()).hexdigest()
 
@@ -239,7 +238,7 @@ def test_worker_processes_build_exactly_the_same_index(tmp_path: Path, dendron: 
     forked = build_index(vault, index_dir=tmp_path / "two", workers=2)
     assert (inline.notes, inline.chunks, inline.links) == (forked.notes, forked.chunks, forked.links)
     a, b = open_active(vault, tmp_path / "one"), open_active(vault, tmp_path / "two")
-    for sql in ("SELECT * FROM notes", "SELECT * FROM chunks", "SELECT rowid, * FROM chunks_fts",
+    for sql in ("SELECT * FROM notes", "SELECT * FROM chunks", "SELECT rowid, * FROM notes_fts",
                 "SELECT * FROM note_terms", "SELECT * FROM terms", "SELECT * FROM edges", "SELECT * FROM links",
                 "SELECT * FROM note_tags", "SELECT * FROM note_problems"):
         assert table(a, sql) == table(b, sql), sql

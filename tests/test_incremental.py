@@ -57,7 +57,7 @@ def note_rows(conn: sqlite3.Connection, rel_path: str) -> dict[str, list[tuple]]
     queries = {
         "notes": "SELECT * FROM notes WHERE id = ?",
         "chunks": "SELECT * FROM chunks WHERE note_id = ? ORDER BY ord",
-        "fts": f"SELECT rowid, * FROM chunks_fts WHERE rowid IN ({chunk_ids}) ORDER BY rowid",
+        "fts": "SELECT rowid, * FROM notes_fts WHERE rowid = ?",
         "note_terms": "SELECT * FROM note_terms WHERE note_id = ?",
         "tags": "SELECT * FROM note_tags WHERE note_id = ? ORDER BY tag",
         "links": "SELECT * FROM links WHERE note_id = ? ORDER BY target",
@@ -69,8 +69,7 @@ def note_rows(conn: sqlite3.Connection, rel_path: str) -> dict[str, list[tuple]]
 
 def fts_paths(conn: sqlite3.Connection, query: str) -> set[str]:
     return {r[0] for r in conn.execute(
-        "SELECT n.rel_path FROM chunks_fts f JOIN chunks c ON c.id = f.rowid JOIN notes n ON n.id = c.note_id "
-        "WHERE chunks_fts MATCH ?", (query,))}
+        "SELECT n.rel_path FROM notes_fts f JOIN notes n ON n.id = f.rowid WHERE notes_fts MATCH ?", (query,))}
 
 
 def edges_by_path(conn: sqlite3.Connection) -> set[tuple[str, str | None, str]]:
@@ -109,7 +108,6 @@ def test_unchanged_notes_keep_ids_and_byte_identical_rows(vault: Path) -> None:
 def test_a_deleted_note_disappears_from_every_table(vault: Path) -> None:
     before = active(vault)
     gid = before.execute("SELECT id FROM notes WHERE rel_path = 'gamma.md'").fetchone()[0]
-    chunk_ids = [r[0] for r in before.execute("SELECT id FROM chunks WHERE note_id = ?", (gid,))]
     assert ("beta.md", "gamma.md", "gamma") in edges_by_path(before)
     (vault / "gamma.md").unlink()
     build_index(vault)
@@ -118,8 +116,7 @@ def test_a_deleted_note_disappears_from_every_table(vault: Path) -> None:
     for table, col in (("chunks", "note_id"), ("note_terms", "note_id"), ("note_tags", "note_id"),
                        ("links", "note_id"), ("note_problems", "note_id"), ("edges", "src_id"), ("edges", "dst_id")):
         assert after.execute(f"SELECT count(*) FROM {table} WHERE {col} = ?", (gid,)).fetchone()[0] == 0, table
-    marks = ", ".join("?" * len(chunk_ids))
-    assert after.execute(f"SELECT count(*) FROM chunks_fts WHERE rowid IN ({marks})", chunk_ids).fetchone()[0] == 0
+    assert after.execute("SELECT count(*) FROM notes_fts WHERE rowid = ?", (gid,)).fetchone()[0] == 0
     assert fts_paths(after, "gammaword") == set()
     assert ("beta.md", None, "gamma") in edges_by_path(after)           # the link stays, now unresolved
 
@@ -254,9 +251,10 @@ def _comparable(conn: sqlite3.Connection) -> dict[str, object]:
     return {
         "notes": sorted(conn.execute(f"SELECT {', '.join(cols)} FROM notes")),
         "chunks": sorted(conn.execute(
-            "SELECT n.rel_path, c.ord, c.heading_path, c.start, c.end, c.text_sha256, f.title, f.description, "
-            "f.tags, f.headings, f.body FROM chunks c JOIN notes n ON n.id = c.note_id "
-            "JOIN chunks_fts f ON f.rowid = c.id")),
+            "SELECT n.rel_path, c.ord, c.heading_path, c.start, c.end, c.text_sha256 FROM chunks c "
+            "JOIN notes n ON n.id = c.note_id")),
+        "fts": sorted(conn.execute("SELECT n.rel_path, f.title, f.description, f.tags, f.headings, f.body "
+                                   "FROM notes_fts f JOIN notes n ON n.id = f.rowid")),
         "terms": terms,
         "edges": sorted(edges_by_path(conn), key=repr),
         "tags": sorted(conn.execute("SELECT n.rel_path, t.tag FROM note_tags t JOIN notes n ON n.id = t.note_id")),

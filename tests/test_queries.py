@@ -217,7 +217,7 @@ def test_fts_quote_and_expressions():
 @pytest.fixture(scope="module")
 def fts_table() -> sqlite3.Connection:
     conn = sqlite3.connect(":memory:")
-    conn.execute("CREATE VIRTUAL TABLE chunks_fts USING fts5(body, tokenize='porter unicode61 remove_diacritics 2')")
+    conn.execute("CREATE VIRTUAL TABLE notes_fts USING fts5(body, tokenize='porter unicode61 remove_diacritics 2')")
     return conn
 
 
@@ -227,9 +227,9 @@ def test_quoted_text_is_always_valid_fts5_and_matches_itself(fts_table, tokens):
     expression = match_expression(tokens, "AND")
     check_raw(fts_table, expression)  # never a syntax error, whatever the text
     with fts_table:
-        fts_table.execute("DELETE FROM chunks_fts")
-        fts_table.execute("INSERT INTO chunks_fts(body) VALUES (?)", (" ".join(tokens),))
-        hits = fts_table.execute("SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?", (expression,)).fetchone()
+        fts_table.execute("DELETE FROM notes_fts")
+        fts_table.execute("INSERT INTO notes_fts(body) VALUES (?)", (" ".join(tokens),))
+        hits = fts_table.execute("SELECT count(*) FROM notes_fts WHERE notes_fts MATCH ?", (expression,)).fetchone()
     if all(re.search(r"[A-Za-z0-9]", t) for t in tokens):
         assert hits[0] == 1  # the quoted text finds the row that holds it, literally
 
