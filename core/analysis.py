@@ -175,27 +175,65 @@ class WordTable:
 
     def count(self, notes: Sequence[Sequence[str]]) -> tuple[list[bytes], list[LocalVector]]:
         """(words numbered meanwhile, one ``LocalVector`` per note) for the notes' field texts."""
+        nf = self.n_fields
+        return self.count_pieces(len(notes), [(text, (d * nf + f,)) for d, texts in enumerate(notes)
+                                              for f, text in enumerate(texts)])
+
+    def count_pieces(self, n_docs: int, pieces: Sequence[tuple[str, Sequence[int]]],
+                     weighted: Sequence[bool] | None = None, weights: Sequence[int] = ()
+                     ) -> tuple[list[bytes], list[LocalVector]]:
+        """Like ``count`` for ``n_docs`` documents whose fields are made of pieces of text: each
+        piece is cut and numbered once and counts for every target (``doc * n_fields + field``)
+        it names, e.g. a stretch of a note body that is also in one of its chunks.
+
+        A document marked in ``weighted`` gets one column instead of ``n_fields``: its per-field
+        frequencies times ``weights``, summed (a chunk vector; a third of the bytes to send).
+        """
         words: list[bytes] = []
         sizes: list[int] = []
-        for texts in notes:
-            for text in texts:
-                found = term_words(text)
+        targets: list[int] = []
+        fanout: list[int] = []
+        for text, piece_targets in pieces:
+            found = term_words(text) if text else []
+            if found:
                 words += found
                 sizes.append(len(found))
+                targets += piece_targets
+                fanout.append(len(piece_targets))
         numbers, new = self._numbers(words)
-        span = max(len(self._word_no), 1)
-        slot = np.repeat(np.arange(len(sizes), dtype=np.int64), sizes)       # note * n_fields + field
-        keys, counts = np.unique(slot * span + numbers, return_counts=True)
-        note_field, word = np.divmod(keys, span)
-        note, field = np.divmod(note_field, self.n_fields)
-        per_note, row = np.unique(note * span + word, return_inverse=True)
-        tf = np.zeros((per_note.size, self.n_fields), dtype="<u4")
+        span, nf = max(len(self._word_no), 1), self.n_fields
+        target, word = np.divmod(self._slot_words(numbers, sizes, targets, fanout, span), span)
+        doc, field = np.divmod(target, nf)
+        # one sort, by (doc, word, field): a (doc, word) pair's fields are then neighbours
+        keys, counts = np.unique((doc * span + word) * nf + field, return_counts=True)
+        doc_word, field = np.divmod(keys, nf)
+        first = np.flatnonzero(np.diff(doc_word, prepend=-1)) if keys.size else np.zeros(0, np.int64)
+        row = np.cumsum(np.diff(doc_word, prepend=-1) != 0) - 1
+        per_note = doc_word[first]
+        tf = np.zeros((per_note.size, nf), dtype="<u4")
         tf[row, field] = counts
         id_bytes, tf_bytes = (per_note % span).astype("<i4").tobytes(), tf.tobytes()
-        bounds = np.searchsorted(per_note // span, np.arange(len(notes) + 1)).tolist()
-        width = 4 * self.n_fields
-        return new, [LocalVector(id_bytes[4 * a:4 * b], tf_bytes[width * a:width * b])
-                     for a, b in pairwise(bounds)]
+        w_bytes = (tf @ np.asarray(weights, dtype=np.uint32)).astype("<u4").tobytes() if weighted else b""
+        bounds = np.searchsorted(per_note // span, np.arange(n_docs + 1)).tolist()
+        width = 4 * nf
+        return new, [LocalVector(id_bytes[4 * a:4 * b], w_bytes[4 * a:4 * b] if weighted and weighted[d]
+                                 else tf_bytes[width * a:width * b])
+                     for d, (a, b) in enumerate(pairwise(bounds))]
+
+    @staticmethod
+    def _slot_words(numbers: np.ndarray, sizes: list[int], targets: list[int], fanout: list[int], span: int
+                    ) -> np.ndarray:
+        """``target * span + word number`` for every (target, word of the piece) pair."""
+        size = np.asarray(sizes, dtype=np.int64)
+        target = np.asarray(targets, dtype=np.int64)
+        if len(target) == len(size):  # one target per piece
+            return np.repeat(target, size) * span + numbers
+        piece = np.repeat(np.arange(size.size), np.asarray(fanout, dtype=np.int64))
+        length = size[piece]                           # words of each (piece, target) pair
+        pair = np.repeat(np.arange(piece.size), length)
+        first = (np.cumsum(size) - size)[piece]        # the piece's first word in ``numbers``
+        within = np.arange(pair.size) - np.repeat(np.cumsum(length) - length, length)
+        return target[pair] * span + numbers[first[pair] + within]
 
 
 class _Ints:
@@ -285,12 +323,15 @@ class TermVectors:
             out[mask] = self._local.get(table, _Ints()).array()[local[mask]]
         return out
 
-    def vectors(self, notes: Sequence[tuple[object, LocalVector]]) -> list[tuple[bytes, bytes]]:
-        """(term_ids bytes, tf bytes) of each (table, local vector), in order."""
+    def vectors(self, notes: Sequence[tuple[object, LocalVector]], columns: int | None = None
+                ) -> list[tuple[bytes, bytes]]:
+        """(term_ids bytes, tf bytes) of each (table, local vector), in order: tf is the uint16
+        matrix ``[n_terms, columns]``, columns = n_fields, or 1 for weighted chunk vectors."""
+        columns = self.n_fields if columns is None else columns
         lengths = [len(v.ids) // 4 for _, v in notes]
         words = self._global_words([t for t, _ in notes], np.frombuffer(b"".join(v.ids for _, v in notes), "<i4"),
                                    lengths)
-        tf = np.frombuffer(b"".join(v.tf for _, v in notes), dtype="<u4").reshape(-1, self.n_fields)
+        tf = np.frombuffer(b"".join(v.tf for _, v in notes), dtype="<u4").reshape(-1, columns)
         note = np.repeat(np.arange(len(notes), dtype=np.int64), lengths)
         n_ids, pos = self._lens.array()[words], self._starts.array()[words]
         if not np.all(n_ids == 1):  # words of zero or several tokens: one entry per token
@@ -299,12 +340,11 @@ class TermVectors:
             note, tf = note[rep], tf[rep]
         span = self._next_term
         keys, row = np.unique(note * span + self._flat.array()[pos], return_inverse=True)
-        summed = np.stack([np.bincount(row, weights=tf[:, f], minlength=keys.size) for f in range(self.n_fields)],
-                          axis=1)
+        summed = np.stack([np.bincount(row, weights=tf[:, f], minlength=keys.size) for f in range(columns)], axis=1)
         tf_bytes = np.minimum(summed, _TF_MAX).astype("<u2").tobytes()
         id_bytes = (keys % span).astype("<i4").tobytes()
         bounds = np.searchsorted(keys // span, np.arange(len(notes) + 1)).tolist()
-        width = 2 * self.n_fields
+        width = 2 * columns
         return [(id_bytes[4 * a:4 * b], tf_bytes[width * a:width * b]) for a, b in pairwise(bounds)]
 
 

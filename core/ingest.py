@@ -34,7 +34,7 @@ from core.errors import SourceChangedError
 from core.links import LinkResolver
 from core.notes import Link, ParsedNote, parse_note, skip_problem
 from core.scan import read_file
-from core.schema import FTS_COLUMNS, NOTE_COLUMNS, get_meta, set_meta
+from core.schema import CHUNK_FIELD_UNITS, FTS_COLUMNS, NOTE_COLUMNS, get_meta, set_meta
 
 _NOTE_INSERT = f"INSERT INTO notes({', '.join(NOTE_COLUMNS)}) VALUES ({', '.join('?' * len(NOTE_COLUMNS))})"
 _FTS_INSERT = (f"INSERT INTO notes_fts(rowid, {', '.join(FTS_COLUMNS)}) "
@@ -48,6 +48,7 @@ _INSERTS = {
     "fts": _FTS_INSERT,
     "new_terms": "INSERT INTO terms(id, term) VALUES (?, ?)",
     "terms": "INSERT INTO note_terms(note_id, term_ids, tf) VALUES (?, ?, ?)",
+    "chunk_terms": "INSERT INTO chunk_terms(chunk_id, term_ids, tf) VALUES (?, ?, ?)",
     "links": "INSERT INTO links(note_id, target, kind, heading, alias, source, alt_target) VALUES (?, ?, ?, ?, ?, ?, ?)",
     "skipped": "INSERT OR REPLACE INTO skipped_files(rel_path, content_sha256, mtime_ns, size, reason, detail) "
                "VALUES (?, ?, ?, ?, ?, ?)",
@@ -80,6 +81,7 @@ class PreparedNote:
     cells: tuple[str, ...]           # the notes_fts row: the texts of FTS_COLUMNS (the body last)
     chunks: tuple[tuple[int, str, int, int, str], ...]    # ord, heading_path JSON, start, end, sha256
     terms: LocalVector
+    chunk_terms: tuple[LocalVector, ...]                  # one per chunk, field texts as ``_chunk_rows`` says
 
 
 @dataclass(frozen=True)
@@ -107,21 +109,69 @@ def _field_texts(note: ParsedNote) -> tuple[str, ...]:
             "\n".join(headings(note.body)), note.body)
 
 
-def _chunk_rows(note: ParsedNote, chunk_size: int, chunk_overlap: int) -> tuple[tuple, ...]:
-    """(ord, heading_path JSON, start, end, sha256) per chunk; a note without a body still gets
-    one empty chunk, so that every note has a passage to show."""
+def _chunk_rows(note: ParsedNote, chunk_size: int, chunk_overlap: int) -> tuple[tuple[tuple, ...], list[str]]:
+    """The chunks rows (ord, heading_path JSON, start, end, sha256) and each chunk's heading cell
+    (its section's heading on the section's first chunk, else ""). A note without a body still
+    gets one empty chunk, so that every note has a passage to show."""
     chunks = chunk_body(note.body, size=chunk_size, overlap=chunk_overlap)
     if not chunks:
-        return ((0, "[]", 0, 0, hashlib.sha256(b"").hexdigest()),)
-    rows = []
+        return ((0, "[]", 0, 0, hashlib.sha256(b"").hexdigest()),), [""]
+    rows, cells = [], []
     prev_path: tuple[str, ...] | None = None
     path_json = ""
     for chunk in chunks:
-        if chunk.heading_path != prev_path:  # chunks of one section share their path's JSON
+        heading = ""
+        if chunk.heading_path != prev_path:  # a section's first chunk; its chunks share the path's JSON
             prev_path, path_json = chunk.heading_path, _json(list(chunk.heading_path))
+            heading = chunk.heading_path[-1] if chunk.heading_path else ""
         rows.append((chunk.ord, path_json, chunk.start, chunk.end,
                      hashlib.sha256(chunk.text.encode("utf-8")).hexdigest()))
-    return tuple(rows)
+        cells.append(heading)
+    return tuple(rows), cells
+
+
+def _splits_words(body: str, spans: list[tuple[int, int]]) -> bool:
+    """True unless the chunks' own stretches (each chunk from where the previous one ended)
+    tile the body's words exactly: every gap between them is whitespace and no boundary
+    falls inside a word (a hard cut of an over-long word)."""
+    prev = 0
+    for start, end in spans:
+        if start > prev:
+            if body[prev:start].strip():
+                return True
+        elif 0 < prev < len(body) and not body[prev - 1].isspace() and not body[prev].isspace():
+            return True       # this chunk's own stretch would start inside a word
+        prev = max(prev, end)
+    return bool(body[prev:].strip())
+
+
+def _pieces(doc: int, texts: tuple[str, ...], rows: tuple[tuple, ...], cells: list[str]) -> list[tuple[str, tuple]]:
+    """The pieces of text that make up a note's vector (document ``doc``) and its chunks' vectors
+    (documents ``doc + 1 + ord``), for ``WordTable.count_pieces``.
+
+    A chunk vector counts the note's title, description and tags on chunk 0, its heading cell and
+    its text, overlap included. Each stretch of body text is cut into words once: a chunk's own
+    stretch counts for the note body and the chunk, the overlap it repeats for the chunk only.
+    """
+    nf, first = len(FTS_COLUMNS), doc + 1
+    head, body_f = FTS_COLUMNS.index("headings"), FTS_COLUMNS.index("body")
+    pieces: list[tuple[str, tuple]] = [(texts[f], (doc * nf + f, first * nf + f)) for f in range(head)]
+    pieces.append((texts[head], (doc * nf + head,)))
+    pieces += [(cell, ((first + i) * nf + head,)) for i, cell in enumerate(cells) if cell]
+    body = texts[body_f]
+    spans = [(row[2], row[3]) for row in rows]
+    if _splits_words(body, spans):  # rare: count the body and each chunk text on their own
+        pieces.append((body, (doc * nf + body_f,)))
+        pieces += [(body[s:e], ((first + i) * nf + body_f,)) for i, (s, e) in enumerate(spans)]
+        return pieces
+    prev = 0
+    for i, (start, end) in enumerate(spans):
+        target = (first + i) * nf + body_f
+        if start < prev:
+            pieces.append((body[start:prev], (target,)))
+        pieces.append((body[max(start, prev):end], (doc * nf + body_f, target)))
+        prev = max(prev, end)
+    return pieces
 
 
 def read_source(rel_path: str, path: str | os.PathLike[str]) -> tuple[bytes, str]:
@@ -145,7 +195,7 @@ def _parse(item: NoteFile) -> tuple[str, ParsedNote | SkippedFile]:
 
 
 def _prepared(item: NoteFile, sha256: str, note: ParsedNote, texts: tuple[str, ...], chunks: tuple[tuple, ...],
-              terms: LocalVector) -> PreparedNote:
+              terms: LocalVector, chunk_terms: tuple[LocalVector, ...]) -> PreparedNote:
     mtime_ns, size = item[4], item[5]
     d = note.dates
     values = (
@@ -158,7 +208,7 @@ def _prepared(item: NoteFile, sha256: str, note: ParsedNote, texts: tuple[str, .
     return PreparedNote(
         values=values, tags=note.tags, problems=tuple((p.reason, p.detail) for p in note.problems),
         links=tuple((ln.target, ln.kind, ln.heading, ln.alias, ln.source, ln.alt_target) for ln in note.links),
-        cells=texts, chunks=chunks, terms=terms)
+        cells=texts, chunks=chunks, terms=terms, chunk_terms=chunk_terms)
 
 
 def prepare_notes(items: Sequence[NoteFile], *, chunk_size: int, chunk_overlap: int, build: str) -> PreparedBatch:
@@ -167,15 +217,22 @@ def prepare_notes(items: Sequence[NoteFile], *, chunk_size: int, chunk_overlap: 
     table = _tables.get(build)
     if table is None:
         table = _tables[build] = WordTable(len(FTS_COLUMNS))
-    parsed, notes = [], []
+    parsed, notes, pieces, weighted = [], [], [], []
     for item in items:  # parse, texts and chunks of one note in a row: they share its cached block scan
         sha, note = _parse(item)
         parsed.append(note)
         if isinstance(note, ParsedNote):
-            notes.append((item, sha, note, _field_texts(note), _chunk_rows(note, chunk_size, chunk_overlap)))
-    new_words, vectors = table.count([texts for _, _, _, texts, _ in notes])
-    ready = {id(note): _prepared(item, sha, note, texts, chunks, v)
-             for (item, sha, note, texts, chunks), v in zip(notes, vectors)}
+            texts = _field_texts(note)
+            rows, cells = _chunk_rows(note, chunk_size, chunk_overlap)
+            notes.append((item, sha, note, texts, rows))
+            pieces += _pieces(len(weighted), texts, rows, cells)
+            weighted += [False] + [True] * len(rows)
+    # each note's vector, then its chunks' (weighted: one column each)
+    new_words, vectors = table.count_pieces(len(weighted), pieces, weighted, CHUNK_FIELD_UNITS)
+    ready, at = {}, 0
+    for item, sha, note, texts, rows in notes:
+        ready[id(note)] = _prepared(item, sha, note, texts, rows, vectors[at], tuple(vectors[at + 1:at + 1 + len(rows)]))
+        at += 1 + len(rows)
     return PreparedBatch((os.getpid(), build), new_words,
                          [ready[id(note)] if isinstance(note, ParsedNote) else note for note in parsed])
 
@@ -232,7 +289,8 @@ class NoteWriter:
         next_id = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM terms").fetchone()[0]
         self.vectors = TermVectors(analyzer, len(FTS_COLUMNS), next_id=next_id, known=partial(_term_ids, conn))
         self._rows: dict[str, list[tuple]] = {name: [] for name in _INSERTS}
-        self._terms: list[tuple[int, tuple[int, str], LocalVector]] = []
+        self._terms: list[tuple[int, tuple[int, str], LocalVector]] = []        # note id, table, vector
+        self._chunk_terms: list[tuple[int, tuple[int, str], LocalVector]] = []  # chunk id, table, vector
         self.conn = conn
 
     def add_batch(self, batch: PreparedBatch) -> None:
@@ -257,21 +315,24 @@ class NoteWriter:
         rows["fts"].append((note_id, *note.cells))
         cid = self.next_chunk_id
         rows["chunks"].extend((cid + i, note_id, *chunk) for i, chunk in enumerate(note.chunks))
+        self._chunk_terms.extend((cid + i, table, local) for i, local in enumerate(note.chunk_terms))
         self.next_chunk_id = cid + len(note.chunks)
         self._terms.append((note_id, table, note.terms))
 
     def flush(self) -> None:
         """Turn the queued word counts into term vectors and insert every queued row."""
         rows = self._rows
-        if self._terms:
-            vectors = self.vectors.vectors([(table, local) for _, table, local in self._terms])
-            rows["terms"] = [(note_id, ids, tf) for (note_id, _, _), (ids, tf) in zip(self._terms, vectors)]
+        for name, queued, columns in (("terms", self._terms, None),
+                                      ("chunk_terms", self._chunk_terms, 1)):
+            if queued:
+                vectors = self.vectors.vectors([(table, local) for _, table, local in queued], columns)
+                rows[name] = [(key, ids, tf) for (key, _, _), (ids, tf) in zip(queued, vectors)]
         rows["new_terms"] = self.vectors.take_new_terms()
         for name, sql in _INSERTS.items():
             if rows[name]:
                 self.conn.executemany(sql, rows[name])
         self._rows = {name: [] for name in _INSERTS}
-        self._terms = []
+        self._terms, self._chunk_terms = [], []
 
 
 def _term_ids(conn: sqlite3.Connection, terms: list[str]) -> dict[str, int]:
@@ -292,8 +353,9 @@ def delete_notes(conn: sqlite3.Connection, note_ids: Iterable[int]) -> int:
     conn.execute("DELETE FROM temp.gone")
     conn.executemany("INSERT INTO temp.gone(id) VALUES (?)", ids)
     conn.execute("DELETE FROM notes_fts WHERE rowid IN (SELECT id FROM temp.gone)")
-    conn.execute("DELETE FROM chunk_vectors WHERE chunk_id IN "
-                 "(SELECT id FROM chunks WHERE note_id IN (SELECT id FROM temp.gone))")
+    for table in ("chunk_vectors", "chunk_terms"):
+        conn.execute(f"DELETE FROM {table} WHERE chunk_id IN "
+                     "(SELECT id FROM chunks WHERE note_id IN (SELECT id FROM temp.gone))")
     for table, col in (("chunks", "note_id"), ("note_tags", "note_id"), ("note_problems", "note_id"),
                        ("note_terms", "note_id"), ("links", "note_id"), ("edges", "src_id"), ("notes", "id")):
         conn.execute(f"DELETE FROM {table} WHERE {col} IN (SELECT id FROM temp.gone)")

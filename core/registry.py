@@ -46,9 +46,10 @@ _SPECS = (
     ModeSpec("fts", "BM25F over the FTS5 tokens (title, description, tags, headings above body); "
              "raw=True passes FTS5 syntax through", frozenset({FULL_TEXT, TERM_VECTORS}), ("fts",), "none",
              False, retrieval.run_fts),
-    ModeSpec("vector", "cosine over sparse TF-IDF term vectors", frozenset({TERM_VECTORS}), ("vector",), "none",
+    ModeSpec("vector", "TF-IDF cosine over sparse chunk term vectors (field-weighted, pivoted length), "
+             "best chunk per note", frozenset({TERM_VECTORS}), ("vector",), "none",
              False, retrieval.run_vector),
-    ModeSpec("hybrid", "weighted reciprocal rank fusion (k=60, ranks from 1, weights fts 1.0 / vector 0.05) of fts and vector",
+    ModeSpec("hybrid", "weighted reciprocal rank fusion (k=60, ranks from 1, weights fts 1.0 / vector 0.4) of fts and vector",
              frozenset({FULL_TEXT, TERM_VECTORS}), ("fts", "vector"), "rrf", False, retrieval.run_hybrid),
     ModeSpec("semantic", "exact cosine over the generation's dense chunk embeddings, best chunk per note",
              frozenset({DENSE}), ("dense",), "none", True, dense_modes.run_semantic, "dense"),

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 # FTS5 columns of notes_fts, in order: one row per note holding exactly the texts its
 # sparse term vector counts (title + aliases, description, tags, its headings, its body).
@@ -125,6 +125,22 @@ CREATE TABLE IF NOT EXISTS note_terms (
     tf       BLOB NOT NULL
 )"""
 
+# Sparse term vector of a chunk, for the `vector` mode: int32 term ids (ascending) and one
+# uint16 field-weighted frequency per term, sum over fields of CHUNK_FIELD_UNITS[f] * tf_f
+# (capped at 65535). A chunk's fields: its note's title, description and tags on chunk 0,
+# the section's heading on the section's first chunk, and the chunk text (overlap included).
+DDL_CHUNK_TERMS = """
+CREATE TABLE IF NOT EXISTS chunk_terms (
+    chunk_id INTEGER PRIMARY KEY,
+    term_ids BLOB NOT NULL,
+    tf       BLOB NOT NULL
+)"""
+# Field weights of a chunk vector (FTS_COLUMNS order) in units of CHUNK_UNIT: title 2, description
+# 1.5, tags 1.5, heading 4, body 1 (fts's BM25F field weights). Changing them changes the stored
+# numbers, so it needs a new SCHEMA_VERSION.
+CHUNK_FIELD_UNITS = (4, 3, 3, 8, 2)
+CHUNK_UNIT = 2
+
 # Links as written, per source note (carried over with the note) ...
 DDL_LINKS = """
 CREATE TABLE IF NOT EXISTS links (
@@ -184,7 +200,7 @@ INDEXES = (
 
 def create_schema(conn: sqlite3.Connection, tokenizer: str) -> None:
     for ddl in (DDL_META, DDL_NOTES, DDL_NOTE_TAGS, DDL_NOTE_PROBLEMS, DDL_CHUNKS,
-                ddl_notes_fts(tokenizer), DDL_TERMS, DDL_NOTE_TERMS, DDL_LINKS, DDL_EDGES,
+                ddl_notes_fts(tokenizer), DDL_TERMS, DDL_NOTE_TERMS, DDL_CHUNK_TERMS, DDL_LINKS, DDL_EDGES,
                 DDL_DENSE, DDL_SKIPPED, DDL_BUILD_PROBLEMS, *INDEXES):
         conn.execute(ddl)
     set_meta(conn, {"schema_version": SCHEMA_VERSION, "tokenizer": tokenizer})

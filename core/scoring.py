@@ -48,8 +48,8 @@ def tfidf_idf(df: np.ndarray, n_docs: int) -> np.ndarray:
     return (np.log((1.0 + n_docs) / (1.0 + np.asarray(df, dtype=np.float64))) + 1.0).astype(np.float32)
 
 
-def l2_normalize_rows(rows: np.ndarray, weights: np.ndarray, n_rows: int, block: int = 1 << 20) -> np.ndarray:
-    """Divide each posting weight by the L2 norm of its row (document). ``rows`` indexes postings.
+def row_norms(rows: np.ndarray, weights: np.ndarray, n_rows: int, block: int = 1 << 20) -> np.ndarray:
+    """L2 norm of each row (document) of postings: ``rows[i]`` owns ``weights[i]`` (0 for an empty row).
 
     Works in blocks of ``block`` postings so temporary memory stays bounded on large indexes.
     """
@@ -57,13 +57,17 @@ def l2_normalize_rows(rows: np.ndarray, weights: np.ndarray, n_rows: int, block:
     for start in range(0, weights.shape[0], block):
         w = weights[start:start + block].astype(np.float64)
         sq += np.bincount(rows[start:start + block], weights=w * w, minlength=n_rows)
-    norm = np.sqrt(sq)
-    norm[norm == 0] = 1.0
-    out = np.empty(weights.shape[0], dtype=np.float32)
-    for start in range(0, weights.shape[0], block):
-        sl = slice(start, start + block)
-        out[sl] = weights[sl] / norm[rows[sl]]
-    return out
+    return np.sqrt(sq)
+
+
+def pivoted_lengths(norms: np.ndarray, slope: float) -> np.ndarray:
+    """Pivoted length normalisation (Singhal, Buckley & Mitra, SIGIR 1996): ``(1 - slope) * pivot
+    + slope * norm`` with the pivot = the mean norm of the non-empty rows. Slope 1 is plain
+    cosine; a smaller slope penalises long rows less. Empty rows get 1 (they have no postings)."""
+    nonzero = norms > 0
+    pivot = float(norms[nonzero].mean()) if nonzero.any() else 1.0
+    out = (1.0 - slope) * pivot + slope * norms
+    return np.where(nonzero, out, 1.0)
 
 
 def rrf_fuse(rankings: Sequence[Sequence[int]], k: float = 60.0, weights: Sequence[float] | None = None

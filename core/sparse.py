@@ -1,4 +1,5 @@
-"""Sparse term statistics of a verified generation: BM25F and TF-IDF scoring in numpy.
+"""Sparse term statistics of a verified generation: BM25F scoring in numpy (and the cache the
+chunk-level vectors of `vector`, core.chunk_vectors, share).
 
 The per-note term vectors stored at build time (``note_terms``, FTS5 tokens) are loaded
 once per generation into term-major posting arrays; a query then costs a few array
@@ -47,7 +48,6 @@ class SparseIndex:
     field_mask: np.ndarray    # uint8 [postings] bit f set when the term occurs in field f
     body_tf: np.ndarray       # uint16 [postings] occurrences in the body
     df: np.ndarray            # int64 [max_term_id + 1]
-    tfidf: np.ndarray         # float32 [postings], L2-normalised per document
     params: RankParams
     bm25: np.ndarray          # float32 [postings] BM25F weight under ``params``
     bm25_idf: np.ndarray      # float32 [max_term_id + 1]
@@ -59,7 +59,15 @@ class SparseIndex:
     @property
     def nbytes(self) -> int:
         return sum(a.nbytes for a in (self.note_ids, self.indptr, self.docs, self.field_mask, self.body_tf,
-                                      self.df, self.tfidf, self.bm25, self.bm25_idf))
+                                      self.df, self.bm25, self.bm25_idf))
+
+    def rows_of(self, note_ids: np.ndarray) -> np.ndarray:
+        """The row of each note id (-1 for an id this index does not hold)."""
+        rows = np.searchsorted(self.note_ids, note_ids)
+        if self.n_docs == 0:
+            return np.full(rows.shape, -1, dtype=np.int64)
+        found = (rows < self.n_docs) & (self.note_ids[np.minimum(rows, self.n_docs - 1)] == note_ids)
+        return np.where(found, rows, -1).astype(np.int64)
 
 
 T = TypeVar("T")
@@ -87,23 +95,21 @@ def _read_vectors(conn: sqlite3.Connection, n_fields: int) -> tuple[np.ndarray, 
 
 
 def _weights(tf: np.ndarray, terms: np.ndarray, docs: np.ndarray, df: np.ndarray, n: int, params: RankParams
-             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(bm25, raw tf-idf, bm25 idf) per posting, computed in bounded blocks."""
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """(bm25 weight per posting, bm25 idf per term), computed in bounded blocks."""
     n_fields = tf.shape[1]
     field_len = np.zeros((n, n_fields), dtype=np.float32)
     for f in range(n_fields):
         field_len[:, f] = np.bincount(docs, weights=tf[:, f], minlength=n)
     avg = field_len.mean(axis=0) if n else np.ones(n_fields, np.float32)
     weights, b = np.asarray(params.weights, np.float32), np.asarray(params.b, np.float32)
-    bm25_idf, tfidf_idf = scoring.bm25_idf(df, n), scoring.tfidf_idf(df, n)
+    bm25_idf = scoring.bm25_idf(df, n)
     bm25 = np.empty(terms.shape[0], dtype=np.float32)
-    tfidf = np.empty(terms.shape[0], dtype=np.float32)
     for start in range(0, terms.shape[0], _BLOCK):
         sl = slice(start, start + _BLOCK)
         pseudo = scoring.bm25f_pseudo_tf(tf[sl], field_len[docs[sl]], avg, weights, b)
         bm25[sl] = scoring.bm25_saturate(pseudo, bm25_idf[terms[sl]], params.k1)
-        tfidf[sl] = scoring.tfidf_weights(tf[sl].sum(axis=1, dtype=np.uint32), tfidf_idf[terms[sl]])
-    return bm25, tfidf, bm25_idf
+    return bm25, bm25_idf
 
 
 def load_sparse(conn: sqlite3.Connection, params: RankParams = DEFAULT_PARAMS) -> SparseIndex:
@@ -124,24 +130,22 @@ def load_sparse(conn: sqlite3.Connection, params: RankParams = DEFAULT_PARAMS) -
             conn.execute("ROLLBACK")
     n = int(note_ids.shape[0])
     df = np.bincount(terms, minlength=max(term_id.values(), default=0) + 1).astype(np.int64)
-    bm25, tfidf, bm25_idf = _weights(tf, terms, docs, df, n, params)
+    bm25, bm25_idf = _weights(tf, terms, docs, df, n, params)
     mask = np.zeros(terms.shape[0], dtype=np.uint8)
     for f in range(n_fields):
         mask |= (tf[:, f] > 0).astype(np.uint8) << f
     body_tf = tf[:, _BODY].copy()
     del tf
-    tfidf = scoring.l2_normalize_rows(docs, tfidf, n)
     order = np.argsort(terms, kind="stable")
     del terms
     docs = docs[order]  # one array at a time, so only one old copy is alive at once
     mask = mask[order]
     body_tf = body_tf[order]
-    tfidf = tfidf[order]
     bm25 = bm25[order]
     del order
     indptr = np.zeros(df.shape[0] + 1, dtype=np.int64)
     np.cumsum(df, out=indptr[1:])
-    return SparseIndex(note_ids, term_id, indptr, docs, mask, body_tf, df, tfidf, params, bm25, bm25_idf)
+    return SparseIndex(note_ids, term_id, indptr, docs, mask, body_tf, df, params, bm25, bm25_idf)
 
 
 def query_term_ids(index: SparseIndex, terms: list[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -156,9 +160,10 @@ def query_term_ids(index: SparseIndex, terms: list[str]) -> tuple[np.ndarray, np
     return ids, qtf
 
 
-def _postings(index: SparseIndex, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(posting positions, owning query-term index) of all postings of the given term ids."""
-    starts, ends = index.indptr[ids], index.indptr[ids + 1]
+def gather_postings(indptr: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(posting positions, owning query-term index) of all postings of the given term ids in a
+    term-major layout whose postings of term t are ``indptr[t]:indptr[t+1]``."""
+    starts, ends = indptr[ids], indptr[ids + 1]
     lengths = ends - starts
     if ids.size == 0 or lengths.sum() == 0:
         return np.empty(0, np.int64), np.empty(0, np.int64)
@@ -177,7 +182,7 @@ def bm25_scores(index: SparseIndex, terms: list[str]) -> tuple[np.ndarray, np.nd
     """
     ids, _ = query_term_ids(index, terms)
     n = index.n_docs
-    pos, owner = _postings(index, ids)
+    pos, owner = gather_postings(index.indptr, ids)
     docs = index.docs[pos]
     scores = np.bincount(docs, weights=index.bm25[pos], minlength=n).astype(np.float32)
     matched = np.bincount(docs, minlength=n).astype(np.float32)
@@ -219,21 +224,6 @@ def body_term_counts(index: SparseIndex, terms: list[str], note_ids: list[int]) 
     return {nid: int(c) for nid, c in zip(note_ids, counts.tolist())}
 
 
-def tfidf_scores(index: SparseIndex, terms: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """(cosine, matched): cosine of the query's TF-IDF vector with every document's."""
-    ids, qtf = query_term_ids(index, terms)
-    n = index.n_docs
-    if ids.size == 0:
-        return np.zeros(n, dtype=np.float32), np.zeros(n, dtype=np.float32)
-    q = scoring.tfidf_weights(qtf, scoring.tfidf_idf(index.df[ids], n))
-    q = q / (float(np.linalg.norm(q)) or 1.0)
-    pos, owner = _postings(index, ids)
-    docs = index.docs[pos]
-    scores = np.bincount(docs, weights=index.tfidf[pos] * q[owner], minlength=n).astype(np.float32)
-    matched = np.bincount(docs, minlength=n).astype(np.float32)
-    return scores, matched
-
-
 class GenerationCache:
     """Per-process cache of one derived structure per index dir, valid for one verified generation
     (key = index path, generation id, sha256); a new generation replaces the old entry."""
@@ -260,4 +250,5 @@ class GenerationCache:
 
 
 SPARSE_CACHE: GenerationCache = GenerationCache()   # SparseIndex per generation
+CHUNK_CACHE: GenerationCache = GenerationCache()    # ChunkVectors (vector mode) per generation
 GRAPH_CACHE: GenerationCache = GenerationCache()    # link adjacency per generation

@@ -159,6 +159,9 @@ def test_stored_term_vectors_equal_fts5vocab_per_field(tmp_path: Path) -> None:
     vault.mkdir()
     for name in names:
         shutil.copyfile(DENDRON / name, vault / name)
+    # a word longer than a chunk is hard-cut between chunks: the note vector must not see the cut
+    (vault / "hardcut.md").write_text("# Blob\n\nStart " + "x9" * 700 + " end of it, " * 80 + "\n", encoding="utf-8")
+    names.append("hardcut.md")
     build_index(vault)
     conn = gen.connect_readonly(gen.resolve(gen.layout_for(vault)))
     ref = Reference(DEFAULT_TOKENIZER, FTS_COLUMNS)

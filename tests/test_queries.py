@@ -36,7 +36,6 @@ LITERAL = [
     ("live/live#2181", "ids.md"),
     ("wiki-knowledge", "ids.md"),
     ('"wiki-knowledge"', "ids.md"),
-    ("wiki\x00knowledge", "ids.md"),
     ("NEAR", "quote.md"),
     ("NOT AND OR NEAR", "quote.md"),
     ("it's", "quote.md"),
@@ -84,6 +83,14 @@ def test_adversarial_text_is_searched_literally(vault, mode, query, expected):
     assert results and results[0].rel_path == expected
     assert labels(results) == ranked_labels(mode)
     assert_hits_carry_the_labels(results)
+
+
+@pytest.mark.parametrize("mode", MODEL_FREE)
+def test_a_nul_byte_separates_words_like_a_space(vault, mode):
+    with_nul = search_vault(vault, "wiki\x00knowledge", mode=mode)
+    with_space = search_vault(vault, "wiki knowledge", mode=mode)
+    assert [(r.rel_path, r.score) for r in with_nul] == [(r.rel_path, r.score) for r in with_space]
+    assert "ids.md" in [r.rel_path for r in with_nul] and labels(with_nul) == ranked_labels(mode)
 
 
 @pytest.mark.parametrize("mode", MODEL_FREE)

@@ -65,20 +65,35 @@ def test_tfidf_weights_sublinear_and_zero_for_absent_terms():
     assert w.tolist() == pytest.approx([0.0, 2.0, (1 + math.log(3)) * 2], rel=1e-6)
 
 
-def test_l2_normalize_rows_hand_computed():
+def test_row_norms_hand_computed():
     rows = np.array([0, 0, 1, 2])
-    out = scoring.l2_normalize_rows(rows, np.array([3.0, 4.0, 5.0, 0.0]), n_rows=4)
-    assert out.dtype == np.float32
-    assert out.tolist() == pytest.approx([0.6, 0.8, 1.0, 0.0])  # an all-zero row stays zero (no NaN)
+    norms = scoring.row_norms(rows, np.array([3.0, 4.0, 5.0, 0.0]), n_rows=4)
+    assert norms.tolist() == pytest.approx([5.0, 5.0, 0.0, 0.0])   # rows 2 and 3 are empty
 
 
 @PROPS
-@given(st.lists(st.tuples(st.integers(0, 5), st.floats(0.01, 100.0)), min_size=1, max_size=40))
-def test_l2_normalize_rows_gives_unit_rows(postings):
+@given(st.lists(st.tuples(st.integers(0, 5), st.floats(0.01, 100.0)), min_size=1, max_size=40),
+       st.integers(1, 1 << 4))
+def test_row_norms_do_not_depend_on_the_block_size(postings, block):
     rows = np.array([r for r, _ in postings])
-    out = scoring.l2_normalize_rows(rows, np.array([w for _, w in postings]), n_rows=6)
-    norms = np.sqrt(np.bincount(rows, weights=out.astype(np.float64) ** 2, minlength=6))
-    assert norms[np.unique(rows)] == pytest.approx(1.0, rel=1e-5)
+    weights = np.array([w for _, w in postings])
+    expected = [math.sqrt(sum(w * w for r, w in postings if r == row)) for row in range(6)]
+    assert scoring.row_norms(rows, weights, 6, block=block).tolist() == pytest.approx(expected, rel=1e-9)
+
+
+def test_pivoted_lengths_hand_computed():
+    norms = np.array([1.0, 3.0, 0.0])                      # pivot = mean of the non-empty rows = 2
+    assert scoring.pivoted_lengths(norms, 0.3).tolist() == pytest.approx([0.7 * 2 + 0.3, 0.7 * 2 + 0.9, 1.0])
+    assert scoring.pivoted_lengths(norms, 1.0).tolist() == pytest.approx([1.0, 3.0, 1.0])   # plain cosine
+
+
+@PROPS
+@given(st.lists(st.floats(0.01, 1e4), min_size=1, max_size=30), st.floats(0.0, 1.0))
+def test_pivoted_lengths_keep_the_mean_and_shrink_the_spread(norms, slope):
+    arr = np.array(norms)
+    out = scoring.pivoted_lengths(arr, slope)
+    assert out.mean() == pytest.approx(arr.mean(), rel=1e-9)                  # the pivot is a fixed point
+    assert np.ptp(out) == pytest.approx(slope * np.ptp(arr), rel=1e-9, abs=1e-9)  # long rows penalised less
 
 
 def test_coverage_hand_computed():

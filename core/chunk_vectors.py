@@ -1,0 +1,114 @@
+"""The `vector` mode's structure: chunk-level TF-IDF vectors with pivoted length normalisation.
+
+Each chunk's stored term vector (``chunk_terms``: the chunk text, plus its section heading on
+the section's first chunk and the note's title, description and tags on chunk 0, weighted
+like fts's BM25F fields) becomes a sublinear TF-IDF vector (idf over notes, as fts counts
+document frequency). A note scores the best cosine of the query with any of its chunks, the
+chunk's length normalised by a pivot (Singhal, Buckley & Mitra 1996): ``(1 - s) * mean + s
+* norm`` with slope ``s`` = VECTOR_PIVOT_SLOPE, so a long chunk is penalised less than plain
+cosine penalises it. Why chunk-level and pivoted: docs/architecture.md ("vector").
+
+Loaded once per verified generation (numbers only, no text) and cached like the sparse
+index, but only when a mode asks for it: fts alone never pays for it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+
+import numpy as np
+
+from core import scoring
+from core.schema import CHUNK_UNIT
+from core.sparse import SparseIndex, gather_postings, query_term_ids
+
+# Pivot slope of the chunk length normalisation; tuned on SciFact train + known-item dev.
+VECTOR_PIVOT_SLOPE = 0.3
+
+
+@dataclass
+class ChunkVectors:
+    """Term-major postings over chunks; chunk rows are grouped by note, in SparseIndex row order."""
+
+    indptr: np.ndarray       # int64 [n_terms + 1]: postings of term t are indptr[t]:indptr[t+1]
+    chunks: np.ndarray       # int32 [postings] chunk row
+    weights: np.ndarray      # float32 [postings] TF-IDF weight / pivoted chunk length
+    idf: np.ndarray          # float32 [n_terms] smoothed idf over notes
+    group_starts: np.ndarray  # int64 [n_groups] first chunk row of each note that has chunks
+    group_rows: np.ndarray   # int64 [n_groups] SparseIndex row of that note (-1: not in it)
+    chunk_ids: np.ndarray    # int64 [n_chunks] chunk id of each chunk row
+
+    @property
+    def n_chunks(self) -> int:
+        return int(self.chunk_ids.shape[0])
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in (self.indptr, self.chunks, self.weights, self.idf, self.group_starts,
+                                      self.group_rows, self.chunk_ids))
+
+
+def _read(conn: sqlite3.Connection) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(chunk ids, note ids per chunk, terms, weighted tf, chunk row per posting), chunks by note."""
+    n, total = conn.execute("SELECT count(*), coalesce(sum(length(term_ids)), 0) FROM chunk_terms").fetchone()
+    chunk_ids, note_of = np.empty(n, np.int64), np.empty(n, np.int64)
+    terms, tf, rows = np.empty(total // 4, np.int32), np.empty(total // 4, np.uint16), np.empty(total // 4, np.int32)
+    pos = 0
+    cursor = conn.execute("SELECT t.chunk_id, c.note_id, t.term_ids, t.tf FROM chunk_terms t "
+                          "JOIN chunks c ON c.id = t.chunk_id ORDER BY c.note_id, c.id")
+    for row, (cid, nid, term_blob, tf_blob) in enumerate(cursor):
+        k = len(term_blob) // 4
+        chunk_ids[row], note_of[row] = cid, nid
+        terms[pos:pos + k] = np.frombuffer(term_blob, dtype="<i4")
+        tf[pos:pos + k] = np.frombuffer(tf_blob, dtype="<u2")
+        rows[pos:pos + k] = row
+        pos += k
+    return chunk_ids, note_of, terms, tf, rows
+
+
+def load_chunk_vectors(conn: sqlite3.Connection, sparse: SparseIndex,
+                       slope: float = VECTOR_PIVOT_SLOPE) -> ChunkVectors:
+    """Read every chunk vector of the generation ``sparse`` was loaded from (same snapshot)."""
+    snapshot = not conn.in_transaction  # a legacy index.db may change between the reads below
+    if snapshot:
+        conn.execute("BEGIN")
+    try:
+        chunk_ids, note_of, terms, tf, rows = _read(conn)
+    finally:
+        if snapshot:
+            conn.execute("ROLLBACK")
+    n_terms = max(int(sparse.df.shape[0]), int(terms.max(initial=-1)) + 1)
+    df = np.zeros(n_terms, dtype=np.int64)
+    df[:sparse.df.shape[0]] = sparse.df
+    idf = scoring.tfidf_idf(df, sparse.n_docs)
+    weights = scoring.tfidf_weights(tf.astype(np.float32) / CHUNK_UNIT, idf[terms])
+    lengths = scoring.pivoted_lengths(scoring.row_norms(rows, weights, chunk_ids.shape[0]), slope)
+    weights /= lengths[rows]
+    order = np.argsort(terms, kind="stable")
+    indptr = np.zeros(n_terms + 1, dtype=np.int64)
+    np.cumsum(np.bincount(terms, minlength=n_terms), out=indptr[1:])
+    group_starts = np.flatnonzero(np.diff(note_of, prepend=-1)) if note_of.size else np.zeros(0, np.int64)
+    return ChunkVectors(indptr, rows[order], weights[order].astype(np.float32), idf,
+                        group_starts, sparse.rows_of(note_of[group_starts]), chunk_ids)
+
+
+def vector_scores(index: SparseIndex, vectors: ChunkVectors, terms: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(score, matched) per SparseIndex row: the best pivoted cosine of the query with any chunk
+    of the note, and how many distinct query terms the note holds (0: not a candidate)."""
+    ids, qtf = query_term_ids(index, terms)
+    n = index.n_docs
+    scores = np.zeros(n, dtype=np.float32)
+    if ids.size == 0:
+        return scores, np.zeros(n, dtype=np.float32)
+    q = scoring.tfidf_weights(qtf, vectors.idf[ids])
+    q = q / (float(np.linalg.norm(q)) or 1.0)
+    pos, owner = gather_postings(vectors.indptr, ids)
+    per_chunk = np.bincount(vectors.chunks[pos], weights=vectors.weights[pos] * q[owner], minlength=vectors.n_chunks)
+    if vectors.group_starts.size:
+        best = np.maximum.reduceat(per_chunk, vectors.group_starts)
+        known = vectors.group_rows >= 0
+        scores[vectors.group_rows[known]] = best[known]
+    note_pos, _ = gather_postings(index.indptr, ids)
+    matched = np.bincount(index.docs[note_pos], minlength=n).astype(np.float32)
+    return scores, matched

@@ -1,0 +1,134 @@
+"""The vector mode's chunk vectors: stored counts, load and scores against a plain-Python reference."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import note
+from core import generations as gen
+from core.analysis import analyzer_for
+from core.chunking import headings
+from core.chunk_vectors import VECTOR_PIVOT_SLOPE, load_chunk_vectors, vector_scores
+from core.notes import parse_note
+from core.schema import CHUNK_FIELD_UNITS, CHUNK_TEXT, CHUNK_TEXT_JOIN, CHUNK_UNIT
+from core.searcher import search_vault
+from core.sparse import load_sparse
+
+LONG = "\n\n".join(f"Paragraph {i} talks about gardens, soil and compost in some detail." for i in range(30))
+FILES = {
+    "garden.md": note("Garden", f"# Soil\n\n{LONG}\n\n# Compost heaps\n\nTurn the compost weekly.",
+                      tags=["outdoor"], description="Growing vegetables"),
+    "compost.md": note("Compost", "Compost needs air and water."),
+    "kitchen.md": note("Kitchen", "# Knives\n\nKeep knives sharp. Soil on vegetables washes off."),
+    "empty.md": "---\ntitle: Bare soil\n---\n",
+    "quokka.md": note("Quokka", "Quokka."),
+    "blob.md": note("Blob", "Compost " + "ab" * 700 + " soil"),   # a word longer than a chunk: hard cuts
+}
+QUERIES = ["compost", "soil", "compost heaps", "garden soil vegetables", "sharp knives", "air water compost"]
+
+
+@pytest.fixture(scope="module")
+def vault(make_vault) -> Path:
+    return make_vault(FILES)
+
+
+@pytest.fixture(scope="module")
+def conn(vault):
+    return gen.connect_readonly(gen.resolve(gen.layout_for(vault)))
+
+
+def reference_scores(vault: Path, conn, query: str, slope: float) -> dict[str, float]:
+    """The vector score of each note, recomputed from the chunk texts with dicts and loops."""
+    analyzer = analyzer_for(json.loads(conn.execute("SELECT value FROM meta WHERE key = 'tokenizer'").fetchone()[0]))
+    rows = conn.execute(f"SELECT n.rel_path, c.ord, c.heading_path, {CHUNK_TEXT} FROM chunks c "
+                        f"JOIN notes n ON n.id = c.note_id {CHUNK_TEXT_JOIN} ORDER BY n.id, c.ord").fetchall()
+    notes = {rel: parse_note(rel, (vault / rel).read_bytes()) for rel, *_ in rows}
+    n_docs = len(notes)
+    df: Counter[str] = Counter()
+    for parsed in notes.values():
+        fields = [" ".join((parsed.title, *parsed.aliases)), parsed.description or "", " ".join(parsed.tags),
+                  "\n".join(headings(parsed.body)), parsed.body]
+        df.update({t for f in fields for t in analyzer.terms(f)})
+    idf: dict[str, float] = {}
+    for t in set(df) | {t for parsed in notes.values() for t in analyzer.terms(parsed.body)}:
+        idf[t] = math.log((1 + n_docs) / (1 + df[t])) + 1     # df 0: a fragment of a hard-cut word
+    vectors, prev = [], {}
+    for rel, ord_, path_json, text in rows:
+        parsed, path = notes[rel], json.loads(path_json)
+        first_of_section = prev.get(rel) != path_json
+        prev[rel] = path_json
+        fields = [" ".join((parsed.title, *parsed.aliases)), parsed.description or "", " ".join(parsed.tags)] \
+            if ord_ == 0 else ["", "", ""]
+        fields += [path[-1] if (path and first_of_section) else "", text]
+        tf: Counter[str] = Counter()
+        for units, field_text in zip(CHUNK_FIELD_UNITS, fields):
+            for term in analyzer.terms(field_text):
+                tf[term] += units / CHUNK_UNIT
+        vectors.append((rel, {t: (1 + math.log(f)) * idf.get(t, math.log(1 + n_docs) + 1) for t, f in tf.items()}))
+    norms = [math.sqrt(sum(w * w for w in v.values())) for _, v in vectors]
+    pivot = sum(x for x in norms if x) / sum(1 for x in norms if x)
+    qtf = Counter(t for t in analyzer.terms(query) if t in idf)
+    q = {t: (1 + math.log(c)) * idf[t] for t, c in qtf.items()}
+    qn = math.sqrt(sum(w * w for w in q.values()))
+    out: dict[str, float] = {}
+    for (rel, vec), norm in zip(vectors, norms):
+        if any(t in vec for t in q):
+            score = sum(q[t] * vec.get(t, 0.0) for t in q) / qn / ((1 - slope) * pivot + slope * norm)
+            out[rel] = max(out.get(rel, 0.0), score)
+    return out
+
+
+@pytest.mark.parametrize("slope", [VECTOR_PIVOT_SLOPE, 1.0])
+@pytest.mark.parametrize("query", QUERIES)
+def test_scores_match_a_plain_python_reference(vault, conn, query, slope):
+    sparse = load_sparse(conn)
+    vectors = load_chunk_vectors(conn, sparse, slope)
+    analyzer = analyzer_for(json.loads(conn.execute("SELECT value FROM meta WHERE key = 'tokenizer'").fetchone()[0]))
+    scores, matched = vector_scores(sparse, vectors, analyzer.terms(query))
+    path_of = dict(conn.execute("SELECT id, rel_path FROM notes"))
+    got = {path_of[int(nid)]: float(s) for nid, s, m in zip(sparse.note_ids, scores, matched) if m > 0}
+    assert got == pytest.approx(reference_scores(vault, conn, query, slope), rel=1e-4)
+
+
+def test_slope_one_is_plain_cosine(conn):
+    sparse = load_sparse(conn)
+    vectors = load_chunk_vectors(conn, sparse, slope=1.0)
+    quokka, _ = vector_scores(sparse, vectors, ["quokka"])   # quokka.md's one chunk holds that term only
+    assert float(quokka.max()) == pytest.approx(1.0, abs=1e-6)
+    for query in (["compost"], ["soil", "veget"], ["knive", "sharp", "air"]):
+        assert 0 < float(vector_scores(sparse, vectors, query)[0].max()) <= 1.0 + 1e-6
+
+
+def test_a_long_chunk_is_penalised_less_than_by_plain_cosine(conn):
+    sparse = load_sparse(conn)
+    path_of = dict(conn.execute("SELECT id, rel_path FROM notes"))
+    row = {path_of[int(n)]: i for i, n in enumerate(sparse.note_ids)}
+    plain = vector_scores(sparse, load_chunk_vectors(conn, sparse, 1.0), ["soil"])[0]
+    pivoted = vector_scores(sparse, load_chunk_vectors(conn, sparse, VECTOR_PIVOT_SLOPE), ["soil"])[0]
+    # garden.md's long Soil section vs the short "Bare soil" note: pivoting narrows the gap
+    ratio = lambda s: s[row["garden.md"]] / s[row["empty.md"]]  # noqa: E731
+    assert ratio(pivoted) > ratio(plain)
+
+
+def test_the_vector_mode_uses_the_cached_chunk_vectors(vault):
+    from core.sparse import CHUNK_CACHE
+    search_vault(vault, "compost", mode="vector")
+    loads = CHUNK_CACHE.loads
+    search_vault(vault, "soil", mode="hybrid")
+    assert CHUNK_CACHE.loads == loads                       # same generation: loaded once
+    search_vault(vault, "soil", mode="fts")
+    assert CHUNK_CACHE.loads == loads                       # fts never loads them
+
+
+def test_every_chunk_has_a_stored_vector_and_ids_ascend(conn):
+    n_chunks = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
+    rows = conn.execute("SELECT term_ids, tf FROM chunk_terms").fetchall()
+    assert len(rows) == n_chunks
+    for ids, tf in rows:
+        assert np.all(np.diff(np.frombuffer(ids, "<i4")) > 0) and len(tf) * 2 == len(ids)
