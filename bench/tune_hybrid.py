@@ -35,7 +35,7 @@ def main() -> None:
             chunks = load_chunk_vectors(conn, sp)
             vals = []
             for terms, rel in qs:
-                fused = scoring.rrf_fuse([_ranking(*bm25_scores(sp, terms)), _ranking(*vector_scores(sp, chunks, terms))],
+                fused = scoring.rrf_fuse([_ranking(*bm25_scores(sp, terms)), _ranking(*vector_scores(sp, chunks, terms)[:2])],
                                          60.0, [1.0, w])
                 top = sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))[:10]
                 vals.append(ndcg_at_k([key(int(sp.note_ids[r])) for r, _ in top], rel, 10))

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import sqlite3
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -38,6 +39,7 @@ class ChunkVectors:
     group_starts: np.ndarray  # int64 [n_groups] first chunk row of each note that has chunks
     group_rows: np.ndarray   # int64 [n_groups] SparseIndex row of that note (-1: not in it)
     chunk_ids: np.ndarray    # int64 [n_chunks] chunk id of each chunk row
+    group_of_row: np.ndarray  # int64 [n_docs] group of each SparseIndex row (-1: no chunks)
 
     @property
     def n_chunks(self) -> int:
@@ -46,7 +48,7 @@ class ChunkVectors:
     @property
     def nbytes(self) -> int:
         return sum(a.nbytes for a in (self.indptr, self.chunks, self.weights, self.idf, self.group_starts,
-                                      self.group_rows, self.chunk_ids))
+                                      self.group_rows, self.chunk_ids, self.group_of_row))
 
 
 def _read(conn: sqlite3.Connection) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -89,18 +91,27 @@ def load_chunk_vectors(conn: sqlite3.Connection, sparse: SparseIndex,
     indptr = np.zeros(n_terms + 1, dtype=np.int64)
     np.cumsum(np.bincount(terms, minlength=n_terms), out=indptr[1:])
     group_starts = np.flatnonzero(np.diff(note_of, prepend=-1)) if note_of.size else np.zeros(0, np.int64)
+    group_rows = sparse.rows_of(note_of[group_starts])
+    group_of_row = np.full(sparse.n_docs, -1, dtype=np.int64)
+    known = group_rows >= 0
+    group_of_row[group_rows[known]] = np.flatnonzero(known)
     return ChunkVectors(indptr, rows[order], weights[order].astype(np.float32), idf,
-                        group_starts, sparse.rows_of(note_of[group_starts]), chunk_ids)
+                        group_starts, group_rows, chunk_ids, group_of_row)
 
 
-def vector_scores(index: SparseIndex, vectors: ChunkVectors, terms: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """(score, matched) per SparseIndex row: the best pivoted cosine of the query with any chunk
-    of the note, and how many distinct query terms the note holds (0: not a candidate)."""
+class VectorScores(NamedTuple):
+    scores: np.ndarray      # float32 [n_docs]: the best chunk score of each note
+    matched: np.ndarray     # float32 [n_docs]: distinct query terms the note holds (0: not a candidate)
+    per_chunk: np.ndarray   # float64 [n_chunks]: each chunk's score
+
+
+def vector_scores(index: SparseIndex, vectors: ChunkVectors, terms: list[str]) -> VectorScores:
+    """Per SparseIndex row: the best pivoted cosine of the query with any chunk of the note."""
     ids, qtf = query_term_ids(index, terms)
     n = index.n_docs
     scores = np.zeros(n, dtype=np.float32)
     if ids.size == 0:
-        return scores, np.zeros(n, dtype=np.float32)
+        return VectorScores(scores, np.zeros(n, dtype=np.float32), np.zeros(vectors.n_chunks))
     q = scoring.tfidf_weights(qtf, vectors.idf[ids])
     q = q / (float(np.linalg.norm(q)) or 1.0)
     pos, owner = gather_postings(vectors.indptr, ids)
@@ -111,4 +122,17 @@ def vector_scores(index: SparseIndex, vectors: ChunkVectors, terms: list[str]) -
         scores[vectors.group_rows[known]] = best[known]
     note_pos, _ = gather_postings(index.indptr, ids)
     matched = np.bincount(index.docs[note_pos], minlength=n).astype(np.float32)
-    return scores, matched
+    return VectorScores(scores, matched, per_chunk)
+
+
+def best_chunk_ids(vectors: ChunkVectors, per_chunk: np.ndarray, rows: list[int]) -> dict[int, int]:
+    """SparseIndex row -> id of its best-scoring chunk, for the given rows (first of equals)."""
+    out: dict[int, int] = {}
+    n_groups = vectors.group_starts.shape[0]
+    for row in rows:
+        g = int(vectors.group_of_row[row])
+        if g >= 0:
+            start = int(vectors.group_starts[g])
+            end = int(vectors.group_starts[g + 1]) if g + 1 < n_groups else vectors.n_chunks
+            out[row] = int(vectors.chunk_ids[start + int(np.argmax(per_chunk[start:end]))])
+    return out

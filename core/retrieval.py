@@ -18,7 +18,7 @@ from core.filters import Filters
 from core.generations import ResolvedIndex
 from core.query import MAX_QUERY_TERMS, phrase_expression
 from core.schema import FTS_COLUMNS, get_meta
-from core.chunk_vectors import ChunkVectors, load_chunk_vectors, vector_scores
+from core.chunk_vectors import ChunkVectors, best_chunk_ids, load_chunk_vectors, vector_scores
 from core.sparse import CHUNK_CACHE, GRAPH_CACHE, SPARSE_CACHE, SparseIndex, bm25_scores, load_sparse
 
 # Candidates taken from each list before fusion.
@@ -177,12 +177,21 @@ def _add_identifier_bonus(ctx: SearchContext, sp: SparseIndex, scores: np.ndarra
 
 
 def vector_ranking(ctx: SearchContext, k: int) -> list[tuple[int, float]]:
+    return _vector(ctx, k)[0]
+
+
+def _vector(ctx: SearchContext, k: int) -> tuple[list[tuple[int, float]], dict[int, int]]:
+    """vector's ranking, and the best chunk id of each ranked note."""
     if ctx.raw:
         raise UsageError("raw FTS5 syntax applies to the fts-based modes, not to vector")
-    sp = ctx.sparse()
-    scores, matched = vector_scores(sp, ctx.chunk_vectors(), ctx.terms)
+    sp, chunks = ctx.sparse(), ctx.chunk_vectors()
+    scores, matched, per_chunk = vector_scores(sp, chunks, ctx.terms)
     _add_identifier_bonus(ctx, sp, scores, matched, VECTOR_IDENTIFIER_BONUS)
-    return _ranked(sp, scores, matched, ctx.mask(), k)
+    cand = np.flatnonzero((matched > 0) & ctx.mask())
+    rows = scoring.top_k(scores, k, cand).tolist()
+    best = best_chunk_ids(chunks, per_chunk, rows)
+    ranking = [(int(sp.note_ids[r]), float(scores[r])) for r in rows]
+    return ranking, {int(sp.note_ids[r]): cid for r, cid in best.items()}
 
 
 def raw_fts_ranking(ctx: SearchContext, k: int) -> list[tuple[int, float]]:
@@ -209,7 +218,10 @@ def run_fts(ctx: SearchContext) -> ModeRun:
 
 
 def run_vector(ctx: SearchContext) -> ModeRun:
-    return ModeRun(_hits(vector_ranking(ctx, ctx.limit), "tfidf_cosine", ctx.limit), "vector", "vector")
+    """vector's hits, each with the chunk that scored best (its snippet comes from there)."""
+    ranking, best = _vector(ctx, ctx.limit)
+    return ModeRun([Hit(nid, score, "tfidf_cosine", chunk_id=best.get(nid)) for nid, score in ranking],
+                   "vector", "vector")
 
 
 def fused(rankings: list[list[tuple[int, float]]], limit: int, weights: tuple[float, ...] = HYBRID_WEIGHTS

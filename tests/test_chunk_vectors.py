@@ -90,7 +90,7 @@ def test_scores_match_a_plain_python_reference(vault, conn, query, slope):
     sparse = load_sparse(conn)
     vectors = load_chunk_vectors(conn, sparse, slope)
     analyzer = analyzer_for(json.loads(conn.execute("SELECT value FROM meta WHERE key = 'tokenizer'").fetchone()[0]))
-    scores, matched = vector_scores(sparse, vectors, analyzer.terms(query))
+    scores, matched, _ = vector_scores(sparse, vectors, analyzer.terms(query))
     path_of = dict(conn.execute("SELECT id, rel_path FROM notes"))
     got = {path_of[int(nid)]: float(s) for nid, s, m in zip(sparse.note_ids, scores, matched) if m > 0}
     assert got == pytest.approx(reference_scores(vault, conn, query, slope), rel=1e-4)
@@ -99,7 +99,7 @@ def test_scores_match_a_plain_python_reference(vault, conn, query, slope):
 def test_slope_one_is_plain_cosine(conn):
     sparse = load_sparse(conn)
     vectors = load_chunk_vectors(conn, sparse, slope=1.0)
-    quokka, _ = vector_scores(sparse, vectors, ["quokka"])   # quokka.md's one chunk holds that term only
+    quokka = vector_scores(sparse, vectors, ["quokka"]).scores   # quokka.md's one chunk holds that term only
     assert float(quokka.max()) == pytest.approx(1.0, abs=1e-6)
     for query in (["compost"], ["soil", "veget"], ["knive", "sharp", "air"]):
         assert 0 < float(vector_scores(sparse, vectors, query)[0].max()) <= 1.0 + 1e-6
@@ -114,6 +114,13 @@ def test_a_long_chunk_is_penalised_less_than_by_plain_cosine(conn):
     # garden.md's long Soil section vs the short "Bare soil" note: pivoting narrows the gap
     ratio = lambda s: s[row["garden.md"]] / s[row["empty.md"]]  # noqa: E731
     assert ratio(pivoted) > ratio(plain)
+
+
+def test_a_vector_hit_shows_the_chunk_that_scored_best(vault, conn):
+    results = search_vault(vault, "compost heaps weekly", mode="vector")
+    garden = next(r for r in results if r.rel_path == "garden.md")
+    # garden.md's best chunk is the short "Compost heaps" section, not its long Soil section
+    assert json.loads(garden.heading_path) == ["Compost heaps"] and "Turn the compost weekly" in garden.matched_text
 
 
 def test_the_vector_mode_uses_the_cached_chunk_vectors(vault):
