@@ -52,7 +52,7 @@ from core.errors import (CapabilityError, DenseIncompleteError, DenseIndexUnavai
 from core.models import DEFAULT_RERANKER_MODEL, KIND_RERANKER, import_backend, resolve_model
 from core.rerank import CrossEncoder
 from core.retrieval import Hit, ModeRun, SearchContext
-from core.schema import CHUNK_TEXT, CHUNK_TEXT_JOIN
+from core.schema import note_bodies
 
 # Bytes of dense matrices kept per process (100k chunks x 1024 dims float32 is ~410 MB).
 DENSE_CACHE_BYTES = 1 << 30
@@ -299,9 +299,10 @@ def _passages(ctx: SearchContext, notes: list[int], best_chunk: dict[int, int]) 
     """note -> (chunk id, "title\\n\\nbody of its best dense chunk") for the reranker."""
     chunks = [best_chunk[n] for n in notes]
     rows = ctx.conn.execute(
-        f"SELECT c.note_id, c.id, n.title, {CHUNK_TEXT} FROM chunks c JOIN notes n ON n.id = c.note_id "
-        f"{CHUNK_TEXT_JOIN} WHERE c.id IN ({', '.join('?' * len(chunks))})", chunks).fetchall()
-    return {nid: (cid, f"{title}\n\n{body}") for nid, cid, title, body in rows}
+        "SELECT c.note_id, c.id, n.title, c.start, c.end FROM chunks c JOIN notes n ON n.id = c.note_id "
+        f"WHERE c.id IN ({', '.join('?' * len(chunks))})", chunks).fetchall()
+    bodies = note_bodies(ctx.conn, (r[0] for r in rows))
+    return {nid: (cid, f"{title}\n\n{bodies[nid][start:end]}") for nid, cid, title, start, end in rows}
 
 
 def run_reranked(ctx: SearchContext) -> ModeRun:

@@ -41,7 +41,7 @@ from core.builder import all_problems
 from core.dense import Embedder, identity_key
 from core.errors import ValidationError
 from core.models import DEFAULT_EMBEDDING_MODEL, KIND_EMBEDDING, PRESETS, resolve_model
-from core.schema import CHUNK_TEXT, CHUNK_TEXT_JOIN, atomic, get_meta, set_meta
+from core.schema import atomic, get_meta, note_bodies, set_meta
 
 # Without a limit, publish a generation after this many newly embedded chunks.
 PUBLISH_EVERY = 2048
@@ -49,8 +49,8 @@ META_KEY = "dense_model"
 REF_KEY = "model_ref"
 
 _CHUNKS_SQL = (
-    f"SELECT c.id, n.title, c.heading_path, {CHUNK_TEXT} FROM chunks c JOIN notes n ON n.id = c.note_id "
-    f"{CHUNK_TEXT_JOIN} WHERE {{where}} "
+    "SELECT c.id, n.title, c.heading_path, c.note_id, c.start, c.end FROM chunks c JOIN notes n ON n.id = c.note_id "
+    "WHERE {where} "
     "ORDER BY coalesce(n.updated, n.created, strftime('%Y-%m-%dT%H:%M:%S', n.mtime_ns / 1000000000, "
     "'unixepoch')) DESC, n.id, c.ord LIMIT ?")
 
@@ -141,7 +141,8 @@ def pending_chunks(conn: sqlite3.Connection, limit: int | None, *, everything: b
     notes first, at most ``limit``."""
     where = "1" if everything else "c.id NOT IN (SELECT chunk_id FROM chunk_vectors)"
     rows = conn.execute(_CHUNKS_SQL.format(where=where), (-1 if limit is None else limit,)).fetchall()
-    return [(cid, passage_text(title, heading, body)) for cid, title, heading, body in rows]
+    bodies = note_bodies(conn, (r[3] for r in rows))
+    return [(cid, passage_text(title, heading, bodies[nid][start:end])) for cid, title, heading, nid, start, end in rows]
 
 
 def count_pending(conn: sqlite3.Connection) -> int:

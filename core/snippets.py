@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 
-from core.schema import CHUNK_TEXT, CHUNK_TEXT_JOIN
+from core.schema import note_bodies
 
 
 SNIPPET_CHARS = 240
@@ -25,10 +25,11 @@ def _chunk_rows(conn: sqlite3.Connection, note_ids: list[int]) -> dict[int, list
     if not note_ids:
         return out
     rows = conn.execute(
-        f"SELECT c.note_id, c.id, c.heading_path, {CHUNK_TEXT} FROM chunks c {CHUNK_TEXT_JOIN} "
-        f"WHERE c.note_id IN ({', '.join('?' * len(note_ids))}) ORDER BY c.note_id, c.ord", note_ids)
-    for note_id, cid, hp, body in rows:
-        out.setdefault(note_id, []).append((cid, hp, body))
+        "SELECT note_id, id, heading_path, start, end FROM chunks "
+        f"WHERE note_id IN ({', '.join('?' * len(note_ids))}) ORDER BY note_id, ord", note_ids).fetchall()
+    bodies = note_bodies(conn, note_ids)
+    for note_id, cid, hp, start, end in rows:
+        out.setdefault(note_id, []).append((cid, hp, bodies[note_id][start:end]))
     return out
 
 

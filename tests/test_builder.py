@@ -22,7 +22,7 @@ from core import generations as gen
 from core.builder import BuildReport, IndexConfig, build_index
 from core.errors import UsageError
 from core.notes import parse_note
-from core.schema import CHUNK_TEXT, CHUNK_TEXT_JOIN
+from core.schema import note_bodies
 
 DATA = Path("/work/shared/data")
 DENDRON = DATA / "dendron" / "vault"
@@ -202,10 +202,12 @@ def test_real_dendron_subset_is_covered_and_its_chunks_are_the_body(dendron: tup
     assert report.links > 0 and report.links - report.unresolved_links > 0
     assert conn.execute("SELECT count(*) FROM notes WHERE id NOT IN (SELECT note_id FROM chunks)").fetchone()[0] == 0
     bodies = {name: parse_note(name, (vault / name).read_bytes()).body for name in files}
-    rows = conn.execute(f"SELECT n.rel_path, c.start, c.end, c.text_sha256, {CHUNK_TEXT} FROM chunks c "
-                        f"JOIN notes n ON n.id = c.note_id {CHUNK_TEXT_JOIN}")
-    for rel, start, end, sha, text in rows:   # SQLite's character offsets are Python's
-        assert text == bodies[rel][start:end]
+    stored = note_bodies(conn, [r[0] for r in conn.execute("SELECT id FROM notes")])
+    rows = conn.execute("SELECT n.rel_path, n.id, c.start, c.end, c.text_sha256 FROM chunks c "
+                        "JOIN notes n ON n.id = c.note_id")
+    for rel, nid, start, end, sha in rows:
+        assert stored[nid] == bodies[rel]                  # the FTS5 body cell is the parsed body
+        text = stored[nid][start:end]
         assert sha == hashlib.sha256(text.encode()).hexdigest()
 
 

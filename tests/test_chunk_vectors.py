@@ -16,7 +16,7 @@ from core.analysis import analyzer_for
 from core.chunking import headings
 from core.chunk_vectors import VECTOR_PIVOT_SLOPE, load_chunk_vectors, vector_scores
 from core.notes import parse_note
-from core.schema import CHUNK_FIELD_UNITS, CHUNK_TEXT, CHUNK_TEXT_JOIN, CHUNK_UNIT
+from core.schema import CHUNK_FIELD_UNITS, CHUNK_UNIT, note_bodies
 from core.searcher import search_vault
 from core.sparse import load_sparse
 
@@ -46,8 +46,10 @@ def conn(vault):
 def reference_scores(vault: Path, conn, query: str, slope: float) -> dict[str, float]:
     """The vector score of each note, recomputed from the chunk texts with dicts and loops."""
     analyzer = analyzer_for(json.loads(conn.execute("SELECT value FROM meta WHERE key = 'tokenizer'").fetchone()[0]))
-    rows = conn.execute(f"SELECT n.rel_path, c.ord, c.heading_path, {CHUNK_TEXT} FROM chunks c "
-                        f"JOIN notes n ON n.id = c.note_id {CHUNK_TEXT_JOIN} ORDER BY n.id, c.ord").fetchall()
+    bodies = note_bodies(conn, [r[0] for r in conn.execute("SELECT id FROM notes")])
+    rows = [(rel, ord_, path, bodies[nid][start:end]) for rel, nid, ord_, path, start, end in conn.execute(
+        "SELECT n.rel_path, n.id, c.ord, c.heading_path, c.start, c.end FROM chunks c "
+        "JOIN notes n ON n.id = c.note_id ORDER BY n.id, c.ord")]
     notes = {rel: parse_note(rel, (vault / rel).read_bytes()) for rel, *_ in rows}
     n_docs = len(notes)
     df: Counter[str] = Counter()
