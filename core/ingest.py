@@ -28,6 +28,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 
+import numpy as np
+
 from core.analysis import Analyzer, LocalVector, TermVectors, WordTable
 from core.chunking import chunk_body, headings
 from core.errors import SourceChangedError
@@ -48,7 +50,7 @@ _INSERTS = {
     "fts": _FTS_INSERT,
     "new_terms": "INSERT INTO terms(id, term) VALUES (?, ?)",
     "terms": "INSERT INTO note_terms(note_id, term_ids, tf) VALUES (?, ?, ?)",
-    "chunk_terms": "INSERT INTO chunk_terms(chunk_id, term_ids, tf) VALUES (?, ?, ?)",
+    "chunk_terms": "INSERT INTO chunk_terms(note_id, lengths, term_ids, tf) VALUES (?, ?, ?, ?)",
     "links": "INSERT INTO links(note_id, target, kind, heading, alias, source, alt_target) VALUES (?, ?, ?, ?, ?, ?, ?)",
     "skipped": "INSERT OR REPLACE INTO skipped_files(rel_path, content_sha256, mtime_ns, size, reason, detail) "
                "VALUES (?, ?, ?, ?, ?, ?)",
@@ -290,7 +292,7 @@ class NoteWriter:
         self.vectors = TermVectors(analyzer, len(FTS_COLUMNS), next_id=next_id, known=partial(_term_ids, conn))
         self._rows: dict[str, list[tuple]] = {name: [] for name in _INSERTS}
         self._terms: list[tuple[int, tuple[int, str], LocalVector]] = []        # note id, table, vector
-        self._chunk_terms: list[tuple[int, tuple[int, str], LocalVector]] = []  # chunk id, table, vector
+        self._chunk_terms: list[tuple[int, tuple[int, str], LocalVector]] = []  # note id, table, vector
         self.conn = conn
 
     def add_batch(self, batch: PreparedBatch) -> None:
@@ -315,24 +317,38 @@ class NoteWriter:
         rows["fts"].append((note_id, *note.cells))
         cid = self.next_chunk_id
         rows["chunks"].extend((cid + i, note_id, *chunk) for i, chunk in enumerate(note.chunks))
-        self._chunk_terms.extend((cid + i, table, local) for i, local in enumerate(note.chunk_terms))
+        self._chunk_terms.extend((note_id, table, local) for local in note.chunk_terms)
         self.next_chunk_id = cid + len(note.chunks)
         self._terms.append((note_id, table, note.terms))
 
     def flush(self) -> None:
         """Turn the queued word counts into term vectors and insert every queued row."""
         rows = self._rows
-        for name, queued, columns in (("terms", self._terms, None),
-                                      ("chunk_terms", self._chunk_terms, 1)):
-            if queued:
-                vectors = self.vectors.vectors([(table, local) for _, table, local in queued], columns)
-                rows[name] = [(key, ids, tf) for (key, _, _), (ids, tf) in zip(queued, vectors)]
+        if self._terms:
+            vectors = self.vectors.vectors([(table, local) for _, table, local in self._terms])
+            rows["terms"] = [(nid, ids, tf) for (nid, _, _), (ids, tf) in zip(self._terms, vectors)]
+        if self._chunk_terms:
+            vectors = self.vectors.vectors([(table, local) for _, table, local in self._chunk_terms], columns=1)
+            rows["chunk_terms"] = _per_note([nid for nid, _, _ in self._chunk_terms], vectors)
         rows["new_terms"] = self.vectors.take_new_terms()
         for name, sql in _INSERTS.items():
             if rows[name]:
                 self.conn.executemany(sql, rows[name])
         self._rows = {name: [] for name in _INSERTS}
         self._terms, self._chunk_terms = [], []
+
+
+def _per_note(note_ids: list[int], vectors: list[tuple[bytes, bytes]]) -> list[tuple[int, bytes, bytes, bytes]]:
+    """``chunk_terms`` rows: the chunk vectors of each note (in chunk order) packed into one row."""
+    out: list[tuple[int, bytes, bytes, bytes]] = []
+    start = 0
+    for end in range(1, len(note_ids) + 1):
+        if end == len(note_ids) or note_ids[end] != note_ids[start]:
+            part = vectors[start:end]
+            lengths = np.fromiter((len(ids) // 4 for ids, _ in part), dtype="<u4", count=len(part)).tobytes()
+            out.append((note_ids[start], lengths, b"".join(ids for ids, _ in part), b"".join(tf for _, tf in part)))
+            start = end
+    return out
 
 
 def _term_ids(conn: sqlite3.Connection, terms: list[str]) -> dict[str, int]:
@@ -353,11 +369,10 @@ def delete_notes(conn: sqlite3.Connection, note_ids: Iterable[int]) -> int:
     conn.execute("DELETE FROM temp.gone")
     conn.executemany("INSERT INTO temp.gone(id) VALUES (?)", ids)
     conn.execute("DELETE FROM notes_fts WHERE rowid IN (SELECT id FROM temp.gone)")
-    for table in ("chunk_vectors", "chunk_terms"):
-        conn.execute(f"DELETE FROM {table} WHERE chunk_id IN "
-                     "(SELECT id FROM chunks WHERE note_id IN (SELECT id FROM temp.gone))")
+    conn.execute("DELETE FROM chunk_vectors WHERE chunk_id IN "
+                 "(SELECT id FROM chunks WHERE note_id IN (SELECT id FROM temp.gone))")
     for table, col in (("chunks", "note_id"), ("note_tags", "note_id"), ("note_problems", "note_id"),
-                       ("note_terms", "note_id"), ("links", "note_id"), ("edges", "src_id"), ("notes", "id")):
+                       ("note_terms", "note_id"), ("chunk_terms", "note_id"), ("links", "note_id"), ("edges", "src_id"), ("notes", "id")):
         conn.execute(f"DELETE FROM {table} WHERE {col} IN (SELECT id FROM temp.gone)")
     conn.execute("DELETE FROM temp.gone")
     return len(ids)

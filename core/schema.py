@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 # FTS5 columns of notes_fts, in order: one row per note holding exactly the texts its
 # sparse term vector counts (title + aliases, description, tags, its headings, its body).
@@ -134,13 +134,16 @@ CREATE TABLE IF NOT EXISTS note_terms (
     tf       BLOB NOT NULL
 )"""
 
-# Sparse term vector of a chunk, for the `vector` mode: int32 term ids (ascending) and one
-# uint16 field-weighted frequency per term, sum over fields of CHUNK_FIELD_UNITS[f] * tf_f
-# (capped at 65535). A chunk's fields: its note's title, description and tags on chunk 0,
-# the section's heading on the section's first chunk, and the chunk text (overlap included).
+# Sparse term vectors of a note's chunks, for the `vector` mode, one row per note (a tenth
+# of the rows to write and read of one per chunk): per chunk in `ord` order, its number of
+# terms (uint32 in `lengths`), its int32 term ids (ascending) and one uint16 field-weighted
+# frequency per term, sum over fields of CHUNK_FIELD_UNITS[f] * tf_f (capped at 65535), the
+# chunks' runs concatenated; little-endian. A chunk's fields: its note's title, description
+# and tags on chunk 0, its section's heading on the section's first chunk, the chunk text.
 DDL_CHUNK_TERMS = """
 CREATE TABLE IF NOT EXISTS chunk_terms (
-    chunk_id INTEGER PRIMARY KEY,
+    note_id  INTEGER PRIMARY KEY,
+    lengths  BLOB NOT NULL,
     term_ids BLOB NOT NULL,
     tf       BLOB NOT NULL
 )"""

@@ -136,8 +136,40 @@ def test_the_vector_mode_uses_the_cached_chunk_vectors(vault):
 
 
 def test_every_chunk_has_a_stored_vector_and_ids_ascend(conn):
-    n_chunks = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
-    rows = conn.execute("SELECT term_ids, tf FROM chunk_terms").fetchall()
-    assert len(rows) == n_chunks
-    for ids, tf in rows:
-        assert np.all(np.diff(np.frombuffer(ids, "<i4")) > 0) and len(tf) * 2 == len(ids)
+    per_note = dict(conn.execute("SELECT note_id, count(*) FROM chunks GROUP BY note_id"))
+    rows = conn.execute("SELECT note_id, lengths, term_ids, tf FROM chunk_terms").fetchall()
+    assert {nid for nid, *_ in rows} == set(per_note)
+    for nid, lengths, ids, tf in rows:
+        runs = np.frombuffer(lengths, "<u4")
+        assert runs.shape[0] == per_note[nid] and runs.sum() * 4 == len(ids) and len(tf) * 2 == len(ids)
+        bounds = [0, *np.cumsum(runs).tolist()]
+        terms = np.frombuffer(ids, "<i4")
+        for a, b in zip(bounds, bounds[1:]):
+            assert np.all(np.diff(terms[a:b]) > 0)        # each chunk's term ids ascend
+
+
+def test_chunk_terms_that_disagree_with_the_chunks_table_are_an_integrity_error(vault, tmp_path):
+    import shutil
+    import sqlite3
+    from core.errors import IntegrityError
+    copy = tmp_path / "copy.db"
+    shutil.copyfile(gen.resolve(gen.layout_for(vault)).path, copy)
+    copy.chmod(0o644)
+    db = sqlite3.connect(copy)
+    db.execute("DELETE FROM chunk_terms WHERE note_id = (SELECT max(note_id) FROM chunk_terms)")
+    db.commit()
+    with pytest.raises(IntegrityError):
+        load_chunk_vectors(db, load_sparse(db))
+
+
+@pytest.mark.parametrize("block", [1, 3, 17])
+def test_loading_in_small_blocks_gives_the_same_structure(conn, monkeypatch, block):
+    import core.chunk_vectors as cv
+    sparse = load_sparse(conn)
+    whole = load_chunk_vectors(conn, sparse)
+    monkeypatch.setattr(cv, "_BLOCK", block)     # many blocks, chunks straddling block edges
+    pieces = load_chunk_vectors(conn, sparse)
+    for name in ("indptr", "chunks", "weights", "group_starts", "group_rows", "chunk_ids", "group_of_row"):
+        assert np.array_equal(getattr(whole, name), getattr(pieces, name)), name
+    for t in range(whole.indptr.shape[0] - 1):          # chunk rows ascend within each term
+        assert np.all(np.diff(pieces.chunks[pieces.indptr[t]:pieces.indptr[t + 1]]) > 0)
