@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from dataclasses import dataclass
 
@@ -45,6 +46,9 @@ class QueryWords:
 
     def __init__(self, terms: list[str], weights: dict[str, float]) -> None:
         self.weights = {t: weights.get(t, 1.0) for t in terms if t}
+        # one pass for every term: a word start, then the longest term that fits there
+        alternatives = "|".join(re.escape(t) for t in sorted(self.weights, key=lambda t: (-len(t), t)))
+        self._starts = re.compile(f"(?<![^\\W_])(?:{alternatives})") if alternatives else None
 
     def chunk_score(self, text: str) -> float:
         """Cheap passage score: idf of the distinct terms the text contains (as substrings of its
@@ -59,17 +63,12 @@ class QueryWords:
 
     def matches(self, text: str) -> list[tuple[int, str]]:
         """(offset, term) of every word of ``text`` that starts with a query term, in text order."""
+        if self._starts is None:
+            return []
         low = text.lower()
         if len(low) != len(text):  # a few characters change length when lower-cased: keep offsets true
             low = "".join(ch.lower() if len(ch.lower()) == 1 else ch for ch in text)
-        found: dict[int, str] = {}
-        for term in self.weights:
-            at = low.find(term)
-            while at != -1:
-                if (at == 0 or not low[at - 1].isalnum()) and len(term) > len(found.get(at, "")):
-                    found[at] = term
-                at = low.find(term, at + len(term))
-        return sorted(found.items())
+        return [(m.start(), m.group()) for m in self._starts.finditer(low)]
 
 
 def best_passages(conn: sqlite3.Connection, words: QueryWords, note_ids: list[int],
