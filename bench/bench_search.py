@@ -59,6 +59,11 @@ LATENCY_LIMIT = 10
 LATENCY_ROUNDS = 2
 RESOLVE_CALLS = 1000
 RESOLVE_TARGET_MS = 1.0
+# Issue targets judged in the report: fts nDCG@10 floors per corpus, hybrid >= fts on each,
+# and warm limit=10 p50 latency ceilings on SciFact.
+FTS_NDCG_TARGETS = {"scifact": 0.69, "dendron": 0.86, "powershell": 0.82}
+LATENCY_TARGETS_MS = {"fts": 2.0, "hybrid": 5.0}
+LATENCY_TARGET_CORPUS = "scifact"
 BASELINES = ("bare_fts5", "bm25s")
 KNOWN_ITEM = DATA_DIR / "known-item"
 

@@ -124,6 +124,7 @@ def target_rows(results: dict[str, dict[str, Any]]) -> list[tuple[str, str, str,
             r = c["resolve"]
             rows.append(("search", f"warm resolve() < {r['target_ms']:g} ms ({name}, median of {r['calls']:,})",
                          f"{r['median_ms'] * 1000:.1f} µs", "PASS" if r["pass"] else "MISS"))
+        rows += search_target_rows(search)
     scale = results.get("scale")
     if scale:
         for t in scale["targets"].values():
@@ -136,6 +137,30 @@ def target_rows(results: dict[str, dict[str, Any]]) -> list[tuple[str, str, str,
             rows.append(("embed", f"Embedder overhead vs raw onnxruntime <= {embed['target_overhead_pct']:g}% "
                          f"({m['model']})", f"{m['overhead_pct']:.1f}%",
                          "PASS" if m["overhead_pct"] <= embed["target_overhead_pct"] else "MISS"))
+    return rows
+
+
+def search_target_rows(search: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    """Quality floors of fts, hybrid >= fts, and the latency ceilings, where search.json has the numbers."""
+    from bench.bench_search import FTS_NDCG_TARGETS, LATENCY_TARGET_CORPUS, LATENCY_TARGETS_MS
+
+    rows: list[tuple[str, str, str, str]] = []
+    for name, c in corpus_order(search["corpora"]):
+        ndcg = {m["mode"]: m["ndcg"] for m in c["quality"]["modes"]}
+        fts, hybrid = ndcg.get("fts"), ndcg.get("hybrid")
+        if name in FTS_NDCG_TARGETS and fts is not None:
+            floor = FTS_NDCG_TARGETS[name]
+            rows.append(("search", f"fts nDCG@10 >= {floor:g} ({name})", f"{fts:.4f}", "PASS" if fts >= floor else "MISS"))
+        if fts is not None and hybrid is not None:
+            rows.append(("search", f"hybrid nDCG@10 >= fts ({name})", f"{hybrid:.4f} vs {fts:.4f}",
+                         "PASS" if hybrid >= fts else "MISS"))
+        if name == LATENCY_TARGET_CORPUS:
+            engines = c["latency"]["engines"]
+            for mode, ceiling in LATENCY_TARGETS_MS.items():
+                if mode in engines:
+                    p50 = engines[mode]["p50_ms"]
+                    rows.append(("search", f"{mode} p50 <= {ceiling:g} ms ({name}, warm, limit=10)", f"{p50:.2f} ms",
+                                 "PASS" if p50 <= ceiling else "MISS"))
     return rows
 
 

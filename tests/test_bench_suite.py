@@ -277,3 +277,16 @@ def test_a_build_over_its_budget_is_stopped_and_reported_unfinished(tmp_path: Pa
     assert result["finished"] is False
     assert result["budget_seconds"] == 0.05 and result["elapsed_seconds"] < 30
     assert "killed at the time budget" in result["note"]
+
+
+def test_the_targets_table_judges_the_search_targets() -> None:
+    search = _search_json()
+    corpus = search["corpora"].pop("tiny")
+    corpus["quality"]["modes"] += [{**corpus["quality"]["modes"][0], "mode": "hybrid", "ndcg": 0.49}]
+    corpus["latency"]["engines"]["hybrid"] = {"p50_ms": 4.0, "p95_ms": 6.0, "mean_ms": 4.2, "n": 6}
+    search["corpora"]["scifact"] = corpus                           # fts 0.5, hybrid 0.49, fts p50 2.0 ms
+    rows = {target: (measured, status) for _, target, measured, status in report.target_rows({"search": search})}
+    assert rows["fts nDCG@10 >= 0.69 (scifact)"] == ("0.5000", "MISS")
+    assert rows["hybrid nDCG@10 >= fts (scifact)"] == ("0.4900 vs 0.5000", "MISS")
+    assert rows["fts p50 <= 2 ms (scifact, warm, limit=10)"] == ("2.00 ms", "PASS")   # at the ceiling passes
+    assert rows["hybrid p50 <= 5 ms (scifact, warm, limit=10)"] == ("4.00 ms", "PASS")
