@@ -23,7 +23,7 @@ import numpy as np
 from core import scoring
 from core.errors import IntegrityError
 from core.schema import CHUNK_UNIT
-from core.sparse import SparseIndex, gather_postings, query_term_ids
+from core.sparse import QueryPostings, SparseIndex, gather_postings, query_postings, query_term_ids
 
 # Pivot slope of the chunk length normalisation; tuned on SciFact train + known-item dev.
 VECTOR_PIVOT_SLOPE = 0.3
@@ -166,7 +166,8 @@ class VectorScores(NamedTuple):
     per_chunk: np.ndarray   # float64 [n_chunks]: each chunk's score
 
 
-def vector_scores(index: SparseIndex, vectors: ChunkVectors, terms: list[str]) -> VectorScores:
+def vector_scores(index: SparseIndex, vectors: ChunkVectors, terms: list[str],
+                  postings: QueryPostings | None = None) -> VectorScores:
     """Per SparseIndex row: the best pivoted cosine of the query with any chunk of the note."""
     ids, qtf = query_term_ids(index, terms)
     n = index.n_docs
@@ -181,8 +182,8 @@ def vector_scores(index: SparseIndex, vectors: ChunkVectors, terms: list[str]) -
         best = np.maximum.reduceat(per_chunk, vectors.group_starts)
         known = vectors.group_rows >= 0
         scores[vectors.group_rows[known]] = best[known]
-    note_pos, _ = gather_postings(index.indptr, ids)
-    matched = np.bincount(index.docs[note_pos], minlength=n).astype(np.float32)
+    note_docs = (postings if postings is not None else query_postings(index, terms)).docs
+    matched = np.bincount(note_docs, minlength=n).astype(np.float32)
     return VectorScores(scores, matched, per_chunk)
 
 

@@ -19,7 +19,8 @@ from core.generations import ResolvedIndex
 from core.query import MAX_QUERY_TERMS, phrase_expression
 from core.schema import FTS_COLUMNS, get_meta
 from core.chunk_vectors import ChunkVectors, best_chunk_ids, load_chunk_vectors, vector_scores
-from core.sparse import CHUNK_CACHE, GRAPH_CACHE, SPARSE_CACHE, SparseIndex, bm25_scores, load_sparse
+from core.sparse import (CHUNK_CACHE, GRAPH_CACHE, SPARSE_CACHE, QueryPostings, SparseIndex, bm25_scores, load_sparse,
+                         query_postings)
 
 # Candidates taken from each list before fusion.
 FUSION_DEPTH = 100
@@ -83,6 +84,7 @@ class SearchContext:
     options: dict[str, Any] = field(default_factory=dict)
     _sparse: SparseIndex | None = None
     _chunks: ChunkVectors | None = None
+    _postings: QueryPostings | None = None
     _mask: np.ndarray | None = None
     _terms: list[str] | None = None
     _meta: dict[str, Any] | None = None
@@ -108,6 +110,12 @@ class SearchContext:
                 key = (str(r.path), r.generation_id, r.sha256)
                 self._sparse = SPARSE_CACHE.get(str(r.layout.index_dir), key, lambda: load_sparse(self.conn))
         return self._sparse
+
+    def postings(self) -> QueryPostings:
+        """The query's postings in the sparse index, gathered once (ranking and match counts)."""
+        if self._postings is None:
+            self._postings = query_postings(self.sparse(), self.terms)
+        return self._postings
 
     def chunk_vectors(self) -> ChunkVectors:
         """The vector mode's chunk vectors, loaded on first use and cached like ``sparse``."""
@@ -155,7 +163,7 @@ def fts_ranking(ctx: SearchContext, k: int) -> list[tuple[int, float]]:
     if ctx.raw:
         return raw_fts_ranking(ctx, k)
     sp = ctx.sparse()
-    scores, matched = bm25_scores(sp, ctx.terms)
+    scores, matched = bm25_scores(sp, ctx.terms, ctx.postings())
     _add_identifier_bonus(ctx, sp, scores, matched)
     return _ranked(sp, scores, matched, ctx.mask(), k)
 
@@ -193,7 +201,7 @@ def _vector(ctx: SearchContext, k: int) -> tuple[list[tuple[int, float]], dict[i
     if ctx.raw:
         raise UsageError("raw FTS5 syntax applies to the fts-based modes, not to vector")
     sp, chunks = ctx.sparse(), ctx.chunk_vectors()
-    scores, matched, per_chunk = vector_scores(sp, chunks, ctx.terms)
+    scores, matched, per_chunk = vector_scores(sp, chunks, ctx.terms, ctx.postings())
     _add_identifier_bonus(ctx, sp, scores, matched, VECTOR_IDENTIFIER_BONUS)
     cand = np.flatnonzero((matched > 0) & ctx.mask())
     rows = scoring.top_k(scores, k, cand).tolist()

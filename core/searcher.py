@@ -131,7 +131,7 @@ def _results(ctx: SearchContext, run: ModeRun, with_passages: bool) -> list[Sear
     words = QueryWords(ctx.terms, weights)
     preferred = {h.note_id: h.chunk_id for h in run.hits if h.chunk_id is not None}
     passages = best_passages(ctx.conn, words, ids, preferred) if with_passages else {}
-    counts = body_term_counts(sp, ctx.terms, ids) if with_passages else {}
+    counts = body_term_counts(sp, ctx.terms, ids, ctx.postings()) if with_passages else {}
     r = ctx.resolved
     age = max(0.0, time.time() - r.created_at)
     out = []

@@ -13,7 +13,7 @@ import sqlite3
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 
@@ -172,7 +172,23 @@ def gather_postings(indptr: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np
     return starts[owner] + offsets, owner
 
 
-def bm25_scores(index: SparseIndex, terms: list[str]) -> tuple[np.ndarray, np.ndarray]:
+class QueryPostings(NamedTuple):
+    """Every posting of a query's known terms in one SparseIndex, gathered once per query."""
+
+    ids: np.ndarray     # distinct known term ids
+    pos: np.ndarray     # posting positions
+    owner: np.ndarray   # index into ``ids`` of each posting
+    docs: np.ndarray    # document row of each posting
+
+
+def query_postings(index: SparseIndex, terms: list[str]) -> QueryPostings:
+    ids, _ = query_term_ids(index, terms)
+    pos, owner = gather_postings(index.indptr, ids)
+    return QueryPostings(ids, pos, owner, index.docs[pos])
+
+
+def bm25_scores(index: SparseIndex, terms: list[str], postings: QueryPostings | None = None
+                ) -> tuple[np.ndarray, np.ndarray]:
     """(scores, matched) over all documents: BM25F plus the coverage bonuses of RankParams.
 
     ``matched`` counts the distinct query terms each document contains. The bonus rewards
@@ -180,10 +196,8 @@ def bm25_scores(index: SparseIndex, terms: list[str]) -> tuple[np.ndarray, np.nd
     headings hold every query term, without dropping documents that match only some terms.
     All postings of the query are gathered once and summed per document with ``bincount``.
     """
-    ids, _ = query_term_ids(index, terms)
+    ids, pos, owner, docs = postings if postings is not None else query_postings(index, terms)
     n = index.n_docs
-    pos, owner = gather_postings(index.indptr, ids)
-    docs = index.docs[pos]
     scores = np.bincount(docs, weights=index.bm25[pos], minlength=n).astype(np.float32)
     matched = np.bincount(docs, minlength=n).astype(np.float32)
     p = index.params
@@ -203,25 +217,15 @@ def bm25_scores(index: SparseIndex, terms: list[str]) -> tuple[np.ndarray, np.nd
     return scores, matched
 
 
-def body_term_counts(index: SparseIndex, terms: list[str], note_ids: list[int]) -> dict[int, int]:
+def body_term_counts(index: SparseIndex, terms: list[str], note_ids: list[int],
+                     postings: QueryPostings | None = None) -> dict[int, int]:
     """Occurrences of the query's terms in each given note's body (exact, from the stored vectors)."""
-    ids, _ = query_term_ids(index, terms)
-    out = dict.fromkeys(note_ids, 0)
-    if not note_ids or ids.size == 0:
-        return out
-    wanted = np.asarray(note_ids, dtype=np.int64)
-    rows = np.searchsorted(index.note_ids, wanted)
-    known = (rows < index.n_docs) & (index.note_ids[np.minimum(rows, index.n_docs - 1)] == wanted)
-    counts = np.zeros(wanted.shape[0], dtype=np.int64)
-    for tid in ids.tolist():
-        sl = slice(index.indptr[tid], index.indptr[tid + 1])
-        docs = index.docs[sl]  # ascending within a term (stable sort of note-major postings)
-        if docs.shape[0] == 0:
-            continue
-        pos = np.minimum(np.searchsorted(docs, rows), docs.shape[0] - 1)
-        hit = known & (docs[pos] == rows)
-        counts[hit] += index.body_tf[sl][pos[hit]]
-    return {nid: int(c) for nid, c in zip(note_ids, counts.tolist())}
+    if not note_ids:
+        return {}
+    _, pos, _, docs = postings if postings is not None else query_postings(index, terms)
+    per_doc = np.bincount(docs, weights=index.body_tf[pos], minlength=index.n_docs)
+    rows = index.rows_of(np.asarray(note_ids, dtype=np.int64))
+    return {nid: int(per_doc[r]) if r >= 0 else 0 for nid, r in zip(note_ids, rows.tolist())}
 
 
 class GenerationCache:
