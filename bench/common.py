@@ -15,6 +15,7 @@ import datetime as _dt
 import json
 import os
 import platform
+import random
 import resource
 import shutil
 import sqlite3
@@ -129,19 +130,22 @@ def time_interleaved(fns: Mapping[str, Callable[[T], Any]], items: Sequence[T], 
     A warm-up pass over the first ``warmup`` items (untimed) loads lazily built caches, so
     the timed passes measure the steady state a long-lived process sees. Interleaving the
     engines item by item spreads background load over all of them alike, so their ratios
-    stay fair on a busy machine; the order rotates from item to item because the first
-    engine to see a query pays for what later ones find cached (e.g. the query analyzer's
-    word -> token cache), so each engine goes first equally often.
+    stay fair on a busy machine. The order is shuffled from item to item (fixed seed): the
+    first engine to see a query pays for what later ones find cached (e.g. the query
+    analyzer's word -> token cache), and an engine pays for the CPU caches its predecessor
+    evicted (a plain rotation always put the same engine after the memory-heavy bm25s), so
+    each engine goes first, and follows each other engine, about equally often.
     """
     for item in items[:warmup]:
         for fn in fns.values():
             fn(item)
     samples: dict[str, list[float]] = {name: [] for name in fns}
     order = list(fns.items())
+    rng = random.Random(0)
     for _ in range(rounds):
-        for i, item in enumerate(items):
-            shift = i % len(order)
-            for name, fn in order[shift:] + order[:shift]:
+        for item in items:
+            rng.shuffle(order)
+            for name, fn in order:
                 start = time.perf_counter()
                 fn(item)
                 samples[name].append(time.perf_counter() - start)

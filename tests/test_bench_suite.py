@@ -9,6 +9,7 @@ reason, 'not run' with why, and never a silent drop.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -118,13 +119,19 @@ def test_model_free_modes_exclude_dense_and_reranker_modes() -> None:
 # ---------------------------------------------------------------- timing helpers
 
 
-def test_interleaving_rotates_so_each_engine_goes_first_equally_often() -> None:
+def test_interleaving_shuffles_so_each_engine_goes_first_and_follows_each_other_alike() -> None:
     calls: list[tuple[str, int]] = []
     fns = {name: (lambda item, name=name: calls.append((name, item))) for name in ("a", "b", "c")}
-    samples = time_interleaved(fns, [1, 2, 3, 4, 5, 6], warmup=0)
-    firsts = [calls[i][0] for i in range(0, len(calls), 3)]
-    assert sorted(firsts) == ["a", "a", "b", "b", "c", "c"]
-    assert {k: len(v) for k, v in samples.items()} == {"a": 6, "b": 6, "c": 6}
+    items = list(range(600))
+    samples = time_interleaved(fns, items, warmup=0)
+    assert {k: len(v) for k, v in samples.items()} == {"a": 600, "b": 600, "c": 600}
+    per_item = [calls[i:i + 3] for i in range(0, len(calls), 3)]
+    assert all(sorted(n for n, _ in group) == ["a", "b", "c"] and {i for _, i in group} == {item}
+               for group, item in zip(per_item, items))                    # every engine once per item, in turn
+    firsts = Counter(group[0][0] for group in per_item)
+    pairs = Counter((x[0], y[0]) for group in per_item for x, y in zip(group, group[1:]))
+    assert all(150 <= firsts[n] <= 250 for n in "abc")                     # about 200 each
+    assert len(pairs) == 6 and all(150 <= c <= 250 for c in pairs.values())  # every ordered pair, about 200
 
 
 def test_latency_stats_in_milliseconds() -> None:
