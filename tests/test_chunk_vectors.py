@@ -173,3 +173,16 @@ def test_loading_in_small_blocks_gives_the_same_structure(conn, monkeypatch, blo
         assert np.array_equal(getattr(whole, name), getattr(pieces, name)), name
     for t in range(whole.indptr.shape[0] - 1):          # chunk rows ascend within each term
         assert np.all(np.diff(pieces.chunks[pieces.indptr[t]:pieces.indptr[t + 1]]) > 0)
+
+
+def test_a_legacy_in_place_index_is_read_fresh_after_each_update(make_vault):
+    from core.builder import build_index
+    from core.sparse import CHUNK_CACHE
+    root = make_vault({"a.md": note("A", "lighthouse keeper notes")}, in_place=True, name="legacy-vector")
+    loads = CHUNK_CACHE.loads
+    assert [r.rel_path for r in search_vault(root, "lighthouse", mode="vector")] == ["a.md"]
+    (root / "b.md").write_text("---\ntitle: B\n---\nA second lighthouse, far older.\n", encoding="utf-8")
+    build_index(root, in_place=True)
+    hits = search_vault(root, "lighthouse older", mode="hybrid")
+    assert [r.rel_path for r in hits][0] == "b.md" and hits.index["kind"] == "legacy_db"
+    assert CHUNK_CACHE.loads == loads                  # a mutable index.db is never cached
