@@ -30,7 +30,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from itertools import accumulate, pairwise, repeat
+from itertools import accumulate, repeat
 
 import numpy as np
 
@@ -147,8 +147,9 @@ class Analyzer:
 class LocalVector:
     """One note's word frequencies in the numbering of the ``WordTable`` that counted them."""
 
-    ids: bytes     # int32 local word ids, ascending
-    tf: bytes      # uint32 [len(ids), n_fields] frequencies
+    ids: bytes     # int32 local word ids, ascending (per document)
+    tf: bytes      # uint32 [len(ids), n_fields] frequencies, or [len(ids), 1] for a weighted group
+    lengths: bytes = b""   # a group of documents (a note's chunks): uint32 ids per document, in order
 
 
 class WordTable:
@@ -180,14 +181,15 @@ class WordTable:
                                               for f, text in enumerate(texts)])
 
     def count_pieces(self, n_docs: int, pieces: Sequence[tuple[str, Sequence[int]]],
-                     weighted: Sequence[bool] | None = None, weights: Sequence[int] = ()
+                     groups: Sequence[tuple[int, int]] = (), weights: Sequence[int] = ()
                      ) -> tuple[list[bytes], list[LocalVector]]:
         """Like ``count`` for ``n_docs`` documents whose fields are made of pieces of text: each
         piece is cut and numbered once and counts for every target (``doc * n_fields + field``)
         it names, e.g. a stretch of a note body that is also in one of its chunks.
 
-        A document marked in ``weighted`` gets one column instead of ``n_fields``: its per-field
-        frequencies times ``weights``, summed (a chunk vector; a third of the bytes to send).
+        Each ``[first, end)`` range in ``groups`` (a note's chunks) comes back as ONE vector with
+        ``lengths`` and one column per term: its per-field frequencies times ``weights``, summed.
+        The vectors come in document order, a group in the place of its first document.
         """
         words: list[bytes] = []
         sizes: list[int] = []
@@ -213,12 +215,25 @@ class WordTable:
         tf = np.zeros((per_note.size, nf), dtype="<u4")
         tf[row, field] = counts
         id_bytes, tf_bytes = (per_note % span).astype("<i4").tobytes(), tf.tobytes()
-        w_bytes = (tf @ np.asarray(weights, dtype=np.uint32)).astype("<u4").tobytes() if weighted else b""
-        bounds = np.searchsorted(per_note // span, np.arange(n_docs + 1)).tolist()
-        width = 4 * nf
-        return new, [LocalVector(id_bytes[4 * a:4 * b], w_bytes[4 * a:4 * b] if weighted and weighted[d]
-                                 else tf_bytes[width * a:width * b])
-                     for d, (a, b) in enumerate(pairwise(bounds))]
+        w_bytes = (tf @ np.asarray(weights, dtype=np.uint32)).astype("<u4").tobytes() if groups else b""
+        bounds_arr = np.searchsorted(per_note // span, np.arange(n_docs + 1))
+        per_doc = np.diff(bounds_arr).astype("<u4").tobytes()
+        bounds = bounds_arr.tolist()
+        group_end = dict(groups)
+        out: list[LocalVector] = []
+        d, width = 0, 4 * nf
+        while d < n_docs:
+            a = bounds[d]
+            if d in group_end:
+                end = group_end[d]
+                b = bounds[end]
+                out.append(LocalVector(id_bytes[4 * a:4 * b], w_bytes[4 * a:4 * b], per_doc[4 * d:4 * end]))
+                d = end
+            else:
+                b = bounds[d + 1]
+                out.append(LocalVector(id_bytes[4 * a:4 * b], tf_bytes[width * a:width * b]))
+                d += 1
+        return new, out
 
     @staticmethod
     def _slot_words(numbers: np.ndarray, sizes: list[int], targets: list[int], fanout: list[int], span: int
@@ -324,15 +339,23 @@ class TermVectors:
         return out
 
     def vectors(self, notes: Sequence[tuple[object, LocalVector]], columns: int | None = None
-                ) -> list[tuple[bytes, bytes]]:
-        """(term_ids bytes, tf bytes) of each (table, local vector), in order: tf is the uint16
-        matrix ``[n_terms, columns]``, columns = n_fields, or 1 for weighted chunk vectors."""
+                ) -> list[tuple[bytes, bytes, bytes]]:
+        """(term_ids bytes, tf bytes, lengths) of each (table, local vector), in order: tf is the
+        uint16 matrix ``[n_terms, columns]``, columns = n_fields, or 1 for weighted chunk groups;
+        a group's documents (its ``lengths``) are vectors of their own, packed one after another."""
         columns = self.n_fields if columns is None else columns
         lengths = [len(v.ids) // 4 for _, v in notes]
         words = self._global_words([t for t, _ in notes], np.frombuffer(b"".join(v.ids for _, v in notes), "<i4"),
                                    lengths)
         tf = np.frombuffer(b"".join(v.tf for _, v in notes), dtype="<u4").reshape(-1, columns)
-        note = np.repeat(np.arange(len(notes), dtype=np.int64), lengths)
+        grouped = bool(notes) and bool(notes[0][1].lengths)
+        if grouped:   # every item is a group of documents: postings per document, documents per item
+            doc_len = np.frombuffer(b"".join(v.lengths for _, v in notes), dtype="<u4").astype(np.int64)
+            docs_per_item = [len(v.lengths) // 4 for _, v in notes]
+        else:
+            doc_len, docs_per_item = np.asarray(lengths, dtype=np.int64), [1] * len(notes)
+        n_docs = int(doc_len.shape[0])
+        note = np.repeat(np.arange(n_docs, dtype=np.int64), doc_len)
         n_ids, pos = self._lens.array()[words], self._starts.array()[words]
         if not np.all(n_ids == 1):  # words of zero or several tokens: one entry per token
             rep = np.repeat(np.arange(words.size), n_ids)
@@ -343,9 +366,15 @@ class TermVectors:
         summed = np.stack([np.bincount(row, weights=tf[:, f], minlength=keys.size) for f in range(columns)], axis=1)
         tf_bytes = np.minimum(summed, _TF_MAX).astype("<u2").tobytes()
         id_bytes = (keys % span).astype("<i4").tobytes()
-        bounds = np.searchsorted(keys // span, np.arange(len(notes) + 1)).tolist()
-        width = 2 * columns
-        return [(id_bytes[4 * a:4 * b], tf_bytes[width * a:width * b]) for a, b in pairwise(bounds)]
+        bounds_arr = np.searchsorted(keys // span, np.arange(n_docs + 1))
+        new_len = np.diff(bounds_arr).astype("<u4").tobytes() if grouped else b""
+        bounds, width = bounds_arr.tolist(), 2 * columns
+        out, d = [], 0
+        for k in docs_per_item:
+            a, b = bounds[d], bounds[d + k]
+            out.append((id_bytes[4 * a:4 * b], tf_bytes[width * a:width * b], new_len[4 * d:4 * (d + k)]))
+            d += k
+        return out
 
 
 _analyzers: dict[str, Analyzer] = {}

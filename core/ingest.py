@@ -28,8 +28,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 
-import numpy as np
-
 from core.analysis import Analyzer, LocalVector, TermVectors, WordTable
 from core.chunking import chunk_body, headings
 from core.errors import SourceChangedError
@@ -83,7 +81,7 @@ class PreparedNote:
     cells: tuple[str, ...]           # the notes_fts row: the texts of FTS_COLUMNS (the body last)
     chunks: tuple[tuple[int, str, int, int, str], ...]    # ord, heading_path JSON, start, end, sha256
     terms: LocalVector
-    chunk_terms: tuple[LocalVector, ...]                  # one per chunk, field texts as ``_chunk_rows`` says
+    chunk_terms: LocalVector                              # its chunks' vectors, one group (``_pieces`` says what)
 
 
 @dataclass(frozen=True)
@@ -197,7 +195,7 @@ def _parse(item: NoteFile) -> tuple[str, ParsedNote | SkippedFile]:
 
 
 def _prepared(item: NoteFile, sha256: str, note: ParsedNote, texts: tuple[str, ...], chunks: tuple[tuple, ...],
-              terms: LocalVector, chunk_terms: tuple[LocalVector, ...]) -> PreparedNote:
+              terms: LocalVector, chunk_terms: LocalVector) -> PreparedNote:
     mtime_ns, size = item[4], item[5]
     d = note.dates
     values = (
@@ -219,7 +217,8 @@ def prepare_notes(items: Sequence[NoteFile], *, chunk_size: int, chunk_overlap: 
     table = _tables.get(build)
     if table is None:
         table = _tables[build] = WordTable(len(FTS_COLUMNS))
-    parsed, notes, pieces, weighted = [], [], [], []
+    parsed, notes, pieces, groups = [], [], [], []
+    n_docs = 0
     for item in items:  # parse, texts and chunks of one note in a row: they share its cached block scan
         sha, note = _parse(item)
         parsed.append(note)
@@ -227,14 +226,13 @@ def prepare_notes(items: Sequence[NoteFile], *, chunk_size: int, chunk_overlap: 
             texts = _field_texts(note)
             rows, cells = _chunk_rows(note, chunk_size, chunk_overlap)
             notes.append((item, sha, note, texts, rows))
-            pieces += _pieces(len(weighted), texts, rows, cells)
-            weighted += [False] + [True] * len(rows)
-    # each note's vector, then its chunks' (weighted: one column each)
-    new_words, vectors = table.count_pieces(len(weighted), pieces, weighted, CHUNK_FIELD_UNITS)
-    ready, at = {}, 0
-    for item, sha, note, texts, rows in notes:
-        ready[id(note)] = _prepared(item, sha, note, texts, rows, vectors[at], tuple(vectors[at + 1:at + 1 + len(rows)]))
-        at += 1 + len(rows)
+            pieces += _pieces(n_docs, texts, rows, cells)
+            groups.append((n_docs + 1, n_docs + 1 + len(rows)))
+            n_docs += 1 + len(rows)
+    # each note's vector, then its chunks' as one weighted group
+    new_words, vectors = table.count_pieces(n_docs, pieces, groups, CHUNK_FIELD_UNITS)
+    ready = {id(note): _prepared(item, sha, note, texts, rows, vectors[2 * i], vectors[2 * i + 1])
+             for i, (item, sha, note, texts, rows) in enumerate(notes)}
     return PreparedBatch((os.getpid(), build), new_words,
                          [ready[id(note)] if isinstance(note, ParsedNote) else note for note in parsed])
 
@@ -317,7 +315,7 @@ class NoteWriter:
         rows["fts"].append((note_id, *note.cells))
         cid = self.next_chunk_id
         rows["chunks"].extend((cid + i, note_id, *chunk) for i, chunk in enumerate(note.chunks))
-        self._chunk_terms.extend((note_id, table, local) for local in note.chunk_terms)
+        self._chunk_terms.append((note_id, table, note.chunk_terms))
         self.next_chunk_id = cid + len(note.chunks)
         self._terms.append((note_id, table, note.terms))
 
@@ -326,29 +324,17 @@ class NoteWriter:
         rows = self._rows
         if self._terms:
             vectors = self.vectors.vectors([(table, local) for _, table, local in self._terms])
-            rows["terms"] = [(nid, ids, tf) for (nid, _, _), (ids, tf) in zip(self._terms, vectors)]
+            rows["terms"] = [(nid, ids, tf) for (nid, _, _), (ids, tf, _) in zip(self._terms, vectors)]
         if self._chunk_terms:
             vectors = self.vectors.vectors([(table, local) for _, table, local in self._chunk_terms], columns=1)
-            rows["chunk_terms"] = _per_note([nid for nid, _, _ in self._chunk_terms], vectors)
+            rows["chunk_terms"] = [(nid, lengths, ids, tf)
+                                   for (nid, _, _), (ids, tf, lengths) in zip(self._chunk_terms, vectors)]
         rows["new_terms"] = self.vectors.take_new_terms()
         for name, sql in _INSERTS.items():
             if rows[name]:
                 self.conn.executemany(sql, rows[name])
         self._rows = {name: [] for name in _INSERTS}
         self._terms, self._chunk_terms = [], []
-
-
-def _per_note(note_ids: list[int], vectors: list[tuple[bytes, bytes]]) -> list[tuple[int, bytes, bytes, bytes]]:
-    """``chunk_terms`` rows: the chunk vectors of each note (in chunk order) packed into one row."""
-    out: list[tuple[int, bytes, bytes, bytes]] = []
-    start = 0
-    for end in range(1, len(note_ids) + 1):
-        if end == len(note_ids) or note_ids[end] != note_ids[start]:
-            part = vectors[start:end]
-            lengths = np.fromiter((len(ids) // 4 for ids, _ in part), dtype="<u4", count=len(part)).tobytes()
-            out.append((note_ids[start], lengths, b"".join(ids for ids, _ in part), b"".join(tf for _, tf in part)))
-            start = end
-    return out
 
 
 def _term_ids(conn: sqlite3.Connection, terms: list[str]) -> dict[str, int]:

@@ -230,7 +230,7 @@ def test_notes_without_words_get_empty_vectors() -> None:
     new, local = table.count([["", "", "", "", ""], ["", "", "", "", "... !!"]])
     assert new == [] and local == [LocalVector(b"", b""), LocalVector(b"", b"")]
     vectors = TermVectors(Analyzer(DEFAULT_TOKENIZER), n_fields=5)
-    assert vectors.vectors([("t", v) for v in local]) == [(b"", b""), (b"", b"")]
+    assert vectors.vectors([("t", v) for v in local]) == [(b"", b"", b""), (b"", b"", b"")]
 
 
 # --- tokenizer specs -----------------------------------------------------------------------------------
@@ -246,3 +246,27 @@ def test_only_unicode61_tokenizers_are_accepted() -> None:
         assert caught.value.reason == "usage"
         with pytest.raises(UsageError):
             Analyzer(spec)
+
+
+def test_shared_pieces_and_a_weighted_group_of_documents() -> None:
+    """A note (doc 0) and its chunks (docs 1-3, one without words) as count_pieces sees them:
+    a stretch shared by the note body and a chunk is cut once and counted for both."""
+    table = WordTable(n_fields=5)
+    pieces = [("Running", (0 * 5 + 0, 1 * 5 + 0)),        # title: note and chunk 0
+              ("runs ran", (0 * 5 + 4, 1 * 5 + 4)),       # chunk 0's own stretch: also the note body
+              ("... !!", (2 * 5 + 4,)),                   # chunk 1: no words at all
+              ("ran", (3 * 5 + 4,)),                      # chunk 2 repeats the overlap ...
+              ("zebra", (0 * 5 + 4, 3 * 5 + 4))]          # ... then its own stretch
+    new, (note_vec, group) = table.count_pieces(4, pieces, groups=[(1, 4)], weights=(4, 3, 3, 8, 2))
+    assert group.lengths and np.frombuffer(group.lengths, "<u4").tolist() == [3, 0, 2]   # words per chunk
+    vectors = TermVectors(Analyzer(DEFAULT_TOKENIZER), n_fields=5)
+    vectors.register("t", new)
+    term = {t: i for i, t in vectors.take_new_terms()}
+    assert _decode(vectors.vectors([("t", note_vec)])[0], 5) == {
+        term["ran"]: (0, 0, 0, 0, 1), term["run"]: (1, 0, 0, 0, 1), term["zebra"]: (0, 0, 0, 0, 1)}
+    ids, tf, lengths = vectors.vectors([("t", group)], columns=1)[0]
+    assert np.frombuffer(lengths, "<u4").tolist() == [2, 0, 2]            # running + runs share the stem run
+    chunk0 = dict(zip(np.frombuffer(ids, "<i4")[:2].tolist(), np.frombuffer(tf, "<u2")[:2].tolist()))
+    assert chunk0 == {term["ran"]: 2, term["run"]: 4 + 2}                  # title x4 + body x2, summed per stem
+    chunk2 = dict(zip(np.frombuffer(ids, "<i4")[2:].tolist(), np.frombuffer(tf, "<u2")[2:].tolist()))
+    assert chunk2 == {term["ran"]: 2, term["zebra"]: 2}
