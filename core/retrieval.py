@@ -193,11 +193,11 @@ def _add_identifier_bonus(ctx: SearchContext, sp: SparseIndex, scores: np.ndarra
 
 
 def vector_ranking(ctx: SearchContext, k: int) -> list[tuple[int, float]]:
-    return _vector(ctx, k)[0]
+    return _vector(ctx, k, with_chunks=False)[0]
 
 
-def _vector(ctx: SearchContext, k: int) -> tuple[list[tuple[int, float]], dict[int, int]]:
-    """vector's ranking, and the best chunk id of each ranked note."""
+def _vector(ctx: SearchContext, k: int, *, with_chunks: bool = True) -> tuple[list[tuple[int, float]], dict[int, int]]:
+    """vector's ranking, and (``with_chunks``) the best chunk id of each ranked note."""
     if ctx.raw:
         raise UsageError("raw FTS5 syntax applies to the fts-based modes, not to vector")
     sp, chunks = ctx.sparse(), ctx.chunk_vectors()
@@ -205,7 +205,7 @@ def _vector(ctx: SearchContext, k: int) -> tuple[list[tuple[int, float]], dict[i
     _add_identifier_bonus(ctx, sp, scores, matched, VECTOR_IDENTIFIER_BONUS)
     cand = np.flatnonzero((matched > 0) & ctx.mask())
     rows = scoring.top_k(scores, k, cand).tolist()
-    best = best_chunk_ids(chunks, per_chunk, rows)
+    best = best_chunk_ids(chunks, per_chunk, rows) if with_chunks else {}
     ranking = [(int(sp.note_ids[r]), float(scores[r])) for r in rows]
     return ranking, {int(sp.note_ids[r]): cid for r, cid in best.items()}
 
