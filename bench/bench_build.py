@@ -3,7 +3,9 @@
 For each corpus (a fresh copy in a temporary folder) it measures, each phase in its own
 subprocess so that its peak RSS is its own:
 
-1. the bare-FTS5 baseline build (:class:`bench.baselines.BareFts5`, median of 3);
+1. the bare-FTS5 baseline build (:class:`bench.baselines.BareFts5`, median of 3), and the
+   floor under the ratio (:mod:`bench.build_floor`: read, parse, count words and fill
+   ``notes_fts`` only, median of 3);
 2. a cold ``build_index`` into an empty index directory;
 3. an up-to-date check: a second ``build_index`` that must publish nothing;
 4. a rebuild after appending one sentence to 5% of the notes (chosen with a fixed seed);
@@ -100,8 +102,16 @@ def _phase_bare(vault: Path, db_path: Path, repeats: int) -> dict[str, Any]:
             "db_bytes": db_path.stat().st_size}
 
 
+def _phase_floor(vault: Path, db_path: Path, repeats: int) -> dict[str, Any]:
+    """The skeleton build of :mod:`bench.build_floor`, ``repeats`` times; the median counts."""
+    from bench.build_floor import build_floor
+
+    samples = [build_floor(vault, db_path) for _ in range(repeats)]
+    return {"median_seconds": sorted(samples)[len(samples) // 2], "samples": samples}
+
+
 def phase_main(argv: Sequence[str]) -> None:
-    """Entry point of a subprocess phase: ``_phase {build|staleness|bare} VAULT TARGET [N]``."""
+    """Entry point of a subprocess phase: ``_phase {build|staleness|bare|floor} VAULT TARGET [N]``."""
     kind, vault, target = argv[0], Path(argv[1]), Path(argv[2])
     if kind == "build":
         emit_phase_result(_phase_build(vault, target))
@@ -109,6 +119,8 @@ def phase_main(argv: Sequence[str]) -> None:
         emit_phase_result(_phase_staleness(vault, target, int(argv[3])))
     elif kind == "bare":
         emit_phase_result(_phase_bare(vault, target, int(argv[3])))
+    elif kind == "floor":
+        emit_phase_result(_phase_floor(vault, target, int(argv[3])))
     else:
         raise SystemExit(f"unknown phase {kind!r}")
 
@@ -178,6 +190,7 @@ def bench_corpus(name: str, src: Path, work: Path) -> dict[str, Any]:
     index_dir = work / name / "index"
     notes = count_md_files(vault)
     bare = run_phase(MODULE, ["_phase", "bare", str(vault), str(work / name / "bare.db"), str(BARE_REPEATS)])
+    floor = run_phase(MODULE, ["_phase", "floor", str(vault), str(work / name / "floor.db"), str(BARE_REPEATS)])
     phases = _build_phases(vault, index_dir)
     cold_s = phases["cold"]["wall_seconds"]
     gid = phases["change"]["report"]["generation_id"]
@@ -188,6 +201,8 @@ def bench_corpus(name: str, src: Path, work: Path) -> dict[str, Any]:
         **phases,
         "index_dir_bytes": dir_size_bytes(index_dir),
         "active_generation_bytes": _active_generation_bytes(vault, index_dir, gid),
+        "floor": floor,
+        "floor_vs_bare_ratio": floor["median_seconds"] / bare["median_seconds"],
         "cold_vs_bare_ratio": cold_s / bare["median_seconds"],
         "change_vs_cold_ratio": phases["change"]["wall_seconds"] / cold_s,
         "uptodate_vs_cold_ratio": phases["uptodate"]["wall_seconds"] / cold_s,
@@ -232,6 +247,8 @@ def _rows(c: dict[str, Any]) -> list[tuple[str, str]]:
         ("notes", f"{c['notes']:,}"),
         ("vault size MiB", _mib(c["vault_bytes"])),
         ("bare FTS5 build s (median of 3)", f"{c['bare_fts5']['median_seconds']:.2f}"),
+        ("floor build s: read, parse, count, notes_fts only (median of 3)", f"{c['floor']['median_seconds']:.2f}"),
+        ("floor / bare FTS5", f"{c['floor_vs_bare_ratio']:.2f}x"),
         ("cold build s", f"{ph['cold']['wall_seconds']:.2f}"),
         ("up-to-date check s", f"{ph['uptodate']['wall_seconds']:.3f}"),
         ("notes changed (5%)", f"{c['changed_notes']:,}"),

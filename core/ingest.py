@@ -103,7 +103,7 @@ class PreparedBatch:
 _tables: dict[str, WordTable] = {}   # build -> this process's WordTable for it
 
 
-def _field_texts(note: ParsedNote) -> tuple[str, ...]:
+def field_texts(note: ParsedNote) -> tuple[str, ...]:
     """The note's text per FTS column (FTS_COLUMNS order): what its term vector counts."""
     return (" ".join((note.title, *note.aliases)), note.description or "", " ".join(note.tags),
             "\n".join(headings(note.body)), note.body)
@@ -223,7 +223,7 @@ def prepare_notes(items: Sequence[NoteFile], *, chunk_size: int, chunk_overlap: 
         sha, note = _parse(item)
         parsed.append(note)
         if isinstance(note, ParsedNote):
-            texts = _field_texts(note)
+            texts = field_texts(note)
             rows, cells = _chunk_rows(note, chunk_size, chunk_overlap)
             notes.append((item, sha, note, texts, rows))
             pieces += _pieces(n_docs, texts, rows, cells)

@@ -297,3 +297,27 @@ def test_the_targets_table_judges_the_search_targets() -> None:
     assert rows["hybrid nDCG@10 >= fts (scifact)"] == ("0.4900 vs 0.5000", "MISS")
     assert rows["fts p50 <= 2 ms (scifact, warm, limit=10)"] == ("2.00 ms", "PASS")   # at the ceiling passes
     assert rows["hybrid p50 <= 5 ms (scifact, warm, limit=10)"] == ("4.00 ms", "PASS")
+
+
+def test_the_build_floor_fills_notes_fts_exactly_as_the_real_build_does(tmp_path: Path) -> None:
+    """The floor is only a floor if its FTS5 work is the real build's: same rows, same texts."""
+    import shutil
+    import sqlite3
+
+    from bench import build_floor
+    from core import generations as gen
+    from core.builder import DEFAULT_TOKENIZER, build_index
+    from core.schema import get_meta
+
+    vault = shutil.copytree(Path(__file__).resolve().parents[1] / "examples" / "vault", tmp_path / "vault")
+    (vault / "broken.md").write_text("---\ntitle: [unclosed\n---\nbody survives\n", encoding="utf-8")
+    build_index(vault, index_dir=tmp_path / "index")
+    real = gen.connect_readonly(gen.resolve(gen.layout_for(vault, tmp_path / "index")))
+    assert get_meta(real)["tokenizer"] == DEFAULT_TOKENIZER   # the tokenizer the floor uses
+    seconds = build_floor.build_floor(vault, tmp_path / "floor.db")
+    floor = sqlite3.connect(tmp_path / "floor.db")
+    sql = "SELECT rowid, * FROM notes_fts ORDER BY rowid"
+    assert seconds > 0 and len(floor.execute(sql).fetchall()) >= 20
+    assert floor.execute(sql).fetchall() == real.execute(sql).fetchall()
+    query = "SELECT rowid FROM notes_fts WHERE notes_fts MATCH 'survives' ORDER BY rowid"
+    assert floor.execute(query).fetchall() == real.execute(query).fetchall() != []

@@ -1,0 +1,78 @@
+"""The floor under the cold-build ratio: the least a vaultsearch build must do, timed.
+
+A real build (``core.builder.build_index``) also chunks, counts chunk vectors, maps words to
+FTS5 terms, resolves links, writes nine tables, validates, hashes and fsyncs. This skeleton
+keeps only the steps no design of this index can skip, run the way the build runs them
+(the same two forked workers, batches of 64 notes, one writer inserting as batches arrive):
+
+    workers   read each file, parse it (YAML frontmatter, tags, links, headings: the SPEC's
+              "Notes"), cut and count each note's words per field (the BM25F statistics
+              ``fts`` ranks by), and send texts and counts back;
+    writer    insert each note's ``notes_fts`` row (same columns, same tokenizer).
+
+Nothing else is written. If this alone costs more than a target ratio allows, no tuning of
+the rest of the build reaches that ratio; ``bench_build`` reports it beside the cold build.
+
+    python -m bench.build_floor VAULT DB
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import sqlite3
+import sys
+import time
+from pathlib import Path
+
+from core.analysis import LocalVector, WordTable
+from core.builder import DEFAULT_TOKENIZER
+from core.ingest import field_texts
+from core.notes import parse_note
+from core.scan import read_file, scan_vault
+from core.schema import FTS_COLUMNS, ddl_notes_fts
+
+BATCH = 64
+WORKERS = 2
+_INSERT = f"INSERT INTO notes_fts(rowid, {', '.join(FTS_COLUMNS)}) VALUES (?{', ?' * len(FTS_COLUMNS)})"
+_table: WordTable | None = None
+
+
+def _prepare(batch: list[tuple[str, str]]) -> tuple[list[tuple[str, ...]], list[LocalVector]]:
+    """Worker: the field texts and word counts of a batch of (rel_path, path)."""
+    global _table
+    if _table is None:
+        _table = WordTable(len(FTS_COLUMNS))
+    texts = []
+    for rel_path, path in batch:
+        data, _sha256 = read_file(Path(path))
+        note = parse_note(rel_path, data)
+        if note is not None:
+            texts.append(field_texts(note))
+    _new_words, vectors = _table.count(texts)
+    return texts, vectors
+
+
+def build_floor(vault: Path, db_path: Path) -> float:
+    """Run the skeleton build of ``vault`` into a fresh ``db_path``; return its wall seconds."""
+    for suffix in ("", "-journal", "-wal", "-shm"):
+        Path(f"{db_path}{suffix}").unlink(missing_ok=True)
+    start = time.perf_counter()
+    files = [(f.rel_path, f.os_path) for f in scan_vault(vault).files]
+    batches = [files[i:i + BATCH] for i in range(0, len(files), BATCH)]
+    conn = sqlite3.connect(db_path)
+    try:
+        conn.execute("PRAGMA journal_mode=MEMORY")   # as the builder's staging file (it fsyncs once at the end)
+        conn.execute("PRAGMA synchronous=OFF")
+        conn.execute(ddl_notes_fts(DEFAULT_TOKENIZER))
+        next_id = 1
+        with multiprocessing.get_context("fork").Pool(WORKERS) as pool, conn:
+            for texts, _vectors in pool.imap(_prepare, batches):
+                conn.executemany(_INSERT, [(next_id + i, *cells) for i, cells in enumerate(texts)])
+                next_id += len(texts)
+    finally:
+        conn.close()
+    return time.perf_counter() - start
+
+
+if __name__ == "__main__":
+    print(f"{build_floor(Path(sys.argv[1]), Path(sys.argv[2])):.3f} s")
