@@ -22,12 +22,12 @@ import numpy as np
 
 from core import scoring
 from core.errors import IntegrityError
+from core.postings import READ_ROWS, TermMajor, row_blocks
 from core.schema import CHUNK_UNIT
 from core.sparse import QueryPostings, SparseIndex, gather_postings, query_postings, query_term_ids
 
 # Pivot slope of the chunk length normalisation; tuned on SciFact train + known-item dev.
 VECTOR_PIVOT_SLOPE = 0.3
-_BLOCK = 1 << 20  # postings per block while loading (bounds temporary memory)
 
 
 @dataclass
@@ -55,31 +55,29 @@ class ChunkVectors:
 
 def _read(conn: sqlite3.Connection) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(chunk ids, note id of each chunk, postings per chunk, terms, weighted tf), chunks by note."""
-    chunk_ids = np.fromiter((r[0] for r in conn.execute("SELECT id FROM chunks ORDER BY note_id, ord")), np.int64)
+    chunk_ids = np.array([r[0] for r in conn.execute("SELECT id FROM chunks ORDER BY note_id, ord")], np.int64)
     n_chunks = chunk_ids.shape[0]
     total = conn.execute("SELECT coalesce(sum(length(term_ids)), 0) FROM chunk_terms").fetchone()[0]
     note_of, lengths = np.empty(n_chunks, np.int64), np.empty(n_chunks, np.int64)
     terms, tf = np.empty(total // 4, np.int32), np.empty(total // 4, np.uint16)
     pos = row = 0
-    for nid, length_blob, term_blob, tf_blob in conn.execute(
-            "SELECT note_id, lengths, term_ids, tf FROM chunk_terms ORDER BY note_id"):
-        k, n = len(term_blob) // 4, len(length_blob) // 4
-        note_of[row:row + n] = nid
-        lengths[row:row + n] = np.frombuffer(length_blob, dtype="<u4")
-        terms[pos:pos + k] = np.frombuffer(term_blob, dtype="<i4")
-        tf[pos:pos + k] = np.frombuffer(tf_blob, dtype="<u2")
+    rows = conn.execute("SELECT note_id, lengths, term_ids, tf FROM chunk_terms ORDER BY note_id")
+    while batch := rows.fetchmany(READ_ROWS):     # a few thousand notes per numpy call
+        nids, length_blobs, term_blobs, tf_blobs = zip(*batch)
+        per_note = np.frombuffer(b"".join(length_blobs), dtype="<u4")
+        k, n = sum(map(len, term_blobs)) // 4, per_note.shape[0]
+        if row + n > n_chunks:
+            raise IntegrityError(f"chunk_terms describe more chunks than the chunks table holds ({n_chunks})",
+                                 chunks=n_chunks)
+        note_of[row:row + n] = np.repeat(np.asarray(nids, np.int64), [len(b) // 4 for b in length_blobs])
+        lengths[row:row + n] = per_note
+        terms[pos:pos + k] = np.frombuffer(b"".join(term_blobs), dtype="<i4")
+        tf[pos:pos + k] = np.frombuffer(b"".join(tf_blobs), dtype="<u2")
         pos, row = pos + k, row + n
-    if row != n_chunks:
+    if row != n_chunks or pos != terms.shape[0]:
         raise IntegrityError(f"chunk_terms describe {row} chunks, the chunks table holds {n_chunks}",
                              chunk_terms=row, chunks=n_chunks)
     return chunk_ids, note_of, lengths, terms, tf
-
-
-def _chunk_blocks(starts: np.ndarray) -> list[tuple[int, int]]:
-    """Ranges of whole chunks holding about ``_BLOCK`` postings each (``starts``: CSR offsets)."""
-    edges = np.unique(np.searchsorted(starts, np.arange(0, int(starts[-1]), _BLOCK), side="right") - 1)
-    bounds = [*edges.tolist(), starts.shape[0] - 1]
-    return [(a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
 
 
 def _weights(terms: np.ndarray, tf: np.ndarray, lengths: np.ndarray, starts: np.ndarray, idf: np.ndarray,
@@ -87,7 +85,7 @@ def _weights(terms: np.ndarray, tf: np.ndarray, lengths: np.ndarray, starts: np.
     """Per posting (chunk-major): sublinear TF-IDF divided by the chunk's pivoted length."""
     weights = np.empty(terms.shape[0], dtype=np.float32)
     norms = np.zeros(lengths.shape[0], dtype=np.float64)
-    blocks = _chunk_blocks(starts)
+    blocks = row_blocks(starts)
     for c0, c1 in blocks:
         sl = slice(int(starts[c0]), int(starts[c1]))
         weights[sl] = scoring.tfidf_weights(tf[sl].astype(np.float32) / CHUNK_UNIT, idf[terms[sl]])
@@ -102,29 +100,16 @@ def _weights(terms: np.ndarray, tf: np.ndarray, lengths: np.ndarray, starts: np.
 
 def _term_major(terms: np.ndarray, weights: np.ndarray, lengths: np.ndarray, starts: np.ndarray, n_terms: int
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(indptr, chunk row, weight) sorted by term, chunk rows ascending within a term.
-
-    A counting sort done a block of chunks at a time: each block's postings are sorted by term
-    (stable) and dropped into their term's next free slots, so the temporaries stay the size of
-    a block instead of an int64 permutation of every posting.
-    """
-    indptr = np.zeros(n_terms + 1, dtype=np.int64)
-    np.cumsum(np.bincount(terms, minlength=n_terms), out=indptr[1:])
+    """(indptr, chunk row, weight) sorted by term, chunk rows ascending within a term."""
+    layout = TermMajor(terms, n_terms)
     out_rows = np.empty(terms.shape[0], dtype=np.int32)
     out_weights = np.empty(terms.shape[0], dtype=np.float32)
-    fill = indptr[:-1].copy()
-    for c0, c1 in _chunk_blocks(starts):
+    for c0, c1 in row_blocks(starts):
         sl = slice(int(starts[c0]), int(starts[c1]))
-        block = terms[sl]
-        order = np.argsort(block, kind="stable")
-        sorted_terms = block[order]
-        run_start = np.flatnonzero(np.diff(sorted_terms, prepend=-1))
-        run_length = np.diff(np.append(run_start, sorted_terms.shape[0]))
-        dest = fill[sorted_terms] + (np.arange(sorted_terms.shape[0]) - np.repeat(run_start, run_length))
+        order, dest = layout.slots(terms[sl])
         out_rows[dest] = np.repeat(np.arange(c0, c1, dtype=np.int32), lengths[c0:c1])[order]
         out_weights[dest] = weights[sl][order]
-        fill[sorted_terms[run_start]] += run_length
-    return indptr, out_rows, out_weights
+    return layout.indptr, out_rows, out_weights
 
 
 def load_chunk_vectors(conn: sqlite3.Connection, sparse: SparseIndex,

@@ -42,6 +42,7 @@ Decisions worth knowing:
 from __future__ import annotations
 
 import calendar
+import math
 import re
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta, timezone
@@ -197,7 +198,7 @@ def _json_safe(value: Any, budget: list[int], depth: int) -> Any:
     if value is None or isinstance(value, (bool, int, str)):
         return value
     if isinstance(value, float):
-        return value if value == value and value not in (float("inf"), float("-inf")) else str(value)
+        return value if math.isfinite(value) else str(value)     # NaN and infinities are not JSON
     if isinstance(value, dict):
         return {_key(k): _json_safe(v, budget, depth + 1) for k, v in value.items()}
     if isinstance(value, (list, tuple, set, frozenset)):

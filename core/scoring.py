@@ -20,16 +20,24 @@ def bm25_idf(df: np.ndarray, n_docs: int) -> np.ndarray:
     return np.log1p((n_docs - df + 0.5) / (df + 0.5)).astype(np.float32)
 
 
-def bm25f_pseudo_tf(tf: np.ndarray, field_len: np.ndarray, avg_len: np.ndarray, weights: np.ndarray,
-                    b: np.ndarray) -> np.ndarray:
-    """BM25F combined term frequency: sum_f w_f * tf_f / (1 - b_f + b_f * len_f / avglen_f).
+def bm25f_field_factors(field_len: np.ndarray, avg_len: np.ndarray, weights: np.ndarray, b: np.ndarray
+                        ) -> np.ndarray:
+    """BM25F per-field factor w_f / (1 - b_f + b_f * len_f / avglen_f) of each document.
 
     Robertson, Zaragoza & Taylor, "Simple BM25 extension to multiple weighted fields" (CIKM 2004).
-    ``tf`` and ``field_len`` are [postings, fields]; ``avg_len``, ``weights``, ``b`` are [fields].
+    ``field_len`` is [docs, fields]; ``avg_len``, ``weights``, ``b`` are [fields].
     """
     avg = np.where(avg_len > 0, avg_len, 1.0)
     norm = 1.0 - b + b * (field_len / avg)
-    return (tf.astype(np.float32) * (weights / norm)).sum(axis=1, dtype=np.float32)
+    return weights / norm
+
+
+def bm25f_combine(tf: np.ndarray, factors: np.ndarray) -> np.ndarray:
+    """BM25F combined term frequency sum_f tf_f * factor_f; ``tf`` and ``factors`` are [postings, fields]."""
+    out = np.zeros(tf.shape[0], dtype=np.float32)
+    for f in range(tf.shape[1]):  # field by field, left to right: faster than sum(axis=1) over a few columns
+        out += tf[:, f].astype(np.float32) * factors[:, f]
+    return out
 
 
 def bm25_saturate(pseudo_tf: np.ndarray, idf: np.ndarray, k1: float) -> np.ndarray:

@@ -18,6 +18,7 @@ from typing import Any, NamedTuple, TypeVar
 import numpy as np
 
 from core import scoring
+from core.postings import READ_ROWS, TermMajor, row_blocks
 from core.schema import FTS_COLUMNS
 
 
@@ -71,81 +72,79 @@ class SparseIndex:
 
 
 T = TypeVar("T")
-_BLOCK = 1 << 20  # postings per block when computing weights (bounds temporary memory)
 _BODY = FTS_COLUMNS.index("body")
 
 
-def _read_vectors(conn: sqlite3.Connection, n_fields: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(note_ids, terms, tf [P, fields], docs) in note order, filled into preallocated arrays."""
+def _read_vectors(conn: sqlite3.Connection, n_fields: int
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(note_ids, postings per note, terms, tf [P, fields], field lengths [notes, fields]) in
+    note order, read ``READ_ROWS`` notes at a time into preallocated arrays."""
     n, total = conn.execute("SELECT count(*), coalesce(sum(length(term_ids)), 0) FROM note_terms").fetchone()
-    note_ids = np.empty(n, dtype=np.int64)
+    note_ids, lengths = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
     terms = np.empty(total // 4, dtype=np.int32)
     tf = np.empty((total // 4, n_fields), dtype=np.uint16)
-    docs = np.empty(total // 4, dtype=np.int32)
-    pos = 0
-    rows = conn.execute("SELECT note_id, term_ids, tf FROM note_terms ORDER BY note_id")
-    for row, (nid, term_blob, tf_blob) in enumerate(rows):
-        k = len(term_blob) // 4
-        note_ids[row] = nid
-        terms[pos:pos + k] = np.frombuffer(term_blob, dtype="<i4")
-        tf[pos:pos + k] = np.frombuffer(tf_blob, dtype="<u2").reshape(k, n_fields)
-        docs[pos:pos + k] = row
-        pos += k
-    return note_ids, terms, tf, docs
-
-
-def _weights(tf: np.ndarray, terms: np.ndarray, docs: np.ndarray, df: np.ndarray, n: int, params: RankParams
-             ) -> tuple[np.ndarray, np.ndarray]:
-    """(bm25 weight per posting, bm25 idf per term), computed in bounded blocks."""
-    n_fields = tf.shape[1]
     field_len = np.zeros((n, n_fields), dtype=np.float32)
-    for f in range(n_fields):
-        field_len[:, f] = np.bincount(docs, weights=tf[:, f], minlength=n)
-    avg = field_len.mean(axis=0) if n else np.ones(n_fields, np.float32)
-    weights, b = np.asarray(params.weights, np.float32), np.asarray(params.b, np.float32)
-    bm25_idf = scoring.bm25_idf(df, n)
-    bm25 = np.empty(terms.shape[0], dtype=np.float32)
-    for start in range(0, terms.shape[0], _BLOCK):
-        sl = slice(start, start + _BLOCK)
-        pseudo = scoring.bm25f_pseudo_tf(tf[sl], field_len[docs[sl]], avg, weights, b)
-        bm25[sl] = scoring.bm25_saturate(pseudo, bm25_idf[terms[sl]], params.k1)
-    return bm25, bm25_idf
+    pos = row = 0
+    rows = conn.execute("SELECT note_id, term_ids, tf FROM note_terms ORDER BY note_id")
+    while batch := rows.fetchmany(READ_ROWS):
+        ids, term_blobs, tf_blobs = zip(*batch)
+        k, r = sum(map(len, term_blobs)) // 4, len(batch)
+        note_ids[row:row + r] = ids
+        lengths[row:row + r] = [len(blob) // 4 for blob in term_blobs]
+        terms[pos:pos + k] = np.frombuffer(b"".join(term_blobs), dtype="<i4")
+        tf[pos:pos + k] = np.frombuffer(b"".join(tf_blobs), dtype="<u2").reshape(k, n_fields)
+        filled = np.flatnonzero(lengths[row:row + r])    # reduceat needs rows with postings
+        if filled.size:
+            firsts = np.concatenate(([0], np.cumsum(lengths[row:row + r])[:-1]))[filled]
+            field_len[row + filled] = np.add.reduceat(tf[pos:pos + k], firsts, axis=0, dtype=np.int64)
+        pos, row = pos + k, row + r
+    return note_ids, lengths, terms, tf, field_len
 
 
 def load_sparse(conn: sqlite3.Connection, params: RankParams = DEFAULT_PARAMS) -> SparseIndex:
-    """Read every note's term vector and build term-major postings.
+    """Read every note's term vector and build term-major postings with their BM25F weights.
 
-    Weights are computed in note order, the full tf matrix is dropped, and only the compact
-    per-posting arrays are re-sorted by term: about 28 bytes per posting at peak, 16 held.
+    Memory-lean: the row-major terms and tf (14 bytes per posting) are read once; weights,
+    field masks and body counts are computed a block of notes at a time and dropped straight
+    into their term-major slots (11 bytes per posting, what is held).
     """
     n_fields = len(FTS_COLUMNS)
     snapshot = not conn.in_transaction  # a legacy index.db may change between the reads below
     if snapshot:
         conn.execute("BEGIN")
     try:
-        note_ids, terms, tf, docs = _read_vectors(conn, n_fields)
+        note_ids, lengths, terms, tf, field_len = _read_vectors(conn, n_fields)
         term_id = dict(conn.execute("SELECT term, id FROM terms"))
     finally:
         if snapshot:
             conn.execute("ROLLBACK")
     n = int(note_ids.shape[0])
-    df = np.bincount(terms, minlength=max(term_id.values(), default=0) + 1).astype(np.int64)
-    bm25, bm25_idf = _weights(tf, terms, docs, df, n, params)
-    mask = np.zeros(terms.shape[0], dtype=np.uint8)
-    for f in range(n_fields):
-        mask |= (tf[:, f] > 0).astype(np.uint8) << f
-    body_tf = tf[:, _BODY].copy()
-    del tf
-    order = np.argsort(terms, kind="stable")
-    del terms
-    docs = docs[order]  # one array at a time, so only one old copy is alive at once
-    mask = mask[order]
-    body_tf = body_tf[order]
-    bm25 = bm25[order]
-    del order
-    indptr = np.zeros(df.shape[0] + 1, dtype=np.int64)
-    np.cumsum(df, out=indptr[1:])
-    return SparseIndex(note_ids, term_id, indptr, docs, mask, body_tf, df, params, bm25, bm25_idf)
+    layout = TermMajor(terms, max(max(term_id.values(), default=0), int(terms.max(initial=0))) + 1)
+    df = layout.counts.astype(np.int64)
+    avg = field_len.mean(axis=0) if n else np.ones(n_fields, np.float32)
+    factors = scoring.bm25f_field_factors(field_len, avg, np.asarray(params.weights, np.float32),
+                                          np.asarray(params.b, np.float32))
+    bm25_idf = scoring.bm25_idf(df, n)
+    starts = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lengths, out=starts[1:])
+    docs = np.empty(terms.shape[0], dtype=np.int32)
+    mask = np.empty(terms.shape[0], dtype=np.uint8)
+    body_tf = np.empty(terms.shape[0], dtype=np.uint16)
+    bm25 = np.empty(terms.shape[0], dtype=np.float32)
+    for r0, r1 in row_blocks(starts):
+        sl = slice(int(starts[r0]), int(starts[r1]))
+        block_tf, block_terms = tf[sl], terms[sl]
+        block_docs = np.repeat(np.arange(r0, r1, dtype=np.int32), lengths[r0:r1])
+        pseudo = scoring.bm25f_combine(block_tf, factors[block_docs])
+        order, dest = layout.slots(block_terms)
+        docs[dest] = block_docs[order]
+        block_mask = np.zeros(block_terms.shape[0], dtype=np.uint8)
+        for f in range(n_fields):
+            block_mask |= (block_tf[:, f] > 0).view(np.uint8) << np.uint8(f)
+        mask[dest] = block_mask[order]
+        body_tf[dest] = block_tf[order, _BODY]
+        bm25[dest] = scoring.bm25_saturate(pseudo, bm25_idf[block_terms], params.k1)[order]
+    return SparseIndex(note_ids, term_id, layout.indptr, docs, mask, body_tf, df, params, bm25, bm25_idf)
 
 
 def query_term_ids(index: SparseIndex, terms: list[str]) -> tuple[np.ndarray, np.ndarray]:

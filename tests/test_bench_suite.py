@@ -8,6 +8,7 @@ reason, 'not run' with why, and never a silent drop.
 
 from __future__ import annotations
 
+import argparse
 import json
 from collections import Counter
 from pathlib import Path
@@ -106,8 +107,10 @@ def test_progress_is_read_from_the_last_tqdm_update() -> None:
 
 def test_sizes_accept_k_suffix_and_reject_tiny_vaults() -> None:
     assert bench_scale.parse_sizes("1k, 10000,100k") == [1000, 10000, 100000]
-    with pytest.raises(Exception):
+    with pytest.raises(argparse.ArgumentTypeError, match="at least 2 notes"):
         bench_scale.parse_sizes("1")
+    with pytest.raises(ValueError):
+        bench_scale.parse_sizes("ten")
 
 
 def test_model_free_modes_exclude_dense_and_reranker_modes() -> None:

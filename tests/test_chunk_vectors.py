@@ -164,10 +164,10 @@ def test_chunk_terms_that_disagree_with_the_chunks_table_are_an_integrity_error(
 
 @pytest.mark.parametrize("block", [1, 3, 17])
 def test_loading_in_small_blocks_gives_the_same_structure(conn, monkeypatch, block):
-    import core.chunk_vectors as cv
+    import core.postings
     sparse = load_sparse(conn)
     whole = load_chunk_vectors(conn, sparse)
-    monkeypatch.setattr(cv, "_BLOCK", block)     # many blocks, chunks straddling block edges
+    monkeypatch.setattr(core.postings, "BLOCK", block)     # many blocks, chunks straddling block edges
     pieces = load_chunk_vectors(conn, sparse)
     for name in ("indptr", "chunks", "weights", "group_starts", "group_rows", "chunk_ids", "group_of_row"):
         assert np.array_equal(getattr(whole, name), getattr(pieces, name)), name

@@ -102,6 +102,12 @@ def test_unknown_keys_stay_in_extra_as_json_and_id_is_kept_twice():
     json.dumps(note.extra)
 
 
+def test_non_finite_numbers_in_extra_are_kept_as_text_so_the_row_stays_valid_json():
+    note = parse("---\nratio: .nan\nlimits: [.inf, -.inf, 1.5]\n---\nbody\n")
+    assert note.extra == {"ratio": "nan", "limits": ["inf", "-inf", 1.5]}
+    assert json.loads(json.dumps(note.extra, allow_nan=False)) == note.extra
+
+
 def test_synonym_priority_leaves_the_unused_synonym_in_extra():
     note = parse("---\ndescription: first\nsummary: second\nkind: howto\nnamespace: ns\nproject: p\n---\n")
     assert note.description == "first"

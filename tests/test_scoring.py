@@ -29,22 +29,24 @@ def test_bm25_idf_decreases_with_document_frequency():
     assert (np.diff(idf) < 0).all()
 
 
-def test_bm25f_pseudo_tf_hand_computed():
+def test_bm25f_combined_tf_hand_computed():
     tf = np.array([[1, 2]], dtype=np.uint16)
     field_len = np.array([[2.0, 4.0]], dtype=np.float32)
     avg = np.array([2.0, 2.0], dtype=np.float32)
     weights = np.array([2.0, 1.0], dtype=np.float32)
     b = np.array([0.5, 1.0], dtype=np.float32)
     # field 0: 2 * 1 / (1 - .5 + .5 * 2/2) = 2; field 1: 1 * 2 / (1 - 1 + 1 * 4/2) = 1
-    out = scoring.bm25f_pseudo_tf(tf, field_len, avg, weights, b)
+    factors = scoring.bm25f_field_factors(field_len, avg, weights, b)
+    assert factors.dtype == np.float32 and factors[0].tolist() == pytest.approx([2.0, 0.5])
+    out = scoring.bm25f_combine(tf, factors)
     assert out.dtype == np.float32
     assert out.tolist() == pytest.approx([3.0])
 
 
-def test_bm25f_pseudo_tf_empty_field_average_does_not_divide_by_zero():
-    out = scoring.bm25f_pseudo_tf(np.array([[1, 0]], np.uint16), np.array([[3.0, 0.0]], np.float32),
-                                  np.array([3.0, 0.0], np.float32), np.ones(2, np.float32),
-                                  np.array([0.75, 0.75], np.float32))
+def test_bm25f_empty_field_average_does_not_divide_by_zero():
+    factors = scoring.bm25f_field_factors(np.array([[3.0, 0.0]], np.float32), np.array([3.0, 0.0], np.float32),
+                                          np.ones(2, np.float32), np.array([0.75, 0.75], np.float32))
+    out = scoring.bm25f_combine(np.array([[1, 0]], np.uint16), factors)
     assert np.isfinite(out).all() and out.tolist() == pytest.approx([1.0])
 
 
