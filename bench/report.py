@@ -329,6 +329,9 @@ def _size_rows(scale: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     row("active generation MiB", lambda c: _mib(c.get("active_generation_bytes")))
     row("search process peak RSS MiB", lambda c: _f(c.get("search", {}).get("peak_rss_mb"), 0))
     row("warm resolve() µs", lambda c: _f(1000 * c["search"]["resolve_median_ms"], 1) if "search" in c else "-")
+    row("first query in a new process ms, " + " / ".join(f"`{m}`" for m in scale["modes"]),
+        lambda c: " / ".join(_f(c["search"]["modes"][m].get("first_query_ms"), 0) for m in scale["modes"])
+        if "search" in c else "-")
     for mode in scale["modes"]:
         row(f"`{mode}` p50 / p95 ms (p50 vs bare FTS5)", lambda c, m=mode: _mode_cell(c, m))
     for base in ("bare_fts5", "bm25s"):

@@ -55,8 +55,12 @@ class ChunkVectors:
 
 def _read(conn: sqlite3.Connection) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(chunk ids, note id of each chunk, postings per chunk, terms, weighted tf), chunks by note."""
-    chunk_ids = np.array([r[0] for r in conn.execute("SELECT id FROM chunks ORDER BY note_id, ord")], np.int64)
-    n_chunks = chunk_ids.shape[0]
+    n_chunks = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
+    chunk_ids, done = np.empty(n_chunks, np.int64), 0
+    ids = conn.execute("SELECT id FROM chunks ORDER BY note_id, ord")
+    while batch := ids.fetchmany(16 * READ_ROWS):
+        chunk_ids[done:done + len(batch)] = [r[0] for r in batch]
+        done += len(batch)
     total = conn.execute("SELECT coalesce(sum(length(term_ids)), 0) FROM chunk_terms").fetchone()[0]
     note_of, lengths = np.empty(n_chunks, np.int64), np.empty(n_chunks, np.int64)
     terms, tf = np.empty(total // 4, np.int32), np.empty(total // 4, np.uint16)
