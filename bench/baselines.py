@@ -22,9 +22,9 @@ import re
 import sqlite3
 import statistics
 import time
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Iterator, Sequence
-
+from typing import Any
 
 from bench.common import (
     DATA_DIR,
@@ -64,7 +64,7 @@ def split_frontmatter(text: str) -> tuple[str | None, str]:
             title = match.group(1).strip("'\"") or None
             break
     after = text.find("\n", end + 4)
-    body = text[after + 1:] if after >= 0 else ""
+    body = text[after + 1 :] if after >= 0 else ""
     return title, body
 
 
@@ -139,8 +139,9 @@ class Bm25sBaseline:
         self._paths: list[str] = []
 
     def _tokenize(self, texts: Sequence[str], *, return_ids: bool) -> Any:
-        return self._bm25s.tokenize(list(texts), stopwords="en", stemmer=self._stemmer,
-                              return_ids=return_ids, show_progress=False)
+        return self._bm25s.tokenize(
+            list(texts), stopwords="en", stemmer=self._stemmer, return_ids=return_ids, show_progress=False
+        )
 
     def build(self, vault: Path) -> float:
         """Read every note, tokenize and index it; return seconds (reading included, like BareFts5)."""
@@ -170,8 +171,9 @@ def _stem_of(rel_path: str) -> str:
     return Path(rel_path).stem
 
 
-def evaluate_engine(engine: BareFts5 | Bm25sBaseline, queries: dict[str, str],
-                    qrels: dict[str, dict[str, int]], k: int = 10) -> dict[str, float]:
+def evaluate_engine(
+    engine: BareFts5 | Bm25sBaseline, queries: dict[str, str], qrels: dict[str, dict[str, int]], k: int = 10
+) -> dict[str, float]:
     """Run every query once (after one warm-up); return median/p95 latency in ms and nDCG@k."""
     engine.search(next(iter(queries.values())), k)
     run: dict[str, list[str]] = {}
@@ -205,10 +207,16 @@ def run_baselines(tmp_dir: Path, *, repeats: int = 3) -> dict[str, Any]:
     fts_sec, fts_samples = _median_build(lambda: fts.build(scifact / "vault", tmp_dir / "scifact.db"), repeats)
     bm_sec, bm_samples = _median_build(lambda: bm.build(scifact / "vault"), repeats)
     out["scifact"] = {
-        "bare_fts5": {"build_seconds": round(fts_sec, 3), "build_samples": fts_samples,
-                      **evaluate_engine(fts, queries, qrels)},
-        "bm25s": {"build_seconds": round(bm_sec, 3), "build_samples": bm_samples,
-                  **evaluate_engine(bm, queries, qrels)},
+        "bare_fts5": {
+            "build_seconds": round(fts_sec, 3),
+            "build_samples": fts_samples,
+            **evaluate_engine(fts, queries, qrels),
+        },
+        "bm25s": {
+            "build_seconds": round(bm_sec, 3),
+            "build_samples": bm_samples,
+            **evaluate_engine(bm, queries, qrels),
+        },
     }
     fts.close()
     ps = DATA_DIR / "powershell-docs" / "reference"
@@ -224,19 +232,25 @@ def run_baselines(tmp_dir: Path, *, repeats: int = 3) -> dict[str, Any]:
 
 def render_markdown(results: dict[str, Any]) -> str:
     """Markdown table of a :func:`run_baselines` result (docs are generated from the JSON)."""
-    rows = ["| corpus | engine | build s | median query ms | p95 query ms | nDCG@10 (dev) |",
-            "|---|---|---:|---:|---:|---:|"]
+    rows = [
+        "| corpus | engine | build s | median query ms | p95 query ms | nDCG@10 (dev) |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
     for corpus in ("scifact", "powershell"):
         for engine, res in results[corpus].items():
-            rows.append(f"| {corpus} | {engine} | {res['build_seconds']:.3f} | "
-                        f"{_fmt(res.get('median_query_ms'))} | {_fmt(res.get('p95_query_ms'))} | "
-                        f"{_fmt(res.get('ndcg@10'), 4)} |")
+            rows.append(
+                f"| {corpus} | {engine} | {res['build_seconds']:.3f} | "
+                f"{_fmt(res.get('median_query_ms'))} | {_fmt(res.get('p95_query_ms'))} | "
+                f"{_fmt(res.get('ndcg@10'), 4)} |"
+            )
     machine = results["machine"]
     rows.append("")
-    rows.append(f"bm25s stemmer: {results['bm25s_stemmer'] or 'none (PyStemmer not installed)'}; "
-                f"build = median of {results['repeats']}; {machine['cpu_model']}, {machine['cores']} cores, "
-                f"Python {machine['python']}, SQLite {machine['sqlite_version']}, load {machine['load_avg_1m']}, "
-                f"{machine['date']}")
+    rows.append(
+        f"bm25s stemmer: {results['bm25s_stemmer'] or 'none (PyStemmer not installed)'}; "
+        f"build = median of {results['repeats']}; {machine['cpu_model']}, {machine['cores']} cores, "
+        f"Python {machine['python']}, SQLite {machine['sqlite_version']}, load {machine['load_avg_1m']}, "
+        f"{machine['date']}"
+    )
     return "\n".join(rows)
 
 

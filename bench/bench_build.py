@@ -28,8 +28,9 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from bench.common import (
     DATA_DIR,
@@ -69,7 +70,7 @@ TARGETS: dict[str, tuple[str, str, float]] = {
 
 def _phase_build(vault: Path, index_dir: Path) -> dict[str, Any]:
     """One ``build_index`` call, timed around the call only (interpreter start-up excluded)."""
-    from core.builder import build_index
+    from core.index.builder import build_index
 
     report, seconds = timed(build_index, vault, index_dir=index_dir)
     data = report.to_dict()
@@ -79,16 +80,21 @@ def _phase_build(vault: Path, index_dir: Path) -> dict[str, Any]:
 
 def _phase_staleness(vault: Path, index_dir: Path, calls: int) -> dict[str, Any]:
     """``calls`` staleness scans; the median is the number reported."""
-    from core.status import staleness
+    from core.index.status import staleness
 
     samples, last = [], None
     for _ in range(calls):
         last, seconds = timed(staleness, vault, index_dir=index_dir)
         samples.append(seconds)
     assert last is not None
-    return {"median_ms": median_ms(samples), "samples_ms": [s * 1000 for s in samples],
-            "stale": bool(last["stale"]), "added": len(last["added"]),
-            "modified": len(last["modified"]), "removed": len(last["removed"])}
+    return {
+        "median_ms": median_ms(samples),
+        "samples_ms": [s * 1000 for s in samples],
+        "stale": bool(last["stale"]),
+        "added": len(last["added"]),
+        "modified": len(last["modified"]),
+        "removed": len(last["removed"]),
+    }
 
 
 def _phase_bare(vault: Path, db_path: Path, repeats: int) -> dict[str, Any]:
@@ -98,8 +104,11 @@ def _phase_bare(vault: Path, db_path: Path, repeats: int) -> dict[str, Any]:
     engine = BareFts5()
     samples = [engine.build(vault, db_path) for _ in range(repeats)]
     engine.close()
-    return {"median_seconds": sorted(samples)[len(samples) // 2], "samples": samples,
-            "db_bytes": db_path.stat().st_size}
+    return {
+        "median_seconds": sorted(samples)[len(samples) // 2],
+        "samples": samples,
+        "db_bytes": db_path.stat().st_size,
+    }
 
 
 def _phase_floor(vault: Path, db_path: Path, repeats: int) -> dict[str, Any]:
@@ -168,8 +177,13 @@ def _build_phases(vault: Path, index_dir: Path) -> dict[str, Any]:
     changed_paths = modify_fraction(vault, CHANGE_FRACTION)
     change = run_phase(MODULE, ["_phase", "build", str(vault), str(index_dir)])
     stale = run_phase(MODULE, ["_phase", "staleness", str(vault), str(index_dir), str(STALENESS_CALLS)])
-    return {"cold": cold, "uptodate": uptodate, "change": change, "staleness": stale,
-            "changed_notes": len(changed_paths)}
+    return {
+        "cold": cold,
+        "uptodate": uptodate,
+        "change": change,
+        "staleness": stale,
+        "changed_notes": len(changed_paths),
+    }
 
 
 def _checks(phases: dict[str, Any]) -> dict[str, bool]:
@@ -178,7 +192,8 @@ def _checks(phases: dict[str, Any]) -> dict[str, bool]:
     return {
         "uptodate_published_nothing": bool(up["up_to_date"]) and up["generation_id"] == cold["generation_id"],
         "change_rebuilt_exactly_the_changed_notes": change["changed"] == phases["changed_notes"]
-        and change["added"] == 0 and change["removed"] == 0,
+        and change["added"] == 0
+        and change["removed"] == 0,
         "staleness_fresh_after_rebuild": not phases["staleness"]["stale"],
     }
 
@@ -216,11 +231,14 @@ def bench_corpus(name: str, src: Path, work: Path) -> dict[str, Any]:
 
 def run(corpora: Sequence[str]) -> dict[str, Any]:
     """Benchmark the named corpora in a temporary folder; return the JSON-ready results."""
-    results: dict[str, Any] = {"machine": machine_info(), "change_fraction": CHANGE_FRACTION,
-                               "staleness_calls": STALENESS_CALLS, "bare_repeats": BARE_REPEATS,
-                               "targets": {k: {"description": d, "metric": m, "limit": lim}
-                                           for k, (d, m, lim) in TARGETS.items()},
-                               "corpora": {}}
+    results: dict[str, Any] = {
+        "machine": machine_info(),
+        "change_fraction": CHANGE_FRACTION,
+        "staleness_calls": STALENESS_CALLS,
+        "bare_repeats": BARE_REPEATS,
+        "targets": {k: {"description": d, "metric": m, "limit": lim} for k, (d, m, lim) in TARGETS.items()},
+        "corpora": {},
+    }
     with tempfile.TemporaryDirectory(prefix="vs-bench-build-") as tmp:
         for name in corpora:
             results["corpora"][name] = bench_corpus(name, CORPORA[name], Path(tmp))
@@ -259,8 +277,10 @@ def _rows(c: dict[str, Any]) -> list[tuple[str, str]]:
         ("active generation MiB", _mib(c["active_generation_bytes"])),
         ("index dir MiB (all retained generations)", _mib(c["index_dir_bytes"])),
         ("bare FTS5 db MiB", _mib(c["bare_fts5"]["db_bytes"])),
-        ("peak RSS MiB cold / up-to-date / change / staleness (largest worker)",
-         " / ".join(_rss(ph[k]) for k in ("cold", "uptodate", "change", "staleness"))),
+        (
+            "peak RSS MiB cold / up-to-date / change / staleness (largest worker)",
+            " / ".join(_rss(ph[k]) for k in ("cold", "uptodate", "change", "staleness")),
+        ),
     ]
 
 
@@ -280,9 +300,12 @@ def render_markdown(results: dict[str, Any]) -> str:
         cells = ["ok" if c["checks"][check] else "FAILED" for c in corpora]
         lines.append(f"| check: {check.replace('_', ' ')} | " + " | ".join(cells) + " |")
     m = results["machine"]
-    lines += ["", f"{m['cpu_model']}, {m['cores']} cores, {m['ram_gib']} GiB RAM, Python {m['python']}, "
-                  f"SQLite {m['sqlite_version']}, load {m['load_avg_1m']}, {m['date']}. Each phase ran in its own process; "
-                  "peak RSS includes the interpreter and imports."]
+    lines += [
+        "",
+        f"{m['cpu_model']}, {m['cores']} cores, {m['ram_gib']} GiB RAM, Python {m['python']}, "
+        f"SQLite {m['sqlite_version']}, load {m['load_avg_1m']}, {m['date']}. Each phase ran in its own process; "
+        "peak RSS includes the interpreter and imports.",
+    ]
     return "\n".join(lines)
 
 

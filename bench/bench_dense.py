@@ -6,7 +6,7 @@
 
 quality: builds the corpus index in ``--index-dir`` (the vault is read-only; the index lives
 outside it), embeds every chunk with the fp32 all-MiniLM-L6-v2 fixture (tests/minilm_fixture.py)
-through ``core.embed.embed_index``, then evaluates with ``search_vault``:
+through ``core.index.embed.embed_index``, then evaluates with ``search_vault``:
 
 - fts, semantic, auto (as shipped: ``AUTO_WEIGHTS``, ``AUTO_CONFIDENT_RATIO``) on the dev
   queries: nDCG@10, Recall@100;
@@ -18,11 +18,11 @@ through ``core.embed.embed_index``, then evaluates with ``search_vault``:
 
 ``--vectors DIR`` reuses passage vectors computed earlier by the same Embedder on the same
 ``passage_text`` (files ``scifact_vecs.npy``, ``scifact_texts.json``; 25 min of CPU saved):
-they are served by a wrapper placed in ``core.embed``'s model cache, so ``embed_index`` still
+they are served by a wrapper placed in ``core.dense``'s model cache, so ``embed_index`` still
 does the selecting, writing, validating and publishing; any text not found is embedded live.
 
 latency: a synthetic normalised float32 matrix of ``--rows`` x ``--dim`` (5 chunks per note) and
-the exact ranking code of ``core.dense_modes`` (scores, filter mask, best chunk per note, top
+the exact ranking code of ``core.modes.dense_pipeline`` (scores, filter mask, best chunk per note, top
 100): the time semantic spends beyond embedding the query, median and p95 over ``--queries``.
 
 Prints one JSON object last and writes bench/results/dense_<what>.json.
@@ -40,19 +40,28 @@ from typing import Any
 import numpy as np
 
 from bench.common import DATA_DIR, RESULTS_DIR, machine_info, write_json
-from core import dense_modes, embed, scoring
-from core.builder import build_index
-from core.embed import embed_index
-from core.evaluation import load_qrels, load_queries
-from core.metrics import mean, ndcg_at_k, recall_at_k
+from core import dense
+from core.eval.evaluation import load_qrels, load_queries
+from core.eval.metrics import mean, ndcg_at_k, recall_at_k
+from core.index.builder import build_index
+from core.index.embed import embed_index
+from core.modes import dense_pipeline as dense_modes
+from core.ranking import scoring
 from core.searcher import search_vault
 from tests.minilm_fixture import FP32, PAIR, cached_model_dirs
 
 CORPORA = {
-    "scifact": {"vault": DATA_DIR / "scifact" / "vault", "dev": ("scifact/dev_queries.jsonl", "scifact/dev_qrels.tsv"),
-                "train": ("scifact/train_queries.jsonl", "scifact/train_qrels.tsv"), "doc_id": "stem"},
-    "dendron": {"vault": DATA_DIR / "dendron" / "vault", "doc_id": "path",
-                "dev": ("known-item/dendron_dev_queries.jsonl", "known-item/dendron_dev_qrels.tsv")},
+    "scifact": {
+        "vault": DATA_DIR / "scifact" / "vault",
+        "dev": ("scifact/dev_queries.jsonl", "scifact/dev_qrels.tsv"),
+        "train": ("scifact/train_queries.jsonl", "scifact/train_qrels.tsv"),
+        "doc_id": "stem",
+    },
+    "dendron": {
+        "vault": DATA_DIR / "dendron" / "vault",
+        "doc_id": "path",
+        "dev": ("known-item/dendron_dev_queries.jsonl", "known-item/dendron_dev_qrels.tsv"),
+    },
 }
 DENSE_WEIGHTS = (0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0)
 DEPTH = 100
@@ -86,9 +95,9 @@ class _Precomputed:
 def _install_precomputed(model_dir: Path, vectors_dir: Path) -> _Precomputed:
     texts = json.loads((vectors_dir / "scifact_texts.json").read_text())
     vectors = np.load(vectors_dir / "scifact_vecs.npy")
-    real = embed.load_embedder(model_dir)
+    real = dense.load_embedder(model_dir)
     stand_in = _Precomputed(real, texts, vectors)
-    embed._EMBEDDERS[(embed.model_reference(model_dir), None)] = stand_in  # bench-only: see module docstring
+    dense._EMBEDDERS[(dense.model_reference(model_dir), None)] = stand_in  # bench-only: see module docstring
     return stand_in
 
 
@@ -96,13 +105,21 @@ def _doc_key(rel_path: str, how: str) -> str:
     return Path(rel_path).stem if how == "stem" else rel_path
 
 
-def _rankings(vault: Path, index_dir: Path, queries: dict[str, str], mode: str, limit: int, how: str,
-              options: dict[str, Any] | None = None) -> tuple[dict[str, list[tuple[str, float]]], float]:
+def _rankings(
+    vault: Path,
+    index_dir: Path,
+    queries: dict[str, str],
+    mode: str,
+    limit: int,
+    how: str,
+    options: dict[str, Any] | None = None,
+) -> tuple[dict[str, list[tuple[str, float]]], float]:
     """Ranked (doc id, score) per query, and the mean seconds per query."""
     out, started = {}, time.perf_counter()
     for qid, text in queries.items():
-        results = search_vault(vault, text, mode=mode, limit=limit, index_dir=index_dir, passages=False,
-                               options=options)
+        results = search_vault(
+            vault, text, mode=mode, limit=limit, index_dir=index_dir, passages=False, options=options
+        )
         if mode != "fts" and results.fallback_reason:
             raise RuntimeError(f"{mode} fell back ({results.fallback_reason}) on {qid}")
         out[qid] = [(_doc_key(r.rel_path, how), r.score) for r in results]
@@ -112,24 +129,29 @@ def _rankings(vault: Path, index_dir: Path, queries: dict[str, str], mode: str, 
 def _scores(ranked: dict[str, list[tuple[str, float]]], qrels: dict[str, dict[str, int]]) -> dict[str, float]:
     run = {q: [d for d, _ in pairs] for q, pairs in ranked.items()}
     judged = [q for q, rels in qrels.items() if any(g > 0 for g in rels.values())]
-    return {"ndcg@10": round(mean(ndcg_at_k(run.get(q, []), qrels[q], 10) for q in judged), 4),
-            "recall@100": round(mean(recall_at_k(run.get(q, []), qrels[q], 100) for q in judged), 4),
-            "queries": len(judged)}
+    return {
+        "ndcg@10": round(mean(ndcg_at_k(run.get(q, []), qrels[q], 10) for q in judged), 4),
+        "recall@100": round(mean(recall_at_k(run.get(q, []), qrels[q], 100) for q in judged), 4),
+        "queries": len(judged),
+    }
 
 
-def _fuse(fts: dict[str, list[tuple[str, float]]], dense: dict[str, list[tuple[str, float]]], weight: float
-          ) -> dict[str, list[tuple[str, float]]]:
+def _fuse(
+    fts: dict[str, list[tuple[str, float]]], dense: dict[str, list[tuple[str, float]]], weight: float
+) -> dict[str, list[tuple[str, float]]]:
     """Plain RRF(fts, dense) with weights (1, ``weight``), k = 60, ranks from 1."""
     out = {}
     for qid in fts:
-        fused = scoring.rrf_fuse([[d for d, _ in fts[qid]], [d for d, _ in dense.get(qid, [])]], k=60.0,
-                                 weights=(1.0, weight))
+        fused = scoring.rrf_fuse(
+            [[d for d, _ in fts[qid]], [d for d, _ in dense.get(qid, [])]], k=60.0, weights=(1.0, weight)
+        )
         out[qid] = sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))[:DEPTH]
     return out
 
 
-def _auto_offline(fts: dict[str, list[tuple[str, float]]], dense: dict[str, list[tuple[str, float]]]
-                  ) -> dict[str, list[tuple[str, float]]]:
+def _auto_offline(
+    fts: dict[str, list[tuple[str, float]]], dense: dict[str, list[tuple[str, float]]]
+) -> dict[str, list[tuple[str, float]]]:
     """dense_modes.auto_fusion (the shipped rule) applied to the same two rankings."""
     return {qid: dense_modes.auto_fusion(fts[qid], dense.get(qid, []), DEPTH) for qid in fts}
 
@@ -144,8 +166,10 @@ def _sweep(vault: Path, index_dir: Path, corpus: dict[str, Any], split: str) -> 
     queries, qrels = _split(corpus, split)
     fts, fts_s = _rankings(vault, index_dir, queries, "fts", DEPTH, corpus["doc_id"])
     dense, dense_s = _rankings(vault, index_dir, queries, "semantic", DEPTH, corpus["doc_id"])
-    out = {"fts": {**_scores(fts, qrels), "s_per_query": round(fts_s, 4)},
-           "semantic": {**_scores(dense, qrels), "s_per_query": round(dense_s, 4)}}
+    out = {
+        "fts": {**_scores(fts, qrels), "s_per_query": round(fts_s, 4)},
+        "semantic": {**_scores(dense, qrels), "s_per_query": round(dense_s, 4)},
+    }
     out["rrf"] = {str(w): _scores(_fuse(fts, dense, w), qrels) for w in DENSE_WEIGHTS}
     out["auto_rule_offline"] = _scores(_auto_offline(fts, dense), qrels)
     return out
@@ -159,12 +183,16 @@ def quality(args: argparse.Namespace) -> dict[str, Any]:
     build = build_index(vault, index_dir=index_dir)
     started = time.perf_counter()
     report = embed_index(vault, model=models[FP32], index_dir=index_dir, progress=True)
-    result: dict[str, Any] = {"corpus": args.corpus, "model": "all-MiniLM-L6-v2 fp32 (fixture), max_length 256",
-                              "chunks": build.chunks, "embedded_now": report.embedded,
-                              "embed_seconds": round(time.perf_counter() - started, 1),
-                              "live_embedded": stand_in.live if stand_in else report.embedded,
-                              "auto_weights": list(dense_modes.AUTO_WEIGHTS),
-                              "auto_confident_ratio": dense_modes.AUTO_CONFIDENT_RATIO}
+    result: dict[str, Any] = {
+        "corpus": args.corpus,
+        "model": "all-MiniLM-L6-v2 fp32 (fixture), max_length 256",
+        "chunks": build.chunks,
+        "embedded_now": report.embedded,
+        "embed_seconds": round(time.perf_counter() - started, 1),
+        "live_embedded": stand_in.live if stand_in else report.embedded,
+        "auto_weights": list(dense_modes.AUTO_WEIGHTS),
+        "auto_confident_ratio": dense_modes.AUTO_CONFIDENT_RATIO,
+    }
     if "train" in corpus:
         result["train"] = _sweep(vault, index_dir, corpus, "train")
         best = max(DENSE_WEIGHTS, key=lambda w: result["train"]["rrf"][str(w)]["ndcg@10"])
@@ -175,10 +203,14 @@ def quality(args: argparse.Namespace) -> dict[str, Any]:
     result["dev"]["auto"] = {**_scores(auto, qrels), "s_per_query": round(auto_s, 4)}
     if not args.skip_rerank:
         opts = {"reranker": str(models[PAIR])}
-        rr, rr_s = _rankings(vault, index_dir, queries, "reranked", dense_modes.RERANK_CANDIDATES,
-                             corpus["doc_id"], opts)
-        result["dev"]["reranked_pair_fixture"] = {**_scores(rr, qrels), "s_per_query": round(rr_s, 4),
-                                                  "note": "plumbing only; Recall@100 = recall of 30 candidates"}
+        rr, rr_s = _rankings(
+            vault, index_dir, queries, "reranked", dense_modes.RERANK_CANDIDATES, corpus["doc_id"], opts
+        )
+        result["dev"]["reranked_pair_fixture"] = {
+            **_scores(rr, qrels),
+            "s_per_query": round(rr_s, 4),
+            "note": "plumbing only; Recall@100 = recall of 30 candidates",
+        }
     return result
 
 
@@ -189,7 +221,7 @@ def latency(args: argparse.Namespace) -> dict[str, Any]:
     matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
     note_ids = np.arange(args.rows, dtype=np.int64) // 5
     dm = dense_modes.DenseMatrix(matrix=matrix, chunk_ids=np.arange(args.rows, dtype=np.int64), note_ids=note_ids)
-    allowed_notes = np.unique(note_ids)[rng.random(args.rows // 5) < 0.9]    # a filter hiding ~10 % of notes
+    allowed_notes = np.unique(note_ids)[rng.random(args.rows // 5) < 0.9]  # a filter hiding ~10 % of notes
     queries = rng.standard_normal((args.queries, args.dim), dtype=np.float32)
     timings = {"scores": [], "mask": [], "top100": [], "total": []}
     for q in queries:
@@ -203,10 +235,18 @@ def latency(args: argparse.Namespace) -> dict[str, Any]:
         assert len(chosen) == DEPTH
         for name, dt in (("scores", t1 - t0), ("mask", t2 - t1), ("top100", t3 - t2), ("total", t3 - t0)):
             timings[name].append(dt)
-    stats = {k: {"median_ms": round(float(np.median(v)) * 1000, 2),
-                 "p95_ms": round(float(np.percentile(v, 95)) * 1000, 2)} for k, v in timings.items()}
-    return {"rows": args.rows, "dim": args.dim, "queries": args.queries, "matrix_mb": round(matrix.nbytes / 2**20, 1),
-            "target_ms": 30, **stats}
+    stats = {
+        k: {"median_ms": round(float(np.median(v)) * 1000, 2), "p95_ms": round(float(np.percentile(v, 95)) * 1000, 2)}
+        for k, v in timings.items()
+    }
+    return {
+        "rows": args.rows,
+        "dim": args.dim,
+        "queries": args.queries,
+        "matrix_mb": round(matrix.nbytes / 2**20, 1),
+        "target_ms": 30,
+        **stats,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -28,8 +28,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from bench.common import (
     REPO_ROOT,
@@ -40,9 +41,9 @@ from bench.common import (
     emit_phase_result,
     latency_stats,
     machine_info,
+    peak_rss_mb,
     run_phase,
     time_interleaved,
-    peak_rss_mb,
     timed,
     write_json,
 )
@@ -61,8 +62,7 @@ TARGETS: dict[str, tuple[str, tuple[str, ...], float, str, str]] = {
     "fts_p50": ("fts p50 <= 10 ms", ("search", "modes", "fts", "p50_ms"), 10.0, "ms", "search:fts"),
     "hybrid_p50": ("hybrid p50 <= 30 ms", ("search", "modes", "hybrid", "p50_ms"), 30.0, "ms", "search:hybrid"),
     "cold_build": ("cold full-text build <= 2 min", ("build", "wall_seconds"), 120.0, "s", "build"),
-    "search_peak_rss": ("search process peak memory <= 1.5 GiB", ("search", "peak_rss_mb"), 1536.0, "MiB",
-                        "memory"),
+    "search_peak_rss": ("search process peak memory <= 1.5 GiB", ("search", "peak_rss_mb"), 1536.0, "MiB", "memory"),
 }
 _PROGRESS = re.compile(r"indexing:\s*\d+%\|[^|]*\|\s*(\d+)/(\d+)")
 
@@ -83,11 +83,17 @@ def _load_queries(path: Path) -> list[str]:
 
 def _phase_build(vault: Path, index_dir: Path) -> dict[str, Any]:
     """A cold build with a progress bar on stderr (the parent reads it if the budget runs out)."""
-    from core.builder import build_index
+    from core.index.builder import build_index
 
     report, seconds = timed(build_index, vault, index_dir=index_dir, progress=True)
-    return {"wall_seconds": seconds, "notes": report.notes, "chunks": report.chunks,
-            "links": report.links, "timings": report.timings, "generation_id": report.generation_id}
+    return {
+        "wall_seconds": seconds,
+        "notes": report.notes,
+        "chunks": report.chunks,
+        "links": report.links,
+        "timings": report.timings,
+        "generation_id": report.generation_id,
+    }
 
 
 def _phase_search(vault: Path, index_dir: Path, queries_file: Path, modes: list[str]) -> dict[str, Any]:
@@ -101,14 +107,20 @@ def _phase_search(vault: Path, index_dir: Path, queries_file: Path, modes: list[
     first = {}
     for mode in modes:  # in a new process: each mode's first query also loads the caches it needs first
         res, seconds = timed(search_vault, vault, queries[0], mode=mode, limit=LIMIT, index_dir=index_dir)
-        first[mode] = {"actual_mode": res.actual_mode, "fallback_reason": res.fallback_reason,
-                       "first_query_ms": round(seconds * 1000, 1)}
+        first[mode] = {
+            "actual_mode": res.actual_mode,
+            "fallback_reason": res.fallback_reason,
+            "first_query_ms": round(seconds * 1000, 1),
+        }
     fns = {m: (lambda q, m=m: search_vault(vault, q, mode=m, limit=LIMIT, index_dir=index_dir)) for m in modes}
     samples = time_interleaved(fns, queries)
     layout = gen.layout_for(vault.resolve(), index_dir)
     resolve_s = [timed(gen.resolve, layout)[1] for _ in range(1000)]
-    return {"modes": {m: {**latency_stats(samples[m]), **first[m]} for m in modes},
-            "resolve_median_ms": round(sorted(resolve_s)[500] * 1000, 4), "queries": len(queries)}
+    return {
+        "modes": {m: {**latency_stats(samples[m]), **first[m]} for m in modes},
+        "resolve_median_ms": round(sorted(resolve_s)[500] * 1000, 4),
+        "queries": len(queries),
+    }
 
 
 def _phase_baseline(engine_name: str, vault: Path, db_path: Path, queries_file: Path) -> dict[str, Any]:
@@ -139,17 +151,33 @@ def _memory_profile(vault: Path, index_dir: Path, queries: list[str], modes: lis
         tracemalloc.reset_peak()
         search_vault(vault, queries[0], mode=mode, limit=LIMIT, index_dir=index_dir)
         held, peak = tracemalloc.get_traced_memory()
-        steps.append({"step": f"first `{mode}` query", "traced_peak_mib": round(peak / 2**20, 1),
-                      "held_after_mib": round(held / 2**20, 1), "process_peak_rss_mib": round(peak_rss_mb(), 1)})
+        steps.append(
+            {
+                "step": f"first `{mode}` query",
+                "traced_peak_mib": round(peak / 2**20, 1),
+                "held_after_mib": round(held / 2**20, 1),
+                "process_peak_rss_mib": round(peak_rss_mb(), 1),
+            }
+        )
     for q in queries[1:20]:
         for mode in modes:
             search_vault(vault, q, mode=mode, limit=LIMIT, index_dir=index_dir)
     snapshot = tracemalloc.take_snapshot()
     tracemalloc.stop()
-    rows = [{"where": str(st.traceback).replace(str(REPO_ROOT) + "/", ""), "mib": round(st.size / 2**20, 2),
-             "blocks": st.count} for st in snapshot.statistics("lineno")[:PROFILE_TOP]]
-    return {"tool": "tracemalloc", "steps": steps, "by_size": rows,
-            "traced_peak_mib": max(step["traced_peak_mib"] for step in steps)}
+    rows = [
+        {
+            "where": str(st.traceback).replace(str(REPO_ROOT) + "/", ""),
+            "mib": round(st.size / 2**20, 2),
+            "blocks": st.count,
+        }
+        for st in snapshot.statistics("lineno")[:PROFILE_TOP]
+    ]
+    return {
+        "tool": "tracemalloc",
+        "steps": steps,
+        "by_size": rows,
+        "traced_peak_mib": max(step["traced_peak_mib"] for step in steps),
+    }
 
 
 def _phase_profile(kind: str, vault: Path, index_dir: Path, queries_file: Path) -> dict[str, Any]:
@@ -159,27 +187,38 @@ def _phase_profile(kind: str, vault: Path, index_dir: Path, queries_file: Path) 
     profiles the first 50 queries of one mode after a warm-up; ``memory`` traces a search
     process (see :func:`_memory_profile`).
     """
-    from core.builder import build_index
+    from core.index.builder import build_index
     from core.searcher import search_vault
 
     if kind == "build":
         from bench.common import count_md_files
-        from core.ingest import default_workers
+        from core.index.ingest import default_workers
 
         workers = default_workers(count_md_files(vault))
-        note = ("parent process only: the builder parsed notes in worker processes, which cProfile does not see"
-                if workers > 1 else "single process")
-        return {"workers": workers, "note": note,
-                **cprofile_top(lambda: build_index(vault, index_dir=index_dir), top=PROFILE_TOP)}
+        note = (
+            "parent process only: the builder parsed notes in worker processes, which cProfile does not see"
+            if workers > 1
+            else "single process"
+        )
+        return {
+            "workers": workers,
+            "note": note,
+            **cprofile_top(lambda: build_index(vault, index_dir=index_dir), top=PROFILE_TOP),
+        }
     queries = _load_queries(queries_file)
     if kind == "memory":
         return _memory_profile(vault, index_dir, queries, model_free_modes())
     mode = kind.split(":", 1)[1]
     for q in queries[:10]:
         search_vault(vault, q, mode=mode, limit=LIMIT, index_dir=index_dir)
-    return {"mode": mode, "queries": len(queries[:50]), **cprofile_top(
-        lambda: [search_vault(vault, q, mode=mode, limit=LIMIT, index_dir=index_dir) for q in queries[:50]],
-        top=PROFILE_TOP)}
+    return {
+        "mode": mode,
+        "queries": len(queries[:50]),
+        **cprofile_top(
+            lambda: [search_vault(vault, q, mode=mode, limit=LIMIT, index_dir=index_dir) for q in queries[:50]],
+            top=PROFILE_TOP,
+        ),
+    }
 
 
 def phase_main(argv: Sequence[str]) -> None:
@@ -218,10 +257,15 @@ def run_build(vault: Path, index_dir: Path, budget_s: float) -> dict[str, Any]:
         err = exc.stderr.decode("utf-8", "replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")
         progress = parse_progress(err)
         done = progress[0] if progress else 0
-        return {"finished": False, "budget_seconds": budget_s, "elapsed_seconds": round(elapsed, 1),
-                "notes_indexed": done, "notes_total": progress[1] if progress else None,
-                "seconds_per_note": round(elapsed / done, 5) if done else None,
-                "note": "killed at the time budget; the index stage may still have had links/validate/publish to do"}
+        return {
+            "finished": False,
+            "budget_seconds": budget_s,
+            "elapsed_seconds": round(elapsed, 1),
+            "notes_indexed": done,
+            "notes_total": progress[1] if progress else None,
+            "seconds_per_note": round(elapsed / done, 5) if done else None,
+            "note": "killed at the time budget; the index stage may still have had links/validate/publish to do",
+        }
 
 
 def _queries_file(work: Path, vault: Path, n_notes: int, seed: int) -> Path:
@@ -258,14 +302,18 @@ def bench_size(n_notes: int, work: Path, *, seed: int, budget_s: float) -> dict[
         out["index_dir_bytes"] = dir_size_bytes(index_dir)
         print(f"[scale] {n_notes}: search", flush=True)
         modes = model_free_modes()
-        out["search"] = run_phase(MODULE, ["_phase", "search", str(vault), str(index_dir), str(queries),
-                                           ",".join(modes)], timeout=SEARCH_TIMEOUT_S)
+        out["search"] = run_phase(
+            MODULE,
+            ["_phase", "search", str(vault), str(index_dir), str(queries), ",".join(modes)],
+            timeout=SEARCH_TIMEOUT_S,
+        )
     out["baselines"] = {}
     for engine in ("bare_fts5", "bm25s"):
         print(f"[scale] {n_notes}: {engine}", flush=True)
         db = work / f"bare-{n_notes}.db"
-        out["baselines"][engine] = run_phase(MODULE, ["_phase", "baseline", engine, str(vault), str(db), str(queries)],
-                                             timeout=SEARCH_TIMEOUT_S)
+        out["baselines"][engine] = run_phase(
+            MODULE, ["_phase", "baseline", engine, str(vault), str(db), str(queries)], timeout=SEARCH_TIMEOUT_S
+        )
         db.unlink(missing_ok=True)
     return out
 
@@ -290,8 +338,16 @@ def judge_targets(sizes: dict[str, Any]) -> dict[str, Any]:
             status, why = "MISS", "no value: the build did not finish within its budget"
         else:
             status, why = ("PASS" if value <= limit else "MISS"), None
-        out[key] = {"description": desc, "limit": limit, "unit": unit, "size": TARGET_SIZE, "value": value,
-                    "status": status, "why": why, "profile_kind": profile}
+        out[key] = {
+            "description": desc,
+            "limit": limit,
+            "unit": unit,
+            "size": TARGET_SIZE,
+            "value": value,
+            "status": status,
+            "why": why,
+            "profile_kind": profile,
+        }
     return out
 
 
@@ -322,8 +378,12 @@ def profile_misses(targets: dict[str, Any], sizes: dict[str, Any], work: Path, s
             shutil.rmtree(index_dir)
         print(f"[scale] profiling {key} at {n:,} notes", flush=True)
         try:
-            out[key] = {"profiled_at_notes": n, **run_phase(
-                MODULE, ["_phase", "profile", kind, str(vault), str(index_dir), str(queries)], timeout=3600)}
+            out[key] = {
+                "profiled_at_notes": n,
+                **run_phase(
+                    MODULE, ["_phase", "profile", kind, str(vault), str(index_dir), str(queries)], timeout=3600
+                ),
+            }
         except (PhaseError, subprocess.TimeoutExpired) as exc:
             out[key] = {"profiled_at_notes": n, "error": str(exc)[-2000:]}
         if kind == "build" and index_dir.exists():
@@ -331,10 +391,21 @@ def profile_misses(targets: dict[str, Any], sizes: dict[str, Any], work: Path, s
     slowest = _slowest_unprofiled_mode(sizes.get(str(TARGET_SIZE)), targets)
     if slowest is not None:
         print(f"[scale] profiling the slowest mode, {slowest}", flush=True)
-        out[f"slowest_mode_{slowest}"] = {"profiled_at_notes": TARGET_SIZE, **run_phase(
-            MODULE, ["_phase", "profile", f"search:{slowest}", str(work / f"synth-{TARGET_SIZE}-seed{seed}" / "vault"),
-                     sizes[str(TARGET_SIZE)]["index_dir"], str(work / f"queries-{TARGET_SIZE}-seed{seed}.json")],
-            timeout=3600)}
+        out[f"slowest_mode_{slowest}"] = {
+            "profiled_at_notes": TARGET_SIZE,
+            **run_phase(
+                MODULE,
+                [
+                    "_phase",
+                    "profile",
+                    f"search:{slowest}",
+                    str(work / f"synth-{TARGET_SIZE}-seed{seed}" / "vault"),
+                    sizes[str(TARGET_SIZE)]["index_dir"],
+                    str(work / f"queries-{TARGET_SIZE}-seed{seed}.json"),
+                ],
+                timeout=3600,
+            ),
+        }
     return out
 
 
@@ -348,12 +419,26 @@ def _slowest_unprofiled_mode(at: dict[str, Any] | None, targets: dict[str, Any])
     return None if f"search:{slowest}" in profiled else slowest
 
 
-def run(sizes: Sequence[int], work: Path, *, seed: int = 0, budget_s: float = BUILD_BUDGET_S,
-        profile: bool = True, keep_index: bool = False) -> dict[str, Any]:
+def run(
+    sizes: Sequence[int],
+    work: Path,
+    *,
+    seed: int = 0,
+    budget_s: float = BUILD_BUDGET_S,
+    profile: bool = True,
+    keep_index: bool = False,
+) -> dict[str, Any]:
     """The whole scaling study; the JSON-ready result."""
     work.mkdir(parents=True, exist_ok=True)
-    results: dict[str, Any] = {"machine": machine_info(), "seed": seed, "limit": LIMIT, "queries": N_QUERIES,
-                               "build_budget_seconds": budget_s, "modes": model_free_modes(), "sizes": {}}
+    results: dict[str, Any] = {
+        "machine": machine_info(),
+        "seed": seed,
+        "limit": LIMIT,
+        "queries": N_QUERIES,
+        "build_budget_seconds": budget_s,
+        "modes": model_free_modes(),
+        "sizes": {},
+    }
     for n in sizes:
         results["sizes"][str(n)] = bench_size(n, work, seed=seed, budget_s=budget_s)
     results["targets"] = judge_targets(results["sizes"])
@@ -370,8 +455,10 @@ def format_targets(targets: dict[str, Any]) -> str:
     lines = []
     for t in targets.values():
         value = "-" if t["value"] is None else f"{t['value']:.1f} {t['unit']}"
-        lines.append(f"{t['status']:>10}  {t['description']} at {t['size']:,} notes: {value}"
-                     + (f" ({t['why']})" if t["why"] else ""))
+        lines.append(
+            f"{t['status']:>10}  {t['description']} at {t['size']:,} notes: {value}"
+            + (f" ({t['why']})" if t["why"] else "")
+        )
     return "\n".join(lines)
 
 
@@ -400,8 +487,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--keep-index", action="store_true", help="keep the built indexes in the work dir")
     parser.add_argument("--out", type=Path, default=RESULTS_DIR / "scale.json")
     args = parser.parse_args(argv)
-    results = run(args.sizes, args.work_dir, budget_s=args.build_budget, profile=not args.no_profile,
-                  keep_index=args.keep_index)
+    results = run(
+        args.sizes, args.work_dir, budget_s=args.build_budget, profile=not args.no_profile, keep_index=args.keep_index
+    )
     write_json(args.out, results)
     print(format_targets(results["targets"]))
 

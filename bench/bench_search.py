@@ -4,7 +4,7 @@ For each corpus (SciFact dev, and the Dendron and PowerShell known-item dev sets
 the vaultsearch index (into a work folder; the corpus stays read-only), bare FTS5 and
 bm25s, then measures:
 
-* **quality**: one ``core.evaluation.evaluate`` call over every registry mode *and* the
+* **quality**: one ``core.eval.evaluation.evaluate`` call over every registry mode *and* the
   two baselines, so all are scored by the same code on the same judged queries (nDCG@10,
   Recall@100, MRR@10, P@10). A mode that fails closed (``semantic``/``reranked`` without
   dense vectors) is kept as a failed row with its ``reason``; ``auto`` records the mode it
@@ -30,9 +30,10 @@ import inspect
 import statistics
 import tempfile
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from bench.baselines import BareFts5, Bm25sBaseline
 from bench.common import (
@@ -47,9 +48,9 @@ from bench.common import (
     write_json,
 )
 from core import generations as gen
-from core.builder import build_index
 from core.errors import VaultSearchError
-from core.evaluation import DocIdMatcher, evaluate
+from core.eval.evaluation import DocIdMatcher, evaluate
+from core.index.builder import build_index
 from core.registry import MODE_NAMES, SEARCH_MODE_REGISTRY
 from core.searcher import search_vault
 
@@ -79,12 +80,24 @@ class Corpus:
 
 
 CORPORA: dict[str, Corpus] = {
-    "scifact": Corpus(DATA_DIR / "scifact" / "vault", DATA_DIR / "scifact" / "dev_queries.jsonl",
-                      DATA_DIR / "scifact" / "dev_qrels.tsv", "natural-language claims (BEIR SciFact dev)"),
-    "dendron": Corpus(DATA_DIR / "dendron" / "vault", KNOWN_ITEM / "dendron_dev_queries.jsonl",
-                      KNOWN_ITEM / "dendron_dev_qrels.tsv", "known-item headings (Dendron docs dev)"),
-    "powershell": Corpus(DATA_DIR / "powershell-docs" / "reference", KNOWN_ITEM / "powershell_dev_queries.jsonl",
-                         KNOWN_ITEM / "powershell_dev_qrels.tsv", "known-item headings (PowerShell reference dev)"),
+    "scifact": Corpus(
+        DATA_DIR / "scifact" / "vault",
+        DATA_DIR / "scifact" / "dev_queries.jsonl",
+        DATA_DIR / "scifact" / "dev_qrels.tsv",
+        "natural-language claims (BEIR SciFact dev)",
+    ),
+    "dendron": Corpus(
+        DATA_DIR / "dendron" / "vault",
+        KNOWN_ITEM / "dendron_dev_queries.jsonl",
+        KNOWN_ITEM / "dendron_dev_qrels.tsv",
+        "known-item headings (Dendron docs dev)",
+    ),
+    "powershell": Corpus(
+        DATA_DIR / "powershell-docs" / "reference",
+        KNOWN_ITEM / "powershell_dev_queries.jsonl",
+        KNOWN_ITEM / "powershell_dev_qrels.tsv",
+        "known-item headings (PowerShell reference dev)",
+    ),
 }
 
 Engine = BareFts5 | Bm25sBaseline
@@ -99,20 +112,22 @@ def quality_search_kwargs() -> dict[str, Any]:
 
 
 DENSE_MODES = ("semantic", "reranked", "auto")
-DENSE_STAGE_NOTE = ("measured by bench.bench_dense (run_all stage `dense`, opt-in with --with-dense: embedding "
-                    "SciFact takes about 25 min of CPU on 2 cores); see its section")
+DENSE_STAGE_NOTE = (
+    "measured by bench.bench_dense (run_all stage `dense`, opt-in with --with-dense: embedding "
+    "SciFact takes about 25 min of CPU on 2 cores); see its section"
+)
 
 
 def dense_support() -> str | None:
-    """None when the library can embed an index (``core.embed.embed_index``), else why not."""
+    """None when the library can embed an index (``core.index.embed.embed_index``), else why not."""
     try:
-        from core import embed
+        from core.index import embed
     except ModuleNotFoundError as exc:
-        if exc.name not in ("core.embed", "onnxruntime", "tokenizers"):
+        if exc.name not in ("core.index.embed", "onnxruntime", "tokenizers"):
             raise
         return f"dense embedding unavailable: {exc.name} is not importable"
     if not hasattr(embed, "embed_index"):
-        return "core.embed has no embed_index: the library cannot embed an index yet"
+        return "core.index.embed has no embed_index: the library cannot embed an index yet"
     return None
 
 
@@ -126,13 +141,16 @@ def build_engines(vault: Path, work: Path) -> tuple[dict[str, Engine], dict[str,
     return {"bare_fts5": fts, "bm25s": bm}, seconds
 
 
-def make_search(vault: Path, index_dir: Path, engines: Mapping[str, Engine],
-                extra: Mapping[str, Any]) -> Callable[[str, str, int], list[str]]:
+def make_search(
+    vault: Path, index_dir: Path, engines: Mapping[str, Engine], extra: Mapping[str, Any]
+) -> Callable[[str, str, int], list[str]]:
     """The ``search(text, mode, n) -> rel_paths`` callable ``evaluate`` wants, over modes and baselines."""
+
     def search(text: str, mode: str, n: int) -> list[str]:
         if mode in engines:
             return engines[mode].search(text, n)
         return [r.rel_path for r in search_vault(vault, text, mode=mode, limit=n, index_dir=index_dir, **extra)]
+
     return search
 
 
@@ -143,19 +161,28 @@ def probe_modes(vault: Path, index_dir: Path, query: str, modes: Sequence[str]) 
         try:
             res = search_vault(vault, query, mode=mode, limit=LATENCY_LIMIT, index_dir=index_dir)
         except VaultSearchError as err:
-            out[mode] = {"ran": False, "error_reason": err.reason, "error_message": err.message,
-                         "fails_closed": SEARCH_MODE_REGISTRY[mode].fails_closed}
+            out[mode] = {
+                "ran": False,
+                "error_reason": err.reason,
+                "error_message": err.message,
+                "fails_closed": SEARCH_MODE_REGISTRY[mode].fails_closed,
+            }
             continue
-        out[mode] = {"ran": True, "actual_mode": res.actual_mode, "retrieval_contract": res.retrieval_contract,
-                     "fallback_reason": res.fallback_reason}
+        out[mode] = {
+            "ran": True,
+            "actual_mode": res.actual_mode,
+            "retrieval_contract": res.retrieval_contract,
+            "fallback_reason": res.fallback_reason,
+        }
     return out
 
 
 # ---------------------------------------------------------------- measurements
 
 
-def quality(vault: Path, index_dir: Path, corpus: Corpus, engines: Mapping[str, Engine],
-            modes: Sequence[str]) -> dict[str, Any]:
+def quality(
+    vault: Path, index_dir: Path, corpus: Corpus, engines: Mapping[str, Engine], modes: Sequence[str]
+) -> dict[str, Any]:
     """One evaluate() over ``modes`` and the baselines; the EvalReport as a dict (per-query lists dropped)."""
     resolved = gen.resolve(gen.layout_for(vault.resolve(), index_dir))
     conn = gen.connect_readonly(resolved)
@@ -164,22 +191,33 @@ def quality(vault: Path, index_dir: Path, corpus: Corpus, engines: Mapping[str, 
     finally:
         conn.close()
     extra = quality_search_kwargs()
-    report = evaluate(load_queries(corpus.queries), load_qrels(corpus.qrels), DocIdMatcher(notes),
-                      make_search(vault, index_dir, engines, extra), [*modes, *engines], k=K, depth=DEPTH)
+    report = evaluate(
+        load_queries(corpus.queries),
+        load_qrels(corpus.qrels),
+        DocIdMatcher(notes),
+        make_search(vault, index_dir, engines, extra),
+        [*modes, *engines],
+        k=K,
+        depth=DEPTH,
+    )
     out = report.to_dict()
     out.pop("evaluated_query_ids", None)
     out["search_kwargs"] = extra
-    out["latency_note"] = (f"p50/p95 here are of depth-{DEPTH} calls"
-                           + (" without passages" if extra else " that build a snippet per hit")
-                           + "; see 'latency' for the realistic limit=10 figures")
+    out["latency_note"] = (
+        f"p50/p95 here are of depth-{DEPTH} calls"
+        + (" without passages" if extra else " that build a snippet per hit")
+        + "; see 'latency' for the realistic limit=10 figures"
+    )
     return out
 
 
-def latency(vault: Path, index_dir: Path, queries: Sequence[str], engines: Mapping[str, Engine],
-            modes: Sequence[str]) -> dict[str, Any]:
+def latency(
+    vault: Path, index_dir: Path, queries: Sequence[str], engines: Mapping[str, Engine], modes: Sequence[str]
+) -> dict[str, Any]:
     """Warm limit=10 latency of every runnable mode and baseline, interleaved, with ratios to the baselines."""
     fns: dict[str, Callable[[str], Any]] = {
-        m: (lambda q, m=m: search_vault(vault, q, mode=m, limit=LATENCY_LIMIT, index_dir=index_dir)) for m in modes}
+        m: (lambda q, m=m: search_vault(vault, q, mode=m, limit=LATENCY_LIMIT, index_dir=index_dir)) for m in modes
+    }
     fns.update({name: (lambda q, e=e: e.search(q, LATENCY_LIMIT)) for name, e in engines.items()})
     samples = time_interleaved(fns, list(queries), rounds=LATENCY_ROUNDS)
     stats = {name: latency_stats(s) for name, s in samples.items()}
@@ -199,8 +237,13 @@ def resolve_cost(vault: Path, index_dir: Path, calls: int = RESOLVE_CALLS) -> di
         gen.resolve(layout)
         samples.append(time.perf_counter() - start)
     median = statistics.median(samples) * 1000.0
-    return {"calls": calls, "median_ms": round(median, 4), "p95_ms": latency_stats(samples)["p95_ms"],
-            "target_ms": RESOLVE_TARGET_MS, "pass": median < RESOLVE_TARGET_MS}
+    return {
+        "calls": calls,
+        "median_ms": round(median, 4),
+        "p95_ms": latency_stats(samples)["p95_ms"],
+        "target_ms": RESOLVE_TARGET_MS,
+        "pass": median < RESOLVE_TARGET_MS,
+    }
 
 
 def bench_corpus(name: str, corpus: Corpus, work: Path) -> dict[str, Any]:
@@ -214,7 +257,9 @@ def bench_corpus(name: str, corpus: Corpus, work: Path) -> dict[str, Any]:
     runnable = [m for m in MODE_NAMES if probe[m]["ran"]]
     try:
         return {
-            "kind": corpus.kind, "notes": report.notes, "chunks": report.chunks,
+            "kind": corpus.kind,
+            "notes": report.notes,
+            "chunks": report.chunks,
             "build_seconds": {"vaultsearch": round(build_s, 3), **{k: round(v, 3) for k, v in engine_build_s.items()}},
             "modes": probe,
             "quality": quality(corpus.vault, index_dir, corpus, engines, MODE_NAMES),
@@ -232,8 +277,12 @@ def dense_section() -> dict[str, Any]:
     reason = dense_support()
     if reason is not None:
         return {"ran": False, "not_run_reason": reason, "modes": list(DENSE_MODES)}
-    return {"ran": False, "delegated_to": "bench.bench_dense", "not_run_reason": DENSE_STAGE_NOTE,
-            "modes": list(DENSE_MODES)}
+    return {
+        "ran": False,
+        "delegated_to": "bench.bench_dense",
+        "not_run_reason": DENSE_STAGE_NOTE,
+        "modes": list(DENSE_MODES),
+    }
 
 
 def run(corpora: Sequence[str], work: Path) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """The floor under the cold-build ratio: the least a vaultsearch build must do, timed.
 
-A real build (``core.builder.build_index``) also chunks, counts chunk vectors, maps words to
+A real build (``core.index.builder.build_index``) also chunks, counts chunk vectors, maps words to
 FTS5 terms, resolves links, writes nine tables, validates, hashes and fsyncs. This skeleton
 keeps only the steps no design of this index can skip, run the way the build runs them
 (the same two forked workers, batches of 64 notes, one writer inserting as batches arrive):
@@ -24,12 +24,12 @@ import sys
 import time
 from pathlib import Path
 
-from core.analysis import LocalVector, WordTable
-from core.builder import DEFAULT_TOKENIZER
-from core.ingest import field_texts
-from core.notes import parse_note
-from core.scan import read_file, scan_vault
-from core.schema import FTS_COLUMNS, ddl_notes_fts
+from core.index.builder import DEFAULT_TOKENIZER
+from core.index.ingest import field_texts
+from core.index.schema import FTS_COLUMNS, ddl_notes_fts
+from core.ranking.analysis import LocalVector, WordTable
+from core.vault.notes import parse_note
+from core.vault.scan import read_file, scan_vault
 
 BATCH = 64
 WORKERS = 2
@@ -58,10 +58,10 @@ def build_floor(vault: Path, db_path: Path) -> float:
         Path(f"{db_path}{suffix}").unlink(missing_ok=True)
     start = time.perf_counter()
     files = [(f.rel_path, f.os_path) for f in scan_vault(vault).files]
-    batches = [files[i:i + BATCH] for i in range(0, len(files), BATCH)]
+    batches = [files[i : i + BATCH] for i in range(0, len(files), BATCH)]
     conn = sqlite3.connect(db_path)
     try:
-        conn.execute("PRAGMA journal_mode=MEMORY")   # as the builder's staging file (it fsyncs once at the end)
+        conn.execute("PRAGMA journal_mode=MEMORY")  # as the builder's staging file (it fsyncs once at the end)
         conn.execute("PRAGMA synchronous=OFF")
         conn.execute(ddl_notes_fts(DEFAULT_TOKENIZER))
         next_id = 1

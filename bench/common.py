@@ -5,7 +5,7 @@ way to give each measured phase (cold build, rebuild, staleness scan) its own pe
 is to run it in a fresh interpreter. The child prints one JSON line last; the parent
 parses it (:func:`run_phase`, :func:`emit_phase_result`).
 
-Quality numbers use the project's own ``core.metrics`` and ``core.evaluation`` loaders, so
+Quality numbers use the project's own ``core.eval.metrics`` and ``core.eval.evaluation`` loaders, so
 the bench and ``vaultsearch eval`` agree by construction.
 """
 
@@ -23,13 +23,14 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
+from typing import Any, TypeVar
 
 import psutil
 
-from core.evaluation import load_qrels, load_queries  # noqa: F401  (re-exported for the benches)
-from core.metrics import ndcg_at_k, percentile
+from core.eval.evaluation import load_qrels, load_queries  # noqa: F401  (re-exported for the benches)
+from core.eval.metrics import ndcg_at_k, percentile
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = REPO_ROOT / "bench" / "results"
@@ -108,23 +109,28 @@ def emit_phase_result(data: Mapping[str, Any]) -> None:
     out = dict(data)
     out["peak_rss_mb"] = round(peak_rss_mb(), 1)
     children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0
-    if children > 0:   # worker processes (e.g. the builder's pool): the largest one's peak, shared pages included
+    if children > 0:  # worker processes (e.g. the builder's pool): the largest one's peak, shared pages included
         out["largest_child_peak_rss_mb"] = round(children, 1)
     sys.stdout.write(json.dumps(out, sort_keys=True) + "\n")
     sys.stdout.flush()
 
 
 def latency_stats(seconds: Sequence[float]) -> dict[str, float]:
-    """p50 / p95 / mean of a latency sample given in seconds, in milliseconds (core.metrics.percentile)."""
+    """p50 / p95 / mean of a latency sample given in seconds, in milliseconds (core.eval.metrics.percentile)."""
     if not seconds:
         raise ValueError("latency_stats needs at least one sample")
     ms = [s * 1000.0 for s in seconds]
-    return {"p50_ms": round(percentile(ms, 50), 3), "p95_ms": round(percentile(ms, 95), 3),
-            "mean_ms": round(sum(ms) / len(ms), 3), "n": len(ms)}
+    return {
+        "p50_ms": round(percentile(ms, 50), 3),
+        "p95_ms": round(percentile(ms, 95), 3),
+        "mean_ms": round(sum(ms) / len(ms), 3),
+        "n": len(ms),
+    }
 
 
-def time_interleaved(fns: Mapping[str, Callable[[T], Any]], items: Sequence[T], *, warmup: int = 10,
-                     rounds: int = 1) -> dict[str, list[float]]:
+def time_interleaved(
+    fns: Mapping[str, Callable[[T], Any]], items: Sequence[T], *, warmup: int = 10, rounds: int = 1
+) -> dict[str, list[float]]:
     """Per-call wall seconds of every ``fns[name](item)``, the engines interleaved per item.
 
     A warm-up pass over the first ``warmup`` items (untimed) loads lazily built caches, so
@@ -170,8 +176,14 @@ def cprofile_top(fn: Callable[[], Any], *, top: int = 15) -> dict[str, Any]:
     rows = []
     for (path, line, name), (_cc, ncalls, tottime, cumtime, _callers) in stats.stats.items():  # type: ignore[attr-defined]
         where = path.replace(str(REPO_ROOT) + os.sep, "")
-        rows.append({"function": f"{where}:{line}({name})", "ncalls": ncalls,
-                     "tottime_s": round(tottime, 4), "cumtime_s": round(cumtime, 4)})
+        rows.append(
+            {
+                "function": f"{where}:{line}({name})",
+                "ncalls": ncalls,
+                "tottime_s": round(tottime, 4),
+                "cumtime_s": round(cumtime, 4),
+            }
+        )
     by_own = sorted(rows, key=lambda r: r["tottime_s"], reverse=True)[:top]
     by_cum = sorted(rows, key=lambda r: r["cumtime_s"], reverse=True)[:top]
     return {"tool": "cProfile", "wall_seconds_profiled": round(wall, 3), "by_tottime": by_own, "by_cumtime": by_cum}
@@ -229,7 +241,7 @@ def machine_info() -> dict[str, Any]:
         "sqlite_version": sqlite3.sqlite_version,
         "platform": platform.platform(),
         "load_avg_1m": round(os.getloadavg()[0], 2),
-        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "date": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
     }
 
 
@@ -237,7 +249,7 @@ def machine_info() -> dict[str, Any]:
 
 
 def mean_ndcg(run: Mapping[str, Sequence[str]], qrels: Mapping[str, Mapping[str, int]], k: int = 10) -> float:
-    """Mean nDCG@k (``core.metrics``) over queries with a relevant judgement, as trec_eval averages.
+    """Mean nDCG@k (``core.eval.metrics``) over queries with a relevant judgement, as trec_eval averages.
 
     A judged query missing from ``run`` scores 0.
     """

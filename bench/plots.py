@@ -24,8 +24,10 @@ import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first
 
 from bench.common import RESULTS_DIR  # noqa: E402
 
-BASELINE_STYLE = {"bare_fts5": dict(color="black", linestyle="--", marker="s"),
-                  "bm25s": dict(color="grey", linestyle=":", marker="^")}
+BASELINE_STYLE = {
+    "bare_fts5": dict(color="black", linestyle="--", marker="s"),
+    "bm25s": dict(color="grey", linestyle=":", marker="^"),
+}
 BASELINES = ("bare_fts5", "bm25s")
 
 
@@ -113,8 +115,15 @@ def plot_quality(search: dict[str, Any], out: Path) -> Path:
         bars = ax.bar(range(len(rows)), values, color=colors)
         for bar, (_label, value, why) in zip(bars, rows):
             text = f"{value:.3f}" if value is not None else f"not run\n({why})"
-            ax.text(bar.get_x() + bar.get_width() / 2, (value or 0.0) + 0.01, text, ha="center", va="bottom",
-                    fontsize=6, rotation=90)
+            ax.text(
+                bar.get_x() + bar.get_width() / 2,
+                (value or 0.0) + 0.01,
+                text,
+                ha="center",
+                va="bottom",
+                fontsize=6,
+                rotation=90,
+            )
         ax.set_xticks(range(len(rows)), labels, rotation=45, ha="right", fontsize=8)
         ax.set_title(name)
         ax.set_ylim(0, 1.15)

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from bench.common import REPO_ROOT, RESULTS_DIR
 
@@ -78,22 +79,34 @@ def machine_section(results: dict[str, dict[str, Any]]) -> list[str]:
     if not runs:
         return ["## Machine", "", "No results yet: run `./run bench`.", ""]
     m = max(runs, key=lambda x: x["date"])
-    rows = [("CPU", m["cpu_model"]), ("cores", str(m["cores"])), ("RAM", f"{m['ram_gib']} GiB"),
-            ("Python", m["python"]), ("SQLite", m["sqlite_version"]), ("platform", m["platform"]),
-            ("newest result", m["date"]), ("load average at its start (1 min)", str(m.get("load_avg_1m", "-")))]
+    rows = [
+        ("CPU", m["cpu_model"]),
+        ("cores", str(m["cores"])),
+        ("RAM", f"{m['ram_gib']} GiB"),
+        ("Python", m["python"]),
+        ("SQLite", m["sqlite_version"]),
+        ("platform", m["platform"]),
+        ("newest result", m["date"]),
+        ("load average at its start (1 min)", str(m.get("load_avg_1m", "-"))),
+    ]
     return ["## Machine", "", *_table(("", ""), rows, "ll"), ""]
 
 
 def reproduce_section() -> list[str]:
     """The commands that regenerate this page."""
-    return ["## Reproduce", "",
-            "```",
-            "./run bench                        # = python -m bench.run_all: every stage, sizes 1k, 10k, 100k",
-            "./run bench --sizes 1000,10000     # quick: skip the 100k-note vault",
-            "./run bench --only search,report   # re-run some stages; the page is rebuilt from all JSON",
-            "```", "",
-            "Synthetic vaults are cached under the work dir (default `$TMPDIR/vaultsearch-bench`), "
-            "so a re-run does not regenerate them.", ""]
+    return [
+        "## Reproduce",
+        "",
+        "```",
+        "./run bench                        # = python -m bench.run_all: every stage, sizes 1k, 10k, 100k",
+        "./run bench --sizes 1000,10000     # quick: skip the 100k-note vault",
+        "./run bench --only search,report   # re-run some stages; the page is rebuilt from all JSON",
+        "```",
+        "",
+        "Synthetic vaults are cached under the work dir (default `$TMPDIR/vaultsearch-bench`), "
+        "so a re-run does not regenerate them.",
+        "",
+    ]
 
 
 def suite_section(results: dict[str, dict[str, Any]]) -> list[str]:
@@ -101,12 +114,20 @@ def suite_section(results: dict[str, dict[str, Any]]) -> list[str]:
     run = results.get("run_all")
     if not run:
         return []
-    rows = [(r["stage"], "ok" if r["ok"] else f"**FAILED**: `{r['error'][:300]}`", f"{r['seconds']:.0f}")
-            for r in run["stages"]]
+    rows = [
+        (r["stage"], "ok" if r["ok"] else f"**FAILED**: `{r['error'][:300]}`", f"{r['seconds']:.0f}")
+        for r in run["stages"]
+    ]
     args = " ".join(run["argv"]) or "(defaults)"
-    return ["## Last suite run", "", f"`python -m bench.run_all {args}` at {run['machine']['date']}; stages not "
-            "listed kept their earlier results (each section gives its own date).", "",
-            *_table(("stage", "status", "seconds"), rows, "llr"), ""]
+    return [
+        "## Last suite run",
+        "",
+        f"`python -m bench.run_all {args}` at {run['machine']['date']}; stages not "
+        "listed kept their earlier results (each section gives its own date).",
+        "",
+        *_table(("stage", "status", "seconds"), rows, "llr"),
+        "",
+    ]
 
 
 def target_rows(results: dict[str, dict[str, Any]]) -> list[tuple[str, str, str, str]]:
@@ -116,14 +137,26 @@ def target_rows(results: dict[str, dict[str, Any]]) -> list[tuple[str, str, str,
     if build:
         for key, spec in build["targets"].items():
             for name, c in build["corpora"].items():
-                rows.append(("build", f"{spec['description']} ({name})", f"{c[spec['metric']]:.3g}",
-                             "PASS" if c["targets"][key] else "MISS"))
+                rows.append(
+                    (
+                        "build",
+                        f"{spec['description']} ({name})",
+                        f"{c[spec['metric']]:.3g}",
+                        "PASS" if c["targets"][key] else "MISS",
+                    )
+                )
     search = results.get("search")
     if search:
         for name, c in corpus_order(search["corpora"]):
             r = c["resolve"]
-            rows.append(("search", f"warm resolve() < {r['target_ms']:g} ms ({name}, median of {r['calls']:,})",
-                         f"{r['median_ms'] * 1000:.1f} µs", "PASS" if r["pass"] else "MISS"))
+            rows.append(
+                (
+                    "search",
+                    f"warm resolve() < {r['target_ms']:g} ms ({name}, median of {r['calls']:,})",
+                    f"{r['median_ms'] * 1000:.1f} µs",
+                    "PASS" if r["pass"] else "MISS",
+                )
+            )
         rows += search_target_rows(search)
     scale = results.get("scale")
     if scale:
@@ -134,9 +167,14 @@ def target_rows(results: dict[str, dict[str, Any]]) -> list[tuple[str, str, str,
     embed = results.get("embed")
     if embed:
         for m in embed["models"]:
-            rows.append(("embed", f"Embedder overhead vs raw onnxruntime <= {embed['target_overhead_pct']:g}% "
-                         f"({m['model']})", f"{m['overhead_pct']:.1f}%",
-                         "PASS" if m["overhead_pct"] <= embed["target_overhead_pct"] else "MISS"))
+            rows.append(
+                (
+                    "embed",
+                    f"Embedder overhead vs raw onnxruntime <= {embed['target_overhead_pct']:g}% ({m['model']})",
+                    f"{m['overhead_pct']:.1f}%",
+                    "PASS" if m["overhead_pct"] <= embed["target_overhead_pct"] else "MISS",
+                )
+            )
     return rows
 
 
@@ -150,17 +188,31 @@ def search_target_rows(search: dict[str, Any]) -> list[tuple[str, str, str, str]
         fts, hybrid = ndcg.get("fts"), ndcg.get("hybrid")
         if name in FTS_NDCG_TARGETS and fts is not None:
             floor = FTS_NDCG_TARGETS[name]
-            rows.append(("search", f"fts nDCG@10 >= {floor:g} ({name})", f"{fts:.4f}", "PASS" if fts >= floor else "MISS"))
+            rows.append(
+                ("search", f"fts nDCG@10 >= {floor:g} ({name})", f"{fts:.4f}", "PASS" if fts >= floor else "MISS")
+            )
         if fts is not None and hybrid is not None:
-            rows.append(("search", f"hybrid nDCG@10 >= fts ({name})", f"{hybrid:.4f} vs {fts:.4f}",
-                         "PASS" if hybrid >= fts else "MISS"))
+            rows.append(
+                (
+                    "search",
+                    f"hybrid nDCG@10 >= fts ({name})",
+                    f"{hybrid:.4f} vs {fts:.4f}",
+                    "PASS" if hybrid >= fts else "MISS",
+                )
+            )
         if name == LATENCY_TARGET_CORPUS:
             engines = c["latency"]["engines"]
             for mode, ceiling in LATENCY_TARGETS_MS.items():
                 if mode in engines:
                     p50 = engines[mode]["p50_ms"]
-                    rows.append(("search", f"{mode} p50 <= {ceiling:g} ms ({name}, warm, limit=10)", f"{p50:.2f} ms",
-                                 "PASS" if p50 <= ceiling else "MISS"))
+                    rows.append(
+                        (
+                            "search",
+                            f"{mode} p50 <= {ceiling:g} ms ({name}, warm, limit=10)",
+                            f"{p50:.2f} ms",
+                            "PASS" if p50 <= ceiling else "MISS",
+                        )
+                    )
     return rows
 
 
@@ -179,13 +231,20 @@ def build_section(results: dict[str, dict[str, Any]]) -> list[str]:
         return ["## Build", "", "_not run: no bench/results/build.json_", ""]
     from bench.bench_build import render_markdown
 
-    return ["## Build (real corpora)", "", _run_line(build), "",
-            "Cold build, the no-change check, a rebuild after appending a sentence to 5% of the notes, and "
-            "the staleness scan, each in its own process, against the bare FTS5 build of the same files. "
-            "The floor row (`bench/build_floor.py`) runs only what no build of this index can skip, the way the "
-            "build runs it: two forked workers read, parse and count each note's words, one writer fills "
-            "`notes_fts`. Whatever the floor costs, the full build costs more.", "",
-            render_markdown(build), ""]
+    return [
+        "## Build (real corpora)",
+        "",
+        _run_line(build),
+        "",
+        "Cold build, the no-change check, a rebuild after appending a sentence to 5% of the notes, and "
+        "the staleness scan, each in its own process, against the bare FTS5 build of the same files. "
+        "The floor row (`bench/build_floor.py`) runs only what no build of this index can skip, the way the "
+        "build runs it: two forked workers read, parse and count each note's words, one writer fills "
+        "`notes_fts`. Whatever the floor costs, the full build costs more.",
+        "",
+        render_markdown(build),
+        "",
+    ]
 
 
 def _mode_note(corpus: dict[str, Any], mode: str) -> str:
@@ -211,8 +270,11 @@ def quality_table(corpus: dict[str, Any]) -> list[str]:
             continue
         name = f"`{m['mode']}`" if m["mode"] in corpus["modes"] else f"**{m['mode']}**"
         rows.append((name, _f(m["ndcg"], 4), _f(m["recall"], 4), _f(m["mrr"], 4), _f(m["precision"], 4), note))
-    return _table(("engine", f"nDCG@{q['k']}", f"Recall@{q['depth']}", f"MRR@{q['mrr_k']}", f"P@{q['k']}", "how it ran"),
-                  rows, "lrrrrl")
+    return _table(
+        ("engine", f"nDCG@{q['k']}", f"Recall@{q['depth']}", f"MRR@{q['mrr_k']}", f"P@{q['k']}", "how it ran"),
+        rows,
+        "lrrrrl",
+    )
 
 
 def quality_section(results: dict[str, dict[str, Any]]) -> list[str]:
@@ -220,40 +282,75 @@ def quality_section(results: dict[str, dict[str, Any]]) -> list[str]:
     search = results.get("search")
     if not search:
         return ["## Quality", "", "_not run: no bench/results/search.json_", ""]
-    out = ["## Quality", "", _run_line(search), "",
-           "Every registry mode and both baselines (**bold**) in one `core.evaluation.evaluate` run per corpus "
-           "(the code behind `vaultsearch eval`), on the dev queries. A mode that fails closed is listed with its "
-           "reason, not dropped and not scored as zero.", ""]
+    out = [
+        "## Quality",
+        "",
+        _run_line(search),
+        "",
+        "Every registry mode and both baselines (**bold**) in one `core.eval.evaluation.evaluate` run per corpus "
+        "(the code behind `vaultsearch eval`), on the dev queries. A mode that fails closed is listed with its "
+        "reason, not dropped and not scored as zero.",
+        "",
+    ]
     for name, c in corpus_order(search["corpora"]):
         q = c["quality"]
-        out += [f"### {name}: {c['kind']}", "",
-                f"{c['notes']:,} notes, {c['chunks']:,} chunks; {q['n_evaluated']} of {q['n_queries']} queries "
-                f"evaluated.", "", *quality_table(c), ""]
+        out += [
+            f"### {name}: {c['kind']}",
+            "",
+            f"{c['notes']:,} notes, {c['chunks']:,} chunks; {q['n_evaluated']} of {q['n_queries']} queries evaluated.",
+            "",
+            *quality_table(c),
+            "",
+        ]
     return out + dense_section(results, search.get("dense", {}))
 
 
-DENSE_ROWS = (("fts", "`fts` (same index, for reference)"), ("semantic", "`semantic`"), ("auto", "`auto` (dense ready)"),
-              ("reranked_pair_fixture", "`reranked`, pair fixture as reranker (plumbing only, not a trained "
-                                        "reranker; Recall = of its 30 candidates)"))
+DENSE_ROWS = (
+    ("fts", "`fts` (same index, for reference)"),
+    ("semantic", "`semantic`"),
+    ("auto", "`auto` (dense ready)"),
+    (
+        "reranked_pair_fixture",
+        "`reranked`, pair fixture as reranker (plumbing only, not a trained reranker; Recall = of its 30 candidates)",
+    ),
+)
 
 
 def dense_section(results: dict[str, dict[str, Any]], dense: dict[str, Any]) -> list[str]:
     """The dense modes with vectors, from bench_dense's dense_quality_<corpus>.json; else 'not run' and why."""
     out = ["### Dense modes with vectors (semantic, reranked, auto)", ""]
-    found = [(name.removeprefix("dense_quality_"), data) for name, data in sorted(results.items())
-             if name.startswith("dense_quality_")]
+    found = [
+        (name.removeprefix("dense_quality_"), data)
+        for name, data in sorted(results.items())
+        if name.startswith("dense_quality_")
+    ]
     if not found:
         reason = dense.get("not_run_reason", "no dense section in search.json")
         return out + [f"**not run: {reason}**", ""]
-    out += ["From `bench.bench_dense` (run_all's opt-in `dense` stage): the corpus index embedded with the "
-            "offline MiniLM fixture, then scored with `search_vault` on the dev queries.", ""]
-    for corpus, data in sorted(found, key=lambda item: CORPUS_ORDER.index(item[0])
-                               if item[0] in CORPUS_ORDER else len(CORPUS_ORDER)):
-        rows = [(label, _f(data["dev"][key]["ndcg@10"], 4), _f(data["dev"][key]["recall@100"], 4),
-                 _f(1000 * data["dev"][key]["s_per_query"], 1) if "s_per_query" in data["dev"][key] else "-")
-                for key, label in DENSE_ROWS if key in data["dev"]]
-        out += [f"**{corpus}** ({data['model']}; {data['chunks']:,} chunks) {_run_line(data)}", "",
-                *_table(("mode", "nDCG@10", "Recall@100", "ms per query (depth 100)"), rows, "lrrr"), ""]
+    out += [
+        "From `bench.bench_dense` (run_all's opt-in `dense` stage): the corpus index embedded with the "
+        "offline MiniLM fixture, then scored with `search_vault` on the dev queries.",
+        "",
+    ]
+    for corpus, data in sorted(
+        found, key=lambda item: CORPUS_ORDER.index(item[0]) if item[0] in CORPUS_ORDER else len(CORPUS_ORDER)
+    ):
+        rows = [
+            (
+                label,
+                _f(data["dev"][key]["ndcg@10"], 4),
+                _f(data["dev"][key]["recall@100"], 4),
+                _f(1000 * data["dev"][key]["s_per_query"], 1) if "s_per_query" in data["dev"][key] else "-",
+            )
+            for key, label in DENSE_ROWS
+            if key in data["dev"]
+        ]
+        out += [
+            f"**{corpus}** ({data['model']}; {data['chunks']:,} chunks) {_run_line(data)}",
+            "",
+            *_table(("mode", "nDCG@10", "Recall@100", "ms per query (depth 100)"), rows, "lrrr"),
+            "",
+        ]
     return out
 
 
@@ -281,22 +378,32 @@ def latency_section(results: dict[str, dict[str, Any]]) -> list[str]:
         return []
     out = ["## Latency (real corpora)", "", _run_line(search), ""]
     first = next(iter(search["corpora"].values()))["latency"]
-    out += [f"Warm, in process, `limit={first['limit']}` (the realistic call), every query of the dev set "
-            f"{first['rounds']} times; modes and baselines interleaved query by query with a rotating order. "
-            "Modes that fail closed have no latency. `resolve()` is the verified-generation lookup every search "
-            "starts with (warm cache).", ""]
+    out += [
+        f"Warm, in process, `limit={first['limit']}` (the realistic call), every query of the dev set "
+        f"{first['rounds']} times; modes and baselines interleaved query by query with a rotating order. "
+        "Modes that fail closed have no latency. `resolve()` is the verified-generation lookup every search "
+        "starts with (warm cache).",
+        "",
+    ]
     for name, c in corpus_order(search["corpora"]):
         lat = c["latency"]["engines"]
         rows = []
         for engine in engine_order(lat):
             s = lat[engine]
             label = f"**{engine}**" if engine not in c["modes"] else f"`{engine}`"
-            rows.append((label, _f(s["p50_ms"]), _f(s["p95_ms"]), _f(s.get("p50_vs_bare_fts5")),
-                         _f(s.get("p50_vs_bm25s"))))
+            rows.append(
+                (label, _f(s["p50_ms"]), _f(s["p95_ms"]), _f(s.get("p50_vs_bare_fts5")), _f(s.get("p50_vs_bm25s")))
+            )
         r = c["resolve"]
-        out += [f"### {name}", "", *_table(("engine", "p50 ms", "p95 ms", "p50 / bare FTS5", "p50 / bm25s"), rows),
-                "", f"warm `resolve()`: median {r['median_ms'] * 1000:.1f} µs, p95 {r['p95_ms'] * 1000:.1f} µs "
-                f"over {r['calls']:,} calls.", ""]
+        out += [
+            f"### {name}",
+            "",
+            *_table(("engine", "p50 ms", "p95 ms", "p50 / bare FTS5", "p50 / bm25s"), rows),
+            "",
+            f"warm `resolve()`: median {r['median_ms'] * 1000:.1f} µs, p95 {r['p95_ms'] * 1000:.1f} µs "
+            f"over {r['calls']:,} calls.",
+            "",
+        ]
     return out
 
 
@@ -319,56 +426,113 @@ def _size_rows(scale: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
         rows.append([label, *(fn(c) for c in cols)])
 
     row("vault MiB", lambda c: _mib(c["synth"]["bytes"]))
-    row("cold build s", lambda c: _f(c["build"]["wall_seconds"]) if c["build"]["finished"]
-        else f"unfinished: {c['build']['notes_indexed']:,} notes in {c['build']['elapsed_seconds']} s")
-    row("build ms per note", lambda c: _f(1000 * c["build"]["wall_seconds"] / c["notes"]) if c["build"]["finished"]
-        else _f(1000 * (c["build"]["seconds_per_note"] or 0)))
-    row("build peak RSS MiB (largest worker)", lambda c: _f(c["build"].get("peak_rss_mb"), 0) + (
-        f" ({c['build']['largest_child_peak_rss_mb']:.0f})" if "largest_child_peak_rss_mb" in c["build"] else ""))
+    row(
+        "cold build s",
+        lambda c: (
+            _f(c["build"]["wall_seconds"])
+            if c["build"]["finished"]
+            else f"unfinished: {c['build']['notes_indexed']:,} notes in {c['build']['elapsed_seconds']} s"
+        ),
+    )
+    row(
+        "build ms per note",
+        lambda c: (
+            _f(1000 * c["build"]["wall_seconds"] / c["notes"])
+            if c["build"]["finished"]
+            else _f(1000 * (c["build"]["seconds_per_note"] or 0))
+        ),
+    )
+    row(
+        "build peak RSS MiB (largest worker)",
+        lambda c: (
+            _f(c["build"].get("peak_rss_mb"), 0)
+            + (f" ({c['build']['largest_child_peak_rss_mb']:.0f})" if "largest_child_peak_rss_mb" in c["build"] else "")
+        ),
+    )
     row("chunks", lambda c: f"{c['build']['chunks']:,}" if c["build"]["finished"] else "-")
     row("active generation MiB", lambda c: _mib(c.get("active_generation_bytes")))
     row("search process peak RSS MiB", lambda c: _f(c.get("search", {}).get("peak_rss_mb"), 0))
     row("warm resolve() µs", lambda c: _f(1000 * c["search"]["resolve_median_ms"], 1) if "search" in c else "-")
-    row("first query in a new process ms, " + " / ".join(f"`{m}`" for m in scale["modes"]),
-        lambda c: " / ".join(_f(c["search"]["modes"][m].get("first_query_ms"), 0) for m in scale["modes"])
-        if "search" in c else "-")
+    row(
+        "first query in a new process ms, " + " / ".join(f"`{m}`" for m in scale["modes"]),
+        lambda c: (
+            " / ".join(_f(c["search"]["modes"][m].get("first_query_ms"), 0) for m in scale["modes"])
+            if "search" in c
+            else "-"
+        ),
+    )
     for mode in scale["modes"]:
         row(f"`{mode}` p50 / p95 ms (p50 vs bare FTS5)", lambda c, m=mode: _mode_cell(c, m))
     for base in ("bare_fts5", "bm25s"):
-        row(f"**{base}** p50 / p95 ms", lambda c, b=base: f"{c['baselines'][b]['p50_ms']:.2f} / "
-                                                          f"{c['baselines'][b]['p95_ms']:.2f}")
-        row(f"**{base}** build s / peak RSS MiB", lambda c, b=base: f"{c['baselines'][b]['build_seconds']:.2f} / "
-                                                                     f"{c['baselines'][b]['peak_rss_mb']:.0f}")
+        row(
+            f"**{base}** p50 / p95 ms",
+            lambda c, b=base: f"{c['baselines'][b]['p50_ms']:.2f} / {c['baselines'][b]['p95_ms']:.2f}",
+        )
+        row(
+            f"**{base}** build s / peak RSS MiB",
+            lambda c, b=base: f"{c['baselines'][b]['build_seconds']:.2f} / {c['baselines'][b]['peak_rss_mb']:.0f}",
+        )
     row("bare FTS5 db MiB", lambda c: _mib(c["baselines"]["bare_fts5"].get("db_bytes")))
     return ["", *(f"{int(n):,} notes" for n in sizes)], rows
 
 
 def profile_lines(key: str, prof: dict[str, Any], top: int = 10) -> list[str]:
     """A profile as short tables: cProfile by own time, or tracemalloc per step and by size."""
-    what = (f"the slowest mode, `{key.removeprefix('slowest_mode_')}` (no target; for orientation)"
-            if key.startswith("slowest_mode_") else f"the miss `{key}`")
+    what = (
+        f"the slowest mode, `{key.removeprefix('slowest_mode_')}` (no target; for orientation)"
+        if key.startswith("slowest_mode_")
+        else f"the miss `{key}`"
+    )
     head = f"#### Profile of {what}, at {prof.get('profiled_at_notes', 0):,} notes"
     if "error" in prof:
         return [head, "", f"profiling failed: `{prof['error'][-300:]}`", ""]
     if prof["tool"] == "tracemalloc":
-        steps = [(s["step"], f"{s['traced_peak_mib']:.0f}", f"{s['held_after_mib']:.0f}",
-                  f"{s['process_peak_rss_mib']:.0f}") for s in prof.get("steps", [])]
+        steps = [
+            (s["step"], f"{s['traced_peak_mib']:.0f}", f"{s['held_after_mib']:.0f}", f"{s['process_peak_rss_mib']:.0f}")
+            for s in prof.get("steps", [])
+        ]
         rows = [(f"`{r['where']}`", f"{r['mib']:.1f}", f"{r['blocks']:,}") for r in prof["by_size"][:top]]
-        step_lines = ["Peak during each mode's first query, when its caches load:", "",
-                      *_table(("step", "traced peak MiB", "held after MiB", "process peak RSS MiB"), steps, "lrrr"),
-                      ""] if steps else []
-        return [head, "", f"tracemalloc (Python allocations, numpy included; SQLite's own cache is not traced); "
-                f"traced peak {prof['traced_peak_mib']:.0f} MiB.", "", *step_lines,
-                "Biggest allocations still held after 20 queries of every mode:", "",
-                *_table(("where", "MiB", "blocks"), rows, "lrr"), ""]
+        step_lines = (
+            [
+                "Peak during each mode's first query, when its caches load:",
+                "",
+                *_table(("step", "traced peak MiB", "held after MiB", "process peak RSS MiB"), steps, "lrrr"),
+                "",
+            ]
+            if steps
+            else []
+        )
+        return [
+            head,
+            "",
+            f"tracemalloc (Python allocations, numpy included; SQLite's own cache is not traced); "
+            f"traced peak {prof['traced_peak_mib']:.0f} MiB.",
+            "",
+            *step_lines,
+            "Biggest allocations still held after 20 queries of every mode:",
+            "",
+            *_table(("where", "MiB", "blocks"), rows, "lrr"),
+            "",
+        ]
     note = f" ({prof['note']}, {prof['workers']} workers)" if "note" in prof else ""
     scope = f" over {prof['queries']} queries" if "queries" in prof else ""
-    rows = [(f"`{r['function']}`", f"{r['ncalls']:,}", f"{r['tottime_s']:.3f}", f"{r['cumtime_s']:.3f}")
-            for r in prof["by_tottime"][:top]]
+    rows = [
+        (f"`{r['function']}`", f"{r['ncalls']:,}", f"{r['tottime_s']:.3f}", f"{r['cumtime_s']:.3f}")
+        for r in prof["by_tottime"][:top]
+    ]
     cum = [(f"`{r['function']}`", f"{r['ncalls']:,}", f"{r['cumtime_s']:.3f}") for r in prof["by_cumtime"][:top]]
-    return [head, "", f"cProfile{note}, {prof['wall_seconds_profiled']} s profiled{scope}. Top functions by "
-            "own time:", "", *_table(("function", "calls", "own s", "cumulative s"), rows, "lrrr"), "",
-            "and by cumulative time:", "", *_table(("function", "calls", "cumulative s"), cum, "lrr"), ""]
+    return [
+        head,
+        "",
+        f"cProfile{note}, {prof['wall_seconds_profiled']} s profiled{scope}. Top functions by own time:",
+        "",
+        *_table(("function", "calls", "own s", "cumulative s"), rows, "lrrr"),
+        "",
+        "and by cumulative time:",
+        "",
+        *_table(("function", "calls", "cumulative s"), cum, "lrr"),
+        "",
+    ]
 
 
 def scale_section(results: dict[str, dict[str, Any]]) -> list[str]:
@@ -377,12 +541,20 @@ def scale_section(results: dict[str, dict[str, Any]]) -> list[str]:
     if not scale:
         return ["## Scaling", "", "_not run: no bench/results/scale.json_", ""]
     header, rows = _size_rows(scale)
-    out = ["## Scaling (synthetic vaults)", "", _run_line(scale), "",
-           f"Synthetic vaults of real sentences (seed {scale['seed']}), {scale['queries']} known-item queries each "
-           f"(headings and titles), warm `limit={scale['limit']}`; {SIZE_MODES_NOTE}. The build, the search process "
-           f"and each baseline run in their own process, so each peak RSS is its own (interpreter and imports "
-           f"included). A cold build gets {scale['build_budget_seconds']:.0f} s before it is stopped and reported "
-           "as unfinished.", "", *_table(header, rows), ""]
+    out = [
+        "## Scaling (synthetic vaults)",
+        "",
+        _run_line(scale),
+        "",
+        f"Synthetic vaults of real sentences (seed {scale['seed']}), {scale['queries']} known-item queries each "
+        f"(headings and titles), warm `limit={scale['limit']}`; {SIZE_MODES_NOTE}. The build, the search process "
+        f"and each baseline run in their own process, so each peak RSS is its own (interpreter and imports "
+        f"included). A cold build gets {scale['build_budget_seconds']:.0f} s before it is stopped and reported "
+        "as unfinished.",
+        "",
+        *_table(header, rows),
+        "",
+    ]
     for key, prof in scale.get("profiles", {}).items():
         out += profile_lines(key, prof)
     return out
@@ -393,22 +565,41 @@ def embed_section(results: dict[str, dict[str, Any]]) -> list[str]:
     embed = results.get("embed")
     if not embed:
         return []
-    rows = [(m["model"], str(m["passages"]), _f(m["mean_tokens"], 0), _f(m["raw_passages_per_s"]),
-             _f(m["embedder_passages_per_s"]), f"{m['overhead_pct']:.1f}%", _f(m["query_ms_median"]))
-            for m in embed["models"]]
-    return ["## Embedding throughput", "", _run_line(embed), "",
-            f"`core.dense.Embedder` against raw onnxruntime on the same batches (bench/bench_embed.py; "
-            f"{embed['threads']} threads, batch {embed['batch_size']}).", "",
-            *_table(("model", "passages", "mean tokens", "raw passages/s", "Embedder passages/s", "overhead",
-                     "query ms"), rows), ""]
+    rows = [
+        (
+            m["model"],
+            str(m["passages"]),
+            _f(m["mean_tokens"], 0),
+            _f(m["raw_passages_per_s"]),
+            _f(m["embedder_passages_per_s"]),
+            f"{m['overhead_pct']:.1f}%",
+            _f(m["query_ms_median"]),
+        )
+        for m in embed["models"]
+    ]
+    return [
+        "## Embedding throughput",
+        "",
+        _run_line(embed),
+        "",
+        f"`core.dense.Embedder` against raw onnxruntime on the same batches (bench/bench_embed.py; "
+        f"{embed['threads']} threads, batch {embed['batch_size']}).",
+        "",
+        *_table(
+            ("model", "passages", "mean tokens", "raw passages/s", "Embedder passages/s", "overhead", "query ms"), rows
+        ),
+        "",
+    ]
 
 
 def plots_section(results_dir: Path, out_path: Path) -> list[str]:
     """The PNGs present, linked relative to the page."""
     out = ["## Plots", ""]
-    for name, caption in (("latency_vs_size.png", "p50 latency vs vault size (log-log)"),
-                          ("build_vs_size.png", "cold build time vs vault size (log-log)"),
-                          ("quality_ndcg.png", "nDCG@10 per mode and baseline")):
+    for name, caption in (
+        ("latency_vs_size.png", "p50 latency vs vault size (log-log)"),
+        ("build_vs_size.png", "cold build time vs vault size (log-log)"),
+        ("quality_ndcg.png", "nDCG@10 per mode and baseline"),
+    ):
         png = results_dir / name
         if png.is_file():
             rel = Path(_relpath(png, out_path.parent))
@@ -424,10 +615,19 @@ def _relpath(target: Path, start: Path) -> str:
 
 def render(results: dict[str, dict[str, Any]], results_dir: Path = RESULTS_DIR, out_path: Path = DOC) -> str:
     """The whole page as Markdown."""
-    parts = [INTRO, *reproduce_section(), *machine_section(results), *suite_section(results),
-             *targets_section(results),
-             *build_section(results), *quality_section(results), *latency_section(results),
-             *scale_section(results), *embed_section(results), *plots_section(results_dir, out_path)]
+    parts = [
+        INTRO,
+        *reproduce_section(),
+        *machine_section(results),
+        *suite_section(results),
+        *targets_section(results),
+        *build_section(results),
+        *quality_section(results),
+        *latency_section(results),
+        *scale_section(results),
+        *embed_section(results),
+        *plots_section(results_dir, out_path),
+    ]
     return "\n".join(parts).rstrip() + "\n"
 
 

@@ -25,13 +25,14 @@ import subprocess
 import sys
 import time
 import traceback
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from bench.common import REPO_ROOT, RESULTS_DIR, machine_info, write_json
 
 STAGES = ("build", "search", "scale", "embed", "dense", "plots", "report")
-OPT_IN = ("dense",)          # run only when asked for: --with-dense or --only dense
+OPT_IN = ("dense",)  # run only when asked for: --with-dense or --only dense
 DENSE_MODULE = REPO_ROOT / "bench" / "bench_dense.py"
 DENSE_CORPORA = ("scifact", "dendron")
 EMBED_MODULE = REPO_ROOT / "bench" / "bench_embed.py"
@@ -83,11 +84,16 @@ def _stage_dense(args: argparse.Namespace) -> str:
         return "not run: bench/bench_dense.py does not exist"
     lines = []
     for corpus in DENSE_CORPORA:
-        proc = subprocess.run([sys.executable, "-m", "bench.bench_dense", "quality", "--corpus", corpus],
-                              cwd=REPO_ROOT, capture_output=True, text=True)
+        proc = subprocess.run(
+            [sys.executable, "-m", "bench.bench_dense", "quality", "--corpus", corpus],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+        )
         if proc.returncode != 0:
-            raise RuntimeError(f"bench.bench_dense quality --corpus {corpus} exited {proc.returncode}:\n"
-                               f"{proc.stderr[-4000:]}")
+            raise RuntimeError(
+                f"bench.bench_dense quality --corpus {corpus} exited {proc.returncode}:\n{proc.stderr[-4000:]}"
+            )
         lines.append(f"{corpus}: wrote bench/results/dense_quality_{corpus}.json")
     return "\n".join(lines)
 
@@ -105,8 +111,13 @@ def _stage_report(args: argparse.Namespace) -> str:
 
 
 RUNNERS: dict[str, Callable[[argparse.Namespace], str]] = {
-    "build": _stage_build, "search": _stage_search, "scale": _stage_scale, "embed": _stage_embed,
-    "dense": _stage_dense, "plots": _stage_plots, "report": _stage_report,
+    "build": _stage_build,
+    "search": _stage_search,
+    "scale": _stage_scale,
+    "embed": _stage_embed,
+    "dense": _stage_dense,
+    "plots": _stage_plots,
+    "report": _stage_report,
 }
 
 
@@ -118,8 +129,12 @@ def run_stage(name: str, args: argparse.Namespace) -> dict[str, Any]:
         summary = RUNNERS[name](args)
     except Exception as exc:  # noqa: BLE001 - recorded, printed in full, and turned into a non-zero exit
         traceback.print_exc()
-        return {"stage": name, "ok": False, "seconds": round(time.perf_counter() - start, 1),
-                "error": f"{type(exc).__name__}: {exc}"[-2000:]}
+        return {
+            "stage": name,
+            "ok": False,
+            "seconds": round(time.perf_counter() - start, 1),
+            "error": f"{type(exc).__name__}: {exc}"[-2000:],
+        }
     print(summary, flush=True)
     return {"stage": name, "ok": True, "seconds": round(time.perf_counter() - start, 1)}
 
@@ -137,22 +152,40 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     from bench.bench_scale import BUILD_BUDGET_S, DEFAULT_SIZES, DEFAULT_WORK, parse_sizes
 
     parser = argparse.ArgumentParser(description="Run the whole benchmark suite and regenerate docs/benchmarks.md.")
-    parser.add_argument("--sizes", type=parse_sizes, default=list(DEFAULT_SIZES),
-                        help="synthetic vault sizes, e.g. 1000,10000 (default 1000,10000,100000)")
+    parser.add_argument(
+        "--sizes",
+        type=parse_sizes,
+        default=list(DEFAULT_SIZES),
+        help="synthetic vault sizes, e.g. 1000,10000 (default 1000,10000,100000)",
+    )
     parser.add_argument("--only", type=_stage_list, default=None, help=f"stages to run ({','.join(STAGES)})")
     parser.add_argument("--skip", type=_stage_list, default=[], help="stages to skip")
     parser.add_argument("--work-dir", type=Path, default=DEFAULT_WORK, help="cache of synthetic vaults")
-    parser.add_argument("--build-budget", type=float, default=BUILD_BUDGET_S,
-                        help="seconds a synthetic cold build may take before it is stopped")
-    parser.add_argument("--with-dense", action="store_true",
-                        help="also run the opt-in dense stage (embeds SciFact and Dendron: ~25 min of CPU)")
+    parser.add_argument(
+        "--build-budget",
+        type=float,
+        default=BUILD_BUDGET_S,
+        help="seconds a synthetic cold build may take before it is stopped",
+    )
+    parser.add_argument(
+        "--with-dense",
+        action="store_true",
+        help="also run the opt-in dense stage (embeds SciFact and Dendron: ~25 min of CPU)",
+    )
     parser.add_argument("--no-profile", action="store_true", help="do not profile missed scaling targets")
     return parser.parse_args(argv)
 
 
 def _record_run(args_list: list[str], records: list[dict[str, Any]], started: float) -> None:
-    write_json(RESULTS_DIR / "run_all.json", {"machine": machine_info(), "argv": args_list, "stages": records,
-                                              "seconds": round(time.perf_counter() - started, 1)})
+    write_json(
+        RESULTS_DIR / "run_all.json",
+        {
+            "machine": machine_info(),
+            "argv": args_list,
+            "stages": records,
+            "seconds": round(time.perf_counter() - started, 1),
+        },
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

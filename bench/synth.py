@@ -26,9 +26,10 @@ import random
 import re
 import shutil
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from bench.baselines import split_frontmatter
 from bench.common import DATA_DIR
@@ -41,10 +42,38 @@ DEFAULT_SOURCES: tuple[Path, ...] = (
 )
 LINK_GRAPH_SOURCE = DATA_DIR / "dendron" / "vault"
 NOTE_TYPES = ("note", "note", "note", "reference", "reference", "howto", "journal", "meeting", "project")
-TAGS = ("research", "biology", "medicine", "genetics", "cancer", "immunology", "neuroscience",
-        "powershell", "scripting", "windows", "security", "networking", "cli", "docs", "dendron",
-        "howto", "draft", "todo", "review", "archive", "idea", "meeting", "project", "reading",
-        "reference", "config", "release", "community", "workflow", "tools")
+TAGS = (
+    "research",
+    "biology",
+    "medicine",
+    "genetics",
+    "cancer",
+    "immunology",
+    "neuroscience",
+    "powershell",
+    "scripting",
+    "windows",
+    "security",
+    "networking",
+    "cli",
+    "docs",
+    "dendron",
+    "howto",
+    "draft",
+    "todo",
+    "review",
+    "archive",
+    "idea",
+    "meeting",
+    "project",
+    "reading",
+    "reference",
+    "config",
+    "release",
+    "community",
+    "workflow",
+    "tools",
+)
 _EPOCH = dt.date(2015, 1, 1)
 
 _FENCE = re.compile(r"^\s*(```|~~~)")
@@ -62,9 +91,9 @@ class TextPool:
     """The real material synthetic notes are drawn from."""
 
     sentences: tuple[str, ...]
-    headings: tuple[str, ...]      # unique heading texts, sorted
-    titles: tuple[str, ...]        # unique note titles, sorted
-    out_degrees: tuple[int, ...]   # wikilink out-degree of every note of the link-graph corpus
+    headings: tuple[str, ...]  # unique heading texts, sorted
+    titles: tuple[str, ...]  # unique note titles, sorted
+    out_degrees: tuple[int, ...]  # wikilink out-degree of every note of the link-graph corpus
 
 
 # ---------------------------------------------------------------- reading the corpora
@@ -179,9 +208,11 @@ def _frontmatter(rng: random.Random, title: str) -> str:
     updated = created + dt.timedelta(days=rng.randrange(1000))
     tags = sorted(rng.sample(TAGS, rng.randint(0, 4)))
     classification = "lan" if rng.random() < 0.15 else "public"
-    return (f"---\ntitle: {json.dumps(title)}\ntype: {rng.choice(NOTE_TYPES)}\n"
-            f"tags: [{', '.join(tags)}]\ncreated: {created.isoformat()}\nupdated: {updated.isoformat()}\n"
-            f"classification: {classification}\n---\n")
+    return (
+        f"---\ntitle: {json.dumps(title)}\ntype: {rng.choice(NOTE_TYPES)}\n"
+        f"tags: [{', '.join(tags)}]\ncreated: {created.isoformat()}\nupdated: {updated.isoformat()}\n"
+        f"classification: {classification}\n---\n"
+    )
 
 
 def _paragraphs(rng: random.Random, pool: TextPool) -> list[str]:
@@ -189,8 +220,9 @@ def _paragraphs(rng: random.Random, pool: TextPool) -> list[str]:
     return [" ".join(rng.choices(pool.sentences, k=rng.randint(1, 6))) for _ in range(rng.randint(3, 15))]
 
 
-def _add_links(rng: random.Random, paragraphs: list[str], index: int, stems: Sequence[str],
-               titles: Sequence[str], degree: int) -> None:
+def _add_links(
+    rng: random.Random, paragraphs: list[str], index: int, stems: Sequence[str], titles: Sequence[str], degree: int
+) -> None:
     """Append ``degree`` wikilinks to random other notes at the ends of random paragraphs."""
     n = len(stems)
     for _ in range(min(degree, n - 1)):
@@ -201,8 +233,7 @@ def _add_links(rng: random.Random, paragraphs: list[str], index: int, stems: Seq
         paragraphs[slot] += f" See {link}."
 
 
-def compose_note(rng: random.Random, pool: TextPool, index: int, stems: Sequence[str],
-                 titles: Sequence[str]) -> str:
+def compose_note(rng: random.Random, pool: TextPool, index: int, stems: Sequence[str], titles: Sequence[str]) -> str:
     """The full text of synthetic note ``index``: frontmatter, paragraphs, headings, links."""
     paragraphs = _paragraphs(rng, pool)
     _add_links(rng, paragraphs, index, stems, titles, rng.choice(pool.out_degrees))
@@ -253,8 +284,9 @@ def make_vault(out_dir: Path, n_notes: int, seed: int = 0, *, pool: TextPool | N
     return SynthSummary(out_dir, n_notes, folders, links, total_bytes, time.perf_counter() - start)
 
 
-def cached_vault(work_dir: Path, n_notes: int, seed: int = 0, *,
-                 pool: TextPool | None = None) -> tuple[Path, dict[str, Any]]:
+def cached_vault(
+    work_dir: Path, n_notes: int, seed: int = 0, *, pool: TextPool | None = None
+) -> tuple[Path, dict[str, Any]]:
     """The synthetic vault of ``(n_notes, seed)`` under ``work_dir``, generated once and reused.
 
     A vault is generated into a staging folder and renamed into place with a ``synth.json``
@@ -274,8 +306,14 @@ def cached_vault(work_dir: Path, n_notes: int, seed: int = 0, *,
     if staging.exists():
         shutil.rmtree(staging)
     summary = make_vault(staging / "vault", n_notes, seed, pool=pool)
-    data = {"notes": summary.notes, "folders": summary.folders, "links": summary.links,
-            "bytes": summary.bytes, "seconds": round(summary.seconds, 2), "seed": seed}
+    data = {
+        "notes": summary.notes,
+        "folders": summary.folders,
+        "links": summary.links,
+        "bytes": summary.bytes,
+        "seconds": round(summary.seconds, 2),
+        "seed": seed,
+    }
     (staging / "synth.json").write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     os.rename(staging, home)
     return home / "vault", {**data, "cached": False}
@@ -309,8 +347,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     summary = make_vault(args.out, args.n, args.seed)
-    print(f"wrote {summary.notes} notes in {summary.folders} folders, {summary.links} wikilinks, "
-          f"{summary.bytes / 2**20:.1f} MiB in {summary.seconds:.1f} s -> {summary.out_dir}")
+    print(
+        f"wrote {summary.notes} notes in {summary.folders} folders, {summary.links} wikilinks, "
+        f"{summary.bytes / 2**20:.1f} MiB in {summary.seconds:.1f} s -> {summary.out_dir}"
+    )
 
 
 if __name__ == "__main__":

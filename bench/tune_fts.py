@@ -17,19 +17,29 @@ from pathlib import Path
 import numpy as np
 
 from core import generations as gen
-from core.analysis import analyzer_for
-from core.builder import build_index
-from core.evaluation import load_qrels, load_queries
-from core.metrics import mean, ndcg_at_k
-from core.sparse import RankParams, bm25_scores, load_sparse
+from core.eval.evaluation import load_qrels, load_queries
+from core.eval.metrics import mean, ndcg_at_k
+from core.index.builder import build_index
+from core.ranking.analysis import analyzer_for
+from core.ranking.sparse import RankParams, bm25_scores, load_sparse
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 CORPORA = {
-    "scifact": (DATA / "scifact" / "vault", DATA / "scifact" / "{split}_queries.jsonl", DATA / "scifact" / "{split}_qrels.tsv"),
-    "dendron": (DATA / "dendron" / "vault", DATA / "known-item" / "dendron_dev_queries.jsonl",
-                DATA / "known-item" / "dendron_dev_qrels.tsv"),
-    "powershell": (DATA / "powershell-docs" / "reference", DATA / "known-item" / "powershell_dev_queries.jsonl",
-                   DATA / "known-item" / "powershell_dev_qrels.tsv"),
+    "scifact": (
+        DATA / "scifact" / "vault",
+        DATA / "scifact" / "{split}_queries.jsonl",
+        DATA / "scifact" / "{split}_qrels.tsv",
+    ),
+    "dendron": (
+        DATA / "dendron" / "vault",
+        DATA / "known-item" / "dendron_dev_queries.jsonl",
+        DATA / "known-item" / "dendron_dev_qrels.tsv",
+    ),
+    "powershell": (
+        DATA / "powershell-docs" / "reference",
+        DATA / "known-item" / "powershell_dev_queries.jsonl",
+        DATA / "known-item" / "powershell_dev_qrels.tsv",
+    ),
 }
 
 

@@ -35,8 +35,9 @@ def _print_json(obj: Any) -> None:
 
 def cmd_index(args: argparse.Namespace) -> int:
     """Build (unless --embed-only), then embed (with --embed / --embed-only)."""
-    from core.builder import IndexConfig, build_index
-    from core.embed import embed_index
+    from core.index.builder import IndexConfig, build_index
+    from core.index.embed import embed_index
+
     embed = args.embed or args.embed_only
     if (args.embed_limit is not None or args.model) and not embed:
         raise UsageError("--embed-limit and --model apply with --embed or --embed-only")
@@ -44,13 +45,25 @@ def cmd_index(args: argparse.Namespace) -> int:
     out: dict[str, Any] = {}
     if not args.embed_only:
         config = IndexConfig(chunk_size=args.chunk_size, chunk_overlap=args.chunk_overlap, tokenizer=args.tokenizer)
-        out["build"] = build_index(Path(args.vault), index_dir=_env_index_dir(args), config=config,
-                                   in_place=args.in_place, progress=progress, keep=args.keep,
-                                   wait_seconds=args.wait).to_dict()
+        out["build"] = build_index(
+            Path(args.vault),
+            index_dir=_env_index_dir(args),
+            config=config,
+            in_place=args.in_place,
+            progress=progress,
+            keep=args.keep,
+            wait_seconds=args.wait,
+        ).to_dict()
     if embed:
-        out["embed"] = embed_index(Path(args.vault), model=args.model, index_dir=_env_index_dir(args),
-                                   limit=args.embed_limit, progress=progress, keep=args.keep,
-                                   wait_seconds=args.wait).to_dict()
+        out["embed"] = embed_index(
+            Path(args.vault),
+            model=args.model,
+            index_dir=_env_index_dir(args),
+            limit=args.embed_limit,
+            progress=progress,
+            keep=args.keep,
+            wait_seconds=args.wait,
+        ).to_dict()
     if args.json:
         _print_json(out["build"] if list(out) == ["build"] else out)
         return 0
@@ -63,9 +76,11 @@ def cmd_index(args: argparse.Namespace) -> int:
 
 def _print_build(report: dict[str, Any]) -> None:
     state = "up to date" if report["up_to_date"] else f"published {report['generation_id'] or report['index_kind']}"
-    print(f"{state}: {report['notes']} notes, {report['chunks']} chunks; reused {report['reused']}, changed "
-          f"{report['changed']}, removed {report['removed']}; {report['links']} links ({report['unresolved_links']} "
-          f"unresolved); {report['seconds']:.2f} s")
+    print(
+        f"{state}: {report['notes']} notes, {report['chunks']} chunks; reused {report['reused']}, changed "
+        f"{report['changed']}, removed {report['removed']}; {report['links']} links ({report['unresolved_links']} "
+        f"unresolved); {report['seconds']:.2f} s"
+    )
     for p in report["problems"]:
         print(f"  problem: {p['path']}: {p['reason']} {p.get('detail', '')}".rstrip())
 
@@ -75,25 +90,45 @@ def _print_embed(report: dict[str, Any]) -> None:
     where = f"{len(published)} generation(s), active {report['generation_id']}" if published else report["index_kind"]
     if report["dropped"]:
         print(f"dropped {report['dropped']} vectors of model {report['dropped_model'].get('name')!r}")
-    print(f"embedded {report['embedded']} chunks with {report['model_name']} ({where}); "
-          f"{report['chunks'] - report['remaining']}/{report['chunks']} chunks have vectors; {report['seconds']:.2f} s")
+    print(
+        f"embedded {report['embedded']} chunks with {report['model_name']} ({where}); "
+        f"{report['chunks'] - report['remaining']}/{report['chunks']} chunks have vectors; {report['seconds']:.2f} s"
+    )
 
 
 def _filters(args: argparse.Namespace) -> dict[str, Any]:
-    return {"note_types": args.type or None, "tags_all": args.tag or None, "tags_any": args.any_tag or None,
-            "path_prefixes": args.path or None, "since": args.since, "until": args.until,
-            "date_field": args.date_field, "include_superseded": args.include_superseded or None,
-            "classifications": args.classification or None, "status": args.status or None,
-            "volatility": args.volatility or None}
+    return {
+        "note_types": args.type or None,
+        "tags_all": args.tag or None,
+        "tags_any": args.any_tag or None,
+        "path_prefixes": args.path or None,
+        "since": args.since,
+        "until": args.until,
+        "date_field": args.date_field,
+        "include_superseded": args.include_superseded or None,
+        "classifications": args.classification or None,
+        "status": args.status or None,
+        "volatility": args.volatility or None,
+    }
 
 
 def cmd_search(args: argparse.Namespace) -> int:
     from core.render import format_search_results
     from core.searcher import search_vault
+
     kw = {k: v for k, v in _filters(args).items() if v is not None}
-    results = search_vault(Path(args.vault), args.query, mode=args.mode, limit=args.n, raw=args.raw,
-                           allow_fallback=args.allow_fallback, model=args.model, index_dir=_env_index_dir(args),
-                           options={"reranker": args.reranker} if args.reranker else None, **kw)
+    results = search_vault(
+        Path(args.vault),
+        args.query,
+        mode=args.mode,
+        limit=args.n,
+        raw=args.raw,
+        allow_fallback=args.allow_fallback,
+        model=args.model,
+        index_dir=_env_index_dir(args),
+        options={"reranker": args.reranker} if args.reranker else None,
+        **kw,
+    )
     if args.json:
         _print_json(results.to_dict())
     else:
@@ -102,8 +137,9 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    from core.index.status import index_status
     from core.render import format_status
-    from core.status import index_status
+
     status = index_status(Path(args.vault), _env_index_dir(args))
     _print_json(status) if args.json else print(format_status(status))
     return EXIT_STALE if (args.check and status["staleness"]["stale"]) else 0
@@ -111,6 +147,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     from core import generations as gen
+
     layout = gen.layout_for(Path(args.vault).resolve(), _env_index_dir(args))
     report = gen.verify_full(layout)
     if args.json:
@@ -122,6 +159,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def cmd_modes(args: argparse.Namespace) -> int:
     from core.registry import markdown_table, modes_json
+
     if args.markdown:
         print(markdown_table(), end="")
     elif args.json:
@@ -134,13 +172,15 @@ def cmd_modes(args: argparse.Namespace) -> int:
 
 def cmd_models(args: argparse.Namespace) -> int:
     """List the presets and whether each is present locally, or download one."""
-    from core.models import download_model, list_models
+    from core.models.catalog import download_model, list_models
+
     if args.action == "download":
         if not args.name:
             raise UsageError("name the preset to download: vaultsearch models download NAME")
         files = download_model(args.name)
-        _print_json({"downloaded": args.name, "location": str(files.model_path.parent)}) if args.json else \
-            print(f"downloaded {args.name} to {files.model_path.parent}")
+        _print_json({"downloaded": args.name, "location": str(files.model_path.parent)}) if args.json else print(
+            f"downloaded {args.name} to {files.model_path.parent}"
+        )
         return 0
     rows = list_models()
     if args.json:
@@ -153,10 +193,19 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from core.eval_cli import run_eval
-    report = run_eval(Path(args.vault), queries=Path(args.queries), qrels=Path(args.qrels), modes=args.mode or
-                      ["fts"], k=args.k, failures=args.failures, index_dir=_env_index_dir(args),
-                      model=args.model, reranker=args.reranker)
+    from core.eval.cli import run_eval
+
+    report = run_eval(
+        Path(args.vault),
+        queries=Path(args.queries),
+        qrels=Path(args.qrels),
+        modes=args.mode or ["fts"],
+        k=args.k,
+        failures=args.failures,
+        index_dir=_env_index_dir(args),
+        model=args.model,
+        reranker=args.reranker,
+    )
     if args.json:
         _print_json(report.to_dict())
     else:
@@ -178,14 +227,18 @@ def _add_filters(p: argparse.ArgumentParser) -> None:
     g.add_argument("--status", action="append", help="note status (repeatable: any of)")
     g.add_argument("--volatility", action="append", help="note volatility (repeatable: any of)")
     g.add_argument("--include-superseded", action="store_true", help="also return superseded notes")
-    g.add_argument("--classification", action="append",
-                   help="visible classification (repeatable); notes outside leave no trace")
+    g.add_argument(
+        "--classification", action="append", help="visible classification (repeatable); notes outside leave no trace"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="vaultsearch", description="Search a Markdown vault through a verified "
-                                     "index. Exit codes: 0 ok, 2 usage, 3 index missing, 4 integrity failure, "
-                                     "5 dense/rerank missing, 6 build conflict, 7 model invalid, 8 stale (--check).")
+    parser = argparse.ArgumentParser(
+        prog="vaultsearch",
+        description="Search a Markdown vault through a verified "
+        "index. Exit codes: 0 ok, 2 usage, 3 index missing, 4 integrity failure, "
+        "5 dense/rerank missing, 6 build conflict, 7 model invalid, 8 stale (--check).",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     def command(name: str, help_text: str) -> argparse.ArgumentParser:
@@ -199,24 +252,37 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--in-place", action="store_true", help="single writable index.db (served as legacy_db)")
     p.add_argument("--chunk-size", type=int, default=600)
     p.add_argument("--chunk-overlap", type=int, default=60)
-    p.add_argument("--tokenizer", default="porter unicode61 remove_diacritics 2",
-                   help="FTS5 tokenizer; use 'unicode61 remove_diacritics 2' for non-English vaults")
+    p.add_argument(
+        "--tokenizer",
+        default="porter unicode61 remove_diacritics 2",
+        help="FTS5 tokenizer; use 'unicode61 remove_diacritics 2' for non-English vaults",
+    )
     p.add_argument("--keep", type=int, default=2, help="ready generations to retain")
     p.add_argument("--wait", type=float, default=0.0, help="seconds to wait for another build's lock")
     p.add_argument("--embed", action="store_true", help="after building, embed every chunk without a vector")
-    p.add_argument("--embed-only", action="store_true",
-                   help="only embed chunks without a vector (newest notes first), no rebuild")
-    p.add_argument("--embed-limit", type=int, metavar="N",
-                   help="embed at most N chunks and publish them as one generation")
-    p.add_argument("--model", metavar="M", help="embedding model: preset or directory (default: the index's, "
-                   "else the default preset; see `vaultsearch models`)")
+    p.add_argument(
+        "--embed-only", action="store_true", help="only embed chunks without a vector (newest notes first), no rebuild"
+    )
+    p.add_argument(
+        "--embed-limit", type=int, metavar="N", help="embed at most N chunks and publish them as one generation"
+    )
+    p.add_argument(
+        "--model",
+        metavar="M",
+        help="embedding model: preset or directory (default: the index's, "
+        "else the default preset; see `vaultsearch models`)",
+    )
     p.set_defaults(func=cmd_index)
 
     p = command("search", "search the vault")
     p.add_argument("vault")
     p.add_argument("query")
-    p.add_argument("--mode", default=DEFAULT_MODE, choices=[*MODE_NAMES, *DEPRECATED_ALIASES],
-                   help=f"retrieval mode (default {DEFAULT_MODE}); see `vaultsearch modes`")
+    p.add_argument(
+        "--mode",
+        default=DEFAULT_MODE,
+        choices=[*MODE_NAMES, *DEPRECATED_ALIASES],
+        help=f"retrieval mode (default {DEFAULT_MODE}); see `vaultsearch modes`",
+    )
     p.add_argument("-n", type=int, default=10, help="number of results")
     p.add_argument("--raw", action="store_true", help="pass FTS5 query syntax through")
     p.add_argument("--allow-fallback", action="store_true", help="let dense modes run fts (labelled) when not ready")

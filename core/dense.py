@@ -1,6 +1,6 @@
 """ONNX bi-encoder embeddings: :class:`Embedder`, plus the loading helpers the reranker shares.
 
-An Embedder opens a resolved model (:func:`core.models.resolve_model`) with onnxruntime on
+An Embedder opens a resolved model (:func:`core.models.catalog.resolve_model`) with onnxruntime on
 the CPU and a `tokenizers` tokenizer, and turns texts into L2-normalised float32 vectors:
 
 - the tokenizer's truncation and padding are **always overridden** with the model's
@@ -14,13 +14,35 @@ the CPU and a `tokenizers` tokenizer, and turns texts into L2-normalised float32
 The model identity (:attr:`Embedder.identity`) is stored with the vectors; an index built
 with one identity is only searched with an Embedder of the same identity.
 
-The exact dense matrix cache and its top-k scoring live in :mod:`core.dense_cache`.
+Below it: the process-wide Embedder per model reference, how a stored model identity is read
+back, and the per-process cache of exact dense matrices:
+The per-process cache of exact dense matrices, and exact top-k cosine scoring over them.
+
+:class:`DenseMatrixCache` keeps, per verified index generation, the whole embedding matrix
+(float32 ``[N, H]``) with its chunk ids and note ids (int64 ``[N]``) - numpy arrays only,
+never note text. It is keyed by :class:`DenseCacheKey` = (vault, generation id, database
+SHA-256), so a changed or republished database can never be served from a stale entry.
+
+- Loading a generation of a vault evicts every other generation of that vault: a new
+  generation replaces the old one (the generation asked for last is the one kept).
+- Entries are evicted least-recently-used first while the total exceeds ``max_bytes``.
+- An entry larger than ``max_bytes`` on its own is returned to the caller but not kept
+  (each such request loads again; ``stats.loads`` shows it).
+- A legacy single-file index has no generation id or SHA-256; :class:`DenseCacheKey`
+  refuses to exist without them, so a legacy index cannot be cached (the spec's rule).
+- One lock serialises the cache, loads included: two threads asking for the same key
+  load it once.
+
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Self
@@ -28,8 +50,9 @@ from typing import Any, Self
 import numpy as np
 
 from core.errors import ModelError
-from core.models import (
+from core.models.catalog import (
     KIND_EMBEDDING,
+    PRESETS,
     ModelFiles,
     import_backend,
     resolve_model,
@@ -72,9 +95,19 @@ def l2_normalize(vectors: np.ndarray) -> np.ndarray:
 def ort_errors(ort: ModuleType) -> tuple[type[BaseException], ...]:
     """onnxruntime's own exception classes (they derive from Exception, not RuntimeError)."""
     state = ort.capi.onnxruntime_pybind11_state
-    return tuple(getattr(state, n) for n in ("Fail", "InvalidArgument", "InvalidGraph", "InvalidProtobuf",
-                                             "NoSuchFile", "NotImplemented", "RuntimeException")
-                 if hasattr(state, n))
+    return tuple(
+        getattr(state, n)
+        for n in (
+            "Fail",
+            "InvalidArgument",
+            "InvalidGraph",
+            "InvalidProtobuf",
+            "NoSuchFile",
+            "NotImplemented",
+            "RuntimeException",
+        )
+        if hasattr(state, n)
+    )
 
 
 def open_session(files: ModelFiles, *, threads: int | None = None) -> Any:
@@ -87,11 +120,11 @@ def open_session(files: ModelFiles, *, threads: int | None = None) -> Any:
             raise ValueError(f"threads must be >= 1, got {threads}")
         options.intra_op_num_threads = threads
     try:
-        return ort.InferenceSession(str(files.model_path), sess_options=options,
-                                    providers=["CPUExecutionProvider"])
+        return ort.InferenceSession(str(files.model_path), sess_options=options, providers=["CPUExecutionProvider"])
     except ort_errors(ort) as exc:
-        raise ModelError(f"onnxruntime cannot load {files.model_path}: {exc}",
-                         model=files.config.name, path=str(files.model_path)) from exc
+        raise ModelError(
+            f"onnxruntime cannot load {files.model_path}: {exc}", model=files.config.name, path=str(files.model_path)
+        ) from exc
 
 
 def input_spec(session: Any, *, allowed: Sequence[str], model: str) -> dict[str, type]:
@@ -108,8 +141,9 @@ def input_spec(session: Any, *, allowed: Sequence[str], model: str) -> dict[str,
         if required not in spec and not problems:
             problems.append(f"the graph does not declare {required!r}")
     if problems:
-        raise ModelError(f"model {model!r} has an unusable input signature: " + "; ".join(problems),
-                         model=model, problems=problems)
+        raise ModelError(
+            f"model {model!r} has an unusable input signature: " + "; ".join(problems), model=model, problems=problems
+        )
     return spec
 
 
@@ -120,8 +154,12 @@ def select_output(session: Any, wanted: str | None, *, model: str) -> tuple[str,
     if wanted is None:
         return outputs[0].name, list(outputs[0].shape or [])
     if wanted not in by_name:
-        raise ModelError(f"model {model!r} has no output {wanted!r}; it has {sorted(by_name)}",
-                         model=model, output=wanted, outputs=sorted(by_name))
+        raise ModelError(
+            f"model {model!r} has no output {wanted!r}; it has {sorted(by_name)}",
+            model=model,
+            output=wanted,
+            outputs=sorted(by_name),
+        )
     return wanted, list(by_name[wanted].shape or [])
 
 
@@ -131,8 +169,10 @@ def resolve_padding(tokenizer: Any, files: ModelFiles) -> tuple[int, str]:
     if cfg.pad_token is not None:
         token_id = tokenizer.token_to_id(cfg.pad_token)
         if token_id is None or (cfg.pad_id is not None and cfg.pad_id != token_id):
-            raise ModelError(f"pad token {cfg.pad_token!r} has id {token_id} in the tokenizer, config says "
-                             f"{cfg.pad_id}", model=cfg.name)
+            raise ModelError(
+                f"pad token {cfg.pad_token!r} has id {token_id} in the tokenizer, config says {cfg.pad_id}",
+                model=cfg.name,
+            )
         return token_id, cfg.pad_token
     if cfg.pad_id is not None:
         token = tokenizer.id_to_token(cfg.pad_id)
@@ -144,8 +184,9 @@ def resolve_padding(tokenizer: Any, files: ModelFiles) -> tuple[int, str]:
     for token in _FALLBACK_PAD_TOKENS:
         if tokenizer.token_to_id(token) is not None:
             return tokenizer.token_to_id(token), token
-    raise ModelError(f"cannot tell the pad token of {files.tokenizer_path}; set pad_token in the config",
-                     model=cfg.name)
+    raise ModelError(
+        f"cannot tell the pad token of {files.tokenizer_path}; set pad_token in the config", model=cfg.name
+    )
 
 
 def open_tokenizers(files: ModelFiles, *, strategy: str) -> tuple[Any, Any]:
@@ -159,8 +200,11 @@ def open_tokenizers(files: ModelFiles, *, strategy: str) -> tuple[Any, Any]:
     try:
         tokenizer = tokenizers.Tokenizer.from_file(str(files.tokenizer_path))
     except Exception as exc:  # tokenizers raises a bare Exception for any unreadable file
-        raise ModelError(f"cannot read tokenizer {files.tokenizer_path}: {exc}",
-                         model=files.config.name, path=str(files.tokenizer_path)) from exc
+        raise ModelError(
+            f"cannot read tokenizer {files.tokenizer_path}: {exc}",
+            model=files.config.name,
+            path=str(files.tokenizer_path),
+        ) from exc
     pad_id, pad_token = resolve_padding(tokenizer, files)
     plain = tokenizers.Tokenizer.from_str(tokenizer.to_str())
     plain.no_truncation()
@@ -208,8 +252,9 @@ class OnnxTextModel:
     def __init__(self, files: ModelFiles, *, threads: int | None = None) -> None:
         cfg = files.config
         if cfg.kind != self.kind:
-            raise ModelError(f"model {cfg.name!r} is a {cfg.kind!r} model, not a {self.kind!r} model",
-                             model=cfg.name, kind=cfg.kind)
+            raise ModelError(
+                f"model {cfg.name!r} is a {cfg.kind!r} model, not a {self.kind!r} model", model=cfg.name, kind=cfg.kind
+            )
         import_backend("onnxruntime")
         import_backend("tokenizers")
         self.files = files
@@ -220,8 +265,7 @@ class OnnxTextModel:
         self._inputs = input_spec(self._session, allowed=TEXT_INPUTS, model=cfg.name)
 
     @classmethod
-    def from_name(cls, name_or_dir: str | Path, *, cache_dir: Path | None = None,
-                  threads: int | None = None) -> Self:
+    def from_name(cls, name_or_dir: str | Path, *, cache_dir: Path | None = None, threads: int | None = None) -> Self:
         """Resolve a preset or local directory (no download) and open it."""
         return cls(resolve_model(name_or_dir, kind=cls.kind, cache_dir=cache_dir), threads=threads)
 
@@ -262,16 +306,23 @@ class Embedder(OnnxTextModel):
 
     def _check_rank(self, shape: list[Any]) -> int:
         if len(shape) not in (2, 3):
-            raise ModelError(f"output {self._output!r} of {self.config.name!r} has shape {shape}; expected "
-                             "[batch, sequence, hidden] or [batch, hidden]", model=self.config.name,
-                             output=self._output, shape=[str(s) for s in shape])
+            raise ModelError(
+                f"output {self._output!r} of {self.config.name!r} has shape {shape}; expected "
+                "[batch, sequence, hidden] or [batch, hidden]",
+                model=self.config.name,
+                output=self._output,
+                shape=[str(s) for s in shape],
+            )
         return len(shape)
 
     def _check_dim(self, dim: int | None) -> None:
         if dim is not None and self.config.dim is not None and dim != self.config.dim:
-            raise ModelError(f"output {self._output!r} of {self.config.name!r} has hidden size {dim}, "
-                             f"config says {self.config.dim}", model=self.config.name,
-                             expected=self.config.dim, actual=dim)
+            raise ModelError(
+                f"output {self._output!r} of {self.config.name!r} has hidden size {dim}, config says {self.config.dim}",
+                model=self.config.name,
+                expected=self.config.dim,
+                actual=dim,
+            )
 
     def _probe_dim(self) -> int:
         """Hidden size of a graph whose output shape is symbolic: run one tiny text."""
@@ -285,11 +336,18 @@ class Embedder(OnnxTextModel):
     def identity(self) -> dict[str, Any]:
         """What must match between index time and query time (stored with the vectors)."""
         cfg = self.config
-        return {"kind": KIND_EMBEDDING, "name": cfg.name, "revision": cfg.revision,
-                "weights_sha256": self._weights_sha256, "dim": self.dim,
-                "pooling": cfg.pooling if self._rank == 3 else "graph",
-                "query_prefix": cfg.query_prefix, "passage_prefix": cfg.passage_prefix,
-                "max_length": cfg.max_length, "normalize": cfg.normalize}
+        return {
+            "kind": KIND_EMBEDDING,
+            "name": cfg.name,
+            "revision": cfg.revision,
+            "weights_sha256": self._weights_sha256,
+            "dim": self.dim,
+            "pooling": cfg.pooling if self._rank == 3 else "graph",
+            "query_prefix": cfg.query_prefix,
+            "passage_prefix": cfg.passage_prefix,
+            "max_length": cfg.max_length,
+            "normalize": cfg.normalize,
+        }
 
     # ------------------------------------------------------------ embedding
 
@@ -314,7 +372,7 @@ class Embedder(OnnxTextModel):
         lengths = [len(e.ids) for e in self._plain.encode_batch(texts, add_special_tokens=False)]
         order = length_order(lengths)
         for start in range(0, len(texts), batch_size):
-            idx = order[start:start + batch_size]
+            idx = order[start : start + batch_size]
             out[idx] = self._run(self.tokenize([texts[i] for i in idx]))
         return out
 
@@ -323,11 +381,13 @@ class Embedder(OnnxTextModel):
         try:
             hidden = self._session.run([self._output], feeds)[0]
         except self._ort_errors as exc:
-            raise ModelError(f"model {self.config.name!r} failed on a batch: {exc}",
-                             model=self.config.name) from exc
+            raise ModelError(f"model {self.config.name!r} failed on a batch: {exc}", model=self.config.name) from exc
         if hidden.ndim != self._rank or (self._dim is not None and hidden.shape[-1] != self._dim):
-            raise ModelError(f"output {self._output!r} of {self.config.name!r} returned shape "
-                             f"{list(hidden.shape)}", model=self.config.name, shape=list(hidden.shape))
+            raise ModelError(
+                f"output {self._output!r} of {self.config.name!r} returned shape {list(hidden.shape)}",
+                model=self.config.name,
+                shape=list(hidden.shape),
+            )
         if self._rank == 2:
             pooled = hidden.astype(np.float32, copy=False)
         elif self.config.pooling == "cls":
@@ -335,3 +395,185 @@ class Embedder(OnnxTextModel):
         else:
             pooled = mean_pool(hidden, feeds["attention_mask"])
         return l2_normalize(pooled) if self.config.normalize else pooled
+
+
+# ---------------------------------------------------------------- one Embedder per model, stored identities
+
+META_KEY = "dense_model"
+REF_KEY = "model_ref"
+
+
+def model_reference(model: str | Path) -> str:
+    """A preset name as is; anything else is a directory, stored absolute so search can reload it."""
+    text = str(model)
+    return text if text in PRESETS else str(Path(text).expanduser().resolve())
+
+
+def stored_identity(meta_value: Any) -> dict[str, Any] | None:
+    """The identity part of a ``dense_model`` meta value (without ``model_ref``), or None."""
+    if meta_value is None:
+        return None
+    value = json.loads(meta_value) if isinstance(meta_value, str) else dict(meta_value)
+    return {k: v for k, v in value.items() if k != REF_KEY}
+
+
+def stored_reference(meta_value: Any) -> str | None:
+    """The ``model_ref`` of a ``dense_model`` meta value, or None."""
+    if meta_value is None:
+        return None
+    value = json.loads(meta_value) if isinstance(meta_value, str) else dict(meta_value)
+    return value.get(REF_KEY)
+
+
+_EMBEDDERS: dict[tuple[str, int | None], Embedder] = {}
+_EMBEDDERS_LOCK = threading.Lock()
+
+
+def load_embedder(model: str | Path, *, threads: int | None = None) -> Embedder:
+    """The process-wide Embedder of a model (preset or directory), opened once per reference."""
+    key = (model_reference(model), threads)
+    with _EMBEDDERS_LOCK:
+        found = _EMBEDDERS.get(key)
+        if found is None:
+            found = _EMBEDDERS[key] = Embedder(resolve_model(key[0], kind=KIND_EMBEDDING), threads=threads)
+        return found
+
+
+def clear_model_cache() -> None:
+    """Forget every loaded Embedder (tests; a model directory rewritten in place)."""
+    with _EMBEDDERS_LOCK:
+        _EMBEDDERS.clear()
+
+
+# ---------------------------------------------------------------- the exact dense matrix cache
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+@dataclass(frozen=True)
+class DenseCacheKey:
+    """Identity of one cacheable dense matrix: (vault key, generation id, database SHA-256)."""
+
+    vault: str
+    generation_id: str
+    db_sha256: str
+
+    def __post_init__(self) -> None:
+        for name in ("vault", "generation_id", "db_sha256"):
+            value = getattr(self, name)
+            if not isinstance(value, str):
+                raise TypeError(
+                    f"DenseCacheKey.{name} must be a str, got {type(value).__name__} "
+                    "(a legacy index has no generation and must not be cached)"
+                )
+            if not value:
+                raise ValueError(f"DenseCacheKey.{name} must not be empty")
+        if not _SHA256.fullmatch(self.db_sha256):
+            raise ValueError(f"DenseCacheKey.db_sha256 must be 64 lowercase hex digits, got {self.db_sha256!r}")
+
+    @classmethod
+    def for_index(cls, resolved: Any) -> DenseCacheKey:
+        """The key of a verified index (a ``core.generations.ResolvedIndex``); legacy -> ValueError."""
+        if resolved.kind != "immutable_generation":
+            raise ValueError(f"the dense cache is never used for a {resolved.kind!r} index")
+        return cls(str(resolved.layout.vault.resolve()), resolved.generation_id, resolved.sha256)
+
+
+@dataclass(frozen=True)
+class DenseMatrix:
+    """Exact vectors of one generation: ``matrix[i]`` embeds chunk ``chunk_ids[i]`` of note ``note_ids[i]``.
+
+    The arrays are made read-only on construction: a cached matrix is shared by every
+    search of the process and must not be changed by one of them.
+    """
+
+    matrix: np.ndarray
+    chunk_ids: np.ndarray
+    note_ids: np.ndarray
+
+    def __post_init__(self) -> None:
+        if self.matrix.dtype != np.float32 or self.matrix.ndim != 2:
+            raise ValueError(f"matrix must be float32 [N, H], got {self.matrix.dtype} {self.matrix.shape}")
+        n = self.matrix.shape[0]
+        for name in ("chunk_ids", "note_ids"):
+            arr = getattr(self, name)
+            if arr.dtype != np.int64 or arr.shape != (n,):
+                raise ValueError(f"{name} must be int64 [{n}], got {arr.dtype} {arr.shape}")
+        for arr in (self.matrix, self.chunk_ids, self.note_ids):
+            arr.flags.writeable = False
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.matrix.nbytes + self.chunk_ids.nbytes + self.note_ids.nbytes)
+
+
+@dataclass(frozen=True)
+class CacheStats:
+    """Counters since the cache was made: loader calls, hits, and entries evicted."""
+
+    loads: int
+    hits: int
+    evictions: int
+
+
+class DenseMatrixCache:
+    """Byte-bounded LRU of DenseMatrix by DenseCacheKey (see the module docstring)."""
+
+    def __init__(self, max_bytes: int) -> None:
+        if max_bytes < 0:
+            raise ValueError(f"max_bytes must be >= 0, got {max_bytes}")
+        self.max_bytes = max_bytes
+        self._entries: OrderedDict[DenseCacheKey, DenseMatrix] = OrderedDict()
+        self._lock = threading.Lock()
+        self._loads = self._hits = self._evictions = 0
+
+    @property
+    def stats(self) -> CacheStats:
+        return CacheStats(self._loads, self._hits, self._evictions)
+
+    @property
+    def current_bytes(self) -> int:
+        return sum(entry.nbytes for entry in self._entries.values())
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._entries
+
+    def get_or_load(self, key: DenseCacheKey, loader: Callable[[], DenseMatrix]) -> DenseMatrix:
+        """The cached matrix of ``key``, or ``loader()``'s result (kept when it fits the bound)."""
+        if not isinstance(key, DenseCacheKey):
+            raise TypeError(f"key must be a DenseCacheKey, got {type(key).__name__}")
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None:
+                self._entries.move_to_end(key)
+                self._hits += 1
+                return entry
+            entry = loader()
+            if not isinstance(entry, DenseMatrix):
+                raise TypeError(f"loader must return a DenseMatrix, got {type(entry).__name__}")
+            self._loads += 1
+            self._drop(k for k in self._entries if k.vault == key.vault)
+            if entry.nbytes <= self.max_bytes:
+                self._entries[key] = entry
+                self._shrink_to_bound()
+            return entry
+
+    def clear(self) -> None:
+        """Forget every entry (counted as evictions)."""
+        with self._lock:
+            self._drop(self._entries)
+
+    def _drop(self, keys: Any) -> None:
+        for key in list(keys):
+            del self._entries[key]
+            self._evictions += 1
+
+    def _shrink_to_bound(self) -> None:
+        total = self.current_bytes
+        while total > self.max_bytes and self._entries:
+            _, oldest = self._entries.popitem(last=False)
+            total -= oldest.nbytes
+            self._evictions += 1

@@ -58,8 +58,10 @@ class VaultSearchError(Exception):
         if self.hint:
             out["hint"] = self.hint
         if self.evidence:
-            out["evidence"] = {k: (str(v) if not isinstance(v, (int, float, bool, type(None), list, dict)) else v)
-                               for k, v in self.evidence.items()}
+            out["evidence"] = {
+                k: (str(v) if not isinstance(v, (int, float, bool, type(None), list, dict)) else v)
+                for k, v in self.evidence.items()
+            }
         return out
 
 

@@ -18,17 +18,28 @@ import sqlite3
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
-from core import generation_state as gstate
-from core.generation_state import STATE_SCHEMA_VERSION, active_record, list_generations  # noqa: F401 (public API)
-from core.schema import atomic  # noqa: F401  (re-exported: the one transaction primitive)
-from core.errors import (BuildError, BuildLockedError, GenerationMissingError, IndexMissingError, IntegrityError,
-                         Sha256MismatchError, SizeMismatchError, SqliteIntegrityError,
-                         UsageError, ValidationError)
+from core.errors import (
+    BuildError,
+    BuildLockedError,
+    GenerationMissingError,
+    IndexMissingError,
+    IntegrityError,
+    Sha256MismatchError,
+    SizeMismatchError,
+    SqliteIntegrityError,
+    UsageError,
+    ValidationError,
+)
+from core.index import state as gstate
+from core.index.layout import GenerationRecord, IndexLayout, ResolvedIndex
+from core.index.layout import layout_for as layout_for  # the public entry: where an index lives
+from core.index.schema import atomic  # noqa: F401  (re-exported: the one transaction primitive)
+from core.index.state import STATE_SCHEMA_VERSION, active_record, list_generations  # noqa: F401 (public API)
 
 PUBLISH_STEPS = ("integrity_check", "fsync", "hash", "rename", "state_commit", "retention", "reap")
 HASH_BLOCK = 1 << 20
@@ -38,56 +49,7 @@ RACY_WINDOW_NS = 50_000_000
 LOCK_POLL_S = 0.05
 
 
-@dataclass(frozen=True)
-class IndexLayout:
-    vault: Path
-    index_dir: Path          # <vault>/.vaultsearch by default
-    state_path: Path         # index_dir/state.db  (generation-state DB)
-    generations_dir: Path    # index_dir/generations/<generation_id>.db
-    staging_dir: Path        # index_dir/staging/
-    lock_path: Path          # index_dir/build.lock
-    legacy_path: Path        # index_dir/index.db  (the --in-place single-file layout)
-
-
-@dataclass(frozen=True)
-class GenerationRecord:
-    """What the builder tells publish about the staged database."""
-
-    source_snapshot_hash: str
-    notes: int
-    chunks: int
-    dense_chunks: int
-    chunker: str              # identity string, e.g. 'heading-v1:600:60'
-    tokenizer: str            # FTS5 tokenizer spec
-    timings: dict[str, float]
-    problems: list[dict[str, str]]
-    dense_model: str | None = None   # JSON identity of the dense model, when vectors exist
-
-
-@dataclass(frozen=True)
-class ResolvedIndex:
-    """A verified, servable index."""
-
-    kind: str                        # 'immutable_generation' | 'legacy_db'
-    path: Path
-    generation_id: str | None
-    sha256: str | None
-    size: int
-    source_snapshot_hash: str | None
-    created_at: float                # epoch seconds of publish (legacy: file mtime)
-    layout: IndexLayout
-    record: dict[str, Any]           # the state row (notes, chunks, timings, problems, ...)
-
-
 # --- layout and lock --------------------------------------------------------------------------------------
-
-def layout_for(vault: Path, index_dir: Path | None = None) -> IndexLayout:
-    """Where the index of ``vault`` lives: ``<vault>/.vaultsearch`` unless ``index_dir`` is given."""
-    vault = Path(vault).expanduser().resolve()
-    root = Path(index_dir).expanduser().resolve() if index_dir is not None else vault / ".vaultsearch"
-    return IndexLayout(vault=vault, index_dir=root, state_path=root / "state.db",
-                       generations_dir=root / "generations", staging_dir=root / "staging",
-                       lock_path=root / "build.lock", legacy_path=root / "index.db")
 
 
 def ensure_layout(layout: IndexLayout) -> None:
@@ -139,8 +101,12 @@ def _acquire_flock(fd: int, lock_path: Path, wait_seconds: float) -> None:
         except BlockingIOError:
             if time.monotonic() >= deadline:
                 holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or None
-                raise BuildLockedError(f"another build holds the lock {lock_path}",
-                                       lock=str(lock_path), holder_pid=holder, waited_seconds=wait_seconds) from None
+                raise BuildLockedError(
+                    f"another build holds the lock {lock_path}",
+                    lock=str(lock_path),
+                    holder_pid=holder,
+                    waited_seconds=wait_seconds,
+                ) from None
             time.sleep(LOCK_POLL_S)
 
 
@@ -156,6 +122,7 @@ def new_staging_path(layout: IndexLayout) -> Path:
 
 
 # --- small primitives -------------------------------------------------------------------------------------
+
 
 def hash_file(path: Path) -> tuple[str, int]:
     """SHA-256 hex digest and byte count of ``path``, streamed in 1 MiB blocks."""
@@ -240,10 +207,17 @@ def _is_racy(sig: tuple[int, ...] | None, now_ns: int) -> bool:
 
 
 def _resolved(layout: IndexLayout, record: dict[str, Any]) -> ResolvedIndex:
-    return ResolvedIndex(kind="immutable_generation", path=layout.generations_dir / record["file_name"],
-                         generation_id=record["generation_id"], sha256=record["sha256"], size=record["size"],
-                         source_snapshot_hash=record["source_snapshot_hash"], created_at=record["created_at"],
-                         layout=layout, record=record)
+    return ResolvedIndex(
+        kind="immutable_generation",
+        path=layout.generations_dir / record["file_name"],
+        generation_id=record["generation_id"],
+        sha256=record["sha256"],
+        size=record["size"],
+        source_snapshot_hash=record["source_snapshot_hash"],
+        created_at=record["created_at"],
+        layout=layout,
+        record=record,
+    )
 
 
 def _file_problems(path: Path, record: dict[str, Any]) -> list[IntegrityError]:
@@ -251,19 +225,39 @@ def _file_problems(path: Path, record: dict[str, Any]) -> list[IntegrityError]:
     gid, expected_sha, expected_size = record["generation_id"], record["sha256"], record["size"]
     sig = _stat_sig(path)
     if sig is None:
-        return [GenerationMissingError(f"generation file {path} is missing", path=str(path), generation_id=gid,
-                                       expected=expected_sha, actual=None)]
+        return [
+            GenerationMissingError(
+                f"generation file {path} is missing",
+                path=str(path),
+                generation_id=gid,
+                expected=expected_sha,
+                actual=None,
+            )
+        ]
     problems: list[IntegrityError] = []
     if sig[2] != expected_size:
-        problems.append(SizeMismatchError(f"generation file {path} has {sig[2]} bytes, state says {expected_size}",
-                                          path=str(path), generation_id=gid, expected=expected_size, actual=sig[2]))
+        problems.append(
+            SizeMismatchError(
+                f"generation file {path} has {sig[2]} bytes, state says {expected_size}",
+                path=str(path),
+                generation_id=gid,
+                expected=expected_size,
+                actual=sig[2],
+            )
+        )
     actual_sha, _ = hash_file(path)
     with _CACHE_LOCK:
         VERIFY_STATS["full_hashes"] += 1
     if actual_sha != expected_sha:
-        problems.append(Sha256MismatchError(f"generation file {path} has SHA-256 {actual_sha}, state says "
-                                            f"{expected_sha}", path=str(path), generation_id=gid,
-                                            expected=expected_sha, actual=actual_sha))
+        problems.append(
+            Sha256MismatchError(
+                f"generation file {path} has SHA-256 {actual_sha}, state says {expected_sha}",
+                path=str(path),
+                generation_id=gid,
+                expected=expected_sha,
+                actual=actual_sha,
+            )
+        )
     return problems
 
 
@@ -272,11 +266,22 @@ def _legacy(layout: IndexLayout) -> ResolvedIndex:
     try:
         st = os.stat(layout.legacy_path)
     except FileNotFoundError:
-        raise IndexMissingError(f"no index in {layout.index_dir}", path=str(layout.index_dir),
-                                hint=f"build one with: vaultsearch index {layout.vault}") from None
-    return ResolvedIndex(kind="legacy_db", path=layout.legacy_path, generation_id=None, sha256=None,
-                         size=st.st_size, source_snapshot_hash=None, created_at=st.st_mtime, layout=layout,
-                         record={})
+        raise IndexMissingError(
+            f"no index in {layout.index_dir}",
+            path=str(layout.index_dir),
+            hint=f"build one with: vaultsearch index {layout.vault}",
+        ) from None
+    return ResolvedIndex(
+        kind="legacy_db",
+        path=layout.legacy_path,
+        generation_id=None,
+        sha256=None,
+        size=st.st_size,
+        source_snapshot_hash=None,
+        created_at=st.st_mtime,
+        layout=layout,
+        record={},
+    )
 
 
 def resolve(layout: IndexLayout) -> ResolvedIndex:
@@ -298,7 +303,7 @@ def resolve(layout: IndexLayout) -> ResolvedIndex:
         return _legacy(layout)
     record = gstate.with_state(layout, lambda conn: gstate.active_row(layout, conn))
     resolved = _resolved(layout, record)
-    before = state + (_stat_sig(resolved.path),)   # taken before hashing: a change meanwhile is not cached
+    before = state + (_stat_sig(resolved.path),)  # taken before hashing: a change meanwhile is not cached
     problems = _file_problems(resolved.path, record)
     if problems:
         raise problems[0]
@@ -331,29 +336,51 @@ def verify_full(layout: IndexLayout) -> dict[str, Any]:
         legacy = _legacy(layout)
         lines = _integrity_problems(legacy.path, immutable=False)
         if lines:
-            raise SqliteIntegrityError(f"legacy index {legacy.path} fails integrity_check", path=str(legacy.path),
-                                       expected="ok", actual=lines)
-        return {"kind": "legacy_db", "path": str(legacy.path), "size": legacy.size, "generation_id": None,
-                "sha256": None, "checks": ["integrity_check"], "orphans": []}
+            raise SqliteIntegrityError(
+                f"legacy index {legacy.path} fails integrity_check", path=str(legacy.path), expected="ok", actual=lines
+            )
+        return {
+            "kind": "legacy_db",
+            "path": str(legacy.path),
+            "size": legacy.size,
+            "generation_id": None,
+            "sha256": None,
+            "checks": ["integrity_check"],
+            "orphans": [],
+        }
     record = gstate.with_state(layout, lambda conn: gstate.active_row(layout, conn))
     resolved = _resolved(layout, record)
     problems = _file_problems(resolved.path, record)
     if resolved.path.exists():
         lines = _integrity_problems(resolved.path, immutable=True)
         if lines:
-            problems.append(SqliteIntegrityError(f"generation file {resolved.path} fails integrity_check",
-                                                 path=str(resolved.path), expected="ok", actual=lines))
+            problems.append(
+                SqliteIntegrityError(
+                    f"generation file {resolved.path} fails integrity_check",
+                    path=str(resolved.path),
+                    expected="ok",
+                    actual=lines,
+                )
+            )
     if problems:
         first = problems[0]
-        raise type(first)("; ".join(p.message for p in problems), **first.evidence,
-                          problems=[p.to_dict() for p in problems])
+        raise type(first)(
+            "; ".join(p.message for p in problems), **first.evidence, problems=[p.to_dict() for p in problems]
+        )
     orphans = [str(p) for p in _debris(layout, _ready_files(layout))]
-    return {"kind": "immutable_generation", "path": str(resolved.path), "generation_id": resolved.generation_id,
-            "sha256": resolved.sha256, "size": resolved.size,
-            "checks": ["state", "exists", "size", "sha256", "integrity_check"], "orphans": orphans}
+    return {
+        "kind": "immutable_generation",
+        "path": str(resolved.path),
+        "generation_id": resolved.generation_id,
+        "sha256": resolved.sha256,
+        "size": resolved.size,
+        "checks": ["state", "exists", "size", "sha256", "integrity_check"],
+        "orphans": orphans,
+    }
 
 
 # --- publish ----------------------------------------------------------------------------------------------
+
 
 def _validate_staged(layout: IndexLayout, staged: Path) -> None:
     """The staged file lives in staging/, is complete (no -wal/-journal beside it) and passes integrity_check."""
@@ -362,15 +389,20 @@ def _validate_staged(layout: IndexLayout, staged: Path) -> None:
         problems.append(f"{staged} is not in {layout.staging_dir} (rename must stay on one filesystem)")
     if not staged.is_file():
         problems.append(f"{staged} does not exist")
-    problems += [f"{staged}{s} exists: close the build connection (and checkpoint its WAL) before publishing"
-                 for s in ("-wal", "-journal") if Path(f"{staged}{s}").exists()]
+    problems += [
+        f"{staged}{s} exists: close the build connection (and checkpoint its WAL) before publishing"
+        for s in ("-wal", "-journal")
+        if Path(f"{staged}{s}").exists()
+    ]
     if problems:
-        raise ValidationError("staged database cannot be published: " + "; ".join(problems),
-                              path=str(staged), problems=problems)
+        raise ValidationError(
+            "staged database cannot be published: " + "; ".join(problems), path=str(staged), problems=problems
+        )
     lines = _integrity_problems(staged, immutable=True)
     if lines:
-        raise SqliteIntegrityError(f"staged database {staged} fails integrity_check", path=str(staged),
-                                   expected="ok", actual=lines)
+        raise SqliteIntegrityError(
+            f"staged database {staged} fails integrity_check", path=str(staged), expected="ok", actual=lines
+        )
 
 
 def _generation_id(sha256: str, created_at: float, taken: set[str]) -> str:
@@ -420,8 +452,15 @@ def _reap(layout: IndexLayout) -> list[Path]:
     return debris
 
 
-def publish(layout: IndexLayout, staging_path: Path, record: GenerationRecord, *, expected_base: str | None,
-            keep: int = 2, on_step: Callable[[str], None] | None = None) -> ResolvedIndex:
+def publish(
+    layout: IndexLayout,
+    staging_path: Path,
+    record: GenerationRecord,
+    *,
+    expected_base: str | None,
+    keep: int = 2,
+    on_step: Callable[[str], None] | None = None,
+) -> ResolvedIndex:
     """Check, fsync, hash and move a staged database into ``generations/``, then flip the active pointer.
 
     MUST be called while holding ``build_lock(layout)`` (checked): reaping deletes every staging file.

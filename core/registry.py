@@ -11,12 +11,18 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from core import dense_modes, retrieval
 from core.errors import CapabilityError, UnknownModeError
-from core.retrieval import ModeRun, SearchContext
+from core.modes import dense_pipeline as dense_modes
+from core.modes import graph, lexical
+from core.modes.context import ModeRun, SearchContext
 
 FULL_TEXT, TERM_VECTORS, DENSE, RERANKER, LINK_GRAPH = (
-    "full_text", "term_vectors", "dense_vectors", "reranker", "link_graph")
+    "full_text",
+    "term_vectors",
+    "dense_vectors",
+    "reranker",
+    "link_graph",
+)
 DEFAULT_MODE = "auto"
 DEPRECATED_ALIASES = MappingProxyType({"hybrid_reranked": "reranked"})
 
@@ -30,7 +36,7 @@ class ModeSpec:
     fusion: str
     fails_closed: bool
     run: Callable[[SearchContext], ModeRun]
-    extra: str | None = None   # the pip extra the mode needs
+    extra: str | None = None  # the pip extra the mode needs
 
 
 def _run_auto(ctx: SearchContext) -> ModeRun:
@@ -38,30 +44,78 @@ def _run_auto(ctx: SearchContext) -> ModeRun:
     reason = dense_modes.dense_readiness(ctx)
     if reason is None:
         return dense_modes.run_dense_auto(ctx)
-    run = retrieval.run_fts(ctx)
+    run = lexical.run_fts(ctx)
     return ModeRun(run.hits, "fts", "fts_fallback", reason)
 
 
 _SPECS = (
-    ModeSpec("fts", "BM25F over the FTS5 tokens (title, description, tags, headings above body); "
-             "raw=True passes FTS5 syntax through", frozenset({FULL_TEXT, TERM_VECTORS}), ("fts",), "none",
-             False, retrieval.run_fts),
-    ModeSpec("vector", "TF-IDF cosine over sparse chunk term vectors (field-weighted, pivoted length), "
-             "best chunk per note", frozenset({TERM_VECTORS}), ("vector",), "none",
-             False, retrieval.run_vector),
-    ModeSpec("hybrid", "weighted reciprocal rank fusion (k=60, ranks from 1, weights fts 1.0 / vector 0.4) of fts and vector",
-             frozenset({FULL_TEXT, TERM_VECTORS}), ("fts", "vector"), "rrf", False, retrieval.run_hybrid),
-    ModeSpec("semantic", "exact cosine over the generation's dense chunk embeddings, best chunk per note",
-             frozenset({DENSE}), ("dense",), "none", True, dense_modes.run_semantic, "dense"),
-    ModeSpec("reranked", "RRF of fts + vector + dense candidates, then an ONNX cross-encoder",
-             frozenset({FULL_TEXT, TERM_VECTORS, DENSE, RERANKER}), ("fts", "vector", "dense"),
-             "rrf+cross_encoder", True, dense_modes.run_reranked, "dense"),
-    ModeSpec("graph_assisted", "hybrid anchors, then expansion through links and typed relations "
-             "(both directions, 2 hops, score x0.5 per hop)", frozenset({FULL_TEXT, TERM_VECTORS, LINK_GRAPH}),
-             ("fts", "vector", "graph"), "rrf+graph_decay", False, retrieval.run_graph),
-    ModeSpec("auto", "the default: the dense pipeline when its vectors and model are ready, "
-             "otherwise fts labelled fts_fallback", frozenset({FULL_TEXT, TERM_VECTORS}), ("dense|fts",),
-             "as chosen", False, _run_auto),
+    ModeSpec(
+        "fts",
+        "BM25F over the FTS5 tokens (title, description, tags, headings above body); "
+        "raw=True passes FTS5 syntax through",
+        frozenset({FULL_TEXT, TERM_VECTORS}),
+        ("fts",),
+        "none",
+        False,
+        lexical.run_fts,
+    ),
+    ModeSpec(
+        "vector",
+        "TF-IDF cosine over sparse chunk term vectors (field-weighted, pivoted length), best chunk per note",
+        frozenset({TERM_VECTORS}),
+        ("vector",),
+        "none",
+        False,
+        lexical.run_vector,
+    ),
+    ModeSpec(
+        "hybrid",
+        "weighted reciprocal rank fusion (k=60, ranks from 1, weights fts 1.0 / vector 0.4) of fts and vector",
+        frozenset({FULL_TEXT, TERM_VECTORS}),
+        ("fts", "vector"),
+        "rrf",
+        False,
+        lexical.run_hybrid,
+    ),
+    ModeSpec(
+        "semantic",
+        "exact cosine over the generation's dense chunk embeddings, best chunk per note",
+        frozenset({DENSE}),
+        ("dense",),
+        "none",
+        True,
+        dense_modes.run_semantic,
+        "dense",
+    ),
+    ModeSpec(
+        "reranked",
+        "RRF of fts + vector + dense candidates, then an ONNX cross-encoder",
+        frozenset({FULL_TEXT, TERM_VECTORS, DENSE, RERANKER}),
+        ("fts", "vector", "dense"),
+        "rrf+cross_encoder",
+        True,
+        dense_modes.run_reranked,
+        "dense",
+    ),
+    ModeSpec(
+        "graph_assisted",
+        "hybrid anchors, then expansion through links and typed relations "
+        "(both directions, 2 hops, score x0.5 per hop)",
+        frozenset({FULL_TEXT, TERM_VECTORS, LINK_GRAPH}),
+        ("fts", "vector", "graph"),
+        "rrf+graph_decay",
+        False,
+        graph.run_graph,
+    ),
+    ModeSpec(
+        "auto",
+        "the default: the dense pipeline when its vectors and model are ready, otherwise fts labelled fts_fallback",
+        frozenset({FULL_TEXT, TERM_VECTORS}),
+        ("dense|fts",),
+        "as chosen",
+        False,
+        _run_auto,
+    ),
 )
 
 
@@ -97,22 +151,41 @@ def dispatch(spec: ModeSpec, ctx: SearchContext) -> ModeRun:
     except CapabilityError as exc:
         if not (spec.fails_closed and ctx.allow_fallback):
             raise
-        run = retrieval.run_fts(ctx)
+        run = lexical.run_fts(ctx)
         return ModeRun(run.hits, "fts", "fts_fallback", exc.reason)
 
 
 def markdown_table() -> str:
     """The reference table of docs/architecture.md, generated from the registry."""
-    lines = ["| mode | what it does | needs | candidates | fusion | fails closed | extra |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| mode | what it does | needs | candidates | fusion | fails closed | extra |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for s in SEARCH_MODE_REGISTRY.values():
-        cells = (f"`{s.name}`{' (default)' if s.name == DEFAULT_MODE else ''}", s.summary, ", ".join(sorted(s.needs)),
-                 ", ".join(s.candidates), s.fusion, "yes" if s.fails_closed else "no", s.extra or "-")
+        cells = (
+            f"`{s.name}`{' (default)' if s.name == DEFAULT_MODE else ''}",
+            s.summary,
+            ", ".join(sorted(s.needs)),
+            ", ".join(s.candidates),
+            s.fusion,
+            "yes" if s.fails_closed else "no",
+            s.extra or "-",
+        )
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")  # a "|" in a cell is escaped
     return "\n".join(lines) + "\n"
 
 
 def modes_json() -> list[dict[str, object]]:
-    return [{"name": s.name, "summary": s.summary, "needs": sorted(s.needs), "candidates": list(s.candidates),
-             "fusion": s.fusion, "fails_closed": s.fails_closed, "extra": s.extra, "default": s.name == DEFAULT_MODE}
-            for s in SEARCH_MODE_REGISTRY.values()]
+    return [
+        {
+            "name": s.name,
+            "summary": s.summary,
+            "needs": sorted(s.needs),
+            "candidates": list(s.candidates),
+            "fusion": s.fusion,
+            "fails_closed": s.fails_closed,
+            "extra": s.extra,
+            "default": s.name == DEFAULT_MODE,
+        }
+        for s in SEARCH_MODE_REGISTRY.values()
+    ]

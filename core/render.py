@@ -42,11 +42,16 @@ def results_markdown(results: Any) -> str:
 
 def results_html(results: Any) -> str:
     esc = html.escape
-    rows = "".join(f"<tr><td>{i}</td><td>{esc(r.title)}</td><td><code>{esc(r.rel_path)}</code></td>"
-                   f"<td>{r.score:.4g}</td><td>{esc(r.snippet)}</td></tr>" for i, r in enumerate(results, start=1))
-    return (f"<p><b>{len(results)} result(s)</b> for <code>{esc(results.query)}</code>: {esc(_label(results))}</p>"
-            f"<table><thead><tr><th>#</th><th>title</th><th>path</th><th>score</th><th>snippet</th></tr></thead>"
-            f"<tbody>{rows}</tbody></table>")
+    rows = "".join(
+        f"<tr><td>{i}</td><td>{esc(r.title)}</td><td><code>{esc(r.rel_path)}</code></td>"
+        f"<td>{r.score:.4g}</td><td>{esc(r.snippet)}</td></tr>"
+        for i, r in enumerate(results, start=1)
+    )
+    return (
+        f"<p><b>{len(results)} result(s)</b> for <code>{esc(results.query)}</code>: {esc(_label(results))}</p>"
+        f"<table><thead><tr><th>#</th><th>title</th><th>path</th><th>score</th><th>snippet</th></tr></thead>"
+        f"<tbody>{rows}</tbody></table>"
+    )
 
 
 def format_status(s: dict[str, Any]) -> str:

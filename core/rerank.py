@@ -27,7 +27,7 @@ from core.dense import (
     select_output,
 )
 from core.errors import ModelError
-from core.models import KIND_RERANKER, ModelFiles
+from core.models.catalog import KIND_RERANKER, ModelFiles
 
 DEFAULT_OUTPUT = "logits"
 
@@ -44,8 +44,11 @@ class CrossEncoder(OnnxTextModel):
         wanted = cfg.output or (DEFAULT_OUTPUT if DEFAULT_OUTPUT in names else None)
         self._output, shape = select_output(self._session, wanted, model=cfg.name)
         if len(shape) not in (1, 2) or (len(shape) == 2 and isinstance(shape[1], int) and shape[1] != 1):
-            raise ModelError(f"output {self._output!r} of {cfg.name!r} has shape {shape}; expected [batch, 1] "
-                             "or [batch]", model=cfg.name, shape=[str(s) for s in shape])
+            raise ModelError(
+                f"output {self._output!r} of {cfg.name!r} has shape {shape}; expected [batch, 1] or [batch]",
+                model=cfg.name,
+                shape=[str(s) for s in shape],
+            )
         self._tokenizer, self._plain = open_tokenizers(files, strategy="only_second")
         self._max_query_tokens = max(1, cfg.max_length // 2)
 
@@ -53,15 +56,21 @@ class CrossEncoder(OnnxTextModel):
     def identity(self) -> dict[str, Any]:
         """What identifies this reranker (reported with reranked results)."""
         cfg = self.config
-        return {"kind": KIND_RERANKER, "name": cfg.name, "revision": cfg.revision,
-                "weights_sha256": self._weights_sha256, "max_length": cfg.max_length, "output": self._output}
+        return {
+            "kind": KIND_RERANKER,
+            "name": cfg.name,
+            "revision": cfg.revision,
+            "weights_sha256": self._weights_sha256,
+            "max_length": cfg.max_length,
+            "output": self._output,
+        }
 
     def clip_query(self, query: str) -> str:
         """The query, cut after its ``max_length // 2``-th token when longer (keeps room for the passage)."""
         encoding = self._plain.encode(query, add_special_tokens=False)
         if len(encoding.ids) <= self._max_query_tokens:
             return query
-        return query[:encoding.offsets[self._max_query_tokens - 1][1]]
+        return query[: encoding.offsets[self._max_query_tokens - 1][1]]
 
     def tokenize(self, query: str, passages: Sequence[str]) -> dict[str, np.ndarray]:
         """The exact model inputs for one batch of pairs (query clipped as documented)."""
@@ -78,7 +87,7 @@ class CrossEncoder(OnnxTextModel):
         lengths = [len(e.ids) for e in self._plain.encode_batch(list(passages), add_special_tokens=False)]
         order = length_order(lengths)
         for start in range(0, len(passages), batch_size):
-            idx = order[start:start + batch_size]
+            idx = order[start : start + batch_size]
             out[idx] = self._run(self.tokenize(query, [passages[i] for i in idx]))
         return out
 
@@ -86,12 +95,14 @@ class CrossEncoder(OnnxTextModel):
         try:
             logits = self._session.run([self._output], feeds)[0]
         except self._ort_errors as exc:
-            raise ModelError(f"reranker {self.config.name!r} failed on a batch: {exc}",
-                             model=self.config.name) from exc
+            raise ModelError(f"reranker {self.config.name!r} failed on a batch: {exc}", model=self.config.name) from exc
         batch = feeds["input_ids"].shape[0]
         if logits.ndim == 1 and logits.shape[0] == batch:
             return logits.astype(np.float32, copy=False)
         if logits.ndim == 2 and logits.shape[0] == batch and logits.shape[1] == 1:
             return logits[:, 0].astype(np.float32)
-        raise ModelError(f"output {self._output!r} of {self.config.name!r} returned shape {list(logits.shape)}",
-                         model=self.config.name, shape=list(logits.shape))
+        raise ModelError(
+            f"output {self._output!r} of {self.config.name!r} returned shape {list(logits.shape)}",
+            model=self.config.name,
+            shape=list(logits.shape),
+        )

@@ -13,13 +13,13 @@ from typing import Any
 
 from core import generations as gen
 from core.errors import SchemaMismatchError, UsageError
-from core.filters import Filters
-from core.query import clean_text
+from core.index.schema import SCHEMA_VERSION, get_meta
+from core.modes.context import Hit, ModeRun, SearchContext, note_fields
+from core.ranking.filters import Filters
+from core.ranking.query import clean_text
+from core.ranking.snippets import QueryWords, best_passages, matched_text, snippet
+from core.ranking.sparse import body_term_counts
 from core.registry import DEFAULT_MODE, dispatch, get_mode
-from core.retrieval import Hit, ModeRun, SearchContext, note_fields
-from core.schema import SCHEMA_VERSION, get_meta
-from core.sparse import body_term_counts
-from core.snippets import QueryWords, best_passages, matched_text, snippet
 
 
 @dataclass(frozen=True)
@@ -53,12 +53,26 @@ class SearchResult:
 class SearchResults(list):
     """The hits, plus what ran and from which index (present even when empty). Read-only."""
 
-    def __init__(self, hits: list[SearchResult], *, query: str, requested_mode: str, actual_mode: str,
-                 retrieval_contract: str, fallback_reason: str | None, index: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        hits: list[SearchResult],
+        *,
+        query: str,
+        requested_mode: str,
+        actual_mode: str,
+        retrieval_contract: str,
+        fallback_reason: str | None,
+        index: dict[str, Any],
+    ) -> None:
         super().__init__(hits)
-        self._info = {"query": query, "requested_mode": requested_mode, "actual_mode": actual_mode,
-                      "retrieval_contract": retrieval_contract, "fallback_reason": fallback_reason,
-                      "index": dict(index)}
+        self._info = {
+            "query": query,
+            "requested_mode": requested_mode,
+            "actual_mode": actual_mode,
+            "retrieval_contract": retrieval_contract,
+            "fallback_reason": fallback_reason,
+            "index": dict(index),
+        }
 
     def _read_only(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError("SearchResults is read-only; copy it with list(results) to change it")
@@ -78,10 +92,12 @@ class SearchResults(list):
 
     def _repr_html_(self) -> str:
         from core.render import results_html
+
         return results_html(self)
 
     def _repr_markdown_(self) -> str:
         from core.render import results_markdown
+
         return results_markdown(self)
 
 
@@ -110,16 +126,21 @@ def _connection(resolved: gen.ResolvedIndex) -> sqlite3.Connection:
         meta = get_meta(conn)
         if meta.get("schema_version") != SCHEMA_VERSION:
             cache.pop(key).close()
-            raise SchemaMismatchError(f"index schema {meta.get('schema_version')} != {SCHEMA_VERSION}",
-                                      expected=SCHEMA_VERSION, actual=meta.get("schema_version"))
+            raise SchemaMismatchError(
+                f"index schema {meta.get('schema_version')} != {SCHEMA_VERSION}",
+                expected=SCHEMA_VERSION,
+                actual=meta.get("schema_version"),
+            )
     return conn
 
 
 def _metadata_only(ctx: SearchContext) -> ModeRun:
     clause, vals = ctx.filters.where()
-    rows = ctx.conn.execute(f"SELECT n.id FROM notes n WHERE {clause} ORDER BY "
-                            f"coalesce(n.updated, n.created, n.date, '') DESC, n.rel_path LIMIT ?",
-                            [*vals, ctx.limit]).fetchall()
+    rows = ctx.conn.execute(
+        f"SELECT n.id FROM notes n WHERE {clause} ORDER BY "
+        f"coalesce(n.updated, n.created, n.date, '') DESC, n.rel_path LIMIT ?",
+        [*vals, ctx.limit],
+    ).fetchall()
     return ModeRun([Hit(r[0], 0.0, "metadata") for r in rows], "metadata", "metadata_only")
 
 
@@ -138,21 +159,47 @@ def _results(ctx: SearchContext, run: ModeRun, with_passages: bool) -> list[Sear
     for h in run.hits:
         f, p = fields[h.note_id], passages.get(h.note_id)
         text = p.text if p else ""
-        out.append(SearchResult(
-            rel_path=f["rel_path"], title=f["title"], description=f["description"], note_type=f["note_type"],
-            score=round(h.score, 6), snippet=snippet(text, words), matched_text=matched_text(text, words),
-            match_count=counts.get(h.note_id, 0), tags=f["tags"], retrieval_contract=run.retrieval_contract,
-            actual_mode=run.actual_mode, fallback_reason=run.fallback_reason, index_age_seconds=round(age, 3),
-            index_kind=r.kind, index_generation_id=r.generation_id,
-            index_source_snapshot_hash=r.source_snapshot_hash, score_source=h.score_source,
-            heading_path=p.heading_path if p else "[]", via=h.via))
+        out.append(
+            SearchResult(
+                rel_path=f["rel_path"],
+                title=f["title"],
+                description=f["description"],
+                note_type=f["note_type"],
+                score=round(h.score, 6),
+                snippet=snippet(text, words),
+                matched_text=matched_text(text, words),
+                match_count=counts.get(h.note_id, 0),
+                tags=f["tags"],
+                retrieval_contract=run.retrieval_contract,
+                actual_mode=run.actual_mode,
+                fallback_reason=run.fallback_reason,
+                index_age_seconds=round(age, 3),
+                index_kind=r.kind,
+                index_generation_id=r.generation_id,
+                index_source_snapshot_hash=r.source_snapshot_hash,
+                score_source=h.score_source,
+                heading_path=p.heading_path if p else "[]",
+                via=h.via,
+            )
+        )
     return out
 
 
-def search_vault(vault: str | Path, query: str, mode: str = DEFAULT_MODE, *, limit: int = 10,
-                 filters: Filters | None = None, raw: bool = False, allow_fallback: bool = False,
-                 model: str | None = None, index_dir: str | Path | None = None,
-                 options: dict[str, Any] | None = None, passages: bool = True, **filter_kw: Any) -> SearchResults:
+def search_vault(
+    vault: str | Path,
+    query: str,
+    mode: str = DEFAULT_MODE,
+    *,
+    limit: int = 10,
+    filters: Filters | None = None,
+    raw: bool = False,
+    allow_fallback: bool = False,
+    model: str | None = None,
+    index_dir: str | Path | None = None,
+    options: dict[str, Any] | None = None,
+    passages: bool = True,
+    **filter_kw: Any,
+) -> SearchResults:
     """Search a vault's verified index. Filters may be given as ``filters=`` or as keywords
     (``note_types=``, ``tags_all=``, ``tags_any=``, ``path_prefixes=``, ``since=``, ...).
 
@@ -170,20 +217,38 @@ def search_vault(vault: str | Path, query: str, mode: str = DEFAULT_MODE, *, lim
     conn = _connection(resolved)
     try:
         text = clean_text(query)
-        ctx = SearchContext(vault=vault, text=text, limit=limit, filters=filters, raw=raw,
-                            allow_fallback=allow_fallback, model=model, resolved=resolved, conn=conn,
-                            options=dict(options or {}))
+        ctx = SearchContext(
+            vault=vault,
+            text=text,
+            limit=limit,
+            filters=filters,
+            raw=raw,
+            allow_fallback=allow_fallback,
+            model=model,
+            resolved=resolved,
+            conn=conn,
+            options=dict(options or {}),
+        )
         if not text.strip() or (not raw and not ctx.terms):
-            run = _metadata_only(ctx) if (not text.strip()) else ModeRun([], "none", "no_query_terms",
-                                                                          "no_query_terms")
+            run = _metadata_only(ctx) if (not text.strip()) else ModeRun([], "none", "no_query_terms", "no_query_terms")
         else:
             run = dispatch(spec, ctx)
         hits = _results(ctx, run, passages)
     finally:
         if resolved.kind == "legacy_db":
             conn.close()
-    index = {"kind": resolved.kind, "generation_id": resolved.generation_id,
-             "source_snapshot_hash": resolved.source_snapshot_hash,
-             "age_seconds": round(max(0.0, time.time() - resolved.created_at), 3)}
-    return SearchResults(hits, query=query, requested_mode=mode, actual_mode=run.actual_mode,
-                         retrieval_contract=run.retrieval_contract, fallback_reason=run.fallback_reason, index=index)
+    index = {
+        "kind": resolved.kind,
+        "generation_id": resolved.generation_id,
+        "source_snapshot_hash": resolved.source_snapshot_hash,
+        "age_seconds": round(max(0.0, time.time() - resolved.created_at), 3),
+    }
+    return SearchResults(
+        hits,
+        query=query,
+        requested_mode=mode,
+        actual_mode=run.actual_mode,
+        retrieval_contract=run.retrieval_contract,
+        fallback_reason=run.fallback_reason,
+        index=index,
+    )

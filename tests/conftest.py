@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from core.builder import IndexConfig, build_index
+from core.index.builder import IndexConfig, build_index
 
 EXAMPLE_VAULT = Path(__file__).resolve().parent.parent / "examples" / "vault"
 
@@ -62,8 +62,14 @@ def make_vault(tmp_path_factory: pytest.TempPathFactory) -> MakeVault:
     Each call gets its own directory, so a test may change the vault it made.
     """
 
-    def make(files: Mapping[str, str], *, build: bool = True, in_place: bool = False,
-             config: IndexConfig | None = None, name: str = "vault") -> Path:
+    def make(
+        files: Mapping[str, str],
+        *,
+        build: bool = True,
+        in_place: bool = False,
+        config: IndexConfig | None = None,
+        name: str = "vault",
+    ) -> Path:
         root = write_vault(tmp_path_factory.mktemp(name), files)
         if build:
             build_index(root, in_place=in_place, config=config)

@@ -55,7 +55,7 @@ def read_safetensors(path: Path) -> dict[str, np.ndarray]:
     """Tensors of a .safetensors file: u64 header length, JSON header, raw little-endian data."""
     raw = path.read_bytes()
     (header_len,) = struct.unpack("<Q", raw[:8])
-    header = json.loads(raw[8:8 + header_len])
+    header = json.loads(raw[8 : 8 + header_len])
     dtypes = {"F32": "<f4", "F16": "<f2", "I64": "<i8"}
     base = 8 + header_len
     tensors = {}
@@ -63,7 +63,7 @@ def read_safetensors(path: Path) -> dict[str, np.ndarray]:
         if name == "__metadata__":
             continue
         start, end = meta["data_offsets"]
-        flat = np.frombuffer(raw[base + start:base + end], dtype=dtypes[meta["dtype"]])
+        flat = np.frombuffer(raw[base + start : base + end], dtype=dtypes[meta["dtype"]])
         target = np.int64 if meta["dtype"] == "I64" else np.float32
         tensors[name] = flat.reshape(meta["shape"]).astype(target)
     return tensors
@@ -110,8 +110,9 @@ def _linear(g: _Graph, x: str, w: dict[str, np.ndarray], prefix: str) -> str:
 
 
 def _layer_norm(g: _Graph, x: str, w: dict[str, np.ndarray], prefix: str, eps: float) -> str:
-    return g.op("LayerNormalization", x, g.const(w[prefix + ".weight"]), g.const(w[prefix + ".bias"]),
-                axis=-1, epsilon=eps)
+    return g.op(
+        "LayerNormalization", x, g.const(w[prefix + ".weight"]), g.const(w[prefix + ".bias"]), axis=-1, epsilon=eps
+    )
 
 
 def _attention(g: _Graph, x: str, bias: str, w: dict[str, np.ndarray], prefix: str, cfg: dict[str, Any]) -> str:
@@ -142,8 +143,13 @@ def _encoder(g: _Graph, x: str, bias: str, w: dict[str, np.ndarray], cfg: dict[s
     eps = cfg["layer_norm_eps"]
     for i in range(cfg["num_hidden_layers"]):
         p = f"encoder.layer.{i}"
-        x = _layer_norm(g, g.op("Add", _attention(g, x, bias, w, f"{p}.attention", cfg), x), w,
-                        f"{p}.attention.output.LayerNorm", eps)
+        x = _layer_norm(
+            g,
+            g.op("Add", _attention(g, x, bias, w, f"{p}.attention", cfg), x),
+            w,
+            f"{p}.attention.output.LayerNorm",
+            eps,
+        )
         ffn = _linear(g, _gelu(g, _linear(g, x, w, f"{p}.intermediate.dense")), w, f"{p}.output.dense")
         x = _layer_norm(g, g.op("Add", ffn, x), w, f"{p}.output.LayerNorm", eps)
     return x
@@ -168,8 +174,10 @@ def _finish(g: _Graph, name: str, outputs: list[Any]) -> Any:
     import onnx
     from onnx import TensorProto, helper
 
-    inputs = [helper.make_tensor_value_info(n, TensorProto.INT64, ["batch", "sequence"])
-              for n in ("input_ids", "attention_mask", "token_type_ids")]
+    inputs = [
+        helper.make_tensor_value_info(n, TensorProto.INT64, ["batch", "sequence"])
+        for n in ("input_ids", "attention_mask", "token_type_ids")
+    ]
     graph = helper.make_graph(g.nodes, name, inputs, outputs, g.initializers)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="vaultsearch-tests")
     model.ir_version = 8
@@ -182,11 +190,13 @@ def build_encoder_model(w: dict[str, np.ndarray], cfg: dict[str, Any]) -> Any:
     from onnx import TensorProto, helper
 
     g = _Graph()
-    keep = g.op("Unsqueeze", g.op("Cast", "attention_mask", to=TensorProto.BOOL), g.ints([1, 2]))   # [B,1,1,S]
+    keep = g.op("Unsqueeze", g.op("Cast", "attention_mask", to=TensorProto.BOOL), g.ints([1, 2]))  # [B,1,1,S]
     bias = g.op("Where", keep, g.const(0.0), g.const(-1e4))
     x = _encoder(g, _embed(g, _position_range(g), "token_type_ids", w, cfg), bias, w, cfg)
     g.op("Identity", x, out="last_hidden_state")
-    out = helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT, ["batch", "sequence", cfg["hidden_size"]])
+    out = helper.make_tensor_value_info(
+        "last_hidden_state", TensorProto.FLOAT, ["batch", "sequence", cfg["hidden_size"]]
+    )
     return _finish(g, "minilm_encoder", [out])
 
 
@@ -194,9 +204,9 @@ def _segment_vector(g: _Graph, hidden: str, tokens: str) -> str:
     """L2-normalised masked mean of ``hidden`` over the boolean token set ``tokens`` [B, S]."""
     from onnx import TensorProto
 
-    weight = g.op("Unsqueeze", g.op("Cast", tokens, to=TensorProto.FLOAT), g.ints([2]))          # [B,S,1]
-    total = g.op("ReduceSum", g.op("Mul", hidden, weight), g.ints([1]), keepdims=0)               # [B,H]
-    count = g.op("Max", g.op("ReduceSum", weight, g.ints([1]), keepdims=0), g.const(1e-9))        # [B,1]
+    weight = g.op("Unsqueeze", g.op("Cast", tokens, to=TensorProto.FLOAT), g.ints([2]))  # [B,S,1]
+    total = g.op("ReduceSum", g.op("Mul", hidden, weight), g.ints([1]), keepdims=0)  # [B,H]
+    count = g.op("Max", g.op("ReduceSum", weight, g.ints([1]), keepdims=0), g.const(1e-9))  # [B,1]
     mean = g.op("Div", total, count)
     norm = g.op("Max", g.op("ReduceL2", mean, axes=[1], keepdims=1), g.const(1e-12))
     return g.op("Div", mean, norm)
@@ -213,9 +223,10 @@ def build_pair_model(w: dict[str, np.ndarray], cfg: dict[str, Any]) -> Any:
     seg_b = g.op("And", valid, in_b)
     len_a = g.op("ReduceSum", g.op("Cast", seg_a, to=TensorProto.INT64), g.ints([1]), keepdims=1)  # [B,1]
     ar = _position_range(g)
-    positions = g.op("Where", in_b, g.op("Add", g.op("Sub", ar, len_a), g.ints(1)), ar)           # B restarts at 1
-    same = g.op("Equal", g.op("Unsqueeze", "token_type_ids", g.ints([2])),
-                g.op("Unsqueeze", "token_type_ids", g.ints([1])))                                  # [B,S,S]
+    positions = g.op("Where", in_b, g.op("Add", g.op("Sub", ar, len_a), g.ints(1)), ar)  # B restarts at 1
+    same = g.op(
+        "Equal", g.op("Unsqueeze", "token_type_ids", g.ints([2])), g.op("Unsqueeze", "token_type_ids", g.ints([1]))
+    )  # [B,S,S]
     keep = g.op("Unsqueeze", g.op("And", same, g.op("Unsqueeze", valid, g.ints([1]))), g.ints([1]))
     bias = g.op("Where", keep, g.const(0.0), g.const(-1e4))
     hidden = _encoder(g, _embed(g, positions, None, w, cfg), bias, w, cfg)
@@ -248,19 +259,28 @@ def _write_dir(target: Path, config: dict[str, Any], model: Any = None, model_fi
 
 def write_minilm_fp32_dir(target: Path) -> Path:
     w, cfg = _load_minilm()
-    return _write_dir(target, {"kind": "embedding", "name": "all-minilm-l6-v2-fp32", "pooling": "mean",
-                               "dim": 384, "max_length": 256}, model=build_encoder_model(w, cfg))
+    return _write_dir(
+        target,
+        {"kind": "embedding", "name": "all-minilm-l6-v2-fp32", "pooling": "mean", "dim": 384, "max_length": 256},
+        model=build_encoder_model(w, cfg),
+    )
 
 
 def write_minilm_int8_dir(target: Path) -> Path:
-    return _write_dir(target, {"kind": "embedding", "name": "all-minilm-l6-v2-int8", "pooling": "mean",
-                               "dim": 384, "max_length": 256}, model_file=minilm_int8_path())
+    return _write_dir(
+        target,
+        {"kind": "embedding", "name": "all-minilm-l6-v2-int8", "pooling": "mean", "dim": 384, "max_length": 256},
+        model_file=minilm_int8_path(),
+    )
 
 
 def write_pair_reranker_dir(target: Path) -> Path:
     w, cfg = _load_minilm()
-    return _write_dir(target, {"kind": "reranker", "name": "minilm-pair-fixture", "output": "logits",
-                               "max_length": 256}, model=build_pair_model(w, cfg))
+    return _write_dir(
+        target,
+        {"kind": "reranker", "name": "minilm-pair-fixture", "output": "logits", "max_length": 256},
+        model=build_pair_model(w, cfg),
+    )
 
 
 def variant_dir(base: Path, target: Path, **overrides: Any) -> Path:
@@ -298,7 +318,7 @@ def cached_model_dirs(root: Path) -> dict[str, Path]:
         (staging / "COMPLETE").write_text("ok\n")
         try:
             os.rename(staging, final)
-        except OSError:                 # another worker published first: use theirs
+        except OSError:  # another worker published first: use theirs
             if not (final / "COMPLETE").is_file():
                 raise
             shutil.rmtree(staging)

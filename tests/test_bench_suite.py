@@ -21,55 +21,128 @@ from bench.common import latency_stats, time_interleaved
 from bench.synth import TextPool, cached_vault
 from core.errors import DenseIndexUnavailableError
 
-MACHINE = {"cpu_model": "Test CPU", "cores": 2, "ram_gib": 8.0, "python": "3.11.7", "sqlite_version": "3.40.1",
-           "platform": "Linux", "load_avg_1m": 0.5, "date": "2026-01-01T00:00:00+00:00"}
+MACHINE = {
+    "cpu_model": "Test CPU",
+    "cores": 2,
+    "ram_gib": 8.0,
+    "python": "3.11.7",
+    "sqlite_version": "3.40.1",
+    "platform": "Linux",
+    "load_avg_1m": 0.5,
+    "date": "2026-01-01T00:00:00+00:00",
+}
 
 
 # ---------------------------------------------------------------- fixtures: result JSON as the stages write it
 
 
 def _size_result(n: int, *, fts_p50: float, hybrid_p50: float, build_s: float, peak: float) -> dict[str, Any]:
-    modes = {m: {"p50_ms": 1.0, "p95_ms": 2.0, "mean_ms": 1.2, "n": 5, "actual_mode": m, "fallback_reason": None}
-             for m in ("fts", "vector", "hybrid", "graph_assisted", "auto")}
+    modes = {
+        m: {"p50_ms": 1.0, "p95_ms": 2.0, "mean_ms": 1.2, "n": 5, "actual_mode": m, "fallback_reason": None}
+        for m in ("fts", "vector", "hybrid", "graph_assisted", "auto")
+    }
     modes["fts"]["p50_ms"], modes["hybrid"]["p50_ms"] = fts_p50, hybrid_p50
     base = {"build_seconds": 0.5, "p50_ms": 0.3, "p95_ms": 0.6, "mean_ms": 0.4, "n": 5, "peak_rss_mb": 90.0}
-    return {"notes": n, "synth": {"bytes": 1000 * n}, "index_dir": f"/nonexistent/index-{n}",
-            "build": {"finished": True, "wall_seconds": build_s, "chunks": 3 * n, "peak_rss_mb": 100.0},
-            "active_generation_bytes": 5000 * n, "index_dir_bytes": 6000 * n,
-            "search": {"modes": modes, "peak_rss_mb": peak, "resolve_median_ms": 0.03, "queries": 5},
-            "baselines": {"bare_fts5": {**base, "db_bytes": 2000 * n}, "bm25s": dict(base)}}
+    return {
+        "notes": n,
+        "synth": {"bytes": 1000 * n},
+        "index_dir": f"/nonexistent/index-{n}",
+        "build": {"finished": True, "wall_seconds": build_s, "chunks": 3 * n, "peak_rss_mb": 100.0},
+        "active_generation_bytes": 5000 * n,
+        "index_dir_bytes": 6000 * n,
+        "search": {"modes": modes, "peak_rss_mb": peak, "resolve_median_ms": 0.03, "queries": 5},
+        "baselines": {"bare_fts5": {**base, "db_bytes": 2000 * n}, "bm25s": dict(base)},
+    }
 
 
 def _scale_json(sizes: dict[str, Any]) -> dict[str, Any]:
-    return {"machine": MACHINE, "seed": 0, "limit": 10, "queries": 5, "build_budget_seconds": 1200.0,
-            "modes": ["fts", "vector", "hybrid", "graph_assisted", "auto"], "sizes": sizes,
-            "targets": bench_scale.judge_targets(sizes), "profiles": {}}
+    return {
+        "machine": MACHINE,
+        "seed": 0,
+        "limit": 10,
+        "queries": 5,
+        "build_budget_seconds": 1200.0,
+        "modes": ["fts", "vector", "hybrid", "graph_assisted", "auto"],
+        "sizes": sizes,
+        "targets": bench_scale.judge_targets(sizes),
+        "profiles": {},
+    }
 
 
 def _search_json() -> dict[str, Any]:
-    ok = {"n": 3, "ndcg": 0.5, "recall": 0.9, "mrr": 0.45, "precision": 0.1, "latency_p50_ms": 1.0,
-          "latency_p95_ms": 2.0, "error_reason": None, "error_message": None, "error_query_id": None, "failures": None}
-    failed = {**{k: None for k in ok}, "n": 0, "error_reason": "dense_index_unavailable",
-              "error_message": "no usable dense vectors", "error_query_id": "q1"}
-    modes = [{**ok, "mode": "fts"}, {**failed, "mode": "semantic"}, {**ok, "mode": "auto"},
-             {**ok, "mode": "bare_fts5", "ndcg": 0.4}, {**ok, "mode": "bm25s", "ndcg": 0.42}]
-    probe = {"fts": {"ran": True, "actual_mode": "fts", "retrieval_contract": "fts", "fallback_reason": None},
-             "semantic": {"ran": False, "error_reason": "dense_index_unavailable", "error_message": "x",
-                          "fails_closed": True},
-             "auto": {"ran": True, "actual_mode": "fts", "retrieval_contract": "fts_fallback",
-                      "fallback_reason": "dense_index_unavailable"}}
-    lat = {name: {"p50_ms": 2.0, "p95_ms": 4.0, "mean_ms": 2.5, "n": 6, "p50_vs_bare_fts5": 4.0, "p50_vs_bm25s": 8.0}
-           for name in ("fts", "auto")}
-    lat.update({"bare_fts5": {"p50_ms": 0.5, "p95_ms": 1.0, "mean_ms": 0.6, "n": 6},
-                "bm25s": {"p50_ms": 0.25, "p95_ms": 0.5, "mean_ms": 0.3, "n": 6}})
-    corpus = {"kind": "test corpus", "notes": 10, "chunks": 20, "modes": probe,
-              "build_seconds": {"vaultsearch": 1.0, "bare_fts5": 0.1, "bm25s": 0.2},
-              "quality": {"k": 10, "depth": 100, "mrr_k": 10, "n_queries": 4, "n_evaluated": 3, "modes": modes},
-              "latency": {"limit": 10, "rounds": 2, "queries": 3, "engines": lat},
-              "resolve": {"calls": 1000, "median_ms": 0.04, "p95_ms": 0.06, "target_ms": 1.0, "pass": True}}
-    return {"machine": MACHINE, "k": 10, "depth": 100, "corpora": {"tiny": corpus},
-            "dense": {"ran": False, "not_run_reason": "core.builder.build_index cannot embed yet",
-                      "modes": ["semantic", "reranked", "auto"]}}
+    ok = {
+        "n": 3,
+        "ndcg": 0.5,
+        "recall": 0.9,
+        "mrr": 0.45,
+        "precision": 0.1,
+        "latency_p50_ms": 1.0,
+        "latency_p95_ms": 2.0,
+        "error_reason": None,
+        "error_message": None,
+        "error_query_id": None,
+        "failures": None,
+    }
+    failed = {
+        **{k: None for k in ok},
+        "n": 0,
+        "error_reason": "dense_index_unavailable",
+        "error_message": "no usable dense vectors",
+        "error_query_id": "q1",
+    }
+    modes = [
+        {**ok, "mode": "fts"},
+        {**failed, "mode": "semantic"},
+        {**ok, "mode": "auto"},
+        {**ok, "mode": "bare_fts5", "ndcg": 0.4},
+        {**ok, "mode": "bm25s", "ndcg": 0.42},
+    ]
+    probe = {
+        "fts": {"ran": True, "actual_mode": "fts", "retrieval_contract": "fts", "fallback_reason": None},
+        "semantic": {
+            "ran": False,
+            "error_reason": "dense_index_unavailable",
+            "error_message": "x",
+            "fails_closed": True,
+        },
+        "auto": {
+            "ran": True,
+            "actual_mode": "fts",
+            "retrieval_contract": "fts_fallback",
+            "fallback_reason": "dense_index_unavailable",
+        },
+    }
+    lat = {
+        name: {"p50_ms": 2.0, "p95_ms": 4.0, "mean_ms": 2.5, "n": 6, "p50_vs_bare_fts5": 4.0, "p50_vs_bm25s": 8.0}
+        for name in ("fts", "auto")
+    }
+    lat.update(
+        {
+            "bare_fts5": {"p50_ms": 0.5, "p95_ms": 1.0, "mean_ms": 0.6, "n": 6},
+            "bm25s": {"p50_ms": 0.25, "p95_ms": 0.5, "mean_ms": 0.3, "n": 6},
+        }
+    )
+    corpus = {
+        "kind": "test corpus",
+        "notes": 10,
+        "chunks": 20,
+        "modes": probe,
+        "build_seconds": {"vaultsearch": 1.0, "bare_fts5": 0.1, "bm25s": 0.2},
+        "quality": {"k": 10, "depth": 100, "mrr_k": 10, "n_queries": 4, "n_evaluated": 3, "modes": modes},
+        "latency": {"limit": 10, "rounds": 2, "queries": 3, "engines": lat},
+        "resolve": {"calls": 1000, "median_ms": 0.04, "p95_ms": 0.06, "target_ms": 1.0, "pass": True},
+    }
+    return {
+        "machine": MACHINE,
+        "k": 10,
+        "depth": 100,
+        "corpora": {"tiny": corpus},
+        "dense": {
+            "ran": False,
+            "not_run_reason": "core.index.builder.build_index cannot embed yet",
+            "modes": ["semantic", "reranked", "auto"],
+        },
+    }
 
 
 # ---------------------------------------------------------------- targets, progress, sizes
@@ -82,14 +155,23 @@ def test_targets_are_judged_only_at_100k_and_from_the_numbers() -> None:
     big = _size_result(100_000, fts_p50=12.0, hybrid_p50=29.0, build_s=119.0, peak=2000.0)
     judged = bench_scale.judge_targets({"100000": big})
     assert {k: t["status"] for k, t in judged.items()} == {
-        "fts_p50": "MISS", "hybrid_p50": "PASS", "cold_build": "PASS", "search_peak_rss": "MISS"}
+        "fts_p50": "MISS",
+        "hybrid_p50": "PASS",
+        "cold_build": "PASS",
+        "search_peak_rss": "MISS",
+    }
     assert judged["fts_p50"]["value"] == 12.0
 
 
 def test_an_unfinished_build_is_a_miss_with_a_reason_not_a_number() -> None:
     big = _size_result(100_000, fts_p50=1.0, hybrid_p50=1.0, build_s=1.0, peak=1.0)
-    big["build"] = {"finished": False, "elapsed_seconds": 1200.0, "notes_indexed": 40_000, "notes_total": 100_000,
-                    "seconds_per_note": 0.03}
+    big["build"] = {
+        "finished": False,
+        "elapsed_seconds": 1200.0,
+        "notes_indexed": 40_000,
+        "notes_total": 100_000,
+        "seconds_per_note": 0.03,
+    }
     del big["search"]
     judged = bench_scale.judge_targets({"100000": big})
     assert judged["cold_build"]["status"] == "MISS" and judged["cold_build"]["value"] is None
@@ -98,9 +180,11 @@ def test_an_unfinished_build_is_a_miss_with_a_reason_not_a_number() -> None:
 
 
 def test_progress_is_read_from_the_last_tqdm_update() -> None:
-    stderr = ("indexing:   0%|          | 0/5000 [00:00<?, ?note/s]\r"
-              "indexing:  12%|#2        | 600/5000 [00:01<00:08, 500note/s]\r"
-              "indexing:  40%|####      | 2000/5000 [00:04<00:06, 480note/s]")
+    stderr = (
+        "indexing:   0%|          | 0/5000 [00:00<?, ?note/s]\r"
+        "indexing:  12%|#2        | 600/5000 [00:01<00:08, 500note/s]\r"
+        "indexing:  40%|####      | 2000/5000 [00:04<00:06, 480note/s]"
+    )
     assert bench_scale.parse_progress(stderr) == (2000, 5000)
     assert bench_scale.parse_progress("Traceback: boom") is None
 
@@ -128,12 +212,14 @@ def test_interleaving_shuffles_so_each_engine_goes_first_and_follows_each_other_
     items = list(range(600))
     samples = time_interleaved(fns, items, warmup=0)
     assert {k: len(v) for k, v in samples.items()} == {"a": 600, "b": 600, "c": 600}
-    per_item = [calls[i:i + 3] for i in range(0, len(calls), 3)]
-    assert all(sorted(n for n, _ in group) == ["a", "b", "c"] and {i for _, i in group} == {item}
-               for group, item in zip(per_item, items))                    # every engine once per item, in turn
+    per_item = [calls[i : i + 3] for i in range(0, len(calls), 3)]
+    assert all(
+        sorted(n for n, _ in group) == ["a", "b", "c"] and {i for _, i in group} == {item}
+        for group, item in zip(per_item, items)
+    )  # every engine once per item, in turn
     firsts = Counter(group[0][0] for group in per_item)
     pairs = Counter((x[0], y[0]) for group in per_item for x, y in zip(group, group[1:]))
-    assert all(150 <= firsts[n] <= 250 for n in "abc")                     # about 200 each
+    assert all(150 <= firsts[n] <= 250 for n in "abc")  # about 200 each
     assert len(pairs) == 6 and all(150 <= c <= 250 for c in pairs.values())  # every ordered pair, about 200
 
 
@@ -147,16 +233,21 @@ def test_latency_stats_in_milliseconds() -> None:
 
 
 def test_dense_section_says_where_dense_scores_come_from(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(bench_search, "dense_support", lambda: "core.embed has no embed_index")
-    assert bench_search.dense_section() == {"ran": False, "not_run_reason": "core.embed has no embed_index",
-                                            "modes": ["semantic", "reranked", "auto"]}
+    monkeypatch.setattr(bench_search, "dense_support", lambda: "core.index.embed has no embed_index")
+    assert bench_search.dense_section() == {
+        "ran": False,
+        "not_run_reason": "core.index.embed has no embed_index",
+        "modes": ["semantic", "reranked", "auto"],
+    }
     monkeypatch.setattr(bench_search, "dense_support", lambda: None)
     assert bench_search.dense_section()["delegated_to"] == "bench.bench_dense"
 
 
 def test_dense_results_of_bench_dense_replace_the_not_run_line(tmp_path: Path) -> None:
-    dev = {"fts": {"ndcg@10": 0.70, "recall@100": 0.93, "s_per_query": 0.002},
-           "semantic": {"ndcg@10": 0.6996, "recall@100": 0.93, "s_per_query": 0.04}}
+    dev = {
+        "fts": {"ndcg@10": 0.70, "recall@100": 0.93, "s_per_query": 0.002},
+        "semantic": {"ndcg@10": 0.6996, "recall@100": 0.93, "s_per_query": 0.04},
+    }
     dense = {"machine": MACHINE, "model": "MiniLM", "chunks": 100, "dev": dev}
     page = report.render({"search": _search_json(), "dense_quality_scifact": dense}, tmp_path, tmp_path / "b.md")
     assert "| `semantic` | 0.6996 | 0.9300 | 40.0 |" in page
@@ -168,23 +259,32 @@ def test_dense_results_of_bench_dense_replace_the_not_run_line(tmp_path: Path) -
 
 def test_report_shows_failures_fallbacks_not_run_rows_and_targets(tmp_path: Path) -> None:
     big = _size_result(100_000, fts_p50=12.0, hybrid_p50=20.0, build_s=100.0, peak=900.0)
-    scale = _scale_json({"1000": _size_result(1000, fts_p50=1.0, hybrid_p50=2.0, build_s=1.0, peak=100.0),
-                         "100000": big})
-    scale["profiles"] = {"fts_p50": {"profiled_at_notes": 100_000, "tool": "cProfile", "wall_seconds_profiled": 3.0,
-                                     "by_tottime": [{"function": "core/retrieval.py:127(fts_ranking)", "ncalls": 200,
-                                                     "tottime_s": 1.5, "cumtime_s": 2.0}], "by_cumtime": []}}
+    scale = _scale_json(
+        {"1000": _size_result(1000, fts_p50=1.0, hybrid_p50=2.0, build_s=1.0, peak=100.0), "100000": big}
+    )
+    scale["profiles"] = {
+        "fts_p50": {
+            "profiled_at_notes": 100_000,
+            "tool": "cProfile",
+            "wall_seconds_profiled": 3.0,
+            "by_tottime": [
+                {"function": "core/retrieval.py:127(fts_ranking)", "ncalls": 200, "tottime_s": 1.5, "cumtime_s": 2.0}
+            ],
+            "by_cumtime": [],
+        }
+    }
     page = report.render({"scale": scale, "search": _search_json()}, tmp_path, tmp_path / "benchmarks.md")
 
     assert "fails closed: `dense_index_unavailable`" in page
     assert "ran `fts` (`fts_fallback`: `dense_index_unavailable`)" in page
-    assert "**not run: core.builder.build_index cannot embed yet**" in page
+    assert "**not run: core.index.builder.build_index cannot embed yet**" in page
     assert "| scale | fts p50 <= 10 ms at 100,000 notes | 12.0 ms | MISS |" in page
     assert "| scale | hybrid p50 <= 30 ms at 100,000 notes | 20.0 ms | PASS |" in page
     assert "core/retrieval.py:127(fts_ranking)" in page
     assert "./run bench" in page and "python -m bench.run_all" in page
     assert "Test CPU" in page
     semantic_row = next(line for line in page.splitlines() if line.startswith("| `semantic` |"))
-    assert "not run" in semantic_row and "0.0" not in semantic_row   # a failed mode is never scored as zero
+    assert "not run" in semantic_row and "0.0" not in semantic_row  # a failed mode is never scored as zero
 
 
 def test_report_says_which_sections_have_no_results(tmp_path: Path) -> None:
@@ -194,8 +294,10 @@ def test_report_says_which_sections_have_no_results(tmp_path: Path) -> None:
 
 
 def test_plots_are_drawn_from_the_result_files(tmp_path: Path) -> None:
-    sizes = {str(n): _size_result(n, fts_p50=n / 1000, hybrid_p50=n / 500, build_s=n / 100, peak=100.0)
-             for n in (1000, 10_000)}
+    sizes = {
+        str(n): _size_result(n, fts_p50=n / 1000, hybrid_p50=n / 500, build_s=n / 100, peak=100.0)
+        for n in (1000, 10_000)
+    }
     (tmp_path / "scale.json").write_text(json.dumps(_scale_json(sizes)))
     (tmp_path / "search.json").write_text(json.dumps(_search_json()))
     written = plots.draw_all(tmp_path)
@@ -208,8 +310,12 @@ def test_plots_are_drawn_from_the_result_files(tmp_path: Path) -> None:
 
 
 def _tiny_pool() -> TextPool:
-    return TextPool(sentences=("Alpha beta gamma delta.", "The quick brown fox jumps."),
-                    headings=("Intro", "Details"), titles=("First note", "Second note"), out_degrees=(0, 1, 2))
+    return TextPool(
+        sentences=("Alpha beta gamma delta.", "The quick brown fox jumps."),
+        headings=("Intro", "Details"),
+        titles=("First note", "Second note"),
+        out_degrees=(0, 1, 2),
+    )
 
 
 def test_cached_vault_is_generated_once_and_a_partial_one_is_never_reused(tmp_path: Path) -> None:
@@ -218,7 +324,7 @@ def test_cached_vault_is_generated_once_and_a_partial_one_is_never_reused(tmp_pa
     again, second = cached_vault(tmp_path, 5, seed=1, pool=_tiny_pool())
     assert again == vault and second["cached"] is True
 
-    (vault.parent / "synth.json").unlink()            # as if generation had been interrupted
+    (vault.parent / "synth.json").unlink()  # as if generation had been interrupted
     (vault / "d000" / "stray.md").write_text("leftover")
     _vault, third = cached_vault(tmp_path, 5, seed=1, pool=_tiny_pool())
     assert third["cached"] is False and len(list(vault.rglob("*.md"))) == 5
@@ -230,9 +336,11 @@ def test_cached_vault_is_generated_once_and_a_partial_one_is_never_reused(tmp_pa
 def test_search_bench_scores_modes_and_baselines_and_keeps_failed_modes(tmp_path: Path) -> None:
     vault = tmp_path / "vault"
     vault.mkdir()
-    notes = {"pool.md": ("Connection pooling", "Postgres connection pool sizing and timeouts."),
-             "cats.md": ("Cats", "Cats sleep most of the day and purr."),
-             "deploy.md": ("Deploy checklist", "Steps to deploy the service safely on Fridays.")}
+    notes = {
+        "pool.md": ("Connection pooling", "Postgres connection pool sizing and timeouts."),
+        "cats.md": ("Cats", "Cats sleep most of the day and purr."),
+        "deploy.md": ("Deploy checklist", "Steps to deploy the service safely on Fridays."),
+    }
     for name, (title, body) in notes.items():
         (vault / name).write_text(f"---\ntitle: {title}\n---\n{body}\n")
     (tmp_path / "q.jsonl").write_text('{"_id": "q1", "text": "postgres pool"}\n{"_id": "q2", "text": "deploy steps"}\n')
@@ -247,7 +355,7 @@ def test_search_bench_scores_modes_and_baselines_and_keeps_failed_modes(tmp_path
     assert by_mode["semantic"]["ndcg"] is None
     assert by_mode["fts"]["ndcg"] == pytest.approx(1.0) and by_mode["bare_fts5"]["ndcg"] == pytest.approx(1.0)
     assert result["modes"]["auto"]["fallback_reason"] == DenseIndexUnavailableError.reason
-    assert "semantic" not in result["latency"]["engines"]           # fails closed: no latency to report
+    assert "semantic" not in result["latency"]["engines"]  # fails closed: no latency to report
     assert {"fts", "bare_fts5", "bm25s"} <= set(result["latency"]["engines"])
     assert result["latency"]["engines"]["fts"]["n"] == 2 * bench_search.LATENCY_ROUNDS
     assert result["resolve"]["calls"] == bench_search.RESOLVE_CALLS
@@ -260,25 +368,47 @@ def test_a_child_phase_reports_its_own_peak_memory_not_its_parents() -> None:
 
     from bench.common import REPO_ROOT
 
-    ballast = bytearray(300 * 2**20)      # the parent holds 300 MiB while the child starts
-    ballast[:: 4096] = b"x" * len(ballast[:: 4096])
-    out = subprocess.run([sys.executable, "-c", "from bench.common import peak_rss_mb; print(peak_rss_mb())"],
-                         cwd=REPO_ROOT, capture_output=True, text=True, check=True)
+    ballast = bytearray(300 * 2**20)  # the parent holds 300 MiB while the child starts
+    ballast[::4096] = b"x" * len(ballast[::4096])
+    out = subprocess.run(
+        [sys.executable, "-c", "from bench.common import peak_rss_mb; print(peak_rss_mb())"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     del ballast
     assert float(out.stdout) < 200.0
 
 
 def test_memory_and_slowest_mode_profiles_are_rendered_with_their_labels() -> None:
-    memory = {"profiled_at_notes": 100_000, "tool": "tracemalloc", "traced_peak_mib": 3000.0,
-              "steps": [{"step": "first `fts` query", "traced_peak_mib": 3000.0, "held_after_mib": 600.0,
-                         "process_peak_rss_mib": 3500.0}],
-              "by_size": [{"where": "core/sparse.py:79", "mib": 393.9, "blocks": 5}]}
+    memory = {
+        "profiled_at_notes": 100_000,
+        "tool": "tracemalloc",
+        "traced_peak_mib": 3000.0,
+        "steps": [
+            {
+                "step": "first `fts` query",
+                "traced_peak_mib": 3000.0,
+                "held_after_mib": 600.0,
+                "process_peak_rss_mib": 3500.0,
+            }
+        ],
+        "by_size": [{"where": "core/sparse.py:79", "mib": 393.9, "blocks": 5}],
+    }
     lines = "\n".join(report.profile_lines("search_peak_rss", memory))
     assert "| first `fts` query | 3000 | 600 | 3500 |" in lines and "`core/sparse.py:79`" in lines
-    slow = {"profiled_at_notes": 100_000, "tool": "cProfile", "wall_seconds_profiled": 9.0, "queries": 50,
-            "by_tottime": [], "by_cumtime": []}
+    slow = {
+        "profiled_at_notes": 100_000,
+        "tool": "cProfile",
+        "wall_seconds_profiled": 9.0,
+        "queries": 50,
+        "by_tottime": [],
+        "by_cumtime": [],
+    }
     assert "the slowest mode, `graph_assisted` (no target" in "\n".join(
-        report.profile_lines("slowest_mode_graph_assisted", slow))
+        report.profile_lines("slowest_mode_graph_assisted", slow)
+    )
 
 
 def test_a_build_over_its_budget_is_stopped_and_reported_unfinished(tmp_path: Path) -> None:
@@ -294,11 +424,11 @@ def test_the_targets_table_judges_the_search_targets() -> None:
     corpus = search["corpora"].pop("tiny")
     corpus["quality"]["modes"] += [{**corpus["quality"]["modes"][0], "mode": "hybrid", "ndcg": 0.49}]
     corpus["latency"]["engines"]["hybrid"] = {"p50_ms": 4.0, "p95_ms": 6.0, "mean_ms": 4.2, "n": 6}
-    search["corpora"]["scifact"] = corpus                           # fts 0.5, hybrid 0.49, fts p50 2.0 ms
+    search["corpora"]["scifact"] = corpus  # fts 0.5, hybrid 0.49, fts p50 2.0 ms
     rows = {target: (measured, status) for _, target, measured, status in report.target_rows({"search": search})}
     assert rows["fts nDCG@10 >= 0.69 (scifact)"] == ("0.5000", "MISS")
     assert rows["hybrid nDCG@10 >= fts (scifact)"] == ("0.4900 vs 0.5000", "MISS")
-    assert rows["fts p50 <= 2 ms (scifact, warm, limit=10)"] == ("2.00 ms", "PASS")   # at the ceiling passes
+    assert rows["fts p50 <= 2 ms (scifact, warm, limit=10)"] == ("2.00 ms", "PASS")  # at the ceiling passes
     assert rows["hybrid p50 <= 5 ms (scifact, warm, limit=10)"] == ("4.00 ms", "PASS")
 
 
@@ -309,14 +439,14 @@ def test_the_build_floor_fills_notes_fts_exactly_as_the_real_build_does(tmp_path
 
     from bench import build_floor
     from core import generations as gen
-    from core.builder import DEFAULT_TOKENIZER, build_index
-    from core.schema import get_meta
+    from core.index.builder import DEFAULT_TOKENIZER, build_index
+    from core.index.schema import get_meta
 
     vault = shutil.copytree(Path(__file__).resolve().parents[1] / "examples" / "vault", tmp_path / "vault")
     (vault / "broken.md").write_text("---\ntitle: [unclosed\n---\nbody survives\n", encoding="utf-8")
     build_index(vault, index_dir=tmp_path / "index")
     real = gen.connect_readonly(gen.resolve(gen.layout_for(vault, tmp_path / "index")))
-    assert get_meta(real)["tokenizer"] == DEFAULT_TOKENIZER   # the tokenizer the floor uses
+    assert get_meta(real)["tokenizer"] == DEFAULT_TOKENIZER  # the tokenizer the floor uses
     seconds = build_floor.build_floor(vault, tmp_path / "floor.db")
     floor = sqlite3.connect(tmp_path / "floor.db")
     sql = "SELECT rowid, * FROM notes_fts ORDER BY rowid"

@@ -21,23 +21,23 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import write_files as write
-from core import builder
+
 from core import generations as gen
-from core.builder import IndexConfig, build_index
 from core.errors import BuildLockedError, IndexMissingError, SourceChangedError
 from core.generations import PUBLISH_STEPS, layout_for, list_generations
+from core.index import builder
+from core.index.builder import IndexConfig, build_index
 
 REPO = Path(__file__).resolve().parents[1]
-COMMITTED_AT = PUBLISH_STEPS.index("state_commit") + 1   # a kill at this step or later comes after the flip
+COMMITTED_AT = PUBLISH_STEPS.index("state_commit") + 1  # a kill at this step or later comes after the flip
 
 # A builder process: rebuilds argv[1]; at publish step argv[2] it either kills itself (kill) or says
 # "holding" and waits for a line on stdin (hold). argv[3] is the number of parse workers.
 CHILD = """
 import os, signal, sys
 from pathlib import Path
-from core.builder import build_index
+from core.index.builder import build_index
 from core.errors import BuildLockedError
 vault, at, action, workers = Path(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])
 def hook(name):
@@ -53,26 +53,32 @@ print(build_index(vault, on_step=hook, workers=workers).generation_id, flush=Tru
 KILLED_BY_WORKER = """
 import os, signal, sys
 from pathlib import Path
-import core.ingest
-from core.builder import build_index
-real = core.ingest.prepare_notes
+import core.index.ingest
+from core.index.builder import build_index
+real = core.index.ingest.prepare_notes
 def prepare_then_kill_the_builder(items, **kw):
     os.kill(os.getppid(), signal.SIGKILL)
     return real(items, **kw)
-core.ingest.prepare_notes = prepare_then_kill_the_builder
+core.index.ingest.prepare_notes = prepare_then_kill_the_builder
 build_index(Path(sys.argv[1]), workers=2)
 """
 
-NOTES = {f"note{i}.md": f"---\ntitle: Note {i}\n---\n# Note {i}\n\nbody words {i} [[note{(i + 1) % 6}]]\n"
-         for i in range(6)}
-
-
+NOTES = {
+    f"note{i}.md": f"---\ntitle: Note {i}\n---\n# Note {i}\n\nbody words {i} [[note{(i + 1) % 6}]]\n" for i in range(6)
+}
 
 
 def child(script: str, *args: str) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.Popen([sys.executable, "-c", script, *args], cwd=REPO, env=env, text=True,
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    return subprocess.Popen(
+        [sys.executable, "-c", script, *args],
+        cwd=REPO,
+        env=env,
+        text=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
 
 
 @pytest.fixture
@@ -98,9 +104,11 @@ def leftovers(vault: Path) -> list[Path]:
 
 # --- the source changes during a build -------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("in_place", [False, True], ids=["generation", "in_place"])
 def test_a_file_edited_during_the_build_fails_it_and_the_old_index_serves(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, in_place: bool) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, in_place: bool
+) -> None:
     root = write(tmp_path / "vault", NOTES)
     build_index(root, in_place=in_place)
     layout = layout_for(root)
@@ -109,7 +117,7 @@ def test_a_file_edited_during_the_build_fails_it_and_the_old_index_serves(
     write(root, {"note1.md": "# Note 1\n\nedited before the build\n"})
     real_validate = builder._validate
 
-    def validate_then_edit(conn, scan):                  # the user saves a note while the build checks its DB
+    def validate_then_edit(conn, scan):  # the user saves a note while the build checks its DB
         real_validate(conn, scan)
         write(root, {"note2.md": "# Note 2\n\nedited during the build, longer than before\n"})
 
@@ -120,8 +128,11 @@ def test_a_file_edited_during_the_build_fails_it_and_the_old_index_serves(
     monkeypatch.undo()
     gen.clear_verify_cache()
     after = gen.resolve(layout)
-    assert (after.kind, after.generation_id, after.path.read_bytes()) == (before.kind, before.generation_id,
-                                                                         index_bytes)
+    assert (after.kind, after.generation_id, after.path.read_bytes()) == (
+        before.kind,
+        before.generation_id,
+        index_bytes,
+    )
     assert leftovers(root) == [] and len(list_generations(layout)) == (0 if in_place else 1)
     assert build_index(root, in_place=in_place).changed == 2  # the next build picks both edits up
 
@@ -131,7 +142,7 @@ def test_a_file_deleted_before_it_is_read_is_source_changed(vault: Path, monkeyp
     before = served(vault)
     real = builder.prepared_notes
 
-    def delete_then_prepare(items, **kw):                 # gone between the scan and the read
+    def delete_then_prepare(items, **kw):  # gone between the scan and the read
         (vault / "late.md").unlink()
         return real(items, **kw)
 
@@ -143,6 +154,7 @@ def test_a_file_deleted_before_it_is_read_is_source_changed(vault: Path, monkeyp
 
 
 # --- SIGKILL at every publish step of a real build ----------------------------------------------------------
+
 
 @pytest.mark.parametrize("step", PUBLISH_STEPS)
 def test_a_build_killed_at_any_publish_step_leaves_one_verified_generation(vault: Path, step: str) -> None:
@@ -156,7 +168,7 @@ def test_a_build_killed_at_any_publish_step_leaves_one_verified_generation(vault
         assert now == old
     else:
         assert now != old
-    report = build_index(vault, wait_seconds=10)            # the lock died with the process
+    report = build_index(vault, wait_seconds=10)  # the lock died with the process
     assert report.up_to_date == (now != old)
     assert served(vault) == (report.generation_id if now == old else now)
     assert leftovers(vault) == []
@@ -169,12 +181,13 @@ def test_a_builder_killed_while_its_workers_parse_does_not_leave_the_lock_held(v
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == -signal.SIGKILL, err
     started = time.monotonic()
-    report = build_index(vault, wait_seconds=20)            # the workers inherited the lock file: they must exit
+    report = build_index(vault, wait_seconds=20)  # the workers inherited the lock file: they must exit
     assert time.monotonic() - started < 20
     assert report.added == 200 and served(vault) == report.generation_id != old
 
 
 # --- two builders at once ------------------------------------------------------------------------------------
+
 
 def test_a_second_builder_fails_build_locked_or_waits_its_turn(vault: Path) -> None:
     old = served(vault)
@@ -188,7 +201,7 @@ def test_a_second_builder_fails_build_locked_or_waits_its_turn(vault: Path) -> N
         assert caught.value.evidence["holder_pid"] == str(first.pid)
         release = threading.Timer(0.3, lambda: (first.stdin.write("\n"), first.stdin.flush()))
         release.start()
-        waited = build_index(vault, wait_seconds=60)         # blocks until the first one has published
+        waited = build_index(vault, wait_seconds=60)  # blocks until the first one has published
         release.join()
     finally:
         out, err = first.communicate(timeout=120)
@@ -201,7 +214,8 @@ def test_a_second_builder_fails_build_locked_or_waits_its_turn(vault: Path) -> N
 
 @pytest.mark.parametrize("first_build", [True, False], ids=["first_build", "identity_change"])
 def test_a_failed_from_scratch_in_place_build_leaves_no_half_built_index_db(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, first_build: bool) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, first_build: bool
+) -> None:
     root = write(tmp_path / "vault", NOTES)
     layout = layout_for(root)
     if not first_build:

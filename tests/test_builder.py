@@ -16,19 +16,34 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import write_files as write
+
 from core import generations as gen
-from core.builder import BuildReport, IndexConfig, build_index
 from core.errors import UsageError
-from core.notes import parse_note
-from core.schema import note_bodies
+from core.index.builder import BuildReport, IndexConfig, build_index
+from core.index.schema import note_bodies
+from core.vault.notes import parse_note
 
 DATA = Path("/work/shared/data")
 DENDRON = DATA / "dendron" / "vault"
 POWERSHELL = DATA / "powershell-docs" / "reference" / "7.4"
-REPORT_KEYS = {"generation_id", "index_kind", "notes", "chunks", "reused", "changed", "added", "removed", "problems",
-               "seconds", "up_to_date", "full_rebuild_reason", "links", "unresolved_links", "timings"}
+REPORT_KEYS = {
+    "generation_id",
+    "index_kind",
+    "notes",
+    "chunks",
+    "reused",
+    "changed",
+    "added",
+    "removed",
+    "problems",
+    "seconds",
+    "up_to_date",
+    "full_rebuild_reason",
+    "links",
+    "unresolved_links",
+    "timings",
+}
 
 NOTES = {
     "alpha.md": "---\ntitle: Alpha\ntags: [greek, first]\n---\n# Alpha\n\nAlpha links to [[beta]] and [[nowhere]].\n",
@@ -38,7 +53,6 @@ NOTES = {
 
 
 # --- helpers -------------------------------------------------------------------------------------------
-
 
 
 def copy_corpus(src: Path, dst: Path, names: list[str]) -> Path:
@@ -58,8 +72,11 @@ def dendron_subset() -> list[str]:
 
 
 def powershell_subset() -> list[str]:
-    return sorted(p.relative_to(POWERSHELL).as_posix()
-                  for folder in ("CimCmdlets", "Microsoft.PowerShell.Archive") for p in (POWERSHELL / folder).glob("*.md"))
+    return sorted(
+        p.relative_to(POWERSHELL).as_posix()
+        for folder in ("CimCmdlets", "Microsoft.PowerShell.Archive")
+        for p in (POWERSHELL / folder).glob("*.md")
+    )
 
 
 def open_active(vault: Path, index_dir: Path | None = None) -> sqlite3.Connection:
@@ -74,7 +91,9 @@ def decoded_terms(conn: sqlite3.Connection) -> dict[str, dict[str, tuple[int, ..
     """rel_path -> {term: per-field tf} from the packed note_terms rows."""
     names = dict(conn.execute("SELECT id, term FROM terms"))
     out = {}
-    for path, tids, tf in conn.execute("SELECT n.rel_path, t.term_ids, t.tf FROM note_terms t JOIN notes n ON n.id = t.note_id"):
+    for path, tids, tf in conn.execute(
+        "SELECT n.rel_path, t.term_ids, t.tf FROM note_terms t JOIN notes n ON n.id = t.note_id"
+    ):
         ids = np.frombuffer(tids, "<i4")
         matrix = np.frombuffer(tf, "<u2").reshape(len(ids), -1)
         out[path] = {names[int(i)]: tuple(int(x) for x in row) for i, row in zip(ids, matrix)}
@@ -82,6 +101,7 @@ def decoded_terms(conn: sqlite3.Connection) -> dict[str, dict[str, tuple[int, ..
 
 
 # --- the report ----------------------------------------------------------------------------------------
+
 
 def test_report_keys_counts_and_what_it_publishes(tmp_path: Path) -> None:
     vault = write(tmp_path / "v", NOTES)
@@ -109,13 +129,15 @@ def test_notes_rows_hold_the_parsed_metadata(tmp_path: Path) -> None:
     vault = write(tmp_path / "v", NOTES)
     build_index(vault)
     conn = open_active(vault)
-    rows = {r[0]: r[1:] for r in conn.execute("SELECT rel_path, title, description, tags, content_sha256, size FROM notes")}
+    rows = {
+        r[0]: r[1:] for r in conn.execute("SELECT rel_path, title, description, tags, content_sha256, size FROM notes")
+    }
     for rel, text in NOTES.items():
         data = text.encode()
         assert rows[rel][3:] == (hashlib.sha256(data).hexdigest(), len(data))
     assert rows["alpha.md"][:3] == ("Alpha", None, json.dumps(["first", "greek"]))
     assert rows["beta.md"][:3] == ("Beta", "the second letter", json.dumps(["inline"]))
-    assert rows["sub/gamma.md"][0] == "Gamma"                      # from the first heading
+    assert rows["sub/gamma.md"][0] == "Gamma"  # from the first heading
     assert table(conn, "SELECT tag FROM note_tags") == [("first",), ("greek",), ("inline",)]
 
 
@@ -125,14 +147,19 @@ def test_fts_finds_every_field_and_one_empty_chunk_keeps_a_bodiless_note_searcha
     conn = open_active(vault)
 
     def hits(query: str) -> list[str]:
-        return sorted(r[0] for r in conn.execute(
-            "SELECT n.rel_path FROM notes_fts f JOIN notes n ON n.id = f.rowid WHERE notes_fts MATCH ?", (query,)))
+        return sorted(
+            r[0]
+            for r in conn.execute(
+                "SELECT n.rel_path FROM notes_fts f JOIN notes n ON n.id = f.rowid WHERE notes_fts MATCH ?", (query,)
+            )
+        )
 
     assert hits("title:lonely") == ["bare.md"] and hits("tags:solo") == ["bare.md"]
     assert hits("description:second") == ["beta.md"] and hits("headings:details") == ["sub/gamma.md"]
     assert hits("body:gamma") == ["sub/gamma.md"]
-    assert conn.execute("SELECT start, end, heading_path FROM chunks c JOIN notes n ON n.id = c.note_id "
-                        "WHERE n.rel_path = 'bare.md'").fetchall() == [(0, 0, "[]")]
+    assert conn.execute(
+        "SELECT start, end, heading_path FROM chunks c JOIN notes n ON n.id = c.note_id WHERE n.rel_path = 'bare.md'"
+    ).fetchall() == [(0, 0, "[]")]
 
 
 # --- bad input -----------------------------------------------------------------------------------------
@@ -145,8 +172,13 @@ BAD = {
     "binary.md": b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)),
     "huge.md": "big " * 3000,
 }
-EXPECTED_PROBLEMS = {("yaml.md", "yaml_invalid"), ("latin1.md", "utf8_invalid"), ("empty.md", "empty"),
-                     ("binary.md", "binary"), ("huge.md", "too_large")}
+EXPECTED_PROBLEMS = {
+    ("yaml.md", "yaml_invalid"),
+    ("latin1.md", "utf8_invalid"),
+    ("empty.md", "empty"),
+    ("binary.md", "binary"),
+    ("huge.md", "too_large"),
+}
 
 
 def test_every_bad_input_is_listed_with_path_and_reason_and_the_build_publishes(tmp_path: Path) -> None:
@@ -157,12 +189,16 @@ def test_every_bad_input_is_listed_with_path_and_reason_and_the_build_publishes(
     assert report.generation_id is not None and gen.verify_full(gen.layout_for(vault))
     conn = open_active(vault)
     indexed = {r[0] for r in conn.execute("SELECT rel_path FROM notes")}
-    assert indexed == {"good.md", "yaml.md", "latin1.md", "empty.md"}        # indexed as well as they could be
+    assert indexed == {"good.md", "yaml.md", "latin1.md", "empty.md"}  # indexed as well as they could be
     assert conn.execute("SELECT rel_path, reason FROM skipped_files").fetchall() == [("binary.md", "binary")]
-    body_hits = {r[0] for r in conn.execute(
-        "SELECT n.rel_path FROM notes_fts f JOIN notes n ON n.id = f.rowid WHERE notes_fts MATCH 'survives OR anyway'")}
+    body_hits = {
+        r[0]
+        for r in conn.execute(
+            "SELECT n.rel_path FROM notes_fts f JOIN notes n ON n.id = f.rowid WHERE notes_fts MATCH 'survives OR anyway'"
+        )
+    }
     assert body_hits == {"yaml.md", "latin1.md"}
-    assert report.notes == 4 and report.added == 5                             # the binary file was read too
+    assert report.notes == 4 and report.added == 5  # the binary file was read too
     recorded = {(p["path"], p["reason"]) for p in gen.active_record(gen.layout_for(vault))["problems"]}
     assert recorded == EXPECTED_PROBLEMS
 
@@ -187,6 +223,7 @@ def test_a_tokenizer_the_analyzer_cannot_mirror_is_refused() -> None:
 
 # --- real corpora ----------------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def dendron(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, BuildReport]:
     vault = copy_corpus(DENDRON, tmp_path_factory.mktemp("dendron"), dendron_subset())
@@ -203,10 +240,11 @@ def test_real_dendron_subset_is_covered_and_its_chunks_are_the_body(dendron: tup
     assert conn.execute("SELECT count(*) FROM notes WHERE id NOT IN (SELECT note_id FROM chunks)").fetchone()[0] == 0
     bodies = {name: parse_note(name, (vault / name).read_bytes()).body for name in files}
     stored = note_bodies(conn, [r[0] for r in conn.execute("SELECT id FROM notes")])
-    rows = conn.execute("SELECT n.rel_path, n.id, c.start, c.end, c.text_sha256 FROM chunks c "
-                        "JOIN notes n ON n.id = c.note_id")
+    rows = conn.execute(
+        "SELECT n.rel_path, n.id, c.start, c.end, c.text_sha256 FROM chunks c JOIN notes n ON n.id = c.note_id"
+    )
     for rel, nid, start, end, sha in rows:
-        assert stored[nid] == bodies[rel]                  # the FTS5 body cell is the parsed body
+        assert stored[nid] == bodies[rel]  # the FTS5 body cell is the parsed body
         text = stored[nid][start:end]
         assert sha == hashlib.sha256(text.encode()).hexdigest()
 
@@ -214,11 +252,15 @@ def test_real_dendron_subset_is_covered_and_its_chunks_are_the_body(dendron: tup
 def test_resolved_edges_point_at_existing_notes(dendron: tuple[Path, BuildReport]) -> None:
     vault, _ = dendron
     conn = open_active(vault)
-    dangling = conn.execute("SELECT count(*) FROM edges WHERE dst_id IS NOT NULL "
-                            "AND dst_id NOT IN (SELECT id FROM notes)").fetchone()[0]
+    dangling = conn.execute(
+        "SELECT count(*) FROM edges WHERE dst_id IS NOT NULL AND dst_id NOT IN (SELECT id FROM notes)"
+    ).fetchone()[0]
     assert dangling == 0
-    pairs = set(conn.execute("SELECT s.rel_path, d.rel_path FROM edges e JOIN notes s ON s.id = e.src_id "
-                             "JOIN notes d ON d.id = e.dst_id"))
+    pairs = set(
+        conn.execute(
+            "SELECT s.rel_path, d.rel_path FROM edges e JOIN notes s ON s.id = e.src_id JOIN notes d ON d.id = e.dst_id"
+        )
+    )
     assert ("dendron.topic.links.commands.go-to.md", "dendron.topic.links.commands.go-to-note.md") in pairs
     links = conn.execute("SELECT count(*) FROM links").fetchone()[0]
     assert conn.execute("SELECT count(*) FROM edges").fetchone()[0] == links  # one edge per link, resolved or not
@@ -229,8 +271,10 @@ def test_powershell_subset_builds_with_relative_links(tmp_path: Path) -> None:
     report = build_index(vault)
     assert report.notes == len(powershell_subset()) and report.links > 0
     conn = open_active(vault)
-    resolved = conn.execute("SELECT count(*) FROM edges e JOIN notes s ON s.id = e.src_id JOIN notes d "
-                            "ON d.id = e.dst_id WHERE e.kind = 'markdown'").fetchone()[0]
+    resolved = conn.execute(
+        "SELECT count(*) FROM edges e JOIN notes s ON s.id = e.src_id JOIN notes d "
+        "ON d.id = e.dst_id WHERE e.kind = 'markdown'"
+    ).fetchone()[0]
     assert resolved > 0
 
 
@@ -240,13 +284,22 @@ def test_worker_processes_build_exactly_the_same_index(tmp_path: Path, dendron: 
     forked = build_index(vault, index_dir=tmp_path / "two", workers=2)
     assert (inline.notes, inline.chunks, inline.links) == (forked.notes, forked.chunks, forked.links)
     a, b = open_active(vault, tmp_path / "one"), open_active(vault, tmp_path / "two")
-    for sql in ("SELECT * FROM notes", "SELECT * FROM chunks", "SELECT rowid, * FROM notes_fts",
-                "SELECT * FROM note_terms", "SELECT * FROM terms", "SELECT * FROM edges", "SELECT * FROM links",
-                "SELECT * FROM note_tags", "SELECT * FROM note_problems"):
+    for sql in (
+        "SELECT * FROM notes",
+        "SELECT * FROM chunks",
+        "SELECT rowid, * FROM notes_fts",
+        "SELECT * FROM note_terms",
+        "SELECT * FROM terms",
+        "SELECT * FROM edges",
+        "SELECT * FROM links",
+        "SELECT * FROM note_tags",
+        "SELECT * FROM note_problems",
+    ):
         assert table(a, sql) == table(b, sql), sql
 
 
 # --- the in-place legacy layout --------------------------------------------------------------------------
+
 
 def test_in_place_layout_is_one_index_db_served_as_legacy_and_updated_incrementally(tmp_path: Path) -> None:
     vault = write(tmp_path / "v", NOTES)

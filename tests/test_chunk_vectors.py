@@ -9,26 +9,30 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import note
+
 from core import generations as gen
-from core.analysis import analyzer_for
-from core.chunking import headings
-from core.chunk_vectors import VECTOR_PIVOT_SLOPE, load_chunk_vectors, vector_scores
-from core.notes import parse_note
-from core.schema import CHUNK_FIELD_UNITS, CHUNK_UNIT, note_bodies
+from core.index.schema import CHUNK_FIELD_UNITS, CHUNK_UNIT, note_bodies
+from core.ranking.analysis import analyzer_for
+from core.ranking.chunk_vectors import VECTOR_PIVOT_SLOPE, load_chunk_vectors, vector_scores
+from core.ranking.sparse import load_sparse
 from core.searcher import search_vault
-from core.sparse import load_sparse
+from core.vault.chunking import headings
+from core.vault.notes import parse_note
 
 LONG = "\n\n".join(f"Paragraph {i} talks about gardens, soil and compost in some detail." for i in range(30))
 FILES = {
-    "garden.md": note("Garden", f"# Soil\n\n{LONG}\n\n# Compost heaps\n\nTurn the compost weekly.",
-                      tags=["outdoor"], description="Growing vegetables"),
+    "garden.md": note(
+        "Garden",
+        f"# Soil\n\n{LONG}\n\n# Compost heaps\n\nTurn the compost weekly.",
+        tags=["outdoor"],
+        description="Growing vegetables",
+    ),
     "compost.md": note("Compost", "Compost needs air and water."),
     "kitchen.md": note("Kitchen", "# Knives\n\nKeep knives sharp. Soil on vegetables washes off."),
     "empty.md": "---\ntitle: Bare soil\n---\n",
     "quokka.md": note("Quokka", "Quokka."),
-    "blob.md": note("Blob", "Compost " + "ab" * 700 + " soil"),   # a word longer than a chunk: hard cuts
+    "blob.md": note("Blob", "Compost " + "ab" * 700 + " soil"),  # a word longer than a chunk: hard cuts
 }
 QUERIES = ["compost", "soil", "compost heaps", "garden soil vegetables", "sharp knives", "air water compost"]
 
@@ -47,26 +51,38 @@ def reference_scores(vault: Path, conn, query: str, slope: float) -> dict[str, f
     """The vector score of each note, recomputed from the chunk texts with dicts and loops."""
     analyzer = analyzer_for(json.loads(conn.execute("SELECT value FROM meta WHERE key = 'tokenizer'").fetchone()[0]))
     bodies = note_bodies(conn, [r[0] for r in conn.execute("SELECT id FROM notes")])
-    rows = [(rel, ord_, path, bodies[nid][start:end]) for rel, nid, ord_, path, start, end in conn.execute(
-        "SELECT n.rel_path, n.id, c.ord, c.heading_path, c.start, c.end FROM chunks c "
-        "JOIN notes n ON n.id = c.note_id ORDER BY n.id, c.ord")]
+    rows = [
+        (rel, ord_, path, bodies[nid][start:end])
+        for rel, nid, ord_, path, start, end in conn.execute(
+            "SELECT n.rel_path, n.id, c.ord, c.heading_path, c.start, c.end FROM chunks c "
+            "JOIN notes n ON n.id = c.note_id ORDER BY n.id, c.ord"
+        )
+    ]
     notes = {rel: parse_note(rel, (vault / rel).read_bytes()) for rel, *_ in rows}
     n_docs = len(notes)
     df: Counter[str] = Counter()
     for parsed in notes.values():
-        fields = [" ".join((parsed.title, *parsed.aliases)), parsed.description or "", " ".join(parsed.tags),
-                  "\n".join(headings(parsed.body)), parsed.body]
+        fields = [
+            " ".join((parsed.title, *parsed.aliases)),
+            parsed.description or "",
+            " ".join(parsed.tags),
+            "\n".join(headings(parsed.body)),
+            parsed.body,
+        ]
         df.update({t for f in fields for t in analyzer.terms(f)})
     idf: dict[str, float] = {}
     for t in set(df) | {t for parsed in notes.values() for t in analyzer.terms(parsed.body)}:
-        idf[t] = math.log((1 + n_docs) / (1 + df[t])) + 1     # df 0: a fragment of a hard-cut word
+        idf[t] = math.log((1 + n_docs) / (1 + df[t])) + 1  # df 0: a fragment of a hard-cut word
     vectors, prev = [], {}
     for rel, ord_, path_json, text in rows:
         parsed, path = notes[rel], json.loads(path_json)
         first_of_section = prev.get(rel) != path_json
         prev[rel] = path_json
-        fields = [" ".join((parsed.title, *parsed.aliases)), parsed.description or "", " ".join(parsed.tags)] \
-            if ord_ == 0 else ["", "", ""]
+        fields = (
+            [" ".join((parsed.title, *parsed.aliases)), parsed.description or "", " ".join(parsed.tags)]
+            if ord_ == 0
+            else ["", "", ""]
+        )
         fields += [path[-1] if (path and first_of_section) else "", text]
         tf: Counter[str] = Counter()
         for units, field_text in zip(CHUNK_FIELD_UNITS, fields):
@@ -101,7 +117,7 @@ def test_scores_match_a_plain_python_reference(vault, conn, query, slope):
 def test_slope_one_is_plain_cosine(conn):
     sparse = load_sparse(conn)
     vectors = load_chunk_vectors(conn, sparse, slope=1.0)
-    quokka = vector_scores(sparse, vectors, ["quokka"]).scores   # quokka.md's one chunk holds that term only
+    quokka = vector_scores(sparse, vectors, ["quokka"]).scores  # quokka.md's one chunk holds that term only
     assert float(quokka.max()) == pytest.approx(1.0, abs=1e-6)
     for query in (["compost"], ["soil", "veget"], ["knive", "sharp", "air"]):
         assert 0 < float(vector_scores(sparse, vectors, query)[0].max()) <= 1.0 + 1e-6
@@ -126,13 +142,14 @@ def test_a_vector_hit_shows_the_chunk_that_scored_best(vault, conn):
 
 
 def test_the_vector_mode_uses_the_cached_chunk_vectors(vault):
-    from core.sparse import CHUNK_CACHE
+    from core.ranking.sparse import CHUNK_CACHE
+
     search_vault(vault, "compost", mode="vector")
     loads = CHUNK_CACHE.loads
     search_vault(vault, "soil", mode="hybrid")
-    assert CHUNK_CACHE.loads == loads                       # same generation: loaded once
+    assert CHUNK_CACHE.loads == loads  # same generation: loaded once
     search_vault(vault, "soil", mode="fts")
-    assert CHUNK_CACHE.loads == loads                       # fts never loads them
+    assert CHUNK_CACHE.loads == loads  # fts never loads them
 
 
 def test_every_chunk_has_a_stored_vector_and_ids_ascend(conn):
@@ -145,13 +162,15 @@ def test_every_chunk_has_a_stored_vector_and_ids_ascend(conn):
         bounds = [0, *np.cumsum(runs).tolist()]
         terms = np.frombuffer(ids, "<i4")
         for a, b in zip(bounds, bounds[1:]):
-            assert np.all(np.diff(terms[a:b]) > 0)        # each chunk's term ids ascend
+            assert np.all(np.diff(terms[a:b]) > 0)  # each chunk's term ids ascend
 
 
 def test_chunk_terms_that_disagree_with_the_chunks_table_are_an_integrity_error(vault, tmp_path):
     import shutil
     import sqlite3
+
     from core.errors import IntegrityError
+
     copy = tmp_path / "copy.db"
     shutil.copyfile(gen.resolve(gen.layout_for(vault)).path, copy)
     copy.chmod(0o644)
@@ -164,20 +183,22 @@ def test_chunk_terms_that_disagree_with_the_chunks_table_are_an_integrity_error(
 
 @pytest.mark.parametrize("block", [1, 3, 17])
 def test_loading_in_small_blocks_gives_the_same_structure(conn, monkeypatch, block):
-    import core.postings
+    import core.ranking.postings
+
     sparse = load_sparse(conn)
     whole = load_chunk_vectors(conn, sparse)
-    monkeypatch.setattr(core.postings, "BLOCK", block)     # many blocks, chunks straddling block edges
+    monkeypatch.setattr(core.ranking.postings, "BLOCK", block)  # many blocks, chunks straddling block edges
     pieces = load_chunk_vectors(conn, sparse)
     for name in ("indptr", "chunks", "weights", "group_starts", "group_rows", "chunk_ids", "group_of_row"):
         assert np.array_equal(getattr(whole, name), getattr(pieces, name)), name
-    for t in range(whole.indptr.shape[0] - 1):          # chunk rows ascend within each term
-        assert np.all(np.diff(pieces.chunks[pieces.indptr[t]:pieces.indptr[t + 1]]) > 0)
+    for t in range(whole.indptr.shape[0] - 1):  # chunk rows ascend within each term
+        assert np.all(np.diff(pieces.chunks[pieces.indptr[t] : pieces.indptr[t + 1]]) > 0)
 
 
 def test_a_legacy_in_place_index_is_read_fresh_after_each_update(make_vault):
-    from core.builder import build_index
-    from core.sparse import CHUNK_CACHE
+    from core.index.builder import build_index
+    from core.ranking.sparse import CHUNK_CACHE
+
     root = make_vault({"a.md": note("A", "lighthouse keeper notes")}, in_place=True, name="legacy-vector")
     loads = CHUNK_CACHE.loads
     assert [r.rel_path for r in search_vault(root, "lighthouse", mode="vector")] == ["a.md"]
@@ -185,4 +206,4 @@ def test_a_legacy_in_place_index_is_read_fresh_after_each_update(make_vault):
     build_index(root, in_place=True)
     hits = search_vault(root, "lighthouse older", mode="hybrid")
     assert [r.rel_path for r in hits][0] == "b.md" and hits.index["kind"] == "legacy_db"
-    assert CHUNK_CACHE.loads == loads                  # a mutable index.db is never cached
+    assert CHUNK_CACHE.loads == loads  # a mutable index.db is never cached

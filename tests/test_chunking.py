@@ -1,4 +1,4 @@
-"""core.chunking: headings, code masking, heading-aware chunks and their invariants."""
+"""core.vault.chunking: headings, code masking, heading-aware chunks and their invariants."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.chunking import CHUNKER_VERSION, Chunk, chunk_body, fenced_code_ranges, headings, mask_code
 from core.errors import UsageError
+from core.vault.chunking import CHUNKER_VERSION, Chunk, chunk_body, fenced_code_ranges, headings, mask_code
 
 
 def check_invariants(body: str, chunks: list[Chunk], size: int) -> None:
@@ -16,12 +16,12 @@ def check_invariants(body: str, chunks: list[Chunk], size: int) -> None:
     previous_start = -1
     for i, chunk in enumerate(chunks):
         assert chunk.ord == i
-        assert chunk.text == body[chunk.start:chunk.end]
+        assert chunk.text == body[chunk.start : chunk.end]
         assert chunk.text and chunk.text == chunk.text.strip()
         assert len(chunk.text) <= size
         assert chunk.start > previous_start
         previous_start = chunk.start
-        covered[chunk.start:chunk.end] = b"\x01" * (chunk.end - chunk.start)
+        covered[chunk.start : chunk.end] = b"\x01" * (chunk.end - chunk.start)
     uncovered = [c for c, flag in zip(body, covered) if not flag]
     assert all(c.isspace() for c in uncovered)
 
@@ -54,8 +54,8 @@ def test_headings_ignore_code_and_parse_atx_rules():
 def test_fence_closing_rules():
     body = "````\n```\nstill code\n````\nafter\n"
     (fence,) = fenced_code_ranges(body)
-    assert body[fence[0]:fence[1]] == "````\n```\nstill code\n````"
-    assert fenced_code_ranges("```py`x\nnot a fence\n") == ()   # backtick in info string
+    assert body[fence[0] : fence[1]] == "````\n```\nstill code\n````"
+    assert fenced_code_ranges("```py`x\nnot a fence\n") == ()  # backtick in info string
 
 
 def test_mask_code_keeps_length_and_lines():
@@ -64,7 +64,7 @@ def test_mask_code_keeps_length_and_lines():
     assert len(masked) == len(body)
     assert masked.count("\n") == body.count("\n")
     assert "code" not in masked and "[[in]]" not in masked and "ticks" not in masked
-    assert "`unmatched" in masked and "`para" in masked   # no closing run in the same paragraph
+    assert "`unmatched" in masked and "`para" in masked  # no closing run in the same paragraph
 
 
 def test_sections_carry_heading_paths_and_heading_lines():
@@ -109,13 +109,13 @@ def test_long_section_splits_at_paragraphs_first():
     assert len(chunks) > 3
     check_invariants(body, chunks, 300)
     for chunk in chunks[:-1]:
-        assert body[chunk.end:chunk.end + 2] == "\n\n"   # every cut at a blank line
+        assert body[chunk.end : chunk.end + 2] == "\n\n"  # every cut at a blank line
     assert all(c.heading_path == ("Long",) for c in chunks)
 
 
 def test_sentence_boundary_before_word_boundary():
     sentence = "This sentence has exactly some words in it. "
-    body = sentence * 20   # one paragraph, one line
+    body = sentence * 20  # one paragraph, one line
     chunks = chunk_body(body, size=200, overlap=20)
     check_invariants(body, chunks, 200)
     assert all(c.text.endswith(".") for c in chunks)
@@ -126,9 +126,9 @@ def test_word_boundary_and_overlap_snapped_to_word_start():
     chunks = chunk_body(body, size=100, overlap=20)
     check_invariants(body, chunks, 100)
     for prev, nxt in zip(chunks, chunks[1:]):
-        assert prev.end - 20 <= nxt.start < prev.end          # overlap of at most 20 chars
-        assert nxt.start == 0 or body[nxt.start - 1] == " "   # starts at a word
-        assert body[prev.end] == " "                          # ends at a word
+        assert prev.end - 20 <= nxt.start < prev.end  # overlap of at most 20 chars
+        assert nxt.start == 0 or body[nxt.start - 1] == " "  # starts at a word
+        assert body[prev.end] == " "  # ends at a word
 
 
 def test_zero_overlap_pieces_do_not_overlap():
@@ -156,8 +156,11 @@ _BODY_ALPHABET = st.sampled_from(list("ab c.\n#`~!?") + ["# ", "## ", "```\n", "
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(_BODY_ALPHABET, max_size=300).map("".join),
-       st.integers(min_value=1, max_value=120), st.integers(min_value=0, max_value=119))
+@given(
+    st.lists(_BODY_ALPHABET, max_size=300).map("".join),
+    st.integers(min_value=1, max_value=120),
+    st.integers(min_value=0, max_value=119),
+)
 def test_chunk_invariants_hold_for_any_body(body, size, overlap):
     overlap = overlap % size
     chunks = chunk_body(body, size=size, overlap=overlap)

@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import note
+
 from core import cli
 from core import generations as gen
 from core.registry import DEPRECATED_ALIASES, MODE_NAMES, markdown_table, modes_json
@@ -24,8 +24,9 @@ RESULT_FIELDS = {f.name for f in dataclasses.fields(SearchResult)}
 INDEX_KEYS = {"generation_id", "notes", "chunks", "reused", "changed", "removed", "problems", "seconds"}
 FILES = {
     "a.md": note("Harbour lighthouse", "The lighthouse keeper logs every ship.", type="howto", tags=["sea"]),
-    "b.md": note("Bakery", "Sourdough loaves and a lighthouse-shaped cake.", type="recipe",
-                 classification="restricted"),
+    "b.md": note(
+        "Bakery", "Sourdough loaves and a lighthouse-shaped cake.", type="recipe", classification="restricted"
+    ),
     "c/d.md": note("Dock", "Ships dock at the pier.", type="howto"),
 }
 
@@ -112,10 +113,22 @@ def test_index_text_output(capsys, make_vault):
 
 def test_search_json_output_keys(capsys, vault):
     d = run_json(capsys, "search", str(vault), "lighthouse")
-    assert set(d) == {"query", "requested_mode", "actual_mode", "retrieval_contract", "fallback_reason", "index",
-                      "results"}
+    assert set(d) == {
+        "query",
+        "requested_mode",
+        "actual_mode",
+        "retrieval_contract",
+        "fallback_reason",
+        "index",
+        "results",
+    }
     assert (d["query"], d["requested_mode"], d["actual_mode"], d["retrieval_contract"], d["fallback_reason"]) == (
-        "lighthouse", "auto", "fts", "fts_fallback", "dense_index_unavailable")
+        "lighthouse",
+        "auto",
+        "fts",
+        "fts_fallback",
+        "dense_index_unavailable",
+    )
     assert set(d["index"]) == {"kind", "generation_id", "source_snapshot_hash", "age_seconds"}
     active = gen.active_record(gen.layout_for(vault))
     assert d["index"]["kind"] == "immutable_generation" and d["index"]["generation_id"] == active["generation_id"]
@@ -147,7 +160,11 @@ def test_failing_closed_exits_5_with_the_reason_on_stderr(capsys, vault, mode):
     assert code == 5 and out == "" and json.loads(err)["reason"] == "dense_index_unavailable"
     d = run_json(capsys, "search", str(vault), "lighthouse", "--mode", mode, "--allow-fallback")
     assert (d["requested_mode"], d["actual_mode"], d["retrieval_contract"], d["fallback_reason"]) == (
-        mode, "fts", "fts_fallback", "dense_index_unavailable")
+        mode,
+        "fts",
+        "fts_fallback",
+        "dense_index_unavailable",
+    )
 
 
 def test_deprecated_alias_is_accepted_by_the_cli(capsys, vault):
@@ -156,12 +173,15 @@ def test_deprecated_alias_is_accepted_by_the_cli(capsys, vault):
     assert d["retrieval_contract"] == "fts_fallback"
 
 
-@pytest.mark.parametrize(("query", "argv", "reason"), [
-    ("title:", ["--raw"], "query-syntax"),
-    ("lighthouse", ["--date-field", "published", "--since", "2024-01-01"], "invalid-filter"),
-    ("lighthouse", ["--since", "not-a-date"], "invalid-filter"),
-    ("lighthouse", ["--mode", "vector", "--raw"], "usage"),
-])
+@pytest.mark.parametrize(
+    ("query", "argv", "reason"),
+    [
+        ("title:", ["--raw"], "query-syntax"),
+        ("lighthouse", ["--date-field", "published", "--since", "2024-01-01"], "invalid-filter"),
+        ("lighthouse", ["--since", "not-a-date"], "invalid-filter"),
+        ("lighthouse", ["--mode", "vector", "--raw"], "usage"),
+    ],
+)
 def test_usage_errors_exit_2_with_their_reason(capsys, vault, query, argv, reason):
     code, out, err = run(capsys, "search", str(vault), query, *argv, "--json")
     assert code == 2 and out == "" and json.loads(err)["reason"] == reason
@@ -175,8 +195,15 @@ def test_unknown_mode_is_an_argparse_usage_error(capsys, vault):
     assert info.value.code == 2 and "invalid choice" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("command", [["search", "{v}", "lighthouse"], ["search", "{v}", "x", "--mode", "semantic"],
-                                     ["status", "{v}"], ["verify", "{v}"]])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["search", "{v}", "lighthouse"],
+        ["search", "{v}", "x", "--mode", "semantic"],
+        ["status", "{v}"],
+        ["verify", "{v}"],
+    ],
+)
 def test_no_index_exits_3(capsys, make_vault, command):
     bare = make_vault(FILES, build=False, name="cli-bare")
     code, out, err = run(capsys, *[a.format(v=bare) for a in command])
@@ -186,8 +213,19 @@ def test_no_index_exits_3(capsys, make_vault, command):
 def test_status_json_and_staleness_check(capsys, make_vault):
     root = make_vault(FILES, name="cli-status")
     s = run_json(capsys, "status", str(root))
-    assert {"vault", "index_kind", "generation_id", "age_seconds", "notes", "chunks", "coverage", "problems",
-            "staleness", "generations", "dense"} <= set(s)
+    assert {
+        "vault",
+        "index_kind",
+        "generation_id",
+        "age_seconds",
+        "notes",
+        "chunks",
+        "coverage",
+        "problems",
+        "staleness",
+        "generations",
+        "dense",
+    } <= set(s)
     assert (s["index_kind"], s["notes"], s["staleness"]["stale"]) == ("immutable_generation", 3, False)
     assert s["coverage"] == {"indexed_notes": 3, "source_files": 3}
     assert [g["generation_id"] for g in s["generations"] if g["active"]] == [s["generation_id"]]
@@ -204,7 +242,10 @@ def test_verify_good_then_tampered(capsys, make_vault):
     report = run_json(capsys, "verify", str(root))
     active = gen.active_record(gen.layout_for(root))
     assert (report["kind"], report["generation_id"], report["sha256"]) == (
-        "immutable_generation", active["generation_id"], active["sha256"])
+        "immutable_generation",
+        active["generation_id"],
+        active["sha256"],
+    )
     code, out, _ = run(capsys, "verify", str(root))
     assert code == 0 and out.startswith("ok: generation")
     path = gen.layout_for(root).generations_dir / active["file_name"]
@@ -245,13 +286,26 @@ def test_the_installed_command_runs_end_to_end(make_vault):
     script = ROOT / ".venv" / "bin" / "vaultsearch"
     base = [str(script)] if script.exists() else [sys.executable, "-m", "core.cli"]
     env = {k: v for k, v in os.environ.items() if k != "VAULTSEARCH_INDEX_DIR"}
-    done = subprocess.run([*base, "index", str(root), "--json"], capture_output=True, text=True, cwd=ROOT, env=env,
-                          check=False)
+    done = subprocess.run(
+        [*base, "index", str(root), "--json"], capture_output=True, text=True, cwd=ROOT, env=env, check=False
+    )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["notes"] == 3
-    done = subprocess.run([*base, "search", str(root), "lighthouse", "--mode", "semantic"], capture_output=True,
-                          text=True, cwd=ROOT, env=env, check=False)
+    done = subprocess.run(
+        [*base, "search", str(root), "lighthouse", "--mode", "semantic"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        check=False,
+    )
     assert done.returncode == 5 and "[dense_index_unavailable]" in done.stderr
-    done = subprocess.run([*base, "search", str(root), "lighthouse", "--json"], capture_output=True, text=True,
-                          cwd=ROOT, env=env, check=False)
+    done = subprocess.run(
+        [*base, "search", str(root), "lighthouse", "--json"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        check=False,
+    )
     assert done.returncode == 0 and json.loads(done.stdout)["results"][0]["rel_path"] == "a.md"

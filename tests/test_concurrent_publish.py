@@ -13,8 +13,18 @@ import pytest
 
 from core import generations as gen
 from core.errors import BuildLockedError
-from core.generations import (GenerationRecord, IndexLayout, active_record, build_lock, layout_for,
-                              list_generations, new_staging_path, publish, resolve, verify_full)
+from core.generations import (
+    GenerationRecord,
+    IndexLayout,
+    active_record,
+    build_lock,
+    layout_for,
+    list_generations,
+    new_staging_path,
+    publish,
+    resolve,
+    verify_full,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -58,21 +68,32 @@ def make_db(path: Path, letter: str) -> Path:
 
 
 def record(tag: str = "parent") -> GenerationRecord:
-    return GenerationRecord(source_snapshot_hash=tag, notes=1, chunks=1, dense_chunks=0, chunker="c",
-                            tokenizer="t", timings={}, problems=[])
+    return GenerationRecord(
+        source_snapshot_hash=tag, notes=1, chunks=1, dense_chunks=0, chunker="c", tokenizer="t", timings={}, problems=[]
+    )
 
 
 def publish_db(layout: IndexLayout, letter: str) -> gen.ResolvedIndex:
     with build_lock(layout):
         base = active_record(layout)
-        return publish(layout, make_db(new_staging_path(layout), letter), record(),
-                       expected_base=base["generation_id"] if base else None)
+        return publish(
+            layout,
+            make_db(new_staging_path(layout), letter),
+            record(),
+            expected_base=base["generation_id"] if base else None,
+        )
 
 
 def start_builder(layout: IndexLayout, letter: str, tag: str, *, wait: float, hold: bool) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", BUILDER, str(layout.vault), letter, tag, str(wait),
-                             "hold" if hold else "run"], cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", BUILDER, str(layout.vault), letter, tag, str(wait), "hold" if hold else "run"],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 @pytest.fixture

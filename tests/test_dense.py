@@ -6,22 +6,21 @@ import hashlib
 import json
 
 import numpy as np
-import pytest
-
-import onnxruntime  # noqa: F401  (the dense extra is installed for the tests)
-import tokenizers  # noqa: F401  (the dense extra is installed for the tests)
 import onnx  # noqa: F401  (the dense extra is installed for the tests)
+import onnxruntime  # noqa: F401  (the dense extra is installed for the tests)
+import pytest
+import tokenizers  # noqa: F401  (the dense extra is installed for the tests)
 
 from core.dense import Embedder, cls_pool, l2_normalize, mean_pool  # noqa: E402
 from core.errors import ModelError  # noqa: E402
-from core.models import load_local_dir  # noqa: E402
+from core.models.catalog import load_local_dir  # noqa: E402
 from tests.minilm_fixture import FP32, INT8, cached_model_dirs, fixture_root, variant_dir  # noqa: E402
 
 TEXTS = [
     "A cat is sleeping on the warm windowsill.",
     "The kitten naps in the sun by the window.",
     "Quarterly revenue rose by ten percent on strong cloud sales.",
-    "Photosynthesis converts light energy into chemical energy in plants. " * 12,   # ~170 tokens
+    "Photosynthesis converts light energy into chemical energy in plants. " * 12,  # ~170 tokens
     "ok",
 ]
 
@@ -49,7 +48,7 @@ def variant(model_dirs, tmp_path, **overrides):
 
 
 def test_pooling_on_a_hand_computed_example():
-    hidden = np.array([[[1.0, 2.0], [3.0, 4.0], [100.0, 100.0]]], dtype=np.float32)   # last token is padding
+    hidden = np.array([[[1.0, 2.0], [3.0, 4.0], [100.0, 100.0]]], dtype=np.float32)  # last token is padding
     mask = np.array([[1, 1, 0]])
     assert mean_pool(hidden, mask).tolist() == [[2.0, 3.0]]
     assert cls_pool(hidden).tolist() == [[1.0, 2.0]]
@@ -69,7 +68,7 @@ def test_vectors_are_unit_norm_float32_in_input_order(fp32):
 
 
 def test_batched_equals_one_at_a_time(fp32):
-    batched = fp32.embed_passages(TEXTS, batch_size=3)     # sorted by length across several batches
+    batched = fp32.embed_passages(TEXTS, batch_size=3)  # sorted by length across several batches
     single = np.stack([fp32.embed_passages([t])[0] for t in TEXTS])
     assert np.abs(batched - single).max() < 1e-5
 
@@ -90,25 +89,25 @@ def test_int8_and_fp32_agree(fp32, int8):
 
 def test_padding_is_per_batch_not_the_128_baked_into_tokenizer_json(fp32, model_dirs):
     shipped = json.loads((model_dirs[FP32] / "tokenizer.json").read_text())
-    assert shipped["padding"]["strategy"] == {"Fixed": 128}                 # what we must override
+    assert shipped["padding"]["strategy"] == {"Fixed": 128}  # what we must override
     feeds = fp32.tokenize(["ok", "a somewhat longer sentence here"])
     longest = int(feeds["attention_mask"].sum(axis=1).max())
     assert feeds["input_ids"].shape == (2, longest) and longest < 128
-    assert feeds["attention_mask"][0].tolist().count(1) == 3               # [CLS] ok [SEP], then [PAD]s
+    assert feeds["attention_mask"][0].tolist().count(1) == 3  # [CLS] ok [SEP], then [PAD]s
     assert set(feeds) == {"input_ids", "attention_mask", "token_type_ids"}
     assert not feeds["token_type_ids"].any()
     long_feeds = fp32.tokenize([TEXTS[3] * 3])
-    assert long_feeds["input_ids"].shape == (1, 256)                       # truncation at max_length, not 128
+    assert long_feeds["input_ids"].shape == (1, 256)  # truncation at max_length, not 128
 
 
 def test_short_and_long_text_in_one_batch_match_the_raw_graph(fp32, model_dirs):
     import onnxruntime as ort
 
     session = ort.InferenceSession(str(model_dirs[FP32] / "model.onnx"), providers=["CPUExecutionProvider"])
-    texts = [TEXTS[4], TEXTS[3]]                                           # 3 and ~170 tokens
+    texts = [TEXTS[4], TEXTS[3]]  # 3 and ~170 tokens
     together = fp32.embed_passages(texts)
     for text, vector in zip(texts, together):
-        hidden = session.run(None, fp32.tokenize([text]))[0]               # one text alone: no padding at all
+        hidden = session.run(None, fp32.tokenize([text]))[0]  # one text alone: no padding at all
         expected = hidden[0].mean(axis=0)
         assert np.abs(vector - expected / np.linalg.norm(expected)).max() < 1e-5
 
@@ -128,8 +127,9 @@ def test_cls_pooling_variant_uses_the_first_token(fp32, model_dirs, tmp_path):
     feeds = cls.tokenize([TEXTS[0]])
     import onnxruntime as ort
 
-    hidden = ort.InferenceSession(str(model_dirs[FP32] / "model.onnx"),
-                                  providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    hidden = ort.InferenceSession(str(model_dirs[FP32] / "model.onnx"), providers=["CPUExecutionProvider"]).run(
+        None, feeds
+    )[0]
     expected = hidden[0, 0] / np.linalg.norm(hidden[0, 0])
     assert np.abs(cls.embed_passages([TEXTS[0]])[0] - expected).max() < 1e-5
     assert cls.identity["pooling"] == "cls"
@@ -140,9 +140,18 @@ def test_cls_pooling_variant_uses_the_first_token(fp32, model_dirs, tmp_path):
 
 def test_identity_is_complete_and_stable(fp32, model_dirs):
     ident = fp32.identity
-    assert ident == {"kind": "embedding", "name": "all-minilm-l6-v2-fp32", "revision": None,
-                     "weights_sha256": ident["weights_sha256"], "dim": 384, "pooling": "mean",
-                     "query_prefix": "", "passage_prefix": "", "max_length": 256, "normalize": True}
+    assert ident == {
+        "kind": "embedding",
+        "name": "all-minilm-l6-v2-fp32",
+        "revision": None,
+        "weights_sha256": ident["weights_sha256"],
+        "dim": 384,
+        "pooling": "mean",
+        "query_prefix": "",
+        "passage_prefix": "",
+        "max_length": 256,
+        "normalize": True,
+    }
     file_digest = hashlib.sha256((model_dirs[FP32] / "model.onnx").read_bytes()).hexdigest()
     assert ident["weights_sha256"] == hashlib.sha256(f"model.onnx {file_digest}\n".encode()).hexdigest()
     assert json.loads(fp32.identity_key()) == ident
@@ -193,14 +202,20 @@ def test_a_pooled_graph_with_two_inputs_and_a_symbolic_width(model_dirs, tmp_pat
     from onnx import TensorProto, helper, numpy_helper
 
     table = np.random.default_rng(0).standard_normal((30522, 4)).astype(np.float32)
-    nodes = [helper.make_node("Gather", ["table", "input_ids"], ["tokens"], axis=0),
-             helper.make_node("ReduceMean", ["tokens", "axes"], ["pooled"], keepdims=0)]
+    nodes = [
+        helper.make_node("Gather", ["table", "input_ids"], ["tokens"], axis=0),
+        helper.make_node("ReduceMean", ["tokens", "axes"], ["pooled"], keepdims=0),
+    ]
     graph = helper.make_graph(
-        nodes, "pooled",
-        [helper.make_tensor_value_info(n, TensorProto.INT64, ["batch", "sequence"])
-         for n in ("input_ids", "attention_mask")],
+        nodes,
+        "pooled",
+        [
+            helper.make_tensor_value_info(n, TensorProto.INT64, ["batch", "sequence"])
+            for n in ("input_ids", "attention_mask")
+        ],
         [helper.make_tensor_value_info("pooled", TensorProto.FLOAT, ["batch", "width"])],
-        [numpy_helper.from_array(table, "table"), numpy_helper.from_array(np.array([1], np.int64), "axes")])
+        [numpy_helper.from_array(table, "table"), numpy_helper.from_array(np.array([1], np.int64), "axes")],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
     model.ir_version = 8
     d = variant_dir(model_dirs[FP32], tmp_path / "pooled", dim=None)

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from core.dense_cache import CacheStats, DenseCacheKey, DenseMatrix, DenseMatrixCache, cosine_topk
+from core.dense import CacheStats, DenseCacheKey, DenseMatrix, DenseMatrixCache
 
 SHA_A, SHA_B = "a" * 64, "b" * 64
 
@@ -39,9 +39,9 @@ def key(vault: str = "/v", gen: str = "g1", sha: str = SHA_A) -> DenseCacheKey:
 
 def test_key_refuses_a_legacy_index_without_generation_or_sha():
     with pytest.raises(TypeError):
-        DenseCacheKey("/v", None, SHA_A)                                   # type: ignore[arg-type]
+        DenseCacheKey("/v", None, SHA_A)  # type: ignore[arg-type]
     with pytest.raises(TypeError):
-        DenseCacheKey("/v", "g1", None)                                    # type: ignore[arg-type]
+        DenseCacheKey("/v", "g1", None)  # type: ignore[arg-type]
     with pytest.raises(ValueError):
         DenseCacheKey("/v", "", SHA_A)
     with pytest.raises(ValueError):
@@ -63,7 +63,7 @@ def test_matrix_holds_only_typed_arrays_and_is_read_only():
     with pytest.raises(ValueError):
         value.matrix[0, 0] = 1.0
     with pytest.raises(ValueError):
-        DenseMatrix(np.zeros((2, 4)), np.arange(2, dtype=np.int64), np.arange(2, dtype=np.int64))   # float64
+        DenseMatrix(np.zeros((2, 4)), np.arange(2, dtype=np.int64), np.arange(2, dtype=np.int64))  # float64
     with pytest.raises(ValueError):
         DenseMatrix(np.zeros((2, 4), np.float32), np.arange(3, dtype=np.int64), np.arange(2, dtype=np.int64))
     with pytest.raises(ValueError):
@@ -98,16 +98,16 @@ def test_same_generation_with_another_database_digest_is_a_different_entry():
     cache = DenseMatrixCache(10_000)
     loader = CountingLoader(matrix(4))
     cache.get_or_load(key(sha=SHA_A), loader)
-    cache.get_or_load(key(sha=SHA_B), loader)                              # the file changed under the same id
+    cache.get_or_load(key(sha=SHA_B), loader)  # the file changed under the same id
     assert loader.calls == 2 and len(cache) == 1
 
 
 def test_other_vaults_are_kept_until_the_byte_bound_then_lru_goes_first():
-    one = matrix(4).nbytes                                                 # 128 bytes each
+    one = matrix(4).nbytes  # 128 bytes each
     cache = DenseMatrixCache(2 * one)
     cache.get_or_load(key("/a"), CountingLoader(matrix(4)))
     cache.get_or_load(key("/b"), CountingLoader(matrix(4)))
-    cache.get_or_load(key("/a"), CountingLoader(matrix(4)))                # /a is now most recently used
+    cache.get_or_load(key("/a"), CountingLoader(matrix(4)))  # /a is now most recently used
     cache.get_or_load(key("/c"), CountingLoader(matrix(4)))
     assert key("/a") in cache and key("/c") in cache and key("/b") not in cache
     assert cache.current_bytes <= cache.max_bytes
@@ -116,7 +116,7 @@ def test_other_vaults_are_kept_until_the_byte_bound_then_lru_goes_first():
 
 def test_an_entry_larger_than_the_bound_is_served_but_not_kept():
     cache = DenseMatrixCache(100)
-    big = CountingLoader(matrix(10))                                       # 320 bytes
+    big = CountingLoader(matrix(10))  # 320 bytes
     assert cache.get_or_load(key(), big) is big.value
     assert cache.get_or_load(key(), big) is big.value
     assert big.calls == 2 and len(cache) == 0 and cache.stats.hits == 0
@@ -137,39 +137,5 @@ def test_bad_keys_and_loaders_are_refused():
     with pytest.raises(TypeError):
         cache.get_or_load(("/v", "g1", SHA_A), CountingLoader(matrix(2)))  # type: ignore[arg-type]
     with pytest.raises(TypeError):
-        cache.get_or_load(key(), lambda: np.zeros((2, 2), np.float32))     # type: ignore[arg-type,return-value]
+        cache.get_or_load(key(), lambda: np.zeros((2, 2), np.float32))  # type: ignore[arg-type,return-value]
     assert len(cache) == 0
-
-
-# ---------------------------------------------------------------- exact scoring
-
-
-def test_cosine_topk_on_a_hand_computed_example():
-    m = np.array([[1, 0], [0, 1], [0.6, 0.8], [-1, 0]], dtype=np.float32)
-    rows, scores = cosine_topk(m, np.array([3.0, 4.0], dtype=np.float32), 2)   # q/|q| = (0.6, 0.8)
-    assert rows.tolist() == [2, 1] and np.allclose(scores, [1.0, 0.8])
-    assert rows.dtype == np.int64 and scores.dtype == np.float32
-
-
-def test_cosine_topk_mask_ties_and_k_bounds():
-    m = np.array([[1, 0], [1, 0], [0, 1], [1, 0]], dtype=np.float32)
-    q = np.array([1.0, 0.0], dtype=np.float32)
-    assert cosine_topk(m, q, 2)[0].tolist() == [0, 1]                     # ties: lowest row first
-    assert cosine_topk(m, q, 10)[0].tolist() == [0, 1, 3, 2]              # k > N: everything, sorted
-    mask = np.array([False, True, True, False])
-    assert cosine_topk(m, q, 1, mask=mask)[0].tolist() == [1]             # masked rows never appear
-    assert cosine_topk(m, q, 0)[0].shape == (0,)
-    assert cosine_topk(m, q, 3, mask=np.zeros(4, bool))[0].shape == (0,)
-    with pytest.raises(ValueError):
-        cosine_topk(m, np.ones(3, np.float32), 1)
-    with pytest.raises(ValueError):
-        cosine_topk(m, q, 1, mask=np.ones(4, np.int8))
-
-
-def test_cosine_topk_matches_a_full_sort():
-    value = matrix(500, dim=16, seed=3)
-    q = np.random.default_rng(4).standard_normal(16).astype(np.float32)
-    rows, scores = cosine_topk(value.matrix, q, 25)
-    full = value.matrix @ (q / np.linalg.norm(q))
-    assert rows.tolist() == np.argsort(-full, kind="stable")[:25].tolist()
-    assert np.allclose(scores, full[rows], atol=1e-6)

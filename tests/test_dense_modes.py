@@ -13,22 +13,26 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import pytest
-
-import onnxruntime  # noqa: F401  (the dense extra is installed for the tests)
-import tokenizers  # noqa: F401  (the dense extra is installed for the tests)
 import onnx  # noqa: F401  (the dense extra is installed for the tests)
+import onnxruntime  # noqa: F401  (the dense extra is installed for the tests)
+import pytest
+import tokenizers  # noqa: F401  (the dense extra is installed for the tests)
 
-from core import dense_modes  # noqa: E402
 from core import generations as gen  # noqa: E402
-from core.dense_cache import DenseCacheKey  # noqa: E402
-from core.builder import build_index  # noqa: E402
-from core.dense_modes import DENSE_CACHE, best_per_note  # noqa: E402
-from core.embed import embed_index  # noqa: E402
-from core.errors import (DenseIncompleteError, DenseIndexUnavailableError, ModelIdentityMismatchError,  # noqa: E402
-                         ModelMissingError, RerankerUnavailableError)
+from core.dense import DenseCacheKey  # noqa: E402
+from core.errors import (  # noqa: E402
+    DenseIncompleteError,
+    DenseIndexUnavailableError,
+    ModelIdentityMismatchError,
+    ModelMissingError,
+    RerankerUnavailableError,
+)
+from core.index.builder import build_index  # noqa: E402
+from core.index.embed import embed_index  # noqa: E402
+from core.models.catalog import load_local_dir  # noqa: E402
+from core.modes import dense_pipeline as dense_modes  # noqa: E402
+from core.modes.dense_pipeline import DENSE_CACHE, best_per_note  # noqa: E402
 from core.rerank import CrossEncoder  # noqa: E402
-from core.models import load_local_dir  # noqa: E402
 from core.searcher import search_vault  # noqa: E402
 from tests.conftest import note  # noqa: E402
 from tests.minilm_fixture import FP32, INT8, PAIR, cached_model_dirs, fixture_root  # noqa: E402
@@ -37,25 +41,37 @@ REPO = Path(__file__).resolve().parent.parent
 DENSE = ("semantic", "reranked")
 
 FILES = {
-    "pets/puppy.md": note("Afternoon outing", "The puppy chased a red ball across the park lawn.",
-                          updated="2024-02-01"),
-    "money/revenue.md": note("Quarter report", "Quarterly revenue grew by ten percent on strong cloud sales.",
-                             updated="2024-02-02"),
-    "food/pasta.md": note("Dinner", "Boil the pasta in salted water for nine minutes, then drain it.",
-                          updated="2024-02-03"),
-    "sky/saturn.md": note("Stargazing", "The telescope revealed the rings of Saturn on a clear night.",
-                          updated="2024-02-04"),
-    "bike/chain.md": note("Maintenance", "Tighten the bicycle chain and oil the rear derailleur.",
-                          updated="2024-02-05"),
-    "music/symphony.md": note("Rehearsal", "The orchestra rehearsed the second movement of the symphony.",
-                              updated="2024-02-06"),
-    "garden/tomato.md": note("Garden log", "Water the tomato seedlings every morning during the heat wave.",
-                             updated="2024-02-07"),
-    "sport/marathon.md": note("Training", "She trained for the marathon by running hills every weekend.",
-                              updated="2024-02-08"),
+    "pets/puppy.md": note(
+        "Afternoon outing", "The puppy chased a red ball across the park lawn.", updated="2024-02-01"
+    ),
+    "money/revenue.md": note(
+        "Quarter report", "Quarterly revenue grew by ten percent on strong cloud sales.", updated="2024-02-02"
+    ),
+    "food/pasta.md": note(
+        "Dinner", "Boil the pasta in salted water for nine minutes, then drain it.", updated="2024-02-03"
+    ),
+    "sky/saturn.md": note(
+        "Stargazing", "The telescope revealed the rings of Saturn on a clear night.", updated="2024-02-04"
+    ),
+    "bike/chain.md": note(
+        "Maintenance", "Tighten the bicycle chain and oil the rear derailleur.", updated="2024-02-05"
+    ),
+    "music/symphony.md": note(
+        "Rehearsal", "The orchestra rehearsed the second movement of the symphony.", updated="2024-02-06"
+    ),
+    "garden/tomato.md": note(
+        "Garden log", "Water the tomato seedlings every morning during the heat wave.", updated="2024-02-07"
+    ),
+    "sport/marathon.md": note(
+        "Training", "She trained for the marathon by running hills every weekend.", updated="2024-02-08"
+    ),
     # the best semantic match for dog queries, but hidden from callers who may only see public notes
-    "secret/kennel.md": note("Kennel", "Our young dog loves playing fetch with a ball in the park.",
-                             classification="secret", updated="2024-02-09"),
+    "secret/kennel.md": note(
+        "Kennel",
+        "Our young dog loves playing fetch with a ball in the park.",
+        classification="secret",
+        updated="2024-02-09",
+    ),
     "pets/cat.md": note("Cat", "The kitten napped on the warm windowsill all afternoon.", updated="2024-02-10"),
 }
 DOG_QUERY = "a young dog playing fetch"
@@ -103,12 +119,16 @@ def test_semantic_finds_the_paraphrase_without_shared_words(embedded):
     assert (results.actual_mode, results.retrieval_contract, results.fallback_reason) == ("semantic", "semantic", None)
     assert all(r.score_source == "dense_cosine" for r in results)
     assert [r.score for r in results] == sorted((r.score for r in results), reverse=True)
-    assert len(set(paths(results))) == len(results) == 10            # one hit per note
+    assert len(set(paths(results))) == len(results) == 10  # one hit per note
 
 
 def test_semantic_snippet_comes_from_the_best_chunk(make_vault, model_dirs):
-    body = "\n\n".join(["## Engines\n\n" + "Diesel engines compress air until fuel ignites. " * 14,
-                        "## Desserts\n\n" + "Whisk cream with sugar until soft peaks form for the cake. " * 10])
+    body = "\n\n".join(
+        [
+            "## Engines\n\n" + "Diesel engines compress air until fuel ignites. " * 14,
+            "## Desserts\n\n" + "Whisk cream with sugar until soft peaks form for the cake. " * 10,
+        ]
+    )
     vault = make_vault({"long.md": note("Mixed", body), "other.md": note("Other", "Unrelated text about taxes.")})
     embed_index(vault, model=model_dirs[FP32])
     hit = search_vault(vault, "how to whip cream for a cake", mode="semantic")[0]
@@ -134,7 +154,7 @@ def test_best_per_note_picks_each_notes_best_row_and_grows_past_duplicates():
     rows = np.arange(6)
     assert best_per_note(scores, rows, notes, 3) == [3, 0, 5]
     assert best_per_note(scores, np.array([1, 2, 4]), notes, 5) == [1, 4]
-    many = np.repeat(np.arange(100, dtype=np.int64), 50)          # 50 rows per note: forces regrowth
+    many = np.repeat(np.arange(100, dtype=np.int64), 50)  # 50 rows per note: forces regrowth
     s = np.random.default_rng(0).random(5000).astype(np.float32)
     got = best_per_note(s, np.arange(5000), many, 100)
     assert len({int(many[r]) for r in got}) == 100
@@ -149,10 +169,14 @@ def test_auto_uses_the_dense_pipeline_when_ready(embedded):
     query = "which evening was good for watching planets"
     results = search_vault(embedded, query)
     assert (results.actual_mode, results.retrieval_contract, results.fallback_reason) == (
-        "dense_hybrid", "dense_hybrid", None)
+        "dense_hybrid",
+        "dense_hybrid",
+        None,
+    )
     assert all(r.score_source == "rrf" for r in results) and "sky/saturn.md" in paths(results)[:3]
-    fts, dense = ([(r.rel_path, r.score) for r in search_vault(embedded, query, mode=m, limit=100)]
-                  for m in ("fts", "semantic"))
+    fts, dense = (
+        [(r.rel_path, r.score) for r in search_vault(embedded, query, mode=m, limit=100)] for m in ("fts", "semantic")
+    )
     expected = dense_modes.auto_fusion(fts, dense, 10)
     assert [(r.rel_path, r.score) for r in results] == [(p, pytest.approx(s, abs=1e-6)) for p, s in expected]
 
@@ -161,13 +185,13 @@ def test_auto_fusion_fuses_unless_fts_is_confident():
     w_fts, w_dense = dense_modes.AUTO_WEIGHTS
     ratio = dense_modes.AUTO_CONFIDENT_RATIO
     dense = [("b", 0.9), ("c", 0.8), ("d", 0.7)]
-    close = [("a", 10.0), ("b", 10.0 * ratio + 0.1)]             # fts not confident: RRF of both lists
+    close = [("a", 10.0), ("b", 10.0 * ratio + 0.1)]  # fts not confident: RRF of both lists
     fused = dict(dense_modes.auto_fusion(close, dense, 10))
-    assert fused == pytest.approx({"a": w_fts / 61, "b": w_fts / 62 + w_dense / 61, "c": w_dense / 62,
-                                   "d": w_dense / 63})
-    clear = [("a", 10.0), ("b", 10.0 * ratio - 0.1)]             # fts confident: its order, then dense-only ids
-    assert dense_modes.auto_fusion(clear, dense, 10) == [("a", w_fts / 61), ("b", w_fts / 62), ("c", 0.0),
-                                                         ("d", 0.0)]
+    assert fused == pytest.approx(
+        {"a": w_fts / 61, "b": w_fts / 62 + w_dense / 61, "c": w_dense / 62, "d": w_dense / 63}
+    )
+    clear = [("a", 10.0), ("b", 10.0 * ratio - 0.1)]  # fts confident: its order, then dense-only ids
+    assert dense_modes.auto_fusion(clear, dense, 10) == [("a", w_fts / 61), ("b", w_fts / 62), ("c", 0.0), ("d", 0.0)]
     assert dense_modes.auto_fusion([("a", 3.0)], dense, 2) == [("a", w_fts / 61), ("b", 0.0)]
     assert not dense_modes.lexically_confident([]) and dense_modes.auto_fusion([], dense, 2)[0][0] == "b"
 
@@ -215,7 +239,10 @@ def _fail_closed(vault, reason, error, **kw):
         assert info.value.reason == reason and info.value.exit_code == 5
         results = search_vault(vault, "puppy", mode=mode, allow_fallback=True, **kw)
         assert (results.actual_mode, results.retrieval_contract, results.fallback_reason) == (
-            "fts", "fts_fallback", reason)
+            "fts",
+            "fts_fallback",
+            reason,
+        )
         assert paths(results) == fts
     auto = search_vault(vault, "puppy", mode="auto", **kw)
     assert (auto.retrieval_contract, auto.fallback_reason, paths(auto)) == ("fts_fallback", reason, fts)
@@ -232,8 +259,9 @@ def test_partial_vectors_are_dense_incomplete(partial, model_dirs):
 
 
 def test_an_absent_model_is_model_missing(embedded, tmp_path, model_dirs):
-    _fail_closed(embedded, "model_missing", ModelMissingError, model=str(tmp_path / "gone"),
-                 options=rerank_opts(model_dirs))
+    _fail_closed(
+        embedded, "model_missing", ModelMissingError, model=str(tmp_path / "gone"), options=rerank_opts(model_dirs)
+    )
 
 
 def test_the_recorded_model_directory_deleted_is_model_missing(make_vault, model_dirs, tmp_path):
@@ -246,8 +274,13 @@ def test_the_recorded_model_directory_deleted_is_model_missing(make_vault, model
 
 
 def test_another_model_is_model_identity_mismatch_naming_both(embedded, model_dirs):
-    error = _fail_closed(embedded, "model_identity_mismatch", ModelIdentityMismatchError,
-                         model=str(model_dirs[INT8]), options=rerank_opts(model_dirs))
+    error = _fail_closed(
+        embedded,
+        "model_identity_mismatch",
+        ModelIdentityMismatchError,
+        model=str(model_dirs[INT8]),
+        options=rerank_opts(model_dirs),
+    )
     assert "all-minilm-l6-v2-fp32" in error.message and "all-minilm-l6-v2-int8" in error.message
 
 
@@ -298,13 +331,15 @@ def test_reranked_without_its_reranker_fails_closed(embedded, tmp_path):
     with pytest.raises(RerankerUnavailableError) as info:
         search_vault(embedded, "puppy", mode="reranked", options={"reranker": str(tmp_path / "none")})
     assert info.value.reason == "reranker_unavailable"
-    results = search_vault(embedded, "puppy", mode="reranked", allow_fallback=True,
-                           options={"reranker": str(tmp_path / "none")})
+    results = search_vault(
+        embedded, "puppy", mode="reranked", allow_fallback=True, options={"reranker": str(tmp_path / "none")}
+    )
     assert (results.retrieval_contract, results.fallback_reason) == ("fts_fallback", "reranker_unavailable")
 
 
 def test_cli_search_with_another_model_exits_5_naming_the_reason(embedded, model_dirs, capsys):
     from core.cli import main
+
     code = main(["search", str(embedded), "puppy", "--mode", "semantic", "--model", str(model_dirs[INT8]), "--json"])
     assert code == 5 and json.loads(capsys.readouterr().err)["reason"] == "model_identity_mismatch"
     assert main(["search", str(embedded), "puppy", "--mode", "semantic", "--json"]) == 0
@@ -313,22 +348,54 @@ def test_cli_search_with_another_model_exits_5_naming_the_reason(embedded, model
 
 def test_cli_search_and_eval_take_the_reranker(embedded, model_dirs, tmp_path, capsys, monkeypatch):
     from core.cli import main
+
     monkeypatch.setenv("HOME", str(tmp_path / "home"))  # no model cache of the real user can leak in
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    assert main(["search", str(embedded), "cooking noodles in boiling water", "--mode", "reranked",
-                 "--reranker", str(model_dirs[PAIR]), "--json"]) == 0
+    assert (
+        main(
+            [
+                "search",
+                str(embedded),
+                "cooking noodles in boiling water",
+                "--mode",
+                "reranked",
+                "--reranker",
+                str(model_dirs[PAIR]),
+                "--json",
+            ]
+        )
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
     assert out["actual_mode"] == "reranked" and out["results"][0]["rel_path"] == "food/pasta.md"
     queries, qrels = tmp_path / "q.jsonl", tmp_path / "r.tsv"
     queries.write_text(json.dumps({"_id": "q1", "text": "cooking noodles in boiling water"}) + "\n", encoding="utf-8")
     qrels.write_text("query-id\tcorpus-id\tscore\nq1\tfood/pasta.md\t1\n", encoding="utf-8")
-    assert main(["eval", str(embedded), "--queries", str(queries), "--qrels", str(qrels), "--mode", "reranked",
-                 "--reranker", str(model_dirs[PAIR]), "--json"]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                str(embedded),
+                "--queries",
+                str(queries),
+                "--qrels",
+                str(qrels),
+                "--mode",
+                "reranked",
+                "--reranker",
+                str(model_dirs[PAIR]),
+                "--json",
+            ]
+        )
+        == 0
+    )
     report = json.loads(capsys.readouterr().out)
     assert report["modes"][0]["mode"] == "reranked" and report["modes"][0]["error_reason"] is None
     assert report["modes"][0]["mrr"] == 1.0
     # without the option the default preset is absent here: the mode is reported as failed with its reason
-    assert main(["eval", str(embedded), "--queries", str(queries), "--qrels", str(qrels), "--mode", "reranked",
-                 "--json"]) == 0
+    assert (
+        main(["eval", str(embedded), "--queries", str(queries), "--qrels", str(qrels), "--mode", "reranked", "--json"])
+        == 0
+    )
     assert json.loads(capsys.readouterr().out)["modes"][0]["error_reason"] == "reranker_unavailable"

@@ -6,20 +6,20 @@ import json
 import sqlite3
 
 import numpy as np
-import pytest
-
-import onnxruntime  # noqa: F401  (the dense extra is installed for the tests)
-import tokenizers  # noqa: F401  (the dense extra is installed for the tests)
 import onnx  # noqa: F401  (the dense extra is installed for the tests)
+import onnxruntime  # noqa: F401  (the dense extra is installed for the tests)
+import pytest
+import tokenizers  # noqa: F401  (the dense extra is installed for the tests)
 
 from core import generations as gen  # noqa: E402
-from core.builder import build_index  # noqa: E402
 from core.cli import main  # noqa: E402
-from core.embed import EmbedReport, embed_index, passage_text, stored_identity  # noqa: E402
+from core.dense import stored_identity  # noqa: E402
 from core.errors import ModelMissingError  # noqa: E402
-from core.schema import get_meta  # noqa: E402
+from core.index.builder import build_index  # noqa: E402
+from core.index.embed import EmbedReport, embed_index, passage_text  # noqa: E402
+from core.index.schema import get_meta  # noqa: E402
+from core.index.status import index_status  # noqa: E402
 from core.searcher import search_vault  # noqa: E402
-from core.status import index_status  # noqa: E402
 from tests.conftest import note  # noqa: E402
 from tests.minilm_fixture import FP32, INT8, cached_model_dirs, fixture_root  # noqa: E402
 
@@ -67,8 +67,13 @@ def vectors_by_chunk(vault) -> dict[int, bytes]:
 def embedded_notes(vault) -> set[str]:
     conn = open_active(vault)
     try:
-        return {r[0] for r in conn.execute("SELECT DISTINCT n.rel_path FROM chunk_vectors v JOIN chunks c "
-                                           "ON c.id = v.chunk_id JOIN notes n ON n.id = c.note_id")}
+        return {
+            r[0]
+            for r in conn.execute(
+                "SELECT DISTINCT n.rel_path FROM chunk_vectors v JOIN chunks c "
+                "ON c.id = v.chunk_id JOIN notes n ON n.id = c.note_id"
+            )
+        }
     finally:
         conn.close()
 
@@ -78,8 +83,10 @@ def active_id(vault) -> str | None:
 
 
 def test_passage_text_puts_title_and_headings_before_the_body():
-    assert passage_text("Install", json.dumps(["Setup", "Linux"]), "apt install x") == \
-        "Install\nSetup > Linux\n\napt install x"
+    assert (
+        passage_text("Install", json.dumps(["Setup", "Linux"]), "apt install x")
+        == "Install\nSetup > Linux\n\napt install x"
+    )
     assert passage_text("Install", "[]", "body") == "Install\n\nbody"
     assert passage_text("", "[]", "body") == "body"
 
@@ -102,7 +109,7 @@ def test_embed_all_publishes_a_generation_with_vectors_and_the_model_identity(va
     assert all(len(b) == 384 * 4 for b in blobs)
     norms = np.linalg.norm(np.frombuffer(b"".join(blobs), dtype="<f4").reshape(-1, 384), axis=1)
     assert np.allclose(norms, 1.0, atol=1e-4)
-    record = gen.list_generations(gen.layout_for(vault))[0]     # newest first
+    record = gen.list_generations(gen.layout_for(vault))[0]  # newest first
     assert record["dense_chunks"] == 10 and json.loads(record["dense_model"])["model_ref"] == meta["model_ref"]
     status = index_status(vault)["dense"]
     assert (status["chunks_with_vectors"], status["chunks"], status["coverage"]) == (10, 10, 1.0)
@@ -141,8 +148,9 @@ def test_without_limit_a_generation_is_published_every_publish_every_chunks(vaul
 def test_unchanged_chunks_keep_their_vectors_across_a_rebuild(vault, model_dirs):
     embed_index(vault, model=model_dirs[FP32])
     old = vectors_by_chunk(vault)
-    (vault / "n03.md").write_text(note("Note 3", "Comets have icy tails that point away from the sun.",
-                                       updated="2024-01-13"), encoding="utf-8")
+    (vault / "n03.md").write_text(
+        note("Note 3", "Comets have icy tails that point away from the sun.", updated="2024-01-13"), encoding="utf-8"
+    )
     build_index(vault)
     kept = vectors_by_chunk(vault)
     assert len(kept) == 9 and all(old[cid] == blob for cid, blob in kept.items())
@@ -187,11 +195,10 @@ def test_a_missing_model_fails_before_touching_the_index(vault, tmp_path):
 
 def test_cli_index_embed_and_embed_only_with_limit(make_vault, model_dirs, capsys):
     vault = make_vault(vault_files(), build=False)
-    assert main(["index", str(vault), "--embed", "--embed-limit", "3", "--model", str(model_dirs[FP32]),
-                 "--json"]) == 0
+    assert main(["index", str(vault), "--embed", "--embed-limit", "3", "--model", str(model_dirs[FP32]), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["build"]["notes"] == 10 and out["embed"]["embedded"] == 3
-    assert main(["index", str(vault), "--embed-only", "--json"]) == 0     # the index's model by default
+    assert main(["index", str(vault), "--embed-only", "--json"]) == 0  # the index's model by default
     out = json.loads(capsys.readouterr().out)
     assert "build" not in out and out["embed"]["embedded"] == 7 and out["embed"]["complete"]
     assert out["embed"]["model_ref"] == str(model_dirs[FP32].resolve())

@@ -6,19 +6,22 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import note
+
 from core.cli import main
 from core.errors import EvalInputError
-from core.eval_cli import run_eval
+from core.eval.cli import run_eval
 
 FILES = {
     "db/postgres-pool.md": note("Postgres connection pool", "Tune the pgbouncer pool size for the API.", id="doc-pg"),
     "ops/incident-retro.md": note("Incident retro", "The outage came from an expired TLS certificate."),
     "people/onboarding.md": note("Onboarding", "Laptop setup, accounts and the first week."),
 }
-QUERIES = [{"_id": "q1", "text": "postgres pool size"}, {"_id": "q2", "text": "expired certificate outage"},
-           {"_id": "q3", "text": "laptop accounts first week"}]
+QUERIES = [
+    {"_id": "q1", "text": "postgres pool size"},
+    {"_id": "q2", "text": "expired certificate outage"},
+    {"_id": "q3", "text": "laptop accounts first week"},
+]
 
 
 @pytest.fixture(scope="module")
@@ -30,8 +33,9 @@ def write_inputs(tmp_path: Path, qrels_rows: list[tuple[str, str, int]]) -> tupl
     q = tmp_path / "queries.jsonl"
     q.write_text("".join(json.dumps(x) + "\n" for x in QUERIES), encoding="utf-8")
     r = tmp_path / "qrels.tsv"
-    r.write_text("query-id\tcorpus-id\tscore\n" + "".join(f"{a}\t{b}\t{c}\n" for a, b, c in qrels_rows),
-                 encoding="utf-8")
+    r.write_text(
+        "query-id\tcorpus-id\tscore\n" + "".join(f"{a}\t{b}\t{c}\n" for a, b, c in qrels_rows), encoding="utf-8"
+    )
     return q, r
 
 
@@ -58,8 +62,10 @@ def test_an_unmatched_qrels_id_is_reported_not_dropped(vault, tmp_path, capsys):
 def test_failures_list_the_rank_reached(vault, tmp_path, capsys):
     # q3's label points at the postgres note, which a query about laptops does not rank first
     q, r = write_inputs(tmp_path, [("q1", "doc-pg", 1), ("q2", "ops/incident-retro.md", 1), ("q3", "doc-pg", 1)])
-    assert main(["eval", str(vault), "--queries", str(q), "--qrels", str(r), "--mode", "fts", "-k", "1",
-                 "--failures"]) == 0
+    assert (
+        main(["eval", str(vault), "--queries", str(q), "--qrels", str(r), "--mode", "fts", "-k", "1", "--failures"])
+        == 0
+    )
     text = capsys.readouterr().out
     assert "nDCG@1" in text and "q3" in text
 

@@ -1,4 +1,4 @@
-"""core.evaluation: loading BEIR files, matching qrels ids to notes, and evaluate()."""
+"""core.eval.evaluation: loading BEIR files, matching qrels ids to notes, and evaluate()."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from core.errors import DenseIndexUnavailableError, EvalInputError, UsageError
-from core.evaluation import DocIdMatcher, evaluate, load_qrels, load_queries
+from core.eval.evaluation import DocIdMatcher, evaluate, load_qrels, load_queries
 
 DATA = Path("/work/shared/data")
 LOG2_3 = math.log2(3)
@@ -39,6 +39,7 @@ def _vault_notes(root: Path) -> list[tuple[str, str | None]]:
 
 # ----------------------------------------------------------------------------- real files
 
+
 def test_scifact_dev_files_load_and_match_by_frontmatter_id():
     queries = load_queries(DATA / "scifact/dev_queries.jsonl")
     qrels = load_qrels(DATA / "scifact/dev_qrels.tsv")
@@ -47,13 +48,13 @@ def test_scifact_dev_files_load_and_match_by_frontmatter_id():
     assert set(qrels) == set(queries)
     assert all(rel == 1 for judged in qrels.values() for rel in judged.values())
     summary = DocIdMatcher(_vault_notes(DATA / "scifact/vault")).summarize(
-        d for judged in qrels.values() for d in judged)
+        d for judged in qrels.values() for d in judged
+    )
     assert summary.unmatched_qrels_ids == ()
     assert summary.by_rule["id"] == summary.total > 0
 
 
-@pytest.mark.parametrize("name, vault", [("dendron", "dendron/vault"),
-                                         ("powershell", "powershell-docs/reference")])
+@pytest.mark.parametrize("name, vault", [("dendron", "dendron/vault"), ("powershell", "powershell-docs/reference")])
 def test_known_item_files_load_and_match_by_path(name, vault):
     queries = load_queries(DATA / f"known-item/{name}_dev_queries.jsonl")
     qrels = load_qrels(DATA / f"known-item/{name}_dev_qrels.tsv")
@@ -86,6 +87,7 @@ def test_qrels_keep_grades_and_paths_with_spaces(tmp_path):
 
 # ----------------------------------------------------------------------------- bad input
 
+
 def _assert_input_error(exc: pytest.ExceptionInfo, path: Path, line: int | None) -> None:
     assert exc.value.reason == "eval-input"
     assert exc.value.evidence["path"] == str(path)
@@ -96,17 +98,20 @@ def _assert_input_error(exc: pytest.ExceptionInfo, path: Path, line: int | None)
 GOOD_Q = '{"_id": "1", "text": "ok"}\n'
 
 
-@pytest.mark.parametrize("content, line", [
-    (GOOD_Q + GOOD_Q.replace("1", "2") + '{"_id": "3", "text": \n', 3),  # bad JSON on line 3
-    (GOOD_Q + '["not", "an", "object"]\n', 2),
-    (GOOD_Q + '{"text": "no id"}\n', 2),
-    (GOOD_Q + '{"_id": "", "text": "empty id"}\n', 2),
-    (GOOD_Q + '{"_id": "2"}\n', 2),  # missing text
-    (GOOD_Q + '{"_id": "2", "text": 5}\n', 2),
-    (GOOD_Q + GOOD_Q, 2),  # duplicate _id
-    ("", None),
-    ("\n  \n", None),
-])
+@pytest.mark.parametrize(
+    "content, line",
+    [
+        (GOOD_Q + GOOD_Q.replace("1", "2") + '{"_id": "3", "text": \n', 3),  # bad JSON on line 3
+        (GOOD_Q + '["not", "an", "object"]\n', 2),
+        (GOOD_Q + '{"text": "no id"}\n', 2),
+        (GOOD_Q + '{"_id": "", "text": "empty id"}\n', 2),
+        (GOOD_Q + '{"_id": "2"}\n', 2),  # missing text
+        (GOOD_Q + '{"_id": "2", "text": 5}\n', 2),
+        (GOOD_Q + GOOD_Q, 2),  # duplicate _id
+        ("", None),
+        ("\n  \n", None),
+    ],
+)
 def test_bad_queries_raise_with_file_and_line(tmp_path, content, line):
     path = _write(tmp_path, "q.jsonl", content)
     with pytest.raises(EvalInputError) as exc:
@@ -132,18 +137,21 @@ def test_missing_file(tmp_path, loader):
 HEADER = "query-id\tcorpus-id\tscore\n"
 
 
-@pytest.mark.parametrize("content, line", [
-    ("q1\td1\t1\n", 1),  # no header
-    ("query-id corpus-id score\nq1\td1\t1\n", 1),  # header not tab-separated
-    (HEADER + "q1\td1\t1\nq1\td2\n", 3),  # missing column
-    (HEADER + "q1\td1\t1\t0\n", 2),  # extra column (TREC 4-column format)
-    (HEADER + "q1\td1\t1.5\n", 2),  # non-integer score
-    (HEADER + "q1\td1\thigh\n", 2),
-    (HEADER + "q1\t\t1\n", 2),  # empty corpus-id
-    (HEADER + "q1\td1\t1\nq1\td1\t2\n", 3),  # duplicate pair
-    (HEADER, None),  # header only
-    ("", None),
-])
+@pytest.mark.parametrize(
+    "content, line",
+    [
+        ("q1\td1\t1\n", 1),  # no header
+        ("query-id corpus-id score\nq1\td1\t1\n", 1),  # header not tab-separated
+        (HEADER + "q1\td1\t1\nq1\td2\n", 3),  # missing column
+        (HEADER + "q1\td1\t1\t0\n", 2),  # extra column (TREC 4-column format)
+        (HEADER + "q1\td1\t1.5\n", 2),  # non-integer score
+        (HEADER + "q1\td1\thigh\n", 2),
+        (HEADER + "q1\t\t1\n", 2),  # empty corpus-id
+        (HEADER + "q1\td1\t1\nq1\td1\t2\n", 3),  # duplicate pair
+        (HEADER, None),  # header only
+        ("", None),
+    ],
+)
 def test_bad_qrels_raise_with_file_and_line(tmp_path, content, line):
     path = _write(tmp_path, "r.tsv", content)
     with pytest.raises(EvalInputError) as exc:
@@ -176,20 +184,23 @@ MATCH_NOTES = [
 ]
 
 
-@pytest.mark.parametrize("docid, expected", [
-    ("ID-1", ("notes/alpha.md", "id")),
-    ("notes/beta.md", ("notes/beta.md", "path")),
-    ("notes/beta", ("notes/beta.md", "path")),
-    ("beta", ("notes/beta.md", "stem")),
-    ("alpha", ("notes/alpha.md", "stem")),  # a note with an id is still reachable by its stem
-    ("q", ("p.md", "id")),  # id beats the path q.md
-    ("x", ("x.md", "path")),  # path beats the ambiguous stem x
-    ("13", ("13.md", "id")),  # YAML integer id
-    ("gamma", (None, None)),  # ambiguous stem
-    ("same", (None, None)),  # frontmatter id shared by two notes
-    ("nothing", (None, None)),
-    ("NOTES/BETA.md", (None, None)),  # matching is case-sensitive
-])
+@pytest.mark.parametrize(
+    "docid, expected",
+    [
+        ("ID-1", ("notes/alpha.md", "id")),
+        ("notes/beta.md", ("notes/beta.md", "path")),
+        ("notes/beta", ("notes/beta.md", "path")),
+        ("beta", ("notes/beta.md", "stem")),
+        ("alpha", ("notes/alpha.md", "stem")),  # a note with an id is still reachable by its stem
+        ("q", ("p.md", "id")),  # id beats the path q.md
+        ("x", ("x.md", "path")),  # path beats the ambiguous stem x
+        ("13", ("13.md", "id")),  # YAML integer id
+        ("gamma", (None, None)),  # ambiguous stem
+        ("same", (None, None)),  # frontmatter id shared by two notes
+        ("nothing", (None, None)),
+        ("NOTES/BETA.md", (None, None)),  # matching is case-sensitive
+    ],
+)
 def test_match_rules(docid, expected):
     assert DocIdMatcher(MATCH_NOTES).match(docid) == expected
 
@@ -226,8 +237,11 @@ QRELS = {
 }
 NOTES = [("notes/a.md", "A"), ("notes/b.md", None), ("notes/c.md", None), ("notes/d.md", None)]
 RANKINGS = {
-    "m1": {"first": ["notes/b.md", "x.md", "notes/a.md"], "second": ["notes/c.md"],
-           "third": ["x.md", "y.md", "z.md", "notes/d.md"]},
+    "m1": {
+        "first": ["notes/b.md", "x.md", "notes/a.md"],
+        "second": ["notes/c.md"],
+        "third": ["x.md", "y.md", "z.md", "notes/d.md"],
+    },
     "m2": {"first": [], "second": ["x.md"], "third": ["notes/d.md"]},
 }
 
@@ -285,7 +299,10 @@ def test_evaluate_reports_every_excluded_query_and_id():
     assert report.id_matching.by_rule == {"id": 1, "path": 1, "stem": 3}
     # excluded queries are never searched; every call asks for the full depth
     assert sorted(c for c in search.calls if c[1] == "m1") == [
-        ("first", "m1", 10), ("second", "m1", 10), ("third", "m1", 10)]
+        ("first", "m1", 10),
+        ("second", "m1", 10),
+        ("third", "m1", 10),
+    ]
 
 
 def test_failing_mode_is_reported_and_others_still_run():
@@ -327,8 +344,16 @@ def test_failures_list_best_rank_or_none():
 
 def test_results_beyond_depth_do_not_count():
     ranked = [f"x{i}.md" for i in range(10)] + ["notes/c.md"]  # relevant at rank 11, depth 10
-    report = evaluate({"q2": "second"}, {"q2": {"c": 1}}, DocIdMatcher(NOTES),
-                      lambda t, m, d: ranked, ["m"], k=10, depth=10, failures=True)
+    report = evaluate(
+        {"q2": "second"},
+        {"q2": {"c": 1}},
+        DocIdMatcher(NOTES),
+        lambda t, m, d: ranked,
+        ["m"],
+        k=10,
+        depth=10,
+        failures=True,
+    )
     assert report.modes[0].recall == 0.0
     assert report.modes[0].failures[0].best_rank is None
 
@@ -356,8 +381,9 @@ def test_nothing_evaluable_is_an_input_error():
     assert exc.value.reason == "eval-input"
 
 
-@pytest.mark.parametrize("kw", [dict(k=0), dict(depth=5), dict(k=20, depth=10), dict(modes=[]),
-                                dict(modes=["m1", "m1"]), dict(modes="m1")])
+@pytest.mark.parametrize(
+    "kw", [dict(k=0), dict(depth=5), dict(k=20, depth=10), dict(modes=[]), dict(modes=["m1", "m1"]), dict(modes="m1")]
+)
 def test_bad_arguments_are_usage_errors(kw):
     args = dict(modes=["m1"]) | kw
     with pytest.raises(UsageError):
@@ -365,6 +391,7 @@ def test_bad_arguments_are_usage_errors(kw):
 
 
 # ----------------------------------------------------------------------------- rendering
+
 
 def test_to_dict_is_json_ready():
     report, _ = _run(failures=True)
@@ -384,7 +411,8 @@ def test_format_table_rows():
     m1 = lines[1].split()
     assert m1[0] == "m1" and m1[-1] == "3"
     assert [float(v) for v in m1[1:5]] == pytest.approx(
-        [report.modes[0].ndcg, report.modes[0].recall, report.modes[0].mrr, report.modes[0].precision], abs=5e-5)
+        [report.modes[0].ndcg, report.modes[0].recall, report.modes[0].mrr, report.modes[0].precision], abs=5e-5
+    )
     assert lines[3].split()[:3] == ["broken", "FAILED", "dense_index_unavailable"]
     assert lines[4].startswith("id matching: 5/7")
     assert len(lines) == 6

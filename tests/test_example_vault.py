@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from core.chunking import chunk_body
-from core.links import Link, LinkResolver
-from core.notes import ParsedNote, parse_note
-from core.scan import read_file, scan_vault
+from core.vault.chunking import chunk_body
+from core.vault.links import Link, LinkResolver
+from core.vault.notes import ParsedNote, parse_note
+from core.vault.scan import read_file, scan_vault
 
 VAULT = Path(__file__).resolve().parent.parent / "examples" / "vault"
 TYPES = {"decision", "meeting", "howto", "project", "person", "reference"}
@@ -33,7 +33,13 @@ def resolver(notes) -> LinkResolver:
 def test_size_folders_and_ignored_drafts(notes):
     assert 20 <= len(notes) <= 40
     assert {p.split("/")[0] for p in notes if "/" in p} == {
-        "decisions", "howtos", "meetings", "people", "projects", "reference"}
+        "decisions",
+        "howtos",
+        "meetings",
+        "people",
+        "projects",
+        "reference",
+    }
     assert (VAULT / "drafts").is_dir() and any((VAULT / "drafts").glob("*.md"))
     assert not any(p.startswith("drafts/") for p in notes)
 
@@ -57,7 +63,7 @@ def test_link_constructs_are_all_present(notes):
     links = [link for n in notes.values() for link in n.links]
     kinds = {link.kind for link in links}
     assert {"wikilink", "embed", "markdown", "related", "parent"} <= kinds
-    assert kinds - {"wikilink", "embed", "markdown", "related", "parent"}          # relations: map types
+    assert kinds - {"wikilink", "embed", "markdown", "related", "parent"}  # relations: map types
     assert any(link.alias and link.kind == "wikilink" for link in links)
     assert any(link.heading and link.kind == "wikilink" for link in links)
     assert any(link.heading and link.kind == "embed" for link in links)
@@ -73,16 +79,16 @@ def test_metadata_is_varied_and_typed(notes):
     assert all(n.status or n.note_type == "person" for n in values)
     assert {n.volatility for n in values} >= {"stable", "evolving", "volatile"}
     assert any(n.aliases for n in values)
-    assert any(len(d) == 10 for n in values for d in n.dates.values())           # date only
+    assert any(len(d) == 10 for n in values for d in n.dates.values())  # date only
     assert any("T" in d and "+" in d for n in values for d in n.dates.values())  # datetime with offset
 
 
 def test_tags_in_all_three_forms():
     texts = [p.read_text(encoding="utf-8") for p in VAULT.rglob("*.md") if "drafts" not in p.parts]
-    assert any(re.search(r"^tags: \[", t, re.M) for t in texts)            # YAML list
-    assert any(re.search(r"^tags: \w+, ", t, re.M) for t in texts)          # comma string
-    assert any(re.search(r"^tags:\n  - ", t, re.M) for t in texts)          # block list
-    assert any(re.search(r"(?<!\S)#[a-z]", t.split("\n---\n", 1)[1]) for t in texts)   # inline
+    assert any(re.search(r"^tags: \[", t, re.M) for t in texts)  # YAML list
+    assert any(re.search(r"^tags: \w+, ", t, re.M) for t in texts)  # comma string
+    assert any(re.search(r"^tags:\n  - ", t, re.M) for t in texts)  # block list
+    assert any(re.search(r"(?<!\S)#[a-z]", t.split("\n---\n", 1)[1]) for t in texts)  # inline
 
 
 def test_superseded_decision_points_at_its_replacement(notes, resolver):
@@ -97,13 +103,16 @@ def _wikilink(target: str) -> Link:
     return Link(target=target, kind="wikilink")
 
 
-@pytest.mark.parametrize(("query", "expected"), [
-    ("postgres connection pool", "decisions/adr-006-pgbouncer-transaction-pooling.md"),
-    ("incident retro", "meetings/2024-03-14-incident-retro-db-outage.md"),
-    ("onboarding", "howtos/onboarding-checklist.md"),
-    ("rollback", "howtos/deploy-to-production.md"),
-    ("lock waits", "howtos/debug-slow-queries.md"),
-])
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("postgres connection pool", "decisions/adr-006-pgbouncer-transaction-pooling.md"),
+        ("incident retro", "meetings/2024-03-14-incident-retro-db-outage.md"),
+        ("onboarding", "howtos/onboarding-checklist.md"),
+        ("rollback", "howtos/deploy-to-production.md"),
+        ("lock waits", "howtos/debug-slow-queries.md"),
+    ],
+)
 def test_vault_content_answers_typical_queries(notes, query, expected):
     """A crude term-count ranking puts the obvious note in the top 3: the content is varied enough."""
     words = query.lower().split()

@@ -6,35 +6,84 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import note
+
 from core.errors import FilterError, UsageError
-from core.filters import Filters
+from core.ranking.filters import Filters
 from core.searcher import search_vault
 
 MODEL_FREE = ("fts", "vector", "hybrid", "graph_assisted", "auto")
 
 FILES = {
-    "projects/alpha.md": note("Alpha orchid project", "Alpha grows the orchid greenhouse. See [[beta]].",
-                              type="project", tags=["orchid", "Red"], created="2023-01-01", updated="2024-01-10",
-                              volatility="stable", status="active", classification="public"),
-    "projects/beta.md": note("Beta orchid project", "Beta waters every orchid daily. #inline-tag",
-                             type="project", tags="orchid, blue", created="2023-06-01", updated="2024-03-05",
-                             volatility="volatile", status="draft"),
-    "howtos/gamma.md": note("Gamma orchid howto", "How to repot an orchid safely.", type="howto",
-                            tags=["red", "blue"], created="2023-02-01", updated="2024-02-29T10:00:00+00:00",
-                            volatility="evolving", status="active", classification="lan"),
-    "howtos/delta.md": note("Delta orchid howto", "Delta prunes the orchid roots.", type="howto", tags=["green"],
-                            created="2022-05-05", updated="2023-12-31", status="archived",
-                            classification="restricted"),
-    "decisions/old.md": note("Old orchid decision", "We chose clay pots for the orchid.", type="decision",
-                             tags=["red"], updated="2023-01-01", status="active", superseded_by="new"),
-    "decisions/new.md": note("New orchid decision", "We choose bark mix for the orchid now.", type="decision",
-                             supersedes="old", updated="2024-04-01", status="active"),
-    "decisions/replaced.md": note("Replaced orchid decision", "An orchid decision nobody follows.",
-                                  type="decision", status="superseded", updated="2023-02-02"),
-    "projects2/eps.md": note("Epsilon orchid note", "Epsilon lists orchid suppliers.", type="project",
-                             updated="2024-05-05", status="active"),
+    "projects/alpha.md": note(
+        "Alpha orchid project",
+        "Alpha grows the orchid greenhouse. See [[beta]].",
+        type="project",
+        tags=["orchid", "Red"],
+        created="2023-01-01",
+        updated="2024-01-10",
+        volatility="stable",
+        status="active",
+        classification="public",
+    ),
+    "projects/beta.md": note(
+        "Beta orchid project",
+        "Beta waters every orchid daily. #inline-tag",
+        type="project",
+        tags="orchid, blue",
+        created="2023-06-01",
+        updated="2024-03-05",
+        volatility="volatile",
+        status="draft",
+    ),
+    "howtos/gamma.md": note(
+        "Gamma orchid howto",
+        "How to repot an orchid safely.",
+        type="howto",
+        tags=["red", "blue"],
+        created="2023-02-01",
+        updated="2024-02-29T10:00:00+00:00",
+        volatility="evolving",
+        status="active",
+        classification="lan",
+    ),
+    "howtos/delta.md": note(
+        "Delta orchid howto",
+        "Delta prunes the orchid roots.",
+        type="howto",
+        tags=["green"],
+        created="2022-05-05",
+        updated="2023-12-31",
+        status="archived",
+        classification="restricted",
+    ),
+    "decisions/old.md": note(
+        "Old orchid decision",
+        "We chose clay pots for the orchid.",
+        type="decision",
+        tags=["red"],
+        updated="2023-01-01",
+        status="active",
+        superseded_by="new",
+    ),
+    "decisions/new.md": note(
+        "New orchid decision",
+        "We choose bark mix for the orchid now.",
+        type="decision",
+        supersedes="old",
+        updated="2024-04-01",
+        status="active",
+    ),
+    "decisions/replaced.md": note(
+        "Replaced orchid decision",
+        "An orchid decision nobody follows.",
+        type="decision",
+        status="superseded",
+        updated="2023-02-02",
+    ),
+    "projects2/eps.md": note(
+        "Epsilon orchid note", "Epsilon lists orchid suppliers.", type="project", updated="2024-05-05", status="active"
+    ),
 }
 ALPHA, BETA, GAMMA, DELTA = "projects/alpha.md", "projects/beta.md", "howtos/gamma.md", "howtos/delta.md"
 OLD, NEW, REPLACED, EPS = "decisions/old.md", "decisions/new.md", "decisions/replaced.md", "projects2/eps.md"
@@ -54,11 +103,11 @@ CASES = [
     ({"path_prefixes": "/howtos/"}, {GAMMA, DELTA}),
     ({"path_prefixes": "projects/alpha.md"}, {ALPHA}),
     ({"since": "2024-02-29"}, {GAMMA, BETA, NEW, EPS}),
-    ({"until": "2024-02-29"}, {ALPHA, GAMMA, DELTA}),               # a date bound covers the whole day
+    ({"until": "2024-02-29"}, {ALPHA, GAMMA, DELTA}),  # a date bound covers the whole day
     ({"since": "2024-01-01", "until": "2024-03-05"}, {ALPHA, GAMMA, BETA}),
     ({"since": "2024-02-29T09:00:00"}, {GAMMA, BETA, NEW, EPS}),
     ({"date_field": "created", "since": "2023-01-01", "until": "2023-02-01"}, {ALPHA, GAMMA}),
-    ({"date_field": "created", "until": "2022-12-31"}, {DELTA}),     # notes without the date never match
+    ({"date_field": "created", "until": "2022-12-31"}, {DELTA}),  # notes without the date never match
     ({"volatility": "stable"}, {ALPHA}),
     ({"volatility": ["volatile", "evolving"]}, {BETA, GAMMA}),
     ({"status": "active"}, {ALPHA, GAMMA, NEW, EPS}),
@@ -66,7 +115,7 @@ CASES = [
     ({"include_superseded": True}, set(FILES)),
     ({"include_superseded": True, "status": "superseded"}, {REPLACED}),
     ({"include_superseded": True, "note_types": "decision"}, {OLD, NEW, REPLACED}),
-    ({"classifications": "public"}, {ALPHA, BETA, NEW, EPS}),      # no classification counts as public
+    ({"classifications": "public"}, {ALPHA, BETA, NEW, EPS}),  # no classification counts as public
     ({"classifications": ["public", "lan"]}, {ALPHA, BETA, GAMMA, NEW, EPS}),
     ({"classifications": "RESTRICTED"}, {DELTA}),
     ({"note_types": "project", "tags_any": "blue", "classifications": "public"}, {BETA}),
@@ -95,7 +144,10 @@ def test_metadata_only_search_lists_the_matching_notes(vault, kw, expected):
     results = search_vault(vault, "", mode="fts", limit=50, **kw)
     assert found(results) == expected
     assert (results.actual_mode, results.retrieval_contract, results.fallback_reason) == (
-        "metadata", "metadata_only", None)
+        "metadata",
+        "metadata_only",
+        None,
+    )
 
 
 def test_metadata_only_lists_newest_first(vault):
@@ -105,8 +157,9 @@ def test_metadata_only_lists_newest_first(vault):
 
 @pytest.mark.parametrize("mode", ["fts", "auto"])
 def test_raw_queries_apply_the_filters_too(vault, mode):
-    assert found(search_vault(vault, "orchid", mode=mode, raw=True, limit=50, note_types="project",
-                              classifications="public")) == {ALPHA, BETA, EPS}
+    assert found(
+        search_vault(vault, "orchid", mode=mode, raw=True, limit=50, note_types="project", classifications="public")
+    ) == {ALPHA, BETA, EPS}
 
 
 def test_a_filters_object_and_keywords_are_the_same(vault):
@@ -135,16 +188,17 @@ def test_bad_filter_values_and_names_are_invalid_filters(vault, kw):
 # --- classification: a hidden note leaves no trace -----------------------------------------------------
 
 LEAK_FILES = {
-    "pub/a.md": note("Quasar log", "quasar observations tonight. See [[hidden-plans]] and [[pub-c]].",
-                     classification="public"),
+    "pub/a.md": note(
+        "Quasar log", "quasar observations tonight. See [[hidden-plans]] and [[pub-c]].", classification="public"
+    ),
     "pub/d.md": note("Catalogue", "a quasar catalogue of the northern sky"),
     "pub/pub-c.md": note("Telescope", "telescope maintenance schedule", classification="public"),
     "pub/pub-b.md": note("Garden", "plain note about gardening", classification="public"),
     "pub/pub-p.md": note("Cooking", "another plain note about cooking", classification="public"),
-    "sec/hidden-plans.md": note("Moonbeam budget", "moonbeam secret budget with quasar figures. See [[pub-b]].",
-                                classification="restricted"),
-    "lan/r2.md": note("Nebulark internal", "nebulark quasar notes; see [[a]] and [[pub-p]].",
-                      classification="lan"),
+    "sec/hidden-plans.md": note(
+        "Moonbeam budget", "moonbeam secret budget with quasar figures. See [[pub-b]].", classification="restricted"
+    ),
+    "lan/r2.md": note("Nebulark internal", "nebulark quasar notes; see [[a]] and [[pub-p]].", classification="lan"),
 }
 HIDDEN_MARKS = ("sec/hidden-plans.md", "lan/r2.md", "Moonbeam", "moonbeam", "nebulark", "Nebulark")
 PUBLIC = {p for p in LEAK_FILES if p.startswith("pub/")}
@@ -162,8 +216,7 @@ def test_the_leak_vault_really_has_paths_through_hidden_notes(leak_vault):
 
 
 @pytest.mark.parametrize("mode", [*MODEL_FREE, "semantic", "reranked"])
-@pytest.mark.parametrize("query", ["quasar", "moonbeam budget", "nebulark", "quasar telescope gardening cooking",
-                                   ""])
+@pytest.mark.parametrize("query", ["quasar", "moonbeam budget", "nebulark", "quasar telescope gardening cooking", ""])
 def test_public_caller_gets_no_trace_of_lan_or_restricted_notes(leak_vault, mode, query):
     results = search_vault(leak_vault, query, mode=mode, limit=50, classifications=("public",), allow_fallback=True)
     assert found(results) <= PUBLIC
@@ -190,4 +243,6 @@ def test_a_query_only_a_hidden_note_matches_returns_an_ordinary_empty_list(leak_
     hidden = search_vault(leak_vault, "moonbeam", mode=mode, classifications=("public",))
     absent = search_vault(leak_vault, "xylophonist", mode=mode, classifications=("public",))
     assert list(hidden) == [] and hidden.to_dict() | {"query": "", "index": {}} == absent.to_dict() | {
-        "query": "", "index": {}}
+        "query": "",
+        "index": {},
+    }

@@ -17,16 +17,36 @@ from pathlib import Path
 import pytest
 
 from core import generations as gen
-from core.errors import (BuildError, IndexMissingError, SchemaMismatchError, Sha256MismatchError,
-                         SqliteIntegrityError, StateCorruptError, ValidationError)
-from core.generations import (GenerationRecord, IndexLayout, active_record, atomic, build_lock, connect_readonly,
-                              ensure_layout, layout_for, list_generations, new_staging_path, publish, resolve,
-                              verify_full)
+from core.errors import (
+    BuildError,
+    IndexMissingError,
+    SchemaMismatchError,
+    Sha256MismatchError,
+    SqliteIntegrityError,
+    StateCorruptError,
+    ValidationError,
+)
+from core.generations import (
+    GenerationRecord,
+    IndexLayout,
+    active_record,
+    atomic,
+    build_lock,
+    connect_readonly,
+    ensure_layout,
+    layout_for,
+    list_generations,
+    new_staging_path,
+    publish,
+    resolve,
+    verify_full,
+)
 
 GEN_ID = re.compile(r"^g\d{8}T\d{6}-[0-9a-f]{12}$")
 
 
 # --- helpers (kept local: this project has no shared conftest for them) ----------------------------------
+
 
 def make_db(path: Path, letter: str = "a", rows: int = 20) -> Path:
     """A small valid SQLite file; the same ``rows`` with another ``letter`` gives the same size."""
@@ -39,17 +59,23 @@ def make_db(path: Path, letter: str = "a", rows: int = 20) -> Path:
 
 
 def make_record(notes: int = 3) -> GenerationRecord:
-    return GenerationRecord(source_snapshot_hash="snap-" + "0" * 10, notes=notes, chunks=notes * 2, dense_chunks=0,
-                            chunker="heading-v1:600:60", tokenizer="unicode61", timings={"total": 0.5},
-                            problems=[{"path": "bad.md", "reason": "yaml"}])
+    return GenerationRecord(
+        source_snapshot_hash="snap-" + "0" * 10,
+        notes=notes,
+        chunks=notes * 2,
+        dense_chunks=0,
+        chunker="heading-v1:600:60",
+        tokenizer="unicode61",
+        timings={"total": 0.5},
+        problems=[{"path": "bad.md", "reason": "yaml"}],
+    )
 
 
 def publish_db(layout: IndexLayout, letter: str = "a", *, keep: int = 2) -> gen.ResolvedIndex:
     with build_lock(layout):
         base = active_record(layout)
         staged = make_db(new_staging_path(layout), letter)
-        return publish(layout, staged, make_record(), expected_base=base["generation_id"] if base else None,
-                       keep=keep)
+        return publish(layout, staged, make_record(), expected_base=base["generation_id"] if base else None, keep=keep)
 
 
 def sha_of(path: Path) -> str:
@@ -96,6 +122,7 @@ def two(layout: IndexLayout) -> tuple[IndexLayout, gen.ResolvedIndex, gen.Resolv
 
 # --- layout ------------------------------------------------------------------------------------------------
 
+
 def test_layout_defaults_and_override(tmp_path: Path) -> None:
     default = layout_for(tmp_path)
     assert default.index_dir == tmp_path.resolve() / ".vaultsearch"
@@ -108,6 +135,7 @@ def test_layout_defaults_and_override(tmp_path: Path) -> None:
 
 
 # --- publish and resolve -----------------------------------------------------------------------------------
+
 
 def test_publish_then_resolve_serves_verified_generation(layout: IndexLayout) -> None:
     published = publish_db(layout, "a")
@@ -174,7 +202,7 @@ def test_staged_file_failing_integrity_check_is_refused(layout: IndexLayout, kin
     else:
         make_db(staged, "z", rows=200)
         data = bytearray(staged.read_bytes())
-        data[4096 + 8: 4096 + 400] = b"\xff" * 392   # smash the b-tree page after the header page
+        data[4096 + 8 : 4096 + 400] = b"\xff" * 392  # smash the b-tree page after the header page
         staged.write_bytes(bytes(data))
     with build_lock(layout), pytest.raises(SqliteIntegrityError) as info:
         publish(layout, staged, make_record(), expected_base=active.generation_id)
@@ -195,6 +223,7 @@ def test_staged_file_with_pending_wal_is_refused(layout: IndexLayout) -> None:
 
 
 # --- every refusal, cold and warm ----------------------------------------------------------------------------
+
 
 def _replace_keeping_mtime(target: Path, source: Path) -> None:
     """Swap in another file's bytes under the same name, size and mtime (only inode/ctime differ)."""
@@ -359,6 +388,7 @@ def test_racy_timestamps_are_not_cached() -> None:
 
 # --- active_record, verify_full ----------------------------------------------------------------------------
 
+
 def test_active_record_reads_without_hashing(two) -> None:
     layout, old, new = two
     hashes = gen.VERIFY_STATS["full_hashes"]
@@ -392,7 +422,7 @@ def test_verify_full_runs_integrity_check(two) -> None:
     layout, old, new = two
     os.chmod(new.path, 0o644)
     data = bytearray(new.path.read_bytes())
-    data[4096 + 8: 4096 + 400] = b"\xff" * 392
+    data[4096 + 8 : 4096 + 400] = b"\xff" * 392
     new.path.write_bytes(bytes(data))
     conn = sqlite3.connect(layout.state_path)
     conn.execute("UPDATE generations SET sha256 = ? WHERE generation_id = ?", (sha_of(new.path), new.generation_id))
@@ -405,6 +435,7 @@ def test_verify_full_runs_integrity_check(two) -> None:
 
 
 # --- retention and reaping ---------------------------------------------------------------------------------
+
 
 def test_retention_keeps_newest_and_removes_older_files(layout: IndexLayout) -> None:
     published = [publish_db(layout, letter) for letter in "abcd"]
@@ -419,8 +450,12 @@ def test_retention_keeps_newest_and_removes_older_files(layout: IndexLayout) -> 
 
 def test_reap_removes_staging_debris_and_orphans(two) -> None:
     layout, old, new = two
-    debris = [layout.staging_dir / "dead.db.tmp", layout.staging_dir / "state-x.db.tmp",
-              layout.generations_dir / "g20000101T000000-aaaaaaaaaaaa.db", layout.generations_dir / "junk"]
+    debris = [
+        layout.staging_dir / "dead.db.tmp",
+        layout.staging_dir / "state-x.db.tmp",
+        layout.generations_dir / "g20000101T000000-aaaaaaaaaaaa.db",
+        layout.generations_dir / "junk",
+    ]
     for path in debris:
         path.write_bytes(b"x")
     assert sorted(verify_full(layout)["orphans"]) == sorted(str(p) for p in debris)
@@ -432,6 +467,7 @@ def test_reap_removes_staging_debris_and_orphans(two) -> None:
 
 
 # --- legacy and missing ------------------------------------------------------------------------------------
+
 
 def test_legacy_index_is_served_only_without_state(layout: IndexLayout) -> None:
     ensure_layout(layout)
@@ -454,6 +490,7 @@ def test_no_index_at_all_is_index_missing(layout: IndexLayout) -> None:
 
 
 # --- atomic ------------------------------------------------------------------------------------------------
+
 
 def test_atomic_nests_with_savepoints_and_rolls_back(tmp_path: Path) -> None:
     conn = sqlite3.connect(tmp_path / "a.db", isolation_level=None)

@@ -17,18 +17,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import write_files as write
+
 from core import generations as gen
-from core.builder import IndexConfig, build_index
-from core.generations import (GenerationRecord, build_lock, layout_for, list_generations,
-                              new_staging_path, publish)
+from core.generations import GenerationRecord, build_lock, layout_for, list_generations, new_staging_path, publish
+from core.index.builder import IndexConfig, build_index
 
 DENDRON = Path("/work/shared/data/dendron/vault")
 
 NOTES = {
     "alpha.md": "---\ntitle: Alpha\ntags: [greek]\naliases: [first letter]\n---\n# Alpha\n\n"
-                "Alpha links to [[beta]] and to [[omega]], which does not exist yet.\n",
+    "Alpha links to [[beta]] and to [[omega]], which does not exist yet.\n",
     "beta.md": "---\ntitle: Beta\n---\nBeta mentions [[gamma]] and #betatag.\n",
     "gamma.md": "# Gamma\n\nGamma is plain.\n\n## More\n\nSecond section with gammaword.\n",
     "keep/delta.md": "---\ntitle: Delta\ndescription: stays the same\n---\nDelta body links [[alpha]].\n",
@@ -36,7 +35,6 @@ NOTES = {
 
 
 # --- helpers -------------------------------------------------------------------------------------------
-
 
 
 def backdate(root: Path, seconds: float = 3600.0) -> None:
@@ -68,13 +66,21 @@ def note_rows(conn: sqlite3.Connection, rel_path: str) -> dict[str, list[tuple]]
 
 
 def fts_paths(conn: sqlite3.Connection, query: str) -> set[str]:
-    return {r[0] for r in conn.execute(
-        "SELECT n.rel_path FROM notes_fts f JOIN notes n ON n.id = f.rowid WHERE notes_fts MATCH ?", (query,))}
+    return {
+        r[0]
+        for r in conn.execute(
+            "SELECT n.rel_path FROM notes_fts f JOIN notes n ON n.id = f.rowid WHERE notes_fts MATCH ?", (query,)
+        )
+    }
 
 
 def edges_by_path(conn: sqlite3.Connection) -> set[tuple[str, str | None, str]]:
-    return set(conn.execute("SELECT s.rel_path, d.rel_path, e.target FROM edges e JOIN notes s ON s.id = e.src_id "
-                            "LEFT JOIN notes d ON d.id = e.dst_id"))
+    return set(
+        conn.execute(
+            "SELECT s.rel_path, d.rel_path, e.target FROM edges e JOIN notes s ON s.id = e.src_id "
+            "LEFT JOIN notes d ON d.id = e.dst_id"
+        )
+    )
 
 
 @pytest.fixture
@@ -86,6 +92,7 @@ def vault(tmp_path: Path) -> Path:
 
 
 # --- carry-over and changes ----------------------------------------------------------------------------
+
 
 def test_unchanged_notes_keep_ids_and_byte_identical_rows(vault: Path) -> None:
     before = active(vault)
@@ -100,7 +107,7 @@ def test_unchanged_notes_keep_ids_and_byte_identical_rows(vault: Path) -> None:
     for rel, rows in kept.items():
         assert note_rows(after, rel) == rows, rel
     beta = after.execute("SELECT id, title FROM notes WHERE rel_path = 'beta.md'").fetchone()
-    assert beta[1] == "Beta v2" and beta[0] != old_beta_id              # re-parsed into a new note row
+    assert beta[1] == "Beta v2" and beta[0] != old_beta_id  # re-parsed into a new note row
     assert fts_paths(after, "betanew") == {"beta.md"} and fts_paths(after, "betatag") == set()
     assert after.execute("SELECT count(*) FROM note_terms WHERE note_id = ?", (old_beta_id,)).fetchone()[0] == 0
 
@@ -113,12 +120,19 @@ def test_a_deleted_note_disappears_from_every_table(vault: Path) -> None:
     build_index(vault)
     after = active(vault)
     assert after.execute("SELECT count(*) FROM notes WHERE rel_path = 'gamma.md'").fetchone()[0] == 0
-    for table, col in (("chunks", "note_id"), ("note_terms", "note_id"), ("note_tags", "note_id"),
-                       ("links", "note_id"), ("note_problems", "note_id"), ("edges", "src_id"), ("edges", "dst_id")):
+    for table, col in (
+        ("chunks", "note_id"),
+        ("note_terms", "note_id"),
+        ("note_tags", "note_id"),
+        ("links", "note_id"),
+        ("note_problems", "note_id"),
+        ("edges", "src_id"),
+        ("edges", "dst_id"),
+    ):
         assert after.execute(f"SELECT count(*) FROM {table} WHERE {col} = ?", (gid,)).fetchone()[0] == 0, table
     assert after.execute("SELECT count(*) FROM notes_fts WHERE rowid = ?", (gid,)).fetchone()[0] == 0
     assert fts_paths(after, "gammaword") == set()
-    assert ("beta.md", None, "gamma") in edges_by_path(after)           # the link stays, now unresolved
+    assert ("beta.md", None, "gamma") in edges_by_path(after)  # the link stays, now unresolved
 
 
 def test_a_new_note_resolves_a_link_of_a_carried_over_note(vault: Path) -> None:
@@ -129,27 +143,36 @@ def test_a_new_note_resolves_a_link_of_a_carried_over_note(vault: Path) -> None:
     assert report.reused == 4 and report.added == 1
     after = active(vault)
     assert ("alpha.md", "omega.md", "omega") in edges_by_path(after)
-    assert note_rows(after, "alpha.md") == alpha_before                 # alpha itself was not re-parsed
+    assert note_rows(after, "alpha.md") == alpha_before  # alpha itself was not re-parsed
     assert report.unresolved_links == after.execute("SELECT count(*) FROM edges WHERE dst_id IS NULL").fetchone()[0]
 
 
 def test_dense_vectors_of_unchanged_notes_survive_and_those_of_changed_notes_go(vault: Path) -> None:
     layout = layout_for(vault)
     base = gen.resolve(layout)
-    with build_lock(layout):                        # a generation with a (fake) vector for every chunk
+    with build_lock(layout):  # a generation with a (fake) vector for every chunk
         staged = new_staging_path(layout)
         shutil.copyfile(base.path, staged)
         conn = sqlite3.connect(staged)
         ids = [r[0] for r in conn.execute("SELECT id FROM chunks")]
-        conn.executemany("INSERT INTO chunk_vectors(chunk_id, vector) VALUES (?, ?)",
-                         [(i, np.full(4, i, dtype="<f4").tobytes()) for i in ids])
+        conn.executemany(
+            "INSERT INTO chunk_vectors(chunk_id, vector) VALUES (?, ?)",
+            [(i, np.full(4, i, dtype="<f4").tobytes()) for i in ids],
+        )
         conn.execute("INSERT INTO meta(key, value) VALUES ('dense_model', '\"fake-model\"')")
         conn.commit()
         conn.close()
-        record = GenerationRecord(source_snapshot_hash=base.source_snapshot_hash or "", notes=4, chunks=len(ids),
-                                  dense_chunks=len(ids), chunker=base.record["chunker"],
-                                  tokenizer=base.record["tokenizer"], timings={}, problems=[],
-                                  dense_model="fake-model")
+        record = GenerationRecord(
+            source_snapshot_hash=base.source_snapshot_hash or "",
+            notes=4,
+            chunks=len(ids),
+            dense_chunks=len(ids),
+            chunker=base.record["chunker"],
+            tokenizer=base.record["tokenizer"],
+            timings={},
+            problems=[],
+            dense_model="fake-model",
+        )
         publish(layout, staged, record, expected_base=base.generation_id)
     before = active(vault)
     kept = {rel: note_rows(before, rel) for rel in ("alpha.md", "gamma.md", "keep/delta.md")}
@@ -166,6 +189,7 @@ def test_dense_vectors_of_unchanged_notes_survive_and_those_of_changed_notes_go(
 
 
 # --- nothing to do -------------------------------------------------------------------------------------
+
 
 def test_an_unchanged_vault_publishes_nothing(vault: Path) -> None:
     layout = layout_for(vault)
@@ -186,10 +210,10 @@ def test_a_touched_but_identical_file_is_up_to_date(vault: Path) -> None:
 
 def test_a_same_size_edit_in_the_build_tick_is_still_seen(tmp_path: Path) -> None:
     root = write(tmp_path / "vault", {"a.md": "# A\n\nword one\n"})
-    build_index(root)                                # a.md's mtime is within the racy window of this scan
+    build_index(root)  # a.md's mtime is within the racy window of this scan
     stat = (root / "a.md").stat()
     (root / "a.md").write_text("# A\n\nword two\n", encoding="utf-8")
-    os.utime(root / "a.md", ns=(stat.st_atime_ns, stat.st_mtime_ns))   # same size, same mtime
+    os.utime(root / "a.md", ns=(stat.st_atime_ns, stat.st_mtime_ns))  # same size, same mtime
     report = build_index(root)
     assert report.changed == 1
     assert fts_paths(active(root), "two") == {"a.md"}
@@ -197,9 +221,12 @@ def test_a_same_size_edit_in_the_build_tick_is_still_seen(tmp_path: Path) -> Non
 
 # --- full rebuilds -------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("config", [IndexConfig(chunk_size=300, chunk_overlap=30),
-                                    IndexConfig(tokenizer="unicode61 remove_diacritics 2")],
-                         ids=["chunker", "tokenizer"])
+
+@pytest.mark.parametrize(
+    "config",
+    [IndexConfig(chunk_size=300, chunk_overlap=30), IndexConfig(tokenizer="unicode61 remove_diacritics 2")],
+    ids=["chunker", "tokenizer"],
+)
 def test_a_chunker_or_tokenizer_change_forces_a_full_rebuild(vault: Path, config: IndexConfig) -> None:
     report = build_index(vault, config=config)
     assert report.full_rebuild_reason == "index_identity_changed"
@@ -220,8 +247,9 @@ def _truncate(path: Path) -> None:
     path.write_bytes(path.read_bytes()[:-4096])
 
 
-@pytest.mark.parametrize(("corrupt", "reason"), [(_flip_byte, "sha256_mismatch"), (_truncate, "size_mismatch"),
-                                                 (Path.unlink, "missing")])
+@pytest.mark.parametrize(
+    ("corrupt", "reason"), [(_flip_byte, "sha256_mismatch"), (_truncate, "size_mismatch"), (Path.unlink, "missing")]
+)
 def test_a_corrupted_active_generation_is_not_carried_over(vault: Path, corrupt, reason: str) -> None:
     layout = layout_for(vault)
     broken = gen.resolve(layout)
@@ -238,28 +266,43 @@ def test_a_corrupted_active_generation_is_not_carried_over(vault: Path, corrupt,
 
 # --- incremental == cold, on real notes ------------------------------------------------------------------
 
+
 def _comparable(conn: sqlite3.Connection) -> dict[str, object]:
     """The index content keyed by paths and ordinals, not by ids (which differ between builds)."""
     cols = [r[1] for r in conn.execute("PRAGMA table_info(notes)") if r[1] != "id"]
     names = dict(conn.execute("SELECT id, term FROM terms"))
     terms = {}
-    for path, tids, tf in conn.execute("SELECT n.rel_path, t.term_ids, t.tf FROM note_terms t "
-                                       "JOIN notes n ON n.id = t.note_id"):
+    for path, tids, tf in conn.execute(
+        "SELECT n.rel_path, t.term_ids, t.tf FROM note_terms t JOIN notes n ON n.id = t.note_id"
+    ):
         ids = np.frombuffer(tids, "<i4")
-        terms[path] = sorted((names[int(i)], row.tobytes()) for i, row in
-                             zip(ids, np.frombuffer(tf, "<u2").reshape(len(ids), -1)))
+        terms[path] = sorted(
+            (names[int(i)], row.tobytes()) for i, row in zip(ids, np.frombuffer(tf, "<u2").reshape(len(ids), -1))
+        )
     return {
         "notes": sorted(conn.execute(f"SELECT {', '.join(cols)} FROM notes")),
-        "chunks": sorted(conn.execute(
-            "SELECT n.rel_path, c.ord, c.heading_path, c.start, c.end, c.text_sha256 FROM chunks c "
-            "JOIN notes n ON n.id = c.note_id")),
-        "fts": sorted(conn.execute("SELECT n.rel_path, f.title, f.description, f.tags, f.headings, f.body "
-                                   "FROM notes_fts f JOIN notes n ON n.id = f.rowid")),
+        "chunks": sorted(
+            conn.execute(
+                "SELECT n.rel_path, c.ord, c.heading_path, c.start, c.end, c.text_sha256 FROM chunks c "
+                "JOIN notes n ON n.id = c.note_id"
+            )
+        ),
+        "fts": sorted(
+            conn.execute(
+                "SELECT n.rel_path, f.title, f.description, f.tags, f.headings, f.body "
+                "FROM notes_fts f JOIN notes n ON n.id = f.rowid"
+            )
+        ),
         "terms": terms,
         "edges": sorted(edges_by_path(conn), key=repr),
         "tags": sorted(conn.execute("SELECT n.rel_path, t.tag FROM note_tags t JOIN notes n ON n.id = t.note_id")),
-        "links": sorted(conn.execute("SELECT n.rel_path, l.target, l.kind, l.heading, l.alias, l.source, "
-                                     "l.alt_target FROM links l JOIN notes n ON n.id = l.note_id"), key=repr),
+        "links": sorted(
+            conn.execute(
+                "SELECT n.rel_path, l.target, l.kind, l.heading, l.alias, l.source, "
+                "l.alt_target FROM links l JOIN notes n ON n.id = l.note_id"
+            ),
+            key=repr,
+        ),
     }
 
 
@@ -272,12 +315,12 @@ def test_incremental_build_equals_a_cold_build_on_real_dendron_notes(tmp_path: P
         shutil.copyfile(DENDRON / name, vault / name)
     backdate(vault)
     build_index(vault)
-    for name in names[0:60:12]:                                     # 5 edits
+    for name in names[0:60:12]:  # 5 edits
         with (vault / name).open("a", encoding="utf-8") as fh:
             fh.write("\nAn appended sentence with [[dendron.topic.links]] in it.\n")
-    for name in names[5:50:20]:                                     # 3 deletions
+    for name in names[5:50:20]:  # 3 deletions
         (vault / name).unlink()
-    for name in extra:                                              # 3 additions
+    for name in extra:  # 3 additions
         shutil.copyfile(DENDRON / name, vault / name)
     report = build_index(vault)
     assert (report.changed, report.added, report.removed) == (8, 3, 3)
@@ -289,8 +332,10 @@ def test_incremental_build_equals_a_cold_build_on_real_dendron_notes(tmp_path: P
 def test_incremental_edges_equal_a_full_resolution(tmp_path: Path) -> None:
     """Content-only changes take the incremental edge path; the edges must be exactly what resolving
     every link from scratch gives, including edges into and out of the re-inserted notes."""
-    files = {f"n{i}.md": f"# Note {i}\n\nSee [[n{(i + 1) % 6}]] and [[n{(i + 2) % 6}|two ahead]] and [[missing{i}]].\n"
-             for i in range(6)}
+    files = {
+        f"n{i}.md": f"# Note {i}\n\nSee [[n{(i + 1) % 6}]] and [[n{(i + 2) % 6}|two ahead]] and [[missing{i}]].\n"
+        for i in range(6)
+    }
     root = write(tmp_path / "v", files)
     backdate(root)
     build_index(root)

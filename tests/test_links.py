@@ -1,4 +1,4 @@
-"""core.links: resolving link targets to notes like Obsidian (and Dendron) do."""
+"""core.vault.links: resolving link targets to notes like Obsidian (and Dendron) do."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from core.links import Link, LinkResolver, looks_like_dendron
-from core.notes import parse_note
-from core.scan import read_file, scan_vault
+from core.vault.links import Link, LinkResolver, looks_like_dendron
+from core.vault.notes import parse_note
+from core.vault.scan import read_file, scan_vault
 
 DENDRON = Path("/work/shared/data/dendron/vault")
 POWERSHELL = Path("/work/shared/data/powershell-docs/reference")
@@ -35,38 +35,53 @@ def wiki(target: str, **kw) -> Link:
     return Link(target=target, kind=kw.pop("kind", "wikilink"), **kw)
 
 
-@pytest.mark.parametrize(("target", "from_path", "expected"), [
-    ("projects/Billing", "index.md", "projects/Billing.md"),                      # vault path without .md
-    ("projects/Billing.md", "index.md", "projects/Billing.md"),                   # with .md
-    ("PROJECTS/billing", "index.md", "projects/Billing.md"),                      # path, case-insensitive
-    ("alice", "index.md", "people/alice.md"),                                     # file name anywhere
-    ("ALICE.md", "index.md", "people/alice.md"),
-    ("Billing", "index.md", "projects/Billing.md"),                               # tie: shortest path
-    ("Billing", "archive/other.md", "archive/projects/Billing.md"),              # tie: nearest folder first
-    ("deep", "index.md", "x/deep.md"),
-    ("b/deep", "index.md", "a/b/deep.md"),                                        # partial path matches the end
-    ("billing service", "index.md", "projects/Billing.md"),                       # alias, case-insensitive
-    ("alice n", "index.md", "people/alice.md"),
-    ("dendron://vault/people/alice", "index.md", "people/alice.md"),              # Dendron vault prefix
-    ("nowhere", "index.md", None),
-    ("c/deep", "index.md", None),                                                 # wrong folder is not a match
-])
+@pytest.mark.parametrize(
+    ("target", "from_path", "expected"),
+    [
+        ("projects/Billing", "index.md", "projects/Billing.md"),  # vault path without .md
+        ("projects/Billing.md", "index.md", "projects/Billing.md"),  # with .md
+        ("PROJECTS/billing", "index.md", "projects/Billing.md"),  # path, case-insensitive
+        ("alice", "index.md", "people/alice.md"),  # file name anywhere
+        ("ALICE.md", "index.md", "people/alice.md"),
+        ("Billing", "index.md", "projects/Billing.md"),  # tie: shortest path
+        ("Billing", "archive/other.md", "archive/projects/Billing.md"),  # tie: nearest folder first
+        ("deep", "index.md", "x/deep.md"),
+        ("b/deep", "index.md", "a/b/deep.md"),  # partial path matches the end
+        ("billing service", "index.md", "projects/Billing.md"),  # alias, case-insensitive
+        ("alice n", "index.md", "people/alice.md"),
+        ("dendron://vault/people/alice", "index.md", "people/alice.md"),  # Dendron vault prefix
+        ("nowhere", "index.md", None),
+        ("c/deep", "index.md", None),  # wrong folder is not a match
+    ],
+)
 def test_wikilink_resolution_order(resolver, target, from_path, expected):
     assert resolver.resolve(wiki(target), from_path) == expected
 
 
-@pytest.mark.parametrize(("target", "from_path", "expected"), [
-    ("../Microsoft.PowerShell.Utility/Get-Host.md", "7.5/Microsoft.PowerShell.Core/Clear-Host.md",
-     "7.5/Microsoft.PowerShell.Utility/Get-Host.md"),
-    ("../Microsoft.PowerShell.Utility/Get-Host.md", "5.1/Microsoft.PowerShell.Core/Clear-Host.md",
-     "5.1/Microsoft.PowerShell.Utility/Get-Host.md"),
-    # PowerShell docs really write 'Microsoft.Powershell.Core' for 'Microsoft.PowerShell.Core'
-    ("../Microsoft.Powershell.Core/About/about_Quoting_Rules.md", "7.5/Microsoft.PowerShell.Utility/Get-Host.md",
-     "7.5/Microsoft.PowerShell.Core/About/about_Quoting_Rules.md"),
-    ("./Billing.md", "projects/index.md", "projects/Billing.md"),
-    ("Billing.md", "archive/projects/x.md", "archive/projects/Billing.md"),      # relative before vault root
-    ("projects/Billing.md", "index.md", "projects/Billing.md"),
-])
+@pytest.mark.parametrize(
+    ("target", "from_path", "expected"),
+    [
+        (
+            "../Microsoft.PowerShell.Utility/Get-Host.md",
+            "7.5/Microsoft.PowerShell.Core/Clear-Host.md",
+            "7.5/Microsoft.PowerShell.Utility/Get-Host.md",
+        ),
+        (
+            "../Microsoft.PowerShell.Utility/Get-Host.md",
+            "5.1/Microsoft.PowerShell.Core/Clear-Host.md",
+            "5.1/Microsoft.PowerShell.Utility/Get-Host.md",
+        ),
+        # PowerShell docs really write 'Microsoft.Powershell.Core' for 'Microsoft.PowerShell.Core'
+        (
+            "../Microsoft.Powershell.Core/About/about_Quoting_Rules.md",
+            "7.5/Microsoft.PowerShell.Utility/Get-Host.md",
+            "7.5/Microsoft.PowerShell.Core/About/about_Quoting_Rules.md",
+        ),
+        ("./Billing.md", "projects/index.md", "projects/Billing.md"),
+        ("Billing.md", "archive/projects/x.md", "archive/projects/Billing.md"),  # relative before vault root
+        ("projects/Billing.md", "index.md", "projects/Billing.md"),
+    ],
+)
 def test_markdown_links_resolve_against_the_linking_folder(resolver, target, from_path, expected):
     assert resolver.resolve(wiki(target, kind="markdown"), from_path) == expected
 
@@ -86,7 +101,7 @@ def test_dendron_vaults_read_label_first():
     resolver = LinkResolver(notes)
     assert resolver.label_first
     link = wiki("Tags", alias="dendron.topic.tags", alt_target="dendron.topic.tags")
-    assert resolver.resolve(link, "root.md") == "dendron.topic.tags.md"       # not the label's 'tags.md'
+    assert resolver.resolve(link, "root.md") == "dendron.topic.tags.md"  # not the label's 'tags.md'
     assert LinkResolver(notes, label_first=False).resolve(link, "root.md") == "tags.md"
 
 
@@ -116,8 +131,14 @@ def test_real_dendron_vault_resolution_rate():
     assert len(body) >= 3000
     assert sum(r is not None for r in resolved) >= 2304
     # the label of [[label|target]] never wins over a target that resolves
-    label_wins = [link for (src, link), r in zip(body, resolved) if r and link.alt_target and r.via == "target"
-                  and resolver.resolve(Link(link.alt_target, link.kind), src) is not None]
+    label_wins = [
+        link
+        for (src, link), r in zip(body, resolved)
+        if r
+        and link.alt_target
+        and r.via == "target"
+        and resolver.resolve(Link(link.alt_target, link.kind), src) is not None
+    ]
     assert label_wins == []
 
 

@@ -1,4 +1,4 @@
-"""core.metrics: hand-computed examples per formula, properties, and agreement with ranx."""
+"""core.eval.metrics: hand-computed examples per formula, properties, and agreement with ranx."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core import metrics
 from core.errors import UsageError
+from core.eval import metrics
 
 LOG2_3 = math.log2(3)  # 1.584962500721156, the discount at rank 2
 
@@ -19,6 +19,7 @@ QRELS = {"a": 3, "b": 2, "c": 1, "x": 0}
 
 
 # ----------------------------------------------------------------------------- nDCG
+
 
 def test_ndcg_graded_example():
     # ranked a, x, b at k=3:
@@ -99,6 +100,7 @@ def test_bad_cutoff_is_a_usage_error(fn, k):
 
 # ----------------------------------------------------------------------------- mean / percentile
 
+
 def test_mean_and_empty_mean():
     # (1 + 0 + 0.5) / 3 = 0.5
     assert metrics.mean([1.0, 0.0, 0.5]) == pytest.approx(0.5, abs=1e-12)
@@ -143,6 +145,7 @@ def test_ideal_ranking_has_ndcg_one(qrels, k):
 
 # ----------------------------------------------------------------------------- ranx agreement
 
+
 def _random_cases(seed: int, n_queries: int) -> tuple[dict, dict]:
     """Seeded random qrels (grades -1..3, at least one relevant) and duplicate-free runs."""
     rng = random.Random(seed)
@@ -171,8 +174,12 @@ def test_agrees_with_ranx_on_random_rankings():
     ranx_qrels = ranx.Qrels(qrels)
     ranx_run = ranx.Run({q: {d: float(len(r) - i) for i, d in enumerate(r)} for q, r in runs.items()})
     ks = (1, 3, 10, 20)
-    ours = {"ndcg": metrics.ndcg_at_k, "recall": metrics.recall_at_k,
-            "mrr": metrics.mrr_at_k, "precision": metrics.precision_at_k}
+    ours = {
+        "ndcg": metrics.ndcg_at_k,
+        "recall": metrics.recall_at_k,
+        "mrr": metrics.mrr_at_k,
+        "precision": metrics.precision_at_k,
+    }
     names = [f"{m}@{k}" for m in ours for k in ks]
     ranx.evaluate(ranx_qrels, ranx_run, names, return_mean=False, make_comparable=False)
     checked = 0

@@ -17,14 +17,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 import huggingface_hub as huggingface_hub
+import pytest
 from huggingface_hub.errors import LocalEntryNotFoundError, RevisionNotFoundError  # noqa: E402
 
-from core import models  # noqa: E402
 from core.errors import ModelDownloadError, ModelError, ModelMissingError, OnnxRuntimeMissingError  # noqa: E402
-from core.models import (  # noqa: E402
+from core.models import catalog as models  # noqa: E402
+from core.models.catalog import (  # noqa: E402
     PRESETS,
     ModelConfig,
     ModelPreset,
@@ -38,8 +37,11 @@ from core.models import (  # noqa: E402
 )
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-CONTENT = {"onnx/model.onnx": b"tiny graph", "onnx/model.onnx_data": b"external weights",
-           "tokenizer.json": b'{"tokenizer": true}'}
+CONTENT = {
+    "onnx/model.onnx": b"tiny graph",
+    "onnx/model.onnx_data": b"external weights",
+    "tokenizer.json": b'{"tokenizer": true}',
+}
 
 
 def sha(data: bytes) -> str:
@@ -49,9 +51,15 @@ def sha(data: bytes) -> str:
 def tiny_preset(unpinned: str = "onnx/model.onnx_data") -> ModelPreset:
     """A preset shaped like bge-m3 (graph + external data + tokenizer), one file left unpinned."""
     files = tuple(PinnedFile(p, len(c), None if p == unpinned else sha(c)) for p, c in CONTENT.items())
-    return ModelPreset(name="tiny", repo_id="org/tiny", revision="a" * 40, model_file="onnx/model.onnx",
-                       tokenizer_file="tokenizer.json", files=files,
-                       config=ModelConfig(kind="embedding", name="tiny", revision="a" * 40, pooling="mean"))
+    return ModelPreset(
+        name="tiny",
+        repo_id="org/tiny",
+        revision="a" * 40,
+        model_file="onnx/model.onnx",
+        tokenizer_file="tokenizer.json",
+        files=files,
+        config=ModelConfig(kind="embedding", name="tiny", revision="a" * 40, pooling="mean"),
+    )
 
 
 class FakeHub:
@@ -79,8 +87,9 @@ class FakeHub:
         if not source.is_file():
             import httpx2
 
-            raise RevisionNotFoundError("no such file at revision",
-                                        response=httpx2.Response(404, request=httpx2.Request("GET", "https://x")))
+            raise RevisionNotFoundError(
+                "no such file at revision", response=httpx2.Response(404, request=httpx2.Request("GET", "https://x"))
+            )
         target = Path(local_dir) / filename
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(source, target)
@@ -112,9 +121,15 @@ def test_preset_table_is_pinned_and_documents_its_only_unpinned_file():
     assert unpinned == {("bge-m3", "onnx/Constant_7_attr__value")}
     m3 = PRESETS["bge-m3"]
     assert m3.revision == "5617a9f61b028005a4858fdac845db406aefb181"
-    assert {f.path: f.sha256 for f in m3.files}["onnx/model.onnx_data"] == \
-        "1eebfb28493f67bba03ce0ef64bfdc7fc5a3bd9d7493f818bb1d78cd798416b4"
-    assert (m3.config.pooling, m3.config.dim, m3.config.output, m3.config.pad_id) == ("cls", 1024, "token_embeddings", 1)
+    assert {f.path: f.sha256 for f in m3.files}[
+        "onnx/model.onnx_data"
+    ] == "1eebfb28493f67bba03ce0ef64bfdc7fc5a3bd9d7493f818bb1d78cd798416b4"
+    assert (m3.config.pooling, m3.config.dim, m3.config.output, m3.config.pad_id) == (
+        "cls",
+        1024,
+        "token_embeddings",
+        1,
+    )
     assert PRESETS["bge-reranker-base"].kind == "reranker"
     assert PRESETS["bge-small-en-v1.5"].config.query_prefix.startswith("Represent this sentence")
 
@@ -126,10 +141,10 @@ def test_download_verifies_pins_records_every_digest_and_is_then_found_offline(h
     assert files.source == "vaultsearch_cache"
     manifest = json.loads((tmp_path / "cache/tiny/vaultsearch-download.json").read_text())
     assert manifest["revision"] == preset.revision
-    assert manifest["files"] == {p: sha(c) for p, c in CONTENT.items()}   # the unpinned one is recorded too
+    assert manifest["files"] == {p: sha(c) for p, c in CONTENT.items()}  # the unpinned one is recorded too
     calls = len(hub.calls)
     again = resolve_model(preset, kind="embedding", cache_dir=tmp_path / "cache")
-    assert len(hub.calls) == calls                                          # no hub call once downloaded
+    assert len(hub.calls) == calls  # no hub call once downloaded
     assert again.model_path.read_bytes() == CONTENT["onnx/model.onnx"]
     assert [p.name for p in again.data_paths] == ["model.onnx_data"]
     expected = "".join(sorted(f"{n} {sha(CONTENT['onnx/' + n])}\n" for n in ("model.onnx", "model.onnx_data")))
@@ -138,15 +153,19 @@ def test_download_verifies_pins_records_every_digest_and_is_then_found_offline(h
 
 def test_download_sha_mismatch_deletes_file_and_names_expected_and_actual(hub, tmp_path):
     preset = tiny_preset()
-    bad = dict(CONTENT, **{"tokenizer.json": b'{"tokenizer": TRUE}'})       # same length, other bytes
+    bad = dict(CONTENT, **{"tokenizer.json": b'{"tokenizer": TRUE}'})  # same length, other bytes
     assert len(bad["tokenizer.json"]) == len(CONTENT["tokenizer.json"])
     hub.put("org/tiny", preset.revision, bad)
     with pytest.raises(ModelDownloadError) as info:
         download_model(preset, tmp_path / "cache")
     assert info.value.reason == "model-download-failed"
     [problem] = info.value.evidence["problems"]
-    assert problem == {"file": "tokenizer.json", "check": "sha256", "expected": sha(CONTENT["tokenizer.json"]),
-                       "actual": sha(bad["tokenizer.json"])}
+    assert problem == {
+        "file": "tokenizer.json",
+        "check": "sha256",
+        "expected": sha(CONTENT["tokenizer.json"]),
+        "actual": sha(bad["tokenizer.json"]),
+    }
     assert not (tmp_path / "cache/tiny/tokenizer.json").exists()
     assert not (tmp_path / "cache/tiny/vaultsearch-download.json").exists()
     with pytest.raises(ModelMissingError):
@@ -160,7 +179,7 @@ def test_real_preset_pins_are_enforced(hub, tmp_path):
         download_model("bge-small-en-v1.5", tmp_path / "cache")
     checks = {(p["file"], p["check"], p["expected"]) for p in info.value.evidence["problems"]}
     assert checks == {("onnx/model.onnx", "size", 133_093_490), ("tokenizer.json", "size", 711_396)}
-    assert all(call[2] == preset.revision for call in hub.calls)            # always the pinned revision
+    assert all(call[2] == preset.revision for call in hub.calls)  # always the pinned revision
 
 
 def test_offline_download_is_model_missing_not_a_raw_hub_error(hub, tmp_path, monkeypatch):
@@ -172,7 +191,7 @@ def test_offline_download_is_model_missing_not_a_raw_hub_error(hub, tmp_path, mo
 
 
 def test_hub_http_error_is_a_download_error(hub, tmp_path):
-    with pytest.raises(ModelDownloadError) as info:                        # nothing on the fake hub
+    with pytest.raises(ModelDownloadError) as info:  # nothing on the fake hub
         download_model(tiny_preset(), tmp_path / "cache")
     assert info.value.evidence["file"] == "onnx/model.onnx"
 
@@ -183,7 +202,7 @@ def test_missing_preset_says_exactly_how_to_get_it(hub, tmp_path):
     assert info.value.reason == "model_missing"
     assert info.value.evidence["download_command"] == "vaultsearch models download bge-small-en-v1.5"
     assert "vaultsearch models download bge-small-en-v1.5" in info.value.hint
-    assert all(call[3] for call in hub.calls)                              # only local lookups, never a download
+    assert all(call[3] for call in hub.calls)  # only local lookups, never a download
 
 
 def test_resolve_with_download_fetches_once(hub, tmp_path):
@@ -199,7 +218,7 @@ def test_preset_found_in_the_hugging_face_cache_is_verified_against_pins(hub, tm
     files = resolve_model(preset, kind="embedding", cache_dir=tmp_path / "empty")
     assert files.source == "hf_cache"
     verify_model_files(files)
-    files.model_path.write_bytes(b"tiny grapH")                             # same size, other bytes
+    files.model_path.write_bytes(b"tiny grapH")  # same size, other bytes
     with pytest.raises(ModelError) as info:
         verify_model_files(files)
     assert info.value.evidence["problems"][0]["check"] == "sha256"
@@ -209,7 +228,7 @@ def test_recorded_digest_of_an_unpinned_file_catches_tampering(hub, tmp_path):
     preset = tiny_preset()
     hub.put("org/tiny", preset.revision, CONTENT)
     files = download_model(preset, tmp_path / "cache")
-    files.data_paths[0].write_bytes(b"External weights")                    # the unpinned file
+    files.data_paths[0].write_bytes(b"External weights")  # the unpinned file
     with pytest.raises(ModelError) as info:
         verify_model_files(files)
     [problem] = info.value.evidence["problems"]
@@ -258,8 +277,11 @@ def make_dir(path: Path, config: dict | None, files: tuple[str, ...] = ("model.o
 
 
 def test_local_dir_with_defaults_and_external_data(tmp_path):
-    d = make_dir(tmp_path / "m", {"kind": "embedding", "pooling": "cls"},
-                 ("model.onnx", "tokenizer.json", "model.onnx_data", ".hidden"))
+    d = make_dir(
+        tmp_path / "m",
+        {"kind": "embedding", "pooling": "cls"},
+        ("model.onnx", "tokenizer.json", "model.onnx_data", ".hidden"),
+    )
     files = resolve_model(d, kind="embedding")
     cfg = files.config
     assert (cfg.name, cfg.max_length, cfg.normalize, cfg.query_prefix, cfg.output) == ("m", 512, True, "", None)
@@ -277,12 +299,15 @@ def test_weights_digest_depends_on_bytes_not_location(tmp_path):
     assert file_sha256(b / "model.onnx") == sha(b"changed")
 
 
-@pytest.mark.parametrize("config, expected", [
-    ({"kind": "embedding"}, 1),                                            # pooling missing
-    ({"kind": "embedding", "pooling": "max", "max_length": 0, "colour": 1}, 3),
-    ({"kind": "reranker", "pooling": "mean", "normalize": "yes"}, 2),       # embedding-only keys
-    ({"kind": "embedding", "pooling": "mean", "dim": True, "data_files": ["../x"]}, 2),
-])
+@pytest.mark.parametrize(
+    "config, expected",
+    [
+        ({"kind": "embedding"}, 1),  # pooling missing
+        ({"kind": "embedding", "pooling": "max", "max_length": 0, "colour": 1}, 3),
+        ({"kind": "reranker", "pooling": "mean", "normalize": "yes"}, 2),  # embedding-only keys
+        ({"kind": "embedding", "pooling": "mean", "dim": True, "data_files": ["../x"]}, 2),
+    ],
+)
 def test_invalid_config_collects_every_problem(tmp_path, config, expected):
     d = make_dir(tmp_path / "m", config)
     with pytest.raises(ModelError) as info:
@@ -324,51 +349,69 @@ def test_import_backend_rejects_non_backend_modules():
 
 
 def _run(code: str, *args: str) -> str:
-    proc = subprocess.run([sys.executable, "-c", code, *args], cwd=REPO_ROOT, capture_output=True, text=True,
-                          env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)), timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", code, *args],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)),
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     return proc.stdout.strip()
 
 
 def test_model_modules_import_without_the_dense_extra():
-    out = _run("import sys\n"
-               "import core.models, core.dense, core.rerank, core.dense_cache\n"
-               "print(sorted(m for m in ('onnxruntime', 'tokenizers', 'huggingface_hub') if m in sys.modules))")
+    out = _run(
+        "import sys\n"
+        "import core.models.catalog, core.dense, core.rerank\n"
+        "print(sorted(m for m in ('onnxruntime', 'tokenizers', 'huggingface_hub') if m in sys.modules))"
+    )
     assert out == "[]"
 
 
 def test_real_huggingface_hub_offline_miss_is_model_missing(tmp_path):
     """The real hf_hub_download (fresh interpreter, empty HF cache, offline): our typed error, no raw one."""
-    code = ("import sys\n"
-            "from pathlib import Path\n"
-            "from core.errors import ModelMissingError\n"
-            "from core.models import download_model, resolve_model\n"
-            "for call in (lambda: resolve_model('bge-small-en-v1.5', kind='embedding', cache_dir=Path(sys.argv[1])),\n"
-            "             lambda: download_model('bge-small-en-v1.5', Path(sys.argv[1]))):\n"
-            "    try:\n"
-            "        call()\n"
-            "    except ModelMissingError as exc:\n"
-            "        print(exc.reason)\n")
-    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path / "cache")], cwd=REPO_ROOT, capture_output=True,
-                          text=True, timeout=120, env=dict(os.environ, PYTHONPATH=str(REPO_ROOT), HF_HUB_OFFLINE="1",
-                                                           HF_HOME=str(tmp_path / "hf-home")))
+    code = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from core.errors import ModelMissingError\n"
+        "from core.models.catalog import download_model, resolve_model\n"
+        "for call in (lambda: resolve_model('bge-small-en-v1.5', kind='embedding', cache_dir=Path(sys.argv[1])),\n"
+        "             lambda: download_model('bge-small-en-v1.5', Path(sys.argv[1]))):\n"
+        "    try:\n"
+        "        call()\n"
+        "    except ModelMissingError as exc:\n"
+        "        print(exc.reason)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "cache")],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ, PYTHONPATH=str(REPO_ROOT), HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf-home")),
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["model_missing", "model_missing"]
 
 
 def test_loading_without_onnxruntime_raises_the_typed_error(tmp_path):
     d = make_dir(tmp_path / "m", {"kind": "embedding", "pooling": "mean"})
-    out = _run("import sys\n"
-               "sys.modules['onnxruntime'] = None\n"
-               "from pathlib import Path\n"
-               "from core.errors import OnnxRuntimeMissingError\n"
-               "from core.models import load_local_dir\n"
-               "from core.dense import Embedder\n"
-               "from core.rerank import CrossEncoder\n"
-               "files = load_local_dir(Path(sys.argv[1]), kind='embedding')\n"
-               "try:\n"
-               "    Embedder(files)\n"
-               "except OnnxRuntimeMissingError as exc:\n"
-               "    print(exc.reason, exc.evidence['module'], exc.hint)\n", str(d))
+    out = _run(
+        "import sys\n"
+        "sys.modules['onnxruntime'] = None\n"
+        "from pathlib import Path\n"
+        "from core.errors import OnnxRuntimeMissingError\n"
+        "from core.models.catalog import load_local_dir\n"
+        "from core.dense import Embedder\n"
+        "from core.rerank import CrossEncoder\n"
+        "files = load_local_dir(Path(sys.argv[1]), kind='embedding')\n"
+        "try:\n"
+        "    Embedder(files)\n"
+        "except OnnxRuntimeMissingError as exc:\n"
+        "    print(exc.reason, exc.evidence['module'], exc.hint)\n",
+        str(d),
+    )
     assert out == f"{OnnxRuntimeMissingError.reason} onnxruntime {OnnxRuntimeMissingError.hint}"
     assert "vaultsearch[dense]" in OnnxRuntimeMissingError.hint

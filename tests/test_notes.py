@@ -1,4 +1,4 @@
-"""core.notes: frontmatter, fields, dates, tags, links, title, and bad input."""
+"""core.vault.notes: frontmatter, fields, dates, tags, links, title, and bad input."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.links import Link
-from core.notes import (
+from core.vault.links import Link
+from core.vault.notes import (
     PROBLEM_REASONS,
     ParsedNote,
     is_binary,
@@ -78,8 +78,10 @@ def test_known_fields_are_extracted_and_normalised():
     assert note.supersedes == ("adr-002",)
     assert note.superseded_by == ("adr-009", "adr-010")
     assert [(link.kind, link.target, link.source) for link in note.links] == [
-        ("supersedes", "adr-002", "frontmatter"), ("superseded_by", "adr-009", "frontmatter"),
-        ("superseded_by", "adr-010", "frontmatter")]
+        ("supersedes", "adr-002", "frontmatter"),
+        ("superseded_by", "adr-009", "frontmatter"),
+        ("superseded_by", "adr-010", "frontmatter"),
+    ]
     assert note.tags == ("pool", "postgres")
     assert note.body == "body text\n"
     assert note.problems == ()
@@ -90,8 +92,8 @@ def test_dates_are_iso_8601():
     assert note.dates == {
         "created": "2024-03-18",
         "updated": "2024-03-20T16:45:00+01:00",
-        "source_date": "2021-06-08T23:02:37+00:00",   # epoch milliseconds (Dendron)
-        "date": "2021-06-08T23:02:37+00:00",          # epoch seconds
+        "source_date": "2021-06-08T23:02:37+00:00",  # epoch milliseconds (Dendron)
+        "date": "2021-06-08T23:02:37+00:00",  # epoch seconds
     }
 
 
@@ -136,7 +138,7 @@ def test_non_string_scalars_become_text_and_lists_as_title_are_field_invalid():
 def test_relations_from_fields_and_map():
     note = parse(
         "---\n"
-        "related: [[x]]\n"                 # unquoted: YAML reads a nested list
+        "related: [[x]]\n"  # unquoted: YAML reads a nested list
         "links: ['[[y|Why]]', z]\n"
         "parent: '[[p]]'\n"
         "relations:\n  Depends_On: [a, '[[b]]']\n  owner: people/alice\n"
@@ -144,8 +146,12 @@ def test_relations_from_fields_and_map():
     )
     got = [(link.kind, link.target, link.source) for link in note.links]
     assert got == [
-        ("related", "x", "frontmatter"), ("links", "y", "frontmatter"), ("links", "z", "frontmatter"),
-        ("parent", "p", "frontmatter"), ("depends_on", "a", "frontmatter"), ("depends_on", "b", "frontmatter"),
+        ("related", "x", "frontmatter"),
+        ("links", "y", "frontmatter"),
+        ("links", "z", "frontmatter"),
+        ("parent", "p", "frontmatter"),
+        ("depends_on", "a", "frontmatter"),
+        ("depends_on", "b", "frontmatter"),
         ("owner", "people/alice", "frontmatter"),
     ]
     assert note.links[1].alias == "Why"
@@ -161,23 +167,27 @@ def test_relations_that_are_not_a_mapping_are_field_invalid():
 
 # ---------------------------------------------------------------- dates
 
-@pytest.mark.parametrize(("value", "expected"), [
-    (dt.date(2024, 1, 5), "2024-01-05"),
-    (dt.datetime(2024, 1, 5, 10, 30), "2024-01-05T10:30:00"),
-    (dt.datetime(2024, 1, 5, 10, 30, tzinfo=dt.timezone(dt.timedelta(hours=2))), "2024-01-05T10:30:00+02:00"),
-    (1623193357000, "2021-06-08T23:02:37+00:00"),
-    (1623193357, "2021-06-08T23:02:37+00:00"),
-    (20240105, "2024-01-05"),                       # YAML reads an unquoted 20240105 as an int
-    (1.5e12, "2017-07-14T02:40:00+00:00"),
-    ("1623193357000", "2021-06-08T23:02:37+00:00"),
-    ("2024-01-05", "2024-01-05"),
-    ("2024-01-05 10:30", "2024-01-05T10:30:00"),
-    ("2024-01-05T10:30:00Z", "2024-01-05T10:30:00+00:00"),
-    ("02/14/2023", "2023-02-14"),
-    ("2023/02/14", "2023-02-14"),
-    ("14 Feb 2023", "2023-02-14"),
-    ("February 14, 2023", "2023-02-14"),
-])
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (dt.date(2024, 1, 5), "2024-01-05"),
+        (dt.datetime(2024, 1, 5, 10, 30), "2024-01-05T10:30:00"),
+        (dt.datetime(2024, 1, 5, 10, 30, tzinfo=dt.timezone(dt.timedelta(hours=2))), "2024-01-05T10:30:00+02:00"),
+        (1623193357000, "2021-06-08T23:02:37+00:00"),
+        (1623193357, "2021-06-08T23:02:37+00:00"),
+        (20240105, "2024-01-05"),  # YAML reads an unquoted 20240105 as an int
+        (1.5e12, "2017-07-14T02:40:00+00:00"),
+        ("1623193357000", "2021-06-08T23:02:37+00:00"),
+        ("2024-01-05", "2024-01-05"),
+        ("2024-01-05 10:30", "2024-01-05T10:30:00"),
+        ("2024-01-05T10:30:00Z", "2024-01-05T10:30:00+00:00"),
+        ("02/14/2023", "2023-02-14"),
+        ("2023/02/14", "2023-02-14"),
+        ("14 Feb 2023", "2023-02-14"),
+        ("February 14, 2023", "2023-02-14"),
+    ],
+)
 def test_normalise_date_accepts(value, expected):
     assert normalise_date(value) == expected
 
@@ -196,6 +206,7 @@ def test_invalid_date_keeps_raw_value_in_extra():
 
 
 # ---------------------------------------------------------------- inline tags
+
 
 def test_inline_tags_follow_obsidian_rules():
     body = (
@@ -216,6 +227,7 @@ def test_inline_and_frontmatter_tags_merge_unique_sorted():
 
 
 # ---------------------------------------------------------------- body links
+
 
 def test_wikilink_forms():
     note = parse(
@@ -270,6 +282,7 @@ def test_unclosed_code_fence_runs_to_the_end():
 
 # ---------------------------------------------------------------- title
 
+
 def test_title_fallbacks():
     assert parse("---\ntitle: FM\n---\n# H1\n").title == "FM"
     assert parse("## h2 first\n```\n# in code\n```\n# Real H1 #\n").title == "Real H1"
@@ -278,6 +291,7 @@ def test_title_fallbacks():
 
 
 # ---------------------------------------------------------------- bad input
+
 
 def test_malformed_yaml_keeps_body_after_the_fence():
     note = parse("---\ntitle: [unclosed\n---\n# Body Title\ntext\n", "bad.md")
@@ -339,12 +353,13 @@ def test_binary_file_is_skipped_with_a_problem():
     assert parse_note("image.md", data) is None
     problem = skip_problem("image.md", data)
     assert (problem.path, problem.reason) == ("image.md", "binary")
-    assert not is_binary(b"x" * 9000 + b"\x00")   # NUL beyond the first 8 KiB
+    assert not is_binary(b"x" * 9000 + b"\x00")  # NUL beyond the first 8 KiB
 
 
 def test_yaml_bombs_and_unsafe_tags_are_yaml_invalid():
     bomb = "a: &a [x,x,x,x,x,x,x,x,x]\n" + "".join(
-        f"{n}: &{n} [{', '.join(['*' + p] * 9)}]\n" for p, n in zip("abcdefg", "bcdefgh"))
+        f"{n}: &{n} [{', '.join(['*' + p] * 9)}]\n" for p, n in zip("abcdefg", "bcdefgh")
+    )
     for yaml_text in (bomb, "a: &a [*a]\nb: *a", "x: !!python/object:os.system ls", "[" * 5000):
         note = parse(f"---\n{yaml_text}\n---\nbody\n")
         assert reasons(note) == ["yaml_invalid"], yaml_text[:30]
@@ -352,17 +367,31 @@ def test_yaml_bombs_and_unsafe_tags_are_yaml_invalid():
 
 
 def test_huge_note_parses():
-    body = ("A paragraph with a [[link]] and #tag.\n\n" * 50_000)
+    body = "A paragraph with a [[link]] and #tag.\n\n" * 50_000
     note = parse(body)
     assert len(note.links) == 50_000 and note.tags == ("tag",)
 
 
 def test_every_reported_reason_is_documented():
-    samples = [b"", b"\xff", b"---\n:\n---\n", b"---\n- a\n---\n", b"---\nx\n", b"---\ndate: x\n---\n",
-               b"---\ntitle: {a: 1}\n---\n"]
+    samples = [
+        b"",
+        b"\xff",
+        b"---\n:\n---\n",
+        b"---\n- a\n---\n",
+        b"---\nx\n",
+        b"---\ndate: x\n---\n",
+        b"---\ntitle: {a: 1}\n---\n",
+    ]
     seen = {p.reason for data in samples for p in parse_note("x.md", data).problems}
-    assert seen == {"empty", "utf8_invalid", "yaml_invalid", "frontmatter_not_mapping", "frontmatter_unclosed",
-                    "date_invalid", "field_invalid"}
+    assert seen == {
+        "empty",
+        "utf8_invalid",
+        "yaml_invalid",
+        "frontmatter_not_mapping",
+        "frontmatter_unclosed",
+        "date_invalid",
+        "field_invalid",
+    }
     assert seen | {"binary"} <= PROBLEM_REASONS
 
 
@@ -425,10 +454,9 @@ You can find notes from our latest office hours [[here|community.events.office-h
 def test_real_dendron_note():
     note = parse(DENDRON_RELEASE, "changelog.release.2021-09-21.md")
     assert note.title == "0.60"
-    assert note.description is None            # desc: '' is empty
+    assert note.description is None  # desc: '' is empty
     assert note.frontmatter_id == "N9X7MArddruHw3FXxZv8X"
-    assert note.dates == {"created": "2021-09-20T21:47:45.899000+00:00",
-                          "updated": "2021-12-25T09:40:50.362000+00:00"}
+    assert note.dates == {"created": "2021-09-20T21:47:45.899000+00:00", "updated": "2021-12-25T09:40:50.362000+00:00"}
     assert note.tags == ("breaking", "role.bugcatcher")
     links = [(link.kind, link.target, link.alt_target, link.heading) for link in note.links]
     assert links == [
@@ -484,7 +512,7 @@ def test_real_powershell_invalid_yaml_falls_back_to_heading_title():
     path = POWERSHELL / "7.5/Microsoft.PowerShell.Core/ForEach-Object.md"
     note = parse_note("ForEach-Object.md", path.read_bytes())
     assert note is not None
-    assert [p.reason for p in note.problems] == ["yaml_invalid"]   # '- %' is not valid YAML
+    assert [p.reason for p in note.problems] == ["yaml_invalid"]  # '- %' is not valid YAML
     assert note.title == "ForEach-Object"
 
 

@@ -20,8 +20,19 @@ import pytest
 
 from core import generations as gen
 from core.errors import IndexMissingError
-from core.generations import (PUBLISH_STEPS, GenerationRecord, IndexLayout, active_record, build_lock,
-                              layout_for, list_generations, new_staging_path, publish, resolve, verify_full)
+from core.generations import (
+    PUBLISH_STEPS,
+    GenerationRecord,
+    IndexLayout,
+    active_record,
+    build_lock,
+    layout_for,
+    list_generations,
+    new_staging_path,
+    publish,
+    resolve,
+    verify_full,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 COMMITTED_AT = PUBLISH_STEPS.index("state_commit") + 1  # steps from here on run after the pointer flip
@@ -53,8 +64,16 @@ def make_db(path: Path, letter: str) -> Path:
 
 
 def publish_db(layout: IndexLayout, letter: str) -> gen.ResolvedIndex:
-    record = GenerationRecord(source_snapshot_hash="parent", notes=1, chunks=1, dense_chunks=0, chunker="c",
-                              tokenizer="t", timings={}, problems=[])
+    record = GenerationRecord(
+        source_snapshot_hash="parent",
+        notes=1,
+        chunks=1,
+        dense_chunks=0,
+        chunker="c",
+        tokenizer="t",
+        timings={},
+        problems=[],
+    )
     with build_lock(layout):
         base = active_record(layout)
         staged = make_db(new_staging_path(layout), letter)
@@ -69,8 +88,14 @@ def stage(layout: IndexLayout, letter: str) -> Path:
 
 def run_child(layout: IndexLayout, step: str, staged: Path) -> int:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.run([sys.executable, "-c", CHILD, str(layout.vault), step, str(staged)],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD, str(layout.vault), step, str(staged)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     return proc.returncode
 
@@ -135,8 +160,13 @@ def test_exception_at_each_step_cleans_up_in_process(layout: IndexLayout, step: 
             raise RuntimeError(f"injected at {name}")
 
     with build_lock(layout), pytest.raises(RuntimeError):
-        publish(layout, staged, GenerationRecord("s", 1, 1, 0, "c", "t", {}, []),
-                expected_base=previous.generation_id, on_step=hook)
+        publish(
+            layout,
+            staged,
+            GenerationRecord("s", 1, 1, 0, "c", "t", {}, []),
+            expected_base=previous.generation_id,
+            on_step=hook,
+        )
     served = resolve(layout)
     if PUBLISH_STEPS.index(step) < COMMITTED_AT:
         assert served.generation_id == previous.generation_id

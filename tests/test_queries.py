@@ -7,12 +7,12 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from conftest import note
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import note
 from core.errors import QuerySyntaxError, UsageError
-from core.query import MAX_QUERY_CHARS, check_raw, clean_text, fts_quote, match_expression, phrase_expression
+from core.ranking.query import MAX_QUERY_CHARS, check_raw, clean_text, fts_quote, match_expression, phrase_expression
 from core.searcher import search_vault
 
 MODEL_FREE = ("fts", "vector", "hybrid", "graph_assisted", "auto")
@@ -24,9 +24,12 @@ FILES = {
     "ticket.md": note("Ticket", "Ticket 2181 was about printer toner."),
     "wiki.md": note("Wiki", "Our wiki has pages about the team, the office and holidays."),
     "knowledge.md": note("Knowledge", "Knowledge of the codebase grows with time and reviews."),
-    "quote.md": note("Syntax soup", """
+    "quote.md": note(
+        "Syntax soup",
+        """
         He said "exact phrase here" and it's fine; NEAR the end AND OR NOT. x^2 and #hashtag,
-        col:value, (paren), star* and C++."""),
+        col:value, (paren), star* and C++.""",
+    ),
     "cjk.md": note("CJK", "東京 の 天気 は 晴れ です。 中文 搜索 测试"),
     "emoji.md": note("Party", "party 🎉 time"),
 }
@@ -49,7 +52,7 @@ LITERAL = [
     ("NEAR(", "quote.md"),
     ("東京", "cjk.md"),
     ("中文 搜索", "cjk.md"),
-    ("deploy " * 1500, "ids.md"),   # 10,500 characters
+    ("deploy " * 1500, "ids.md"),  # 10,500 characters
 ]
 # queries with text but no searchable word: labelled no_query_terms, empty
 NO_TERMS = ['"', "'", "*", ":", "()", "^", "#", "/", "-", "!!!...", "🎉", "🎉🎉 ✨", '"" :: ** ^^ ##', "(((", "\\"]
@@ -127,8 +130,7 @@ def apart_vault(make_vault) -> Path:
 def test_an_identifier_beats_a_note_with_its_parts_apart(apart_vault, mode):
     assert search_vault(apart_vault, "wiki-knowledge", mode=mode)[0].rel_path == "ids.md"
     # as one word of a longer query the identifier is a small bonus, not a filter
-    assert "apart.md" in [r.rel_path for r in search_vault(apart_vault, "wiki-knowledge about many things",
-                                                            mode=mode)]
+    assert "apart.md" in [r.rel_path for r in search_vault(apart_vault, "wiki-knowledge about many things", mode=mode)]
 
 
 def _check_honest(results, mode: str, query: str) -> None:
@@ -144,9 +146,13 @@ def _check_honest(results, mode: str, query: str) -> None:
     assert len({r.rel_path for r in results}) == len(results)
 
 
-FTS_SOUP = st.lists(st.sampled_from(list('"\'*:()^#/-+{}[]~,.;!? \x00\t\n') +
-                                    ["NOT", "AND", "OR", "NEAR", "wiki", "live", "2181", "東京", "🎉", "é"]),
-                    max_size=25).map("".join)
+FTS_SOUP = st.lists(
+    st.sampled_from(
+        list("\"'*:()^#/-+{}[]~,.;!? \x00\t\n")
+        + ["NOT", "AND", "OR", "NEAR", "wiki", "live", "2181", "東京", "🎉", "é"]
+    ),
+    max_size=25,
+).map("".join)
 ANY_TEXT = st.text(max_size=120) | FTS_SOUP
 
 
@@ -159,19 +165,23 @@ def test_arbitrary_text_never_raises_and_is_labelled_honestly(vault, mode, query
 
 # --- raw=True: FTS5 syntax passes through --------------------------------------------------------------
 
+
 @pytest.mark.parametrize("mode", ["fts", "auto"])
-@pytest.mark.parametrize(("query", "expected"), [
-    ("title:wiki", ["wiki.md"]),                          # a column filter
-    ('"exact phrase here"', ["quote.md"]),                # a phrase
-    ('"here phrase exact"', []),                          # ... whose word order matters
-    ("NEAR(wiki knowledge, 1)", ["ids.md"]),
-    ("wiki NOT knowledge", ["wiki.md"]),
-    ("wiki NEAR knowledge", []),                          # bare NEAR is the word "near": syntax accepted
-    ("a NEAR b", []),
-    ("know*", ["ids.md", "knowledge.md"]),                # prefix query
-    ("live AND 2181", ["ids.md"]),
-    ("ticket OR toner", ["ticket.md"]),
-])
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("title:wiki", ["wiki.md"]),  # a column filter
+        ('"exact phrase here"', ["quote.md"]),  # a phrase
+        ('"here phrase exact"', []),  # ... whose word order matters
+        ("NEAR(wiki knowledge, 1)", ["ids.md"]),
+        ("wiki NOT knowledge", ["wiki.md"]),
+        ("wiki NEAR knowledge", []),  # bare NEAR is the word "near": syntax accepted
+        ("a NEAR b", []),
+        ("know*", ["ids.md", "knowledge.md"]),  # prefix query
+        ("live AND 2181", ["ids.md"]),
+        ("ticket OR toner", ["ticket.md"]),
+    ],
+)
 def test_raw_passes_fts5_syntax_through(vault, mode, query, expected):
     results = search_vault(vault, query, mode=mode, raw=True)
     assert sorted(r.rel_path for r in results) == expected
@@ -187,12 +197,15 @@ def test_raw_and_plain_text_differ_where_syntax_matters(vault):
 
 def test_raw_applies_filters_in_the_same_statement(vault):
     assert [r.rel_path for r in search_vault(vault, "know*", mode="fts", raw=True, path_prefixes="knowledge")] == [
-        "knowledge.md"]
+        "knowledge.md"
+    ]
 
 
 @pytest.mark.parametrize("mode", ["fts", "auto"])
-@pytest.mark.parametrize("query", ['"unterminated', "title:", "AND", "(", "nocolumn:foo", "NEAR(", "wiki AND",
-                                   "* wiki", "NEAR(wiki knowledge, x)"])
+@pytest.mark.parametrize(
+    "query",
+    ['"unterminated', "title:", "AND", "(", "nocolumn:foo", "NEAR(", "wiki AND", "* wiki", "NEAR(wiki knowledge, x)"],
+)
 def test_a_bad_raw_query_is_a_query_syntax_error(vault, mode, query):
     with pytest.raises(QuerySyntaxError) as info:
         search_vault(vault, query, mode=mode, raw=True)
@@ -208,6 +221,7 @@ def test_raw_is_refused_by_modes_that_cannot_honour_it(vault, mode):
 
 
 # --- query.py: the one path from text to MATCH ---------------------------------------------------------
+
 
 def test_clean_text_drops_control_characters_and_bounds_length():
     assert clean_text("a\x00b\x07c\td\ne") == "a b c\td\ne"

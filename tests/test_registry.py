@@ -12,9 +12,18 @@ import pytest
 
 from core import registry
 from core.errors import CapabilityError, DenseIndexUnavailableError, UnknownModeError, UsageError
-from core.registry import (DEFAULT_MODE, DEPRECATED_ALIASES, MODE_NAMES, SEARCH_MODE_REGISTRY, ModeSpec, dispatch,
-                           get_mode, markdown_table, modes_json)
-from core.retrieval import ModeRun
+from core.modes.context import ModeRun
+from core.registry import (
+    DEFAULT_MODE,
+    DEPRECATED_ALIASES,
+    MODE_NAMES,
+    SEARCH_MODE_REGISTRY,
+    ModeSpec,
+    dispatch,
+    get_mode,
+    markdown_table,
+    modes_json,
+)
 
 ARCHITECTURE = Path(__file__).resolve().parent.parent / "docs" / "architecture.md"
 START, END = "<!-- modes:start -->", "<!-- modes:end -->"
@@ -31,8 +40,13 @@ def test_registry_holds_exactly_the_spec_modes_and_auto_is_the_default():
 def test_every_spec_is_frozen_named_by_its_key_and_holds_its_run_function():
     for name, spec in SEARCH_MODE_REGISTRY.items():
         assert spec.name == name and callable(spec.run) and spec.summary
-        assert spec.needs <= {registry.FULL_TEXT, registry.TERM_VECTORS, registry.DENSE, registry.RERANKER,
-                              registry.LINK_GRAPH}
+        assert spec.needs <= {
+            registry.FULL_TEXT,
+            registry.TERM_VECTORS,
+            registry.DENSE,
+            registry.RERANKER,
+            registry.LINK_GRAPH,
+        }
         with pytest.raises(dataclasses.FrozenInstanceError):
             spec.name = "other"  # type: ignore[misc]
     with pytest.raises(TypeError):
@@ -133,5 +147,5 @@ def test_architecture_doc_table_is_generated_from_the_registry():
     """Regenerate with: python -m core.cli modes --markdown (paste between the markers)."""
     text = ARCHITECTURE.read_text(encoding="utf-8")
     assert text.count(START) == 1 and text.count(END) == 1
-    between = text[text.index(START) + len(START):text.index(END)]
+    between = text[text.index(START) + len(START) : text.index(END)]
     assert between == "\n" + markdown_table()

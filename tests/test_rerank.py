@@ -5,21 +5,20 @@ from __future__ import annotations
 import json
 
 import numpy as np
-import pytest
-
-import onnxruntime  # noqa: F401  (the dense extra is installed for the tests)
-import tokenizers  # noqa: F401  (the dense extra is installed for the tests)
 import onnx  # noqa: F401  (the dense extra is installed for the tests)
+import onnxruntime  # noqa: F401  (the dense extra is installed for the tests)
+import pytest
+import tokenizers  # noqa: F401  (the dense extra is installed for the tests)
 
 from core.errors import ModelError  # noqa: E402
-from core.models import load_local_dir  # noqa: E402
+from core.models.catalog import load_local_dir  # noqa: E402
 from core.rerank import CrossEncoder  # noqa: E402
 from tests.minilm_fixture import FP32, PAIR, cached_model_dirs, fixture_root, variant_dir  # noqa: E402
 
 QUERY = "How do cats sleep during the day?"
 RELEVANT = "Cats sleep for many hours during the day, often curled up in a warm sunny spot."
 UNRELATED = "The central bank raised interest rates by a quarter point on Tuesday."
-FILLER = " Tariff schedules, bond yields and quarterly earnings were discussed at length." * 40   # ~600 tokens
+FILLER = " Tariff schedules, bond yields and quarterly earnings were discussed at length." * 40  # ~600 tokens
 
 
 @pytest.fixture(scope="session")
@@ -51,16 +50,16 @@ def plain_ids(model_dirs, text):
 
     tokenizer = Tokenizer.from_file(str(model_dirs[PAIR] / "tokenizer.json"))
     tokenizer.no_truncation()
-    tokenizer.no_padding()                                                 # the file pads to 128
+    tokenizer.no_padding()  # the file pads to 128
     return tokenizer.encode(text, add_special_tokens=False).ids
 
 
 def test_long_passage_is_truncated_and_the_query_survives(reranker, model_dirs):
     feeds = reranker.tokenize(QUERY, [RELEVANT + FILLER])
-    assert feeds["input_ids"].shape == (1, 256)                           # cut to max_length
+    assert feeds["input_ids"].shape == (1, 256)  # cut to max_length
     query_ids = plain_ids(model_dirs, QUERY)
     segment_a = feeds["input_ids"][0][feeds["token_type_ids"][0] == 0].tolist()
-    assert segment_a[1:-1] == query_ids                                    # [CLS] query [SEP], whole
+    assert segment_a[1:-1] == query_ids  # [CLS] query [SEP], whole
     scores = reranker.score(QUERY, [UNRELATED + FILLER, RELEVANT + FILLER])
     assert scores[1] > scores[0]
 
@@ -77,8 +76,12 @@ def test_overlong_query_is_clipped_instead_of_failing(reranker, model_dirs):
 
 def test_identity(reranker, model_dirs):
     ident = reranker.identity
-    assert (ident["kind"], ident["name"], ident["max_length"], ident["output"]) == \
-        ("reranker", "minilm-pair-fixture", 256, "logits")
+    assert (ident["kind"], ident["name"], ident["max_length"], ident["output"]) == (
+        "reranker",
+        "minilm-pair-fixture",
+        256,
+        "logits",
+    )
     assert json.loads(reranker.identity_key()) == ident
 
 
@@ -91,7 +94,7 @@ def test_wrong_output_name_is_a_model_error(model_dirs, tmp_path):
 
 def test_an_encoder_graph_is_refused_as_a_reranker(model_dirs, tmp_path):
     d = variant_dir(model_dirs[FP32], tmp_path / "enc", kind="reranker", pooling=None, dim=None)
-    with pytest.raises(ModelError) as info:                                # [B, S, H] is not [B, 1]
+    with pytest.raises(ModelError) as info:  # [B, S, H] is not [B, 1]
         CrossEncoder(load_local_dir(d, kind="reranker"))
     assert info.value.reason == "model-invalid"
 

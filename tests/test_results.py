@@ -9,24 +9,34 @@ import typing
 from pathlib import Path
 
 import pytest
-
 from conftest import note
+
 from core import generations as gen
-from core.builder import IndexConfig, build_index
+from core.index.builder import IndexConfig, build_index
+from core.ranking.snippets import MATCHED_TEXT_CHARS, SNIPPET_CHARS
 from core.render import format_search_results, results_html, results_markdown
 from core.searcher import SearchResult, SearchResults, search_vault
-from core.snippets import MATCHED_TEXT_CHARS, SNIPPET_CHARS
 
 MODEL_FREE = ("fts", "vector", "hybrid", "graph_assisted", "auto")
 ELLIPSIS = " …"
 
 FILLER = " ".join(f"word{i}" for i in range(400))
 FILES = {
-    "long.md": note("Long handbook", "\n\n".join(
-        f"## Part {i}\n\nThe lighthouse part {i}. " + " ".join(f"pad{i}x{j}" for j in range(60)) for i in range(8))),
+    "long.md": note(
+        "Long handbook",
+        "\n\n".join(
+            f"## Part {i}\n\nThe lighthouse part {i}. " + " ".join(f"pad{i}x{j}" for j in range(60)) for i in range(8)
+        ),
+    ),
     "deep.md": note("Deep note", f"{FILLER} the beacon shines here. {FILLER}"),
-    "fm.md": note("Unique Title Xyzzy", "Body text about the harbour and the lighthouse. See [[count]].",
-                  description="Desc qwerty", secret_field="frontmatterzebra", tags=["sea", "Light"], type="howto"),
+    "fm.md": note(
+        "Unique Title Xyzzy",
+        "Body text about the harbour and the lighthouse. See [[count]].",
+        description="Desc qwerty",
+        secret_field="frontmatterzebra",
+        tags=["sea", "Light"],
+        type="howto",
+    ),
     "count.md": note("Count", "lighthouse keeper lighthouse lamp lighthouse"),
 }
 FIELD_TYPES = typing.get_type_hints(SearchResult)
@@ -40,8 +50,11 @@ def vault(make_vault) -> Path:
 @pytest.fixture(scope="module")
 def wide_vault(make_vault) -> Path:
     """Chunks far longer than matched_text's bound, so the bound itself is exercised."""
-    return make_vault({"wide.md": note("Wide", f"{FILLER} the beacon shines {FILLER}")},
-                      config=IndexConfig(chunk_size=8000, chunk_overlap=60), name="wide")
+    return make_vault(
+        {"wide.md": note("Wide", f"{FILLER} the beacon shines {FILLER}")},
+        config=IndexConfig(chunk_size=8000, chunk_overlap=60),
+        name="wide",
+    )
 
 
 def _isinstance(value: object, hint: object) -> bool:
@@ -75,8 +88,12 @@ def test_every_field_is_present_and_typed(vault, mode):
         assert isinstance(r.to_dict()["tags"], list)
         json.dumps(r.to_dict())  # JSON-serialisable as is
     fm = next(r for r in results if r.rel_path == "fm.md")
-    assert (fm.title, fm.description, fm.note_type, fm.tags) == ("Unique Title Xyzzy", "Desc qwerty", "howto",
-                                                                ("light", "sea"))
+    assert (fm.title, fm.description, fm.note_type, fm.tags) == (
+        "Unique Title Xyzzy",
+        "Desc qwerty",
+        "howto",
+        ("light", "sea"),
+    )
 
 
 def test_result_is_frozen(vault):
@@ -99,7 +116,7 @@ def test_matched_text_is_bounded_at_words_and_holds_the_match(wide_vault):
     assert len(r.matched_text) <= MATCHED_TEXT_CHARS + 2 * len(ELLIPSIS)
     assert "the beacon shines" in r.matched_text
     assert r.matched_text.startswith("… ") and r.matched_text.endswith(ELLIPSIS)
-    inner = r.matched_text[2: -len(ELLIPSIS)]
+    inner = r.matched_text[2 : -len(ELLIPSIS)]
     assert f" {inner} " in f" {FILLER} the beacon shines {FILLER} "  # whole words only
 
 
@@ -132,8 +149,9 @@ def test_match_count_counts_occurrences_in_the_note(vault):
 
 def test_match_count_does_not_count_chunk_overlap_twice(make_vault):
     words = [f"w{i}" if i % 7 else "beacon" for i in range(600)]
-    root = make_vault({"n.md": note("N", " ".join(words))}, config=IndexConfig(chunk_size=120, chunk_overlap=50),
-                      name="overlap")
+    root = make_vault(
+        {"n.md": note("N", " ".join(words))}, config=IndexConfig(chunk_size=120, chunk_overlap=50), name="overlap"
+    )
     r = search_vault(root, "beacon", mode="fts")[0]
     assert r.match_count == words.count("beacon")
 
@@ -170,7 +188,10 @@ def test_in_place_index_is_labelled_legacy_db(make_vault):
     results = search_vault(root, "lighthouse", mode="fts")
     assert [r.rel_path for r in results] == ["a.md"]
     assert (results[0].index_kind, results[0].index_generation_id, results[0].index_source_snapshot_hash) == (
-        "legacy_db", None, None)
+        "legacy_db",
+        None,
+        None,
+    )
     assert results.index["kind"] == "legacy_db" and results.index["generation_id"] is None
 
 
@@ -178,11 +199,23 @@ def test_search_results_carries_what_ran(vault):
     results = search_vault(vault, "lighthouse", mode="auto", limit=2)
     assert isinstance(results, SearchResults) and isinstance(results, list) and len(results) == 2
     d = results.to_dict()
-    assert set(d) == {"query", "requested_mode", "actual_mode", "retrieval_contract", "fallback_reason", "index",
-                      "results"}
+    assert set(d) == {
+        "query",
+        "requested_mode",
+        "actual_mode",
+        "retrieval_contract",
+        "fallback_reason",
+        "index",
+        "results",
+    }
     assert set(d["index"]) == {"kind", "generation_id", "source_snapshot_hash", "age_seconds"}
     assert (d["query"], d["requested_mode"], d["actual_mode"], d["retrieval_contract"], d["fallback_reason"]) == (
-        "lighthouse", "auto", "fts", "fts_fallback", "dense_index_unavailable")
+        "lighthouse",
+        "auto",
+        "fts",
+        "fts_fallback",
+        "dense_index_unavailable",
+    )
     assert [r["rel_path"] for r in d["results"]] == [r.rel_path for r in results]
     results.index["kind"] = "tampered"  # a copy: the carried provenance cannot be changed from outside
     assert results.index["kind"] == "immutable_generation"
@@ -211,8 +244,9 @@ def test_graph_hits_show_where_they_came_from(vault):
 
 
 def test_notebook_renderings_escape_markup(make_vault):
-    root = make_vault({"x.md": note("<b>Pipes | and tags</b>", "lighthouse <script>alert(1)</script> | cell")},
-                      name="markup")
+    root = make_vault(
+        {"x.md": note("<b>Pipes | and tags</b>", "lighthouse <script>alert(1)</script> | cell")}, name="markup"
+    )
     results = search_vault(root, "lighthouse", mode="fts")
     html = results._repr_html_()
     assert html == results_html(results)
@@ -226,8 +260,15 @@ def test_notebook_renderings_escape_markup(make_vault):
 def test_search_results_are_read_only(example_vault):
     results = search_vault(example_vault, "postgres", mode="fts")
     before = list(results)
-    for mutate in (lambda r: r.append(None), lambda r: r.pop(), lambda r: r.sort(), lambda r: r.clear(),
-                   lambda r: r.__setitem__(0, None), lambda r: r.__delitem__(0), lambda r: r.extend([None])):
+    for mutate in (
+        lambda r: r.append(None),
+        lambda r: r.pop(),
+        lambda r: r.sort(),
+        lambda r: r.clear(),
+        lambda r: r.__setitem__(0, None),
+        lambda r: r.__delitem__(0),
+        lambda r: r.extend([None]),
+    ):
         with pytest.raises(TypeError):
             mutate(results)
     assert list(results) == before

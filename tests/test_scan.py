@@ -1,4 +1,4 @@
-"""core.scan: which files a vault holds, ignore rules, symlinks, limits, problems."""
+"""core.vault.scan: which files a vault holds, ignore rules, symlinks, limits, problems."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from core.errors import UsageError
-from core.scan import MAX_NOTE_BYTES, ScanResult, read_file, scan_vault
+from core.vault.scan import MAX_NOTE_BYTES, ScanResult, read_file, scan_vault
 
 
 def write(root: Path, rel: str, text: str = "# note\n") -> Path:
@@ -33,7 +33,7 @@ def test_collects_markdown_sorted_with_stat(tmp_path):
     write(tmp_path, "a/deep/c.Md")
     write(tmp_path, "notes.txt")
     write(tmp_path, "a/image.png")
-    (tmp_path / "folder.md").mkdir()          # a folder named like a note is walked, not listed
+    (tmp_path / "folder.md").mkdir()  # a folder named like a note is walked, not listed
     write(tmp_path, "folder.md/inner.md")
     result = scan_vault(tmp_path)
     assert rels(result) == ["a/Z.MD", "a/deep/c.Md", "b.md", "folder.md/inner.md"]
@@ -59,8 +59,15 @@ def test_skips_an_index_dir_inside_the_vault(tmp_path):
 
 def test_vaultsearchignore_gitignore_semantics(tmp_path):
     write(tmp_path, ".vaultsearchignore", "# comment\ndrafts/\n*.tmp.md\n/root-only.md\narchive/**\n!archive/keep.md\n")
-    for rel in ("drafts/a.md", "sub/drafts/b.md", "x.tmp.md", "root-only.md", "sub/root-only.md",
-                "archive/old.md", "note.md"):
+    for rel in (
+        "drafts/a.md",
+        "sub/drafts/b.md",
+        "x.tmp.md",
+        "root-only.md",
+        "sub/root-only.md",
+        "archive/old.md",
+        "note.md",
+    ):
         write(tmp_path, rel)
     assert rels(scan_vault(tmp_path)) == ["note.md", "sub/root-only.md"]
 
@@ -121,7 +128,7 @@ def test_symlinks_leaving_the_vault_are_not_followed(tmp_path):
     write(vault, "note.md")
     (vault / "out-dir").symlink_to(outside, target_is_directory=True)
     (vault / "out.md").symlink_to(outside / "secret.md")
-    (vault / "out.png").symlink_to(outside / "secret.md")   # not a note: not even reported
+    (vault / "out.png").symlink_to(outside / "secret.md")  # not a note: not even reported
     result = scan_vault(vault)
     assert rels(result) == ["note.md"]
     assert problems(result) == [("out-dir", "symlink_outside_vault"), ("out.md", "symlink_outside_vault")]

@@ -1,4 +1,4 @@
-"""core.scoring: each formula on a hand-computed example, and the fusion/graph math as properties."""
+"""core.ranking.scoring: each formula on a hand-computed example, and the fusion/graph math as properties."""
 
 from __future__ import annotations
 
@@ -9,12 +9,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core import scoring
+from core.ranking import scoring
 
 PROPS = settings(max_examples=100, deadline=None)
 
 
 # --- hand-computed examples ---------------------------------------------------------------------------
+
 
 def test_bm25_idf_hand_computed_and_never_negative():
     idf = scoring.bm25_idf(np.array([1, 2, 4]), n_docs=4)
@@ -44,8 +45,12 @@ def test_bm25f_combined_tf_hand_computed():
 
 
 def test_bm25f_empty_field_average_does_not_divide_by_zero():
-    factors = scoring.bm25f_field_factors(np.array([[3.0, 0.0]], np.float32), np.array([3.0, 0.0], np.float32),
-                                          np.ones(2, np.float32), np.array([0.75, 0.75], np.float32))
+    factors = scoring.bm25f_field_factors(
+        np.array([[3.0, 0.0]], np.float32),
+        np.array([3.0, 0.0], np.float32),
+        np.ones(2, np.float32),
+        np.array([0.75, 0.75], np.float32),
+    )
     out = scoring.bm25f_combine(np.array([[1, 0]], np.uint16), factors)
     assert np.isfinite(out).all() and out.tolist() == pytest.approx([1.0])
 
@@ -70,12 +75,11 @@ def test_tfidf_weights_sublinear_and_zero_for_absent_terms():
 def test_row_norms_hand_computed():
     rows = np.array([0, 0, 1, 2])
     norms = scoring.row_norms(rows, np.array([3.0, 4.0, 5.0, 0.0]), n_rows=4)
-    assert norms.tolist() == pytest.approx([5.0, 5.0, 0.0, 0.0])   # rows 2 and 3 are empty
+    assert norms.tolist() == pytest.approx([5.0, 5.0, 0.0, 0.0])  # rows 2 and 3 are empty
 
 
 @PROPS
-@given(st.lists(st.tuples(st.integers(0, 5), st.floats(0.01, 100.0)), min_size=1, max_size=40),
-       st.integers(1, 1 << 4))
+@given(st.lists(st.tuples(st.integers(0, 5), st.floats(0.01, 100.0)), min_size=1, max_size=40), st.integers(1, 1 << 4))
 def test_row_norms_do_not_depend_on_the_block_size(postings, block):
     rows = np.array([r for r, _ in postings])
     weights = np.array([w for _, w in postings])
@@ -84,9 +88,9 @@ def test_row_norms_do_not_depend_on_the_block_size(postings, block):
 
 
 def test_pivoted_lengths_hand_computed():
-    norms = np.array([1.0, 3.0, 0.0])                      # pivot = mean of the non-empty rows = 2
+    norms = np.array([1.0, 3.0, 0.0])  # pivot = mean of the non-empty rows = 2
     assert scoring.pivoted_lengths(norms, 0.3).tolist() == pytest.approx([0.7 * 2 + 0.3, 0.7 * 2 + 0.9, 1.0])
-    assert scoring.pivoted_lengths(norms, 1.0).tolist() == pytest.approx([1.0, 3.0, 1.0])   # plain cosine
+    assert scoring.pivoted_lengths(norms, 1.0).tolist() == pytest.approx([1.0, 3.0, 1.0])  # plain cosine
 
 
 @PROPS
@@ -94,7 +98,7 @@ def test_pivoted_lengths_hand_computed():
 def test_pivoted_lengths_keep_the_mean_and_shrink_the_spread(norms, slope):
     arr = np.array(norms)
     out = scoring.pivoted_lengths(arr, slope)
-    assert out.mean() == pytest.approx(arr.mean(), rel=1e-9)                  # the pivot is a fixed point
+    assert out.mean() == pytest.approx(arr.mean(), rel=1e-9)  # the pivot is a fixed point
     assert np.ptp(out) == pytest.approx(slope * np.ptp(arr), rel=1e-9, abs=1e-9)  # long rows penalised less
 
 
@@ -153,6 +157,7 @@ def test_top_k_returns_the_best_scores_in_order(values, k):
 
 # --- RRF properties -----------------------------------------------------------------------------------
 
+
 def _rankings(max_lists: int = 4):
     ranking = st.lists(st.integers(0, 15), max_size=12, unique=True)
     return st.lists(ranking, min_size=1, max_size=max_lists)
@@ -198,7 +203,7 @@ def test_rrf_moving_a_doc_up_raises_it_and_lowers_the_one_it_passes(rankings, k,
     swapped = list(ranking)
     swapped[pos - 1], swapped[pos] = up, down
     before = scoring.rrf_fuse(rankings, k=k)
-    after = scoring.rrf_fuse([*rankings[:i], swapped, *rankings[i + 1:]], k=k)
+    after = scoring.rrf_fuse([*rankings[:i], swapped, *rankings[i + 1 :]], k=k)
     assert after[up] > before[up] and after[down] < before[down]
     assert all(math.isclose(after[d], before[d]) for d in before if d not in (up, down))
 
@@ -211,6 +216,7 @@ def test_rrf_a_larger_k_flattens_every_score(rankings, k, extra):
 
 
 # --- graph expansion ----------------------------------------------------------------------------------
+
 
 def _neighbors(edges: list[tuple[int, int, str]]) -> dict[int, list[tuple[int, str, str]]]:
     """Both directions, as retrieval.run_graph builds them."""
@@ -270,10 +276,10 @@ def test_graph_expand_invariants(graph, hops, decay):
     for node, (score, via, kind, direction, h) in out.items():
         assert node not in anchors
         assert allowed is None or node in allowed
-        assert via in anchors or allowed is None or via in allowed           # never walked through hidden
-        assert (node, kind, direction) in nb[via]                              # a real edge
+        assert via in anchors or allowed is None or via in allowed  # never walked through hidden
+        assert (node, kind, direction) in nb[via]  # a real edge
         assert 1 <= h <= hops and (h == 1) == (via in anchors)
-        assert any(math.isclose(score, a * decay ** h, rel_tol=1e-9) for a in anchors.values())  # decay^hops
+        assert any(math.isclose(score, a * decay**h, rel_tol=1e-9) for a in anchors.values())  # decay^hops
 
 
 @PROPS

@@ -6,11 +6,12 @@ import contextlib
 from pathlib import Path
 
 import pytest
-
 from conftest import note
+
 from core.errors import DenseIndexUnavailableError, IndexMissingError, UnknownModeError, UsageError
+from core.modes.graph import GRAPH_DECAY
+from core.modes.lexical import HYBRID_WEIGHTS, RRF_K
 from core.registry import MODE_NAMES
-from core.retrieval import GRAPH_DECAY, HYBRID_WEIGHTS, RRF_K
 from core.searcher import search_vault
 
 MODEL_FREE = ("fts", "vector", "hybrid", "graph_assisted", "auto")
@@ -18,23 +19,41 @@ DENSE_MODES = ("semantic", "reranked")
 ANCHOR = round((HYBRID_WEIGHTS[0] + HYBRID_WEIGHTS[1]) / (RRF_K + 1), 6)  # rank 1 in both lists
 
 FILES = {
-    "food/sourdough.md": note("Sourdough starter care", """
+    "food/sourdough.md": note(
+        "Sourdough starter care",
+        """
         Feed the sourdough starter with flour and water every day. A lively starter
-        doubles in four hours; a sluggish one needs a warmer spot."""),
-    "ops/kubernetes.md": note("Kubernetes pods", """
+        doubles in four hours; a sluggish one needs a warmer spot.""",
+    ),
+    "ops/kubernetes.md": note(
+        "Kubernetes pods",
+        """
         Pods are scheduled on nodes. A deployment keeps the pods of a service running
-        and rolls them when the image changes."""),
-    "games/chess.md": note("Chess opening repertoire", """
+        and rolls them when the image changes.""",
+    ),
+    "games/chess.md": note(
+        "Chess opening repertoire",
+        """
         Play the Italian opening with white. Against the Sicilian, choose the Alapin.
-        Every chess opening needs a plan for the middle game."""),
-    "money/taxes.md": note("Tax return checklist", """
+        Every chess opening needs a plan for the middle game.""",
+    ),
+    "money/taxes.md": note(
+        "Tax return checklist",
+        """
         Collect receipts, the annual statement of the bank and the pension letter
-        before filing the return."""),
-    "food/marmalade.md": note("Marmalade", """
-        Seville oranges, sugar and lemon, boiled until the set point; pot while hot."""),
-    "food/preserves.md": note("Preserves pantry", """
+        before filing the return.""",
+    ),
+    "food/marmalade.md": note(
+        "Marmalade",
+        """
+        Seville oranges, sugar and lemon, boiled until the set point; pot while hot.""",
+    ),
+    "food/preserves.md": note(
+        "Preserves pantry",
+        """
         The pantry holds pickles, chutney, apricot jam, one jar of marmalade, canned
-        beans, dried lentils, rice, pasta, flour, oats, honey and tinned tomatoes."""),
+        beans, dried lentils, rice, pasta, flour, oats, honey and tinned tomatoes.""",
+    ),
     "animals/quokka.md": note("Quokka", "Quokka quokka."),
     "air/zeppelin.md": note("Zeppelin history", "The zeppelin airship flew over the lake. See [[hangar]]."),
     "air/hangar.md": note("Hangar", "A big shed by the field. See [[field]]."),
@@ -55,10 +74,15 @@ def paths(results) -> list[str]:
 
 
 @pytest.mark.parametrize("mode", MODEL_FREE)
-@pytest.mark.parametrize(("query", "expected"), [("sourdough starter", "food/sourdough.md"),
-                                                 ("kubernetes pods", "ops/kubernetes.md"),
-                                                 ("chess opening", "games/chess.md"),
-                                                 ("tax receipts", "money/taxes.md")])
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("sourdough starter", "food/sourdough.md"),
+        ("kubernetes pods", "ops/kubernetes.md"),
+        ("chess opening", "games/chess.md"),
+        ("tax receipts", "money/taxes.md"),
+    ],
+)
 def test_every_model_free_mode_finds_the_obvious_note_first(vault, mode, query, expected):
     results = search_vault(vault, query, mode=mode)
     assert paths(results)[0] == expected
@@ -109,17 +133,22 @@ def test_graph_assisted_expands_links_both_ways_with_decay_per_hop(vault):
     assert paths(results)[0] == "air/zeppelin.md" and by_path["air/zeppelin.md"].via is None
     assert by_path["air/zeppelin.md"].score == pytest.approx(ANCHOR, abs=1e-6)
     hop1 = round(ANCHOR * GRAPH_DECAY, 6)
-    assert by_path["air/hangar.md"].via == {"from": "air/zeppelin.md", "edge": "wikilink", "direction": "out",
-                                            "hops": 1}
-    assert by_path["air/fan.md"].via == {"from": "air/zeppelin.md", "edge": "related", "direction": "in",
-                                         "hops": 1}
-    assert by_path["air/field.md"].via == {"from": "air/hangar.md", "edge": "wikilink", "direction": "out",
-                                           "hops": 2}
+    assert by_path["air/hangar.md"].via == {
+        "from": "air/zeppelin.md",
+        "edge": "wikilink",
+        "direction": "out",
+        "hops": 1,
+    }
+    assert by_path["air/fan.md"].via == {"from": "air/zeppelin.md", "edge": "related", "direction": "in", "hops": 1}
+    assert by_path["air/field.md"].via == {"from": "air/hangar.md", "edge": "wikilink", "direction": "out", "hops": 2}
     assert by_path["air/hangar.md"].score == pytest.approx(hop1, abs=2e-6)
-    assert by_path["air/field.md"].score == pytest.approx(ANCHOR * GRAPH_DECAY ** 2, abs=2e-6)
+    assert by_path["air/field.md"].score == pytest.approx(ANCHOR * GRAPH_DECAY**2, abs=2e-6)
     assert all(by_path[p].score_source == "graph" for p in ("air/hangar.md", "air/fan.md", "air/field.md"))
     assert (results.actual_mode, results.retrieval_contract, results.fallback_reason) == (
-        "graph_assisted", "graph_assisted", None)
+        "graph_assisted",
+        "graph_assisted",
+        None,
+    )
 
 
 def test_graph_assisted_limit_keeps_the_best(vault):
@@ -131,9 +160,14 @@ def test_auto_without_dense_is_fts_labelled_as_a_fallback(vault):
     fts = search_vault(vault, "marmalade", mode="fts")
     assert [(r.rel_path, r.score) for r in auto] == [(r.rel_path, r.score) for r in fts]
     assert (auto.actual_mode, auto.retrieval_contract, auto.fallback_reason) == (
-        "fts", "fts_fallback", "dense_index_unavailable")
-    assert all((r.actual_mode, r.retrieval_contract, r.fallback_reason) == (
-        "fts", "fts_fallback", "dense_index_unavailable") for r in auto)
+        "fts",
+        "fts_fallback",
+        "dense_index_unavailable",
+    )
+    assert all(
+        (r.actual_mode, r.retrieval_contract, r.fallback_reason) == ("fts", "fts_fallback", "dense_index_unavailable")
+        for r in auto
+    )
 
 
 def test_auto_is_the_default_mode(vault):
@@ -145,7 +179,10 @@ def test_an_empty_result_list_still_carries_the_fallback_labels(vault):
     results = search_vault(vault, "xylophonist", mode="auto")
     assert list(results) == []
     assert (results.actual_mode, results.retrieval_contract, results.fallback_reason) == (
-        "fts", "fts_fallback", "dense_index_unavailable")
+        "fts",
+        "fts_fallback",
+        "dense_index_unavailable",
+    )
     assert results.to_dict()["fallback_reason"] == "dense_index_unavailable"
 
 
@@ -162,16 +199,24 @@ def test_dense_modes_with_allow_fallback_run_fts_and_say_so(vault, mode):
     fts = search_vault(vault, "marmalade", mode="fts")
     assert [(r.rel_path, r.score) for r in results] == [(r.rel_path, r.score) for r in fts]
     assert (results.requested_mode, results.actual_mode, results.retrieval_contract, results.fallback_reason) == (
-        mode, "fts", "fts_fallback", "dense_index_unavailable")
-    assert all(r.retrieval_contract == "fts_fallback" and r.fallback_reason == "dense_index_unavailable"
-               for r in results)
+        mode,
+        "fts",
+        "fts_fallback",
+        "dense_index_unavailable",
+    )
+    assert all(
+        r.retrieval_contract == "fts_fallback" and r.fallback_reason == "dense_index_unavailable" for r in results
+    )
 
 
 def test_hybrid_reranked_is_a_deprecated_alias_of_reranked(vault):
     with pytest.warns(DeprecationWarning):
         results = search_vault(vault, "marmalade", mode="hybrid_reranked", allow_fallback=True)
     assert (results.actual_mode, results.retrieval_contract, results.fallback_reason) == (
-        "fts", "fts_fallback", "dense_index_unavailable")
+        "fts",
+        "fts_fallback",
+        "dense_index_unavailable",
+    )
     with pytest.warns(DeprecationWarning), pytest.raises(DenseIndexUnavailableError):
         search_vault(vault, "marmalade", mode="hybrid_reranked")
     assert "hybrid_reranked" not in MODE_NAMES

@@ -1,5 +1,5 @@
 """The note-level sparse index: BM25F weights against a plain Python reference, and the
-block-wise loader (core.postings) against itself in tiny blocks."""
+block-wise loader (core.ranking.postings) against itself in tiny blocks."""
 
 from __future__ import annotations
 
@@ -10,29 +10,33 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import note
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import core.postings
-import core.sparse
-from conftest import note
+import core.ranking.postings
+import core.ranking.sparse
 from core import generations as gen
-from core.analysis import analyzer_for
-from core.chunking import headings
-from core.notes import parse_note
-from core.postings import TermMajor, stable_order
-from core.schema import FTS_COLUMNS
-from core.sparse import RankParams, bm25_scores, load_sparse
+from core.index.schema import FTS_COLUMNS
+from core.ranking.analysis import analyzer_for
+from core.ranking.postings import TermMajor, stable_order
+from core.ranking.sparse import RankParams, bm25_scores, load_sparse
+from core.vault.chunking import headings
+from core.vault.notes import parse_note
 
 FILES = {
-    "garden.md": note("Garden soil", "# Compost\nCompost heaps feed the garden soil.\n\n## Worms\nWorms turn soil.",
-                      description="Notes on soil", tags=["garden", "soil"]),
+    "garden.md": note(
+        "Garden soil",
+        "# Compost\nCompost heaps feed the garden soil.\n\n## Worms\nWorms turn soil.",
+        description="Notes on soil",
+        tags=["garden", "soil"],
+    ),
     "kitchen.md": note("Kitchen", "Knives, compost bins and soil from the garden.\n" + "Filler words here. " * 40),
     "worms.md": note("Worms", "# Worms\nWorms and more worms in the compost.", tags=["compost"]),
-    "___.md": "---\ndescription: '!!!'\n---\n\n... !!! ...\n",   # no term in any field: a note without postings
+    "___.md": "---\ndescription: '!!!'\n---\n\n... !!! ...\n",  # no term in any field: a note without postings
 }
 QUERIES = ["compost", "garden soil", "worms compost knives", "filler", "soil notes"]
-PARAMS = RankParams(heading_coverage_weight=0.0)   # BM25F alone (the bonus has its own tests)
+PARAMS = RankParams(heading_coverage_weight=0.0)  # BM25F alone (the bonus has its own tests)
 
 
 @pytest.fixture(scope="module")
@@ -53,8 +57,13 @@ def reference_bm25f(vault: Path, conn, query: str) -> dict[str, float]:
     fields: dict[str, list[Counter[str]]] = {}
     for rel in FILES:
         parsed = parse_note(rel, (vault / rel).read_bytes())
-        texts = [" ".join((parsed.title, *parsed.aliases)), parsed.description or "", " ".join(parsed.tags),
-                 "\n".join(headings(parsed.body)), parsed.body]
+        texts = [
+            " ".join((parsed.title, *parsed.aliases)),
+            parsed.description or "",
+            " ".join(parsed.tags),
+            "\n".join(headings(parsed.body)),
+            parsed.body,
+        ]
         fields[rel] = [Counter(analyzer.terms(text)) for text in texts]
     n = len(fields)
     avg = [sum(sum(f[i].values()) for f in fields.values()) / n for i in range(len(FTS_COLUMNS))]
@@ -63,8 +72,10 @@ def reference_bm25f(vault: Path, conn, query: str) -> dict[str, float]:
     for rel, per_field in fields.items():
         score = 0.0
         for term in set(analyzer.terms(query)):
-            pseudo = sum(w * f[term] / (1 - b + b * sum(f.values()) / (a or 1.0))
-                         for w, b, a, f in zip(PARAMS.weights, PARAMS.b, avg, per_field))
+            pseudo = sum(
+                w * f[term] / (1 - b + b * sum(f.values()) / (a or 1.0))
+                for w, b, a, f in zip(PARAMS.weights, PARAMS.b, avg, per_field)
+            )
             if pseudo:
                 idf = math.log(1 + (n - df[term] + 0.5) / (df[term] + 0.5))
                 score += idf * pseudo / (PARAMS.k1 + pseudo)
@@ -95,14 +106,14 @@ def test_a_note_without_terms_is_a_row_without_postings(conn):
 @pytest.mark.parametrize(("block", "read_rows"), [(1, 1), (3, 2), (17, 3)])
 def test_loading_in_small_blocks_gives_the_same_index(conn, monkeypatch, block, read_rows):
     whole = load_sparse(conn)
-    monkeypatch.setattr(core.postings, "BLOCK", block)
-    monkeypatch.setattr(core.sparse, "READ_ROWS", read_rows)
+    monkeypatch.setattr(core.ranking.postings, "BLOCK", block)
+    monkeypatch.setattr(core.ranking.sparse, "READ_ROWS", read_rows)
     pieces = load_sparse(conn)
     for name in ("note_ids", "indptr", "docs", "field_mask", "body_tf", "df", "bm25", "bm25_idf"):
         a, b = getattr(whole, name), getattr(pieces, name)
         assert a.dtype == b.dtype and np.array_equal(a, b), name
-    for t in range(whole.indptr.shape[0] - 1):          # rows ascend within each term
-        assert np.all(np.diff(pieces.docs[pieces.indptr[t]:pieces.indptr[t + 1]]) > 0)
+    for t in range(whole.indptr.shape[0] - 1):  # rows ascend within each term
+        assert np.all(np.diff(pieces.docs[pieces.indptr[t] : pieces.indptr[t + 1]]) > 0)
 
 
 @settings(max_examples=60, deadline=None)
@@ -120,7 +131,7 @@ def test_term_major_slots_fill_each_term_in_row_order(values, block):
     layout = TermMajor(terms, 41)
     out = np.full(terms.shape[0], -1, dtype=np.int64)
     for start in range(0, terms.shape[0], block):
-        order, dest = layout.slots(terms[start:start + block])
+        order, dest = layout.slots(terms[start : start + block])
         out[dest] = (start + np.arange(order.shape[0]))[order]
     assert np.array_equal(out, np.argsort(terms, kind="stable"))
     assert np.array_equal(np.diff(layout.indptr), np.bincount(terms, minlength=41))

@@ -8,20 +8,18 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import write_files as write
+
 from core import generations as gen
-from core.builder import IndexConfig, build_index
 from core.errors import IndexMissingError
-from core.status import index_status, staleness
+from core.index.builder import IndexConfig, build_index
+from core.index.status import index_status, staleness
 
 FILES = {
     "a.md": "---\ntitle: A\n---\nA links to [[b]] and [[missing]].\n",
     "b.md": "# B\n\nbee\n",
     "dir/c.md": "---\ntitle: [broken\n---\nsee\n",
 }
-
-
 
 
 @pytest.fixture
@@ -39,8 +37,13 @@ def test_added_modified_and_removed_files_are_each_reported(vault: Path) -> None
     write(vault, {"new.md": "# New\n", "b.md": "# B\n\nbee changed\n"})
     (vault / "dir" / "c.md").unlink()
     found = staleness(vault)
-    assert found == {"stale": True, "added": ["new.md"], "modified": ["b.md"], "removed": ["dir/c.md"],
-                     "source_files": 3}
+    assert found == {
+        "stale": True,
+        "added": ["new.md"],
+        "modified": ["b.md"],
+        "removed": ["dir/c.md"],
+        "source_files": 3,
+    }
     build_index(vault)
     assert not staleness(vault)["stale"]
 
@@ -66,7 +69,7 @@ def test_a_skipped_binary_file_counts_as_seen(tmp_path: Path) -> None:
 
 
 def test_index_status_of_a_generation(vault: Path) -> None:
-    report = build_index(vault)                          # up to date: the same generation
+    report = build_index(vault)  # up to date: the same generation
     status = index_status(vault)
     layout = gen.layout_for(vault)
     assert status["index_kind"] == "immutable_generation" and status["generation_id"] == report.generation_id
@@ -75,7 +78,9 @@ def test_index_status_of_a_generation(vault: Path) -> None:
     assert status["coverage"] == {"indexed_notes": 3, "source_files": 3}
     assert (status["links"], status["unresolved_links"]) == (2, 1)
     assert status["dense"] == {"chunks_with_vectors": 0, "chunks": status["chunks"], "coverage": 0.0, "model": None}
-    assert status["problems"] == [{"path": "dir/c.md", "reason": "yaml_invalid", "detail": status["problems"][0]["detail"]}]
+    assert status["problems"] == [
+        {"path": "dir/c.md", "reason": "yaml_invalid", "detail": status["problems"][0]["detail"]}
+    ]
     assert status["staleness"]["stale"] is False and 0 <= status["age_seconds"] < 600
     assert [g["generation_id"] for g in status["generations"]] == [report.generation_id]
     assert status["chunker"] == "heading-v1:600:60" and status["tokenizer"] == "porter unicode61 remove_diacritics 2"

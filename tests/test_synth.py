@@ -26,7 +26,7 @@ def _files(vault: Path) -> dict[str, bytes]:
 
 def _frontmatter(text: str) -> dict:
     assert text.startswith("---\n")
-    return yaml.safe_load(text[4:text.index("\n---\n", 4)])
+    return yaml.safe_load(text[4 : text.index("\n---\n", 4)])
 
 
 @pytest.fixture(scope="module")
@@ -100,4 +100,6 @@ def test_prose_blocks_drop_code_tables_and_join_wrapped_lines() -> None:
     assert headings == ["Top"]
     assert paragraphs == ["One line wrapped here.", "item text."]
     assert synth.split_sentences("First sentence is long enough. Second one, [[x|also]] long enough!") == [
-        "First sentence is long enough.", "Second one, also long enough!"]
+        "First sentence is long enough.",
+        "Second one, also long enough!",
+    ]

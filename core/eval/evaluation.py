@@ -1,0 +1,569 @@
+"""Offline evaluation of retrieval modes against BEIR-style queries and qrels.
+
+The library side of ``vaultsearch eval``. It never imports the search engine: the
+caller passes a ``search(text, mode, depth) -> list[rel_path]`` callable.
+
+    load_queries(path)        BEIR jsonl  {"_id", "text"} per line  -> {qid: text}
+    load_qrels(path)          TSV with header query-id/corpus-id/score -> {qid: {docid: rel}}
+    DocIdMatcher(notes)       qrels corpus-id -> note rel_path (frontmatter id, path, stem)
+    evaluate(...)             -> EvalReport (per-mode nDCG@k, Recall@depth, MRR@10, P@k,
+                                 latency p50/p95, and everything that was left out, and why)
+
+Nothing is dropped silently: queries without qrels, qrels without queries, qrels ids that
+match no note, ambiguous stems and queries none of whose relevant notes exist are all
+listed in the report. A mode whose search raises a ``VaultSearchError`` is reported as
+failed with the error's ``reason``; any other exception propagates.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from core.errors import EvalInputError, UsageError, VaultSearchError
+from core.eval import metrics
+
+QRELS_HEADER = ("query-id", "corpus-id", "score")
+MRR_K = 10  # MRR is reported at a fixed cutoff of 10 (MS MARCO / BEIR convention)
+MATCH_RULES = ("id", "path", "stem")
+_INT_RE = re.compile(r"-?[0-9]+")
+_MAX_LISTED_PROBLEMS = 20
+
+SearchFn = Callable[[str, str, int], list[str]]
+
+
+# ----------------------------------------------------------------------------- loading
+
+
+def _input_error(path: Path, problems: list[tuple[int | None, str]]) -> EvalInputError:
+    """One error for all problems found in a file; the message names the first one."""
+    line, problem = problems[0]
+    where = f"{path}, line {line}" if line is not None else str(path)
+    more = f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
+    listed = [f"line {n}: {p}" if n is not None else p for n, p in problems[:_MAX_LISTED_PROBLEMS]]
+    return EvalInputError(f"{where}: {problem}{more}", path=str(path), line=line, problems=listed)
+
+
+def _read_lines(path: str | Path) -> tuple[Path, list[str]]:
+    """Read a UTF-8 text file (a BOM is tolerated) into lines without their line endings."""
+    p = Path(path)
+    try:
+        data = p.read_bytes()
+    except FileNotFoundError:
+        raise _input_error(p, [(None, "file not found")]) from None
+    except OSError as err:
+        raise _input_error(p, [(None, f"cannot read file: {err.strerror or err}")]) from err
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = data[: err.start].count(b"\n") + 1
+        raise _input_error(p, [(line, "invalid UTF-8")]) from err
+    lines = [ln.removesuffix("\r") for ln in text.split("\n")]  # not splitlines(): JSON may hold U+2028
+    if not any(ln.strip() for ln in lines):
+        raise _input_error(p, [(None, "empty file")])
+    return p, lines
+
+
+def _query_from_line(line: str) -> tuple[str, str] | str:
+    """Parse one jsonl line into (qid, text), or return the problem as a string."""
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as err:
+        return f"bad JSON: {err.msg} (column {err.colno})"
+    if not isinstance(obj, dict):
+        return f"expected a JSON object, got {type(obj).__name__}"
+    qid = obj.get("_id")
+    if isinstance(qid, int) and not isinstance(qid, bool):
+        qid = str(qid)
+    if not isinstance(qid, str) or not qid.strip():
+        return "missing or empty '_id' (a string)"
+    text = obj.get("text")
+    if not isinstance(text, str) or not text.strip():
+        return "missing or empty 'text' (a string)"
+    return qid, text
+
+
+def _parse_rows(
+    p: Path, numbered: Iterable[tuple[int, str]], parse: Callable[[str], tuple | str], key: Callable[[tuple], object]
+) -> list[tuple]:
+    """Parse each non-blank numbered line; a repeated ``key`` is a problem. Every problem is
+    collected, then one ``EvalInputError`` names the file and the first bad line."""
+    rows: list[tuple] = []
+    first_at: dict[object, int] = {}
+    problems: list[tuple[int | None, str]] = []
+    for n, line in numbered:
+        parsed = parse(line) if line.strip() else None
+        if isinstance(parsed, str):
+            problems.append((n, parsed))
+        elif parsed is not None and key(parsed) in first_at:
+            problems.append((n, f"duplicate {key(parsed)!r} (first on line {first_at[key(parsed)]})"))
+        elif parsed is not None:
+            first_at[key(parsed)] = n
+            rows.append(parsed)
+    if problems:
+        raise _input_error(p, problems)
+    return rows
+
+
+def load_queries(path: str | Path) -> dict[str, str]:
+    """Load BEIR queries (jsonl, ``{"_id": ..., "text": ...}`` per line; other keys ignored).
+
+    Blank lines are skipped; an integer ``_id`` is read as its string; a repeated ``_id``
+    is an error. Every bad line is reported (see :func:`_parse_rows`).
+    """
+    p, lines = _read_lines(path)
+    return dict(_parse_rows(p, enumerate(lines, start=1), _query_from_line, key=lambda row: row[0]))
+
+
+def _qrel_from_line(line: str) -> tuple[str, str, int] | str:
+    """Parse one qrels row into (qid, docid, score), or return the problem as a string."""
+    fields = line.split("\t")
+    if len(fields) != 3:
+        return f"expected 3 tab-separated columns (query-id, corpus-id, score), got {len(fields)}"
+    qid, docid, score = (f.strip() for f in fields)
+    if not qid or not docid:
+        return "empty query-id or corpus-id"
+    if not _INT_RE.fullmatch(score):
+        return f"score {score!r} is not an integer"
+    return qid, docid, int(score)
+
+
+def load_qrels(path: str | Path) -> dict[str, dict[str, int]]:
+    """Load BEIR qrels: a TSV with the header ``query-id corpus-id score`` and integer scores.
+
+    Columns are split on tabs only (vault paths may contain spaces). Blank lines are
+    skipped. A repeated (query-id, corpus-id) pair is an error. Every bad line is reported.
+    """
+    p, lines = _read_lines(path)
+    header = next(i for i, ln in enumerate(lines) if ln.strip())
+    if tuple(f.strip() for f in lines[header].split("\t")) != QRELS_HEADER:
+        raise _input_error(
+            p, [(header + 1, f"expected the header 'query-id<TAB>corpus-id<TAB>score', got {lines[header]!r}")]
+        )
+    rows = _parse_rows(p, enumerate(lines[header + 1 :], start=header + 2), _qrel_from_line, key=lambda row: row[:2])
+    qrels: dict[str, dict[str, int]] = {}
+    for qid, docid, score in rows:
+        qrels.setdefault(qid, {})[docid] = score
+    if not qrels:
+        raise _input_error(p, [(None, "no qrels rows after the header")])
+    return qrels
+
+
+# ----------------------------------------------------------------------------- id matching
+
+
+@dataclass(frozen=True)
+class IdMatchSummary:
+    """How a set of qrels corpus-ids matched notes: counts per rule, and what did not match.
+
+    ``ambiguous`` maps an unmatched id to the notes it could have meant (a frontmatter id
+    shared by several notes, or a stem shared by several files); those ids are also in
+    ``unmatched_qrels_ids``.
+    """
+
+    by_rule: Mapping[str, int]
+    unmatched_qrels_ids: tuple[str, ...]
+    ambiguous: Mapping[str, tuple[str, ...]]
+
+    @property
+    def total(self) -> int:
+        return sum(self.by_rule.values()) + len(self.unmatched_qrels_ids)
+
+    def format_line(self) -> str:
+        rules = ", ".join(f"{rule} {self.by_rule.get(rule, 0)}" for rule in MATCH_RULES)
+        matched = sum(self.by_rule.values())
+        return (
+            f"id matching: {matched}/{self.total} qrels ids matched ({rules}); "
+            f"unmatched {len(self.unmatched_qrels_ids)}, ambiguous {len(self.ambiguous)}"
+        )
+
+
+class DocIdMatcher:
+    """Map a qrels corpus-id to a note of the vault.
+
+    Rules, in order: (1) the note's frontmatter ``id``; (2) the vault-relative POSIX path,
+    with or without the ``.md`` suffix; (3) the file stem, only when exactly one note has
+    it. A frontmatter id shared by several notes is not used (rule 1 is skipped for it),
+    and an ambiguous stem matches nothing; both are reported by :meth:`summarize`.
+    ``notes`` yields ``(rel_path, frontmatter_id)``; an integer id (YAML ``id: 123``) is
+    read as its string, and an empty id counts as none.
+    """
+
+    def __init__(self, notes: Iterable[tuple[str, str | int | None]]) -> None:
+        self._by_id: dict[str, list[str]] = {}
+        self._paths: set[str] = set()
+        self._by_stem: dict[str, list[str]] = {}
+        for rel_path, note_id in notes:
+            if rel_path in self._paths:
+                raise UsageError(f"note {rel_path!r} is listed twice", rel_path=rel_path)
+            self._paths.add(rel_path)
+            self._by_stem.setdefault(Path(rel_path).stem, []).append(rel_path)
+            key = _note_id_key(rel_path, note_id)
+            if key is not None:
+                self._by_id.setdefault(key, []).append(rel_path)
+
+    def _resolve(self, docid: str) -> tuple[str | None, str | None, tuple[str, ...]]:
+        """(rel_path, rule, candidates): candidates lists the notes of an ambiguous id/stem."""
+        ambiguous: list[str] = []
+        by_id = self._by_id.get(docid, [])
+        if len(by_id) == 1:
+            return by_id[0], "id", ()
+        ambiguous.extend(by_id)
+        for candidate in (docid, f"{docid}.md"):
+            if candidate in self._paths:
+                return candidate, "path", ()
+        by_stem = self._by_stem.get(docid, [])
+        if len(by_stem) == 1:
+            return by_stem[0], "stem", ()
+        if len(by_stem) > 1:
+            ambiguous.extend(by_stem)
+        return None, None, tuple(sorted(set(ambiguous)))
+
+    def match(self, docid: str) -> tuple[str | None, str | None]:
+        """Return ``(rel_path, rule)`` with rule in {'id', 'path', 'stem'}, or ``(None, None)``."""
+        rel_path, rule, _ = self._resolve(docid)
+        return rel_path, rule
+
+    def summarize(self, docids: Iterable[str]) -> IdMatchSummary:
+        """Match every distinct id and count which rule matched it; list the failures."""
+        counts = dict.fromkeys(MATCH_RULES, 0)
+        unmatched: list[str] = []
+        ambiguous: dict[str, tuple[str, ...]] = {}
+        for docid in dict.fromkeys(docids):
+            _, rule, candidates = self._resolve(docid)
+            if rule is not None:
+                counts[rule] += 1
+                continue
+            unmatched.append(docid)
+            if candidates:
+                ambiguous[docid] = candidates
+        return IdMatchSummary(by_rule=counts, unmatched_qrels_ids=tuple(unmatched), ambiguous=ambiguous)
+
+
+def _note_id_key(rel_path: str, note_id: str | int | None) -> str | None:
+    if isinstance(note_id, int) and not isinstance(note_id, bool):
+        return str(note_id)
+    if note_id is not None and not isinstance(note_id, str):
+        raise TypeError(f"{rel_path}: frontmatter id must be a string or an integer, got {type(note_id).__name__}")
+    return (note_id or "").strip() or None
+
+
+# ----------------------------------------------------------------------------- report
+
+
+@dataclass(frozen=True)
+class QueryFailure:
+    """A query none of whose relevant notes reached the top k; ``best_rank`` is None when
+    no relevant note was returned within the search depth. ``relevant`` lists the judged
+    relevant notes (a qrels id that matches no note appears as the raw id)."""
+
+    query_id: str
+    text: str
+    best_rank: int | None
+    relevant: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ModeResult:
+    """The means for one mode over the evaluated queries, or why the mode failed.
+
+    When ``error_reason`` is set the mode failed (at ``error_query_id``) and every metric
+    is None. ``failures`` is None unless failures were asked for.
+    """
+
+    mode: str
+    n: int
+    ndcg: float | None = None
+    recall: float | None = None
+    mrr: float | None = None
+    precision: float | None = None
+    latency_p50_ms: float | None = None
+    latency_p95_ms: float | None = None
+    error_reason: str | None = None
+    error_message: str | None = None
+    error_query_id: str | None = None
+    failures: tuple[QueryFailure, ...] | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error_reason is None
+
+
+@dataclass(frozen=True)
+class EvalReport:
+    """Everything ``evaluate`` measured and everything it left out, with the reasons.
+
+    ``partially_matched_queries`` were evaluated although some relevant ids match no note:
+    those ids stay in the judgement (they count in the ideal DCG and the recall
+    denominator), so a missing note lowers the score rather than inflating it.
+    """
+
+    k: int
+    depth: int
+    mrr_k: int
+    n_queries: int
+    n_evaluated: int
+    modes: tuple[ModeResult, ...]
+    id_matching: IdMatchSummary
+    queries_without_qrels: tuple[str, ...] = ()
+    qrels_without_queries: tuple[str, ...] = ()
+    queries_without_relevant: tuple[str, ...] = ()
+    unmatched_queries: tuple[str, ...] = ()
+    partially_matched_queries: tuple[str, ...] = ()
+    evaluated_query_ids: tuple[str, ...] = field(default=(), repr=False)
+
+    @property
+    def unmatched_qrels_ids(self) -> tuple[str, ...]:
+        return self.id_matching.unmatched_qrels_ids
+
+    @property
+    def failed_modes(self) -> tuple[str, ...]:
+        return tuple(m.mode for m in self.modes if not m.ok)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (tuples become lists, mappings become dicts)."""
+        out = asdict(self)
+        out["unmatched_qrels_ids"] = list(self.unmatched_qrels_ids)
+        out["failed_modes"] = list(self.failed_modes)
+        return json.loads(json.dumps(out))
+
+    def format_table(self) -> str:
+        """A plain-text table, one row per mode, then the id-matching and query-count lines.
+
+        A failed mode gets a row saying FAILED with its reason, the query it failed on and
+        the error message, in place of numbers.
+        """
+        headers = (
+            "mode",
+            f"nDCG@{self.k}",
+            f"Recall@{self.depth}",
+            f"MRR@{self.mrr_k}",
+            f"P@{self.k}",
+            "p50 ms",
+            "p95 ms",
+            "n",
+        )
+        width = max(len(headers[0]), *(len(m.mode) for m in self.modes))
+        cols = [max(len(h), 7) for h in headers[1:]]
+        lines = [headers[0].ljust(width) + "".join(f"  {h:>{w}}" for h, w in zip(headers[1:], cols))]
+        for m in self.modes:
+            if not m.ok:
+                lines.append(
+                    f"{m.mode:<{width}}  FAILED {m.error_reason} (query {m.error_query_id}): {m.error_message}"
+                )
+                continue
+            cells = (
+                f"{m.ndcg:.4f}",
+                f"{m.recall:.4f}",
+                f"{m.mrr:.4f}",
+                f"{m.precision:.4f}",
+                f"{m.latency_p50_ms:.1f}",
+                f"{m.latency_p95_ms:.1f}",
+                str(m.n),
+            )
+            lines.append(m.mode.ljust(width) + "".join(f"  {c:>{w}}" for c, w in zip(cells, cols)))
+        lines.append(self.id_matching.format_line())
+        lines.append(
+            f"queries: {self.n_evaluated} of {self.n_queries} evaluated; {len(self.queries_without_qrels)} "
+            f"without qrels, {len(self.qrels_without_queries)} qrels without a query, "
+            f"{len(self.queries_without_relevant)} without a relevant grade, {len(self.unmatched_queries)} "
+            f"with no relevant note in the vault, {len(self.partially_matched_queries)} partly matched"
+        )
+        return "\n".join(lines)
+
+    def format_failures(self) -> str:
+        """Plain text: per mode, each query with no relevant note in the top k, and its best rank."""
+        lines: list[str] = []
+        for m in self.modes:
+            if m.failures is None:
+                continue
+            lines.append(f"{m.mode}: {len(m.failures)} queries with no relevant note in the top {self.k}")
+            for f in m.failures:
+                rank = f"best rank {f.best_rank}" if f.best_rank is not None else f"not in top {self.depth}"
+                lines.append(f"  {f.query_id}  [{rank}]  {f.text}  -> {', '.join(f.relevant)}")
+        return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------- evaluate
+
+
+@dataclass(frozen=True)
+class _Plan:
+    judged: dict[str, dict[str, int]]
+    without_qrels: tuple[str, ...]
+    without_queries: tuple[str, ...]
+    without_relevant: tuple[str, ...]
+    unmatched: tuple[str, ...]
+    partial: tuple[str, ...]
+    id_summary: IdMatchSummary
+
+
+def _judge_query(judgements: Mapping[str, int], matcher: DocIdMatcher) -> tuple[dict[str, int], int, int]:
+    """Map one query's qrels onto notes: (judged, n relevant matched, n relevant unmatched).
+
+    Several ids naming the same note keep the highest grade. Unmatched ids are kept under
+    their raw id (which is no note's path, so no search can return it).
+    """
+    judged: dict[str, int] = {}
+    matched_rel = unmatched_rel = 0
+    for docid, rel in judgements.items():
+        rel_path, _ = matcher.match(docid)
+        key = rel_path if rel_path is not None else docid
+        judged[key] = max(rel, judged.get(key, rel))
+        if rel > 0:
+            matched_rel += rel_path is not None
+            unmatched_rel += rel_path is None
+    return judged, matched_rel, unmatched_rel
+
+
+def _plan(queries: Mapping[str, str], qrels: Mapping[str, Mapping[str, int]], matcher: DocIdMatcher) -> _Plan:
+    """Decide which queries are evaluated, and record every one that is not, with why."""
+    judged: dict[str, dict[str, int]] = {}
+    without_relevant: list[str] = []
+    unmatched: list[str] = []
+    partial: list[str] = []
+    for qid in queries:
+        if qid not in qrels:
+            continue
+        mapped, matched_rel, unmatched_rel = _judge_query(qrels[qid], matcher)
+        if matched_rel + unmatched_rel == 0:
+            without_relevant.append(qid)
+        elif matched_rel == 0:
+            unmatched.append(qid)
+        else:
+            judged[qid] = mapped
+            if unmatched_rel:
+                partial.append(qid)
+    return _Plan(
+        judged=judged,
+        without_qrels=tuple(q for q in queries if q not in qrels),
+        without_queries=tuple(q for q in qrels if q not in queries),
+        without_relevant=tuple(without_relevant),
+        unmatched=tuple(unmatched),
+        partial=tuple(partial),
+        id_summary=matcher.summarize(d for judgements in qrels.values() for d in judgements),
+    )
+
+
+def _check_ranking(ranked: object, mode: str, qid: str) -> list[str]:
+    if not isinstance(ranked, list) or not all(isinstance(r, str) for r in ranked):
+        raise TypeError(
+            f"search(mode={mode!r}) for query {qid!r} must return a list of rel_path strings, "
+            f"got {type(ranked).__name__}"
+        )
+    return ranked
+
+
+def _run_mode(
+    mode: str,
+    plan: _Plan,
+    queries: Mapping[str, str],
+    search: SearchFn,
+    k: int,
+    depth: int,
+    failures: bool,
+    clock: Callable[[], float],
+) -> ModeResult:
+    """Search every evaluated query in one mode, timing each call, and average the metrics."""
+    latencies: list[float] = []
+    rows: list[tuple[float, float, float, float]] = []
+    failed: list[QueryFailure] = []
+    for qid, judged in plan.judged.items():
+        start = clock()
+        try:
+            ranked = search(queries[qid], mode, depth)
+        except VaultSearchError as err:
+            return ModeResult(mode=mode, n=0, error_reason=err.reason, error_message=err.message, error_query_id=qid)
+        latencies.append((clock() - start) * 1000.0)
+        ranked = _check_ranking(ranked, mode, qid)[:depth]
+        rows.append(
+            (
+                metrics.ndcg_at_k(ranked, judged, k),
+                metrics.recall_at_k(ranked, judged, depth),
+                metrics.mrr_at_k(ranked, judged, MRR_K),
+                metrics.precision_at_k(ranked, judged, k),
+            )
+        )
+        best = metrics.first_relevant_rank(ranked, judged)
+        if failures and (best is None or best > k):
+            relevant = tuple(sorted(metrics.relevant_ids(judged)))
+            failed.append(QueryFailure(query_id=qid, text=queries[qid], best_rank=best, relevant=relevant))
+    ndcg, recall, mrr, precision = (metrics.mean(col) for col in zip(*rows))
+    return ModeResult(
+        mode=mode,
+        n=len(rows),
+        ndcg=ndcg,
+        recall=recall,
+        mrr=mrr,
+        precision=precision,
+        latency_p50_ms=metrics.percentile(latencies, 50),
+        latency_p95_ms=metrics.percentile(latencies, 95),
+        failures=tuple(failed) if failures else None,
+    )
+
+
+def _check_arguments(modes: Sequence[str], k: int, depth: int) -> None:
+    if isinstance(modes, str) or not modes:
+        raise UsageError("modes must be a non-empty sequence of mode names")
+    if len(set(modes)) != len(modes):
+        raise UsageError(f"modes must not repeat: {list(modes)}")
+    for name, value in (("k", k), ("depth", depth)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise UsageError(f"{name} must be a positive integer, got {value!r}")
+    if depth < max(k, MRR_K):
+        raise UsageError(f"depth ({depth}) must be at least k ({k}) and {MRR_K} (for MRR@{MRR_K})")
+
+
+def evaluate(
+    queries: Mapping[str, str],
+    qrels: Mapping[str, Mapping[str, int]],
+    matcher: DocIdMatcher,
+    search: SearchFn,
+    modes: Sequence[str],
+    k: int = 10,
+    depth: int = 100,
+    failures: bool = False,
+    *,
+    clock: Callable[[], float] = time.perf_counter,
+) -> EvalReport:
+    """Run ``search(text, mode, depth)`` for every mode and evaluable query; report the means.
+
+    Per mode: mean nDCG@k, Recall@depth, MRR@10 and P@k over the evaluated queries, the
+    p50/p95 latency of the search calls in milliseconds, and the number of queries. A
+    query is evaluated when it has qrels with a relevant grade (> 0) and at least one of
+    its relevant ids matches a note. A ``VaultSearchError`` from ``search`` marks that
+    mode failed (with the error's reason) and the next mode runs. With ``failures``, each
+    mode lists the queries with no relevant note in the top k and the best rank reached.
+    Raises ``EvalInputError`` when no query can be evaluated at all. ``clock`` (seconds,
+    monotonic) times each call; tests pass a fake one.
+    """
+    _check_arguments(modes, k, depth)
+    plan = _plan(queries, qrels, matcher)
+    if not plan.judged:
+        raise EvalInputError(
+            "no query can be evaluated: none has qrels with a relevant note that matches the vault",
+            queries_without_qrels=len(plan.without_qrels),
+            unmatched_queries=len(plan.unmatched),
+            unmatched_qrels_ids=list(plan.id_summary.unmatched_qrels_ids[:_MAX_LISTED_PROBLEMS]),
+        )
+    results = tuple(_run_mode(m, plan, queries, search, k, depth, failures, clock) for m in modes)
+    return EvalReport(
+        k=k,
+        depth=depth,
+        mrr_k=MRR_K,
+        n_queries=len(queries),
+        n_evaluated=len(plan.judged),
+        modes=results,
+        id_matching=plan.id_summary,
+        queries_without_qrels=plan.without_qrels,
+        qrels_without_queries=plan.without_queries,
+        queries_without_relevant=plan.without_relevant,
+        unmatched_queries=plan.unmatched,
+        partially_matched_queries=plan.partial,
+        evaluated_query_ids=tuple(plan.judged),
+    )

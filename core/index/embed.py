@@ -1,0 +1,363 @@
+"""Fill an index's dense vectors: embed the chunks that have none and publish a new generation.
+
+    lock -> verified active generation -> chunks without vectors, newest notes first ->
+    embed (read-only connection) -> copy active -> staging -> insert vectors + meta
+    ``dense_model`` -> validate -> publish(expected_base=active)
+
+Batches bound the loss of an interrupt: with ``limit`` one call embeds at most ``limit``
+chunks and publishes exactly one generation; without it a generation is published every
+``publish_every`` chunks, so a killed run keeps all but the batch in flight. Unchanged
+chunks keep their vectors across rebuilds because the builder starts from a byte copy of
+the active generation (and drops the vectors of changed notes with their chunks).
+
+What is embedded per chunk (:func:`passage_text`): the note title, the heading path and
+the chunk body. The title goes on every chunk because a chunk deep in a note often only
+makes sense with it (on SciFact the title carries the claim's subject).
+
+The meta key ``dense_model`` holds the model identity (:attr:`core.dense.Embedder.identity`)
+plus ``model_ref``: the preset name or the absolute model directory, so that a search can
+load the same model without being told. Vectors of another identity are dropped, never
+mixed with new ones (reported in ``EmbedReport.dropped``).
+
+A legacy single-file index (``--in-place``) is updated in place, one transaction per batch.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm import tqdm
+
+from core import generations as gen
+from core.dense import (
+    META_KEY,
+    REF_KEY,
+    Embedder,
+    identity_key,
+    load_embedder,
+    model_reference,
+    stored_identity,
+    stored_reference,
+)
+from core.errors import ValidationError
+from core.index.builder import all_problems
+from core.index.schema import atomic, get_meta, note_bodies, set_meta
+from core.models.catalog import DEFAULT_EMBEDDING_MODEL
+
+# Without a limit, publish a generation after this many newly embedded chunks.
+PUBLISH_EVERY = 2048
+
+_CHUNKS_SQL = (
+    "SELECT c.id, n.title, c.heading_path, c.note_id, c.start, c.end FROM chunks c JOIN notes n ON n.id = c.note_id "
+    "WHERE {where} "
+    "ORDER BY coalesce(n.updated, n.created, strftime('%Y-%m-%dT%H:%M:%S', n.mtime_ns / 1000000000, "
+    "'unixepoch')) DESC, n.id, c.ord LIMIT ?"
+)
+
+
+@dataclass(frozen=True)
+class EmbedReport:
+    """What one ``embed_index`` call did."""
+
+    index_kind: str
+    generation_id: str | None  # active generation at the end (None: legacy_db)
+    generations_published: list[str]
+    model_ref: str
+    model_name: str
+    embedded: int  # chunks embedded by this call
+    chunks: int  # chunks in the index
+    remaining: int  # chunks still without vectors
+    dropped: int  # vectors of another model identity removed
+    dropped_model: dict[str, Any] | None  # the identity they had
+    seconds: float
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def complete(self) -> bool:
+        return self.remaining == 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "complete": self.complete}
+
+
+# ---------------------------------------------------------------- text and identity
+
+
+def passage_text(title: str, heading_path: str, body: str) -> str:
+    """The text embedded for one chunk: note title, heading path (``A > B``), blank line, body."""
+    headings = [h for h in json.loads(heading_path or "[]") if h]
+    head = "\n".join(x for x in (title.strip(), " > ".join(headings)) if x)
+    return f"{head}\n\n{body}" if head else body
+
+
+# ---------------------------------------------------------------- reading and writing vectors
+
+
+def pending_chunks(conn: sqlite3.Connection, limit: int | None, *, everything: bool = False) -> list[tuple[int, str]]:
+    """(chunk id, passage text) of chunks without a vector (``everything``: all chunks), newest
+    notes first, at most ``limit``."""
+    where = "1" if everything else "c.id NOT IN (SELECT chunk_id FROM chunk_vectors)"
+    rows = conn.execute(_CHUNKS_SQL.format(where=where), (-1 if limit is None else limit,)).fetchall()
+    bodies = note_bodies(conn, (r[3] for r in rows))
+    return [
+        (cid, passage_text(title, heading, bodies[nid][start:end])) for cid, title, heading, nid, start, end in rows
+    ]
+
+
+def count_pending(conn: sqlite3.Connection) -> int:
+    return conn.execute("SELECT count(*) FROM chunks WHERE id NOT IN (SELECT chunk_id FROM chunk_vectors)").fetchone()[
+        0
+    ]
+
+
+def vector_blob(vector: np.ndarray) -> bytes:
+    """The stored form of a vector: float32 little-endian bytes."""
+    return np.ascontiguousarray(vector, dtype="<f4").tobytes()
+
+
+def _write_vectors(
+    conn: sqlite3.Connection, ids: list[int], vectors: np.ndarray, meta_value: dict[str, Any], drop: bool
+) -> None:
+    """One transaction: drop foreign vectors when asked, insert these, stamp the identity."""
+    with atomic(conn):
+        if drop:
+            conn.execute("DELETE FROM chunk_vectors")
+        conn.executemany(
+            "INSERT INTO chunk_vectors(chunk_id, vector) VALUES (?, ?)",
+            [(cid, vector_blob(v)) for cid, v in zip(ids, vectors)],
+        )
+        set_meta(conn, {META_KEY: meta_value})
+
+
+def validate_vectors(conn: sqlite3.Connection, dim: int) -> None:
+    """Dense manifest consistency: every vector has ``dim`` floats and a chunk, and a model is named."""
+    checks = {
+        "vectors of another size": ("SELECT count(*) FROM chunk_vectors WHERE length(vector) != ?", (dim * 4,)),
+        "orphan vectors": ("SELECT count(*) FROM chunk_vectors WHERE chunk_id NOT IN (SELECT id FROM chunks)", ()),
+    }
+    problems = {name: n for name, (sql, args) in checks.items() if (n := conn.execute(sql, args).fetchone()[0])}
+    if not get_meta(conn).get(META_KEY):
+        problems["dense_model meta missing"] = 1
+    if problems:
+        raise ValidationError(f"dense vectors fail validation: {problems}", problems=problems)
+
+
+# ---------------------------------------------------------------- one batch
+
+
+@dataclass
+class _Run:
+    """State shared by the batches of one call."""
+
+    embedder: Embedder
+    meta_value: dict[str, Any]
+    batch_size: int
+    bar: Any
+    published: list[str] = field(default_factory=list)
+    embedded: int = 0
+    dropped: int = 0
+    dropped_model: dict[str, Any] | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def tick(self, name: str, started: float) -> None:
+        self.timings[name] = round(self.timings.get(name, 0.0) + time.perf_counter() - started, 4)
+
+
+def _needs_drop(conn: sqlite3.Connection, run: _Run) -> bool:
+    """True when the index holds vectors (or a stamp) of another identity; records what is dropped."""
+    found = stored_identity(get_meta(conn).get(META_KEY))
+    if found is None or identity_key(found) == identity_key(run.embedder.identity):
+        return False
+    run.dropped += conn.execute("SELECT count(*) FROM chunk_vectors").fetchone()[0]
+    run.dropped_model = found
+    return True
+
+
+def _embed_pending(conn: sqlite3.Connection, run: _Run, take: int | None, drop: bool) -> tuple[list[int], np.ndarray]:
+    """Embed up to ``take`` chunks still to do (all of them when the old vectors are dropped)."""
+    t = time.perf_counter()
+    todo = pending_chunks(conn, take, everything=drop)
+    ids = [cid for cid, _ in todo]
+    vectors = np.empty((0, run.embedder.dim), dtype=np.float32)
+    if todo:
+        parts = []
+        for start in range(0, len(todo), run.batch_size * 4):  # small steps keep the progress bar alive
+            texts = [text for _, text in todo[start : start + run.batch_size * 4]]
+            parts.append(run.embedder.embed_passages(texts, batch_size=run.batch_size))
+            run.bar.update(len(texts))
+        vectors = np.concatenate(parts)
+    run.tick("embed", t)
+    return ids, vectors
+
+
+def _record(conn: sqlite3.Connection, run: _Run) -> gen.GenerationRecord:
+    meta = get_meta(conn)
+    count = lambda sql: conn.execute(sql).fetchone()[0]  # noqa: E731
+    return gen.GenerationRecord(
+        source_snapshot_hash=meta["source_snapshot_hash"],
+        notes=count("SELECT count(*) FROM notes"),
+        chunks=count("SELECT count(*) FROM chunks"),
+        dense_chunks=count("SELECT count(*) FROM chunk_vectors"),
+        chunker=meta["chunker"],
+        tokenizer=meta["tokenizer"],
+        timings=dict(run.timings),
+        problems=[{"path": p["path"], "reason": p["reason"]} for p in all_problems(conn)],
+        dense_model=identity_key(run.meta_value),
+    )
+
+
+def _publish_batch(layout: gen.IndexLayout, base: gen.ResolvedIndex, run: _Run, take: int | None, keep: int) -> bool:
+    """Embed up to ``take`` pending chunks of ``base`` and publish them; False when nothing was to do."""
+    conn = gen.connect_readonly(base)
+    try:
+        drop = _needs_drop(conn, run)
+        ids, vectors = _embed_pending(conn, run, take, drop)
+    finally:
+        conn.close()
+    if not ids and not drop:
+        return False
+    t = time.perf_counter()
+    staging = gen.new_staging_path(layout)
+    try:
+        shutil.copyfile(base.path, staging)
+        work = sqlite3.connect(staging, isolation_level=None)
+        try:
+            work.execute("PRAGMA journal_mode=MEMORY")
+            _write_vectors(work, ids, vectors, run.meta_value, drop)
+            validate_vectors(work, run.embedder.dim)
+            record = _record(work, run)
+            work.execute("PRAGMA journal_mode=DELETE")
+        finally:
+            work.close()
+        published = gen.publish(layout, staging, record, expected_base=base.generation_id, keep=keep)
+    finally:
+        staging.unlink(missing_ok=True)
+    run.tick("publish", t)
+    run.published.append(published.generation_id)
+    run.embedded += len(ids)
+    return True
+
+
+def _legacy_batch(layout: gen.IndexLayout, run: _Run, take: int | None) -> bool:
+    """The legacy ``index.db``: the same batch, written in place in one transaction."""
+    conn = sqlite3.connect(layout.legacy_path, isolation_level=None)
+    try:
+        drop = _needs_drop(conn, run)
+        ids, vectors = _embed_pending(conn, run, take, drop)
+        if not ids and not drop:
+            return False
+        _write_vectors(conn, ids, vectors, run.meta_value, drop)
+        validate_vectors(conn, run.embedder.dim)
+    finally:
+        conn.close()
+    run.embedded += len(ids)
+    return True
+
+
+# ---------------------------------------------------------------- the entry point
+
+
+def embed_index(
+    vault: str | Path,
+    *,
+    model: str | Path | None = None,
+    index_dir: str | Path | None = None,
+    limit: int | None = None,
+    batch_size: int = 32,
+    progress: bool = False,
+    threads: int | None = None,
+    publish_every: int = PUBLISH_EVERY,
+    keep: int = 2,
+    wait_seconds: float = 0.0,
+) -> EmbedReport:
+    """Embed the chunks of the active index that have no vector (see the module docstring).
+
+    ``model``: a preset name or model directory; None = the model the index records, else
+    the default preset. ``limit`` caps this call (one published generation); None embeds
+    everything, publishing every ``publish_every`` chunks. Holds the build lock throughout.
+    """
+    if limit is not None and limit < 1:
+        raise ValueError(f"limit must be >= 1, got {limit}")
+    if publish_every < 1:
+        raise ValueError(f"publish_every must be >= 1, got {publish_every}")
+    started = time.perf_counter()
+    layout = gen.layout_for(Path(vault).resolve(), Path(index_dir) if index_dir else None)
+    with gen.build_lock(layout, wait_seconds=wait_seconds):
+        base = gen.resolve(layout)
+        ref = model_reference(model) if model is not None else _recorded_or_default(base)
+        embedder = load_embedder(ref, threads=threads)
+        run = _Run(embedder, {**embedder.identity, REF_KEY: ref}, batch_size, None)
+        goal = _goal(base, run, limit)
+        run.bar = tqdm(total=goal, unit="chunk", desc="embedding", disable=not progress, smoothing=0.1)
+        try:
+            _run_batches(layout, base, run, limit, publish_every, keep)
+        finally:
+            run.bar.close()
+        final = gen.resolve(layout)
+        remaining, chunks = _counts(final)
+    return EmbedReport(
+        index_kind=final.kind,
+        generation_id=final.generation_id,
+        generations_published=run.published,
+        model_ref=ref,
+        model_name=embedder.config.name,
+        embedded=run.embedded,
+        chunks=chunks,
+        remaining=remaining,
+        dropped=run.dropped,
+        dropped_model=run.dropped_model,
+        seconds=round(time.perf_counter() - started, 4),
+        timings=run.timings,
+    )
+
+
+def _run_batches(
+    layout: gen.IndexLayout, base: gen.ResolvedIndex, run: _Run, limit: int | None, publish_every: int, keep: int
+) -> None:
+    """One batch when ``limit`` is given, else batches of ``publish_every`` until nothing is pending."""
+    take = limit if limit is not None else publish_every
+    while True:
+        if base.kind == "legacy_db":
+            did = _legacy_batch(layout, run, take)
+        else:
+            did = _publish_batch(layout, base, run, take, keep)
+        if not did or limit is not None:
+            return
+        base = gen.resolve(layout)
+
+
+def _recorded_or_default(resolved: gen.ResolvedIndex) -> str:
+    """The model reference the index records, else the default embedding preset."""
+    conn = gen.connect_readonly(resolved)
+    try:
+        return stored_reference(get_meta(conn).get(META_KEY)) or DEFAULT_EMBEDDING_MODEL
+    finally:
+        conn.close()
+
+
+def _goal(resolved: gen.ResolvedIndex, run: _Run, limit: int | None) -> int:
+    """Chunks this call will embed (for the progress bar): all of them when the model changes."""
+    conn = gen.connect_readonly(resolved)
+    try:
+        found = stored_identity(get_meta(conn).get(META_KEY))
+        changed = found is not None and identity_key(found) != identity_key(run.embedder.identity)
+        todo = conn.execute("SELECT count(*) FROM chunks").fetchone()[0] if changed else count_pending(conn)
+    finally:
+        conn.close()
+    return todo if limit is None else min(limit, todo)
+
+
+def _counts(resolved: gen.ResolvedIndex) -> tuple[int, int]:
+    """(chunks without a vector, chunks) of an index."""
+    conn = gen.connect_readonly(resolved)
+    try:
+        return count_pending(conn), conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
+    finally:
+        conn.close()

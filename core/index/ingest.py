@@ -1,0 +1,467 @@
+"""Turn note files into rows of a working index database (and delete them again).
+
+The builder decides *which* notes change; this module knows *how* a note becomes rows:
+the notes row, tags, per-note problems, its FTS5 row, chunks, the sparse term vector
+and the links as written. Three stages, so that two CPU cores can share the work:
+
+    prepare_notes    files -> PreparedBatch: read, hash, parse, chunk, count words. Pure
+                     apart from a per-process WordTable, so ``prepared_notes`` can run
+                     it in forked worker processes while this process writes.
+    NoteWriter       assigns note and chunk ids, turns word counts into term vectors
+                     (``core.ranking.analysis.TermVectors``: FTS5's tokens) and inserts the rows
+                     a batch at a time with executemany.
+
+(A writer *thread* was tried and measured slower: executemany takes the GIL back for every
+row it binds, so the two threads mostly traded the GIL; processes are what overlap.)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import multiprocessing
+import os
+import sqlite3
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import partial
+
+from core.errors import SourceChangedError
+from core.index.schema import CHUNK_FIELD_UNITS, FTS_COLUMNS, NOTE_COLUMNS, get_meta, set_meta
+from core.ranking.analysis import Analyzer, LocalVector, TermVectors, WordTable
+from core.vault.chunking import chunk_body, headings
+from core.vault.links import LinkResolver
+from core.vault.notes import Link, ParsedNote, parse_note, skip_problem
+from core.vault.scan import read_file
+
+_NOTE_INSERT = f"INSERT INTO notes({', '.join(NOTE_COLUMNS)}) VALUES ({', '.join('?' * len(NOTE_COLUMNS))})"
+_FTS_INSERT = f"INSERT INTO notes_fts(rowid, {', '.join(FTS_COLUMNS)}) VALUES (?{', ?' * len(FTS_COLUMNS)})"
+# One batch's statements, in the order they run (notes first: the other rows name them).
+_INSERTS = {
+    "notes": _NOTE_INSERT,
+    "tags": "INSERT INTO note_tags(tag, note_id) VALUES (?, ?)",
+    "problems": "INSERT INTO note_problems(note_id, reason, detail) VALUES (?, ?, ?)",
+    "chunks": "INSERT INTO chunks(id, note_id, ord, heading_path, start, end, text_sha256) VALUES (?, ?, ?, ?, ?, ?, ?)",
+    "fts": _FTS_INSERT,
+    "new_terms": "INSERT INTO terms(id, term) VALUES (?, ?)",
+    "terms": "INSERT INTO note_terms(note_id, term_ids, tf) VALUES (?, ?, ?)",
+    "chunk_terms": "INSERT INTO chunk_terms(note_id, lengths, term_ids, tf) VALUES (?, ?, ?, ?)",
+    "links": "INSERT INTO links(note_id, target, kind, heading, alias, source, alt_target) VALUES (?, ?, ?, ?, ?, ?, ?)",
+    "skipped": "INSERT OR REPLACE INTO skipped_files(rel_path, content_sha256, mtime_ns, size, reason, detail) "
+    "VALUES (?, ?, ?, ?, ?, ?)",
+}
+_BATCH_NOTES = 256
+_BATCH_CHUNKS = 4096
+POOL_MIN_NOTES = 1000  # fewer notes than this are prepared in process: forking would not pay off
+_PREPARE_BATCH = 64  # notes per prepare_notes call (per worker task)
+# json.dumps(value, ensure_ascii=False, sort_keys=True) without building an encoder per call
+_json = json.JSONEncoder(ensure_ascii=False, sort_keys=True).encode
+
+# rel_path, path, content and sha256 (None: not read yet), mtime_ns, size
+NoteFile = tuple[str, str, "bytes | None", "str | None", int, int]
+
+
+# ---------------------------------------------------------------- prepare (may run in a worker)
+
+
+@dataclass(frozen=True)
+class PreparedNote:
+    """Everything one note puts in the index except the ids the writer assigns.
+
+    Compact on purpose (chunks are offsets into the body, term counts are packed), since
+    a worker process pickles it back to the builder.
+    """
+
+    values: tuple  # the notes row after ``id``, in NOTE_COLUMNS order
+    tags: tuple[str, ...]
+    problems: tuple[tuple[str, str], ...]  # (reason, detail)
+    links: tuple[tuple, ...]  # (target, kind, heading, alias, source, alt_target)
+    cells: tuple[str, ...]  # the notes_fts row: the texts of FTS_COLUMNS (the body last)
+    chunks: tuple[tuple[int, str, int, int, str], ...]  # ord, heading_path JSON, start, end, sha256
+    terms: LocalVector
+    chunk_terms: LocalVector  # its chunks' vectors, one group (``_pieces`` says what)
+
+
+@dataclass(frozen=True)
+class SkippedFile:
+    """A file that was read but not indexed (binary): a ``skipped_files`` row."""
+
+    row: tuple[str, str, int, int, str, str]  # rel_path, sha256, mtime_ns, size, reason, detail
+
+
+@dataclass(frozen=True)
+class PreparedBatch:
+    """Prepared notes, in input order, with the words their process numbered meanwhile."""
+
+    table: tuple[int, str]  # (pid, build): whose WordTable numbered the words
+    new_words: list[bytes]
+    notes: list[PreparedNote | SkippedFile]
+
+
+_tables: dict[str, WordTable] = {}  # build -> this process's WordTable for it
+
+
+def field_texts(note: ParsedNote) -> tuple[str, ...]:
+    """The note's text per FTS column (FTS_COLUMNS order): what its term vector counts."""
+    return (
+        " ".join((note.title, *note.aliases)),
+        note.description or "",
+        " ".join(note.tags),
+        "\n".join(headings(note.body)),
+        note.body,
+    )
+
+
+def _chunk_rows(note: ParsedNote, chunk_size: int, chunk_overlap: int) -> tuple[tuple[tuple, ...], list[str]]:
+    """The chunks rows (ord, heading_path JSON, start, end, sha256) and each chunk's heading cell
+    (its section's heading on the section's first chunk, else ""). A note without a body still
+    gets one empty chunk, so that every note has a passage to show."""
+    chunks = chunk_body(note.body, size=chunk_size, overlap=chunk_overlap)
+    if not chunks:
+        return ((0, "[]", 0, 0, hashlib.sha256(b"").hexdigest()),), [""]
+    rows, cells = [], []
+    prev_path: tuple[str, ...] | None = None
+    path_json = ""
+    for chunk in chunks:
+        heading = ""
+        if chunk.heading_path != prev_path:  # a section's first chunk; its chunks share the path's JSON
+            prev_path, path_json = chunk.heading_path, _json(list(chunk.heading_path))
+            heading = chunk.heading_path[-1] if chunk.heading_path else ""
+        rows.append(
+            (chunk.ord, path_json, chunk.start, chunk.end, hashlib.sha256(chunk.text.encode("utf-8")).hexdigest())
+        )
+        cells.append(heading)
+    return tuple(rows), cells
+
+
+def _splits_words(body: str, spans: list[tuple[int, int]]) -> bool:
+    """True unless the chunks' own stretches (each chunk from where the previous one ended)
+    tile the body's words exactly: every gap between them is whitespace and no boundary
+    falls inside a word (a hard cut of an over-long word)."""
+    prev = 0
+    for start, end in spans:
+        if start > prev:
+            if body[prev:start].strip():
+                return True
+        elif 0 < prev < len(body) and not body[prev - 1].isspace() and not body[prev].isspace():
+            return True  # this chunk's own stretch would start inside a word
+        prev = max(prev, end)
+    return bool(body[prev:].strip())
+
+
+def _pieces(doc: int, texts: tuple[str, ...], rows: tuple[tuple, ...], cells: list[str]) -> list[tuple[str, tuple]]:
+    """The pieces of text that make up a note's vector (document ``doc``) and its chunks' vectors
+    (documents ``doc + 1 + ord``), for ``WordTable.count_pieces``.
+
+    A chunk vector counts the note's title, description and tags on chunk 0, its heading cell and
+    its text, overlap included. Each stretch of body text is cut into words once: a chunk's own
+    stretch counts for the note body and the chunk, the overlap it repeats for the chunk only.
+    """
+    nf, first = len(FTS_COLUMNS), doc + 1
+    head, body_f = FTS_COLUMNS.index("headings"), FTS_COLUMNS.index("body")
+    pieces: list[tuple[str, tuple]] = [(texts[f], (doc * nf + f, first * nf + f)) for f in range(head)]
+    pieces.append((texts[head], (doc * nf + head,)))
+    pieces += [(cell, ((first + i) * nf + head,)) for i, cell in enumerate(cells) if cell]
+    body = texts[body_f]
+    spans = [(row[2], row[3]) for row in rows]
+    if _splits_words(body, spans):  # rare: count the body and each chunk text on their own
+        pieces.append((body, (doc * nf + body_f,)))
+        pieces += [(body[s:e], ((first + i) * nf + body_f,)) for i, (s, e) in enumerate(spans)]
+        return pieces
+    prev = 0
+    for i, (start, end) in enumerate(spans):
+        target = (first + i) * nf + body_f
+        if start < prev:
+            pieces.append((body[start:prev], (target,)))
+        pieces.append((body[max(start, prev) : end], (doc * nf + body_f, target)))
+        prev = max(prev, end)
+    return pieces
+
+
+def read_source(rel_path: str, path: str | os.PathLike[str]) -> tuple[bytes, str]:
+    """(content, sha256) of a vault file; a file gone since the scan is a ``SourceChangedError``."""
+    try:
+        return read_file(path)
+    except FileNotFoundError:
+        raise SourceChangedError(f"{rel_path} disappeared during the build", paths=[rel_path]) from None
+
+
+def _parse(item: NoteFile) -> tuple[str, ParsedNote | SkippedFile]:
+    """(sha256, parsed note) of one file, read unless its content is given; a binary file is skipped."""
+    rel_path, path, data, sha256, mtime_ns, size = item
+    if data is None or sha256 is None:
+        data, sha256 = read_source(rel_path, path)
+    note = parse_note(rel_path, data)
+    if note is None:
+        problem = skip_problem(rel_path, data)
+        return sha256, SkippedFile((rel_path, sha256, mtime_ns, size, problem.reason, problem.detail))
+    return sha256, note
+
+
+def _prepared(
+    item: NoteFile,
+    sha256: str,
+    note: ParsedNote,
+    texts: tuple[str, ...],
+    chunks: tuple[tuple, ...],
+    terms: LocalVector,
+    chunk_terms: LocalVector,
+) -> PreparedNote:
+    mtime_ns, size = item[4], item[5]
+    d = note.dates
+    values = (
+        note.rel_path,
+        note.title,
+        note.description,
+        note.note_type,
+        _json(list(note.tags)),
+        d.get("created"),
+        d.get("updated"),
+        d.get("source_date"),
+        d.get("date"),
+        note.volatility,
+        note.status,
+        note.classification,
+        note.namespace,
+        _json(list(note.supersedes)),
+        _json(list(note.superseded_by)),
+        _json(list(note.aliases)),
+        note.frontmatter_id,
+        _json(note.extra),
+        sha256,
+        mtime_ns,
+        size,
+        len(note.body),
+    )
+    return PreparedNote(
+        values=values,
+        tags=note.tags,
+        problems=tuple((p.reason, p.detail) for p in note.problems),
+        links=tuple((ln.target, ln.kind, ln.heading, ln.alias, ln.source, ln.alt_target) for ln in note.links),
+        cells=texts,
+        chunks=chunks,
+        terms=terms,
+        chunk_terms=chunk_terms,
+    )
+
+
+def prepare_notes(items: Sequence[NoteFile], *, chunk_size: int, chunk_overlap: int, build: str) -> PreparedBatch:
+    """Read, parse, chunk and count a batch of note files. Words are counted for the batch at
+    once by this process's ``WordTable`` for ``build``."""
+    table = _tables.get(build)
+    if table is None:
+        table = _tables[build] = WordTable(len(FTS_COLUMNS))
+    parsed, notes, pieces, groups = [], [], [], []
+    n_docs = 0
+    for item in items:  # parse, texts and chunks of one note in a row: they share its cached block scan
+        sha, note = _parse(item)
+        parsed.append(note)
+        if isinstance(note, ParsedNote):
+            texts = field_texts(note)
+            rows, cells = _chunk_rows(note, chunk_size, chunk_overlap)
+            notes.append((item, sha, note, texts, rows))
+            pieces += _pieces(n_docs, texts, rows, cells)
+            groups.append((n_docs + 1, n_docs + 1 + len(rows)))
+            n_docs += 1 + len(rows)
+    # each note's vector, then its chunks' as one weighted group
+    new_words, vectors = table.count_pieces(n_docs, pieces, groups, CHUNK_FIELD_UNITS)
+    ready = {
+        id(note): _prepared(item, sha, note, texts, rows, vectors[2 * i], vectors[2 * i + 1])
+        for i, (item, sha, note, texts, rows) in enumerate(notes)
+    }
+    return PreparedBatch(
+        (os.getpid(), build), new_words, [ready[id(note)] if isinstance(note, ParsedNote) else note for note in parsed]
+    )
+
+
+def _worker_init() -> None:
+    """Start a forked worker with no word tables of its parent's.
+
+    (Pool workers close the pipe ends they do not use, so when the builder dies they fail at
+    their next read or write and exit, releasing the build lock file they inherited.)
+    """
+    _tables.clear()
+
+
+def default_workers(n_notes: int) -> int:
+    """Worker processes for preparing ``n_notes``: 1 (in process) for small batches or without fork."""
+    if n_notes < POOL_MIN_NOTES or "fork" not in multiprocessing.get_all_start_methods():
+        return 1
+    return max(1, min(os.cpu_count() or 1, 4))
+
+
+@contextmanager
+def prepared_notes(
+    items: Sequence[NoteFile], *, chunk_size: int, chunk_overlap: int, workers: int
+) -> Iterator[Iterator[PreparedBatch]]:
+    """``prepare_notes`` over ``items`` in batches, in order: in process, or in ``workers`` forked processes.
+
+    The workers are forked on entry (fork, not spawn, keeps the start cheap); they read, parse
+    and count, and never touch a database. Pass ``workers=1`` where forking is unwelcome.
+    """
+    build = uuid.uuid4().hex
+    prepare = partial(prepare_notes, chunk_size=chunk_size, chunk_overlap=chunk_overlap, build=build)
+    batches = [items[i : i + _PREPARE_BATCH] for i in range(0, len(items), _PREPARE_BATCH)]
+    try:
+        if workers <= 1:
+            yield map(prepare, batches)
+            return
+        ctx = multiprocessing.get_context("fork")
+        with ctx.Pool(workers, initializer=_worker_init) as pool:
+            yield pool.imap(prepare, batches)
+    finally:
+        _tables.pop(build, None)
+
+
+# ---------------------------------------------------------------- write (builder process)
+
+
+class NoteWriter:
+    """Gives prepared notes their ids and term vectors and inserts their rows, a batch at a time.
+
+    Call ``flush`` after the last batch. It writes inside the caller's transaction.
+    """
+
+    def __init__(self, conn: sqlite3.Connection, analyzer: Analyzer) -> None:
+        self.next_note_id = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM notes").fetchone()[0]
+        self.next_chunk_id = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM chunks").fetchone()[0]
+        next_id = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM terms").fetchone()[0]
+        self.vectors = TermVectors(analyzer, len(FTS_COLUMNS), next_id=next_id, known=partial(_term_ids, conn))
+        self._rows: dict[str, list[tuple]] = {name: [] for name in _INSERTS}
+        self._terms: list[tuple[int, tuple[int, str], LocalVector]] = []  # note id, table, vector
+        self._chunk_terms: list[tuple[int, tuple[int, str], LocalVector]] = []  # note id, table, vector
+        self.conn = conn
+
+    def add_batch(self, batch: PreparedBatch) -> None:
+        """Queue the rows of a prepared batch (skipped files become ``skipped_files`` rows)."""
+        self.vectors.register(batch.table, batch.new_words)
+        for note in batch.notes:
+            if isinstance(note, SkippedFile):
+                self._rows["skipped"].append(note.row)
+            else:
+                self._add(note, batch.table)
+        if len(self._terms) >= _BATCH_NOTES or len(self._rows["chunks"]) >= _BATCH_CHUNKS:
+            self.flush()
+
+    def _add(self, note: PreparedNote, table: tuple[int, str]) -> None:
+        note_id = self.next_note_id
+        self.next_note_id += 1
+        rows = self._rows
+        rows["notes"].append((note_id, *note.values))
+        rows["tags"].extend((tag, note_id) for tag in note.tags)
+        rows["problems"].extend((note_id, *p) for p in note.problems)
+        rows["links"].extend((note_id, *ln) for ln in note.links)
+        rows["fts"].append((note_id, *note.cells))
+        cid = self.next_chunk_id
+        rows["chunks"].extend((cid + i, note_id, *chunk) for i, chunk in enumerate(note.chunks))
+        self._chunk_terms.append((note_id, table, note.chunk_terms))
+        self.next_chunk_id = cid + len(note.chunks)
+        self._terms.append((note_id, table, note.terms))
+
+    def flush(self) -> None:
+        """Turn the queued word counts into term vectors and insert every queued row."""
+        rows = self._rows
+        if self._terms:
+            vectors = self.vectors.vectors([(table, local) for _, table, local in self._terms])
+            rows["terms"] = [(nid, ids, tf) for (nid, _, _), (ids, tf, _) in zip(self._terms, vectors)]
+        if self._chunk_terms:
+            vectors = self.vectors.vectors([(table, local) for _, table, local in self._chunk_terms], columns=1)
+            rows["chunk_terms"] = [
+                (nid, lengths, ids, tf) for (nid, _, _), (ids, tf, lengths) in zip(self._chunk_terms, vectors)
+            ]
+        rows["new_terms"] = self.vectors.take_new_terms()
+        for name, sql in _INSERTS.items():
+            if rows[name]:
+                self.conn.executemany(sql, rows[name])
+        self._rows = {name: [] for name in _INSERTS}
+        self._terms, self._chunk_terms = [], []
+
+
+def _term_ids(conn: sqlite3.Connection, terms: list[str]) -> dict[str, int]:
+    """The ids the ``terms`` table holds for some of ``terms`` (a carried-over index knows many)."""
+    found: dict[str, int] = {}
+    for start in range(0, len(terms), 500):
+        part = terms[start : start + 500]
+        found.update(conn.execute(f"SELECT term, id FROM terms WHERE term IN ({', '.join('?' * len(part))})", part))
+    return found
+
+
+def delete_notes(conn: sqlite3.Connection, note_ids: Iterable[int]) -> int:
+    """Remove notes and everything derived from them. Returns the number removed."""
+    ids = [(i,) for i in note_ids]
+    if not ids:
+        return 0
+    conn.execute("CREATE TEMP TABLE IF NOT EXISTS gone(id INTEGER PRIMARY KEY)")
+    conn.execute("DELETE FROM temp.gone")
+    conn.executemany("INSERT INTO temp.gone(id) VALUES (?)", ids)
+    conn.execute("DELETE FROM notes_fts WHERE rowid IN (SELECT id FROM temp.gone)")
+    conn.execute(
+        "DELETE FROM chunk_vectors WHERE chunk_id IN "
+        "(SELECT id FROM chunks WHERE note_id IN (SELECT id FROM temp.gone))"
+    )
+    for table, col in (
+        ("chunks", "note_id"),
+        ("note_tags", "note_id"),
+        ("note_problems", "note_id"),
+        ("note_terms", "note_id"),
+        ("chunk_terms", "note_id"),
+        ("links", "note_id"),
+        ("edges", "src_id"),
+        ("notes", "id"),
+    ):
+        conn.execute(f"DELETE FROM {table} WHERE {col} IN (SELECT id FROM temp.gone)")
+    conn.execute("DELETE FROM temp.gone")
+    return len(ids)
+
+
+def _targets_key(conn: sqlite3.Connection) -> str:
+    """SHA-256 over what link resolution depends on: every note's path and aliases."""
+    h = hashlib.sha256()
+    for rel, aliases in conn.execute("SELECT rel_path, aliases FROM notes ORDER BY rel_path"):
+        h.update(f"{rel}\0{aliases}\n".encode())
+    return h.hexdigest()
+
+
+def _resolve_links(conn: sqlite3.Connection, where: str, args: tuple[int, ...]) -> list[tuple]:
+    notes = [(rel, tuple(json.loads(aliases))) for rel, aliases in conn.execute("SELECT rel_path, aliases FROM notes")]
+    id_of = dict(conn.execute("SELECT rel_path, id FROM notes"))
+    resolver = LinkResolver(notes)
+    rows = []
+    for src_id, src_path, target, kind, heading, alias, source, alt in conn.execute(
+        "SELECT l.note_id, n.rel_path, l.target, l.kind, l.heading, l.alias, l.source, l.alt_target "
+        f"FROM links l JOIN notes n ON n.id = l.note_id WHERE {where}",
+        args,
+    ):
+        dst = resolver.resolve(
+            Link(target=target, kind=kind, heading=heading, alias=alias, source=source, alt_target=alt), src_path
+        )
+        rows.append((src_id, id_of.get(dst) if dst else None, kind, target, dst))
+    return rows
+
+
+def recompute_edges(conn: sqlite3.Connection, *, new_from_id: int | None = None) -> tuple[int, int]:
+    """Resolve the stored links against the current notes. Returns (edges, unresolved).
+
+    When the set of notes and aliases is what the edges were resolved against (meta
+    ``link_targets``) and ``new_from_id`` says which notes are new (ids >= it), only the new
+    notes' links are resolved (``delete_notes`` already dropped the edges of the old ones) and
+    every resolved edge follows its target path to that note's current id (a re-inserted note
+    has a new id, possibly one a deleted note had). Otherwise every link is resolved again.
+    """
+    key = _targets_key(conn)
+    incremental = new_from_id is not None and get_meta(conn).get("link_targets") == key
+    if incremental:
+        conn.execute(
+            "UPDATE edges SET dst_id = (SELECT id FROM notes WHERE rel_path = edges.dst_path) "
+            "WHERE dst_path IS NOT NULL"
+        )
+        rows = _resolve_links(conn, "l.note_id >= ?", (new_from_id,))
+    else:
+        conn.execute("DELETE FROM edges")
+        rows = _resolve_links(conn, "1", ())
+    conn.executemany("INSERT INTO edges(src_id, dst_id, kind, target, dst_path) VALUES (?, ?, ?, ?, ?)", rows)
+    set_meta(conn, {"link_targets": key})
+    edges, unresolved = conn.execute("SELECT count(*), count(*) - count(dst_id) FROM edges").fetchone()
+    return edges, unresolved

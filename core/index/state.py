@@ -1,0 +1,257 @@
+"""The generation-state database: which generations exist and which one is active.
+
+A small SQLite file (``state.db``) beside ``generations/``. Its tables and their SQL live
+here; ``generations.py`` publishes and verifies through these functions. The first state
+DB is built whole in ``staging/`` and renamed into place, so ``state.db`` either does not
+exist or holds a complete schema with an active generation.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from core.errors import BuildLockedError, SchemaMismatchError, StateCorruptError
+from core.index.schema import atomic
+
+if TYPE_CHECKING:
+    from core.index.layout import GenerationRecord, IndexLayout
+
+STATE_TIMEOUT_S = 10.0
+# The state DB runs in journal_mode=DELETE, not WAL: a WAL reader writes the -shm file on every open, while
+# in rollback mode a reader only takes shared locks and never writes. So the state file's stat fingerprint
+# changes only when a publish commits, which is what makes the verified-identity cache below sound.
+STATE_SCHEMA_VERSION = 1
+STATE_DDL = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE generations (
+    generation_id TEXT PRIMARY KEY,
+    file_name TEXT NOT NULL UNIQUE,
+    sha256 TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    source_snapshot_hash TEXT NOT NULL,
+    notes INTEGER NOT NULL,
+    chunks INTEGER NOT NULL,
+    dense_chunks INTEGER NOT NULL,
+    chunker TEXT NOT NULL,
+    tokenizer TEXT NOT NULL,
+    dense_model TEXT,
+    timings TEXT NOT NULL,
+    problems TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('ready', 'removed'))
+);
+CREATE TABLE active (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    generation_id TEXT NOT NULL REFERENCES generations (generation_id)
+);
+"""
+STATE_TABLES = ("meta", "generations", "active")
+SQL_SET_VERSION = "INSERT INTO meta (key, value) VALUES ('state_schema_version', ?)"
+SQL_GET_VERSION = "SELECT value FROM meta WHERE key = 'state_schema_version'"
+SQL_LIST_TABLES = "SELECT name FROM sqlite_master WHERE type = 'table'"
+SQL_INSERT_GENERATION = (
+    "INSERT INTO generations (generation_id, file_name, sha256, size, source_snapshot_hash, notes, chunks,"
+    " dense_chunks, chunker, tokenizer, dense_model, timings, problems, created_at, status) VALUES (:generation_id,"
+    " :file_name, :sha256, :size, :source_snapshot_hash, :notes, :chunks, :dense_chunks, :chunker, :tokenizer,"
+    " :dense_model, :timings, :problems, :created_at, 'ready')"
+)
+SQL_GET_ACTIVE_ID = "SELECT generation_id FROM active WHERE id = 1"
+SQL_SET_ACTIVE = (
+    "INSERT INTO active (id, generation_id) VALUES (1, ?)"
+    " ON CONFLICT (id) DO UPDATE SET generation_id = excluded.generation_id"
+)
+SQL_GET_GENERATION = "SELECT * FROM generations WHERE generation_id = ?"
+SQL_LIST_GENERATIONS = "SELECT * FROM generations ORDER BY created_at DESC, generation_id DESC"
+SQL_MARK_REMOVED = "UPDATE generations SET status = 'removed' WHERE generation_id = ?"
+
+
+def fsync_path(path: Path) -> None:
+    """fsync a file or a directory (a rename is durable only once its directory is synced)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+# --- reading the state database ---------------------------------------------------------------------------
+
+
+def state_error(layout: IndexLayout, message: str, **evidence: Any) -> StateCorruptError:
+    return StateCorruptError(
+        f"generation state {layout.state_path} is unusable: {message}",
+        path=str(layout.state_path),
+        **evidence,
+        hint=f"the index is derived: delete {layout.index_dir} and run: vaultsearch index {layout.vault}",
+    )
+
+
+def open_state(layout: IndexLayout) -> sqlite3.Connection:
+    """Open the existing state DB (never creates it). ``mode=rw`` so that SQLite can roll back a hot
+    journal left by a publisher that died mid-transaction; otherwise a reader writes nothing."""
+    uri = f"{layout.state_path.resolve().as_uri()}?mode=rw"
+    conn = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=STATE_TIMEOUT_S)
+    conn.row_factory = sqlite3.Row
+    return conn
+
+
+def check_state_schema(layout: IndexLayout, conn: sqlite3.Connection) -> None:
+    tables = {row[0] for row in conn.execute(SQL_LIST_TABLES)}
+    missing = [name for name in STATE_TABLES if name not in tables]
+    if missing:
+        raise state_error(layout, f"missing tables {missing}", missing_tables=missing)
+    version = conn.execute(SQL_GET_VERSION).fetchone()
+    if version is None or version[0] != str(STATE_SCHEMA_VERSION):
+        raise SchemaMismatchError(
+            f"generation state schema {version[0] if version else None!r} is not "
+            f"{STATE_SCHEMA_VERSION}; delete {layout.index_dir} and rebuild",
+            path=str(layout.state_path),
+            expected=STATE_SCHEMA_VERSION,
+            actual=version[0] if version else None,
+        )
+
+
+def decode_row(layout: IndexLayout, row: sqlite3.Row) -> dict[str, Any]:
+    record = dict(row)
+    try:
+        record["timings"] = json.loads(record["timings"])
+        record["problems"] = json.loads(record["problems"])
+    except json.JSONDecodeError as exc:
+        raise state_error(layout, f"generation {record['generation_id']} has invalid JSON: {exc}") from exc
+    return record
+
+
+def active_row(layout: IndexLayout, conn: sqlite3.Connection) -> dict[str, Any]:
+    """The active generation's row, checked for consistency with the pointer (no file access)."""
+    check_state_schema(layout, conn)
+    pointer = conn.execute(SQL_GET_ACTIVE_ID).fetchone()
+    if pointer is None:
+        raise state_error(layout, "no active generation pointer")
+    row = conn.execute(SQL_GET_GENERATION, (pointer[0],)).fetchone()
+    if row is None:
+        raise state_error(layout, f"active pointer names unknown generation {pointer[0]!r}", active=pointer[0])
+    record = decode_row(layout, row)
+    if record["status"] != "ready":
+        raise state_error(layout, f"active generation {pointer[0]} is marked {record['status']}", active=pointer[0])
+    if record["file_name"] != f"{record['generation_id']}.db":
+        raise state_error(
+            layout,
+            f"generation {pointer[0]} names file {record['file_name']!r}",
+            active=pointer[0],
+            file_name=record["file_name"],
+        )
+    return record
+
+
+def with_state(layout: IndexLayout, read: Callable[[sqlite3.Connection], Any]) -> Any:
+    """Run ``read`` on the state DB; SQLite failures become ``StateCorruptError`` (fail closed)."""
+    try:
+        conn = open_state(layout)
+        try:
+            return read(conn)
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as exc:
+        raise state_error(layout, str(exc), sqlite_error=getattr(exc, "sqlite_errorname", None)) from exc
+
+
+def active_record(layout: IndexLayout) -> dict[str, Any] | None:
+    """The active generation's state row WITHOUT hashing (for ``status`` and the builder's base id);
+    ``None`` when no generation state exists. Carry data over only from a ``resolve``d (verified) index."""
+    if not layout.state_path.exists():
+        return None
+    return with_state(layout, lambda conn: active_row(layout, conn))
+
+
+def list_generations(layout: IndexLayout) -> list[dict[str, Any]]:
+    """Every generation row, newest first, each with ``active`` (bool) added; ``[]`` without state."""
+    if not layout.state_path.exists():
+        return []
+
+    def read(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+        active_id = active_row(layout, conn)["generation_id"]
+        rows = [decode_row(layout, row) for row in conn.execute(SQL_LIST_GENERATIONS)]
+        return [{**row, "active": row["generation_id"] == active_id} for row in rows]
+
+    return with_state(layout, read)
+
+
+def check_base(actual: str | None, expected: str | None) -> None:
+    if actual != expected:
+        raise BuildLockedError(
+            f"another build published first (active is {actual}, this build started from {expected})",
+            expected=expected,
+            actual=actual,
+        )
+
+
+def record_row(record: GenerationRecord, gid: str, sha256: str, size: int, created_at: float) -> dict[str, Any]:
+    return {
+        "generation_id": gid,
+        "file_name": f"{gid}.db",
+        "sha256": sha256,
+        "size": size,
+        "source_snapshot_hash": record.source_snapshot_hash,
+        "notes": record.notes,
+        "chunks": record.chunks,
+        "dense_chunks": record.dense_chunks,
+        "chunker": record.chunker,
+        "tokenizer": record.tokenizer,
+        "dense_model": record.dense_model,
+        "timings": json.dumps(record.timings, sort_keys=True),
+        "problems": json.dumps(record.problems, sort_keys=True),
+        "created_at": created_at,
+    }
+
+
+def commit_state(layout: IndexLayout, row: dict[str, Any], expected_base: str | None) -> None:
+    """Insert the generation row and flip the active pointer in one transaction (compare-and-swap).
+
+    The very first state DB is built whole in staging/ and renamed into place, so state.db either
+    does not exist or holds a complete schema with an active generation.
+    """
+
+    def swap(conn: sqlite3.Connection) -> None:
+        with atomic(conn):
+            active = conn.execute(SQL_GET_ACTIVE_ID).fetchone()
+            check_base(active[0] if active else None, expected_base)
+            conn.execute(SQL_INSERT_GENERATION, row)
+            conn.execute(SQL_SET_ACTIVE, (row["generation_id"],))
+
+    if layout.state_path.exists():
+        with_state(layout, lambda conn: (check_state_schema(layout, conn), swap(conn)))
+        return
+    check_base(None, expected_base)
+    temp = layout.staging_dir / f"state-{uuid.uuid4().hex}.db.tmp"
+    try:
+        conn = sqlite3.connect(temp, isolation_level=None)
+        try:
+            conn.execute("PRAGMA journal_mode=DELETE")
+            conn.executescript(STATE_DDL)
+            conn.execute(SQL_SET_VERSION, (str(STATE_SCHEMA_VERSION),))
+            swap(conn)
+        finally:
+            conn.close()
+        fsync_path(temp)
+        os.replace(temp, layout.state_path)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+    fsync_path(layout.index_dir)
+
+
+def mark_removed(layout: IndexLayout, generation_ids: list[str]) -> None:
+    """Mark generations removed (their files are deleted afterwards by the caller)."""
+
+    def mark(conn: sqlite3.Connection) -> None:
+        with atomic(conn):
+            for gid in generation_ids:
+                conn.execute(SQL_MARK_REMOVED, (gid,))
+
+    with_state(layout, mark)

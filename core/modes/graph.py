@@ -1,0 +1,76 @@
+"""graph_assisted: hybrid anchors, then expansion through the stored links and typed relations."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import numpy as np
+
+from core.modes.context import Hit, ModeRun, SearchContext
+from core.modes.lexical import FUSION_DEPTH, fts_ranking, fused, vector_ranking
+from core.ranking import scoring
+from core.ranking.sparse import GRAPH_CACHE
+
+GRAPH_ANCHORS = 10
+GRAPH_HOPS = 2
+GRAPH_DECAY = 0.5
+
+
+def _neighbors(ctx: SearchContext) -> dict[int, list[tuple[int, str, str]]]:
+    """The link graph, both directions; loaded once per verified generation (never cached for legacy)."""
+    r = ctx.resolved
+    if r.kind == "legacy_db":
+        return _load_neighbors(ctx.conn)
+    return GRAPH_CACHE.get(
+        str(r.layout.index_dir), (str(r.path), r.generation_id, r.sha256), lambda: _load_neighbors(ctx.conn)
+    )
+
+
+def _load_neighbors(conn: sqlite3.Connection) -> dict[int, list[tuple[int, str, str]]]:
+    out: dict[int, list[tuple[int, str, str]]] = {}
+    for src, dst, kind in conn.execute(
+        "SELECT src_id, dst_id, kind FROM edges WHERE dst_id IS NOT NULL AND src_id != dst_id"
+    ):
+        out.setdefault(src, []).append((dst, kind, "out"))
+        out.setdefault(dst, []).append((src, kind, "in"))
+    return out
+
+
+class _Allowed:
+    """``note_id in allowed`` answered from the cached filter mask (no per-query id set)."""
+
+    def __init__(self, note_ids: np.ndarray, mask: np.ndarray) -> None:
+        self.note_ids, self.mask = note_ids, mask
+
+    def __contains__(self, note_id: object) -> bool:
+        pos = int(np.searchsorted(self.note_ids, note_id))
+        return pos < self.note_ids.shape[0] and int(self.note_ids[pos]) == note_id and bool(self.mask[pos])
+
+
+def run_graph(ctx: SearchContext) -> ModeRun:
+    """Hybrid list; its top anchors spread their scores through stored links, never through hidden notes."""
+    depth = max(FUSION_DEPTH, ctx.limit)
+    fusion = fused([fts_ranking(ctx, depth), vector_ranking(ctx, depth)], depth)
+    anchors = dict(fusion[:GRAPH_ANCHORS])
+    expanded = scoring.graph_expand(
+        anchors,
+        _neighbors(ctx),
+        hops=GRAPH_HOPS,
+        decay=GRAPH_DECAY,
+        allowed=_Allowed(ctx.sparse().note_ids, ctx.mask()),
+    )
+    best: dict[int, Hit] = {nid: Hit(nid, s, "rrf") for nid, s in fusion}
+    for nid, (s, via, kind, direction, hops) in expanded.items():
+        if nid not in best or s > best[nid].score:
+            best[nid] = Hit(nid, s, "graph", {"from": via, "edge": kind, "direction": direction, "hops": hops})
+    hits = sorted(best.values(), key=lambda h: (-h.score, h.note_id))[: ctx.limit]
+    via_ids = sorted({h.via["from"] for h in hits if h.via})
+    path_of = (
+        dict(ctx.conn.execute(f"SELECT id, rel_path FROM notes WHERE id IN ({', '.join('?' * len(via_ids))})", via_ids))
+        if via_ids
+        else {}
+    )
+    hits = [
+        Hit(h.note_id, h.score, h.score_source, {**h.via, "from": path_of[h.via["from"]]}) if h.via else h for h in hits
+    ]
+    return ModeRun(hits, "graph_assisted", "graph_assisted")

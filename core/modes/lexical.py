@@ -1,0 +1,151 @@
+"""The run functions of the lexical modes: fts, vector and hybrid."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+
+import numpy as np
+
+from core.errors import QuerySyntaxError, UsageError
+from core.index.schema import FTS_COLUMNS
+from core.modes.context import Hit, ModeRun, SearchContext
+from core.ranking import scoring
+from core.ranking.chunk_vectors import best_chunk_ids, vector_scores
+from core.ranking.query import phrase_expression
+from core.ranking.sparse import SparseIndex, bm25_scores
+
+# Candidates taken from each list before fusion.
+FUSION_DEPTH = 100
+RRF_K = 60.0
+# A query word that splits into several terms (an identifier) adds this share of the best
+# score to notes that contain it verbatim; at most MAX_IDENTIFIERS such words per query.
+IDENTIFIER_BONUS = 0.1
+MAX_IDENTIFIERS = 4
+# The same for vector's cosines, whose spread is narrower than BM25's (0.3 costs SciFact's
+# vector 0.002 nDCG@10 and nothing on the known-item sets; it makes `wiki-knowledge` find the
+# note that holds it over a short note titled "Knowledge").
+VECTOR_IDENTIFIER_BONUS = 0.3
+# share + (1 - share) * coverage ** 4: full bonus at coverage 1, +0.06 at 1/2, ~0 at 1/5 (SciFact
+# train fts 0.7065 -> 0.7064, known-item dev unchanged; the parts-apart case is fixed).
+IDENTIFIER_COVERAGE_POWER = 4
+_WORD = re.compile(r"[^\W_]+")
+# hybrid's RRF list weights (fts, vector): tuned on SciFact train + known-item (docs/architecture.md).
+HYBRID_WEIGHTS = (1.0, 0.4)
+# bm25() column weights for raw FTS5 queries, in FTS_COLUMNS order.
+RAW_BM25_WEIGHTS = (2.0, 1.5, 1.5, 4.0, 1.0)
+
+
+def _ranked(
+    ctx: SparseIndex, scores: np.ndarray, matched: np.ndarray, mask: np.ndarray, k: int
+) -> list[tuple[int, float]]:
+    cand = np.flatnonzero((matched > 0) & mask)
+    rows = scoring.top_k(scores, k, cand)
+    return [(int(ctx.note_ids[r]), float(scores[r])) for r in rows]
+
+
+def fts_ranking(ctx: SearchContext, k: int) -> list[tuple[int, float]]:
+    """(note id, score) best first: raw FTS5 syntax through FTS5, plain text through BM25F."""
+    if ctx.raw:
+        return raw_fts_ranking(ctx, k)
+    sp = ctx.sparse()
+    scores, matched = bm25_scores(sp, ctx.terms, ctx.postings())
+    _add_identifier_bonus(ctx, sp, scores, matched)
+    return _ranked(sp, scores, matched, ctx.mask(), k)
+
+
+def _add_identifier_bonus(
+    ctx: SearchContext, sp: SparseIndex, scores: np.ndarray, matched: np.ndarray, share: float = IDENTIFIER_BONUS
+) -> None:
+    """Reward notes that hold a compound identifier of the query (``wiki-knowledge``,
+    ``live/live#2181``, ``Get-ChildItem``) verbatim: an FTS5 phrase match of its words.
+
+    Bag-of-words BM25 alone ranks a note with the parts apart as high as one with the identifier.
+    The bonus grows with the share of the query's words the identifiers make up: a query that
+    is nothing but an identifier adds the whole best score (the verbatim notes come first), one
+    identifier in a sentence adds about ``share`` (SciFact's claims hold words like ``IL-6``).
+    """
+    groups = [words for piece in ctx.text.split()[: MAX_IDENTIFIERS * 4] if len(words := _WORD.findall(piece)) >= 2][
+        :MAX_IDENTIFIERS
+    ]
+    if not groups or not matched.any():
+        return
+    top = float(scores.max())
+    coverage = sum(len(w) for w in groups) / max(len(_WORD.findall(ctx.text)), 1)
+    share += (1.0 - share) * coverage**IDENTIFIER_COVERAGE_POWER
+    for words in groups:
+        rows = ctx.conn.execute(
+            "SELECT rowid FROM notes_fts WHERE notes_fts MATCH ?", (phrase_expression(words),)
+        ).fetchall()
+        found = sp.rows_of(np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)))
+        scores[found[found >= 0]] += np.float32(share * top / len(groups))
+
+
+def vector_ranking(ctx: SearchContext, k: int) -> list[tuple[int, float]]:
+    return _vector(ctx, k, with_chunks=False)[0]
+
+
+def _vector(ctx: SearchContext, k: int, *, with_chunks: bool = True) -> tuple[list[tuple[int, float]], dict[int, int]]:
+    """vector's ranking, and (``with_chunks``) the best chunk id of each ranked note."""
+    if ctx.raw:
+        raise UsageError("raw FTS5 syntax applies to the fts-based modes, not to vector")
+    sp, chunks = ctx.sparse(), ctx.chunk_vectors()
+    scores, matched, per_chunk = vector_scores(sp, chunks, ctx.terms, ctx.postings())
+    _add_identifier_bonus(ctx, sp, scores, matched, VECTOR_IDENTIFIER_BONUS)
+    cand = np.flatnonzero((matched > 0) & ctx.mask())
+    rows = scoring.top_k(scores, k, cand).tolist()
+    best = best_chunk_ids(chunks, per_chunk, rows) if with_chunks else {}
+    ranking = [(int(sp.note_ids[r]), float(scores[r])) for r in rows]
+    return ranking, {int(sp.note_ids[r]): cid for r, cid in best.items()}
+
+
+def raw_fts_ranking(ctx: SearchContext, k: int) -> list[tuple[int, float]]:
+    """The caller's FTS5 expression ranked by FTS5's bm25(), filters in the same statement."""
+    clause, vals = ctx.filters.where()
+    weights = ", ".join(str(w) for w in RAW_BM25_WEIGHTS)
+    sql = (
+        f"SELECT n.id, bm25(notes_fts, {weights}) AS s FROM notes_fts JOIN notes n ON n.id = notes_fts.rowid "
+        f"WHERE notes_fts MATCH ? AND {clause} ORDER BY s, n.id LIMIT ?"
+    )
+    try:
+        rows = ctx.conn.execute(sql, [ctx.text, *vals, k]).fetchall()
+    except sqlite3.OperationalError as exc:
+        raise QuerySyntaxError(
+            f"invalid FTS5 query {ctx.text!r}: {exc}",
+            query=ctx.text,
+            hint="drop raw=True / --raw to search the text literally",
+        ) from exc
+    return [(nid, -float(s)) for nid, s in rows]
+
+
+def _hits(ranking: list[tuple[int, float]], source: str, limit: int) -> list[Hit]:
+    return [Hit(nid, score, source) for nid, score in ranking[:limit]]
+
+
+def run_fts(ctx: SearchContext) -> ModeRun:
+    source = "fts5_bm25" if ctx.raw else "bm25f"
+    return ModeRun(_hits(fts_ranking(ctx, ctx.limit), source, ctx.limit), "fts", "fts")
+
+
+def run_vector(ctx: SearchContext) -> ModeRun:
+    """vector's hits, each with the chunk that scored best (its snippet comes from there)."""
+    ranking, best = _vector(ctx, ctx.limit)
+    return ModeRun(
+        [Hit(nid, score, "tfidf_cosine", chunk_id=best.get(nid)) for nid, score in ranking], "vector", "vector"
+    )
+
+
+def fused(
+    rankings: list[list[tuple[int, float]]], limit: int, weights: tuple[float, ...] = HYBRID_WEIGHTS
+) -> list[tuple[int, float]]:
+    scores = scoring.rrf_fuse([[nid for nid, _ in r] for r in rankings], k=RRF_K, weights=weights)
+    return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
+
+
+def run_hybrid(ctx: SearchContext) -> ModeRun:
+    depth = max(FUSION_DEPTH, ctx.limit)
+    fusion = fused([fts_ranking(ctx, depth), vector_ranking(ctx, depth)], ctx.limit)
+    return ModeRun(_hits(fusion, "rrf", ctx.limit), "hybrid", "hybrid")
+
+
+BODY_COLUMN = FTS_COLUMNS.index("body")

@@ -1,0 +1,519 @@
+"""Parse one Markdown note: frontmatter, metadata fields, tags, links, title.
+
+``parse_note(rel_path, data)`` never raises on bad input. What went wrong is recorded as
+``Problem`` values with a stable snake_case ``reason``; the builder lists them in its
+report. Reason codes (``PROBLEM_REASONS`` holds them all, including the scanner's):
+
+    binary                  NUL byte in the first 8 KiB: the file is skipped
+                            (``parse_note`` returns None; the caller records
+                            ``skip_problem(rel_path, data)``)
+    utf8_invalid            not valid UTF-8: decoded with U+FFFD replacements, indexed
+    empty                   the file is empty or whitespace only: indexed, title from the name
+    yaml_invalid            the frontmatter is not valid YAML (or absurdly large/deep):
+                            metadata empty, body = text after the closing fence
+    frontmatter_not_mapping the frontmatter is valid YAML but not a mapping: metadata empty
+    frontmatter_unclosed    a leading ``---`` line with no closing ``---``/``...``:
+                            the whole text is the body
+    date_invalid            a date field could not be read as a date: raw value kept in extra
+    field_invalid           a known field has an unusable shape (e.g. a mapping as title):
+                            raw value kept in extra
+    too_large, unreadable, symlink_outside_vault, ignore_file_invalid
+                            recorded by ``core.vault.scan``
+
+Decisions worth knowing:
+
+- YAML is loaded with the safe loader (C when available) but with timestamps left as
+  strings, so an impossible date (``2021-13-45``) is a ``date_invalid`` on that field
+  rather than a failure of the whole frontmatter; dates are normalised here.
+- Synonyms (``description|summary|desc``, ``type|kind``, ``namespace|project``): the
+  first present, non-empty one is used; the others stay in ``extra``.
+- ``note_type``, ``status``, ``volatility`` and ``classification`` are stripped and
+  lower-cased (they are filter values; access control compares classifications exactly).
+- Inline tags follow Obsidian (``#`` at the start or after whitespace; letters, digits,
+  ``_ - /``; at least one non-digit) and also allow inner dots for Dendron's
+  hierarchical tags (``#role.bugcatcher``); trailing dots are sentence punctuation.
+- ``supersedes``/``superseded_by`` are kept as tuples of targets and also emitted as
+  frontmatter Links of those kinds, so the edge table holds the succession too.
+- ``[[#heading]]`` (a link into the same note) and wikilinks/embeds of attachments
+  (``![[diagram.png]]``) are not note links and are not recorded.
+- ``Link`` and link extraction live in ``core.vault.links`` (``core.vault.notes.Link`` is the same class).
+"""
+
+from __future__ import annotations
+
+import calendar
+import math
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+import yaml
+
+from core.vault.chunking import HeadingSpan, mask_code, scan_blocks
+from core.vault.links import Link, body_links, parse_wikilink_inner
+
+PROBLEM_REASONS: frozenset[str] = frozenset(
+    {
+        "binary",
+        "utf8_invalid",
+        "empty",
+        "yaml_invalid",
+        "frontmatter_not_mapping",
+        "frontmatter_unclosed",
+        "date_invalid",
+        "field_invalid",
+        "too_large",
+        "unreadable",
+        "symlink_outside_vault",
+        "ignore_file_invalid",
+    }
+)
+BINARY_SNIFF_BYTES = 8192
+DATE_FIELDS = ("created", "updated", "source_date", "date")
+RELATION_FIELDS = ("related", "links", "parent")
+_MAX_YAML_VALUES = 20_000  # bound on values walked when making frontmatter JSON-safe
+_MAX_YAML_DEPTH = 64
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One problem met while reading the vault. ``reason`` is a stable snake_case code."""
+
+    path: str
+    reason: str
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class ParsedNote:
+    rel_path: str  # POSIX path relative to the vault
+    title: str
+    description: str | None
+    note_type: str | None
+    tags: tuple[str, ...]  # lower-cased, no '#', unique, sorted
+    dates: dict[str, str]  # keys among created, updated, source_date, date -> ISO-8601
+    volatility: str | None
+    status: str | None
+    classification: str | None
+    namespace: str | None
+    supersedes: tuple[str, ...]
+    superseded_by: tuple[str, ...]
+    aliases: tuple[str, ...]
+    links: tuple[Link, ...]
+    extra: dict[str, Any]  # every other frontmatter key, JSON-safe
+    body: str  # text after the frontmatter
+    problems: tuple[Problem, ...] = field(default=())
+    frontmatter_id: str | None = None  # frontmatter 'id' (also kept in extra)
+
+
+class _Loader(yaml.CSafeLoader if hasattr(yaml, "CSafeLoader") else yaml.SafeLoader):  # type: ignore[misc]
+    """Safe YAML loader that keeps timestamps as strings (dates are normalised here)."""
+
+
+_Loader.add_constructor("tag:yaml.org,2002:timestamp", lambda loader, node: loader.construct_scalar(node))
+
+_FENCE_LINE = re.compile(r"(---|\.\.\.)[ \t]*\r?")
+_TAG = re.compile(r"#([\w/-]+(?:\.[\w/-]+)*)")
+_TAG_NON_DIGIT = re.compile(r"[^\d.]")
+
+
+# ---------------------------------------------------------------- bytes -> text
+
+
+def is_binary(data: bytes) -> bool:
+    """True when the first 8 KiB hold a NUL byte (a binary file named ``.md``)."""
+    return b"\x00" in data[:BINARY_SNIFF_BYTES]
+
+
+def skip_problem(rel_path: str, data: bytes) -> Problem:
+    """The ``binary`` Problem to record for a file ``parse_note`` returned None for."""
+    offset = data.find(b"\x00", 0, BINARY_SNIFF_BYTES)
+    return Problem(rel_path, "binary", f"NUL byte at offset {offset}")
+
+
+def decode_text(rel_path: str, data: bytes) -> tuple[str, list[Problem]]:
+    """UTF-8 text without a BOM; invalid bytes become U+FFFD with a ``utf8_invalid`` problem."""
+    try:
+        text = data.decode("utf-8")
+        problems: list[Problem] = []
+    except UnicodeDecodeError as exc:
+        text = data.decode("utf-8", errors="replace")
+        problems = [Problem(rel_path, "utf8_invalid", f"invalid byte at offset {exc.start}")]
+    return text.removeprefix("\ufeff"), problems
+
+
+# ---------------------------------------------------------------- frontmatter
+
+
+def split_frontmatter(text: str) -> tuple[str | None, str, bool]:
+    """(frontmatter YAML or None, body, unclosed).
+
+    Frontmatter is a first line ``---`` and a later line ``---`` or ``...``. With no
+    closing line the whole text is the body and ``unclosed`` is True.
+    """
+    first_nl = text.find("\n")
+    first = text if first_nl < 0 else text[:first_nl]
+    if first.rstrip(" \t\r") != "---":
+        return None, text, False
+    if first_nl < 0:
+        return None, text, True
+    pos = first_nl + 1
+    while pos <= len(text):
+        nl = text.find("\n", pos)
+        end = len(text) if nl < 0 else nl
+        if _FENCE_LINE.fullmatch(text, pos, end):
+            return text[first_nl + 1 : pos], ("" if nl < 0 else text[nl + 1 :]), False
+        if nl < 0:
+            break
+        pos = nl + 1
+    return None, text, True
+
+
+def load_frontmatter(rel_path: str, yaml_text: str) -> tuple[dict[str, Any], list[Problem]]:
+    """Parse frontmatter YAML into a JSON-safe mapping with string keys (never raises)."""
+    try:
+        loaded = yaml.load(yaml_text, Loader=_Loader)  # noqa: S506 - _Loader is a SafeLoader
+    except (yaml.YAMLError, ValueError, RecursionError) as exc:
+        return {}, [Problem(rel_path, "yaml_invalid", _yaml_error_detail(exc))]
+    if loaded is None:
+        return {}, []
+    if not isinstance(loaded, dict):
+        return {}, [Problem(rel_path, "frontmatter_not_mapping", f"frontmatter is a {type(loaded).__name__}")]
+    budget = [_MAX_YAML_VALUES]
+    safe = _json_safe(loaded, budget, 0)
+    if budget[0] < 0:
+        return {}, [
+            Problem(rel_path, "yaml_invalid", f"frontmatter too large or too deep (over {_MAX_YAML_VALUES} values)")
+        ]
+    return safe, []
+
+
+def _yaml_error_detail(exc: Exception) -> str:
+    """One line: the YAML problem and where it is (line numbers count the opening fence)."""
+    if isinstance(exc, yaml.MarkedYAMLError) and exc.problem:
+        mark = exc.problem_mark
+        where = f" (line {mark.line + 2}, column {mark.column + 1})" if mark is not None else ""
+        return f"{exc.problem}{where}"
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    return lines[0] if lines else type(exc).__name__
+
+
+def _json_safe(value: Any, budget: list[int], depth: int) -> Any:
+    """A JSON-serialisable copy: str keys, lists for sequences, str for other objects.
+
+    ``budget`` counts down the values walked; it goes negative (and the walk stops) on
+    alias bombs, recursive anchors or absurd depth.
+    """
+    budget[0] -= 1
+    if budget[0] < 0 or depth > _MAX_YAML_DEPTH:
+        budget[0] = -1
+        return None
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)  # NaN and infinities are not JSON
+    if isinstance(value, dict):
+        return {_key(k): _json_safe(v, budget, depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [_json_safe(v, budget, depth + 1) for v in value]
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    return str(value)
+
+
+def _key(key: Any) -> str:
+    """A mapping key as a JSON object key (YAML allows ints, bools, null, ... as keys)."""
+    if isinstance(key, str):
+        return key
+    if key is None or isinstance(key, bool):
+        return json_scalar_text(key)
+    return str(key)
+
+
+def json_scalar_text(value: Any) -> str:
+    """Text of a YAML scalar the way it was most likely written (``true``, ``null``, ``3``)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+# ---------------------------------------------------------------- dates
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_EPOCH_DIGITS = re.compile(r"-?\d{9,}")
+_DATE_FORMATS = (
+    "%Y/%m/%d",
+    "%m/%d/%Y",
+    "%Y/%m/%d %H:%M",
+    "%Y/%m/%d %H:%M:%S",
+    "%m/%d/%Y %H:%M",
+    "%d %b %Y",
+    "%d %B %Y",
+    "%b %d, %Y",
+    "%B %d, %Y",
+    "%b %d %Y",
+    "%B %d %Y",
+)
+
+
+def normalise_date(value: Any) -> str | None:
+    """ISO-8601 text for a frontmatter date value, or None when it is not a date.
+
+    ``date`` -> ``YYYY-MM-DD``; ``datetime`` -> ISO (with its offset when tz-aware);
+    integers are Unix epochs: milliseconds from 1e11 up (Dendron), seconds below, both
+    rendered as UTC datetimes; strings: ISO forms (``Z`` allowed), a run of 9+ digits
+    as an epoch, and a few common forms (``02/14/2023`` is month/day/year, as in
+    ``ms.date``; ``2023/02/14``; ``14 Feb 2023``; ``February 14, 2023``).
+    """
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, date):
+        return value.isoformat()
+    if isinstance(value, (int, float)):
+        return _from_epoch(value)
+    if isinstance(value, str):
+        return _from_string(value.strip())
+    return None
+
+
+def _from_epoch(number: int | float) -> str | None:
+    """Epoch seconds or milliseconds as UTC ISO; an 8-digit int that is a valid YYYYMMDD is a date."""
+    if isinstance(number, int) and 19_000_101 <= number <= 29_991_231:
+        year, month, day = number // 10_000, number // 100 % 100, number % 100
+        if 1 <= month <= 12 and 1 <= day <= calendar.monthrange(year, month)[1]:
+            return date(year, month, day).isoformat()
+    seconds = number / 1000 if abs(number) >= 1e11 else number
+    try:
+        return (_EPOCH + timedelta(seconds=seconds)).isoformat()
+    except (OverflowError, ValueError):  # out of datetime's range, NaN, inf: not a date
+        return None
+
+
+def _from_string(text: str) -> str | None:
+    """An ISO form, a 9+ digit epoch, or one of ``_DATE_FORMATS``; None when none fits."""
+    if _EPOCH_DIGITS.fullmatch(text):
+        return _from_epoch(int(text))
+    parsers = [date.fromisoformat if len(text) <= 10 else datetime.fromisoformat]
+    parsers += [lambda t, f=fmt: _strptime(t, f) for fmt in _DATE_FORMATS]
+    for parse in parsers:
+        try:
+            return parse(text).isoformat()
+        except ValueError:  # this form does not fit: try the next one
+            continue
+    return None
+
+
+def _strptime(text: str, fmt: str) -> date | datetime:
+    parsed = datetime.strptime(text, fmt)
+    return parsed if "%H" in fmt else parsed.date()
+
+
+# ---------------------------------------------------------------- frontmatter fields
+
+
+@dataclass
+class _Meta:
+    """Frontmatter fields being pulled out of ``extra`` (which starts as the whole mapping)."""
+
+    rel_path: str
+    extra: dict[str, Any]
+    problems: list[Problem] = field(default_factory=list)
+
+    def invalid(self, key: str, expected: str) -> None:
+        got = type(self.extra[key]).__name__
+        self.problems.append(Problem(self.rel_path, "field_invalid", f"{key}: expected {expected}, got {got}"))
+
+    def text(self, *keys: str) -> str | None:
+        """First present non-empty scalar among ``keys``; consumed keys leave ``extra``."""
+        for key in keys:
+            if key not in self.extra:
+                continue
+            value = self.extra[key]
+            if isinstance(value, (dict, list)) and value:
+                self.invalid(key, "text")
+                continue
+            del self.extra[key]
+            text = "" if value is None or value == [] or value == {} else json_scalar_text(value).strip()
+            if text:
+                return text
+        return None
+
+    def items(self, key: str) -> list[str]:
+        """A string or a (nested) list of scalars as a flat list of non-empty strings."""
+        if key not in self.extra:
+            return []
+        value = self.extra[key]
+        if isinstance(value, dict):
+            self.invalid(key, "a list or a string")
+            return []
+        del self.extra[key]
+        return _flatten(value)
+
+
+def _flatten(value: Any) -> list[str]:
+    """Scalars of a value, depth-first; ``[[x]]`` written unquoted in YAML is a nested list."""
+    if value is None:
+        return []
+    if isinstance(value, list):
+        return [item for element in value for item in _flatten(element)]
+    if isinstance(value, dict):
+        return [item for element in value.values() for item in _flatten(element)]
+    text = json_scalar_text(value).strip()
+    return [text] if text else []
+
+
+def _strip_brackets(text: str) -> str:
+    """``[[x]]`` -> ``x`` (relation targets may be written as wikilinks)."""
+    if text.startswith("[[") and text.endswith("]]"):
+        return text[2:-2].strip()
+    return text
+
+
+def _note_refs(items: list[str]) -> tuple[str, ...]:
+    """Note references (``x``, ``[[x]]``, ``[[x#h|label]]``) reduced to their target ``x``."""
+    refs = (_strip_brackets(item).partition("|")[0].partition("#")[0].strip() for item in items)
+    return tuple(dict.fromkeys(ref for ref in refs if ref))
+
+
+def _frontmatter_tags(meta: _Meta) -> list[str]:
+    """Frontmatter tags: a list of tags, or one string split on commas and whitespace."""
+    raw = meta.extra.get("tags")
+    items = meta.items("tags")
+    if isinstance(raw, str):
+        items = re.split(r"[,\s]+", raw)
+    tags = (item.strip().lstrip("#").strip().lower() for item in items)
+    return [tag for tag in tags if tag]
+
+
+def _frontmatter_dates(meta: _Meta) -> dict[str, str]:
+    """The four date fields as ISO text; an unreadable one stays raw in ``extra``."""
+    dates: dict[str, str] = {}
+    for key in DATE_FIELDS:
+        if key not in meta.extra or meta.extra[key] in (None, ""):
+            meta.extra.pop(key, None)
+            continue
+        iso = normalise_date(meta.extra[key])
+        if iso is None:
+            meta.problems.append(Problem(meta.rel_path, "date_invalid", f"{key}: {meta.extra[key]!r}"[:200]))
+            continue
+        dates[key] = iso
+        del meta.extra[key]
+    return dates
+
+
+def _relation_links(meta: _Meta) -> list[Link]:
+    """``related``/``links``/``parent`` and the ``relations:`` map as frontmatter Links."""
+    typed: list[tuple[str, list[str]]] = [(key, meta.items(key)) for key in RELATION_FIELDS]
+    if "relations" in meta.extra:
+        relations = meta.extra["relations"]
+        if isinstance(relations, dict):
+            del meta.extra["relations"]
+            typed += [(kind.strip().lower(), _flatten(targets)) for kind, targets in relations.items()]
+        elif relations is not None:
+            meta.invalid("relations", "a mapping of relation type to targets")
+    links: list[Link] = []
+    for kind, targets in typed:
+        for target in targets:
+            link = parse_wikilink_inner(_strip_brackets(target), kind or "related", "frontmatter")
+            if link is not None:
+                links.append(link)
+    return links
+
+
+def _lower(text: str | None) -> str | None:
+    return text.lower() if text is not None else None
+
+
+def _extract_fields(meta: _Meta) -> dict[str, Any]:
+    """Pull the meaningful fields out of ``meta.extra`` (what remains there is ``extra``).
+
+    Returns ParsedNote keyword arguments, plus ``title`` (None when the frontmatter has none).
+    """
+    raw_id = meta.extra.get("id")
+    fields: dict[str, Any] = dict(
+        title=meta.text("title"),
+        description=meta.text("description", "summary", "desc"),
+        note_type=_lower(meta.text("type", "kind")),
+        tags=tuple(_frontmatter_tags(meta)),
+        dates=_frontmatter_dates(meta),
+        volatility=_lower(meta.text("volatility")),
+        status=_lower(meta.text("status")),
+        classification=_lower(meta.text("classification")),
+        namespace=meta.text("namespace", "project"),
+        supersedes=_note_refs(meta.items("supersedes")),
+        superseded_by=_note_refs(meta.items("superseded_by")),
+        aliases=tuple(dict.fromkeys(meta.items("aliases"))),
+        links=tuple(_relation_links(meta)),
+        frontmatter_id=None if raw_id is None or isinstance(raw_id, (dict, list)) else json_scalar_text(raw_id),
+    )
+    fields["links"] += tuple(
+        Link(target, kind, source="frontmatter") for kind in ("supersedes", "superseded_by") for target in fields[kind]
+    )
+    return fields
+
+
+# ---------------------------------------------------------------- body: code, tags, links
+
+
+def inline_tags(masked: str) -> set[str]:
+    """Obsidian-style inline ``#tags`` (plus Dendron's dotted ones) of code-masked text."""
+    tags: set[str] = set()
+    for match in _TAG.finditer(masked):
+        if match.start() > 0 and not masked[match.start() - 1].isspace():
+            continue  # 'a#b', URL fragments, '##' of a heading
+        tag = match.group(1).rstrip(".").lower()
+        if _TAG_NON_DIGIT.search(tag):
+            tags.add(tag)
+    return tags
+
+
+# ---------------------------------------------------------------- the note
+
+
+def _stem(rel_path: str) -> str:
+    name = rel_path.rsplit("/", 1)[-1]
+    return name[:-3] if name.lower().endswith(".md") else name
+
+
+def _title(title: str | None, heads: list[HeadingSpan], rel_path: str) -> str:
+    """Frontmatter title, else the first non-empty level-1 heading, else the file stem."""
+    if title:
+        return title
+    first_h1 = next((h.text for h in heads if h.level == 1 and h.text), None)
+    return first_h1 or _stem(rel_path)
+
+
+def parse_note(rel_path: str, data: bytes) -> ParsedNote | None:
+    """Parse raw file bytes. Never raises for bad input: problems go in ``.problems``.
+
+    Returns None only when the file must be skipped (binary); the caller records the
+    Problem via ``skip_problem``.
+    """
+    if is_binary(data):
+        return None
+    text, problems = decode_text(rel_path, data)
+    if not text.strip():
+        problems.append(Problem(rel_path, "empty", "file is empty or whitespace only"))
+    yaml_text, body, unclosed = split_frontmatter(text)
+    if unclosed:
+        problems.append(Problem(rel_path, "frontmatter_unclosed", "no closing '---' or '...' line"))
+    mapping: dict[str, Any] = {}
+    if yaml_text is not None:
+        mapping, yaml_problems = load_frontmatter(rel_path, yaml_text)
+        problems += yaml_problems
+    meta = _Meta(rel_path, dict(mapping))
+    fields = _extract_fields(meta)
+    problems += meta.problems
+    fences, heads = scan_blocks(body)
+    masked = mask_code(body, fences)
+    fields.update(
+        title=_title(fields["title"], heads, rel_path),
+        tags=tuple(sorted(set(fields["tags"]) | inline_tags(masked))),
+        links=fields["links"] + tuple(body_links(masked)),
+    )
+    return ParsedNote(rel_path=rel_path, extra=meta.extra, body=body, problems=tuple(problems), **fields)

@@ -1,0 +1,238 @@
+"""Walk a vault: ignore rules, symlink policy, stat.
+
+``scan_vault`` lists every ``*.md`` file (extension case-insensitive) under the vault with
+its size and mtime, fast enough to run before every search as a staleness check: one
+``os.scandir`` per folder and one cached ``stat`` per note, nothing opened.
+
+Skipped: folders named ``.git``, ``.obsidian``, ``.vaultsearch``, ``.trash`` (anywhere),
+the index directory when it lies inside the vault, and paths matched by the optional
+``<vault>/.vaultsearchignore`` (gitignore syntax, ``pathspec.GitIgnoreSpec``; a matched
+folder is pruned, as in git).
+
+Problems (``Problem.reason``), recorded instead of raised:
+
+    ignore_file_invalid    a line of .vaultsearchignore is not a valid pattern (that line is
+                           dropped, the others apply) or the file is not valid UTF-8
+    symlink_outside_vault  a symlink whose real path leaves the vault: never followed
+    unreadable             a broken symlink, or a folder/file that cannot be listed/stat'ed
+    too_large              a note over ``max_bytes`` (default ``MAX_NOTE_BYTES``): excluded
+
+Symlinks (to files or folders) whose real path stays inside the vault are followed; a
+folder reached twice through links (a cycle, or two links to one folder) is walked once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+from pathspec import GitIgnoreSpec
+
+from core.errors import UsageError
+from core.vault.notes import Problem
+
+MAX_NOTE_BYTES = 16 * 1024 * 1024
+IGNORE_FILE = ".vaultsearchignore"
+SKIP_DIR_NAMES = frozenset({".git", ".obsidian", ".vaultsearch", ".trash"})
+
+
+class ScannedFile(NamedTuple):
+    """One note file. A named tuple with the path kept as the listing's string: the staleness
+    scan builds thousands of these, and a frozen dataclass plus a Path each cost more than the
+    stat itself."""
+
+    rel_path: str  # POSIX, relative to the vault root
+    os_path: str  # absolute path, as os.scandir gave it
+    size: int
+    mtime_ns: int
+
+    @property
+    def path(self) -> Path:
+        return Path(self.os_path)
+
+
+@dataclass(frozen=True)
+class ScanResult:
+    files: list[ScannedFile]  # sorted by rel_path
+    problems: list[Problem]
+
+
+def load_ignore_spec(vault: Path) -> tuple[GitIgnoreSpec | None, list[Problem]]:
+    """The vault's ignore patterns (None when there are none) and any problem with them."""
+    ignore_path = vault / IGNORE_FILE
+    try:
+        raw = ignore_path.read_bytes()
+    except FileNotFoundError:
+        return None, []
+    except OSError as exc:
+        return None, [Problem(IGNORE_FILE, "unreadable", f"{type(exc).__name__}: {exc.strerror or exc}")]
+    problems: list[Problem] = []
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        text = raw.decode("utf-8", errors="replace")
+        problems.append(Problem(IGNORE_FILE, "ignore_file_invalid", f"invalid UTF-8 at byte {exc.start}"))
+    good: list[str] = []
+    for number, line in enumerate(text.removeprefix("\ufeff").splitlines(), start=1):
+        try:
+            GitIgnoreSpec.from_lines([line])
+        except (ValueError, re.error) as exc:
+            problems.append(Problem(IGNORE_FILE, "ignore_file_invalid", f"line {number}: {line!r}: {exc}"))
+            continue
+        good.append(line)
+    spec = GitIgnoreSpec.from_lines(good)
+    return (spec if len(spec.patterns) else None), problems
+
+
+@dataclass
+class _Walk:
+    """State of one scan: the vault's real root, what to skip, and what was found."""
+
+    root: str  # real path of the vault
+    skip: frozenset[tuple[int, int]]  # (st_dev, st_ino) of folders never entered (the index dir)
+    spec: GitIgnoreSpec | None
+    max_bytes: int
+    files: list[ScannedFile]
+    problems: list[Problem]
+    visited: set[tuple[int, int]]  # (st_dev, st_ino) of folders walked
+
+    def inside(self, real: str) -> bool:
+        return real == self.root or real.startswith(self.root.rstrip(os.sep) + os.sep)
+
+    def ignored(self, rel: str) -> bool:
+        return self.spec is not None and self.spec.match_file(rel)
+
+
+def _dir_key(path: Path | str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+def scan_vault(vault: Path, *, index_dir: Path | None = None, max_bytes: int = MAX_NOTE_BYTES) -> ScanResult:
+    """Every note file of the vault (sorted by rel_path) and the problems met on the way.
+
+    Raises ``UsageError`` when ``vault`` is not a folder; everything else is a Problem.
+    """
+    vault = Path(vault)
+    if not vault.is_dir():
+        raise UsageError(f"vault is not a directory: {vault}", vault=str(vault))
+    index_key = _dir_key(index_dir) if index_dir is not None else None
+    spec, problems = load_ignore_spec(vault)
+    root_key = _dir_key(vault)
+    walk = _Walk(
+        os.path.realpath(vault),
+        frozenset({index_key} if index_key else ()),
+        spec,
+        max_bytes,
+        [],
+        problems,
+        {root_key} if root_key else set(),
+    )
+    stack: list[tuple[Path, str]] = [(vault.absolute(), "")]
+    while stack:
+        folder, prefix = stack.pop()
+        _walk_folder(walk, folder, prefix, stack)
+    walk.files.sort(key=lambda f: f.rel_path)
+    return ScanResult(walk.files, walk.problems)
+
+
+def _walk_folder(walk: _Walk, folder: Path, prefix: str, stack: list[tuple[Path, str]]) -> None:
+    """List one folder: queue its sub-folders, record its notes and problems.
+
+    The common case (a plain ``.md`` file) is inlined: this loop is the staleness check's
+    hot path, and ``DirEntry.stat`` reuses what the listing already knows where it can.
+    """
+    try:
+        with os.scandir(folder) as listing:
+            entries = list(listing)
+    except OSError as exc:
+        walk.problems.append(Problem(prefix.rstrip("/") or ".", "unreadable", _os_detail(exc)))
+        return
+    files, spec, max_bytes = walk.files, walk.spec, walk.max_bytes
+    for entry in entries:
+        name = entry.name
+        rel = prefix + name
+        try:
+            if entry.is_file(follow_symlinks=False):
+                if name[-3:].lower() != ".md" or (spec is not None and spec.match_file(rel)):
+                    continue
+                st = entry.stat(follow_symlinks=False)
+                if st.st_size > max_bytes:
+                    walk.problems.append(_too_large(rel, st.st_size, max_bytes))
+                else:
+                    files.append(ScannedFile(rel, entry.path, st.st_size, st.st_mtime_ns))
+            elif entry.is_symlink():
+                _visit_symlink(walk, entry, folder, rel, stack)
+            elif entry.is_dir(follow_symlinks=False):
+                _visit_dir(walk, entry, folder, rel, stack)
+        except OSError as exc:
+            walk.problems.append(Problem(rel, "unreadable", _os_detail(exc)))
+
+
+def _visit_dir(walk: _Walk, entry: os.DirEntry[str], folder: Path, rel: str, stack: list[tuple[Path, str]]) -> None:
+    """Queue a real (non-symlink) sub-folder unless it is skipped, ignored or already walked."""
+    if entry.name in SKIP_DIR_NAMES or walk.ignored(rel + "/"):
+        return
+    st = entry.stat(follow_symlinks=False)
+    key = (st.st_dev, st.st_ino)
+    if key not in walk.skip and key not in walk.visited:
+        walk.visited.add(key)
+        stack.append((folder / entry.name, rel + "/"))
+
+
+def _visit_symlink(walk: _Walk, entry: os.DirEntry[str], folder: Path, rel: str, stack: list[tuple[Path, str]]) -> None:
+    """Follow a symlink only when its real path stays inside the vault."""
+    is_note = entry.name.lower().endswith(".md")
+    try:
+        st = os.stat(entry.path)
+    except FileNotFoundError:
+        if (is_note or "." not in entry.name) and not walk.ignored(rel):
+            walk.problems.append(Problem(rel, "unreadable", f"broken symlink to {os.readlink(entry.path)}"))
+        return
+    is_dir = stat.S_ISDIR(st.st_mode)
+    if (
+        (not is_dir and not is_note)
+        or (is_dir and entry.name in SKIP_DIR_NAMES)
+        or walk.ignored(rel + "/" if is_dir else rel)
+    ):
+        return
+    real = os.path.realpath(entry.path)
+    if not walk.inside(real):
+        walk.problems.append(Problem(rel, "symlink_outside_vault", f"points to {real}"))
+        return
+    key = (st.st_dev, st.st_ino)
+    if is_dir and key not in walk.visited and key not in walk.skip:
+        walk.visited.add(key)
+        stack.append((folder / entry.name, rel + "/"))
+    elif stat.S_ISREG(st.st_mode):
+        _add_file(walk, folder / entry.name, rel, st)
+
+
+def _add_file(walk: _Walk, path: Path, rel: str, st: os.stat_result) -> None:
+    if st.st_size > walk.max_bytes:
+        walk.problems.append(_too_large(rel, st.st_size, walk.max_bytes))
+    else:
+        walk.files.append(ScannedFile(rel, str(path), st.st_size, st.st_mtime_ns))
+
+
+def _too_large(rel: str, size: int, limit: int) -> Problem:
+    return Problem(rel, "too_large", f"{size} bytes > limit {limit}")
+
+
+def _os_detail(exc: OSError) -> str:
+    return f"{type(exc).__name__}: {exc.strerror or exc}"
+
+
+def read_file(path: Path) -> tuple[bytes, str]:
+    """Read bytes and return (data, sha256 hex). Raises OSError when the file cannot be read."""
+    with open(path, "rb") as handle:
+        data = handle.read()
+    return data, hashlib.sha256(data).hexdigest()
