@@ -34,7 +34,8 @@ from core.eval.metrics import ndcg_at_k, percentile
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = REPO_ROOT / "bench" / "results"
-DATA_DIR = Path("/work/shared/data")
+_BESIDE = REPO_ROOT.parent / "shared" / "data"
+DATA_DIR = _BESIDE if _BESIDE.is_dir() else Path("/work/shared/data")
 
 T = TypeVar("T")
 

@@ -15,8 +15,9 @@ import tempfile
 from pathlib import Path
 
 from core import build_index, search_vault
+from tests import paths
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
+DATA = paths.DATA
 GOLDEN = Path(__file__).resolve().parent / "rankings.json"
 MODES = ("fts", "vector", "hybrid", "graph_assisted")
 N_QUERIES = 50

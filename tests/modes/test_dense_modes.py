@@ -37,7 +37,7 @@ from core.searcher import search_vault  # noqa: E402
 from tests.conftest import note  # noqa: E402
 from tests.minilm_fixture import FP32, INT8, PAIR, cached_model_dirs, fixture_root  # noqa: E402
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 DENSE = ("semantic", "reranked")
 
 FILES = {

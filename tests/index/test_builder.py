@@ -23,8 +23,9 @@ from core.errors import UsageError
 from core.index.builder import BuildReport, IndexConfig, build_index
 from core.index.schema import note_bodies
 from core.vault.notes import parse_note
+from tests import paths
 
-DATA = Path("/work/shared/data")
+DATA = paths.DATA
 DENDRON = DATA / "dendron" / "vault"
 POWERSHELL = DATA / "powershell-docs" / "reference" / "7.4"
 REPORT_KEYS = {

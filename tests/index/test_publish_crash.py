@@ -34,7 +34,7 @@ from core.generations import (
     verify_full,
 )
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 COMMITTED_AT = PUBLISH_STEPS.index("state_commit") + 1  # steps from here on run after the pointer flip
 
 CHILD = """

@@ -26,7 +26,7 @@ from core.generations import (
     verify_full,
 )
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 # A builder process: takes the lock, says so, stages a database (optionally waiting for "go" on stdin
 # first), then publishes it, as the real builder does.

@@ -29,7 +29,7 @@ from core.generations import PUBLISH_STEPS, layout_for, list_generations
 from core.index import builder
 from core.index.builder import IndexConfig, build_index
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 COMMITTED_AT = PUBLISH_STEPS.index("state_commit") + 1  # a kill at this step or later comes after the flip
 
 # A builder process: rebuilds argv[1]; at publish step argv[2] it either kills itself (kill) or says

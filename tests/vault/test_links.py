@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from core.vault.links import Link, LinkResolver, looks_like_dendron
 from core.vault.notes import parse_note
 from core.vault.scan import read_file, scan_vault
+from tests import paths
 
-DENDRON = Path("/work/shared/data/dendron/vault")
-POWERSHELL = Path("/work/shared/data/powershell-docs/reference")
+DENDRON = paths.DENDRON
+POWERSHELL = paths.POWERSHELL
 
 NOTES = [
     ("index.md", ()),

@@ -25,8 +25,9 @@ from core.index.schema import FTS_COLUMNS
 from core.ranking.analysis import Analyzer, LocalVector, TermVectors, WordTable, check_tokenizer
 from core.vault.chunking import headings
 from core.vault.notes import parse_note
+from tests import paths
 
-DENDRON = Path("/work/shared/data/dendron/vault")
+DENDRON = paths.DENDRON
 TOKENIZERS = (DEFAULT_TOKENIZER, "unicode61 remove_diacritics 0", "porter unicode61 remove_diacritics 1")
 
 

@@ -11,8 +11,9 @@ import pytest
 
 from core.errors import DenseIndexUnavailableError, EvalInputError, UsageError
 from core.eval.evaluation import DocIdMatcher, evaluate, load_qrels, load_queries
+from tests import paths
 
-DATA = Path("/work/shared/data")
+DATA = paths.DATA
 LOG2_3 = math.log2(3)
 
 

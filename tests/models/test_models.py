@@ -36,7 +36,7 @@ from core.models.catalog import (  # noqa: E402
     verify_model_files,
 )
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 CONTENT = {
     "onnx/model.onnx": b"tiny graph",
     "onnx/model.onnx_data": b"external weights",

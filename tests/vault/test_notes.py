@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -20,9 +19,10 @@ from core.vault.notes import (
     skip_problem,
     split_frontmatter,
 )
+from tests import paths
 
-DENDRON = Path("/work/shared/data/dendron/vault")
-POWERSHELL = Path("/work/shared/data/powershell-docs/reference")
+DENDRON = paths.DENDRON
+POWERSHELL = paths.POWERSHELL
 
 
 def parse(text: str, rel_path: str = "notes/a.md") -> ParsedNote:

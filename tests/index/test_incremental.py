@@ -22,8 +22,9 @@ from conftest import write_files as write
 from core import generations as gen
 from core.generations import GenerationRecord, build_lock, layout_for, list_generations, new_staging_path, publish
 from core.index.builder import IndexConfig, build_index
+from tests import paths
 
-DENDRON = Path("/work/shared/data/dendron/vault")
+DENDRON = paths.DENDRON
 
 NOTES = {
     "alpha.md": "---\ntitle: Alpha\ntags: [greek]\naliases: [first letter]\n---\n# Alpha\n\n"
