@@ -1,16 +1,16 @@
 """The one exception hierarchy of vaultsearch.
 
 Every error carries a stable machine-readable ``reason`` (tests and callers match on it,
-never on message text) and the CLI ``exit_code`` it maps to. Integrity and capability
-reasons are snake_case because they double as ``fallback_reason`` values and integrity
-codes named by the spec; the other errors use kebab-case.
+never on message text) and the CLI ``exit_code`` it maps to. Every reason is snake_case
+(they double as ``fallback_reason`` values and integrity codes named by the spec) and unique
+across the tree: tests/test_errors.py enforces both.
 
-    VaultSearchError                      vaultsearch-error      exit 1
+    VaultSearchError                      vaultsearch_error      exit 1
     ├── UsageError (ValueError)           usage                  exit 2
-    │   ├── UnknownModeError              unknown-mode
-    │   ├── FilterError                   invalid-filter
-    │   └── QuerySyntaxError              query-syntax
-    ├── IndexMissingError                 index-missing          exit 3
+    │   ├── UnknownModeError              unknown_mode
+    │   ├── FilterError                   invalid_filter
+    │   └── QuerySyntaxError              query_syntax
+    ├── IndexMissingError                 index_missing          exit 3
     ├── IntegrityError                    integrity              exit 4
     │   ├── GenerationMissingError        missing
     │   ├── SizeMismatchError             size_mismatch
@@ -25,13 +25,13 @@ codes named by the spec; the other errors use kebab-case.
     │   ├── ModelIdentityMismatchError    model_identity_mismatch
     │   ├── OnnxRuntimeMissingError       onnxruntime_missing
     │   └── RerankerUnavailableError      reranker_unavailable
-    ├── BuildError                        build-failed           exit 6
-    │   ├── BuildLockedError              build-locked
-    │   ├── SourceChangedError            source-changed
-    │   └── ValidationError               validation-failed
-    ├── ModelError                        model-invalid          exit 7
-    │   └── ModelDownloadError            model-download-failed
-    └── EvalInputError (ValueError)       eval-input             exit 2
+    ├── BuildError                        build_failed           exit 6
+    │   ├── BuildLockedError              build_locked
+    │   ├── SourceChangedError            source_changed
+    │   └── ValidationError               validation_failed
+    ├── ModelError                        model_invalid          exit 7
+    │   └── ModelDownloadError            model_download_failed
+    └── EvalInputError (ValueError)       eval_input             exit 2
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from typing import Any
 class VaultSearchError(Exception):
     """Base of every vaultsearch error."""
 
-    reason: str = "vaultsearch-error"
+    reason: str = "vaultsearch_error"
     exit_code: int = 1
     hint: str | None = None
 
@@ -71,19 +71,19 @@ class UsageError(VaultSearchError, ValueError):
 
 
 class UnknownModeError(UsageError):
-    reason = "unknown-mode"
+    reason = "unknown_mode"
 
 
 class FilterError(UsageError):
-    reason = "invalid-filter"
+    reason = "invalid_filter"
 
 
 class QuerySyntaxError(UsageError):
-    reason = "query-syntax"
+    reason = "query_syntax"
 
 
 class IndexMissingError(VaultSearchError):
-    reason = "index-missing"
+    reason = "index_missing"
     exit_code = 3
     hint = "build one with: vaultsearch index VAULT"
 
@@ -155,35 +155,35 @@ class RerankerUnavailableError(CapabilityError):
 
 
 class BuildError(VaultSearchError):
-    reason = "build-failed"
+    reason = "build_failed"
     exit_code = 6
 
 
 class BuildLockedError(BuildError):
-    reason = "build-locked"
+    reason = "build_locked"
     hint = "another build of this index is running; retry when it ends"
 
 
 class SourceChangedError(BuildError):
-    reason = "source-changed"
+    reason = "source_changed"
     hint = "the vault changed while it was indexed; run the build again"
 
 
 class ValidationError(BuildError):
-    reason = "validation-failed"
+    reason = "validation_failed"
 
 
 class ModelError(VaultSearchError):
-    reason = "model-invalid"
+    reason = "model_invalid"
     exit_code = 7
 
 
 class ModelDownloadError(ModelError):
-    reason = "model-download-failed"
+    reason = "model_download_failed"
 
 
 class EvalInputError(VaultSearchError, ValueError):
-    reason = "eval-input"
+    reason = "eval_input"
     exit_code = 2
 
 

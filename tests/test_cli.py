@@ -176,9 +176,9 @@ def test_deprecated_alias_is_accepted_by_the_cli(capsys, vault):
 @pytest.mark.parametrize(
     ("query", "argv", "reason"),
     [
-        ("title:", ["--raw"], "query-syntax"),
-        ("lighthouse", ["--date-field", "published", "--since", "2024-01-01"], "invalid-filter"),
-        ("lighthouse", ["--since", "not-a-date"], "invalid-filter"),
+        ("title:", ["--raw"], "query_syntax"),
+        ("lighthouse", ["--date-field", "published", "--since", "2024-01-01"], "invalid_filter"),
+        ("lighthouse", ["--since", "not-a-date"], "invalid_filter"),
         ("lighthouse", ["--mode", "vector", "--raw"], "usage"),
     ],
 )
@@ -207,7 +207,7 @@ def test_unknown_mode_is_an_argparse_usage_error(capsys, vault):
 def test_no_index_exits_3(capsys, make_vault, command):
     bare = make_vault(FILES, build=False, name="cli-bare")
     code, out, err = run(capsys, *[a.format(v=bare) for a in command])
-    assert code == 3 and out == "" and "[index-missing]" in err and "vaultsearch index" in err
+    assert code == 3 and out == "" and "[index_missing]" in err and "vaultsearch index" in err
 
 
 def test_status_json_and_staleness_check(capsys, make_vault):

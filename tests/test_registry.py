@@ -71,7 +71,7 @@ def test_unknown_mode_is_a_value_error_listing_the_valid_modes():
         get_mode("bm42")
     exc = info.value
     assert isinstance(exc, UnknownModeError) and isinstance(exc, UsageError)
-    assert exc.reason == "unknown-mode" and exc.evidence["mode"] == "bm42"
+    assert exc.reason == "unknown_mode" and exc.evidence["mode"] == "bm42"
     assert all(name in str(exc) for name in MODE_NAMES)
     assert "hybrid_reranked" not in str(exc)  # the deprecated alias is accepted, never advertised
 

@@ -75,6 +75,6 @@ def test_bad_qrels_file_is_a_usage_error_with_the_line(vault, tmp_path, capsys):
     r.write_text("query-id\tcorpus-id\tscore\nq1\tdoc-pg\tnot-a-number\n", encoding="utf-8")
     with pytest.raises(EvalInputError) as info:
         run_eval(vault, queries=q, qrels=r, modes=["fts"])
-    assert info.value.reason == "eval-input"
+    assert info.value.reason == "eval_input"
     assert main(["eval", str(vault), "--queries", str(q), "--qrels", str(r)]) == 2
-    assert "eval-input" in capsys.readouterr().err
+    assert "eval_input" in capsys.readouterr().err

@@ -90,7 +90,7 @@ def test_qrels_keep_grades_and_paths_with_spaces(tmp_path):
 
 
 def _assert_input_error(exc: pytest.ExceptionInfo, path: Path, line: int | None) -> None:
-    assert exc.value.reason == "eval-input"
+    assert exc.value.reason == "eval_input"
     assert exc.value.evidence["path"] == str(path)
     assert exc.value.evidence["line"] == line
     assert str(path) in exc.value.message  # the file is named for the user, not only in evidence
@@ -379,7 +379,7 @@ def test_latency_percentiles_from_the_clock():
 def test_nothing_evaluable_is_an_input_error():
     with pytest.raises(EvalInputError) as exc:
         evaluate({"q6": "x"}, {"q6": {"ghost": 1}}, DocIdMatcher(NOTES), FakeSearch(), ["m1"])
-    assert exc.value.reason == "eval-input"
+    assert exc.value.reason == "eval_input"
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,7 @@
   exactly one verified generation serves afterwards, the old one unless the state commit ran.
 - A build process is SIGKILLed while its forked workers are parsing: the workers exit too, so
   the build lock they inherited is released.
-- Two builder processes at once: the second fails with ``build-locked``, or waits its turn.
+- Two builder processes at once: the second fails with ``build_locked``, or waits its turn.
 
 The builder is never mocked: faults are injected by wrapping collaborators it calls.
 """
@@ -124,7 +124,7 @@ def test_a_file_edited_during_the_build_fails_it_and_the_old_index_serves(
     monkeypatch.setattr(builder, "_validate", validate_then_edit)
     with pytest.raises(SourceChangedError) as caught:
         build_index(root, in_place=in_place)
-    assert caught.value.reason == "source-changed" and caught.value.evidence["paths"] == ["note2.md"]
+    assert caught.value.reason == "source_changed" and caught.value.evidence["paths"] == ["note2.md"]
     monkeypatch.undo()
     gen.clear_verify_cache()
     after = gen.resolve(layout)
@@ -197,7 +197,7 @@ def test_a_second_builder_fails_build_locked_or_waits_its_turn(vault: Path) -> N
     try:
         with pytest.raises(BuildLockedError) as caught:
             build_index(vault)
-        assert caught.value.reason == "build-locked"
+        assert caught.value.reason == "build_locked"
         assert caught.value.evidence["holder_pid"] == str(first.pid)
         release = threading.Timer(0.3, lambda: (first.stdin.write("\n"), first.stdin.flush()))
         release.start()

@@ -109,7 +109,7 @@ def test_second_lock_in_process_is_refused_with_reason(layout: IndexLayout) -> N
         for wait in (0.0, 0.1):
             with pytest.raises(BuildLockedError) as info, build_lock(layout, wait_seconds=wait):
                 pass
-            assert info.value.reason == "build-locked"
+            assert info.value.reason == "build_locked"
             assert info.value.evidence["lock"] == str(layout.lock_path)
             assert info.value.evidence["holder_pid"] == str(os.getpid())
     with build_lock(layout):  # released on exit
@@ -124,7 +124,7 @@ def test_two_processes_one_wins_the_other_fails_cleanly(layout: IndexLayout) -> 
         loser = start_builder(layout, "c", "loser", wait=0.0, hold=False)
         out, err = loser.communicate(timeout=60)
         assert loser.returncode == 3, err
-        assert out.split() == ["build-locked", str(layout.lock_path)]
+        assert out.split() == ["build_locked", str(layout.lock_path)]
         assert resolve(layout).generation_id == base.generation_id  # nothing changed meanwhile
         out, err = winner.communicate("go\n", timeout=60)
     finally:
@@ -164,7 +164,7 @@ def test_compare_and_swap_refuses_a_stale_base(layout: IndexLayout) -> None:
         staged = make_db(new_staging_path(layout), "c")
         with pytest.raises(BuildLockedError) as info:
             publish(layout, staged, record(), expected_base=stale)
-    assert info.value.reason == "build-locked"
+    assert info.value.reason == "build_locked"
     assert (info.value.evidence["expected"], info.value.evidence["actual"]) == (stale, current.generation_id)
     assert not staged.exists()
     assert {p.name for p in layout.generations_dir.iterdir()} == {current.path.name, f"{stale}.db"}

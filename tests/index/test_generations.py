@@ -160,12 +160,12 @@ def test_publish_then_resolve_serves_verified_generation(layout: IndexLayout) ->
 def test_staging_and_publish_require_the_build_lock(layout: IndexLayout) -> None:
     with pytest.raises(BuildError) as info:
         new_staging_path(layout)
-    assert info.value.reason == "build-failed"
+    assert info.value.reason == "build_failed"
     with build_lock(layout):
         staged = make_db(new_staging_path(layout))
     with pytest.raises(BuildError) as info:
         publish(layout, staged, make_record(), expected_base=None)
-    assert info.value.reason == "build-failed"
+    assert info.value.reason == "build_failed"
     assert not layout.state_path.exists() and staged.exists()
 
 
@@ -218,7 +218,7 @@ def test_staged_file_with_pending_wal_is_refused(layout: IndexLayout) -> None:
     Path(f"{staged}-wal").write_bytes(b"pending frames")
     with build_lock(layout), pytest.raises(ValidationError) as info:
         publish(layout, staged, make_record(), expected_base=None)
-    assert info.value.reason == "validation-failed"
+    assert info.value.reason == "validation_failed"
     assert not layout.state_path.exists()
 
 
@@ -486,7 +486,7 @@ def test_legacy_index_is_served_only_without_state(layout: IndexLayout) -> None:
 def test_no_index_at_all_is_index_missing(layout: IndexLayout) -> None:
     with pytest.raises(IndexMissingError) as info:
         resolve(layout)
-    assert info.value.reason == "index-missing" and "vaultsearch index" in info.value.hint
+    assert info.value.reason == "index_missing" and "vaultsearch index" in info.value.hint
 
 
 # --- atomic ------------------------------------------------------------------------------------------------

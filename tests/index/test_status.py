@@ -99,7 +99,7 @@ def test_status_without_an_index_is_index_missing(tmp_path: Path) -> None:
     for call in (staleness, index_status):
         with pytest.raises(IndexMissingError) as caught:
             call(root)
-        assert caught.value.reason == "index-missing"
+        assert caught.value.reason == "index_missing"
 
 
 def test_a_file_over_the_builds_own_size_limit_is_not_reported_as_added(tmp_path: Path) -> None:

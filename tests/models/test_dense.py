@@ -161,7 +161,7 @@ def test_identity_is_complete_and_stable(fp32, model_dirs):
 def test_wrong_output_name_is_a_model_error(model_dirs, tmp_path):
     with pytest.raises(ModelError) as info:
         Embedder(variant(model_dirs, tmp_path, output="sentence_embedding"))
-    assert info.value.reason == "model-invalid"
+    assert info.value.reason == "model_invalid"
     assert info.value.evidence["outputs"] == ["last_hidden_state"]
 
 

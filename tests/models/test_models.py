@@ -158,7 +158,7 @@ def test_download_sha_mismatch_deletes_file_and_names_expected_and_actual(hub, t
     hub.put("org/tiny", preset.revision, bad)
     with pytest.raises(ModelDownloadError) as info:
         download_model(preset, tmp_path / "cache")
-    assert info.value.reason == "model-download-failed"
+    assert info.value.reason == "model_download_failed"
     [problem] = info.value.evidence["problems"]
     assert problem == {
         "file": "tokenizer.json",
@@ -248,7 +248,7 @@ def test_cached_download_of_another_revision_counts_as_missing(hub, tmp_path):
 def test_preset_of_the_wrong_kind_is_refused(hub):
     with pytest.raises(ModelError) as info:
         resolve_model("bge-reranker-base", kind="embedding")
-    assert info.value.reason == "model-invalid"
+    assert info.value.reason == "model_invalid"
 
 
 def test_list_models_reports_presence(hub, tmp_path):
@@ -312,7 +312,7 @@ def test_invalid_config_collects_every_problem(tmp_path, config, expected):
     d = make_dir(tmp_path / "m", config)
     with pytest.raises(ModelError) as info:
         load_local_dir(d, kind=config["kind"])
-    assert info.value.reason == "model-invalid"
+    assert info.value.reason == "model_invalid"
     assert len(info.value.evidence["problems"]) == expected
 
 

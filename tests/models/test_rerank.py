@@ -96,7 +96,7 @@ def test_an_encoder_graph_is_refused_as_a_reranker(model_dirs, tmp_path):
     d = variant_dir(model_dirs[FP32], tmp_path / "enc", kind="reranker", pooling=None, dim=None)
     with pytest.raises(ModelError) as info:  # [B, S, H] is not [B, 1]
         CrossEncoder(load_local_dir(d, kind="reranker"))
-    assert info.value.reason == "model-invalid"
+    assert info.value.reason == "model_invalid"
 
 
 def test_an_embedding_model_dir_is_refused(model_dirs):

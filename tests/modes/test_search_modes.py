@@ -226,7 +226,7 @@ def test_unknown_mode_is_refused_before_anything_runs(vault, tmp_path):
     for where in (vault, tmp_path):  # even without an index: the mode is checked first
         with pytest.raises(ValueError) as info:
             search_vault(where, "marmalade", mode="bm42")
-        assert isinstance(info.value, UnknownModeError) and info.value.reason == "unknown-mode"
+        assert isinstance(info.value, UnknownModeError) and info.value.reason == "unknown_mode"
 
 
 @pytest.mark.parametrize("mode", [*MODE_NAMES, "hybrid_reranked"])
@@ -235,7 +235,7 @@ def test_no_index_fails_with_index_missing_in_every_mode(make_vault, mode):
     with pytest.warns(DeprecationWarning) if mode == "hybrid_reranked" else contextlib.nullcontext():
         with pytest.raises(IndexMissingError) as info:
             search_vault(bare, "marmalade", mode=mode, allow_fallback=True)
-    assert info.value.reason == "index-missing" and info.value.exit_code == 3
+    assert info.value.reason == "index_missing" and info.value.exit_code == 3
     assert not (bare / ".vaultsearch").exists()  # searching never creates an index
 
 

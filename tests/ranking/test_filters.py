@@ -175,14 +175,14 @@ def test_a_filters_object_and_keywords_are_the_same(vault):
 def test_unknown_date_field_is_an_invalid_filter_in_every_mode(vault, mode, query):
     with pytest.raises(FilterError) as info:
         search_vault(vault, query, mode=mode, date_field="published", since="2024-01-01")
-    assert info.value.reason == "invalid-filter" and isinstance(info.value, ValueError)
+    assert info.value.reason == "invalid_filter" and isinstance(info.value, ValueError)
 
 
 @pytest.mark.parametrize("kw", [{"since": "2024-13-40"}, {"until": "yesterday"}, {"colour": "red"}])
 def test_bad_filter_values_and_names_are_invalid_filters(vault, kw):
     with pytest.raises(FilterError) as info:
         search_vault(vault, "orchid", mode="fts", **kw)
-    assert info.value.reason == "invalid-filter"
+    assert info.value.reason == "invalid_filter"
 
 
 # --- classification: a hidden note leaves no trace -----------------------------------------------------

@@ -209,7 +209,7 @@ def test_raw_applies_filters_in_the_same_statement(vault):
 def test_a_bad_raw_query_is_a_query_syntax_error(vault, mode, query):
     with pytest.raises(QuerySyntaxError) as info:
         search_vault(vault, query, mode=mode, raw=True)
-    assert info.value.reason == "query-syntax" and info.value.exit_code == 2
+    assert info.value.reason == "query_syntax" and info.value.exit_code == 2
     assert isinstance(info.value, ValueError)
 
 
@@ -261,4 +261,4 @@ def test_check_raw_rejects_bad_syntax(fts_table):
     check_raw(fts_table, "title OR body")
     with pytest.raises(QuerySyntaxError) as info:
         check_raw(fts_table, '"open')
-    assert info.value.reason == "query-syntax"
+    assert info.value.reason == "query_syntax"
