@@ -230,7 +230,7 @@ def latency(args: argparse.Namespace) -> dict[str, Any]:
         t1 = time.perf_counter()
         rows = np.flatnonzero(np.isin(dm.note_ids, allowed_notes))
         t2 = time.perf_counter()
-        chosen = dense_modes.best_per_note(scores, rows, dm.note_ids, DEPTH)
+        chosen = scoring.best_row_per_group(scores, rows, dm.note_ids, DEPTH)
         t3 = time.perf_counter()
         assert len(chosen) == DEPTH
         for name, dt in (("scores", t1 - t0), ("mask", t2 - t1), ("top100", t3 - t2), ("total", t3 - t0)):

@@ -129,7 +129,8 @@ def open_session(files: ModelFiles, *, threads: int | None = None) -> Any:
 
 def input_spec(session: Any, *, allowed: Sequence[str], model: str) -> dict[str, type]:
     """Declared input name -> numpy dtype; inputs we cannot feed or non-integer ones -> ModelError."""
-    spec, problems = {}, []
+    spec: dict[str, type] = {}
+    problems: list[str] = []
     for node in session.get_inputs():
         if node.name not in allowed:
             problems.append(f"unsupported input {node.name!r} (we feed {list(allowed)})")
@@ -216,7 +217,7 @@ def open_tokenizers(files: ModelFiles, *, strategy: str) -> tuple[Any, Any]:
 
 def encodings_to_feeds(encodings: Sequence[Any], spec: dict[str, type], *, type_ids: bool) -> dict[str, np.ndarray]:
     """Model inputs from padded encodings; ``token_type_ids`` are zeros unless ``type_ids``."""
-    feeds = {}
+    feeds: dict[str, np.ndarray] = {}
     ids = np.array([e.ids for e in encodings], dtype=np.int64)
     for name, dtype in spec.items():
         if name == "input_ids":

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 
 from core.errors import CapabilityError, UnknownModeError
@@ -44,8 +44,13 @@ def _run_auto(ctx: SearchContext) -> ModeRun:
     reason = dense_modes.dense_readiness(ctx)
     if reason is None:
         return dense_modes.run_dense_auto(ctx)
-    run = lexical.run_fts(ctx)
-    return ModeRun(run.hits, "fts", "fts_fallback", reason)
+    return _fts_fallback(ctx, reason)
+
+
+def _fts_fallback(ctx: SearchContext, reason: str) -> ModeRun:
+    """fts in place of the mode asked for, labelled as the fallback it is."""
+    fts = SEARCH_MODE_REGISTRY["fts"]
+    return ModeRun(fts.run(ctx).hits, fts.name, f"{fts.name}_fallback", reason)
 
 
 _SPECS = (
@@ -147,12 +152,14 @@ def get_mode(name: str) -> ModeSpec:
 def dispatch(spec: ModeSpec, ctx: SearchContext) -> ModeRun:
     """Run a mode; a fail-closed mode falls back to fts only when the caller allowed it, labelled."""
     try:
-        return spec.run(ctx)
+        run = spec.run(ctx)
     except CapabilityError as exc:
         if not (spec.fails_closed and ctx.allow_fallback):
             raise
-        run = lexical.run_fts(ctx)
-        return ModeRun(run.hits, "fts", "fts_fallback", exc.reason)
+        return _fts_fallback(ctx, exc.reason)
+    if run.actual_mode is None:  # ran as the spec says: the label is the spec's name
+        return replace(run, actual_mode=spec.name, retrieval_contract=spec.name)
+    return run
 
 
 def markdown_table() -> str:

@@ -240,6 +240,7 @@ def _publish_batch(layout: gen.IndexLayout, base: gen.ResolvedIndex, run: _Run, 
     finally:
         staging.unlink(missing_ok=True)
     run.tick("publish", t)
+    assert published.generation_id is not None  # a published generation always has its id
     run.published.append(published.generation_id)
     run.embedded += len(ids)
     return True

@@ -27,6 +27,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 
 from core.errors import SourceChangedError
 from core.index.schema import CHUNK_FIELD_UNITS, FTS_COLUMNS, NOTE_COLUMNS, get_meta, set_meta
@@ -183,7 +184,7 @@ def _pieces(doc: int, texts: tuple[str, ...], rows: tuple[tuple, ...], cells: li
 def read_source(rel_path: str, path: str | os.PathLike[str]) -> tuple[bytes, str]:
     """(content, sha256) of a vault file; a file gone since the scan is a ``SourceChangedError``."""
     try:
-        return read_file(path)
+        return read_file(Path(path))
     except FileNotFoundError:
         raise SourceChangedError(f"{rel_path} disappeared during the build", paths=[rel_path]) from None
 
@@ -424,7 +425,7 @@ def _targets_key(conn: sqlite3.Connection) -> str:
     return h.hexdigest()
 
 
-def _resolve_links(conn: sqlite3.Connection, where: str, args: tuple[int, ...]) -> list[tuple]:
+def _resolve_links(conn: sqlite3.Connection, where: str, args: tuple[int | None, ...]) -> list[tuple]:
     notes = [(rel, tuple(json.loads(aliases))) for rel, aliases in conn.execute("SELECT rel_path, aliases FROM notes")]
     id_of = dict(conn.execute("SELECT rel_path, id FROM notes"))
     resolver = LinkResolver(notes)

@@ -252,11 +252,6 @@ def create_schema(conn: sqlite3.Connection, tokenizer: str) -> None:
     set_meta(conn, {"schema_version": SCHEMA_VERSION, "tokenizer": tokenizer})
 
 
-def quote_identifier(name: str) -> str:
-    """The one quoting helper for SQL identifiers."""
-    return '"' + name.replace('"', '""') + '"'
-
-
 def get_meta(conn: sqlite3.Connection) -> dict[str, Any]:
     return {k: json.loads(v) for k, v in conn.execute("SELECT key, value FROM meta")}
 

@@ -251,6 +251,7 @@ def resolve_model(
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     preset = name_or_dir if isinstance(name_or_dir, ModelPreset) else PRESETS.get(str(name_or_dir))
     if preset is None:
+        assert not isinstance(name_or_dir, ModelPreset)
         return load_local_dir(Path(name_or_dir).expanduser(), kind=kind)
     if preset.kind != kind:
         raise ModelError(
@@ -596,7 +597,7 @@ def verify_model_files(files: ModelFiles) -> str:
     the graph and its data files: the same bytes give the same digest wherever they live.
     All mismatches are collected and raised as one ModelError naming file, expected, actual.
     """
-    problems = []
+    problems: list[dict[str, object]] = []
     for pin in files.expected:
         path = Path(pin.path)
         if not path.is_file():

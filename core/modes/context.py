@@ -34,10 +34,20 @@ class Hit:
 
 @dataclass(frozen=True)
 class ModeRun:
+    """What a run function returns. It leaves ``actual_mode`` and ``retrieval_contract`` unset
+    when it ran as its registry spec says: ``registry.dispatch`` labels the run with ``spec.name``.
+    Only a run that did something else (auto's dense pipeline, a labelled fallback) sets them."""
+
     hits: list[Hit]
-    actual_mode: str
-    retrieval_contract: str
+    actual_mode: str | None = None
+    retrieval_contract: str | None = None
     fallback_reason: str | None = None
+
+    def labels(self) -> tuple[str, str]:
+        """(actual_mode, retrieval_contract) of a dispatched run; an unlabelled run is a bug."""
+        if self.actual_mode is None or self.retrieval_contract is None:
+            raise RuntimeError("a ModeRun reached the results without going through registry.dispatch")
+        return self.actual_mode, self.retrieval_contract
 
 
 @dataclass

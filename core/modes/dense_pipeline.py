@@ -70,6 +70,7 @@ from core.index.schema import note_bodies
 from core.models.catalog import DEFAULT_RERANKER_MODEL, KIND_RERANKER, import_backend, resolve_model
 from core.modes import lexical
 from core.modes.context import Hit, ModeRun, SearchContext
+from core.ranking import scoring
 from core.rerank import CrossEncoder
 
 # Bytes of dense matrices kept per process (100k chunks x 1024 dims float32 is ~410 MB).
@@ -226,37 +227,12 @@ class DenseScores:
     def _pick(self, rows: np.ndarray, k: int) -> tuple[list[tuple[int, float]], dict[int, int]]:
         if k <= 0 or rows.size == 0:
             return [], {}
-        chosen = best_per_note(self.scores, rows, self.matrix.note_ids, k)
+        chosen = scoring.best_row_per_group(self.scores, rows, self.matrix.note_ids, k)
         note_ids, chunk_ids = self.matrix.note_ids, self.matrix.chunk_ids
         return (
             [(int(note_ids[r]), float(self.scores[r])) for r in chosen],
             {int(note_ids[r]): int(chunk_ids[r]) for r in chosen},
         )
-
-
-def best_per_note(scores: np.ndarray, rows: np.ndarray, note_ids: np.ndarray, k: int) -> list[int]:
-    """Rows (among ``rows``) of the top ``k`` notes by their best row score; ties by row index.
-
-    Grows a partial selection until it holds ``k`` distinct notes (or all rows), so the cost
-    stays O(N) for the usual k.
-    """
-    take = min(len(rows), max(4 * k, 64))
-    while True:
-        sub = scores[rows]
-        part = np.argpartition(-sub, take - 1)[:take] if take < len(rows) else np.arange(len(rows))
-        order = part[np.lexsort((rows[part], -sub[part]))]
-        chosen: list[int] = []
-        seen: set[int] = set()
-        for i in order:
-            nid = int(note_ids[rows[i]])
-            if nid not in seen:
-                seen.add(nid)
-                chosen.append(int(rows[i]))
-                if len(chosen) == k:
-                    return chosen
-        if take >= len(rows):
-            return chosen
-        take = min(len(rows), take * 4)
 
 
 def dense_scores(ctx: SearchContext, embedder: Embedder) -> DenseScores:
@@ -269,7 +245,7 @@ def dense_scores(ctx: SearchContext, embedder: Embedder) -> DenseScores:
             expected=dm.matrix.shape[1],
             actual=int(query.shape[0]),
         )
-    scores = dm.matrix @ (query / np.float32(max(float(np.linalg.norm(query)), 1e-12)))
+    scores = scoring.unit_cosine(dm.matrix, query)
     return DenseScores(dm, scores, np.flatnonzero(chunk_mask(ctx, dm)))
 
 
@@ -283,7 +259,7 @@ def run_semantic(ctx: SearchContext) -> ModeRun:
     embedder = _require_dense(ctx)
     notes, best = dense_scores(ctx, embedder).ranking(ctx.limit)
     hits = [Hit(nid, score, "dense_cosine", chunk_id=best[nid]) for nid, score in notes]
-    return ModeRun(hits, "semantic", "semantic")
+    return ModeRun(hits)
 
 
 def lexically_confident(fts: list[tuple[Any, float]]) -> bool:
@@ -358,9 +334,9 @@ def run_reranked(ctx: SearchContext) -> ModeRun:
     )
     notes = [nid for nid, _ in candidates]
     if not notes:
-        return ModeRun([], "reranked", "reranked")
+        return ModeRun([])
     passages = _passages(ctx, notes, dense.best_chunks(notes))
     scores = reranker.score(ctx.text, [passages[nid][1] for nid in notes])
     order = sorted(range(len(notes)), key=lambda i: (-float(scores[i]), notes[i]))[: ctx.limit]
     hits = [Hit(notes[i], float(scores[i]), "cross_encoder", chunk_id=passages[notes[i]][0]) for i in order]
-    return ModeRun(hits, "reranked", "reranked")
+    return ModeRun(hits)

@@ -43,6 +43,8 @@ class _Allowed:
         self.note_ids, self.mask = note_ids, mask
 
     def __contains__(self, note_id: object) -> bool:
+        if not isinstance(note_id, int):
+            return False
         pos = int(np.searchsorted(self.note_ids, note_id))
         return pos < self.note_ids.shape[0] and int(self.note_ids[pos]) == note_id and bool(self.mask[pos])
 
@@ -73,4 +75,4 @@ def run_graph(ctx: SearchContext) -> ModeRun:
     hits = [
         Hit(h.note_id, h.score, h.score_source, {**h.via, "from": path_of[h.via["from"]]}) if h.via else h for h in hits
     ]
-    return ModeRun(hits, "graph_assisted", "graph_assisted")
+    return ModeRun(hits)

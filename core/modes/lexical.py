@@ -72,7 +72,7 @@ def _add_identifier_bonus(
         return
     top = float(scores.max())
     coverage = sum(len(w) for w in groups) / max(len(_WORD.findall(ctx.text)), 1)
-    share += (1.0 - share) * coverage**IDENTIFIER_COVERAGE_POWER
+    share = scoring.identifier_share(share, coverage, IDENTIFIER_COVERAGE_POWER)
     for words in groups:
         rows = ctx.conn.execute(
             "SELECT rowid FROM notes_fts WHERE notes_fts MATCH ?", (phrase_expression(words),)
@@ -124,15 +124,13 @@ def _hits(ranking: list[tuple[int, float]], source: str, limit: int) -> list[Hit
 
 def run_fts(ctx: SearchContext) -> ModeRun:
     source = "fts5_bm25" if ctx.raw else "bm25f"
-    return ModeRun(_hits(fts_ranking(ctx, ctx.limit), source, ctx.limit), "fts", "fts")
+    return ModeRun(_hits(fts_ranking(ctx, ctx.limit), source, ctx.limit))
 
 
 def run_vector(ctx: SearchContext) -> ModeRun:
     """vector's hits, each with the chunk that scored best (its snippet comes from there)."""
     ranking, best = _vector(ctx, ctx.limit)
-    return ModeRun(
-        [Hit(nid, score, "tfidf_cosine", chunk_id=best.get(nid)) for nid, score in ranking], "vector", "vector"
-    )
+    return ModeRun([Hit(nid, score, "tfidf_cosine", chunk_id=best.get(nid)) for nid, score in ranking])
 
 
 def fused(
@@ -145,7 +143,7 @@ def fused(
 def run_hybrid(ctx: SearchContext) -> ModeRun:
     depth = max(FUSION_DEPTH, ctx.limit)
     fusion = fused([fts_ranking(ctx, depth), vector_ranking(ctx, depth)], ctx.limit)
-    return ModeRun(_hits(fusion, "rrf", ctx.limit), "hybrid", "hybrid")
+    return ModeRun(_hits(fusion, "rrf", ctx.limit))
 
 
 BODY_COLUMN = FTS_COLUMNS.index("body")

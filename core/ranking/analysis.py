@@ -37,7 +37,6 @@ import numpy as np
 from core.errors import UsageError
 
 # Lower-cased letter/digit runs: the words snippet highlighting looks at (not the index's terms).
-_WORD = re.compile(r"[^\W_]+")
 # Term words: cut only at characters every unicode61 tokenizer treats as separators.
 _TERM_WORD = re.compile(
     r"[^\s\x00-\x2f\x3a-\x40\x5b-\x60\x7b-\x7f\u00a1\u00ab\u00b7\u00bb\u00bf"
@@ -52,11 +51,6 @@ _COLS = 16
 _COL_NAMES = tuple(f"c{i}" for i in range(_COLS))
 _COL_NO = {name: i for i, name in enumerate(_COL_NAMES)}
 _TF_MAX = int(np.iinfo(np.uint16).max)
-
-
-def word_counts(text: str) -> Counter[str]:
-    """Lower-cased letter/digit runs of a text with their counts (for highlighting, not for terms)."""
-    return Counter(_WORD.findall(text.lower()))
 
 
 def term_words(text: str) -> list[bytes]:

@@ -77,11 +77,6 @@ class Filters:
     def is_default(self) -> bool:
         return self == Filters()
 
-    @property
-    def has_restriction(self) -> bool:
-        """True when the caller asked for anything beyond the default."""
-        return not self.is_default
-
     def where(self) -> tuple[str, list[object]]:
         """(SQL condition over table alias ``n`` = notes, bound values)."""
         if self.date_field not in DATE_FIELDS:
@@ -131,12 +126,3 @@ class Filters:
             vals.append(UNCLASSIFIED)
             vals.extend(self.classifications)
         return (" AND ".join(conds) or "1"), vals
-
-    def visible_classification_clause(self) -> tuple[str, list[object]]:
-        """Only the classification part (for graph expansion, which must never leak)."""
-        if self.classifications is None:
-            return "1", []
-        return (
-            f"lower(coalesce(n.classification, ?)) IN ({', '.join('?' * len(self.classifications))})",
-            [UNCLASSIFIED, *self.classifications],
-        )

@@ -100,9 +100,60 @@ def coverage(matched_idf: np.ndarray, total_idf: float) -> np.ndarray:
     return np.clip(matched_idf / total_idf, 0.0, 1.0).astype(np.float32)
 
 
-def cosine_scores(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
-    """Cosine of each row of an L2-normalised matrix with an L2-normalised query: a dot product."""
-    return (matrix @ query.astype(matrix.dtype)).astype(np.float32)
+def coverage_bonus(matched_idf: np.ndarray, total_idf: float, weight: float) -> np.ndarray:
+    """``weight * coverage**2`` (float32, as the ranking has always summed it): the share of the best score a document gains for
+    matching the query's idf mass (whole body, or title and headings).
+
+    Squared so that matching most of the query pays and matching a little pays almost
+    nothing (the heading bonus of docs/architecture.md, "Ranking"). Multiplied by the best
+    BM25F score of the query by the caller.
+    """
+    return weight * coverage(matched_idf, total_idf) ** 2
+
+
+def identifier_share(base_share: float, coverage: float, power: float) -> float:
+    """Share of the best score an identifier phrase match adds: ``s + (1 - s) * c**power``.
+
+    ``coverage`` is the share of the query's words that identifiers make up: a query that is
+    only an identifier adds the whole best score (``c = 1``); one identifier in a sentence adds
+    about ``base_share``.
+    """
+    return base_share + (1.0 - base_share) * coverage**power
+
+
+def unit_cosine(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """Cosine of each row of an L2-normalised float32 matrix with ``query`` (normalised here).
+
+    ``matrix @ q / max(|q|, 1e-12)`` in float32: exact maximum inner product search over unit
+    rows, as FAISS ``IndexFlatIP`` computes it.
+    """
+    q = query.astype(np.float32) / np.float32(max(float(np.linalg.norm(query)), 1e-12))
+    return matrix @ q
+
+
+def best_row_per_group(scores: np.ndarray, rows: np.ndarray, groups: np.ndarray, k: int) -> list[int]:
+    """Rows (among ``rows``) of the top ``k`` groups by their best row score; ties by row index.
+
+    One row per group (per note: its best chunk). Grows a partial selection until it holds
+    ``k`` distinct groups (or all rows), so the cost stays O(N) for the usual k.
+    """
+    take = min(len(rows), max(4 * k, 64))
+    while True:
+        sub = scores[rows]
+        part = np.argpartition(-sub, take - 1)[:take] if take < len(rows) else np.arange(len(rows))
+        order = part[np.lexsort((rows[part], -sub[part]))]
+        chosen: list[int] = []
+        seen: set[int] = set()
+        for i in order:
+            gid = int(groups[rows[i]])
+            if gid not in seen:
+                seen.add(gid)
+                chosen.append(int(rows[i]))
+                if len(chosen) == k:
+                    return chosen
+        if take >= len(rows):
+            return chosen
+        take = min(len(rows), take * 4)
 
 
 def top_k(scores: np.ndarray, k: int, candidates: np.ndarray | None = None) -> np.ndarray:

@@ -220,11 +220,11 @@ def bm25_scores(
         bonus = np.zeros(n, dtype=np.float64)
         if p.coverage_weight:
             cov = np.bincount(docs, weights=idf[owner], minlength=n)
-            bonus += p.coverage_weight * scoring.coverage(cov, total) ** 2
+            bonus += scoring.coverage_bonus(cov, total, p.coverage_weight)
         if p.heading_coverage_weight:
             in_head = (index.field_mask[pos] & _TITLE_HEADING_BITS) > 0
             head = np.bincount(docs, weights=idf[owner] * in_head, minlength=n)
-            bonus += p.heading_coverage_weight * scoring.coverage(head, total) ** 2
+            bonus += scoring.coverage_bonus(head, total, p.heading_coverage_weight)
         top = float(scores.max()) if n else 0.0
         scores += (bonus * top).astype(np.float32) * (matched > 0)
     return scores, matched

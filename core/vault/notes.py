@@ -44,8 +44,10 @@ from __future__ import annotations
 import calendar
 import math
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
+from functools import partial
 from typing import Any
 
 import yaml
@@ -298,8 +300,10 @@ def _from_string(text: str) -> str | None:
     """An ISO form, a 9+ digit epoch, or one of ``_DATE_FORMATS``; None when none fits."""
     if _EPOCH_DIGITS.fullmatch(text):
         return _from_epoch(int(text))
-    parsers = [date.fromisoformat if len(text) <= 10 else datetime.fromisoformat]
-    parsers += [lambda t, f=fmt: _strptime(t, f) for fmt in _DATE_FORMATS]
+    parsers: list[Callable[[str], date | datetime]] = [
+        date.fromisoformat if len(text) <= 10 else datetime.fromisoformat
+    ]
+    parsers += [partial(_strptime, fmt=fmt) for fmt in _DATE_FORMATS]
     for parse in parsers:
         try:
             return parse(text).isoformat()
@@ -480,7 +484,7 @@ def _stem(rel_path: str) -> str:
     return name[:-3] if name.lower().endswith(".md") else name
 
 
-def _title(title: str | None, heads: list[HeadingSpan], rel_path: str) -> str:
+def _title(title: str | None, heads: Sequence[HeadingSpan], rel_path: str) -> str:
     """Frontmatter title, else the first non-empty level-1 heading, else the file stem."""
     if title:
         return title

@@ -31,7 +31,7 @@ from core.index.builder import build_index  # noqa: E402
 from core.index.embed import embed_index  # noqa: E402
 from core.models.catalog import load_local_dir  # noqa: E402
 from core.modes import dense_pipeline as dense_modes  # noqa: E402
-from core.modes.dense_pipeline import DENSE_CACHE, best_per_note  # noqa: E402
+from core.modes.dense_pipeline import DENSE_CACHE  # noqa: E402
 from core.rerank import CrossEncoder  # noqa: E402
 from core.searcher import search_vault  # noqa: E402
 from tests.conftest import note  # noqa: E402
@@ -146,20 +146,6 @@ def test_filters_apply_before_dense_ranking_no_leak(embedded, model_dirs):
     assert [(r.rel_path, r.score) for r in public] == [(r.rel_path, r.score) for r in everyone][1:]
     only_pets = search_vault(embedded, DOG_QUERY, mode="semantic", path_prefixes=["pets/"])
     assert paths(only_pets) == ["pets/puppy.md", "pets/cat.md"]
-
-
-def test_best_per_note_picks_each_notes_best_row_and_grows_past_duplicates():
-    scores = np.array([0.9, 0.8, 0.7, 0.95, 0.1, 0.5], dtype=np.float32)
-    notes = np.array([1, 1, 1, 2, 3, 3], dtype=np.int64)
-    rows = np.arange(6)
-    assert best_per_note(scores, rows, notes, 3) == [3, 0, 5]
-    assert best_per_note(scores, np.array([1, 2, 4]), notes, 5) == [1, 4]
-    many = np.repeat(np.arange(100, dtype=np.int64), 50)  # 50 rows per note: forces regrowth
-    s = np.random.default_rng(0).random(5000).astype(np.float32)
-    got = best_per_note(s, np.arange(5000), many, 100)
-    assert len({int(many[r]) for r in got}) == 100
-    best = {n: s[many == n].max() for n in range(100)}
-    assert [float(s[r]) for r in got] == sorted(best.values(), reverse=True)
 
 
 # ---------------------------------------------------------------- auto

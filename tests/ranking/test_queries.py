@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from core.errors import QuerySyntaxError, UsageError
-from core.ranking.query import MAX_QUERY_CHARS, check_raw, clean_text, fts_quote, match_expression, phrase_expression
+from core.ranking.query import MAX_QUERY_CHARS, clean_text, fts_quote, phrase_expression
 from core.searcher import search_vault
 
 MODEL_FREE = ("fts", "vector", "hybrid", "graph_assisted", "auto")
@@ -230,11 +230,7 @@ def test_clean_text_drops_control_characters_and_bounds_length():
 
 def test_fts_quote_and_expressions():
     assert fts_quote('say "hi"') == '"say ""hi"""'
-    assert match_expression(["a", "b", "a"]) == '"a" OR "b"'
-    assert match_expression(["a", "b"], "AND") == '"a" AND "b"'
     assert phrase_expression(["wiki", "knowledge"]) == '"wiki knowledge"'
-    with pytest.raises(ValueError):
-        match_expression(["a"], "NEAR")
 
 
 @pytest.fixture(scope="module")
@@ -247,18 +243,11 @@ def fts_table() -> sqlite3.Connection:
 @settings(max_examples=150, deadline=None)
 @given(st.lists(st.text(min_size=1, max_size=30).map(clean_text), min_size=1, max_size=5))
 def test_quoted_text_is_always_valid_fts5_and_matches_itself(fts_table, tokens):
-    expression = match_expression(tokens, "AND")
-    check_raw(fts_table, expression)  # never a syntax error, whatever the text
+    expression = " AND ".join(fts_quote(t) for t in tokens)
+    fts_table.execute("SELECT rowid FROM notes_fts WHERE notes_fts MATCH ? LIMIT 1", (expression,)).fetchall()
     with fts_table:
         fts_table.execute("DELETE FROM notes_fts")
         fts_table.execute("INSERT INTO notes_fts(body) VALUES (?)", (" ".join(tokens),))
         hits = fts_table.execute("SELECT count(*) FROM notes_fts WHERE notes_fts MATCH ?", (expression,)).fetchone()
     if all(re.search(r"[A-Za-z0-9]", t) for t in tokens):
         assert hits[0] == 1  # the quoted text finds the row that holds it, literally
-
-
-def test_check_raw_rejects_bad_syntax(fts_table):
-    check_raw(fts_table, "title OR body")
-    with pytest.raises(QuerySyntaxError) as info:
-        check_raw(fts_table, '"open')
-    assert info.value.reason == "query_syntax"

@@ -107,10 +107,70 @@ def test_coverage_hand_computed():
     assert scoring.coverage(np.array([1.0]), 0.0).tolist() == [0.0]
 
 
-def test_cosine_scores_of_unit_vectors():
-    matrix = np.array([[1.0, 0.0], [0.6, 0.8]], dtype=np.float32)
-    out = scoring.cosine_scores(matrix, np.array([0.6, 0.8]))
-    assert out.dtype == np.float32 and out.tolist() == pytest.approx([0.6, 1.0])
+def test_unit_cosine_hand_computed_normalises_the_query():
+    matrix = np.array([[1.0, 0.0], [0.6, 0.8], [-1.0, 0.0]], dtype=np.float32)
+    out = scoring.unit_cosine(matrix, np.array([3.0, 4.0], dtype=np.float32))  # q/|q| = (0.6, 0.8)
+    assert out.dtype == np.float32 and out.tolist() == pytest.approx([0.6, 1.0, -0.6])
+    assert scoring.unit_cosine(matrix, np.zeros(2, np.float32)).tolist() == [0.0, 0.0, 0.0]  # |q| = 0: no NaN
+
+
+def test_coverage_bonus_hand_computed():
+    out = scoring.coverage_bonus(np.array([0.0, 1.0, 2.0, 5.0]), 2.0, 0.5)
+    assert out.dtype == np.float32 and out.tolist() == pytest.approx([0.0, 0.125, 0.5, 0.5])  # 0.5 * c**2
+    assert scoring.coverage_bonus(np.array([1.0]), 0.0, 0.5).tolist() == [0.0]
+
+
+def test_identifier_share_hand_computed():
+    assert scoring.identifier_share(0.1, 1.0, 4) == pytest.approx(1.0)  # the query is the identifier
+    assert scoring.identifier_share(0.1, 0.5, 4) == pytest.approx(0.1 + 0.9 / 16)
+    assert scoring.identifier_share(0.1, 0.0, 4) == pytest.approx(0.1)
+
+
+@PROPS
+@given(st.floats(0, 1), st.floats(0, 1), st.floats(0, 1))
+def test_identifier_share_grows_with_coverage_and_stays_in_base_to_one(base: float, c1: float, c2: float):
+    lo, hi = sorted((c1, c2))
+    a, b = scoring.identifier_share(base, lo, 4), scoring.identifier_share(base, hi, 4)
+    assert base - 1e-12 <= a <= b + 1e-12 <= 1.0 + 2e-12
+
+
+@PROPS
+@given(st.lists(st.floats(0, 10), min_size=1, max_size=20), st.floats(0.01, 10), st.floats(0, 2))
+def test_coverage_bonus_is_bounded_by_its_weight_and_monotone(matched: list[float], total: float, weight: float):
+    arr = np.array(sorted(matched))
+    out = scoring.coverage_bonus(arr, total, weight)
+    assert np.all(out >= 0) and np.all(out <= weight * (1 + 1e-6))
+    assert np.all(np.diff(out) >= -1e-6)
+
+
+@PROPS
+@given(st.integers(1, 40), st.integers(1, 12), st.integers(0, 10_000))
+def test_best_row_per_group_equals_a_full_sort(n_rows: int, k: int, seed: int):
+    rng = np.random.default_rng(seed)
+    scores = rng.random(n_rows).astype(np.float32)
+    groups = rng.integers(0, 8, n_rows).astype(np.int64)
+    rows = np.flatnonzero(rng.random(n_rows) < 0.8)
+    got = scoring.best_row_per_group(scores, rows, groups, k)
+    ranked = sorted(rows.tolist(), key=lambda r: (-scores[r], r))
+    want: list[int] = []
+    for r in ranked:
+        if int(groups[r]) not in {int(groups[w]) for w in want}:
+            want.append(r)
+    assert got == want[:k]
+
+
+def test_best_row_per_group_picks_each_notes_best_row_and_grows_past_duplicates():
+    scores = np.array([0.9, 0.8, 0.7, 0.95, 0.1, 0.5], dtype=np.float32)
+    notes = np.array([1, 1, 1, 2, 3, 3], dtype=np.int64)
+    rows = np.arange(6)
+    assert scoring.best_row_per_group(scores, rows, notes, 3) == [3, 0, 5]
+    assert scoring.best_row_per_group(scores, np.array([1, 2, 4]), notes, 5) == [1, 4]
+    many = np.repeat(np.arange(100, dtype=np.int64), 50)  # 50 rows per note: forces regrowth
+    s = np.random.default_rng(0).random(5000).astype(np.float32)
+    got = scoring.best_row_per_group(s, np.arange(5000), many, 100)
+    assert len({int(many[r]) for r in got}) == 100
+    best = {n: s[many == n].max() for n in range(100)}
+    assert [float(s[r]) for r in got] == sorted(best.values(), reverse=True)
 
 
 def test_rrf_hand_computed():
