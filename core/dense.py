@@ -50,14 +50,9 @@ from typing import Any, Self
 import numpy as np
 
 from core.errors import ModelError
-from core.models.catalog import (
-    KIND_EMBEDDING,
-    PRESETS,
-    ModelFiles,
-    import_backend,
-    resolve_model,
-    verify_model_files,
-)
+from core.models.catalog import import_backend, resolve_model
+from core.models.local import KIND_EMBEDDING, ModelFiles, verify_model_files
+from core.models.presets import PRESETS
 
 TEXT_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 _NUMPY_INT = {"tensor(int64)": np.int64, "tensor(int32)": np.int32}

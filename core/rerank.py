@@ -27,7 +27,7 @@ from core.dense import (
     select_output,
 )
 from core.errors import ModelError
-from core.models.catalog import KIND_RERANKER, ModelFiles
+from core.models.local import KIND_RERANKER, ModelFiles
 
 DEFAULT_OUTPUT = "logits"
 

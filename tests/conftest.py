@@ -94,3 +94,12 @@ def example_vault_copy(tmp_path: Path) -> Path:
     shutil.copytree(EXAMPLE_VAULT, root)
     build_index(root)
     return root
+
+
+@pytest.fixture(scope="session")
+def model_dirs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The MiniLM model directories (fp32, int8, the pair "reranker"), built once and cached
+    across runs in the pytest cache (tests/minilm_fixture.py); shared by every dense test."""
+    from tests.minilm_fixture import cached_model_dirs, fixture_root
+
+    return cached_model_dirs(fixture_root(request, tmp_path_factory))

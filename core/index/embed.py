@@ -49,7 +49,7 @@ from core.dense import (
 from core.errors import ValidationError
 from core.index.builder import all_problems
 from core.index.schema import atomic, get_meta, note_bodies, set_meta
-from core.models.catalog import DEFAULT_EMBEDDING_MODEL
+from core.models.presets import DEFAULT_EMBEDDING_MODEL
 
 # Without a limit, publish a generation after this many newly embedded chunks.
 PUBLISH_EVERY = 2048

@@ -67,7 +67,9 @@ from core.errors import (
     UsageError,
 )
 from core.index.schema import note_bodies
-from core.models.catalog import DEFAULT_RERANKER_MODEL, KIND_RERANKER, import_backend, resolve_model
+from core.models.catalog import import_backend, resolve_model
+from core.models.local import KIND_RERANKER
+from core.models.presets import DEFAULT_RERANKER_MODEL
 from core.modes import lexical
 from core.modes.context import Hit, ModeRun, SearchContext
 from core.ranking import scoring

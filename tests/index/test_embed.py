@@ -21,7 +21,7 @@ from core.index.schema import get_meta  # noqa: E402
 from core.index.status import index_status  # noqa: E402
 from core.searcher import search_vault  # noqa: E402
 from tests.conftest import note  # noqa: E402
-from tests.minilm_fixture import FP32, INT8, cached_model_dirs, fixture_root  # noqa: E402
+from tests.minilm_fixture import FP32, INT8  # noqa: E402
 
 # Ten notes, each with its own `updated` date: n09 is the newest, n00 the oldest.
 TOPICS = [
@@ -40,11 +40,6 @@ TOPICS = [
 
 def vault_files() -> dict[str, str]:
     return {f"n{i:02d}.md": note(f"Note {i}", body, updated=f"2024-01-{i + 10:02d}") for i, body in enumerate(TOPICS)}
-
-
-@pytest.fixture(scope="session")
-def model_dirs(request, tmp_path_factory):
-    return cached_model_dirs(fixture_root(request, tmp_path_factory))
 
 
 @pytest.fixture

@@ -13,8 +13,8 @@ import tokenizers  # noqa: F401  (the dense extra is installed for the tests)
 
 from core.dense import Embedder, cls_pool, l2_normalize, mean_pool  # noqa: E402
 from core.errors import ModelError  # noqa: E402
-from core.models.catalog import load_local_dir  # noqa: E402
-from tests.minilm_fixture import FP32, INT8, cached_model_dirs, fixture_root, variant_dir  # noqa: E402
+from core.models.local import load_local_dir  # noqa: E402
+from tests.minilm_fixture import FP32, INT8, variant_dir  # noqa: E402
 
 TEXTS = [
     "A cat is sleeping on the warm windowsill.",
@@ -23,11 +23,6 @@ TEXTS = [
     "Photosynthesis converts light energy into chemical energy in plants. " * 12,  # ~170 tokens
     "ok",
 ]
-
-
-@pytest.fixture(scope="session")
-def model_dirs(request, tmp_path_factory):
-    return cached_model_dirs(fixture_root(request, tmp_path_factory))
 
 
 @pytest.fixture(scope="module")

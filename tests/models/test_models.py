@@ -23,18 +23,9 @@ from huggingface_hub.errors import LocalEntryNotFoundError, RevisionNotFoundErro
 
 from core.errors import ModelDownloadError, ModelError, ModelMissingError, OnnxRuntimeMissingError  # noqa: E402
 from core.models import catalog as models  # noqa: E402
-from core.models.catalog import (  # noqa: E402
-    PRESETS,
-    ModelConfig,
-    ModelPreset,
-    PinnedFile,
-    download_model,
-    file_sha256,
-    list_models,
-    load_local_dir,
-    resolve_model,
-    verify_model_files,
-)
+from core.models.catalog import download_model, list_models, resolve_model
+from core.models.local import ModelConfig, PinnedFile, file_sha256, load_local_dir, verify_model_files
+from core.models.presets import PRESETS, ModelPreset
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CONTENT = {

@@ -11,19 +11,14 @@ import pytest
 import tokenizers  # noqa: F401  (the dense extra is installed for the tests)
 
 from core.errors import ModelError  # noqa: E402
-from core.models.catalog import load_local_dir  # noqa: E402
+from core.models.local import load_local_dir  # noqa: E402
 from core.rerank import CrossEncoder  # noqa: E402
-from tests.minilm_fixture import FP32, PAIR, cached_model_dirs, fixture_root, variant_dir  # noqa: E402
+from tests.minilm_fixture import FP32, PAIR, variant_dir  # noqa: E402
 
 QUERY = "How do cats sleep during the day?"
 RELEVANT = "Cats sleep for many hours during the day, often curled up in a warm sunny spot."
 UNRELATED = "The central bank raised interest rates by a quarter point on Tuesday."
 FILLER = " Tariff schedules, bond yields and quarterly earnings were discussed at length." * 40  # ~600 tokens
-
-
-@pytest.fixture(scope="session")
-def model_dirs(request, tmp_path_factory):
-    return cached_model_dirs(fixture_root(request, tmp_path_factory))
 
 
 @pytest.fixture(scope="module")

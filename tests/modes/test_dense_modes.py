@@ -29,13 +29,13 @@ from core.errors import (  # noqa: E402
 )
 from core.index.builder import build_index  # noqa: E402
 from core.index.embed import embed_index  # noqa: E402
-from core.models.catalog import load_local_dir  # noqa: E402
+from core.models.local import load_local_dir  # noqa: E402
 from core.modes import dense_pipeline as dense_modes  # noqa: E402
 from core.modes.dense_pipeline import DENSE_CACHE  # noqa: E402
 from core.rerank import CrossEncoder  # noqa: E402
 from core.searcher import search_vault  # noqa: E402
 from tests.conftest import note  # noqa: E402
-from tests.minilm_fixture import FP32, INT8, PAIR, cached_model_dirs, fixture_root  # noqa: E402
+from tests.minilm_fixture import FP32, INT8, PAIR  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 DENSE = ("semantic", "reranked")
@@ -75,11 +75,6 @@ FILES = {
     "pets/cat.md": note("Cat", "The kitten napped on the warm windowsill all afternoon.", updated="2024-02-10"),
 }
 DOG_QUERY = "a young dog playing fetch"
-
-
-@pytest.fixture(scope="session")
-def model_dirs(request, tmp_path_factory):
-    return cached_model_dirs(fixture_root(request, tmp_path_factory))
 
 
 @pytest.fixture(scope="module")
