@@ -53,6 +53,8 @@ def cmd_index(args: argparse.Namespace) -> int:
             progress=progress,
             keep=args.keep,
             wait_seconds=args.wait,
+            source=args.source,
+            rev=args.rev,
         ).to_dict()
     if embed:
         out["embed"] = embed_index(
@@ -223,7 +225,9 @@ def _add_filters(p: argparse.ArgumentParser) -> None:
     g.add_argument("--path", action="append", help="path or namespace prefix (repeatable: any of)")
     g.add_argument("--since", help="ISO date/datetime lower bound on --date-field")
     g.add_argument("--until", help="ISO date/datetime upper bound (a date includes the whole day)")
-    g.add_argument("--date-field", default="updated", help="created | updated | source_date | date")
+    g.add_argument(
+        "--date-field", default="updated", help="created | updated | source_date | date | git_date | git_created"
+    )
     g.add_argument("--status", action="append", help="note status (repeatable: any of)")
     g.add_argument("--volatility", action="append", help="note volatility (repeatable: any of)")
     g.add_argument("--include-superseded", action="store_true", help="also return superseded notes")
@@ -257,6 +261,13 @@ def build_parser() -> argparse.ArgumentParser:
         default="porter unicode61 remove_diacritics 2",
         help="FTS5 tokenizer; use 'unicode61 remove_diacritics 2' for non-English vaults",
     )
+    p.add_argument(
+        "--source",
+        choices=["worktree", "git"],
+        help="read notes from the working tree or from a git commit (default: what the index was built from, "
+        "else worktree); stored with the index",
+    )
+    p.add_argument("--rev", help="with --source git: the revision to index (default: the stored one, else HEAD)")
     p.add_argument("--keep", type=int, default=2, help="ready generations to retain")
     p.add_argument("--wait", type=float, default=0.0, help="seconds to wait for another build's lock")
     p.add_argument("--embed", action="store_true", help="after building, embed every chunk without a vector")

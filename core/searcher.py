@@ -43,6 +43,7 @@ class SearchResult:
     score_source: str = ""
     heading_path: str = "[]"
     via: dict[str, Any] | None = None
+    dates: dict[str, str] | None = None  # the note's date fields that are set (git_date, updated, ...)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -180,6 +181,7 @@ def _results(ctx: SearchContext, run: ModeRun, with_passages: bool) -> list[Sear
                 score_source=h.score_source,
                 heading_path=p.heading_path if p else "[]",
                 via=h.via,
+                dates=f["dates"],
             )
         )
     return out

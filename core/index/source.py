@@ -106,9 +106,7 @@ class WorkingTreeSource:
         return False  # only a scan can tell
 
 
-def resolve_settings(
-    source: str | None, rev: str | None, stored: Mapping[str, Any] | None
-) -> tuple[str, str | None]:
+def resolve_settings(source: str | None, rev: str | None, stored: Mapping[str, Any] | None) -> tuple[str, str | None]:
     """(source, rev) of this build: what the caller asked, else what the active generation recorded,
     else the working tree. A git build without a revision follows the stored one, else ``HEAD``."""
     if source is not None and source not in SOURCES:

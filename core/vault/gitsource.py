@@ -104,7 +104,9 @@ def discover(vault: Path) -> Repo:
     except GitCommandError as exc:
         if exc.evidence.get("exit_status") == 128:
             raise NotAGitRepoError(
-                f"{vault} is not inside a git work tree", vault=str(vault), hint="index the working tree: --source worktree"
+                f"{vault} is not inside a git work tree",
+                vault=str(vault),
+                hint="index the working tree: --source worktree",
             ) from None
         raise
     top, prefix, shallow = (_decode(line) for line in out.splitlines()[:3])
@@ -294,10 +296,18 @@ def is_ancestor(repo: Repo, old: str, new: str) -> bool:
 def changed_paths(repo: Repo, old_tree: str, new_tree: str) -> set[str] | None:
     """Paths (relative to the vault) whose entry differs between two trees; None when ``old_tree``
     is gone (a rewritten and pruned history): the caller then compares contents instead."""
+    found = changed_status(repo, old_tree, new_tree)
+    return None if found is None else set(found)
+
+
+def changed_status(repo: Repo, old_tree: str, new_tree: str) -> dict[str, str] | None:
+    """path -> ``A`` / ``D`` / ``M`` / ``T`` between two trees (``diff-tree --name-status``); None
+    when ``old_tree`` no longer exists."""
     if not repo.succeeds("cat-file", "-e", old_tree):
         return None
-    out = repo.git("diff-tree", "-r", "-z", "--no-renames", "--name-only", old_tree, new_tree)
-    return {_decode(p) for p in out.split(b"\0") if p}
+    out = repo.git("diff-tree", "-r", "-z", "--no-renames", "--name-status", old_tree, new_tree)
+    tokens = [t for t in out.split(b"\0")]
+    return {_decode(tokens[i + 1]): _decode(tokens[i]) for i in range(0, len(tokens) - 1, 2) if tokens[i]}
 
 
 def commits_between(repo: Repo, old: str, new: str) -> int | None:
