@@ -40,12 +40,15 @@ SQL_DATES_READ = "SELECT rel_path, last_ct, added_ct FROM git_dates"
 SQL_DATES_UPSERT = "INSERT OR REPLACE INTO git_dates(rel_path, last_ct, added_ct) VALUES (?, ?, ?)"
 # Note dates follow the table; a path the history does not name (cannot happen outside a broken
 # repository) keeps NULL.
+# mtime_ns of a git-sourced file is its last commit time, so that a carried-over row and one read
+# again from the same commit are identical.
 SQL_NOTES_DATES = (
     "UPDATE notes SET git_date = strftime('%Y-%m-%dT%H:%M:%S+00:00', d.last_ct, 'unixepoch'), "
     "git_created = CASE WHEN d.added_ct IS NULL THEN NULL "
-    "ELSE strftime('%Y-%m-%dT%H:%M:%S+00:00', d.added_ct, 'unixepoch') END "
+    "ELSE strftime('%Y-%m-%dT%H:%M:%S+00:00', d.added_ct, 'unixepoch') END, mtime_ns = d.last_ct * 1000000000 "
     "FROM git_dates d WHERE d.rel_path = notes.rel_path"
 )
+SQL_SKIPPED_DATES = "UPDATE skipped_files SET mtime_ns = d.last_ct * 1000000000 FROM git_dates d WHERE d.rel_path = skipped_files.rel_path"
 
 
 class GitSource:
@@ -139,6 +142,7 @@ class GitSource:
         conn.executemany(SQL_DATES_UPSERT, rows)
         conn.execute("UPDATE notes SET git_date = NULL, git_created = NULL")
         conn.execute(SQL_NOTES_DATES)
+        conn.execute(SQL_SKIPPED_DATES)
 
     def _dates(self, conn: sqlite3.Connection, base: str | None) -> list[tuple[str, int, int | None]] | None:
         """(path, last, added) of every note path: from the stored dates and ``base..commit`` when
