@@ -115,6 +115,7 @@ def _filters(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
+    from core.ranking.decay import AgeDecay
     from core.render import format_search_results
     from core.searcher import search_vault
 
@@ -129,6 +130,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         model=args.model,
         index_dir=_env_index_dir(args),
         options={"reranker": args.reranker} if args.reranker else None,
+        decay=AgeDecay() if args.age_decay else None,
         **kw,
     )
     if args.json:
@@ -299,6 +301,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--allow-fallback", action="store_true", help="let dense modes run fts (labelled) when not ready")
     p.add_argument("--model", help="embedding model (preset or directory) instead of the index's")
     p.add_argument("--reranker", help="cross-encoder for reranked (preset or directory; default bge-reranker-base)")
+    p.add_argument(
+        "--age-decay",
+        action="store_true",
+        help="down-weight volatile/evolving notes by age (git_date, else updated/date/created); off by default",
+    )
     p.add_argument("--index-dir")
     _add_filters(p)
     p.set_defaults(func=cmd_search)

@@ -221,7 +221,7 @@ def read_blobs(repo: Repo, blobs: Iterable[str]) -> dict[str, bytes]:
     wanted = list(dict.fromkeys(blobs))
     if not wanted:
         return {}
-    out = repo.git("cat-file", "--batch", stdin=("\n".join(wanted) + "\n").encode())
+    out = repo.git("cat-file", "--batch", "--buffer", stdin=("\n".join(wanted) + "\n").encode())
     found: dict[str, bytes] = {}
     at = 0
     for blob in wanted:
