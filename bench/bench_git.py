@@ -47,11 +47,13 @@ def _data(payload: bytes) -> bytes:
     return b"data %d\n" % len(payload) + payload + b"\n"
 
 
-def make_repo(dest: Path, commits: int, seed: int = 15) -> dict[str, Any]:
-    """A git repository holding SOURCE's notes with ``commits`` commits of history (see the docstring)."""
-    notes = sorted(p.relative_to(SOURCE).as_posix() for p in SOURCE.rglob("*.md"))
+def make_repo(dest: Path, commits: int, seed: int = 15, source: Path = SOURCE) -> dict[str, Any]:
+    """A git repository holding ``source``'s notes with ``commits`` commits of history (see the
+    docstring). ``dates`` is what the history pass must find: rel_path -> (last, first) commit time."""
+    notes = sorted(p.relative_to(source).as_posix() for p in source.rglob("*.md"))
+    dates = {rel: (T0, T0) for rel in notes}
     rng = random.Random(seed)
-    text = {rel: (SOURCE / rel).read_bytes() for rel in notes}
+    text = {rel: (source / rel).read_bytes() for rel in notes}
     stream = bytearray()
 
     def header(n: int) -> None:
@@ -70,13 +72,14 @@ def make_repo(dest: Path, commits: int, seed: int = 15) -> dict[str, Any]:
         header(n)
         for rel in rng.sample(notes, rng.randint(1, 8)):
             text[rel] += b"\nEdited in commit %d.\n" % n
+            dates[rel] = (T0 + n * 86_400, T0)
             touched += 1
             stream.extend(b"M 100644 inline " + rel.encode() + b"\n" + _data(text[rel]))
     dest.mkdir(parents=True)
     subprocess.run(["git", "init", "-q", "-b", "main", str(dest)], check=True)
     subprocess.run(["git", "-C", str(dest), "fast-import", "--quiet"], input=bytes(stream), check=True)
     subprocess.run(["git", "-C", str(dest), "checkout", "-q", "-f", "main"], check=True)
-    return {"notes": len(notes), "commits": commits, "note_edits": touched}
+    return {"notes": len(notes), "commits": commits, "note_edits": touched, "dates": dates}
 
 
 def commit_change(repo: Path, fraction: float, seed: int = 16) -> int:
@@ -252,6 +255,7 @@ def run(commits: int, out: Path) -> dict[str, Any]:
         repo = Path(tmp) / "ps-docs"
         t = time.perf_counter()
         made = make_repo(repo, commits)
+        made.pop("dates")
         made["make_seconds"] = time.perf_counter() - t
         access = measure_access(repo)
         work = run_phase(MODULE, ["_phase", "build", str(repo), str(Path(tmp) / "ix-work"), "worktree"])
