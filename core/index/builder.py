@@ -33,7 +33,7 @@ from core import generations as gen
 from core.errors import IntegrityError, ValidationError
 from core.index.ingest import NoteWriter, default_workers, delete_notes, prepared_notes, recompute_edges
 from core.index.schema import SCHEMA_VERSION, atomic, create_schema, get_meta, set_meta
-from core.index.source import NoteSource, make_source, resolve_settings
+from core.index.source import NoteSource, make_source, resolve_settings, stored_settings
 from core.ranking.analysis import analyzer_for, check_tokenizer
 from core.vault.chunking import CHUNKER_VERSION
 from core.vault.scan import MAX_NOTE_BYTES, ScannedFile, ScanResult
@@ -358,7 +358,7 @@ def build_index(
     vault = Path(vault).resolve()
     layout = gen.layout_for(vault, index_dir)
     config = config or IndexConfig()
-    chosen, chosen_rev = resolve_settings(source, rev, _stored_settings(layout, in_place=in_place))
+    chosen, chosen_rev = resolve_settings(source, rev, stored_settings(layout, in_place=in_place))
     if chosen == "git":
         from core.vault.gitsource import discover
 
@@ -379,27 +379,6 @@ def build_index(
         if start is None:
             return _build_in_place(run, scan, scan_started_ns)
         return _build_generation(run, start, scan, scan_started_ns, keep=keep, on_step=on_step)
-
-
-def _stored_settings(layout: gen.IndexLayout, *, in_place: bool) -> dict[str, Any] | None:
-    """The source settings the current index recorded (None: no readable index). Read without
-    verifying: they only choose how to build; what is carried over is verified by ``_open_base``."""
-    path: Path | None = layout.legacy_path if in_place else None
-    if not in_place:
-        try:
-            record = gen.active_record(layout)
-        except IntegrityError:
-            return None
-        path = layout.generations_dir / record["file_name"] if record else None
-    if path is None or not path.exists():
-        return None
-    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-    try:
-        return get_meta(conn)
-    except sqlite3.DatabaseError:
-        return None
-    finally:
-        conn.close()
 
 
 def _current_report(run: _Run, base: gen.ResolvedIndex) -> BuildReport | None:

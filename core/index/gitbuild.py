@@ -135,9 +135,9 @@ class GitSource:
         meta = get_meta(conn)
         base = meta.get("git_commit") if meta.get("source") == "git" else None
         incremental = bool(base) and git.is_ancestor(self.repo, str(base), self.revision.commit)
-        rows = self._dates(conn, str(base)) if incremental else None
-        if rows is None:  # no usable base, or a note path the base never dated (an ignore rule changed)
-            rows = self._dates(conn, None)
+        found = self._dates(conn, str(base)) if incremental else None
+        # no usable base, or a note path the base never dated (an ignore rule changed): the whole history
+        rows = found if found is not None else self._dates(conn, None) or []
         conn.execute(SQL_DATES_CLEAR)
         conn.executemany(SQL_DATES_UPSERT, rows)
         conn.execute("UPDATE notes SET git_date = NULL, git_created = NULL")

@@ -24,8 +24,10 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-from core.errors import SourceChangedError, UsageError
+from core import generations as gen
+from core.errors import IntegrityError, SourceChangedError, UsageError
 from core.index.ingest import read_source
+from core.index.schema import get_meta
 from core.vault.scan import ScannedFile, ScanResult, scan_vault
 
 SOURCES = ("worktree", "git")
@@ -104,6 +106,27 @@ class WorkingTreeSource:
 
     def is_current(self, meta: Mapping[str, Any]) -> bool:
         return False  # only a scan can tell
+
+
+def stored_settings(layout: gen.IndexLayout, *, in_place: bool) -> dict[str, Any] | None:
+    """The source settings the current index recorded (None: no readable index). Read without
+    verifying: they only choose how to build; what is carried over is verified by ``_open_base``."""
+    path: Path | None = layout.legacy_path if in_place else None
+    if not in_place:
+        try:
+            record = gen.active_record(layout)
+        except IntegrityError:
+            return None
+        path = layout.generations_dir / record["file_name"] if record else None
+    if path is None or not path.exists():
+        return None
+    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        return get_meta(conn)
+    except sqlite3.DatabaseError:
+        return None
+    finally:
+        conn.close()
 
 
 def resolve_settings(source: str | None, rev: str | None, stored: Mapping[str, Any] | None) -> tuple[str, str | None]:
