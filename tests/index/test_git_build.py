@@ -207,3 +207,11 @@ def test_lfs_pointers_and_submodules_are_skipped_and_reported(repo: Path, tmp_pa
         ("lfs.md", "git_lfs_pointer_skipped"),
     }
     assert "lfs.md" not in dates(repo)
+
+
+def test_switching_a_working_tree_index_to_git_carries_identical_notes_over(repo: Path) -> None:
+    (repo / "gamma.md").write_text("# Gamma\n\nnot committed\n")
+    build_index(repo)  # indexes the working tree's gamma.md
+    report = build_index(repo, source="git")
+    assert (report.reused, report.changed) == (2, 1)  # gamma.md is read back from its committed blob
+    assert meta(repo)["source"] == "git" and dates(repo)["gamma.md"] == (iso(T0 + DAY), iso(T0 + DAY))
