@@ -13,6 +13,7 @@
    check (``watermark_current``, in process, median of 20), the ``git_date`` pass alone
    (``gitsource.history``, median of 5), and an incremental build after a commit that touches
    5% of the notes, against the cold git build.
+4. Age decay: ``fts`` latency and top-10 movement with ``decay`` off, default and on every note.
 
 Targets (issue #15): git cold <= 1.3x working-tree cold; up-to-date check <= 20 ms; dates pass
 <= 1 s; incremental <= 25% of cold.
@@ -250,6 +251,37 @@ def _phase_dates(repo: Path) -> dict[str, Any]:
     return {"median_s": median_ms(samples) / 1000, "samples_s": samples, "paths": len(found)}
 
 
+def _phase_decay(repo: Path, index_dir: Path, n_queries: int = 50) -> dict[str, Any]:
+    """``fts`` with and without age decay on the git index: latency and how much the top 10 moves.
+    The PowerShell notes set no ``volatility``, so the default decay must change nothing; the
+    ``all_notes`` variant decays every note with a one-year half-life by its ``git_date``."""
+    from core.ranking.decay import AgeDecay
+    from core.searcher import search_vault
+
+    notes = sorted(p for p in repo.rglob("*.md") if ".git" not in p.parts)
+    queries = []
+    for path in random.Random(17).sample(notes, n_queries):
+        lines = [ln.strip("# ").strip() for ln in path.read_text(encoding="utf-8").splitlines() if ln.startswith("# ")]
+        queries.append(lines[0] if lines else path.stem.replace("-", " "))
+    variants = {"off": None, "default": AgeDecay(), "all_notes": AgeDecay(half_lives={"": 365.0})}
+    out: dict[str, Any] = {"queries": len(queries)}
+    tops: dict[str, list[list[str]]] = {}
+    for name, decay in variants.items():
+        search_vault(repo, queries[0], mode="fts", index_dir=index_dir, decay=decay)  # warm
+        samples, tops[name] = [], []
+        for q in queries:
+            t = time.perf_counter()
+            hits = search_vault(repo, q, mode="fts", index_dir=index_dir, decay=decay)
+            samples.append(time.perf_counter() - t)
+            tops[name].append([h.rel_path for h in hits])
+        out[name] = {"p50_ms": median_ms(samples)}
+    for name in ("default", "all_notes"):
+        same = [a == b for a, b in zip(tops["off"], tops[name])]
+        overlap = [len(set(a) & set(b)) / max(1, len(a)) for a, b in zip(tops["off"], tops[name])]
+        out[name].update(identical_top10=sum(same) / len(same), mean_overlap10=sum(overlap) / len(overlap))
+    return out
+
+
 def run(commits: int, out: Path) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="bench-git-") as tmp:
         repo = Path(tmp) / "ps-docs"
@@ -264,6 +296,7 @@ def run(commits: int, out: Path) -> dict[str, Any]:
         dates = run_phase(MODULE, ["_phase", "dates", str(repo)])
         touched = commit_change(repo, CHANGE_FRACTION)
         incremental = run_phase(MODULE, ["_phase", "build", str(repo), str(Path(tmp) / "ix-git"), "git"])
+        decay = run_phase(MODULE, ["_phase", "decay", str(repo), str(Path(tmp) / "ix-git")])
         shutil.rmtree(repo, ignore_errors=True)
     result = {
         "machine": machine_info(),
@@ -274,6 +307,7 @@ def run(commits: int, out: Path) -> dict[str, Any]:
         "uptodate": uptodate,
         "dates_pass": dates,
         "incremental": {**incremental, "touched_notes": touched},
+        "decay": decay,
         "ratios": {
             "cold_ratio": cold["wall_seconds"] / work["wall_seconds"],
             "incremental_ratio": incremental["wall_seconds"] / cold["wall_seconds"],
@@ -325,7 +359,35 @@ def render_markdown(data: dict[str, Any]) -> list[str]:
         "|---|---|---|---|---|",
         *rows,
         "",
+        f"The up-to-date `build_index` call (verifies the active generation's SHA-256 first, in a new process): "
+        f"{data['uptodate'].get('build_uptodate_ms', 0):.0f} ms.",
+        "",
+        *_decay_lines(data.get("decay")),
     ]
+
+
+def _decay_lines(decay: dict[str, Any] | None) -> list[str]:
+    if not decay:
+        return ["_age decay: not measured_", ""]
+    rows = [
+        f"| {name} | {decay[name]['p50_ms']:.1f} | {_pct(decay[name].get('identical_top10'))} | "
+        f"{_pct(decay[name].get('mean_overlap10'))} |"
+        for name in ("off", "default", "all_notes")
+    ]
+    return [
+        f"Age decay (`fts`, {decay['queries']} title queries on the git index; the notes set no `volatility`, so "
+        "the default decay must leave every ranking as it is; `all_notes` decays every note by `git_date` with "
+        "a one-year half-life):",
+        "",
+        "| decay | p50 ms | top 10 identical to off | mean overlap@10 |",
+        "|---|---|---|---|",
+        *rows,
+        "",
+    ]
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0%}"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -338,6 +400,8 @@ def main(argv: list[str] | None = None) -> None:
             emit_phase_result(_phase_uptodate(Path(rest[0]), Path(rest[1])))
         elif kind == "dates":
             emit_phase_result(_phase_dates(Path(rest[0])))
+        elif kind == "decay":
+            emit_phase_result(_phase_decay(Path(rest[0]), Path(rest[1])))
         return
     parser = argparse.ArgumentParser(description="Benchmark --source git on the PowerShell docs.")
     parser.add_argument("--commits", type=int, default=1000)

@@ -4,7 +4,8 @@ A note whose frontmatter says it is ``volatile`` (or ``evolving``) loses weight 
 score is multiplied by ``scoring.volatility_age_decay`` of its age, dated by the first date field
 it has among ``AgeDecay.date_fields`` (``git_date`` first: a git-sourced index knows when a note
 last changed; then ``updated``, ``date``, ``created``). ``stable`` notes and notes without a
-volatility or a date keep their score. The mode is asked for ``candidates`` hits, they are
+volatility or a date keep their score (the key ``""`` of ``half_lives`` gives notes without a
+volatility a half-life too). The mode is asked for ``candidates`` hits, they are
 re-scored and re-sorted, and the best ``limit`` are kept; each re-scored hit's ``score_source``
 says ``+age_decay``. Applies to modes whose scores are non-negative (every registered mode's are:
 BM25, RRF, cosine of non-negative sparse vectors, cross-encoder sigmoid); a negative score is

@@ -215,3 +215,53 @@ def test_switching_a_working_tree_index_to_git_carries_identical_notes_over(repo
     report = build_index(repo, source="git")
     assert (report.reused, report.changed) == (2, 1)  # gamma.md is read back from its committed blob
     assert meta(repo)["source"] == "git" and dates(repo)["gamma.md"] == (iso(T0 + DAY), iso(T0 + DAY))
+
+
+def _add_fake_vectors(vault: Path) -> None:
+    """Publish a copy of the active generation with a (fake) dense vector for every chunk."""
+    import shutil as sh
+
+    import numpy as np
+
+    layout = gen.layout_for(vault)
+    base = gen.resolve(layout)
+    with gen.build_lock(layout):
+        staged = gen.new_staging_path(layout)
+        sh.copyfile(base.path, staged)
+        conn = sqlite3.connect(staged)
+        ids = [r[0] for r in conn.execute("SELECT id FROM chunks")]
+        conn.executemany(
+            "INSERT INTO chunk_vectors(chunk_id, vector) VALUES (?, ?)",
+            [(i, np.full(4, i, dtype="<f4").tobytes()) for i in ids],
+        )
+        conn.execute("INSERT INTO meta(key, value) VALUES ('dense_model', '\"fake-model\"')")
+        conn.commit()
+        conn.close()
+        record = gen.GenerationRecord(
+            source_snapshot_hash=base.source_snapshot_hash or "",
+            notes=base.record["notes"],
+            chunks=len(ids),
+            dense_chunks=len(ids),
+            chunker=base.record["chunker"],
+            tokenizer=base.record["tokenizer"],
+            timings={},
+            problems=[],
+            dense_model="fake-model",
+        )
+        gen.publish(layout, staged, record, expected_base=base.generation_id)
+
+
+def test_dense_vectors_of_notes_a_commit_did_not_touch_are_carried_over(repo: Path) -> None:
+    build_index(repo, source="git")
+    _add_fake_vectors(repo)
+    before = active(repo)
+    kept = {rel: note_rows(before, rel) for rel in ("alpha.md", "dir/beta.md")}
+    assert all(rows["vectors"] for rows in kept.values())
+    commit(repo, {"gamma.md": "# Gamma\n\nchanged\n"}, T0 + 2 * DAY)
+    report = build_index(repo)
+    assert (report.reused, report.changed) == (2, 1)
+    after = active(repo)
+    for rel, rows in kept.items():
+        assert note_rows(after, rel) == rows, rel  # ids, rows, git dates and vectors all kept
+    assert note_rows(after, "gamma.md")["vectors"] == []
+    assert gen.verify_full(gen.layout_for(repo))

@@ -62,3 +62,16 @@ def test_decay_settings_are_checked() -> None:
         AgeDecay(floor=1.5)
     with pytest.raises(UsageError):
         AgeDecay(date_fields=("mtime",))
+
+
+def test_notes_without_volatility_decay_only_when_the_empty_key_says_so(make_vault) -> None:
+    vault = make_vault(
+        {
+            "old.md": note("Old", "lantern lantern lantern", updated="2015-01-01"),
+            "new.md": note("New", "lantern", updated="2023-11-01"),
+        },
+        name="decay-unset",
+    )
+    assert [r.rel_path for r in search_vault(vault, "lantern", mode="fts", decay=AgeDecay(now=NOW))][0] == "old.md"
+    every = AgeDecay(half_lives={"": 365.0}, now=NOW)
+    assert [r.rel_path for r in search_vault(vault, "lantern", mode="fts", decay=every)][0] == "new.md"
