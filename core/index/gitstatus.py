@@ -49,9 +49,14 @@ def watermark_current(vault: str | Path, index_dir: str | Path | None = None) ->
 
 
 def git_freshness(
-    vault: str | Path, meta: Mapping[str, Any], *, index_dir: str | Path | None = None, uncommitted: bool = True
-) -> dict[str, Any]:
-    """Freshness of a git-sourced index whose generation meta is ``meta``.
+    vault: str | Path,
+    meta: Mapping[str, Any] | None = None,
+    *,
+    index_dir: str | Path | None = None,
+    uncommitted: bool = True,
+) -> dict[str, Any] | None:
+    """Freshness of a git-sourced index whose generation meta is ``meta`` (default: the active
+    generation's, read without hashing it); None when the index is not git-sourced.
 
     ``up_to_date``: the watermark is what ``rev`` resolves to now. ``commits_since``: commits the
     revision gained since the watermark (None when the watermark is not in its history: a reset
@@ -64,6 +69,9 @@ def git_freshness(
 
     vault = Path(vault).resolve()
     layout = gen.layout_for(vault, Path(index_dir) if index_dir else None)
+    meta = _active_meta(layout) if meta is None else meta
+    if not meta or meta.get("source") != "git":
+        return None
     repo = git.discover(vault)
     watermark, rev = str(meta["git_commit"]), str(meta["git_rev"])
     out: dict[str, Any] = {
@@ -123,4 +131,5 @@ def git_staleness(vault: Path, meta: Mapping[str, Any], index_dir: Path | None) 
     """``status``'s staleness block for a git-sourced index: stale means the revision moved on
     (the paths it changed are ``modified``); uncommitted edits are counted apart, never stale."""
     fresh = git_freshness(vault, meta, index_dir=index_dir)
+    assert fresh is not None  # the caller checked that the index is git-sourced
     return {"stale": not fresh["up_to_date"], **fresh["changed"], "git": fresh, "uncommitted": fresh["uncommitted"]}

@@ -16,6 +16,7 @@ from core.index.gitstatus import git_freshness, watermark_current
 from core.index.schema import get_meta
 from core.index.status import index_status
 from core.searcher import search_vault
+from core.vault.gitsource import iso_utc
 from tests.gitrepo import DAY, T0, commit, init
 from tests.gitrepo import git as run
 from tests.index.test_incremental import _comparable, note_rows
@@ -24,12 +25,6 @@ pytestmark = pytest.mark.skipif(not __import__("shutil").which("git"), reason="n
 
 
 def iso(ts: int) -> str:
-    return git_iso(ts)
-
-
-def git_iso(ts: int) -> str:
-    from core.vault.gitsource import iso_utc
-
     return iso_utc(ts)
 
 
@@ -265,3 +260,29 @@ def test_dense_vectors_of_notes_a_commit_did_not_touch_are_carried_over(repo: Pa
         assert note_rows(after, rel) == rows, rel  # ids, rows, git dates and vectors all kept
     assert note_rows(after, "gamma.md")["vectors"] == []
     assert gen.verify_full(gen.layout_for(repo))
+
+
+def test_git_freshness_reads_the_active_index_and_ignores_a_working_tree_index(repo: Path, tmp_path: Path) -> None:
+    build_index(repo, source="git")
+    commit(repo, {"omega.md": "# Omega\n"}, T0 + 2 * DAY)
+    fresh = git_freshness(repo)
+    assert fresh is not None and fresh["up_to_date"] is False and fresh["commits_since"] == 1
+    assert fresh["changed"] == {"added": ["omega.md"], "modified": [], "removed": []}
+    build_index(repo, index_dir=tmp_path / "wt", source="worktree")
+    assert git_freshness(repo, index_dir=tmp_path / "wt") is None
+    assert watermark_current(repo, tmp_path / "wt") is None
+
+
+def test_the_in_place_layout_builds_from_git_too(repo: Path) -> None:
+    first = build_index(repo, source="git", in_place=True)
+    assert first.index_kind == "legacy_db" and first.notes == 3
+    assert build_index(repo, in_place=True).up_to_date
+    commit(repo, {"alpha.md": "# Alpha\n\nalpha harbour v3\n"}, T0 + 2 * DAY)
+    report = build_index(repo, in_place=True)
+    assert (report.reused, report.changed) == (2, 1)
+    conn = sqlite3.connect(gen.layout_for(repo).legacy_path)
+    try:
+        row = conn.execute("SELECT git_date FROM notes WHERE rel_path = 'alpha.md'").fetchone()
+        assert row == (iso(T0 + 2 * DAY),) and get_meta(conn)["git_commit"] == run(repo, "rev-parse", "HEAD")
+    finally:
+        conn.close()
