@@ -46,6 +46,9 @@ from core.vault.scan import IGNORE_FILE, MAX_NOTE_BYTES, SKIP_DIR_NAMES, parse_i
 LFS_POINTER_PREFIX = b"version https://git-lfs.github.com/spec/v1"
 _LFS_POINTER_MAX = 1024  # an LFS pointer file is ~130 bytes; git-lfs rejects pointers over 1 KiB
 _ENV = {"GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C", "GIT_TERMINAL_PROMPT": "0"}
+# Settings a user's configuration must not change: raw paths, and the root commit's files in the
+# history pass (log.showRoot=false would hide the commit that added them).
+_CONFIG = ("-c", "core.quotepath=off", "-c", "log.showRoot=true")
 
 
 def _decode(raw: bytes) -> str:
@@ -54,7 +57,7 @@ def _decode(raw: bytes) -> str:
 
 def run_git(cwd: Path, *args: str, stdin: bytes | None = None, ok: Sequence[int] = (0,)) -> bytes:
     """stdout of ``git -C cwd ARGS``; a missing executable or an unexpected exit is a ``GitCommandError``."""
-    cmd = ["git", "-C", str(cwd), "-c", "core.quotepath=off", *args]
+    cmd = ["git", "-C", str(cwd), *_CONFIG, *args]
     try:
         done = subprocess.run(cmd, input=stdin, capture_output=True, env={**os.environ, **_ENV}, check=False)
     except FileNotFoundError:

@@ -104,3 +104,9 @@ def test_uncommitted_counts_note_changes_only(repo: Path) -> None:
     r = git.discover(repo)
     assert git.uncommitted(r) == ["a.md", "fresh.md"]
     assert not (repo / ".git" / "index.lock").exists()
+
+
+def test_the_history_pass_ignores_a_user_setting_that_hides_the_root_commit(repo: Path) -> None:
+    run(repo, "config", "log.showRoot", "false")
+    r = git.discover(repo)
+    assert git.history(r, git.resolve(r, "HEAD").commit)["dir/b.md"] == git.PathDates(T0, T0)
