@@ -247,6 +247,16 @@ def build_section(results: dict[str, dict[str, Any]]) -> list[str]:
     ]
 
 
+def git_section(results: dict[str, dict[str, Any]]) -> list[str]:
+    """``--source git`` against the working tree, and the git access choice (bench_git)."""
+    data = results.get("git")
+    if not data:
+        return ["## Git source", "", "_not run: no bench/results/git.json_", ""]
+    from bench.bench_git import render_markdown
+
+    return ["## Git source (`--source git`)", "", _run_line(data), "", *render_markdown(data)]
+
+
 def _mode_note(corpus: dict[str, Any], mode: str) -> str:
     """How a row ran: a baseline, the mode itself, a labelled fallback, or its fail-closed reason."""
     probe = corpus["modes"].get(mode)
@@ -622,6 +632,7 @@ def render(results: dict[str, dict[str, Any]], results_dir: Path = RESULTS_DIR, 
         *suite_section(results),
         *targets_section(results),
         *build_section(results),
+        *git_section(results),
         *quality_section(results),
         *latency_section(results),
         *scale_section(results),

@@ -53,6 +53,8 @@ def cmd_index(args: argparse.Namespace) -> int:
             progress=progress,
             keep=args.keep,
             wait_seconds=args.wait,
+            source=args.source,
+            rev=args.rev,
         ).to_dict()
     if embed:
         out["embed"] = embed_index(
@@ -113,6 +115,7 @@ def _filters(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
+    from core.ranking.decay import AgeDecay
     from core.render import format_search_results
     from core.searcher import search_vault
 
@@ -127,6 +130,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         model=args.model,
         index_dir=_env_index_dir(args),
         options={"reranker": args.reranker} if args.reranker else None,
+        decay=AgeDecay() if args.age_decay else None,
         **kw,
     )
     if args.json:
@@ -223,7 +227,9 @@ def _add_filters(p: argparse.ArgumentParser) -> None:
     g.add_argument("--path", action="append", help="path or namespace prefix (repeatable: any of)")
     g.add_argument("--since", help="ISO date/datetime lower bound on --date-field")
     g.add_argument("--until", help="ISO date/datetime upper bound (a date includes the whole day)")
-    g.add_argument("--date-field", default="updated", help="created | updated | source_date | date")
+    g.add_argument(
+        "--date-field", default="updated", help="created | updated | source_date | date | git_date | git_created"
+    )
     g.add_argument("--status", action="append", help="note status (repeatable: any of)")
     g.add_argument("--volatility", action="append", help="note volatility (repeatable: any of)")
     g.add_argument("--include-superseded", action="store_true", help="also return superseded notes")
@@ -257,6 +263,13 @@ def build_parser() -> argparse.ArgumentParser:
         default="porter unicode61 remove_diacritics 2",
         help="FTS5 tokenizer; use 'unicode61 remove_diacritics 2' for non-English vaults",
     )
+    p.add_argument(
+        "--source",
+        choices=["worktree", "git"],
+        help="read notes from the working tree or from a git commit (default: what the index was built from, "
+        "else worktree); stored with the index",
+    )
+    p.add_argument("--rev", help="with --source git: the revision to index (default: the stored one, else HEAD)")
     p.add_argument("--keep", type=int, default=2, help="ready generations to retain")
     p.add_argument("--wait", type=float, default=0.0, help="seconds to wait for another build's lock")
     p.add_argument("--embed", action="store_true", help="after building, embed every chunk without a vector")
@@ -288,6 +301,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--allow-fallback", action="store_true", help="let dense modes run fts (labelled) when not ready")
     p.add_argument("--model", help="embedding model (preset or directory) instead of the index's")
     p.add_argument("--reranker", help="cross-encoder for reranked (preset or directory; default bge-reranker-base)")
+    p.add_argument(
+        "--age-decay",
+        action="store_true",
+        help="down-weight volatile/evolving notes by age (git_date, else updated/date/created); off by default",
+    )
     p.add_argument("--index-dir")
     _add_filters(p)
     p.set_defaults(func=cmd_search)

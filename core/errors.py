@@ -9,7 +9,9 @@ across the tree: tests/test_errors.py enforces both.
     ├── UsageError (ValueError)           usage                  exit 2
     │   ├── UnknownModeError              unknown_mode
     │   ├── FilterError                   invalid_filter
-    │   └── QuerySyntaxError              query_syntax
+    │   ├── QuerySyntaxError              query_syntax
+    │   ├── NotAGitRepoError              not_a_git_repo
+    │   └── GitRevisionError              git_revision_unknown
     ├── IndexMissingError                 index_missing          exit 3
     ├── IntegrityError                    integrity              exit 4
     │   ├── GenerationMissingError        missing
@@ -28,7 +30,8 @@ across the tree: tests/test_errors.py enforces both.
     ├── BuildError                        build_failed           exit 6
     │   ├── BuildLockedError              build_locked
     │   ├── SourceChangedError            source_changed
-    │   └── ValidationError               validation_failed
+    │   ├── ValidationError               validation_failed
+    │   └── GitCommandError               git_command_failed
     ├── ModelError                        model_invalid          exit 7
     │   └── ModelDownloadError            model_download_failed
     └── EvalInputError (ValueError)       eval_input             exit 2
@@ -80,6 +83,18 @@ class FilterError(UsageError):
 
 class QuerySyntaxError(UsageError):
     reason = "query_syntax"
+
+
+class NotAGitRepoError(UsageError):
+    """``--source git`` for a vault folder that is not inside a git work tree."""
+
+    reason = "not_a_git_repo"
+
+
+class GitRevisionError(UsageError):
+    """The revision names no commit, or the vault folder does not exist in it."""
+
+    reason = "git_revision_unknown"
 
 
 class IndexMissingError(VaultSearchError):
@@ -171,6 +186,12 @@ class SourceChangedError(BuildError):
 
 class ValidationError(BuildError):
     reason = "validation_failed"
+
+
+class GitCommandError(BuildError):
+    """The git executable is missing, or a git command failed in a way the source does not expect."""
+
+    reason = "git_command_failed"
 
 
 class ModelError(VaultSearchError):

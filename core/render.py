@@ -68,6 +68,14 @@ def format_status(s: dict[str, Any]) -> str:
         f"{len(st['removed'])} removed since the index was built",
         f"problems   {len(s['problems'])}",
     ]
+    if "git" in st:
+        g = st["git"]
+        moved = "up to date" if g["up_to_date"] else f"{g['rev']} moved {g['commits_since']} commit(s) since"
+        lines[-1:-1] = [
+            f"source     git {g['rev']}{' (detached HEAD)' if g['detached'] else ''}"
+            f"{' (shallow clone)' if g['shallow'] else ''}: watermark {g['watermark'][:12]}, {moved}",
+            f"not indexed (uncommitted): {st['uncommitted']}",
+        ]
     lines += [f"  {p['path']}: {p['reason']}" for p in s["problems"][:20]]
     if s["generations"]:
         lines.append("generations")

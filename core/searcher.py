@@ -7,7 +7,7 @@ import os
 import sqlite3
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +15,7 @@ from core import generations as gen
 from core.errors import SchemaMismatchError, UsageError
 from core.index.schema import SCHEMA_VERSION, get_meta
 from core.modes.context import Hit, ModeRun, SearchContext, note_fields
+from core.ranking.decay import AgeDecay, apply_decay
 from core.ranking.filters import Filters
 from core.ranking.query import clean_text
 from core.ranking.snippets import QueryWords, best_passages, matched_text, snippet
@@ -43,6 +44,7 @@ class SearchResult:
     score_source: str = ""
     heading_path: str = "[]"
     via: dict[str, Any] | None = None
+    dates: dict[str, str] | None = None  # the note's date fields that are set (git_date, updated, ...)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -180,6 +182,7 @@ def _results(ctx: SearchContext, run: ModeRun, with_passages: bool) -> list[Sear
                 score_source=h.score_source,
                 heading_path=p.heading_path if p else "[]",
                 via=h.via,
+                dates=f["dates"],
             )
         )
     return out
@@ -198,13 +201,15 @@ def search_vault(
     index_dir: str | Path | None = None,
     options: dict[str, Any] | None = None,
     passages: bool = True,
+    decay: AgeDecay | None = None,
     **filter_kw: Any,
 ) -> SearchResults:
     """Search a vault's verified index. Filters may be given as ``filters=`` or as keywords
     (``note_types=``, ``tags_all=``, ``tags_any=``, ``path_prefixes=``, ``since=``, ...).
 
     ``passages=False`` skips snippet / matched_text / match_count (left empty): for
-    evaluation runs that only need the ranking."""
+    evaluation runs that only need the ranking. ``decay=AgeDecay()`` down-weights volatile notes
+    by age (``core.ranking.decay``; off by default, re-scored hits say ``+age_decay``)."""
     spec = get_mode(mode)
     if limit < 1:
         raise UsageError(f"limit must be >= 1, not {limit}")
@@ -220,7 +225,7 @@ def search_vault(
         ctx = SearchContext(
             vault=vault,
             text=text,
-            limit=limit,
+            limit=max(limit, decay.candidates) if decay is not None else limit,
             filters=filters,
             raw=raw,
             allow_fallback=allow_fallback,
@@ -233,6 +238,8 @@ def search_vault(
             run = _metadata_only(ctx) if (not text.strip()) else ModeRun([], "none", "no_query_terms", "no_query_terms")
         else:
             run = dispatch(spec, ctx)
+        if decay is not None:
+            run = replace(run, hits=apply_decay(conn, run.hits, decay, limit))
         hits = _results(ctx, run, passages)
     finally:
         if resolved.kind == "legacy_db":

@@ -30,17 +30,15 @@ from typing import Any
 from tqdm import tqdm
 
 from core import generations as gen
-from core.errors import IntegrityError, SourceChangedError, ValidationError
-from core.index.ingest import NoteWriter, default_workers, delete_notes, prepared_notes, read_source, recompute_edges
+from core.errors import IntegrityError, ValidationError
+from core.index.ingest import NoteWriter, default_workers, delete_notes, prepared_notes, recompute_edges
 from core.index.schema import SCHEMA_VERSION, atomic, create_schema, get_meta, set_meta
+from core.index.source import NoteSource, make_source, resolve_settings, stored_settings
 from core.ranking.analysis import analyzer_for, check_tokenizer
 from core.vault.chunking import CHUNKER_VERSION
-from core.vault.scan import MAX_NOTE_BYTES, ScannedFile, ScanResult, scan_vault
+from core.vault.scan import MAX_NOTE_BYTES, ScannedFile, ScanResult
 
 DEFAULT_TOKENIZER = "porter unicode61 remove_diacritics 2"
-# A file whose mtime is this close to the previous build's scan may have changed within
-# the same timestamp tick; it is re-hashed instead of trusted by (mtime, size).
-_RACY_NS = 2_000_000_000
 
 
 @dataclass(frozen=True)
@@ -110,6 +108,7 @@ class _Run:
     config: IndexConfig
     progress: bool
     workers: int | None
+    source: NoteSource
     started: float = field(default_factory=time.perf_counter)
     timings: dict[str, float] = field(default_factory=dict)
 
@@ -141,22 +140,18 @@ def _base_rows(conn: sqlite3.Connection | None) -> tuple[dict[str, tuple], dict[
     return notes, skipped, get_meta(conn)
 
 
-def _plan(scan: ScanResult, scan_started_ns: int, base: sqlite3.Connection | None) -> _Plan:
+def _plan(scan: ScanResult, scan_started_ns: int, base: sqlite3.Connection | None, source: NoteSource) -> _Plan:
+    """What changed since ``base``: files the source vouches for are kept unread; the others are
+    read and kept when their content hash is the base's; new files are read where they are parsed."""
     notes, skipped, meta = _base_rows(base)
-    racy_after = int(meta.get("scan_started_ns", 0)) - _RACY_NS
+    known = {**skipped, **notes}
+    trusted = source.trusted(scan.files, known, meta)
     plan = _Plan(scan, scan_started_ns, {}, [], [], [], [])
-    seen = set()
-    for f in scan.files:
-        seen.add(f.rel_path)
-        old = notes.get(f.rel_path) or skipped.get(f.rel_path)
-        if old is None:  # new: read and hashed where it is parsed (perhaps in a worker process)
-            plan.changed.append((f, None, None))
-            plan.added += 1
-            continue
-        if old[2] == f.mtime_ns and old[3] == f.size and f.mtime_ns < racy_after:
-            plan.unchanged[f.rel_path] = old[0]
-            continue
-        data, sha = read_source(f.rel_path, f.path)
+    to_read = [f for f in scan.files if f.rel_path in known and f.rel_path not in trusted]
+    new = [f for f in scan.files if f.rel_path not in known]
+    plan.unchanged = {f.rel_path: known[f.rel_path][0] for f in scan.files if f.rel_path in trusted}
+    for f, data, sha in source.read(to_read, defer=False):
+        old = known[f.rel_path]
         if old[1] == sha:
             plan.unchanged[f.rel_path] = old[0]  # touched, content identical: keep
             continue
@@ -165,6 +160,10 @@ def _plan(scan: ScanResult, scan_started_ns: int, base: sqlite3.Connection | Non
             plan.changed_ids.append(old[0])
         else:
             plan.removed_skipped.append(f.rel_path)
+    plan.changed += source.read(new, defer=True)
+    plan.changed.sort(key=lambda item: item[0].rel_path)  # scan order: note ids do not depend on the source
+    plan.added = len(new)
+    seen = {f.rel_path for f in scan.files}
     plan.removed_ids = [v[0] for k, v in notes.items() if k not in seen]
     plan.removed_skipped += [k for k in skipped if k not in seen]
     return plan
@@ -248,17 +247,6 @@ def _validate(conn: sqlite3.Connection, scan: ScanResult) -> None:
         raise ValidationError("the staged index failed validation: " + "; ".join(found), problems=found)
 
 
-def _check_source_unchanged(vault: Path, index_dir: Path, scan: ScanResult, max_bytes: int) -> None:
-    again = scan_vault(vault, index_dir=index_dir, max_bytes=max_bytes)
-    before = {f.rel_path: (f.mtime_ns, f.size) for f in scan.files}
-    after = {f.rel_path: (f.mtime_ns, f.size) for f in again.files}
-    if before != after:
-        changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
-        raise SourceChangedError(
-            f"{len(changed)} file(s) changed during the build, e.g. {changed[:3]}", paths=changed[:20]
-        )
-
-
 @dataclass(frozen=True)
 class _Base:
     """Where a build starts: the active generation (publish swaps the pointer from it) and, when
@@ -326,10 +314,12 @@ def _stage(conn: sqlite3.Connection, plan: _Plan, run: _Run) -> dict[str, int]:
     t = time.perf_counter()
     with atomic(conn):
         extra = _apply(conn, plan, run)
+        run.source.finish(conn)
         set_meta(
             conn,
             {
                 **run.config.identity(),
+                **run.source.settings(),
                 "scan_started_ns": plan.scan_started_ns,
                 "max_note_bytes": run.config.max_note_bytes,
                 "source_snapshot_hash": snapshot_hash(conn),
@@ -338,7 +328,7 @@ def _stage(conn: sqlite3.Connection, plan: _Plan, run: _Run) -> dict[str, int]:
         )
     t = run.lap("write", t)
     _validate(conn, plan.scan)
-    _check_source_unchanged(run.vault, run.layout.index_dir, plan.scan, run.config.max_note_bytes)
+    run.source.check_unchanged(plan.scan)
     run.lap("validate", t)
     return extra
 
@@ -354,40 +344,90 @@ def build_index(
     wait_seconds: float = 0.0,
     on_step: Callable[[str], None] | None = None,
     workers: int | None = None,
+    source: str | None = None,
+    rev: str | None = None,
 ) -> BuildReport:
     """Index ``vault`` and publish a verified generation (or update ``index.db`` in place).
 
     An unchanged vault publishes nothing and reports ``up_to_date=True``. ``workers`` is the
     number of processes that parse notes (``None``: all cores, up to 4, for a large batch of
     changed notes where fork is available; 1: in this process). It changes speed only,
-    never the index.
+    never the index. ``source`` is ``"worktree"`` or ``"git"`` (notes from the commit ``rev``,
+    default ``HEAD``); ``None`` keeps what the active index was built from (``core.index.source``).
     """
     vault = Path(vault).resolve()
     layout = gen.layout_for(vault, index_dir)
-    run = _Run(vault, layout, config or IndexConfig(), progress, workers)
+    config = config or IndexConfig()
+    chosen, chosen_rev = resolve_settings(source, rev, stored_settings(layout, in_place=in_place))
+    if chosen == "git":
+        from core.vault.gitsource import discover
+
+        discover(vault)  # not a repository: fail before anything is created
     gen.ensure_layout(layout)
     with gen.build_lock(layout, wait_seconds=wait_seconds):
         t = time.perf_counter()
+        src = make_source(vault, layout.index_dir, config.max_note_bytes, chosen, chosen_rev)
+        run = _Run(vault, layout, config, progress, workers, src)
+        start = None if in_place else _open_base(layout, config)
+        if start is not None and start.carry is not None:
+            current = _current_report(run, start.carry)
+            if current is not None:
+                return current
         scan_started_ns = time.time_ns()
-        scan = scan_vault(vault, index_dir=layout.index_dir, max_bytes=run.config.max_note_bytes)
+        scan = src.scan()
         run.lap("scan", t)
-        if in_place:
+        if start is None:
             return _build_in_place(run, scan, scan_started_ns)
-        return _build_generation(run, scan, scan_started_ns, keep=keep, on_step=on_step)
+        return _build_generation(run, start, scan, scan_started_ns, keep=keep, on_step=on_step)
+
+
+def _current_report(run: _Run, base: gen.ResolvedIndex) -> BuildReport | None:
+    """The up-to-date report when the source says the base is what it would build (git: the
+    watermark is the resolved commit), without listing anything; None otherwise."""
+    conn = gen.connect_readonly(base)
+    try:
+        if not run.source.is_current(get_meta(conn)):
+            return None
+        kept = "SELECT rel_path, id FROM notes UNION ALL SELECT rel_path, -1 FROM skipped_files"
+        plan = _Plan(ScanResult([], []), 0, dict(conn.execute(kept)), [], [], [], [])
+        return _report(
+            conn,
+            plan,
+            run,
+            kind="immutable_generation",
+            generation_id=base.generation_id,
+            up_to_date=True,
+            rebuild_reason=None,
+            extra={},
+        )
+    finally:
+        conn.close()
+
+
+def _settings_kept(conn: sqlite3.Connection, source: NoteSource) -> bool:
+    """True when the index already records this source's settings (a new commit with the same
+    tree still publishes: its watermark and dates move on)."""
+    meta = get_meta(conn)
+    return all(meta.get(k) == v for k, v in source.settings().items())
 
 
 def _build_generation(
-    run: _Run, scan: ScanResult, scan_started_ns: int, *, keep: int, on_step: Callable[[str], None] | None
+    run: _Run,
+    start: _Base,
+    scan: ScanResult,
+    scan_started_ns: int,
+    *,
+    keep: int,
+    on_step: Callable[[str], None] | None,
 ) -> BuildReport:
     """Plan against the verified active generation; stage a copy of it; publish the result."""
     t = time.perf_counter()
-    start = _open_base(run.layout, run.config)
     base = start.carry
     base_conn = gen.connect_readonly(base) if base else None
     try:
-        plan = _plan(scan, scan_started_ns, base_conn)
+        plan = _plan(scan, scan_started_ns, base_conn, run.source)
         run.lap("plan", t)
-        if base is not None and base_conn is not None and plan.up_to_date:
+        if base is not None and base_conn is not None and plan.up_to_date and _settings_kept(base_conn, run.source):
             return _report(
                 base_conn,
                 plan,
@@ -478,8 +518,8 @@ def _build_in_place(run: _Run, scan: ScanResult, scan_started_ns: int) -> BuildR
     if rebuild_reason is None:
         conn = _open_working(path, in_place=True)
         try:
-            plan = _plan(scan, scan_started_ns, conn)
-            if plan.up_to_date:
+            plan = _plan(scan, scan_started_ns, conn, run.source)
+            if plan.up_to_date and _settings_kept(conn, run.source):
                 return _report(
                     conn,
                     plan,
@@ -510,7 +550,7 @@ def _build_in_place(run: _Run, scan: ScanResult, scan_started_ns: int) -> BuildR
         conn = _open_working(fresh, in_place=True)
         try:
             create_schema(conn, run.config.tokenizer)
-            plan = _plan(scan, scan_started_ns, None)
+            plan = _plan(scan, scan_started_ns, None, run.source)
             with atomic(conn):
                 extra = _stage(conn, plan, run)
             report = _report(

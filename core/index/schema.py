@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 # FTS5 columns of notes_fts, in order: one row per note holding exactly the texts its
 # sparse term vector counts (title + aliases, description, tags, its headings, its body).
@@ -50,7 +50,9 @@ CREATE TABLE IF NOT EXISTS notes (
     content_sha256 TEXT NOT NULL,
     mtime_ns       INTEGER NOT NULL,
     size           INTEGER NOT NULL,
-    body_chars     INTEGER NOT NULL
+    body_chars     INTEGER NOT NULL,
+    git_date       TEXT,
+    git_created    TEXT
 )"""
 
 NOTE_COLUMNS = (
@@ -79,8 +81,9 @@ NOTE_COLUMNS = (
     "body_chars",
 )
 
-# Date columns a filter may name.
-DATE_FIELDS = ("created", "updated", "source_date", "date")
+# Date columns a filter may name. git_date / git_created (UTC ISO) are set by a git-sourced build
+# (``core.index.gitbuild``) after the rows are written: NOTE_COLUMNS does not list them.
+DATE_FIELDS = ("created", "updated", "source_date", "date", "git_date", "git_created")
 
 DDL_NOTE_TAGS = """
 CREATE TABLE IF NOT EXISTS note_tags (
@@ -107,6 +110,14 @@ CREATE TABLE IF NOT EXISTS chunks (
     text_sha256  TEXT NOT NULL,
     UNIQUE (note_id, ord)
 )"""
+
+
+DDL_GIT_DATES = """
+CREATE TABLE IF NOT EXISTS git_dates (
+    rel_path TEXT PRIMARY KEY,
+    last_ct  INTEGER NOT NULL,
+    added_ct INTEGER
+) WITHOUT ROWID"""
 
 
 def ddl_notes_fts(tokenizer: str) -> str:
@@ -246,6 +257,7 @@ def create_schema(conn: sqlite3.Connection, tokenizer: str) -> None:
         DDL_DENSE,
         DDL_SKIPPED,
         DDL_BUILD_PROBLEMS,
+        DDL_GIT_DATES,
         *INDEXES,
     ):
         conn.execute(ddl)

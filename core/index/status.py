@@ -45,13 +45,25 @@ def _stale(vault: Path, conn: sqlite3.Connection, index_dir: Path) -> dict[str, 
     }
 
 
+def _source_stale(vault: Path, conn: sqlite3.Connection, index_dir: Path) -> dict[str, Any]:
+    """Staleness against what the index is a view of: the working tree, or for a git-sourced
+    index the revision it follows (``core.index.gitstatus``; uncommitted edits are not staleness)."""
+    meta = get_meta(conn)
+    if meta.get("source") != "git":
+        return _stale(vault, conn, index_dir)
+    from core.index.gitstatus import git_staleness
+
+    files = conn.execute("SELECT (SELECT count(*) FROM notes) + (SELECT count(*) FROM skipped_files)").fetchone()[0]
+    return {**git_staleness(vault, meta, index_dir), "source_files": files}
+
+
 def staleness(vault: str | Path, index_dir: str | Path | None = None) -> dict[str, Any]:
     """Has the vault changed since the active index? (added / modified / removed paths)."""
     vault = Path(vault).resolve()
     resolved = gen.resolve(gen.layout_for(vault, Path(index_dir) if index_dir else None))
     conn = gen.connect_readonly(resolved)
     try:
-        return _stale(vault, conn, resolved.layout.index_dir)
+        return _source_stale(vault, conn, resolved.layout.index_dir)
     finally:
         conn.close()
 
@@ -67,7 +79,7 @@ def index_status(vault: str | Path, index_dir: str | Path | None = None) -> dict
         chunks = count("SELECT count(*) FROM chunks")
         vectors = count("SELECT count(*) FROM chunk_vectors")
         meta = get_meta(conn)
-        stale = _stale(vault, conn, layout.index_dir)
+        stale = _source_stale(vault, conn, layout.index_dir)
         notes = count("SELECT count(*) FROM notes")
         out = {
             "vault": str(vault),
@@ -94,6 +106,8 @@ def index_status(vault: str | Path, index_dir: str | Path | None = None) -> dict
             "tokenizer": meta.get("tokenizer"),
             "problems": all_problems(conn),
             "staleness": stale,
+            "source": meta.get("source") or "worktree",
+            **({"uncommitted": stale["uncommitted"]} if "uncommitted" in stale else {}),
             "generations": gen.list_generations(layout) if resolved.kind != "legacy_db" else [],
         }
     finally:

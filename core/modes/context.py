@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from core.index.layout import ResolvedIndex
-from core.index.schema import get_meta
+from core.index.schema import DATE_FIELDS, get_meta
 from core.ranking.analysis import analyzer_for
 from core.ranking.chunk_vectors import ChunkVectors, load_chunk_vectors
 from core.ranking.filters import Filters
@@ -134,15 +134,22 @@ class SearchContext:
 
 
 def note_fields(conn: sqlite3.Connection, note_ids: list[int]) -> dict[int, dict[str, Any]]:
-    """The notes rows of the hits."""
+    """The notes rows of the hits, with the date fields that are set (``DATE_FIELDS``)."""
     if not note_ids:
         return {}
     rows = conn.execute(
-        f"SELECT id, rel_path, title, description, note_type, tags FROM notes "
+        f"SELECT id, rel_path, title, description, note_type, tags, {', '.join(DATE_FIELDS)} FROM notes "
         f"WHERE id IN ({', '.join('?' * len(note_ids))})",
         note_ids,
     )
     return {
-        r[0]: {"rel_path": r[1], "title": r[2], "description": r[3], "note_type": r[4], "tags": tuple(json.loads(r[5]))}
+        r[0]: {
+            "rel_path": r[1],
+            "title": r[2],
+            "description": r[3],
+            "note_type": r[4],
+            "tags": tuple(json.loads(r[5])),
+            "dates": {k: v for k, v in zip(DATE_FIELDS, r[6:]) if v is not None},
+        }
         for r in rows
     }

@@ -201,3 +201,19 @@ def graph_expand(
         seen.update(nxt)
         frontier = nxt
     return best
+
+
+def volatility_age_decay(age_days: np.ndarray, half_life_days: np.ndarray, floor: float) -> np.ndarray:
+    """Multiplicative down-weight of each note by its age: floor + (1 - floor) * 2^(-age / half_life).
+
+    Exponential time decay as in Li & Croft, "Time-based language models" (CIKM 2003), whose
+    recency prior is exp(-lambda * age), written with a half-life (lambda = ln 2 / half_life) and
+    floored so that an old note is demoted, never removed. ``half_life_days`` is per note (from its
+    ``volatility``); ``inf`` means no decay (factor 1), and a negative age (a date in the future)
+    counts as 0.
+    """
+    age = np.maximum(np.asarray(age_days, dtype=np.float64), 0.0)
+    half = np.asarray(half_life_days, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        decay = np.where(np.isinf(half), 1.0, np.exp2(-age / half))
+    return (floor + (1.0 - floor) * decay).astype(np.float64)

@@ -71,6 +71,11 @@ def load_ignore_spec(vault: Path) -> tuple[GitIgnoreSpec | None, list[Problem]]:
         return None, []
     except OSError as exc:
         return None, [Problem(IGNORE_FILE, "unreadable", f"{type(exc).__name__}: {exc.strerror or exc}")]
+    return parse_ignore_spec(raw)
+
+
+def parse_ignore_spec(raw: bytes) -> tuple[GitIgnoreSpec | None, list[Problem]]:
+    """Ignore patterns from the bytes of a ``.vaultsearchignore`` (of the working tree or a git tree)."""
     problems: list[Problem] = []
     try:
         text = raw.decode("utf-8")
