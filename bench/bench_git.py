@@ -256,7 +256,7 @@ def _phase_decay(repo: Path, index_dir: Path, n_queries: int = 50) -> dict[str, 
     """``fts`` with and without age decay on the git index: latency and how much the top 10 moves.
     The PowerShell notes set no ``volatility``, so the default decay must change nothing; the
     ``all_notes`` variant decays every note with a one-year half-life by its ``git_date``."""
-    from core.ranking.decay import AgeDecay
+    from core.modes.decay import AgeDecay
     from core.searcher import search_vault
 
     notes = sorted(p for p in repo.rglob("*.md") if ".git" not in p.parts)

@@ -115,7 +115,7 @@ def _filters(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    from core.ranking.decay import AgeDecay
+    from core.modes.decay import AgeDecay
     from core.render import format_search_results
     from core.searcher import search_vault
 

@@ -15,7 +15,7 @@ from core import generations as gen
 from core.errors import SchemaMismatchError, UsageError
 from core.index.schema import SCHEMA_VERSION, get_meta
 from core.modes.context import Hit, ModeRun, SearchContext, note_fields
-from core.ranking.decay import AgeDecay, apply_decay
+from core.modes.decay import AgeDecay, apply_decay
 from core.ranking.filters import Filters
 from core.ranking.query import clean_text
 from core.ranking.snippets import QueryWords, best_passages, matched_text, snippet
@@ -209,7 +209,7 @@ def search_vault(
 
     ``passages=False`` skips snippet / matched_text / match_count (left empty): for
     evaluation runs that only need the ranking. ``decay=AgeDecay()`` down-weights volatile notes
-    by age (``core.ranking.decay``; off by default, re-scored hits say ``+age_decay``)."""
+    by age (``core.modes.decay``; off by default, re-scored hits say ``+age_decay``)."""
     spec = get_mode(mode)
     if limit < 1:
         raise UsageError(f"limit must be >= 1, not {limit}")

@@ -33,7 +33,7 @@ from core import generations as gen
 from core.errors import IntegrityError, ValidationError
 from core.index.ingest import NoteWriter, default_workers, delete_notes, prepared_notes, recompute_edges
 from core.index.schema import SCHEMA_VERSION, atomic, create_schema, get_meta, set_meta
-from core.index.source import NoteSource, make_source, resolve_settings, stored_settings
+from core.index.source import NoteSource, WorkingTreeSource, resolve_settings, stored_settings
 from core.ranking.analysis import analyzer_for, check_tokenizer
 from core.vault.chunking import CHUNKER_VERSION
 from core.vault.scan import MAX_NOTE_BYTES, ScannedFile, ScanResult
@@ -366,7 +366,7 @@ def build_index(
     gen.ensure_layout(layout)
     with gen.build_lock(layout, wait_seconds=wait_seconds):
         t = time.perf_counter()
-        src = make_source(vault, layout.index_dir, config.max_note_bytes, chosen, chosen_rev)
+        src = _make_source(vault, layout.index_dir, config.max_note_bytes, chosen, chosen_rev)
         run = _Run(vault, layout, config, progress, workers, src)
         start = None if in_place else _open_base(layout, config)
         if start is not None and start.carry is not None:
@@ -569,3 +569,11 @@ def _build_in_place(run: _Run, scan: ScanResult, scan_started_ns: int) -> BuildR
     finally:
         fresh.unlink(missing_ok=True)
     return report
+
+
+def _make_source(vault: Path, index_dir: Path, max_bytes: int, source: str, rev: str | None) -> NoteSource:
+    if source == "git":
+        from core.index.gitbuild import GitSource  # only git-sourced builds need it
+
+        return GitSource(vault, index_dir, max_bytes, rev or "HEAD")
+    return WorkingTreeSource(vault, index_dir, max_bytes)

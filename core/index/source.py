@@ -141,11 +141,3 @@ def resolve_settings(source: str | None, rev: str | None, stored: Mapping[str, A
             raise UsageError("--rev applies to --source git", rev=rev)
         return chosen, None
     return chosen, rev or (stored.get("git_rev") if stored.get("source") == "git" else None) or "HEAD"
-
-
-def make_source(vault: Path, index_dir: Path, max_bytes: int, source: str, rev: str | None) -> NoteSource:
-    if source == "git":
-        from core.index.gitbuild import GitSource  # only git-sourced builds need it
-
-        return GitSource(vault, index_dir, max_bytes, rev or "HEAD")
-    return WorkingTreeSource(vault, index_dir, max_bytes)

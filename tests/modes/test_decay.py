@@ -10,8 +10,8 @@ import pytest
 from conftest import note
 
 from core.errors import UsageError
+from core.modes.decay import AgeDecay
 from core.ranking import scoring
-from core.ranking.decay import AgeDecay
 from core.searcher import search_vault
 
 
