@@ -8,6 +8,7 @@ raw FTS5 queries put the same clause in the MATCH statement itself.
 from __future__ import annotations
 
 import datetime as dt
+import json
 from dataclasses import dataclass
 
 from core.errors import FilterError
@@ -83,7 +84,10 @@ class Filters:
         return not self.is_default
 
     def where(self) -> tuple[str, list[object]]:
-        """(SQL condition over table alias ``n`` = notes, bound values)."""
+        """(SQL condition over table alias ``n`` = notes, bound values).
+
+        Each list of values is one bound JSON array read with ``json_each``, so the clause stays
+        the same size for 2 or 40,000 tags / prefixes (SQLite's expression tree stays small)."""
         if self.date_field not in DATE_FIELDS:
             raise FilterError(
                 f"unknown date field {self.date_field!r}; choose one of {', '.join(DATE_FIELDS)}", field=self.date_field
@@ -93,27 +97,30 @@ class Filters:
 
         def one_of(column: str, values: tuple[str, ...], lower: bool = False) -> None:
             if values:
-                col = f"lower({column})" if lower else column
-                conds.append(f"{col} IN ({', '.join('?' * len(values))})")
-                vals.extend(v.lower() if lower else v for v in values)
+                conds.append(f"{f'lower({column})' if lower else column} IN {_JSON_VALUES}")
+                vals.append(_json_array([v.lower() if lower else v for v in values]))
 
         one_of("n.note_type", self.note_types, lower=True)
         one_of("n.volatility", self.volatility, lower=True)
         one_of("n.status", self.status, lower=True)
         one_of("n.namespace", self.namespaces)
-        for tag in self.tags_all:
-            conds.append("n.id IN (SELECT note_id FROM note_tags WHERE tag = ?)")
-            vals.append(tag)
-        if self.tags_any:
+        if self.tags_all:
+            tags = sorted(set(self.tags_all))
             conds.append(
-                f"n.id IN (SELECT note_id FROM note_tags WHERE tag IN ({', '.join('?' * len(self.tags_any))}))"
+                f"n.id IN (SELECT note_id FROM note_tags WHERE tag IN {_JSON_VALUES} "
+                "GROUP BY note_id HAVING count(DISTINCT tag) = ?)"
             )
-            vals.extend(self.tags_any)
-        if self.path_prefixes:
-            conds.append("(" + " OR ".join("substr(n.rel_path, 1, ?) = ?" for _ in self.path_prefixes) + ")")
-            for p in self.path_prefixes:
-                p = p.lstrip("/")  # a trailing "/" stays: "projects/" must not match "projects2/"
-                vals.extend((len(p), p))
+            vals.extend((_json_array(tags), len(tags)))
+        if self.tags_any:
+            conds.append(f"n.id IN (SELECT note_id FROM note_tags WHERE tag IN {_JSON_VALUES})")
+            vals.append(_json_array(sorted(set(self.tags_any))))
+        prefixes = {p.lstrip("/") for p in self.path_prefixes}  # a trailing "/" stays: "projects/" != "projects2/"
+        if prefixes and "" not in prefixes:  # the empty prefix holds every path
+            conds.append(
+                "n.id IN (SELECT m.id FROM json_each(?) r JOIN notes m ON m.rel_path >= json_extract(r.value, '$[0]') "
+                "AND m.rel_path < json_extract(r.value, '$[1]'))"
+            )
+            vals.append(_json_array([[p, _successor(p)] for p in sorted(prefixes)]))
         col = f"n.{self.date_field}"
         if self.since:
             conds.append(f"{col} >= ?")
@@ -122,21 +129,54 @@ class Filters:
             conds.append(f"{col} < ?" if len(self.until) == 10 else f"{col} <= ?")
             vals.append(_norm_date(self.until, end=True))
         if not self.include_superseded:
+            # supersession counts only what the caller may see: a hidden note's `supersedes:` hides nothing
+            by_visible, by_vals = ("", []) if self.classifications is None else self._classification("s")
             conds.append(
                 "NOT (n.superseded_by != '[]' OR lower(coalesce(n.status, '')) = 'superseded' OR n.id IN "
-                "(SELECT dst_id FROM edges WHERE kind = 'supersedes' AND dst_id IS NOT NULL))"
+                "(SELECT e.dst_id FROM edges e"
+                + (" JOIN notes s ON s.id = e.src_id" if by_visible else "")
+                + " WHERE e.kind = 'supersedes' AND e.dst_id IS NOT NULL"
+                + (f" AND {by_visible}" if by_visible else "")
+                + "))"
             )
+            vals.extend(by_vals)
         if self.classifications is not None:
-            conds.append(f"lower(coalesce(n.classification, ?)) IN ({', '.join('?' * len(self.classifications))})")
-            vals.append(UNCLASSIFIED)
-            vals.extend(self.classifications)
+            clause, cvals = self._classification("n")
+            conds.append(clause)
+            vals.extend(cvals)
         return (" AND ".join(conds) or "1"), vals
 
+    def _classification(self, alias: str) -> tuple[str, list[object]]:
+        """The visible-classification condition over notes aliased ``alias`` (classifications set)."""
+        assert self.classifications is not None
+        return (
+            f"lower(coalesce({alias}.classification, ?)) IN {_JSON_VALUES}",
+            [UNCLASSIFIED, _json_array(sorted(set(self.classifications)))],
+        )
+
     def visible_classification_clause(self) -> tuple[str, list[object]]:
-        """Only the classification part (for graph expansion, which must never leak)."""
+        """Only the classification part (for graph expansion and visibility statistics, which must never leak)."""
         if self.classifications is None:
             return "1", []
-        return (
-            f"lower(coalesce(n.classification, ?)) IN ({', '.join('?' * len(self.classifications))})",
-            [UNCLASSIFIED, *self.classifications],
-        )
+        return self._classification("n")
+
+
+_JSON_VALUES = "(SELECT value FROM json_each(?))"
+
+
+def _json_array(values: list) -> str:
+    """One bound value holding a whole list (read in SQL with json_each)."""
+    return json.dumps(values, ensure_ascii=False)
+
+
+def _successor(prefix: str) -> str:
+    """The least string above every string that starts with ``prefix`` (code point order, which is
+    SQLite's BINARY order of UTF-8 text): the prefix with its last code point incremented."""
+    while prefix and ord(prefix[-1]) == 0x10FFFF:
+        prefix = prefix[:-1]
+    if not prefix:
+        return "\U0010ffff" * 2  # above any path the filesystem can hold
+    nxt = ord(prefix[-1]) + 1
+    if 0xD800 <= nxt <= 0xDFFF:  # no surrogates in text
+        nxt = 0xE000
+    return prefix[:-1] + chr(nxt)
