@@ -16,8 +16,8 @@ from core.ranking.analysis import analyzer_for
 from core.ranking.chunk_vectors import ChunkVectors, load_chunk_vectors
 from core.ranking.filters import Filters
 from core.ranking.query import MAX_QUERY_TERMS
-from core.ranking.visibility import CallerStatistics
 from core.ranking.sparse import CHUNK_CACHE, SPARSE_CACHE, QueryPostings, SparseIndex, load_sparse, query_postings
+from core.ranking.visibility import CallerStatistics
 
 # Filter masks of recent (generation, filters) pairs: numbers only, no note text.
 _MASK_CACHE_SIZE = 64

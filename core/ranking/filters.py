@@ -18,12 +18,24 @@ from core.index.schema import DATE_FIELDS
 UNCLASSIFIED = "public"
 
 
-def _as_tuple(value: str | tuple[str, ...] | list[str] | None) -> tuple[str, ...]:
+def _as_tuple(value: object, name: str = "filter") -> tuple[str, ...]:
+    """A string or a list/tuple of strings as a tuple; anything else is a FilterError."""
     if value is None:
         return ()
-    if isinstance(value, str):
-        return (value,)
-    return tuple(value)
+    items = (value,) if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple)) or not all(isinstance(v, str) for v in items):
+        raise FilterError(f"{name} must be a string or a list of strings, got {value!r}"[:300], filter=name)
+    for v in items:
+        _check_text(v, name)
+    return tuple(items)
+
+
+def _check_text(value: str, name: str) -> None:
+    """Filter text must be valid Unicode (no lone surrogates): it is bound into SQL as UTF-8."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise FilterError(f"{name} is not valid text (lone surrogate at {exc.start})", filter=name) from exc
 
 
 def _norm_date(value: str, *, end: bool) -> str:
@@ -35,6 +47,10 @@ def _norm_date(value: str, *, end: bool) -> str:
         return dt.datetime.fromisoformat(value).isoformat()
     except ValueError as exc:
         raise FilterError(f"not an ISO date or datetime: {value!r}", value=value) from exc
+
+
+_TUPLE_FIELDS = ("note_types", "tags_all", "tags_any", "path_prefixes", "namespaces", "volatility", "status")
+_SCALAR_FIELDS = ("date_field", "since", "until", "include_superseded")
 
 
 @dataclass(frozen=True)
@@ -57,22 +73,42 @@ class Filters:
     @classmethod
     def make(cls, **kw: object) -> Filters:
         """Build from loose user input (strings or lists), normalising case of tags and classifications."""
-        tuple_fields = ("note_types", "tags_all", "tags_any", "path_prefixes", "namespaces", "volatility", "status")
-        args = {k: _as_tuple(v) for k, v in kw.items() if k in tuple_fields}  # type: ignore[arg-type]
+        unknown = set(kw) - set(_TUPLE_FIELDS) - {"classifications", *_SCALAR_FIELDS}
+        if unknown:
+            raise FilterError(f"unknown filter(s): {sorted(map(str, unknown))}"[:300])
+        args: dict[str, object] = {k: _as_tuple(v, k) for k, v in kw.items() if k in _TUPLE_FIELDS}
         for k in ("tags_all", "tags_any"):
             if k in args:
-                args[k] = tuple(t.lstrip("#").lower() for t in args[k])
+                args[k] = tuple(t.lstrip("#").lower() for t in args[k])  # type: ignore[attr-defined]
         if kw.get("classifications") is not None:
-            args["classifications"] = tuple(c.lower() for c in _as_tuple(kw["classifications"]))  # type: ignore
-        for k in ("date_field", "since", "until", "include_superseded"):
+            args["classifications"] = tuple(c.lower() for c in _as_tuple(kw["classifications"], "classifications"))
+        for k in _SCALAR_FIELDS:
             if kw.get(k) is not None:
-                args[k] = kw[k]  # type: ignore[assignment]
-        unknown = (
-            set(kw) - set(tuple_fields) - {"classifications", "date_field", "since", "until", "include_superseded"}
-        )
-        if unknown:
-            raise FilterError(f"unknown filter(s): {sorted(unknown)}")
-        return cls(**args)  # type: ignore[arg-type]
+                args[k] = kw[k]
+        made = cls(**args)  # type: ignore[arg-type]
+        made.validate()
+        return made
+
+    def validate(self) -> None:
+        """Raise FilterError unless every field has its type (a Filters may be built directly)."""
+        for name in _TUPLE_FIELDS:
+            value = getattr(self, name)
+            if not isinstance(value, tuple):
+                raise FilterError(f"{name} must be a tuple of strings, got {value!r}"[:300], filter=name)
+            _as_tuple(value, name)
+        if self.classifications is not None:
+            if not isinstance(self.classifications, tuple):
+                raise FilterError(f"classifications must be a tuple of strings, got {self.classifications!r}"[:300])
+            _as_tuple(self.classifications, "classifications")
+        for name in ("date_field", "since", "until"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                raise FilterError(f"{name} must be an ISO date string, got {value!r}"[:300], filter=name)
+            if value is not None:
+                _check_text(value, name)
+        if not isinstance(self.include_superseded, bool):
+            raise FilterError(f"include_superseded must be True or False, got {self.include_superseded!r}"[:300])
+        self.where()  # the date field and the dates themselves
 
     @property
     def is_default(self) -> bool:

@@ -585,7 +585,12 @@ def parse_note(rel_path: str, data: bytes) -> ParsedNote | None:
     masked = mask_code(body, fences)
     meta.extra.pop("classification", None)
     classification, unreadable = read_classification(
-        rel_path, text, yaml_text, mapping, clean=not any(p.reason in _YAML_FAILURES for p in problems), unclosed=unclosed
+        rel_path,
+        text,
+        yaml_text,
+        mapping,
+        clean=not any(p.reason in _YAML_FAILURES for p in problems),
+        unclosed=unclosed,
     )
     if unreadable is not None:
         problems.append(unreadable)
