@@ -74,6 +74,9 @@ def _visibility(classifications: Sequence[str] | None) -> dict[str, Any]:
     }
 
 
+_GENERATION_KEYS = ("generation_id", "status", "active", "created_at")
+
+
 def _restrict(out: dict[str, Any], conn: sqlite3.Connection, vault: Path, filters: Filters) -> None:
     """Narrow a status to what a restricted caller may see: counts over its visible notes, problems
     and staleness of those notes only; skipped files (no readable classification) are left out."""
@@ -111,6 +114,7 @@ def _restrict(out: dict[str, Any], conn: sqlite3.Connection, vault: Path, filter
             "source_files": present,
         },
     )
+    out["generations"] = [{k: g[k] for k in _GENERATION_KEYS if k in g} for g in out["generations"]]  # no counts
     out["dense"].update(
         chunks_with_vectors=vectors, chunks=chunks, coverage=round(vectors / chunks, 4) if chunks else 0.0
     )

@@ -269,7 +269,15 @@ def dense_scores(ctx: SearchContext, embedder: Embedder) -> DenseScores:
             expected=dm.matrix.shape[1],
             actual=int(query.shape[0]),
         )
-    scores = dm.matrix @ (query / np.float32(max(float(np.linalg.norm(query)), 1e-12)))
+    query = query / np.float32(max(float(np.linalg.norm(query)), 1e-12))
+    if ctx.statistics().restricted:
+        # only the visible notes' rows, as one matrix: the same product (bit for bit) as in an index
+        # without the hidden notes, where BLAS would see a matrix of exactly these rows
+        visible = np.flatnonzero(np.isin(dm.note_ids, ctx.sparse().note_ids))
+        scores = np.zeros(dm.matrix.shape[0], dtype=np.float32)
+        scores[visible] = dm.matrix[visible] @ query
+    else:
+        scores = dm.matrix @ query
     return DenseScores(dm, scores, np.flatnonzero(chunk_mask(ctx, dm)))
 
 
