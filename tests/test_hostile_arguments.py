@@ -185,10 +185,11 @@ def test_api_never_raises_untyped_or_returns_unlabelled(vault, query, mode, raw,
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
-    query=st.text(max_size=40),
+    query=st.text(st.characters(codec=None, exclude_categories=()), max_size=40),  # lone surrogates too (argv bytes)
     extra=st.lists(
         st.sampled_from(
             ["--raw", "--tag", "x", "--since", "5", "--path", "", "-n", "0", "-n", "3", "--classification", "LAN"]
+            + ["-n", str(10**30), "--tag", "\udcff", "--any-tag", "a b"]
         ),
         max_size=4,
     ),
