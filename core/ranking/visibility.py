@@ -133,6 +133,17 @@ class CallerStatistics:
                     self._restricted = not self._entry.everything
         return self._restricted
 
+    def cached(self, name: str, full: Callable[[], T], visible_loader: Callable[[Clause], T]) -> T:
+        """``full()`` when nothing is hidden from the caller, else ``visible_loader(visible clause)``
+        cached under ``name`` for this (generation, visible set)."""
+        if not self.restricted:
+            return full()
+        assert self.visible is not None
+        visible = self.visible
+        if self._entry is None:
+            return visible_loader(visible)
+        return VISIBILITY_CACHE.get(self._entry, name, lambda: visible_loader(visible))
+
     def sparse(self, full: Callable[[], SparseIndex]) -> SparseIndex:
         if not self.restricted:
             return full()

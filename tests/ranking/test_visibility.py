@@ -183,3 +183,21 @@ def test_property_hidden_notes_change_nothing_a_restricted_caller_sees(tmp_path_
 @given(vault=vaults(), queries=QUERIES)
 def test_property_hidden_notes_change_nothing_many_vaults(tmp_path_factory, vault, queries):
     _check_property(tmp_path_factory, *vault, queries)
+
+
+def test_a_hidden_note_with_the_same_name_does_not_capture_a_visible_notes_link(tmp_path):
+    """[[plans]] resolves to the root plans.md (path rule) when it exists; for a caller who may not see
+    it the link must reach the visible pub/x/plans.md, as in the vault without the hidden note."""
+    files = {
+        "pub/a.md": note("A", "quokka see [[plans]]"),
+        "pub/x/plans.md": note("Plans", "visible plans text"),
+        "plans.md": note("Secret", "hidden plans", classification="secret"),
+    }
+    full = write_vault(tmp_path / "full", files)
+    bare = write_vault(tmp_path / "bare", {k: v for k, v in files.items() if k != "plans.md"})
+    build_index(full)
+    build_index(bare)
+    a = search_vault(full, "quokka", mode="graph_assisted", classifications=PUBLIC)
+    b = search_vault(bare, "quokka", mode="graph_assisted", classifications=PUBLIC)
+    assert comparable(a) == comparable(b)
+    assert [r.rel_path for r in a] == ["pub/a.md", "pub/x/plans.md"]
