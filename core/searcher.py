@@ -16,7 +16,7 @@ from core.errors import InvalidArgumentError, SchemaMismatchError, UsageError
 from core.index.schema import SCHEMA_VERSION, get_meta
 from core.modes.context import Hit, ModeRun, SearchContext, note_fields
 from core.ranking.filters import Filters
-from core.ranking.query import MAX_QUERY_CHARS, clean_text
+from core.ranking.query import clean_text
 from core.ranking.snippets import QueryWords, best_passages, matched_text, snippet
 from core.ranking.sparse import body_term_counts
 from core.registry import DEFAULT_MODE, ModeSpec, dispatch, get_mode
@@ -231,7 +231,7 @@ def check_search_arguments(
     UTF-8), an out-of-range limit, an unknown option or filter is an InvalidArgumentError /
     FilterError (exit 2) with a stable reason. ``rest`` holds the other keyword arguments."""
     _path_argument("vault", vault)
-    _text_argument("query", query, max_chars=MAX_QUERY_CHARS)
+    _text_argument("query", query)  # longer than MAX_QUERY_CHARS: searched by its start (clean_text)
     _text_argument("mode", mode)
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
         raise InvalidArgumentError(

@@ -274,7 +274,7 @@ def dense_scores(ctx: SearchContext, embedder: Embedder) -> DenseScores:
         # only the visible notes' rows, as one matrix: the same product (bit for bit) as in an index
         # without the hidden notes, where BLAS would see a matrix of exactly these rows
         visible = np.flatnonzero(np.isin(dm.note_ids, ctx.sparse().note_ids))
-        scores = np.zeros(dm.matrix.shape[0], dtype=np.float32)
+        scores: np.ndarray = np.zeros(dm.matrix.shape[0], dtype=np.float32)
         scores[visible] = dm.matrix[visible] @ query
     else:
         scores = dm.matrix @ query
