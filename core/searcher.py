@@ -135,7 +135,7 @@ def _connection(resolved: gen.ResolvedIndex) -> sqlite3.Connection:
 
 
 def _metadata_only(ctx: SearchContext) -> ModeRun:
-    clause, vals = ctx.filters.where()
+    clause, vals = ctx.where()
     rows = ctx.conn.execute(
         f"SELECT n.id FROM notes n WHERE {clause} ORDER BY "
         f"coalesce(n.updated, n.created, n.date, '') DESC, n.rel_path LIMIT ?",

@@ -87,6 +87,12 @@ class SearchContext:
             )
         return self._statistics
 
+    def where(self) -> tuple[str, list[object]]:
+        """The filters' SQL condition for this caller (supersession among its visible notes when restricted)."""
+        stats = self.statistics()
+        restricted = not self.filters.include_superseded and stats.restricted
+        return self.filters.where(superseded=stats.superseded_ids() if restricted else None)
+
     def _full_sparse(self) -> SparseIndex:
         r = self.resolved
         if r.kind == "legacy_db":  # mutable file: never cached
@@ -132,12 +138,8 @@ class SearchContext:
             key = (str(r.path), r.sha256, self.filters) if r.kind != "legacy_db" else None
             found = _MASKS.get(key) if key else None
             if found is None:
-                ids = [
-                    row[0]
-                    for row in self.conn.execute(
-                        f"SELECT n.id FROM notes n WHERE {self.filters.where()[0]}", self.filters.where()[1]
-                    )
-                ]
+                clause, vals = self.where()
+                ids = [row[0] for row in self.conn.execute(f"SELECT n.id FROM notes n WHERE {clause}", vals)]
                 found = np.isin(sp.note_ids, np.asarray(ids, dtype=np.int64))
                 if key:
                     if len(_MASKS) >= _MASK_CACHE_SIZE:

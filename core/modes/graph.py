@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import json
 import sqlite3
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -32,42 +32,22 @@ def _neighbors(ctx: SearchContext) -> dict[int, list[tuple[int, str, str]]]:
             str(r.layout.index_dir), (str(r.path), r.generation_id, r.sha256), lambda: _load_neighbors(ctx.conn)
         )
 
-    return ctx.statistics().cached("graph", full, lambda visible: _visible_neighbors(ctx.conn, visible))
+    stats = ctx.statistics()
+    return stats.cached("graph", full, lambda _: _adjacency((s, d, k) for s, d, k in stats.edges() if s != d))
 
 
-def _visible_neighbors(
-    conn: sqlite3.Connection, visible: tuple[str, list[object]]
-) -> dict[int, list[tuple[int, str, str]]]:
-    """The graph of the visible notes' links, resolved among the visible notes (as a build of the
-    vault without the hidden notes would resolve them), in the stored links' order."""
-    from core.vault.links import Link, LinkResolver  # the build's resolver; loaded only for a restricted caller
-
-    clause, vals = visible
-    notes = conn.execute(f"SELECT n.id, n.rel_path, n.aliases FROM notes n WHERE {clause}", vals).fetchall()
-    resolver = LinkResolver([(rel, tuple(json.loads(aliases))) for _, rel, aliases in notes])
-    id_of = {rel: nid for nid, rel, _ in notes}
+def _adjacency(edges: Iterable[tuple[int, int, str]]) -> dict[int, list[tuple[int, str, str]]]:
     out: dict[int, list[tuple[int, str, str]]] = {}
-    for src, src_path, target, kind, heading, alias, source, alt in conn.execute(
-        "SELECT l.note_id, n.rel_path, l.target, l.kind, l.heading, l.alias, l.source, l.alt_target "
-        f"FROM links l JOIN notes n ON n.id = l.note_id WHERE {clause} ORDER BY l.rowid",
-        vals,
-    ):
-        found = resolver.resolve(Link(target, kind, heading, alias, source, alt), src_path)
-        dst = id_of.get(found) if found else None
-        if dst is not None and dst != src:
-            out.setdefault(src, []).append((dst, kind, "out"))
-            out.setdefault(dst, []).append((src, kind, "in"))
+    for src, dst, kind in edges:
+        out.setdefault(src, []).append((dst, kind, "out"))
+        out.setdefault(dst, []).append((src, kind, "in"))
     return out
 
 
 def _load_neighbors(conn: sqlite3.Connection) -> dict[int, list[tuple[int, str, str]]]:
-    out: dict[int, list[tuple[int, str, str]]] = {}
-    for src, dst, kind in conn.execute(
-        "SELECT src_id, dst_id, kind FROM edges WHERE dst_id IS NOT NULL AND src_id != dst_id"
-    ):
-        out.setdefault(src, []).append((dst, kind, "out"))
-        out.setdefault(dst, []).append((src, kind, "in"))
-    return out
+    return _adjacency(
+        conn.execute("SELECT src_id, dst_id, kind FROM edges WHERE dst_id IS NOT NULL AND src_id != dst_id")
+    )
 
 
 class _Allowed:

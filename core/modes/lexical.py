@@ -103,7 +103,7 @@ def raw_fts_ranking(ctx: SearchContext, k: int) -> list[tuple[int, float]]:
 
     Not FTS5's own bm25(): its N, document frequencies and average lengths count every row of
     the table, hidden notes included, so a restricted caller's scores would move with them."""
-    clause, vals = ctx.filters.where()
+    clause, vals = ctx.where()
     sql = (
         f"SELECT n.id FROM notes_fts JOIN notes n ON n.id = notes_fts.rowid "
         f"WHERE notes_fts MATCH ? AND {clause} ORDER BY n.id"

@@ -119,8 +119,12 @@ class Filters:
         """True when the caller asked for anything beyond the default."""
         return not self.is_default
 
-    def where(self) -> tuple[str, list[object]]:
+    def where(self, superseded: list[int] | None = None) -> tuple[str, list[object]]:
         """(SQL condition over table alias ``n`` = notes, bound values).
+
+        ``superseded``: the ids of the notes a restricted caller's visible notes supersede (its links
+        resolved among its visible notes, core.ranking.visibility); without it supersession is read
+        from the stored edges whose source note the caller may see.
 
         Each list of values is one bound JSON array read with ``json_each``, so the clause stays
         the same size for 2 or 40,000 tags / prefixes (SQLite's expression tree stays small)."""
@@ -164,7 +168,13 @@ class Filters:
         if self.until:
             conds.append(f"{col} < ?" if len(self.until) == 10 else f"{col} <= ?")
             vals.append(_norm_date(self.until, end=True))
-        if not self.include_superseded:
+        if not self.include_superseded and superseded is not None:
+            conds.append(
+                "NOT (n.superseded_by != '[]' OR lower(coalesce(n.status, '')) = 'superseded' OR n.id IN "
+                f"{_JSON_VALUES})"
+            )
+            vals.append(_json_array(sorted(superseded)))
+        elif not self.include_superseded:
             # supersession counts only what the caller may see: a hidden note's `supersedes:` hides nothing
             by_visible, by_vals = ("", []) if self.classifications is None else self._classification("s")
             conds.append(

@@ -17,6 +17,7 @@ vault with nothing hidden, pay nothing extra.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
 from collections import OrderedDict
@@ -37,7 +38,7 @@ class _VisibleSet:
     """The derived structures of one (generation, visibility): filled on first use."""
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()  # a loader may ask for another structure of the same set
         self.everything: bool | None = None  # True when no note of the generation is hidden
         self.values: dict[str, Any] = {}
 
@@ -98,6 +99,33 @@ def visible_chunk_vectors(conn: sqlite3.Connection, sparse: SparseIndex, visible
     return load_chunk_vectors(conn, sparse, visible=visible)
 
 
+def visible_edges(conn: sqlite3.Connection, visible: Clause) -> list[tuple[int, int, str]]:
+    """(src, dst, kind) of the visible notes' links resolved among the visible notes only, as a build
+    of the vault without the hidden notes would resolve them, in the stored links' order: a hidden
+    note that shares a name or alias with a visible one captures no link (graph, supersession)."""
+    from core.vault.links import Link, LinkResolver  # the build's resolver; loaded only for a restricted caller
+
+    clause, vals = visible
+    notes = conn.execute(f"SELECT n.id, n.rel_path, n.aliases FROM notes n WHERE {clause}", vals).fetchall()
+    resolver = LinkResolver([(rel, tuple(json.loads(aliases))) for _, rel, aliases in notes])
+    id_of = {rel: nid for nid, rel, _ in notes}
+    out: list[tuple[int, int, str]] = []
+    for src, src_path, target, kind, heading, alias, source, alt in conn.execute(
+        "SELECT l.note_id, n.rel_path, l.target, l.kind, l.heading, l.alias, l.source, l.alt_target "
+        f"FROM links l JOIN notes n ON n.id = l.note_id WHERE {clause} ORDER BY l.rowid",
+        vals,
+    ):
+        found = resolver.resolve(Link(target, kind, heading, alias, source, alt), src_path)
+        dst = id_of.get(found) if found else None
+        if dst is not None:
+            out.append((src, dst, kind))
+    return out
+
+
+def visible_edges_loader(conn: sqlite3.Connection) -> Callable[[Clause], list[tuple[int, int, str]]]:
+    return lambda visible: visible_edges(conn, visible)
+
+
 class CallerStatistics:
     """What one search scores with: the full index's structures, or the visible notes' ones.
 
@@ -143,6 +171,15 @@ class CallerStatistics:
         if self._entry is None:
             return visible_loader(visible)
         return VISIBILITY_CACHE.get(self._entry, name, lambda: visible_loader(visible))
+
+    def edges(self) -> list[tuple[int, int, str]]:
+        """The restricted caller's resolved links (:func:`visible_edges`); only when ``restricted``."""
+        assert self.visible is not None and self.restricted
+        return self.cached("edges", list, visible_edges_loader(self.conn))
+
+    def superseded_ids(self) -> list[int]:
+        """Notes a visible note supersedes (links resolved among visible notes); only when ``restricted``."""
+        return self.cached("superseded", list, lambda _: sorted({d for _, d, k in self.edges() if k == "supersedes"}))
 
     def sparse(self, full: Callable[[], SparseIndex]) -> SparseIndex:
         if not self.restricted:

@@ -99,15 +99,18 @@ def test_a_hidden_notes_supersedes_does_not_hide_a_visible_note(pair):
 def test_visible_statistics_are_loaded_once_per_generation_and_visible_set(pair):
     with_hidden, without = pair
     VISIBILITY_CACHE.clear()
-    before = VISIBILITY_CACHE.loads
-    for q in ("quasar", "telescope", "garden"):
+    search_vault(with_hidden, "quasar", mode="fts", classifications=PUBLIC)
+    first = VISIBILITY_CACHE.loads
+    assert first > 0  # the visible notes' SparseIndex (and supersession) for (generation, {public})
+    for q in ("telescope", "garden", "quasar"):
         search_vault(with_hidden, q, mode="fts", classifications=PUBLIC)
-    assert VISIBILITY_CACHE.loads == before + 1  # one restricted SparseIndex for (generation, {public})
+    assert VISIBILITY_CACHE.loads == first  # cached, not reloaded per query
     search_vault(with_hidden, "quasar", mode="fts", classifications=("public", "lan"))
-    assert VISIBILITY_CACHE.loads == before + 2
+    second = VISIBILITY_CACHE.loads
+    assert second > first  # another visible set, its own statistics
     search_vault(without, "quasar", mode="fts", classifications=PUBLIC)  # nothing hidden there
     search_vault(with_hidden, "quasar", mode="fts")  # unrestricted
-    assert VISIBILITY_CACHE.loads == before + 2
+    assert VISIBILITY_CACHE.loads == second
 
 
 # ---------------------------------------------------------------- the dense modes (MiniLM fixture)
@@ -201,3 +204,21 @@ def test_a_hidden_note_with_the_same_name_does_not_capture_a_visible_notes_link(
     b = search_vault(bare, "quokka", mode="graph_assisted", classifications=PUBLIC)
     assert comparable(a) == comparable(b)
     assert [r.rel_path for r in a] == ["pub/a.md", "pub/x/plans.md"]
+
+
+def test_a_hidden_namesake_does_not_capture_a_visible_notes_supersedes(tmp_path):
+    files = {
+        "pub/new.md": note("New plans", "quokka plans, the current ones", supersedes="[[plans]]"),
+        "pub/x/plans.md": note("Plans", "quokka plans, the old ones"),
+        "plans.md": note("Secret", "hidden plans", classification="secret"),
+    }
+    full = write_vault(tmp_path / "full", files)
+    bare = write_vault(tmp_path / "bare", {k: v for k, v in files.items() if k != "plans.md"})
+    build_index(full)
+    build_index(bare)
+    for mode in ("fts", "graph_assisted"):
+        for query in ("quokka plans", ""):
+            a = search_vault(full, query, mode=mode, classifications=PUBLIC)
+            b = search_vault(bare, query, mode=mode, classifications=PUBLIC)
+            assert comparable(a) == comparable(b)
+            assert [r.rel_path for r in a] == ["pub/new.md"]  # pub/x/plans.md is superseded, as without plans.md
