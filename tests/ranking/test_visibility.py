@@ -3,7 +3,6 @@ it may not see (statistics, bonus maxima, supersession), in every mode; and the 
 
 from __future__ import annotations
 
-import string
 from pathlib import Path
 
 import pytest
@@ -145,7 +144,7 @@ def vaults(draw) -> tuple[dict[str, str], set[str]]:
     n = draw(st.integers(2, 7))
     files: dict[str, str] = {}
     hidden: set[str] = set()
-    for i in range(n):
+    for _ in range(n):
         words = draw(st.lists(st.sampled_from(WORDS), min_size=1, max_size=12))
         title = " ".join(draw(st.lists(st.sampled_from(WORDS), min_size=1, max_size=3)))
         secret = draw(st.booleans())
@@ -153,7 +152,13 @@ def vaults(draw) -> tuple[dict[str, str], set[str]]:
         front = {"classification": "secret"} if secret else {}
         if draw(st.integers(0, 5)) == 0:
             front["supersedes"] = f"[[n{draw(st.integers(0, n - 1))}]]"
-        rel = f"{draw(st.sampled_from(string.ascii_lowercase[:3]))}/n{i}.md"
+        # stems repeat across folders, so a hidden note can share a visible note's name (link capture)
+        folder = draw(st.sampled_from(["", "a/", "b/", "c/"]))
+        rel = f"{folder}n{draw(st.integers(0, n - 1))}.md"
+        if rel in files:
+            continue
+        if draw(st.integers(0, 3)) == 0:
+            front["aliases"] = f"[n{draw(st.integers(0, n - 1))}]"
         files[rel] = note(title, " ".join(words) + link, **front)
         if secret:
             hidden.add(rel)
