@@ -9,6 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from core.errors import DenseIncompleteError
 from core.index.builder import build_index
 from core.index.embed import embed_index
 from core.ranking.visibility import VISIBILITY_CACHE
@@ -227,3 +228,25 @@ def test_a_hidden_namesake_does_not_capture_a_visible_notes_supersedes(tmp_path)
             b = search_vault(bare, query, mode=mode, classifications=PUBLIC)
             assert comparable(a) == comparable(b)
             assert [r.rel_path for r in a] == ["pub/new.md"]  # pub/x/plans.md is superseded, as without plans.md
+
+
+def test_dense_readiness_counts_only_the_callers_notes(tmp_path, request, tmp_path_factory):
+    """Vectors missing only on hidden notes must not make a restricted caller's dense modes fail
+    (dense_incomplete): the vault without those notes is fully embedded."""
+    dirs = cached_model_dirs(fixture_root(request, tmp_path_factory))
+    visible = {
+        f"pub/n{i}.md": note(f"Note {i}", f"the telescope and the quasar, part {i}", updated=f"2024-05-0{i + 1}")
+        for i in range(3)
+    }
+    hidden = {"sec/old.md": note("Old", "an old secret quasar note", classification="secret", updated="2001-01-01")}
+    full = write_vault(tmp_path / "full", {**visible, **hidden})
+    bare = write_vault(tmp_path / "bare", visible)
+    build_index(full)
+    build_index(bare)
+    embed_index(full, model=dirs[FP32], limit=3)  # newest first: every visible chunk, not the hidden one
+    embed_index(bare, model=dirs[FP32])
+    a = search_vault(full, "quasar", mode="semantic", classifications=PUBLIC)
+    b = search_vault(bare, "quasar", mode="semantic", classifications=PUBLIC)
+    assert a.actual_mode == "semantic" and comparable(a) == comparable(b)
+    with pytest.raises(DenseIncompleteError):  # the control: a caller who sees the hidden note
+        search_vault(full, "quasar", mode="semantic")
