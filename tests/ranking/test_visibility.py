@@ -176,6 +176,11 @@ def _check_property(tmp_path_factory, files: dict[str, str], hidden: set[str], q
             a = search_vault(with_hidden, query, mode=mode, limit=10, classifications=PUBLIC)
             b = search_vault(without, query, mode=mode, limit=10, classifications=PUBLIC)
             assert comparable(a) == comparable(b), (mode, query)
+    for query in [q for q in queries if q.strip()]:
+        raw = f"{query.split()[0].split('-')[0]}* OR ({query.replace('-', ' ')})"
+        a = search_vault(with_hidden, raw, mode="fts", raw=True, limit=10, classifications=PUBLIC)
+        b = search_vault(without, raw, mode="fts", raw=True, limit=10, classifications=PUBLIC)
+        assert comparable(a) == comparable(b), ("raw", raw)
 
 
 QUERIES = st.lists(st.sampled_from([*WORDS, "quasar orbit", "alpha-beta garden", ""]), min_size=1, max_size=3)
