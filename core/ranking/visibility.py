@@ -122,15 +122,12 @@ def visible_edges(conn: sqlite3.Connection, visible: Clause) -> list[tuple[int, 
     return out
 
 
-def visible_edges_loader(conn: sqlite3.Connection) -> Callable[[Clause], list[tuple[int, int, str]]]:
-    return lambda visible: visible_edges(conn, visible)
-
-
 class CallerStatistics:
     """What one search scores with: the full index's structures, or the visible notes' ones.
 
-    ``full_sparse`` / ``full_chunks`` load (or fetch from their caches) the structures of the
-    whole generation; ``generation`` is None for a legacy index (mutable: nothing is cached).
+    Each accessor takes ``full`` (loads or fetches from its own cache the whole generation's
+    structure), used when nothing is hidden from the caller; ``generation`` is None for a legacy
+    index (mutable: nothing is cached, the visible structures are loaded per search).
     """
 
     def __init__(
@@ -174,27 +171,15 @@ class CallerStatistics:
 
     def edges(self) -> list[tuple[int, int, str]]:
         """The restricted caller's resolved links (:func:`visible_edges`); only when ``restricted``."""
-        assert self.visible is not None and self.restricted
-        return self.cached("edges", list, visible_edges_loader(self.conn))
+        assert self.restricted
+        return self.cached("edges", list, lambda visible: visible_edges(self.conn, visible))
 
     def superseded_ids(self) -> list[int]:
         """Notes a visible note supersedes (links resolved among visible notes); only when ``restricted``."""
         return self.cached("superseded", list, lambda _: sorted({d for _, d, k in self.edges() if k == "supersedes"}))
 
     def sparse(self, full: Callable[[], SparseIndex]) -> SparseIndex:
-        if not self.restricted:
-            return full()
-        assert self.visible is not None
-        visible = self.visible
-        if self._entry is None:
-            return visible_sparse(self.conn, visible)
-        return VISIBILITY_CACHE.get(self._entry, "sparse", lambda: visible_sparse(self.conn, visible))
+        return self.cached("sparse", full, lambda visible: visible_sparse(self.conn, visible))
 
     def chunk_vectors(self, sparse: SparseIndex, full: Callable[[], ChunkVectors]) -> ChunkVectors:
-        if not self.restricted:
-            return full()
-        assert self.visible is not None
-        visible = self.visible
-        if self._entry is None:
-            return visible_chunk_vectors(self.conn, sparse, visible)
-        return VISIBILITY_CACHE.get(self._entry, "chunks", lambda: visible_chunk_vectors(self.conn, sparse, visible))
+        return self.cached("chunks", full, lambda visible: visible_chunk_vectors(self.conn, sparse, visible))

@@ -255,3 +255,14 @@ def test_dense_readiness_counts_only_the_callers_notes(tmp_path, request, tmp_pa
     assert a.actual_mode == "semantic" and comparable(a) == comparable(b)
     with pytest.raises(DenseIncompleteError):  # the control: a caller who sees the hidden note
         search_vault(full, "quasar", mode="semantic")
+
+
+@pytest.mark.parametrize("mode", LEXICAL)
+def test_a_legacy_in_place_index_gives_the_same_zero_trace(tmp_path, mode):
+    full = write_vault(tmp_path / "full", {**VISIBLE, **HIDDEN})
+    bare = write_vault(tmp_path / "bare", VISIBLE)
+    build_index(full, in_place=True)
+    build_index(bare, in_place=True)
+    a = search_vault(full, "quasar telescope", mode=mode, limit=20, classifications=PUBLIC)
+    b = search_vault(bare, "quasar telescope", mode=mode, limit=20, classifications=PUBLIC)
+    assert a.index["kind"] == "legacy_db" and comparable(a) == comparable(b)
