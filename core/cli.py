@@ -144,9 +144,19 @@ def cmd_status(args: argparse.Namespace) -> int:
     from core.index.status import index_status
     from core.render import format_status
 
-    status = index_status(Path(args.vault), _env_index_dir(args))
-    _print_json(status) if args.json else print(format_status(status))
+    status = index_status(Path(args.vault), _env_index_dir(args), classifications=args.classification)
+    if args.json:
+        _print_json(status)
+    else:
+        print(format_status(status))
+        print(f"visibility {_visibility_line(args.classification)}")
     return EXIT_STALE if (args.check and status["staleness"]["stale"]) else 0
+
+
+def _visibility_line(classifications: list[str] | None) -> str:
+    if not classifications:
+        return "every note (no --classification given: secret ones included)"
+    return f"only classifications {', '.join(sorted({c.lower() for c in classifications}))}"
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -209,6 +219,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         index_dir=_env_index_dir(args),
         model=args.model,
         reranker=args.reranker,
+        classifications=args.classification,
     )
     if args.json:
         _print_json(report.to_dict())
@@ -233,16 +244,27 @@ def _add_filters(p: argparse.ArgumentParser) -> None:
     g.add_argument("--status", action="append", help="note status (repeatable: any of)")
     g.add_argument("--volatility", action="append", help="note volatility (repeatable: any of)")
     g.add_argument("--include-superseded", action="store_true", help="also return superseded notes")
-    g.add_argument(
-        "--classification", action="append", help="visible classification (repeatable); notes outside leave no trace"
-    )
+    _add_classification(g)
+
+
+VISIBILITY_HELP = (
+    "visible classification (repeatable); notes outside leave no trace. Default: every note is visible, "
+    "secret ones included. A note without one counts as 'public'; 'unreadable' names notes whose "
+    "classification could not be read exactly (hidden unless listed)"
+)
+
+
+def _add_classification(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    p.add_argument("--classification", action="append", metavar="C", help=VISIBILITY_HELP)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="vaultsearch",
         description="Search a Markdown vault through a verified "
-        "index. Exit codes: 0 ok, 2 usage, 3 index missing, 4 integrity failure, "
+        "index. Visibility: without --classification every note is shown, secret ones included; "
+        "search, status and eval take --classification (repeatable) to see only those classifications. "
+        "Exit codes: 0 ok, 2 usage, 3 index missing, 4 integrity failure, "
         "5 dense/rerank missing, 6 build conflict, 7 model invalid, 8 stale (--check).",
     )
     sub = parser.add_subparsers(dest="command", required=True)
@@ -314,6 +336,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("vault")
     p.add_argument("--index-dir")
     p.add_argument("--check", action="store_true", help=f"exit {EXIT_STALE} when the vault changed since")
+    _add_classification(p)
     p.set_defaults(func=cmd_status)
 
     p = command("verify", "full SHA-256 + SQLite integrity check of the active generation")
@@ -340,6 +363,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", help="embedding model for the dense modes (preset or directory) instead of the index's")
     p.add_argument("--reranker", help="cross-encoder for reranked (preset or directory; default bge-reranker-base)")
     p.add_argument("--index-dir")
+    _add_classification(p)
     p.set_defaults(func=cmd_eval)
     return parser
 

@@ -9,6 +9,7 @@ across the tree: tests/test_errors.py enforces both.
     ├── UsageError (ValueError)           usage                  exit 2
     │   ├── UnknownModeError              unknown_mode
     │   ├── FilterError                   invalid_filter
+    │   ├── InvalidArgumentError          invalid_argument
     │   ├── QuerySyntaxError              query_syntax
     │   ├── NotAGitRepoError              not_a_git_repo
     │   └── GitRevisionError              git_revision_unknown
@@ -79,6 +80,12 @@ class UnknownModeError(UsageError):
 
 class FilterError(UsageError):
     reason = "invalid_filter"
+
+
+class InvalidArgumentError(UsageError):
+    """A search argument of the wrong type or out of range (query, limit, mode, options, ...)."""
+
+    reason = "invalid_argument"
 
 
 class QuerySyntaxError(UsageError):

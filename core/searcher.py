@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from core import generations as gen
-from core.errors import SchemaMismatchError, UsageError
+from core.errors import InvalidArgumentError, SchemaMismatchError, UsageError
 from core.index.schema import SCHEMA_VERSION, get_meta
 from core.modes.context import Hit, ModeRun, SearchContext, note_fields
 from core.modes.decay import AgeDecay, apply_decay
@@ -20,7 +20,7 @@ from core.ranking.filters import Filters
 from core.ranking.query import clean_text
 from core.ranking.snippets import QueryWords, best_passages, matched_text, snippet
 from core.ranking.sparse import body_term_counts
-from core.registry import DEFAULT_MODE, dispatch, get_mode
+from core.registry import DEFAULT_MODE, ModeSpec, dispatch, get_mode
 
 
 @dataclass(frozen=True)
@@ -137,7 +137,7 @@ def _connection(resolved: gen.ResolvedIndex) -> sqlite3.Connection:
 
 
 def _metadata_only(ctx: SearchContext) -> ModeRun:
-    clause, vals = ctx.filters.where()
+    clause, vals = ctx.where()
     rows = ctx.conn.execute(
         f"SELECT n.id FROM notes n WHERE {clause} ORDER BY "
         f"coalesce(n.updated, n.created, n.date, '') DESC, n.rel_path LIMIT ?",
@@ -188,6 +188,85 @@ def _results(ctx: SearchContext, run: ModeRun, with_passages: bool) -> list[Sear
     return out
 
 
+# The largest ``limit`` (hits) a search may ask for; KNOWN_OPTIONS are the keys ``options`` may hold.
+MAX_LIMIT = 10_000
+KNOWN_OPTIONS = frozenset({"reranker"})
+_FLAGS = ("raw", "allow_fallback", "passages")
+
+
+def _text_argument(name: str, value: object, *, optional: bool = False, max_chars: int | None = None) -> None:
+    if value is None and optional:
+        return
+    if not isinstance(value, str):
+        raise InvalidArgumentError(f"{name} must be a string, got {type(value).__name__}", argument=name)
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidArgumentError(
+            f"{name} is not valid text: a lone surrogate at {exc.start} (invalid UTF-8 on the command line?)",
+            argument=name,
+        ) from exc
+    if max_chars is not None and len(value) > max_chars:
+        raise InvalidArgumentError(f"{name} is longer than {max_chars} characters", argument=name)
+
+
+def _path_argument(name: str, value: object, *, optional: bool = False) -> None:
+    if value is None and optional:
+        return
+    path = os.fspath(value) if isinstance(value, (str, os.PathLike)) else None
+    if not isinstance(path, str):
+        raise InvalidArgumentError(f"{name} must be a path, got {type(value).__name__}", argument=name)
+    _text_argument(name, path, max_chars=4096)
+
+
+def check_search_arguments(
+    vault: object,
+    query: object,
+    mode: object,
+    limit: object,
+    filters: object,
+    filter_kw: dict[str, Any],
+    rest: dict[str, Any],
+) -> tuple[ModeSpec, Filters]:
+    """Every argument of search_vault checked before any work: (the mode's spec, the Filters).
+
+    Hostile input never reaches SQL, FTS5 or numpy: a wrong type, lone surrogates (invalid
+    UTF-8), an out-of-range limit, an unknown option or filter is an InvalidArgumentError /
+    FilterError (exit 2) with a stable reason. ``rest`` holds the other keyword arguments."""
+    _path_argument("vault", vault)
+    _text_argument("query", query)  # longer than MAX_QUERY_CHARS: searched by its start (clean_text)
+    _text_argument("mode", mode)
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
+        raise InvalidArgumentError(
+            f"limit must be an integer from 1 to {MAX_LIMIT}, got {limit!r}"[:200], argument="limit"
+        )
+    for flag in _FLAGS:
+        if not isinstance(rest.get(flag), bool):
+            raise InvalidArgumentError(f"{flag} must be True or False, got {rest.get(flag)!r}"[:200], argument=flag)
+    _text_argument("model", rest.get("model"), optional=True)
+    _path_argument("index_dir", rest.get("index_dir"), optional=True)
+    options = rest.get("options")
+    if options is not None:
+        if not isinstance(options, dict) or set(options) - KNOWN_OPTIONS:
+            raise InvalidArgumentError(
+                f"options must be a dict with keys among {sorted(KNOWN_OPTIONS)}, got {options!r}"[:300],
+                argument="options",
+            )
+        for key, value in options.items():
+            _text_argument(f"options[{key!r}]", value, optional=True)
+    decay = rest.get("decay")
+    if decay is not None and not isinstance(decay, AgeDecay):
+        raise InvalidArgumentError(f"decay must be an AgeDecay, got {type(decay).__name__}", argument="decay")
+    spec = get_mode(mode)  # type: ignore[arg-type]
+    if filters is not None and filter_kw:
+        raise UsageError("give filters either as filters=Filters(...) or as keywords, not both")
+    if filters is not None and not isinstance(filters, Filters):
+        raise InvalidArgumentError(f"filters must be a Filters, got {type(filters).__name__}", argument="filters")
+    checked = filters if filters is not None else Filters.make(**filter_kw)
+    checked.validate()  # every filter up front, also for a query that has no terms
+    return spec, checked
+
+
 def search_vault(
     vault: str | Path,
     query: str,
@@ -210,13 +289,7 @@ def search_vault(
     ``passages=False`` skips snippet / matched_text / match_count (left empty): for
     evaluation runs that only need the ranking. ``decay=AgeDecay()`` down-weights volatile notes
     by age (``core.modes.decay``; off by default, re-scored hits say ``+age_decay``)."""
-    spec = get_mode(mode)
-    if limit < 1:
-        raise UsageError(f"limit must be >= 1, not {limit}")
-    if filters is not None and filter_kw:
-        raise UsageError("give filters either as filters=Filters(...) or as keywords, not both")
-    filters = filters or Filters.make(**filter_kw)
-    filters.where()  # validate every filter up front, also for a query that has no terms
+    spec, filters = check_search_arguments(vault, query, mode, limit, filters, filter_kw, locals())
     vault = Path(vault)
     resolved = gen.resolve(_layout(os.path.abspath(vault), os.path.abspath(index_dir) if index_dir else None))
     conn = _connection(resolved)

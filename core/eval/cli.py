@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from core import generations as gen
-from core.eval.evaluation import DocIdMatcher, EvalReport, evaluate, load_qrels, load_queries
+from core.eval.evaluation import DocIdMatcher, EvalReport, RankedPaths, evaluate, load_qrels, load_queries
+from core.ranking.filters import Filters
 from core.searcher import search_vault
 
 
@@ -21,27 +22,39 @@ def run_eval(
     depth: int = 100,
     model: str | None = None,
     reranker: str | None = None,
+    classifications: list[str] | tuple[str, ...] | None = None,
 ) -> EvalReport:
     """Evaluate ``modes`` on a BEIR queries/qrels pair against the vault's verified index.
 
     ``model`` / ``reranker`` name the embedding model and cross-encoder (preset or directory)
-    the dense modes use instead of the index's recorded model and the default reranker."""
+    the dense modes use instead of the index's recorded model and the default reranker.
+    ``classifications`` (as for search_vault) evaluates as a caller who sees only those notes: qrels
+    ids are matched against the visible notes alone, so no report line names a hidden note; None
+    (the default) sees every note, secret ones included."""
+    filters = Filters.make(classifications=list(classifications) if classifications is not None else None)
     resolved = gen.resolve(gen.layout_for(Path(vault).resolve(), index_dir))
     conn = gen.connect_readonly(resolved)
     try:
-        notes = conn.execute("SELECT rel_path, frontmatter_id FROM notes").fetchall()
+        clause, vals = filters.visible_classification_clause()
+        notes = conn.execute(f"SELECT n.rel_path, n.frontmatter_id FROM notes n WHERE {clause}", vals).fetchall()
     finally:
         conn.close()
     matcher = DocIdMatcher(notes)
     options = {"reranker": reranker} if reranker else None
 
-    def search(text: str, mode: str, n: int) -> list[str]:
-        return [
-            r.rel_path
-            for r in search_vault(
-                vault, text, mode=mode, limit=n, index_dir=index_dir, passages=False, model=model, options=options
-            )
-        ]
+    def search(text: str, mode: str, n: int) -> RankedPaths:
+        results = search_vault(
+            vault,
+            text,
+            mode=mode,
+            limit=n,
+            index_dir=index_dir,
+            passages=False,
+            model=model,
+            options=options,
+            classifications=filters.classifications,
+        )
+        return RankedPaths([r.rel_path for r in results], results.actual_mode, results.fallback_reason)
 
     return evaluate(
         load_queries(queries), load_qrels(qrels), matcher, search, modes, k=k, depth=depth, failures=failures

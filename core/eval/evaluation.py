@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -256,6 +257,15 @@ def _note_id_key(rel_path: str, note_id: str | int | None) -> str | None:
 # ----------------------------------------------------------------------------- report
 
 
+class RankedPaths(list):
+    """A search's rel_paths, best first, with the mode that really ran and why it fell back (if it did)."""
+
+    def __init__(self, paths: Iterable[str], actual_mode: str | None = None, fallback_reason: str | None = None):
+        super().__init__(paths)
+        self.actual_mode = actual_mode
+        self.fallback_reason = fallback_reason
+
+
 @dataclass(frozen=True)
 class QueryFailure:
     """A query none of whose relevant notes reached the top k; ``best_rank`` is None when
@@ -266,6 +276,8 @@ class QueryFailure:
     text: str
     best_rank: int | None
     relevant: tuple[str, ...]
+    actual_mode: str | None = None
+    fallback_reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -288,6 +300,9 @@ class ModeResult:
     error_message: str | None = None
     error_query_id: str | None = None
     failures: tuple[QueryFailure, ...] | None = None
+    # what really ran: actual mode -> queries, fallback reason -> queries (``auto`` may run fts)
+    actual_modes: Mapping[str, int] = field(default_factory=dict)
+    fallback_reasons: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -367,6 +382,11 @@ class EvalReport:
                 str(m.n),
             )
             lines.append(m.mode.ljust(width) + "".join(f"  {c:>{w}}" for c, w in zip(cells, cols)))
+        for m in self.modes:
+            if m.ok and (set(m.actual_modes) - {m.mode} or m.fallback_reasons):
+                ran = ", ".join(f"{mode} x{n}" for mode, n in sorted(m.actual_modes.items()))
+                why = ", ".join(f"{reason} x{n}" for reason, n in sorted(m.fallback_reasons.items()))
+                lines.append(f"{m.mode}: ran {ran}" + (f"; fallback {why}" if why else ""))
         lines.append(self.id_matching.format_line())
         lines.append(
             f"queries: {self.n_evaluated} of {self.n_queries} evaluated; {len(self.queries_without_qrels)} "
@@ -385,7 +405,9 @@ class EvalReport:
             lines.append(f"{m.mode}: {len(m.failures)} queries with no relevant note in the top {self.k}")
             for f in m.failures:
                 rank = f"best rank {f.best_rank}" if f.best_rank is not None else f"not in top {self.depth}"
-                lines.append(f"  {f.query_id}  [{rank}]  {f.text}  -> {', '.join(f.relevant)}")
+                ran = f"  (ran {f.actual_mode}" + (f", fallback {f.fallback_reason})" if f.fallback_reason else ")")
+                ran = ran if f.actual_mode and (f.actual_mode != m.mode or f.fallback_reason) else ""
+                lines.append(f"  {f.query_id}  [{rank}]  {f.text}  -> {', '.join(f.relevant)}{ran}")
         return "\n".join(lines)
 
 
@@ -473,6 +495,8 @@ def _run_mode(
     latencies: list[float] = []
     rows: list[tuple[float, float, float, float]] = []
     failed: list[QueryFailure] = []
+    ran: Counter[str] = Counter()
+    reasons: Counter[str] = Counter()
     for qid, judged in plan.judged.items():
         start = clock()
         try:
@@ -480,6 +504,9 @@ def _run_mode(
         except VaultSearchError as err:
             return ModeResult(mode=mode, n=0, error_reason=err.reason, error_message=err.message, error_query_id=qid)
         latencies.append((clock() - start) * 1000.0)
+        actual, reason = getattr(ranked, "actual_mode", None), getattr(ranked, "fallback_reason", None)
+        ran.update([actual] if actual else [])
+        reasons.update([reason] if reason else [])
         ranked = _check_ranking(ranked, mode, qid)[:depth]
         rows.append(
             (
@@ -492,7 +519,16 @@ def _run_mode(
         best = metrics.first_relevant_rank(ranked, judged)
         if failures and (best is None or best > k):
             relevant = tuple(sorted(metrics.relevant_ids(judged)))
-            failed.append(QueryFailure(query_id=qid, text=queries[qid], best_rank=best, relevant=relevant))
+            failed.append(
+                QueryFailure(
+                    query_id=qid,
+                    text=queries[qid],
+                    best_rank=best,
+                    relevant=relevant,
+                    actual_mode=actual,
+                    fallback_reason=reason,
+                )
+            )
     ndcg, recall, mrr, precision = (metrics.mean(col) for col in zip(*rows))
     return ModeResult(
         mode=mode,
@@ -504,6 +540,8 @@ def _run_mode(
         latency_p50_ms=metrics.percentile(latencies, 50),
         latency_p95_ms=metrics.percentile(latencies, 95),
         failures=tuple(failed) if failures else None,
+        actual_modes=dict(ran),
+        fallback_reasons=dict(reasons),
     )
 
 

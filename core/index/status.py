@@ -6,14 +6,18 @@ files whose stat differs are hashed, so a touched-but-identical file is not repo
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from core import generations as gen
 from core.index.builder import all_problems
 from core.index.schema import get_meta
+from core.ranking.filters import UNCLASSIFIED, Filters
+from core.vault.notes import UNREADABLE_CLASSIFICATION, parse_note
 from core.vault.scan import MAX_NOTE_BYTES, read_file, scan_vault
 
 
@@ -68,8 +72,87 @@ def staleness(vault: str | Path, index_dir: str | Path | None = None) -> dict[st
         conn.close()
 
 
-def index_status(vault: str | Path, index_dir: str | Path | None = None) -> dict[str, Any]:
-    """Active generation, age, counts, coverage, dense coverage, problems and staleness."""
+DEFAULT_VISIBILITY = "no classification given: every note is visible, secret ones included"
+
+
+def _visibility(classifications: Sequence[str] | None) -> dict[str, Any]:
+    if classifications is None:
+        return {"classifications": None, "restricted": False, "note": DEFAULT_VISIBILITY}
+    return {
+        "classifications": sorted({c.lower() for c in classifications}),
+        "restricted": True,
+        "note": "only notes of these classifications are counted or listed (unclassified counts as "
+        f"{UNCLASSIFIED!r}; '{UNREADABLE_CLASSIFICATION}' names notes whose classification could not be read)",
+    }
+
+
+_GENERATION_KEYS = ("generation_id", "status", "active", "created_at")
+
+
+def _restrict(out: dict[str, Any], conn: sqlite3.Connection, vault: Path, filters: Filters) -> None:
+    """Narrow a status to what a restricted caller may see: counts over its visible notes, problems
+    and staleness of those notes only; skipped files (no readable classification) are left out."""
+    clause, vals = filters.visible_classification_clause()
+    visible = dict(conn.execute(f"SELECT n.id, n.rel_path FROM notes n WHERE {clause}", vals))
+    ids = json.dumps(sorted(visible))
+    one = lambda sql: conn.execute(sql, (ids,)).fetchone()[0]  # noqa: E731
+    in_visible = "IN (SELECT value FROM json_each(?))"
+    chunks = one(f"SELECT count(*) FROM chunks WHERE note_id {in_visible}")
+    vectors = one(
+        f"SELECT count(*) FROM chunk_vectors v JOIN chunks c ON c.id = v.chunk_id WHERE c.note_id {in_visible}"
+    )
+    edges = conn.execute(
+        f"SELECT count(*), coalesce(sum(dst_id IS NULL OR dst_id NOT {in_visible}), 0) FROM edges WHERE src_id {in_visible}",
+        (ids, ids),
+    ).fetchone()
+    paths = set(visible.values())
+    stale = out["staleness"]
+    added = [p for p in stale["added"] if _visible_file(vault / p, p, filters)]
+    kept = {k: [p for p in stale[k] if p in paths] for k in ("modified", "removed")}
+    present = len(paths) - len(kept["removed"]) + len(added)
+    out.update(
+        notes=len(visible),
+        chunks=chunks,
+        skipped_files=None,
+        coverage={"indexed_notes": len(visible), "source_files": present},
+        links=int(edges[0]),
+        unresolved_links=int(edges[1]),
+        problems=[p for p in out["problems"] if p["path"] in paths],
+        staleness={
+            **stale,
+            "stale": bool(added or kept["modified"] or kept["removed"]),
+            "added": added,
+            **kept,
+            "source_files": present,
+        },
+    )
+    out["generations"] = [{k: g[k] for k in _GENERATION_KEYS if k in g} for g in out["generations"]]  # no counts
+    out["dense"].update(
+        chunks_with_vectors=vectors, chunks=chunks, coverage=round(vectors / chunks, 4) if chunks else 0.0
+    )
+
+
+def _visible_file(path: Path, rel_path: str, filters: Filters) -> bool:
+    """Whether a not yet indexed file would be visible to the caller (its classification, failing closed)."""
+    try:
+        data = read_file(path)[0]  # the scanner's reader (the same confinement as the staleness check)
+    except OSError:
+        return False  # unreadable: no classification can be read, so not visible
+    parsed = parse_note(rel_path, data)
+    if parsed is None:
+        return False
+    allowed = filters.classifications or ()
+    return (parsed.classification or UNCLASSIFIED) in allowed
+
+
+def index_status(
+    vault: str | Path, index_dir: str | Path | None = None, *, classifications: Sequence[str] | None = None
+) -> dict[str, Any]:
+    """Active generation, age, counts, coverage, dense coverage, problems and staleness.
+
+    ``classifications`` (as for search_vault) restricts every count and list to the notes of
+    those classifications; None (the default) shows every note, secret ones included."""
+    filters = Filters.make(classifications=list(classifications) if classifications is not None else None)
     vault = Path(vault).resolve()
     layout = gen.layout_for(vault, Path(index_dir) if index_dir else None)
     resolved = gen.resolve(layout)
@@ -90,6 +173,7 @@ def index_status(vault: str | Path, index_dir: str | Path | None = None) -> dict
             "size": resolved.size,
             "source_snapshot_hash": resolved.source_snapshot_hash,
             "age_seconds": round(max(0.0, time.time() - resolved.created_at), 3),
+            "visibility": _visibility(filters.classifications),
             "notes": notes,
             "chunks": chunks,
             "skipped_files": count("SELECT count(*) FROM skipped_files"),
@@ -110,6 +194,8 @@ def index_status(vault: str | Path, index_dir: str | Path | None = None) -> dict
             **({"uncommitted": stale["uncommitted"]} if "uncommitted" in stale else {}),
             "generations": gen.list_generations(layout) if resolved.kind != "legacy_db" else [],
         }
+        if filters.classifications is not None:
+            _restrict(out, conn, vault, filters)
     finally:
         conn.close()
     return out

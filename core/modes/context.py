@@ -17,6 +17,7 @@ from core.ranking.chunk_vectors import ChunkVectors, load_chunk_vectors
 from core.ranking.filters import Filters
 from core.ranking.query import MAX_QUERY_TERMS
 from core.ranking.sparse import CHUNK_CACHE, SPARSE_CACHE, QueryPostings, SparseIndex, load_sparse, query_postings
+from core.ranking.visibility import CallerStatistics
 
 # Filter masks of recent (generation, filters) pairs: numbers only, no note text.
 _MASK_CACHE_SIZE = 64
@@ -70,6 +71,7 @@ class SearchContext:
     _mask: np.ndarray | None = None
     _terms: list[str] | None = None
     _meta: dict[str, Any] | None = None
+    _statistics: CallerStatistics | None = None
 
     @property
     def meta(self) -> dict[str, Any]:
@@ -83,14 +85,39 @@ class SearchContext:
             self._terms = analyzer_for(self.meta["tokenizer"]).terms(self.text)[:MAX_QUERY_TERMS]
         return self._terms
 
+    def statistics(self) -> CallerStatistics:
+        """Whose statistics this caller is scored with: the whole generation's, or (when its
+        classifications hide some note) the visible notes' only (core.ranking.visibility)."""
+        if self._statistics is None:
+            r, f = self.resolved, self.filters
+            visible = f.visible_classification_clause() if f.classifications is not None else None
+            generation = None if r.kind == "legacy_db" else (str(r.path), r.generation_id, r.sha256)
+            self._statistics = CallerStatistics(
+                self.conn, visible, str(r.layout.index_dir), generation, f.classifications
+            )
+        return self._statistics
+
+    def where(self) -> tuple[str, list[object]]:
+        """The filters' SQL condition for this caller (supersession among its visible notes when restricted)."""
+        stats = self.statistics()
+        restricted = not self.filters.include_superseded and stats.restricted
+        return self.filters.where(superseded=stats.superseded_ids() if restricted else None)
+
+    def _full_sparse(self) -> SparseIndex:
+        r = self.resolved
+        if r.kind == "legacy_db":  # mutable file: never cached
+            return load_sparse(self.conn)
+        key = (str(r.path), r.generation_id, r.sha256)
+        return SPARSE_CACHE.get(str(r.layout.index_dir), key, lambda: load_sparse(self.conn))
+
+    def analyzer_terms(self, text: str) -> list[str]:
+        """The index analyzer's terms of ``text`` (at most MAX_QUERY_TERMS)."""
+        return analyzer_for(self.meta["tokenizer"]).terms(text)[:MAX_QUERY_TERMS]
+
     def sparse(self) -> SparseIndex:
+        """The term statistics this caller is scored with (visible notes only when some are hidden)."""
         if self._sparse is None:
-            r = self.resolved
-            if r.kind == "legacy_db":  # mutable file: never cached
-                self._sparse = load_sparse(self.conn)
-            else:
-                key = (str(r.path), r.generation_id, r.sha256)
-                self._sparse = SPARSE_CACHE.get(str(r.layout.index_dir), key, lambda: load_sparse(self.conn))
+            self._sparse = self.statistics().sparse(self._full_sparse)
         return self._sparse
 
     def postings(self) -> QueryPostings:
@@ -103,11 +130,14 @@ class SearchContext:
         """The vector mode's chunk vectors, loaded on first use and cached like ``sparse``."""
         if self._chunks is None:
             r, sp = self.resolved, self.sparse()
-            if r.kind == "legacy_db":
-                self._chunks = load_chunk_vectors(self.conn, sp)
-            else:
+
+            def full() -> ChunkVectors:
+                if r.kind == "legacy_db":
+                    return load_chunk_vectors(self.conn, sp)
                 key = (str(r.path), r.generation_id, r.sha256)
-                self._chunks = CHUNK_CACHE.get(str(r.layout.index_dir), key, lambda: load_chunk_vectors(self.conn, sp))
+                return CHUNK_CACHE.get(str(r.layout.index_dir), key, lambda: load_chunk_vectors(self.conn, sp))
+
+            self._chunks = self.statistics().chunk_vectors(sp, full)
         return self._chunks
 
     def mask(self) -> np.ndarray:
@@ -118,12 +148,8 @@ class SearchContext:
             key = (str(r.path), r.sha256, self.filters) if r.kind != "legacy_db" else None
             found = _MASKS.get(key) if key else None
             if found is None:
-                ids = [
-                    row[0]
-                    for row in self.conn.execute(
-                        f"SELECT n.id FROM notes n WHERE {self.filters.where()[0]}", self.filters.where()[1]
-                    )
-                ]
+                clause, vals = self.where()
+                ids = [row[0] for row in self.conn.execute(f"SELECT n.id FROM notes n WHERE {clause}", vals)]
                 found = np.isin(sp.note_ids, np.asarray(ids, dtype=np.int64))
                 if key:
                     if len(_MASKS) >= _MASK_CACHE_SIZE:

@@ -108,10 +108,24 @@ def _counts(ctx: SearchContext) -> tuple[int, int]:
     at publish; the file's SHA-256 was checked against that row), because ``count(*)`` over the
     vector table reads every page of it (~75 ms for 17k vectors). A legacy index is counted.
     """
+    stats = ctx.statistics()
+    if stats.restricted:  # readiness over the caller's notes: a hidden note's missing vector is no trace
+        return stats.cached("dense_counts", lambda: (0, 0), lambda visible: _visible_counts(ctx, visible))
     record = ctx.resolved.record
     if ctx.resolved.kind != "legacy_db" and "dense_chunks" in record and "chunks" in record:
         return int(record["dense_chunks"]), int(record["chunks"])
     row = ctx.conn.execute("SELECT (SELECT count(*) FROM chunk_vectors), (SELECT count(*) FROM chunks)").fetchone()
+    return int(row[0]), int(row[1])
+
+
+def _visible_counts(ctx: SearchContext, visible: tuple[str, list[object]]) -> tuple[int, int]:
+    """(chunks with a vector, chunks) of the notes the visible clause allows."""
+    clause, vals = visible
+    row = ctx.conn.execute(
+        "SELECT count(v.chunk_id), count(*) FROM chunks c LEFT JOIN chunk_vectors v ON v.chunk_id = c.id "
+        f"WHERE c.note_id IN (SELECT n.id FROM notes n WHERE {clause})",
+        vals,
+    ).fetchone()
     return int(row[0]), int(row[1])
 
 
@@ -247,7 +261,14 @@ def dense_scores(ctx: SearchContext, embedder: Embedder) -> DenseScores:
             expected=dm.matrix.shape[1],
             actual=int(query.shape[0]),
         )
-    scores = scoring.unit_cosine(dm.matrix, query)
+    if ctx.statistics().restricted:
+        # only the visible notes' rows, as one matrix: the same product (bit for bit) as in an index
+        # without the hidden notes, where BLAS would see a matrix of exactly these rows
+        visible = np.flatnonzero(np.isin(dm.note_ids, ctx.sparse().note_ids))
+        scores: np.ndarray = np.zeros(dm.matrix.shape[0], dtype=np.float32)
+        scores[visible] = scoring.unit_cosine(dm.matrix[visible], query)
+    else:
+        scores = scoring.unit_cosine(dm.matrix, query)
     return DenseScores(dm, scores, np.flatnonzero(chunk_mask(ctx, dm)))
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -17,23 +18,36 @@ GRAPH_DECAY = 0.5
 
 
 def _neighbors(ctx: SearchContext) -> dict[int, list[tuple[int, str, str]]]:
-    """The link graph, both directions; loaded once per verified generation (never cached for legacy)."""
+    """The link graph, both directions; loaded once per verified generation (never cached for legacy).
+
+    A caller whose classifications hide notes gets the links of its visible notes resolved
+    against its visible notes only (core.ranking.visibility caches it per visible set): a hidden
+    note that shares a name with a visible one must not capture the links that reach it."""
     r = ctx.resolved
-    if r.kind == "legacy_db":
-        return _load_neighbors(ctx.conn)
-    return GRAPH_CACHE.get(
-        str(r.layout.index_dir), (str(r.path), r.generation_id, r.sha256), lambda: _load_neighbors(ctx.conn)
-    )
+
+    def full() -> dict[int, list[tuple[int, str, str]]]:
+        if r.kind == "legacy_db":
+            return _load_neighbors(ctx.conn)
+        return GRAPH_CACHE.get(
+            str(r.layout.index_dir), (str(r.path), r.generation_id, r.sha256), lambda: _load_neighbors(ctx.conn)
+        )
+
+    stats = ctx.statistics()
+    return stats.cached("graph", full, lambda _: _adjacency((s, d, k) for s, d, k in stats.edges() if s != d))
 
 
-def _load_neighbors(conn: sqlite3.Connection) -> dict[int, list[tuple[int, str, str]]]:
+def _adjacency(edges: Iterable[tuple[int, int, str]]) -> dict[int, list[tuple[int, str, str]]]:
     out: dict[int, list[tuple[int, str, str]]] = {}
-    for src, dst, kind in conn.execute(
-        "SELECT src_id, dst_id, kind FROM edges WHERE dst_id IS NOT NULL AND src_id != dst_id"
-    ):
+    for src, dst, kind in edges:
         out.setdefault(src, []).append((dst, kind, "out"))
         out.setdefault(dst, []).append((src, kind, "in"))
     return out
+
+
+def _load_neighbors(conn: sqlite3.Connection) -> dict[int, list[tuple[int, str, str]]]:
+    return _adjacency(
+        conn.execute("SELECT src_id, dst_id, kind FROM edges WHERE dst_id IS NOT NULL AND src_id != dst_id")
+    )
 
 
 class _Allowed:

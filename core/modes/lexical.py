@@ -13,7 +13,7 @@ from core.modes.context import Hit, ModeRun, SearchContext
 from core.ranking import scoring
 from core.ranking.chunk_vectors import best_chunk_ids, vector_scores
 from core.ranking.query import phrase_expression
-from core.ranking.sparse import SparseIndex, bm25_scores
+from core.ranking.sparse import SparseIndex, bm25_scores, query_postings
 
 # Candidates taken from each list before fusion.
 FUSION_DEPTH = 100
@@ -32,8 +32,6 @@ IDENTIFIER_COVERAGE_POWER = 4
 _WORD = re.compile(r"[^\W_]+")
 # hybrid's RRF list weights (fts, vector): tuned on SciFact train + known-item (docs/architecture.md).
 HYBRID_WEIGHTS = (1.0, 0.4)
-# bm25() column weights for raw FTS5 queries, in FTS_COLUMNS order.
-RAW_BM25_WEIGHTS = (2.0, 1.5, 1.5, 4.0, 1.0)
 
 
 def _ranked(
@@ -100,22 +98,45 @@ def _vector(ctx: SearchContext, k: int, *, with_chunks: bool = True) -> tuple[li
 
 
 def raw_fts_ranking(ctx: SearchContext, k: int) -> list[tuple[int, float]]:
-    """The caller's FTS5 expression ranked by FTS5's bm25(), filters in the same statement."""
-    clause, vals = ctx.filters.where()
-    weights = ", ".join(str(w) for w in RAW_BM25_WEIGHTS)
+    """The caller's FTS5 expression decides which notes match (filters in the same statement);
+    they are ranked by BM25F over the expression's words with the caller's statistics.
+
+    Not FTS5's own bm25(): its N, document frequencies and average lengths count every row of
+    the table, hidden notes included, so a restricted caller's scores would move with them."""
+    clause, vals = ctx.where()
     sql = (
-        f"SELECT n.id, bm25(notes_fts, {weights}) AS s FROM notes_fts JOIN notes n ON n.id = notes_fts.rowid "
-        f"WHERE notes_fts MATCH ? AND {clause} ORDER BY s, n.id LIMIT ?"
+        f"SELECT n.id FROM notes_fts JOIN notes n ON n.id = notes_fts.rowid "
+        f"WHERE notes_fts MATCH ? AND {clause} ORDER BY n.id"
     )
     try:
-        rows = ctx.conn.execute(sql, [ctx.text, *vals, k]).fetchall()
+        ids = [r[0] for r in ctx.conn.execute(sql, [ctx.text, *vals])]
     except sqlite3.OperationalError as exc:
         raise QuerySyntaxError(
             f"invalid FTS5 query {ctx.text!r}: {exc}",
             query=ctx.text,
             hint="drop raw=True / --raw to search the text literally",
         ) from exc
-    return [(nid, -float(s)) for nid, s in rows]
+    sp = ctx.sparse()
+    rows = sp.rows_of(np.asarray(ids, dtype=np.int64))
+    rows = rows[rows >= 0]
+    text = _RAW_SYNTAX.sub(" ", ctx.text)
+    terms = ctx.analyzer_terms(_RAW_PREFIX.sub(" ", text)) + _prefix_terms(sp, _RAW_PREFIX.findall(text))
+    scores, _ = bm25_scores(sp, terms, query_postings(sp, terms))
+    return [(int(sp.note_ids[r]), float(scores[r])) for r in scoring.top_k(scores, k, rows)]
+
+
+def _prefix_terms(sp: SparseIndex, prefixes: list[str]) -> list[str]:
+    """The indexed terms (of the caller's index) a raw ``prefix*`` matches, at most RAW_PREFIX_TERMS each."""
+    out: list[str] = []
+    for prefix in (p.lower() for p in prefixes):
+        out += sorted(t for t in sp.term_id if t.startswith(prefix))[:RAW_PREFIX_TERMS]
+    return out
+
+
+RAW_PREFIX_TERMS = 64
+_RAW_PREFIX = re.compile(r"(\w+)\*")
+# FTS5 syntax that is not a word of the text: operators, column filters, the initial-token caret.
+_RAW_SYNTAX = re.compile(r"\b(?:AND|OR|NOT|NEAR)\b|\{[^}]*\}\s*:|\b\w+\s*:|\^|\bNEAR\s*\(")
 
 
 def _hits(ranking: list[tuple[int, float]], source: str, limit: int) -> list[Hit]:
@@ -123,7 +144,7 @@ def _hits(ranking: list[tuple[int, float]], source: str, limit: int) -> list[Hit
 
 
 def run_fts(ctx: SearchContext) -> ModeRun:
-    source = "fts5_bm25" if ctx.raw else "bm25f"
+    source = "fts5_match_bm25f" if ctx.raw else "bm25f"
     return ModeRun(_hits(fts_ranking(ctx, ctx.limit), source, ctx.limit))
 
 

@@ -24,7 +24,14 @@ from core.errors import IntegrityError
 from core.index.schema import CHUNK_UNIT
 from core.ranking import scoring
 from core.ranking.postings import READ_ROWS, TermMajor, row_blocks
-from core.ranking.sparse import QueryPostings, SparseIndex, gather_postings, query_postings, query_term_ids
+from core.ranking.sparse import (
+    QueryPostings,
+    SparseIndex,
+    gather_postings,
+    query_postings,
+    query_term_ids,
+    visible_rows,
+)
 
 # Pivot slope of the chunk length normalisation; tuned on SciFact train + known-item dev.
 VECTOR_PIVOT_SLOPE = 0.3
@@ -64,19 +71,22 @@ class ChunkVectors:
         )
 
 
-def _read(conn: sqlite3.Connection) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _read(
+    conn: sqlite3.Connection, visible: tuple[str, list[object]] | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(chunk ids, note id of each chunk, postings per chunk, terms, weighted tf), chunks by note."""
-    n_chunks = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
+    where, vals = visible_rows(visible)
+    n_chunks = conn.execute(f"SELECT count(*) FROM chunks{where}", vals).fetchone()[0]
     chunk_ids, done = np.empty(n_chunks, np.int64), 0
-    ids = conn.execute("SELECT id FROM chunks ORDER BY note_id, ord")
+    ids = conn.execute(f"SELECT id FROM chunks{where} ORDER BY note_id, ord", vals)
     while batch := ids.fetchmany(16 * READ_ROWS):
         chunk_ids[done : done + len(batch)] = [r[0] for r in batch]
         done += len(batch)
-    total = conn.execute("SELECT coalesce(sum(length(term_ids)), 0) FROM chunk_terms").fetchone()[0]
+    total = conn.execute(f"SELECT coalesce(sum(length(term_ids)), 0) FROM chunk_terms{where}", vals).fetchone()[0]
     note_of, lengths = np.empty(n_chunks, np.int64), np.empty(n_chunks, np.int64)
     terms, tf = np.empty(total // 4, np.int32), np.empty(total // 4, np.uint16)
     pos = row = 0
-    rows = conn.execute("SELECT note_id, lengths, term_ids, tf FROM chunk_terms ORDER BY note_id")
+    rows = conn.execute(f"SELECT note_id, lengths, term_ids, tf FROM chunk_terms{where} ORDER BY note_id", vals)
     while batch := rows.fetchmany(READ_ROWS):  # a few thousand notes per numpy call
         nids, length_blobs, term_blobs, tf_blobs = zip(*batch)
         per_note = np.frombuffer(b"".join(length_blobs), dtype="<u4")
@@ -132,9 +142,14 @@ def _term_major(
 
 
 def load_chunk_vectors(
-    conn: sqlite3.Connection, sparse: SparseIndex, slope: float = VECTOR_PIVOT_SLOPE
+    conn: sqlite3.Connection,
+    sparse: SparseIndex,
+    slope: float = VECTOR_PIVOT_SLOPE,
+    *,
+    visible: tuple[str, list[object]] | None = None,
 ) -> ChunkVectors:
-    """Read every chunk vector of the generation ``sparse`` was loaded from (same snapshot).
+    """Read every chunk vector of the generation ``sparse`` was loaded from (same snapshot);
+    ``visible`` (as for ``load_sparse``, the same one ``sparse`` was loaded with) reads only those notes'.
 
     Memory-lean like ``load_sparse``: 6 bytes per posting are read, 4 more computed a block at
     a time, and the term-major copy (8 bytes per posting, what is held) is filled block by block.
@@ -143,7 +158,7 @@ def load_chunk_vectors(
     if snapshot:
         conn.execute("BEGIN")
     try:
-        chunk_ids, note_of, lengths, terms, tf = _read(conn)
+        chunk_ids, note_of, lengths, terms, tf = _read(conn, visible)
     finally:
         if snapshot:
             conn.execute("ROLLBACK")

@@ -86,18 +86,29 @@ T = TypeVar("T")
 _BODY = FTS_COLUMNS.index("body")
 
 
+def visible_rows(visible: tuple[str, list[object]] | None, column: str = "note_id") -> tuple[str, list[object]]:
+    """``WHERE`` text (with its values) keeping the rows of the notes the ``visible`` clause (over
+    ``notes n``) allows; empty when every note is read (core.ranking.visibility)."""
+    if visible is None:
+        return "", []
+    return f" WHERE {column} IN (SELECT n.id FROM notes n WHERE {visible[0]})", list(visible[1])
+
+
 def _read_vectors(
-    conn: sqlite3.Connection, n_fields: int
+    conn: sqlite3.Connection, n_fields: int, visible: tuple[str, list[object]] | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(note_ids, postings per note, terms, tf [P, fields], field lengths [notes, fields]) in
     note order, read ``READ_ROWS`` notes at a time into preallocated arrays."""
-    n, total = conn.execute("SELECT count(*), coalesce(sum(length(term_ids)), 0) FROM note_terms").fetchone()
+    where, vals = visible_rows(visible)
+    n, total = conn.execute(
+        f"SELECT count(*), coalesce(sum(length(term_ids)), 0) FROM note_terms{where}", vals
+    ).fetchone()
     note_ids, lengths = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
     terms = np.empty(total // 4, dtype=np.int32)
     tf = np.empty((total // 4, n_fields), dtype=np.uint16)
     field_len = np.zeros((n, n_fields), dtype=np.float32)
     pos = row = 0
-    rows = conn.execute("SELECT note_id, term_ids, tf FROM note_terms ORDER BY note_id")
+    rows = conn.execute(f"SELECT note_id, term_ids, tf FROM note_terms{where} ORDER BY note_id", vals)
     while batch := rows.fetchmany(READ_ROWS):
         ids, term_blobs, tf_blobs = zip(*batch)
         k, r = sum(map(len, term_blobs)) // 4, len(batch)
@@ -113,8 +124,13 @@ def _read_vectors(
     return note_ids, lengths, terms, tf, field_len
 
 
-def load_sparse(conn: sqlite3.Connection, params: RankParams = DEFAULT_PARAMS) -> SparseIndex:
+def load_sparse(
+    conn: sqlite3.Connection, params: RankParams = DEFAULT_PARAMS, *, visible: tuple[str, list[object]] | None = None
+) -> SparseIndex:
     """Read every note's term vector and build term-major postings with their BM25F weights.
+
+    ``visible`` (a condition over ``notes n`` and its values) reads only those notes: every
+    statistic (N, df, average field lengths) and the term dictionary are then theirs alone.
 
     Memory-lean: the row-major terms and tf (14 bytes per posting) are read once; weights,
     field masks and body counts are computed a block of notes at a time and dropped straight
@@ -125,7 +141,7 @@ def load_sparse(conn: sqlite3.Connection, params: RankParams = DEFAULT_PARAMS) -
     if snapshot:
         conn.execute("BEGIN")
     try:
-        note_ids, lengths, terms, tf, field_len = _read_vectors(conn, n_fields)
+        note_ids, lengths, terms, tf, field_len = _read_vectors(conn, n_fields, visible)
         term_id = dict(conn.execute("SELECT term, id FROM terms"))
     finally:
         if snapshot:
@@ -133,6 +149,8 @@ def load_sparse(conn: sqlite3.Connection, params: RankParams = DEFAULT_PARAMS) -
     n = int(note_ids.shape[0])
     layout = TermMajor(terms, max(max(term_id.values(), default=0), int(terms.max(initial=0))) + 1)
     df = layout.counts.astype(np.int64)
+    if visible is not None:  # no term that only hidden notes hold
+        term_id = {t: i for t, i in term_id.items() if i < df.shape[0] and df[i] > 0}
     avg = field_len.mean(axis=0) if n else np.ones(n_fields, np.float32)
     factors = scoring.bm25f_field_factors(
         field_len, avg, np.asarray(params.weights, np.float32), np.asarray(params.b, np.float32)

@@ -14,6 +14,10 @@ report. Reason codes (``PROBLEM_REASONS`` holds them all, including the scanner'
     frontmatter_not_mapping the frontmatter is valid YAML but not a mapping: metadata empty
     frontmatter_unclosed    a leading ``---`` line with no closing ``---``/``...``:
                             the whole text is the body
+    classification_unreadable
+                            the frontmatter (closed or not, parsable or not) mentions a
+                            classification that cannot be read exactly: the note gets the
+                            reserved classification ``unreadable`` (fails closed, see below)
     date_invalid            a date field could not be read as a date: raw value kept in extra
     field_invalid           a known field has an unusable shape (e.g. a mapping as title):
                             raw value kept in extra
@@ -29,6 +33,14 @@ Decisions worth knowing:
   first present, non-empty one is used; the others stay in ``extra``.
 - ``note_type``, ``status``, ``volatility`` and ``classification`` are stripped and
   lower-cased (they are filter values; access control compares classifications exactly).
+- Classification fails closed (``read_classification``): it is read only from exactly one
+  top-level key spelled ``classification`` holding a non-empty string, in frontmatter that
+  parsed cleanly. Anything else that mentions a classification - a YAML error, an unclosed
+  or indented fence, a list or mapping value (``[secret]``), a differently cased key
+  (``Classification:``), a duplicated key, an empty or non-string value - gives the reserved
+  value ``unreadable`` (``UNREADABLE_CLASSIFICATION``) and a ``classification_unreadable``
+  problem: a caller that restricts classifications sees such a note only when it lists
+  ``unreadable`` explicitly.
 - Inline tags follow Obsidian (``#`` at the start or after whitespace; letters, digits,
   ``_ - /``; at least one non-digit) and also allow inner dots for Dendron's
   hierarchical tags (``#role.bugcatcher``); trailing dots are sentence punctuation.
@@ -65,6 +77,7 @@ PROBLEM_REASONS: frozenset[str] = frozenset(
         "frontmatter_unclosed",
         "date_invalid",
         "field_invalid",
+        "classification_unreadable",
         "too_large",
         "unreadable",
         "symlink_outside_vault",
@@ -76,6 +89,12 @@ DATE_FIELDS = ("created", "updated", "source_date", "date")
 RELATION_FIELDS = ("related", "links", "parent")
 _MAX_YAML_VALUES = 20_000  # bound on values walked when making frontmatter JSON-safe
 _MAX_YAML_DEPTH = 64
+# The classification a note gets when its frontmatter mentions one that cannot be read exactly.
+UNREADABLE_CLASSIFICATION = "unreadable"
+# Any mention of the word (any case) in a frontmatter that did not parse cleanly, and a key-like
+# mention (``classification:`` at a line start or after ``{``/``,``, optionally quoted) in one that did.
+_CLASSIFICATION_WORD = re.compile(r"classification", re.IGNORECASE)
+_CLASSIFICATION_KEY = re.compile(r"(?:^|[{,])[ \t]*[\"']?classification[\"']?[ \t]*:", re.IGNORECASE | re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -447,7 +466,7 @@ def _extract_fields(meta: _Meta) -> dict[str, Any]:
         dates=_frontmatter_dates(meta),
         volatility=_lower(meta.text("volatility")),
         status=_lower(meta.text("status")),
-        classification=_lower(meta.text("classification")),
+        classification=None,  # read_classification decides (fails closed)
         namespace=meta.text("namespace", "project"),
         supersedes=_note_refs(meta.items("supersedes")),
         superseded_by=_note_refs(meta.items("superseded_by")),
@@ -459,6 +478,59 @@ def _extract_fields(meta: _Meta) -> dict[str, Any]:
         Link(target, kind, source="frontmatter") for kind in ("supersedes", "superseded_by") for target in fields[kind]
     )
     return fields
+
+
+# ---------------------------------------------------------------- classification (fails closed)
+
+_YAML_FAILURES = frozenset({"yaml_invalid", "frontmatter_not_mapping"})
+_FENCE_CHARS = ("---", "...")
+
+
+def _loose_region(text: str, yaml_text: str | None, unclosed: bool) -> str:
+    """The text that may be frontmatter when none parsed cleanly: the fenced YAML, the whole text
+    after an unclosed fence, an indented (or blank-line-preceded) fenced block, or a first line
+    that is a bare ``classification:`` key."""
+    if yaml_text is not None:
+        return yaml_text
+    if unclosed:
+        return text
+    lines = text.splitlines()
+    first = next((i for i, line in enumerate(lines) if line.strip()), None)
+    if first is None:
+        return ""
+    if lines[first].strip().startswith("---"):
+        end = next((j for j in range(first + 1, len(lines)) if lines[j].strip() in _FENCE_CHARS), len(lines))
+        return "\n".join(lines[first + 1 : end])
+    return lines[first] if _CLASSIFICATION_KEY.match(lines[first].lstrip()) else ""
+
+
+def read_classification(
+    rel_path: str, text: str, yaml_text: str | None, mapping: dict[str, Any], *, clean: bool, unclosed: bool
+) -> tuple[str | None, Problem | None]:
+    """(classification, problem): the lower-cased value of exactly one top-level ``classification``
+    key holding a non-empty string in cleanly parsed frontmatter; None when nothing mentions a
+    classification; else ``UNREADABLE_CLASSIFICATION`` with a ``classification_unreadable`` problem."""
+
+    def unreadable(why: str) -> tuple[str, Problem]:
+        return UNREADABLE_CLASSIFICATION, Problem(rel_path, "classification_unreadable", why)
+
+    if yaml_text is not None and clean:
+        keys = [k for k in mapping if k.strip().lower() == "classification"]
+        mentions = len(_CLASSIFICATION_KEY.findall(yaml_text))
+        if not keys and not mentions:
+            return None, None
+        if keys != ["classification"]:
+            return unreadable(f"classification key(s) {keys!r}: only one lower-case 'classification' key is read")
+        if mentions > 1:
+            return unreadable(f"classification mentioned {mentions} times (duplicated or nested key)")
+        value = mapping["classification"]
+        if not isinstance(value, str) or not value.strip():
+            return unreadable(f"classification must be a non-empty string, got {type(value).__name__}")
+        return value.strip().lower(), None
+    region = _loose_region(text, yaml_text, unclosed)
+    if _CLASSIFICATION_WORD.search(region):
+        return unreadable("the frontmatter that mentions a classification could not be read")
+    return None, None
 
 
 # ---------------------------------------------------------------- body: code, tags, links
@@ -515,7 +587,19 @@ def parse_note(rel_path: str, data: bytes) -> ParsedNote | None:
     problems += meta.problems
     fences, heads = scan_blocks(body)
     masked = mask_code(body, fences)
+    meta.extra.pop("classification", None)
+    classification, unreadable = read_classification(
+        rel_path,
+        text,
+        yaml_text,
+        mapping,
+        clean=not any(p.reason in _YAML_FAILURES for p in problems),
+        unclosed=unclosed,
+    )
+    if unreadable is not None:
+        problems.append(unreadable)
     fields.update(
+        classification=classification,
         title=_title(fields["title"], heads, rel_path),
         tags=tuple(sorted(set(fields["tags"]) | inline_tags(masked))),
         links=fields["links"] + tuple(body_links(masked)),

@@ -249,7 +249,7 @@ def test_limit_is_honoured_and_must_be_positive(vault, mode):
     assert len(search_vault(vault, "the a of and with", mode=mode, limit=2)) <= 2
     with pytest.raises(UsageError) as info:
         search_vault(vault, "marmalade", mode=mode, limit=0)
-    assert info.value.reason == "usage"
+    assert info.value.reason == "invalid_argument"
 
 
 @pytest.mark.parametrize("mode", MODEL_FREE)

@@ -186,7 +186,7 @@ def test_raw_passes_fts5_syntax_through(vault, mode, query, expected):
     results = search_vault(vault, query, mode=mode, raw=True)
     assert sorted(r.rel_path for r in results) == expected
     assert labels(results) == ranked_labels("fts" if mode == "fts" else "auto")
-    assert all(r.score_source == "fts5_bm25" and r.score > 0 for r in results)
+    assert all(r.score_source == "fts5_match_bm25f" and r.score > 0 for r in results)
 
 
 def test_raw_and_plain_text_differ_where_syntax_matters(vault):

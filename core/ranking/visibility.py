@@ -1,0 +1,185 @@
+"""Zero trace: the ranking statistics a restricted caller is scored with, over the notes it may see.
+
+A caller that restricts classifications (``Filters.classifications`` not None) must get the
+same results - ids, scores, snippets, counts - as it would from an index of the vault without
+the notes it may not see. BM25F's N, document frequencies and average field lengths, the
+TF-IDF idf and pivot of `vector`, the heading and identifier bonus maxima (taken over the
+scored rows) and the term dictionary (no term only hidden notes hold) therefore come from a
+:class:`~core.ranking.sparse.SparseIndex` (and :class:`~core.ranking.chunk_vectors.ChunkVectors`)
+loaded over the visible notes only, with the same loaders as the full index.
+
+They are cached per process by (generation, visible classifications): numbers only, no note
+text, at most :data:`SETS_PER_INDEX` visibility sets per index directory, and a new generation
+drops every set of the old one. When every note of the generation is visible the full
+(already cached) index is used as it is, so an unrestricted caller, and a restricted one on a
+vault with nothing hidden, pay nothing extra.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from core.ranking.chunk_vectors import ChunkVectors, load_chunk_vectors
+from core.ranking.sparse import SparseIndex, load_sparse
+
+SETS_PER_INDEX = 4
+T = TypeVar("T")
+
+# The SQL condition (over ``notes`` aliased ``n``) and bound values of the visible notes.
+Clause = tuple[str, list[object]]
+
+
+class _VisibleSet:
+    """The derived structures of one (generation, visibility): filled on first use."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()  # a loader may ask for another structure of the same set
+        self.everything: bool | None = None  # True when no note of the generation is hidden
+        self.values: dict[str, Any] = {}
+
+
+class VisibilityCache:
+    """Per-process cache of visibility-specific statistics, per index dir and generation key."""
+
+    def __init__(self, sets_per_index: int = SETS_PER_INDEX) -> None:
+        self._lock = threading.Lock()
+        self._sets_per_index = sets_per_index
+        self._owners: dict[str, tuple[tuple, OrderedDict[tuple[str, ...], _VisibleSet]]] = {}
+        self.loads = 0
+
+    def entry(self, owner: str, generation: tuple, visible: tuple[str, ...]) -> _VisibleSet:
+        with self._lock:
+            found = self._owners.get(owner)
+            if found is None or found[0] != generation:  # a new generation drops the old one's sets
+                found = self._owners[owner] = (generation, OrderedDict())
+            sets = found[1]
+            if visible in sets:
+                sets.move_to_end(visible)
+                return sets[visible]
+            entry = sets[visible] = _VisibleSet()
+            while len(sets) > self._sets_per_index:
+                sets.popitem(last=False)
+            return entry
+
+    def get(self, entry: _VisibleSet, name: str, loader: Callable[[], T]) -> T:
+        with entry.lock:
+            if name not in entry.values:
+                entry.values[name] = loader()
+                with self._lock:
+                    self.loads += 1
+            return entry.values[name]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._owners.clear()
+
+
+VISIBILITY_CACHE = VisibilityCache()
+
+
+def hides_notes(conn: sqlite3.Connection, visible: Clause) -> bool:
+    """True when some note of the database is outside the visible clause."""
+    sql, vals = visible
+    row = conn.execute(f"SELECT EXISTS (SELECT 1 FROM notes n WHERE NOT ({sql}))", vals).fetchone()
+    return bool(row[0])
+
+
+def visible_sparse(conn: sqlite3.Connection, visible: Clause) -> SparseIndex:
+    """The SparseIndex of the visible notes only: their N, df, average field lengths, and terms."""
+    return load_sparse(conn, visible=visible)
+
+
+def visible_chunk_vectors(conn: sqlite3.Connection, sparse: SparseIndex, visible: Clause) -> ChunkVectors:
+    """`vector`'s chunk vectors of the visible notes only (idf over them, pivot over their chunks)."""
+    return load_chunk_vectors(conn, sparse, visible=visible)
+
+
+def visible_edges(conn: sqlite3.Connection, visible: Clause) -> list[tuple[int, int, str]]:
+    """(src, dst, kind) of the visible notes' links resolved among the visible notes only, as a build
+    of the vault without the hidden notes would resolve them, in the stored links' order: a hidden
+    note that shares a name or alias with a visible one captures no link (graph, supersession)."""
+    from core.vault.links import Link, LinkResolver  # the build's resolver; loaded only for a restricted caller
+
+    clause, vals = visible
+    notes = conn.execute(f"SELECT n.id, n.rel_path, n.aliases FROM notes n WHERE {clause}", vals).fetchall()
+    resolver = LinkResolver([(rel, tuple(json.loads(aliases))) for _, rel, aliases in notes])
+    id_of = {rel: nid for nid, rel, _ in notes}
+    out: list[tuple[int, int, str]] = []
+    for src, src_path, target, kind, heading, alias, source, alt in conn.execute(
+        "SELECT l.note_id, n.rel_path, l.target, l.kind, l.heading, l.alias, l.source, l.alt_target "
+        f"FROM links l JOIN notes n ON n.id = l.note_id WHERE {clause} ORDER BY l.rowid",
+        vals,
+    ):
+        found = resolver.resolve(Link(target, kind, heading, alias, source, alt), src_path)
+        dst = id_of.get(found) if found else None
+        if dst is not None:
+            out.append((src, dst, kind))
+    return out
+
+
+class CallerStatistics:
+    """What one search scores with: the full index's structures, or the visible notes' ones.
+
+    Each accessor takes ``full`` (loads or fetches from its own cache the whole generation's
+    structure), used when nothing is hidden from the caller; ``generation`` is None for a legacy
+    index (mutable: nothing is cached, the visible structures are loaded per search).
+    """
+
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        visible: Clause | None,
+        owner: str,
+        generation: tuple | None,
+        classifications: tuple[str, ...] | None,
+    ) -> None:
+        self.conn, self.visible = conn, visible
+        self._entry: _VisibleSet | None = None
+        self._restricted: bool | None = None if visible is not None else False
+        if visible is not None and generation is not None:
+            self._entry = VISIBILITY_CACHE.entry(owner, generation, tuple(sorted(set(classifications or ()))))
+
+    @property
+    def restricted(self) -> bool:
+        """True when the caller may not see some note of this generation."""
+        if self._restricted is None:
+            assert self.visible is not None
+            if self._entry is None:
+                self._restricted = hides_notes(self.conn, self.visible)
+            else:
+                with self._entry.lock:
+                    if self._entry.everything is None:
+                        self._entry.everything = not hides_notes(self.conn, self.visible)
+                    self._restricted = not self._entry.everything
+        return self._restricted
+
+    def cached(self, name: str, full: Callable[[], T], visible_loader: Callable[[Clause], T]) -> T:
+        """``full()`` when nothing is hidden from the caller, else ``visible_loader(visible clause)``
+        cached under ``name`` for this (generation, visible set)."""
+        if not self.restricted:
+            return full()
+        assert self.visible is not None
+        visible = self.visible
+        if self._entry is None:
+            return visible_loader(visible)
+        return VISIBILITY_CACHE.get(self._entry, name, lambda: visible_loader(visible))
+
+    def edges(self) -> list[tuple[int, int, str]]:
+        """The restricted caller's resolved links (:func:`visible_edges`); only when ``restricted``."""
+        assert self.restricted
+        return self.cached("edges", list, lambda visible: visible_edges(self.conn, visible))
+
+    def superseded_ids(self) -> list[int]:
+        """Notes a visible note supersedes (links resolved among visible notes); only when ``restricted``."""
+        return self.cached("superseded", list, lambda _: sorted({d for _, d, k in self.edges() if k == "supersedes"}))
+
+    def sparse(self, full: Callable[[], SparseIndex]) -> SparseIndex:
+        return self.cached("sparse", full, lambda visible: visible_sparse(self.conn, visible))
+
+    def chunk_vectors(self, sparse: SparseIndex, full: Callable[[], ChunkVectors]) -> ChunkVectors:
+        return self.cached("chunks", full, lambda visible: visible_chunk_vectors(self.conn, sparse, visible))
