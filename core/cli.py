@@ -29,6 +29,18 @@ def _env_index_dir(args: argparse.Namespace) -> Path | None:
     return Path(value) if value else None
 
 
+def _read_layout(args: argparse.Namespace) -> Any:
+    """The layout a reading command uses: an existing vault folder and a readable index dir, else a typed
+    usage error (exit 2) instead of a traceback."""
+    from core import generations as gen
+    from core.index.ownership import check_index_dir_for_reading, check_vault
+
+    check_vault(Path(args.vault))
+    layout = gen.layout_for(Path(args.vault).resolve(), _env_index_dir(args))
+    check_index_dir_for_reading(layout)
+    return layout
+
+
 def _print_json(obj: Any) -> None:
     print(json.dumps(obj, indent=2, ensure_ascii=False, default=str))
 
@@ -148,8 +160,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_verify(args: argparse.Namespace) -> int:
     from core import generations as gen
 
-    layout = gen.layout_for(Path(args.vault).resolve(), _env_index_dir(args))
-    report = gen.verify_full(layout)
+    report = gen.verify_full(_read_layout(args))
     if args.json:
         _print_json(report)
     else:
@@ -195,6 +206,7 @@ def cmd_models(args: argparse.Namespace) -> int:
 def cmd_eval(args: argparse.Namespace) -> int:
     from core.eval.cli import run_eval
 
+    _read_layout(args)
     report = run_eval(
         Path(args.vault),
         queries=Path(args.queries),

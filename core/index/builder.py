@@ -31,10 +31,14 @@ from tqdm import tqdm
 
 from core import generations as gen
 from core.errors import IntegrityError, SourceChangedError, ValidationError
+from core.index import state as gstate
+from core.index.faults import build_io_errors
 from core.index.ingest import NoteWriter, default_workers, delete_notes, prepared_notes, read_source, recompute_edges
+from core.index.ownership import check_vault
 from core.index.schema import SCHEMA_VERSION, atomic, create_schema, get_meta, set_meta
 from core.ranking.analysis import analyzer_for, check_tokenizer
 from core.vault.chunking import CHUNKER_VERSION
+from core.vault.notes import Problem
 from core.vault.scan import MAX_NOTE_BYTES, ScannedFile, ScanResult, scan_vault
 
 DEFAULT_TOKENIZER = "porter unicode61 remove_diacritics 2"
@@ -95,6 +99,7 @@ class _Plan:
     removed_ids: list[int]
     removed_skipped: list[str]
     added: int = 0
+    unreadable: list[Problem] = field(default_factory=list)  # scanned files that could not be read
 
     @property
     def up_to_date(self) -> bool:
@@ -112,6 +117,12 @@ class _Run:
     workers: int | None
     started: float = field(default_factory=time.perf_counter)
     timings: dict[str, float] = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)  # index-level problems (e.g. a recovered state DB)
+
+    @property
+    def root(self) -> str:
+        """The vault's real path: every note is read inside it."""
+        return os.path.realpath(self.vault)
 
     def lap(self, name: str, since: float) -> float:
         """Record the seconds since ``since`` as timing ``name``; return now."""
@@ -141,7 +152,7 @@ def _base_rows(conn: sqlite3.Connection | None) -> tuple[dict[str, tuple], dict[
     return notes, skipped, get_meta(conn)
 
 
-def _plan(scan: ScanResult, scan_started_ns: int, base: sqlite3.Connection | None) -> _Plan:
+def _plan(scan: ScanResult, scan_started_ns: int, base: sqlite3.Connection | None, scan_root: str) -> _Plan:
     notes, skipped, meta = _base_rows(base)
     racy_after = int(meta.get("scan_started_ns", 0)) - _RACY_NS
     plan = _Plan(scan, scan_started_ns, {}, [], [], [], [])
@@ -156,8 +167,11 @@ def _plan(scan: ScanResult, scan_started_ns: int, base: sqlite3.Connection | Non
         if old[2] == f.mtime_ns and old[3] == f.size and f.mtime_ns < racy_after:
             plan.unchanged[f.rel_path] = old[0]
             continue
-        data, sha = read_source(f.rel_path, f.path)
-        if old[1] == sha:
+        try:
+            data, sha = read_source(f.rel_path, f.path, scan_root)
+        except OSError:  # unreadable now: read again (and reported) where notes are parsed
+            data, sha = None, None
+        if sha is not None and old[1] == sha:
             plan.unchanged[f.rel_path] = old[0]  # touched, content identical: keep
             continue
         plan.changed.append((f, data, sha))
@@ -180,7 +194,11 @@ def _apply(conn: sqlite3.Connection, plan: _Plan, run: _Run) -> dict[str, int]:
     first_new_id = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM notes").fetchone()[0]
     with (
         prepared_notes(
-            items, chunk_size=run.config.chunk_size, chunk_overlap=run.config.chunk_overlap, workers=workers
+            items,
+            chunk_size=run.config.chunk_size,
+            chunk_overlap=run.config.chunk_overlap,
+            workers=workers,
+            root=run.root,
         ) as batches,
         tqdm(total=len(items), desc="indexing", unit="note", disable=not run.progress) as bar,
     ):
@@ -188,10 +206,11 @@ def _apply(conn: sqlite3.Connection, plan: _Plan, run: _Run) -> dict[str, int]:
             writer.add_batch(batch)
             bar.update(len(batch.notes))
     writer.flush()
+    plan.unreadable = [Problem(u.rel_path, u.reason, u.detail) for u in writer.unreadable]
     conn.execute("DELETE FROM build_problems")
     conn.executemany(
         "INSERT INTO build_problems(path, reason, detail) VALUES (?, ?, ?)",
-        [(p.path, p.reason, p.detail) for p in plan.scan.problems],
+        [(p.path, p.reason, p.detail) for p in (*plan.scan.problems, *plan.unreadable, *run.problems)],
     )
     links, unresolved = recompute_edges(conn, new_from_id=first_new_id)
     return {"links": links, "unresolved_links": unresolved}
@@ -220,11 +239,12 @@ def all_problems(conn: sqlite3.Connection) -> list[dict[str, str]]:
     return [{"path": p, "reason": r, "detail": d} for p, r, d in rows]
 
 
-def _validate(conn: sqlite3.Connection, scan: ScanResult) -> None:
-    """Exact source coverage and consistent counts; collects every problem, raises once."""
+def _validate(conn: sqlite3.Connection, plan: _Plan) -> None:
+    """Exact source coverage (every readable scanned file) and consistent counts; collects every
+    problem, raises once."""
     found: list[str] = []
     indexed = {r[0] for r in conn.execute("SELECT rel_path FROM notes UNION ALL SELECT rel_path FROM skipped_files")}
-    expected = {f.rel_path for f in scan.files}
+    expected = {f.rel_path for f in plan.scan.files} - {p.path for p in plan.unreadable}
     if indexed != expected:
         found.append(f"coverage: missing {sorted(expected - indexed)[:5]}, extra {sorted(indexed - expected)[:5]}")
     checks = {
@@ -337,7 +357,7 @@ def _stage(conn: sqlite3.Connection, plan: _Plan, run: _Run) -> dict[str, int]:
             },
         )
     t = run.lap("write", t)
-    _validate(conn, plan.scan)
+    _validate(conn, plan)
     _check_source_unchanged(run.vault, run.layout.index_dir, plan.scan, run.config.max_note_bytes)
     run.lap("validate", t)
     return extra
@@ -362,11 +382,16 @@ def build_index(
     changed notes where fork is available; 1: in this process). It changes speed only,
     never the index.
     """
+    check_vault(Path(vault))  # never created: a missing vault is a usage error, not an empty index
     vault = Path(vault).resolve()
     layout = gen.layout_for(vault, index_dir)
     run = _Run(vault, layout, config or IndexConfig(), progress, workers)
-    gen.ensure_layout(layout)
-    with gen.build_lock(layout, wait_seconds=wait_seconds):
+    gen.ensure_layout(layout)  # refuses an index dir that is not ours before anything is written
+    with gen.build_lock(layout, wait_seconds=wait_seconds), build_io_errors(layout):
+        if not in_place:
+            recovered = gstate.move_aside_unusable_state(layout)
+            if recovered is not None:
+                run.problems.append(Problem(*recovered))
         t = time.perf_counter()
         scan_started_ns = time.time_ns()
         scan = scan_vault(vault, index_dir=layout.index_dir, max_bytes=run.config.max_note_bytes)
@@ -385,7 +410,7 @@ def _build_generation(
     base = start.carry
     base_conn = gen.connect_readonly(base) if base else None
     try:
-        plan = _plan(scan, scan_started_ns, base_conn)
+        plan = _plan(scan, scan_started_ns, base_conn, run.root)
         run.lap("plan", t)
         if base is not None and base_conn is not None and plan.up_to_date:
             return _report(
@@ -478,7 +503,7 @@ def _build_in_place(run: _Run, scan: ScanResult, scan_started_ns: int) -> BuildR
     if rebuild_reason is None:
         conn = _open_working(path, in_place=True)
         try:
-            plan = _plan(scan, scan_started_ns, conn)
+            plan = _plan(scan, scan_started_ns, conn, run.root)
             if plan.up_to_date:
                 return _report(
                     conn,
@@ -510,7 +535,7 @@ def _build_in_place(run: _Run, scan: ScanResult, scan_started_ns: int) -> BuildR
         conn = _open_working(fresh, in_place=True)
         try:
             create_schema(conn, run.config.tokenizer)
-            plan = _plan(scan, scan_started_ns, None)
+            plan = _plan(scan, scan_started_ns, None, run.root)
             with atomic(conn):
                 extra = _stage(conn, plan, run)
             report = _report(

@@ -17,15 +17,19 @@ row it binds, so the two threads mostly traded the GIL; processes are what overl
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import json
 import multiprocessing
 import os
+import re
+import signal
 import sqlite3
+import sys
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 
 from core.errors import SourceChangedError
@@ -33,8 +37,8 @@ from core.index.schema import CHUNK_FIELD_UNITS, FTS_COLUMNS, NOTE_COLUMNS, get_
 from core.ranking.analysis import Analyzer, LocalVector, TermVectors, WordTable
 from core.vault.chunking import chunk_body, headings
 from core.vault.links import LinkResolver
-from core.vault.notes import Link, ParsedNote, parse_note, skip_problem
-from core.vault.scan import read_file
+from core.vault.notes import Link, ParsedNote, Problem, parse_note, skip_problem
+from core.vault.scan import FileRefusedError, read_file
 
 _NOTE_INSERT = f"INSERT INTO notes({', '.join(NOTE_COLUMNS)}) VALUES ({', '.join('?' * len(NOTE_COLUMNS))})"
 _FTS_INSERT = f"INSERT INTO notes_fts(rowid, {', '.join(FTS_COLUMNS)}) VALUES (?{', ?' * len(FTS_COLUMNS)})"
@@ -56,6 +60,9 @@ _BATCH_NOTES = 256
 _BATCH_CHUNKS = 4096
 POOL_MIN_NOTES = 1000  # fewer notes than this are prepared in process: forking would not pay off
 _PREPARE_BATCH = 64  # notes per prepare_notes call (per worker task)
+MAX_NOTE_WORDS = 50_000  # distinct words one note may add to the index (more: its body is cut, reported)
+_WORD = re.compile(r"\w+")
+_PR_SET_PDEATHSIG = 1
 # json.dumps(value, ensure_ascii=False, sort_keys=True) without building an encoder per call
 _json = json.JSONEncoder(ensure_ascii=False, sort_keys=True).encode
 
@@ -97,7 +104,7 @@ class PreparedBatch:
 
     table: tuple[int, str]  # (pid, build): whose WordTable numbered the words
     new_words: list[bytes]
-    notes: list[PreparedNote | SkippedFile]
+    notes: list[PreparedNote | SkippedFile | UnreadableFile]
 
 
 _tables: dict[str, WordTable] = {}  # build -> this process's WordTable for it
@@ -180,24 +187,65 @@ def _pieces(doc: int, texts: tuple[str, ...], rows: tuple[tuple, ...], cells: li
     return pieces
 
 
-def read_source(rel_path: str, path: str | os.PathLike[str]) -> tuple[bytes, str]:
-    """(content, sha256) of a vault file; a file gone since the scan is a ``SourceChangedError``."""
+def read_source(rel_path: str, path: str | os.PathLike[str], root: str) -> tuple[bytes, str]:
+    """(content, sha256) of a vault file, read safely inside the vault's real ``root``; a file
+    gone since the scan is a ``SourceChangedError``; any other ``OSError`` is the caller's problem."""
     try:
-        return read_file(path)
+        return read_file(path, root=root)
     except FileNotFoundError:
         raise SourceChangedError(f"{rel_path} disappeared during the build", paths=[rel_path]) from None
 
 
-def _parse(item: NoteFile) -> tuple[str, ParsedNote | SkippedFile]:
-    """(sha256, parsed note) of one file, read unless its content is given; a binary file is skipped."""
+@dataclass(frozen=True)
+class UnreadableFile:
+    """A scanned file that could not be read (permissions, not a regular file, left the vault): not
+    indexed, reported as a build problem, and read again by the next build."""
+
+    rel_path: str
+    reason: str
+    detail: str
+
+
+def _bound_vocabulary(note: ParsedNote) -> ParsedNote:
+    """Index at most ``MAX_NOTE_WORDS`` distinct words of one note's body: a note of a million distinct
+    words would otherwise grow the vocabulary (and every later search's memory) by as much. The body
+    is cut before the first word past the bound and a ``vocabulary_truncated`` problem is recorded.
+    (A body shorter than twice the bound cannot hold that many distinct words: not scanned.)"""
+    body = note.body
+    if len(body) < 2 * MAX_NOTE_WORDS:
+        return note
+    seen: set[str] = set()
+    for match in _WORD.finditer(body):
+        word = match.group().casefold()
+        if word in seen:
+            continue
+        if len(seen) >= MAX_NOTE_WORDS:
+            cut = match.start()
+            detail = f"over {MAX_NOTE_WORDS} distinct words: indexed the first {cut} of {len(body)} characters"
+            problem = Problem(note.rel_path, "vocabulary_truncated", detail)
+            return replace(note, body=body[:cut], problems=(*note.problems, problem))
+        seen.add(word)
+    return note
+
+
+def _parse(item: NoteFile, root: str) -> tuple[str, ParsedNote | SkippedFile | UnreadableFile]:
+    """(sha256, parsed note) of one file, read unless its content is given; a binary file is skipped,
+    an unreadable one reported."""
     rel_path, path, data, sha256, mtime_ns, size = item
     if data is None or sha256 is None:
-        data, sha256 = read_source(rel_path, path)
+        try:
+            data, sha256 = read_source(rel_path, path, root)
+        except FileRefusedError as exc:
+            return "", UnreadableFile(rel_path, exc.reason, exc.detail)
+        except FileNotFoundError:
+            raise
+        except OSError as exc:
+            return "", UnreadableFile(rel_path, "unreadable", f"{type(exc).__name__}: {exc.strerror or exc}")
     note = parse_note(rel_path, data)
     if note is None:
         problem = skip_problem(rel_path, data)
         return sha256, SkippedFile((rel_path, sha256, mtime_ns, size, problem.reason, problem.detail))
-    return sha256, note
+    return sha256, _bound_vocabulary(note)
 
 
 def _prepared(
@@ -247,16 +295,18 @@ def _prepared(
     )
 
 
-def prepare_notes(items: Sequence[NoteFile], *, chunk_size: int, chunk_overlap: int, build: str) -> PreparedBatch:
-    """Read, parse, chunk and count a batch of note files. Words are counted for the batch at
-    once by this process's ``WordTable`` for ``build``."""
+def prepare_notes(
+    items: Sequence[NoteFile], *, chunk_size: int, chunk_overlap: int, build: str, root: str
+) -> PreparedBatch:
+    """Read (inside the vault's real ``root``), parse, chunk and count a batch of note files. Words are
+    counted for the batch at once by this process's ``WordTable`` for ``build``."""
     table = _tables.get(build)
     if table is None:
         table = _tables[build] = WordTable(len(FTS_COLUMNS))
     parsed, notes, pieces, groups = [], [], [], []
     n_docs = 0
     for item in items:  # parse, texts and chunks of one note in a row: they share its cached block scan
-        sha, note = _parse(item)
+        sha, note = _parse(item, root)
         parsed.append(note)
         if isinstance(note, ParsedNote):
             texts = field_texts(note)
@@ -276,13 +326,28 @@ def prepare_notes(items: Sequence[NoteFile], *, chunk_size: int, chunk_overlap: 
     )
 
 
-def _worker_init() -> None:
-    """Start a forked worker with no word tables of its parent's.
+def _die_with_parent() -> None:
+    """Linux: ask the kernel to SIGKILL this worker when the builder that forked it dies."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        return  # no prctl: the worker still exits at its next pipe read once the builder is gone
+    if os.getppid() == 1:  # the builder died before prctl took effect
+        os._exit(1)
 
-    (Pool workers close the pipe ends they do not use, so when the builder dies they fail at
-    their next read or write and exit, releasing the build lock file they inherited.)
+
+def _worker_init() -> None:
+    """Start a forked worker with no word tables of its parent's, that dies with its parent.
+
+    It holds no build lock (``core.generations`` closes inherited lock descriptors after every
+    fork), reads notes without blocking (``read_file``), and is killed by the kernel when the
+    builder dies, so a killed builder never leaves an orphan behind.
     """
     _tables.clear()
+    _die_with_parent()
 
 
 def default_workers(n_notes: int) -> int:
@@ -294,7 +359,7 @@ def default_workers(n_notes: int) -> int:
 
 @contextmanager
 def prepared_notes(
-    items: Sequence[NoteFile], *, chunk_size: int, chunk_overlap: int, workers: int
+    items: Sequence[NoteFile], *, chunk_size: int, chunk_overlap: int, workers: int, root: str
 ) -> Iterator[Iterator[PreparedBatch]]:
     """``prepare_notes`` over ``items`` in batches, in order: in process, or in ``workers`` forked processes.
 
@@ -302,7 +367,7 @@ def prepared_notes(
     and count, and never touch a database. Pass ``workers=1`` where forking is unwelcome.
     """
     build = uuid.uuid4().hex
-    prepare = partial(prepare_notes, chunk_size=chunk_size, chunk_overlap=chunk_overlap, build=build)
+    prepare = partial(prepare_notes, chunk_size=chunk_size, chunk_overlap=chunk_overlap, build=build, root=root)
     batches = [items[i : i + _PREPARE_BATCH] for i in range(0, len(items), _PREPARE_BATCH)]
     try:
         if workers <= 1:
@@ -333,13 +398,17 @@ class NoteWriter:
         self._terms: list[tuple[int, tuple[int, str], LocalVector]] = []  # note id, table, vector
         self._chunk_terms: list[tuple[int, tuple[int, str], LocalVector]] = []  # note id, table, vector
         self.conn = conn
+        self.unreadable: list[UnreadableFile] = []
 
     def add_batch(self, batch: PreparedBatch) -> None:
-        """Queue the rows of a prepared batch (skipped files become ``skipped_files`` rows)."""
+        """Queue the rows of a prepared batch (skipped files become ``skipped_files`` rows, unreadable
+        ones are kept in ``unreadable`` for the build report)."""
         self.vectors.register(batch.table, batch.new_words)
         for note in batch.notes:
             if isinstance(note, SkippedFile):
                 self._rows["skipped"].append(note.row)
+            elif isinstance(note, UnreadableFile):
+                self.unreadable.append(note)
             else:
                 self._add(note, batch.table)
         if len(self._terms) >= _BATCH_NOTES or len(self._rows["chunks"]) >= _BATCH_CHUNKS:

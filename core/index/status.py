@@ -6,6 +6,7 @@ files whose stat differs are hashed, so a touched-but-identical file is not repo
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import Any
 
 from core import generations as gen
 from core.index.builder import all_problems
+from core.index.ownership import check_index_dir_for_reading, check_vault
 from core.index.schema import get_meta
 from core.vault.scan import MAX_NOTE_BYTES, read_file, scan_vault
 
@@ -28,11 +30,12 @@ def _stale(vault: Path, conn: sqlite3.Connection, index_dir: Path) -> dict[str, 
         )
     }
     added, modified = [], []
+    root = os.path.realpath(vault)
     for f in scan.files:
         old = known.get(f.rel_path)
         if old is None:
             added.append(f.rel_path)
-        elif (old[1], old[2]) != (f.mtime_ns, f.size) and read_file(f.path)[1] != old[0]:
+        elif (old[1], old[2]) != (f.mtime_ns, f.size) and _content_sha(f.path, root) != old[0]:
             modified.append(f.rel_path)
     seen = {f.rel_path for f in scan.files}
     removed = sorted(k for k in known if k not in seen)
@@ -45,10 +48,27 @@ def _stale(vault: Path, conn: sqlite3.Connection, index_dir: Path) -> dict[str, 
     }
 
 
+def _layout(vault: str | Path, index_dir: str | Path | None) -> gen.IndexLayout:
+    """The layout of an existing vault folder and a readable index dir (typed usage errors otherwise)."""
+    check_vault(Path(vault))
+    layout = gen.layout_for(Path(vault).resolve(), Path(index_dir) if index_dir else None)
+    check_index_dir_for_reading(layout)
+    return layout
+
+
+def _content_sha(path: Path, root: str) -> str | None:
+    """The file's SHA-256, or None when it cannot be read now (then it counts as modified)."""
+    try:
+        return read_file(path, root=root)[1]
+    except OSError:
+        return None
+
+
 def staleness(vault: str | Path, index_dir: str | Path | None = None) -> dict[str, Any]:
     """Has the vault changed since the active index? (added / modified / removed paths)."""
-    vault = Path(vault).resolve()
-    resolved = gen.resolve(gen.layout_for(vault, Path(index_dir) if index_dir else None))
+    layout = _layout(vault, index_dir)
+    vault = layout.vault
+    resolved = gen.resolve(layout)
     conn = gen.connect_readonly(resolved)
     try:
         return _stale(vault, conn, resolved.layout.index_dir)
@@ -58,8 +78,8 @@ def staleness(vault: str | Path, index_dir: str | Path | None = None) -> dict[st
 
 def index_status(vault: str | Path, index_dir: str | Path | None = None) -> dict[str, Any]:
     """Active generation, age, counts, coverage, dense coverage, problems and staleness."""
-    vault = Path(vault).resolve()
-    layout = gen.layout_for(vault, Path(index_dir) if index_dir else None)
+    layout = _layout(vault, index_dir)
+    vault = layout.vault
     resolved = gen.resolve(layout)
     conn = gen.connect_readonly(resolved)
     try:
