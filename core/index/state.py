@@ -252,10 +252,13 @@ def commit_state(layout: IndexLayout, row: dict[str, Any], expected_base: str | 
             conn.execute(SQL_INSERT_GENERATION, row)
             conn.execute(SQL_SET_ACTIVE, (row["generation_id"],))
 
+    def checked_swap(conn: sqlite3.Connection) -> None:
+        check_state_schema(layout, conn)
+        check_vault_identity(layout, conn)
+        swap(conn)
+
     if layout.state_path.exists():
-        with_state(
-            layout, lambda conn: (check_state_schema(layout, conn), check_vault_identity(layout, conn), swap(conn))
-        )
+        with_state(layout, checked_swap)
         return
     check_base(None, expected_base)
     temp = layout.staging_dir / f"state-{uuid.uuid4().hex}.db.tmp"

@@ -268,7 +268,7 @@ def _inside(root: str, real: str) -> bool:
     return real == root or real.startswith(root.rstrip(os.sep) + os.sep)
 
 
-def read_file(path: Path | str, *, root: str | None = None) -> tuple[bytes, str]:
+def read_file(path: str | os.PathLike[str], *, root: str | None = None) -> tuple[bytes, str]:
     """Read a regular file without blocking and return (data, sha256 hex).
 
     With ``root`` (the vault's real path) the file must lie inside it when it is opened: its
