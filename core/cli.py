@@ -47,6 +47,7 @@ def _print_json(obj: Any) -> None:
 
 def cmd_index(args: argparse.Namespace) -> int:
     """Build (unless --embed-only), then embed (with --embed / --embed-only)."""
+    from core.index.build_embed import EmbedInStaging
     from core.index.builder import IndexConfig, build_index
     from core.index.embed import embed_index
 
@@ -65,6 +66,8 @@ def cmd_index(args: argparse.Namespace) -> int:
             progress=progress,
             keep=args.keep,
             wait_seconds=args.wait,
+            # --embed: a small change's vectors go into the same generation as its text
+            before_publish=EmbedInStaging(args.model) if args.embed and not args.in_place else None,
         ).to_dict()
     if embed:
         out["embed"] = embed_index(

@@ -84,6 +84,7 @@ class BuildReport:
     links: int = 0
     unresolved_links: int = 0
     timings: dict[str, float] = field(default_factory=dict)
+    embedded: int = 0  # chunks embedded into this same generation (``index --embed`` of a small change)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -374,13 +375,16 @@ def build_index(
     wait_seconds: float = 0.0,
     on_step: Callable[[str], None] | None = None,
     workers: int | None = None,
+    before_publish: Callable[[sqlite3.Connection], int] | None = None,
 ) -> BuildReport:
     """Index ``vault`` and publish a verified generation (or update ``index.db`` in place).
 
     An unchanged vault publishes nothing and reports ``up_to_date=True``. ``workers`` is the
     number of processes that parse notes (``None``: all cores, up to 4, for a large batch of
     changed notes where fork is available; 1: in this process). It changes speed only,
-    never the index.
+    never the index. ``before_publish`` runs on the staged, validated database just before it is
+    recorded and published (``core.index.build_embed`` embeds a small change's chunks there, so that
+    text and vectors arrive in one generation); it returns how many chunks it embedded.
     """
     check_vault(Path(vault))  # never created: a missing vault is a usage error, not an empty index
     vault = Path(vault).resolve()
@@ -398,11 +402,17 @@ def build_index(
         run.lap("scan", t)
         if in_place:
             return _build_in_place(run, scan, scan_started_ns)
-        return _build_generation(run, scan, scan_started_ns, keep=keep, on_step=on_step)
+        return _build_generation(run, scan, scan_started_ns, keep=keep, on_step=on_step, hook=before_publish)
 
 
 def _build_generation(
-    run: _Run, scan: ScanResult, scan_started_ns: int, *, keep: int, on_step: Callable[[str], None] | None
+    run: _Run,
+    scan: ScanResult,
+    scan_started_ns: int,
+    *,
+    keep: int,
+    on_step: Callable[[str], None] | None,
+    hook: Callable[[sqlite3.Connection], int] | None = None,
 ) -> BuildReport:
     """Plan against the verified active generation; stage a copy of it; publish the result."""
     t = time.perf_counter()
@@ -435,6 +445,10 @@ def _build_generation(
             if base is None:
                 create_schema(conn, run.config.tokenizer)
             extra = _stage(conn, plan, run)
+            if hook is not None:
+                t = time.perf_counter()
+                extra["embedded"] = hook(conn)
+                run.lap("embed", t)
             record = _record(conn, run.config, run.timings)
             conn.execute("PRAGMA journal_mode=DELETE")
         finally:
