@@ -94,7 +94,7 @@ def state_error(layout: IndexLayout, message: str, **evidence: Any) -> StateCorr
         f"generation state {layout.state_path} is unusable: {message}",
         path=str(layout.state_path),
         **evidence,
-        hint=f"the index is derived: delete {layout.index_dir} and run: vaultsearch index {layout.vault}",
+        hint=f"run: vaultsearch index {layout.vault} (the build moves an unusable state.db aside and rebuilds)",
     )
 
 

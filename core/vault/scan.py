@@ -31,6 +31,7 @@ folder reached twice through links (a cycle, or two links to one folder) is walk
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import re
@@ -262,6 +263,26 @@ def _os_detail(exc: OSError) -> str:
 
 _OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0)
 _FD_DIR = "/proc/self/fd"
+_HAS_FD_DIR = os.path.isdir(_FD_DIR)
+
+
+def _open_confined(target: str, root: str | None) -> int:
+    """Open ``target`` without blocking; with ``root``, never through a final symlink that leaves it.
+
+    The common case (a plain file) is one ``open`` with ``O_NOFOLLOW``; a note that is a symlink
+    (``ELOOP``) is opened at its real path, which must lie inside ``root``, again with ``O_NOFOLLOW``.
+    """
+    if root is None:
+        return os.open(target, _OPEN_FLAGS)
+    try:
+        return os.open(target, _OPEN_FLAGS | os.O_NOFOLLOW)
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:
+            raise
+    real = os.path.realpath(target)
+    if not _inside(root, real):
+        raise FileRefusedError("symlink_outside_vault", f"points to {real}: not read")
+    return os.open(real, _OPEN_FLAGS | os.O_NOFOLLOW)
 
 
 def _inside(root: str, real: str) -> bool:
@@ -276,19 +297,12 @@ def read_file(path: str | os.PathLike[str], *, root: str | None = None) -> tuple
     Raises ``FileRefusedError`` (an ``OSError``) for a non-regular file or a file outside the
     vault, and ``OSError`` when the file cannot be read (``FileNotFoundError`` when it is gone).
     """
-    target = os.fspath(path)
-    flags = _OPEN_FLAGS
-    if root is not None:
-        target = os.path.realpath(target)
-        if not _inside(root, target):
-            raise FileRefusedError("symlink_outside_vault", f"points to {target}: not read")
-        flags |= os.O_NOFOLLOW
-    fd = os.open(target, flags)
+    fd = _open_confined(os.fspath(path), root)
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise FileRefusedError("not_regular_file", "a FIFO, socket or device, not a file: not read")
-        if root is not None and os.path.isdir(_FD_DIR):
+        if root is not None and _HAS_FD_DIR:
             opened = os.readlink(f"{_FD_DIR}/{fd}")
             if not _inside(root, opened):
                 raise FileRefusedError("symlink_outside_vault", f"opened {opened}, outside the vault: not read")

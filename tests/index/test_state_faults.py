@@ -227,6 +227,33 @@ def test_a_read_only_index_dir_is_a_typed_error(vault: Path, monkeypatch: pytest
     assert reason_of(lambda: build_index(vault)) in {"index_dir_inaccessible", "build_io_failed"}
 
 
+def test_a_chmod_000_index_dir_is_a_typed_error_for_builders_and_readers(
+    vault: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    index_dir = gen.layout_for(vault).index_dir
+    index_dir.chmod(0)
+    try:
+        if os.geteuid() == 0:  # root may list and write it anyway: refuse it as the kernel would a user
+            real_listdir, real_access = os.listdir, os.access
+
+            def listdir(path=".", *a):  # noqa: ANN001, ANN002, ANN202
+                if Path(path) == index_dir:
+                    raise PermissionError(errno.EACCES, "Permission denied", str(path))
+                return real_listdir(path, *a)
+
+            def access(path, mode, *a, **k):  # noqa: ANN001, ANN002, ANN003, ANN202
+                return False if Path(path) == index_dir else real_access(path, mode, *a, **k)
+
+            monkeypatch.setattr(os, "listdir", listdir)
+            monkeypatch.setattr(os, "access", access)
+        assert reason_of(lambda: build_index(vault)) == "index_dir_inaccessible"
+        gen.clear_verify_cache()
+        assert reason_of(lambda: search_vault(vault, "quasar")) == "index_dir_inaccessible"
+        assert reason_of(lambda: index_status(vault)) == "index_dir_inaccessible"
+    finally:
+        index_dir.chmod(0o755)
+
+
 ULIMITED = """
 import sys
 from pathlib import Path
