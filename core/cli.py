@@ -67,7 +67,9 @@ def cmd_index(args: argparse.Namespace) -> int:
             keep=args.keep,
             wait_seconds=args.wait,
             # --embed: a small change's vectors go into the same generation as its text
-            before_publish=EmbedInStaging(args.model) if args.embed and not args.in_place else None,
+            before_publish=EmbedInStaging(args.model, batch=args.embed_limit)
+            if args.embed and not args.in_place
+            else None,
         ).to_dict()
     if embed:
         out["embed"] = embed_index(

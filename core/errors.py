@@ -41,7 +41,7 @@ across the tree: tests/test_errors.py enforces both.
     │   ├── SourceChangedError            source_changed
     │   ├── ValidationError               validation_failed
     │   ├── BuildIOError                  build_io_failed
-    │   └── StateBusyError                state_busy
+    │   └── IndexBusyError                index_busy
     ├── ModelError                        model_invalid          exit 7
     │   └── ModelDownloadError            model_download_failed
     └── EvalInputError (ValueError)       eval_input             exit 2
@@ -251,11 +251,11 @@ class BuildIOError(BuildError):
     hint = "free space or fix permissions on the index directory, then run the build again"
 
 
-class StateBusyError(BuildError):
-    """The generation-state database is locked by another process (not corrupt): retry."""
+class IndexBusyError(BuildError):
+    """state.db (or a legacy index.db) is locked by another process: busy, not corrupt; retry."""
 
-    reason = "state_busy"
-    hint = "another process holds a lock on state.db; retry when it is done"
+    reason = "index_busy"
+    hint = "another process holds a lock on the index database; retry when it is done"
 
 
 class ModelError(VaultSearchError):

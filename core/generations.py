@@ -27,6 +27,7 @@ from core.errors import (
     BuildError,
     BuildLockedError,
     GenerationMissingError,
+    IndexBusyError,
     IndexDirInaccessibleError,
     IndexMissingError,
     IntegrityError,
@@ -197,11 +198,13 @@ def connect_readonly(resolved: ResolvedIndex) -> sqlite3.Connection:
     return conn
 
 
-def _open_error(resolved: ResolvedIndex, exc: sqlite3.DatabaseError) -> IntegrityError:
+def _open_error(resolved: ResolvedIndex, exc: sqlite3.DatabaseError) -> IntegrityError | IndexBusyError:
     evidence = {"path": str(resolved.path), "generation_id": resolved.generation_id}
     name = getattr(exc, "sqlite_errorname", None)
     if not resolved.path.exists():
         return GenerationMissingError(f"index file {resolved.path} vanished after it was verified", **evidence)
+    if name in gstate.BUSY_ERRORS:  # a live --in-place build holds the lock: busy, not broken
+        return IndexBusyError(f"index file {resolved.path} is locked by a writer: {exc}", **evidence, sqlite_error=name)
     if resolved.kind == "legacy_db" and Path(f"{resolved.path}-journal").exists():
         return LegacyInterruptedError(
             f"legacy index {resolved.path} has a hot journal from an interrupted --in-place build ({exc})",

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from core.errors import BuildLockedError, SchemaMismatchError, StateBusyError, StateCorruptError, VaultMismatchError
+from core.errors import BuildLockedError, IndexBusyError, SchemaMismatchError, StateCorruptError, VaultMismatchError
 from core.index.layout import vault_identity
 from core.index.schema import atomic
 
@@ -94,7 +94,8 @@ def state_error(layout: IndexLayout, message: str, **evidence: Any) -> StateCorr
         f"generation state {layout.state_path} is unusable: {message}",
         path=str(layout.state_path),
         **evidence,
-        hint=f"run: vaultsearch index {layout.vault} (the build moves an unusable state.db aside and rebuilds)",
+        hint=f"run: vaultsearch index {layout.vault} (the build moves the unusable state.db of {layout.index_dir}"
+        " aside and rebuilds the derived index)",
     )
 
 
@@ -181,7 +182,7 @@ def with_state(layout: IndexLayout, read: Callable[[sqlite3.Connection], Any]) -
     except sqlite3.DatabaseError as exc:
         name = getattr(exc, "sqlite_errorname", None)
         if name in BUSY_ERRORS:  # a lock someone holds is not corruption: say so, advise a retry
-            raise StateBusyError(
+            raise IndexBusyError(
                 f"generation state {layout.state_path} is locked by another process: {exc}",
                 path=str(layout.state_path),
                 sqlite_error=name,
@@ -283,7 +284,7 @@ def commit_state(layout: IndexLayout, row: dict[str, Any], expected_base: str | 
 def move_aside_unusable_state(layout: IndexLayout) -> tuple[str, str, str] | None:
     """Under the build lock: a corrupt state DB (or one of another schema) is moved aside, so that this
     build starts a fresh one; returns the problem to report. Until then readers fail closed on it. A
-    state DB that is locked (``StateBusyError``) or of another vault (``VaultMismatchError``) is left
+    state DB that is locked (``IndexBusyError``) or of another vault (``VaultMismatchError``) is left
     alone and the error raised: neither is corruption."""
     if not layout.state_path.exists():
         return None

@@ -2,7 +2,7 @@
 
 - A corrupt ``state.db`` fails readers closed until the next build, which moves it aside
   (reported as ``state_recovered``) and publishes a fresh index.
-- A lock held on ``state.db`` is ``state_busy``, not corruption.
+- A lock held on ``state.db`` is ``index_busy``, not corruption.
 - A generation removed between verify and open is ``missing`` (typed), not an sqlite3 error.
 - An ``--in-place`` build killed inside its transaction leaves ``legacy_interrupted`` for
   readers until the next build rolls it back.
@@ -97,8 +97,8 @@ def test_a_lock_held_on_state_db_is_busy_not_corrupt(vault: Path, monkeypatch: p
     holder.execute("BEGIN EXCLUSIVE")
     try:
         gen.clear_verify_cache()
-        assert reason_of(lambda: gen.resolve(layout)) == "state_busy"
-        assert reason_of(lambda: build_index(vault)) == "state_busy"  # and the build does not "recover" it
+        assert reason_of(lambda: gen.resolve(layout)) == "index_busy"
+        assert reason_of(lambda: build_index(vault)) == "index_busy"  # and the build does not "recover" it
     finally:
         holder.execute("ROLLBACK")
         holder.close()
