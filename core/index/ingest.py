@@ -17,27 +17,24 @@ row it binds, so the two threads mostly traded the GIL; processes are what overl
 
 from __future__ import annotations
 
-import ctypes
 import hashlib
 import json
 import multiprocessing
 import os
-import re
-import signal
 import sqlite3
-import sys
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import partial
 
 from core.errors import SourceChangedError
+from core.index.bounds import bound_vocabulary, die_with_parent
 from core.index.schema import CHUNK_FIELD_UNITS, FTS_COLUMNS, NOTE_COLUMNS, get_meta, set_meta
 from core.ranking.analysis import Analyzer, LocalVector, TermVectors, WordTable
 from core.vault.chunking import chunk_body, headings
 from core.vault.links import LinkResolver
-from core.vault.notes import Link, ParsedNote, Problem, parse_note, skip_problem
+from core.vault.notes import Link, ParsedNote, parse_note, skip_problem
 from core.vault.scan import FileRefusedError, read_file
 
 _NOTE_INSERT = f"INSERT INTO notes({', '.join(NOTE_COLUMNS)}) VALUES ({', '.join('?' * len(NOTE_COLUMNS))})"
@@ -60,9 +57,6 @@ _BATCH_NOTES = 256
 _BATCH_CHUNKS = 4096
 POOL_MIN_NOTES = 1000  # fewer notes than this are prepared in process: forking would not pay off
 _PREPARE_BATCH = 64  # notes per prepare_notes call (per worker task)
-MAX_NOTE_WORDS = 50_000  # distinct words one note may add to the index (more: its body is cut, reported)
-_WORD = re.compile(r"\w+")
-_PR_SET_PDEATHSIG = 1
 # json.dumps(value, ensure_ascii=False, sort_keys=True) without building an encoder per call
 _json = json.JSONEncoder(ensure_ascii=False, sort_keys=True).encode
 
@@ -206,28 +200,6 @@ class UnreadableFile:
     detail: str
 
 
-def _bound_vocabulary(note: ParsedNote) -> ParsedNote:
-    """Index at most ``MAX_NOTE_WORDS`` distinct words of one note's body: a note of a million distinct
-    words would otherwise grow the vocabulary (and every later search's memory) by as much. The body
-    is cut before the first word past the bound and a ``vocabulary_truncated`` problem is recorded.
-    (A body shorter than twice the bound cannot hold that many distinct words: not scanned.)"""
-    body = note.body
-    if len(body) < 2 * MAX_NOTE_WORDS:
-        return note
-    seen: set[str] = set()
-    for match in _WORD.finditer(body):
-        word = match.group().casefold()
-        if word in seen:
-            continue
-        if len(seen) >= MAX_NOTE_WORDS:
-            cut = match.start()
-            detail = f"over {MAX_NOTE_WORDS} distinct words: indexed the first {cut} of {len(body)} characters"
-            problem = Problem(note.rel_path, "vocabulary_truncated", detail)
-            return replace(note, body=body[:cut], problems=(*note.problems, problem))
-        seen.add(word)
-    return note
-
-
 def _parse(item: NoteFile, root: str) -> tuple[str, ParsedNote | SkippedFile | UnreadableFile]:
     """(sha256, parsed note) of one file, read unless its content is given; a binary file is skipped,
     an unreadable one reported."""
@@ -245,7 +217,7 @@ def _parse(item: NoteFile, root: str) -> tuple[str, ParsedNote | SkippedFile | U
     if note is None:
         problem = skip_problem(rel_path, data)
         return sha256, SkippedFile((rel_path, sha256, mtime_ns, size, problem.reason, problem.detail))
-    return sha256, _bound_vocabulary(note)
+    return sha256, bound_vocabulary(note)
 
 
 def _prepared(
@@ -326,19 +298,6 @@ def prepare_notes(
     )
 
 
-def _die_with_parent() -> None:
-    """Linux: ask the kernel to SIGKILL this worker when the builder that forked it dies."""
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    except (OSError, AttributeError):
-        return  # no prctl: the worker still exits at its next pipe read once the builder is gone
-    if os.getppid() == 1:  # the builder died before prctl took effect
-        os._exit(1)
-
-
 def _worker_init() -> None:
     """Start a forked worker with no word tables of its parent's, that dies with its parent.
 
@@ -347,7 +306,7 @@ def _worker_init() -> None:
     builder dies, so a killed builder never leaves an orphan behind.
     """
     _tables.clear()
-    _die_with_parent()
+    die_with_parent()
 
 
 def default_workers(n_notes: int) -> int:

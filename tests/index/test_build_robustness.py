@@ -22,7 +22,7 @@ from conftest import write_files
 
 from core import generations as gen
 from core.errors import VaultSearchError
-from core.index import builder, ingest
+from core.index import bounds, builder
 from core.index.builder import build_index
 from core.index.status import index_status
 from core.searcher import search_vault
@@ -185,7 +185,7 @@ def test_a_symlink_flipped_out_of_the_vault_during_the_build_is_not_read(
 def test_one_note_with_too_many_distinct_words_is_bounded_and_reported(
     vault: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(ingest, "MAX_NOTE_WORDS", 500)
+    monkeypatch.setattr(bounds, "MAX_NOTE_WORDS", 500)
     words = " ".join(f"w{i:05d}x" for i in range(5000))
     write_files(vault, {"huge.md": f"# Huge\n\n{words}\n"})
     report = build_index(vault)
