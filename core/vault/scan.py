@@ -277,7 +277,7 @@ def _open_confined(target: str, root: str | None) -> int:
     try:
         return os.open(target, _OPEN_FLAGS | os.O_NOFOLLOW)
     except OSError as exc:
-        if exc.errno != errno.ELOOP:
+        if exc.errno not in (errno.ELOOP, errno.EMLINK):  # the last component is a symlink (Linux, BSD)
             raise
     real = os.path.realpath(target)
     if not _inside(root, real):
