@@ -265,7 +265,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("index", "build or update the index and publish a verified generation")
     p.add_argument("vault")
-    p.add_argument("--index-dir", help="index directory (default VAULT/.vaultsearch; env VAULTSEARCH_INDEX_DIR)")
+    p.add_argument(
+        "--index-dir",
+        help="index directory (default VAULT/.vaultsearch; env VAULTSEARCH_INDEX_DIR): a new or empty folder, or one "
+        "vaultsearch created (marked); never the vault or a folder of notes",
+    )
     p.add_argument("--in-place", action="store_true", help="single writable index.db (served as legacy_db)")
     p.add_argument("--chunk-size", type=int, default=600)
     p.add_argument("--chunk-overlap", type=int, default=60)
