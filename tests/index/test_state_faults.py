@@ -160,8 +160,15 @@ def _oserror(name: str) -> OSError:
     return OSError(FAULTS[name], os.strerror(FAULTS[name]))
 
 
-@pytest.mark.parametrize("fault", sorted(FAULTS))
-@pytest.mark.parametrize("step", ["copy_base", "write_rows", *PUBLISH_STEPS[:5]])
+BEFORE_FLIP = ["copy_base", "write_rows", *PUBLISH_STEPS[:5]]
+# every step with one of the faults in turn, and every fault at the base copy and at the state commit
+CASES = sorted(
+    {(step, sorted(FAULTS)[i % len(FAULTS)]) for i, step in enumerate(BEFORE_FLIP)}
+    | {(step, fault) for step in ("copy_base", "state_commit") for fault in FAULTS}
+)
+
+
+@pytest.mark.parametrize(("step", "fault"), CASES)
 def test_a_disk_fault_before_the_flip_is_typed_and_the_old_generation_serves(
     vault: Path, monkeypatch: pytest.MonkeyPatch, fault: str, step: str
 ) -> None:
