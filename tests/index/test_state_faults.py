@@ -289,3 +289,21 @@ def test_ulimit_f_during_a_build_is_typed_and_keeps_the_old_generation(vault: Pa
     assert proc.returncode == 6, proc.stderr
     assert '"build_io_failed"' in proc.stderr
     assert served(vault) == before and staging(vault) == []
+
+
+@pytest.mark.slow
+def test_a_live_in_place_writer_holding_index_db_is_busy_not_interrupted(tmp_path: Path) -> None:
+    """A reader meeting a writer's exclusive lock on index.db waits SQLite's busy timeout (5 s), then
+    gets ``index_busy``: a live build is not an interrupted one."""
+    vault = write_files(tmp_path / "vault", NOTES)
+    build_index(vault, in_place=True)
+    writer = sqlite3.connect(gen.layout_for(vault).legacy_path, isolation_level=None)
+    writer.execute("PRAGMA journal_mode=DELETE")
+    writer.execute("BEGIN EXCLUSIVE")
+    try:
+        gen.clear_verify_cache()
+        assert reason_of(lambda: search_vault(vault, "quasar")) == "index_busy"
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+    assert len(search_vault(vault, "quasar")) == 5
