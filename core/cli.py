@@ -29,12 +29,25 @@ def _env_index_dir(args: argparse.Namespace) -> Path | None:
     return Path(value) if value else None
 
 
+def _read_layout(args: argparse.Namespace) -> Any:
+    """The layout a reading command uses: an existing vault folder and a readable index dir, else a typed
+    usage error (exit 2) instead of a traceback."""
+    from core import generations as gen
+    from core.index.ownership import check_index_dir_for_reading, check_vault
+
+    check_vault(Path(args.vault))
+    layout = gen.layout_for(Path(args.vault).resolve(), _env_index_dir(args))
+    check_index_dir_for_reading(layout)
+    return layout
+
+
 def _print_json(obj: Any) -> None:
     print(json.dumps(obj, indent=2, ensure_ascii=False, default=str))
 
 
 def cmd_index(args: argparse.Namespace) -> int:
     """Build (unless --embed-only), then embed (with --embed / --embed-only)."""
+    from core.index.build_embed import EmbedInStaging
     from core.index.builder import IndexConfig, build_index
     from core.index.embed import embed_index
 
@@ -55,6 +68,10 @@ def cmd_index(args: argparse.Namespace) -> int:
             wait_seconds=args.wait,
             source=args.source,
             rev=args.rev,
+            # --embed: a small change's vectors go into the same generation as its text
+            before_publish=EmbedInStaging(args.model, batch=args.embed_limit)
+            if args.embed and not args.in_place
+            else None,
         ).to_dict()
     if embed:
         out["embed"] = embed_index(
@@ -162,8 +179,7 @@ def _visibility_line(classifications: list[str] | None) -> str:
 def cmd_verify(args: argparse.Namespace) -> int:
     from core import generations as gen
 
-    layout = gen.layout_for(Path(args.vault).resolve(), _env_index_dir(args))
-    report = gen.verify_full(layout)
+    report = gen.verify_full(_read_layout(args))
     if args.json:
         _print_json(report)
     else:
@@ -209,6 +225,7 @@ def cmd_models(args: argparse.Namespace) -> int:
 def cmd_eval(args: argparse.Namespace) -> int:
     from core.eval.cli import run_eval
 
+    _read_layout(args)
     report = run_eval(
         Path(args.vault),
         queries=Path(args.queries),
@@ -276,7 +293,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("index", "build or update the index and publish a verified generation")
     p.add_argument("vault")
-    p.add_argument("--index-dir", help="index directory (default VAULT/.vaultsearch; env VAULTSEARCH_INDEX_DIR)")
+    p.add_argument(
+        "--index-dir",
+        help="index directory (default VAULT/.vaultsearch; env VAULTSEARCH_INDEX_DIR): a new or empty folder, or one "
+        "vaultsearch created (marked); never the vault or a folder of notes",
+    )
     p.add_argument("--in-place", action="store_true", help="single writable index.db (served as legacy_db)")
     p.add_argument("--chunk-size", type=int, default=600)
     p.add_argument("--chunk-overlap", type=int, default=60)

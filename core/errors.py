@@ -12,13 +12,24 @@ across the tree: tests/test_errors.py enforces both.
     │   ├── InvalidArgumentError          invalid_argument
     │   ├── QuerySyntaxError              query_syntax
     │   ├── NotAGitRepoError              not_a_git_repo
-    │   └── GitRevisionError              git_revision_unknown
+    │   ├── GitRevisionError              git_revision_unknown
+    │   ├── VaultPathError                vault_path_invalid
+    │   │   ├── VaultMissingError         vault_missing
+    │   │   └── VaultNotDirectoryError    vault_not_directory
+    │   └── IndexDirError                 index_dir_refused
+    │       ├── IndexDirIsVaultError      index_dir_is_vault
+    │       ├── IndexDirHoldsNotesError   index_dir_holds_notes
+    │       ├── IndexDirNotOursError      index_dir_not_ours
+    │       ├── IndexDirNotDirectoryError index_dir_not_directory
+    │       └── IndexDirInaccessibleError index_dir_inaccessible
     ├── IndexMissingError                 index_missing          exit 3
     ├── IntegrityError                    integrity              exit 4
     │   ├── GenerationMissingError        missing
     │   ├── SizeMismatchError             size_mismatch
     │   ├── Sha256MismatchError           sha256_mismatch
     │   ├── StateCorruptError             state_corrupt
+    │   ├── VaultMismatchError            vault_mismatch
+    │   ├── LegacyInterruptedError        legacy_interrupted
     │   ├── SqliteIntegrityError          integrity_check_failed
     │   └── SchemaMismatchError           schema_mismatch
     ├── CapabilityError                   capability_missing     exit 5
@@ -33,6 +44,8 @@ across the tree: tests/test_errors.py enforces both.
     │   ├── SourceChangedError            source_changed
     │   ├── ValidationError               validation_failed
     │   └── GitCommandError               git_command_failed
+    │   ├── BuildIOError                  build_io_failed
+    │   └── IndexBusyError                index_busy
     ├── ModelError                        model_invalid          exit 7
     │   └── ModelDownloadError            model_download_failed
     └── EvalInputError (ValueError)       eval_input             exit 2
@@ -104,6 +117,50 @@ class GitRevisionError(UsageError):
     reason = "git_revision_unknown"
 
 
+class VaultPathError(UsageError):
+    """The vault path is not a readable folder of notes (``index`` never creates it)."""
+
+    reason = "vault_path_invalid"
+
+
+class VaultMissingError(VaultPathError):
+    reason = "vault_missing"
+
+
+class VaultNotDirectoryError(VaultPathError):
+    reason = "vault_not_directory"
+
+
+class IndexDirError(UsageError):
+    """The index directory is not ours to write: refused before anything is created or deleted."""
+
+    reason = "index_dir_refused"
+    hint = "give --index-dir a new or empty folder outside the notes (default: VAULT/.vaultsearch)"
+
+
+class IndexDirIsVaultError(IndexDirError):
+    reason = "index_dir_is_vault"
+
+
+class IndexDirHoldsNotesError(IndexDirError):
+    reason = "index_dir_holds_notes"
+
+
+class IndexDirNotOursError(IndexDirError):
+    reason = "index_dir_not_ours"
+
+
+class IndexDirNotDirectoryError(IndexDirError):
+    reason = "index_dir_not_directory"
+
+
+class IndexDirInaccessibleError(IndexDirError):
+    """The index directory (or a parent) cannot be read, created or written (permissions, read-only fs)."""
+
+    reason = "index_dir_inaccessible"
+    hint = "make the index directory readable and writable, or give another one with --index-dir"
+
+
 class IndexMissingError(VaultSearchError):
     reason = "index_missing"
     exit_code = 3
@@ -132,6 +189,20 @@ class Sha256MismatchError(IntegrityError):
 
 class StateCorruptError(IntegrityError):
     reason = "state_corrupt"
+
+
+class VaultMismatchError(IntegrityError):
+    """The index directory holds the index of another vault (e.g. a shared VAULTSEARCH_INDEX_DIR)."""
+
+    reason = "vault_mismatch"
+    hint = "give each vault its own --index-dir (or VAULTSEARCH_INDEX_DIR)"
+
+
+class LegacyInterruptedError(IntegrityError):
+    """An ``--in-place`` build died inside its transaction: index.db has a hot journal."""
+
+    reason = "legacy_interrupted"
+    hint = "run the build again (vaultsearch index VAULT --in-place) to roll the interrupted one back"
 
 
 class SqliteIntegrityError(IntegrityError):
@@ -199,6 +270,20 @@ class GitCommandError(BuildError):
     """The git executable is missing, or a git command failed in a way the source does not expect."""
 
     reason = "git_command_failed"
+
+
+class BuildIOError(BuildError):
+    """The build could not write (disk full, file size limit, read-only or denied); nothing was published."""
+
+    reason = "build_io_failed"
+    hint = "free space or fix permissions on the index directory, then run the build again"
+
+
+class IndexBusyError(BuildError):
+    """state.db (or a legacy index.db) is locked by another process: busy, not corrupt; retry."""
+
+    reason = "index_busy"
+    hint = "another process holds a lock on the index database; retry when it is done"
 
 
 class ModelError(VaultSearchError):

@@ -27,8 +27,11 @@ from core.errors import (
     BuildError,
     BuildLockedError,
     GenerationMissingError,
+    IndexBusyError,
+    IndexDirInaccessibleError,
     IndexMissingError,
     IntegrityError,
+    LegacyInterruptedError,
     Sha256MismatchError,
     SizeMismatchError,
     SqliteIntegrityError,
@@ -38,6 +41,7 @@ from core.errors import (
 from core.index import state as gstate
 from core.index.layout import GenerationRecord, IndexLayout, ResolvedIndex
 from core.index.layout import layout_for as layout_for  # the public entry: where an index lives
+from core.index.ownership import is_generation_file, is_staging_file, prepare_index_dir
 from core.index.schema import atomic  # noqa: F401  (re-exported: the one transaction primitive)
 from core.index.state import STATE_SCHEMA_VERSION, active_record, list_generations  # noqa: F401 (public API)
 
@@ -53,15 +57,39 @@ LOCK_POLL_S = 0.05
 
 
 def ensure_layout(layout: IndexLayout) -> None:
-    """Create the index directories and a ``.gitignore`` of ``*`` so the index is never committed."""
-    for directory in (layout.index_dir, layout.generations_dir, layout.staging_dir):
-        directory.mkdir(parents=True, exist_ok=True)
+    """Claim the index directory (refused unless it is ours: ``core.index.ownership``), create its
+    folders and a ``.gitignore`` of ``*`` inside it so the index is never committed."""
+    prepare_index_dir(layout)
     gitignore = layout.index_dir / ".gitignore"
-    if not gitignore.exists():
-        gitignore.write_text("*\n", encoding="utf-8")
+    try:
+        if not gitignore.exists():
+            gitignore.write_text("*\n", encoding="utf-8")
+    except OSError as exc:
+        raise IndexDirInaccessibleError(
+            f"index directory {layout.index_dir} cannot be written: {exc.strerror}",
+            index_dir=str(layout.index_dir),
+            errno=exc.errno,
+        ) from None
 
 
 _HELD_LOCKS: set[str] = set()
+_HELD_LOCK_FDS: set[int] = set()
+
+
+def _drop_inherited_locks() -> None:
+    """In a forked child (a parse worker): close the build-lock descriptors it inherited. The parent's
+    lock stays held (flock belongs to the open file description), but a child that outlives a killed
+    builder no longer keeps the lock, so the next build is not blocked by an orphan."""
+    for fd in list(_HELD_LOCK_FDS):
+        try:
+            os.close(fd)
+        except OSError:
+            pass  # already closed in this child: nothing to release
+    _HELD_LOCK_FDS.clear()
+    _HELD_LOCKS.clear()
+
+
+os.register_at_fork(after_in_child=_drop_inherited_locks)
 
 
 @contextmanager
@@ -72,7 +100,15 @@ def build_lock(layout: IndexLayout, *, wait_seconds: float = 0.0) -> Iterator[No
     naming the lock file. The kernel drops the lock when the holder dies, so a crash never wedges it.
     """
     ensure_layout(layout)
-    fd = os.open(layout.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fd = os.open(layout.lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        raise IndexDirInaccessibleError(
+            f"build lock {layout.lock_path} cannot be opened: {exc.strerror}",
+            index_dir=str(layout.index_dir),
+            errno=exc.errno,
+        ) from None
+    _HELD_LOCK_FDS.add(fd)
     try:
         _acquire_flock(fd, layout.lock_path, wait_seconds)
         os.ftruncate(fd, 0)
@@ -84,6 +120,7 @@ def build_lock(layout: IndexLayout, *, wait_seconds: float = 0.0) -> Iterator[No
             _HELD_LOCKS.discard(str(layout.lock_path))
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
+        _HELD_LOCK_FDS.discard(fd)
         os.close(fd)
 
 
@@ -142,9 +179,39 @@ def _readonly_uri(path: Path, *, immutable: bool) -> str:
 
 
 def connect_readonly(resolved: ResolvedIndex) -> sqlite3.Connection:
-    """Open a resolved index read-only: generations never change (``immutable=1``), legacy is ``mode=ro``."""
+    """Open a resolved index read-only: generations never change (``immutable=1``), legacy is ``mode=ro``.
+
+    The file is read once on open, so a generation removed since it was verified, or a legacy
+    index left with a hot journal by a killed ``--in-place`` build, is a typed error here rather
+    than an ``sqlite3.OperationalError`` at the first query.
+    """
     immutable = resolved.kind == "immutable_generation"
-    return sqlite3.connect(_readonly_uri(resolved.path, immutable=immutable), uri=True)
+    try:
+        conn = sqlite3.connect(_readonly_uri(resolved.path, immutable=immutable), uri=True)
+        try:
+            conn.execute("PRAGMA schema_version").fetchone()
+        except BaseException:
+            conn.close()
+            raise
+    except sqlite3.DatabaseError as exc:
+        raise _open_error(resolved, exc) from exc
+    return conn
+
+
+def _open_error(resolved: ResolvedIndex, exc: sqlite3.DatabaseError) -> IntegrityError | IndexBusyError:
+    evidence = {"path": str(resolved.path), "generation_id": resolved.generation_id}
+    name = getattr(exc, "sqlite_errorname", None)
+    if not resolved.path.exists():
+        return GenerationMissingError(f"index file {resolved.path} vanished after it was verified", **evidence)
+    if name in gstate.BUSY_ERRORS:  # a live --in-place build holds the lock: busy, not broken
+        return IndexBusyError(f"index file {resolved.path} is locked by a writer: {exc}", **evidence, sqlite_error=name)
+    if resolved.kind == "legacy_db" and Path(f"{resolved.path}-journal").exists():
+        return LegacyInterruptedError(
+            f"legacy index {resolved.path} has a hot journal from an interrupted --in-place build ({exc})",
+            **evidence,
+            sqlite_error=name,
+        )
+    return SqliteIntegrityError(f"index file {resolved.path} cannot be opened: {exc}", **evidence, sqlite_error=name)
 
 
 def _integrity_problems(path: Path, *, immutable: bool) -> list[str]:
@@ -295,7 +362,7 @@ def resolve(layout: IndexLayout) -> ResolvedIndex:
     state = _state_fingerprint(layout)
     with _CACHE_LOCK:
         cached = _VERIFY_CACHE.get(key)
-    if cached is not None and state + (_stat_sig(cached[1].path),) == cached[0]:
+    if cached is not None and cached[1].layout == layout and state + (_stat_sig(cached[1].path),) == cached[0]:
         with _CACHE_LOCK:
             VERIFY_STATS["cache_hits"] += 1
         return cached[1]
@@ -316,10 +383,20 @@ def resolve(layout: IndexLayout) -> ResolvedIndex:
 
 def _debris(layout: IndexLayout, ready_files: set[str]) -> list[Path]:
     """Files no state row serves: everything in staging/, and generations/ files not named by a ready row."""
-    found = [p for p in sorted(layout.staging_dir.glob("*")) if p.is_file()] if layout.staging_dir.is_dir() else []
+    found: list[Path] = []
+    if layout.staging_dir.is_dir():  # only files named as we name them: a foreign file is never ours to delete
+        found = [p for p in sorted(layout.staging_dir.iterdir()) if is_staging_file(p.name) and _plain_file(p)]
     if layout.generations_dir.is_dir():
-        found += [p for p in sorted(layout.generations_dir.iterdir()) if p.is_file() and p.name not in ready_files]
+        found += [
+            p
+            for p in sorted(layout.generations_dir.iterdir())
+            if is_generation_file(p.name) and p.name not in ready_files and _plain_file(p)
+        ]
     return found
+
+
+def _plain_file(path: Path) -> bool:
+    return path.is_file() and not path.is_symlink()
 
 
 def _ready_files(layout: IndexLayout) -> set[str]:
@@ -439,7 +516,8 @@ def _apply_retention(layout: IndexLayout, keep: int) -> list[str]:
 
     gstate.mark_removed(layout, [row["generation_id"] for row in doomed])
     for row in doomed:
-        (layout.generations_dir / row["file_name"]).unlink(missing_ok=True)
+        if is_generation_file(row["file_name"]):  # a state row never makes us delete a file we did not name
+            (layout.generations_dir / row["file_name"]).unlink(missing_ok=True)
     return [row["generation_id"] for row in doomed]
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import os
 import sqlite3
 import threading
@@ -13,6 +12,7 @@ from typing import Any
 
 from core import generations as gen
 from core.errors import InvalidArgumentError, SchemaMismatchError, UsageError
+from core.index.ownership import check_index_dir_for_reading, check_vault
 from core.index.schema import SCHEMA_VERSION, get_meta
 from core.modes.context import Hit, ModeRun, SearchContext, note_fields
 from core.modes.decay import AgeDecay, apply_decay
@@ -106,10 +106,14 @@ class SearchResults(list):
 _local = threading.local()
 
 
-@functools.lru_cache(maxsize=64)
 def _layout(vault: str, index_dir: str | None) -> gen.IndexLayout:
-    """The index layout of an absolute vault path (symlinks resolved once per process)."""
-    return gen.layout_for(Path(vault).resolve(), Path(index_dir) if index_dir else None)
+    """The index layout of an absolute vault path, symlinks resolved on every call (never cached by the
+    unresolved path: a vault symlink that is retargeted serves its new target). A vault that is not a
+    folder, or an index dir that is not a readable folder, is a typed usage error."""
+    check_vault(Path(vault))
+    layout = gen.layout_for(Path(vault).resolve(), Path(index_dir) if index_dir else None)
+    check_index_dir_for_reading(layout)
+    return layout
 
 
 def _connection(resolved: gen.ResolvedIndex) -> sqlite3.Connection:

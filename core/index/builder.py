@@ -31,11 +31,15 @@ from tqdm import tqdm
 
 from core import generations as gen
 from core.errors import IntegrityError, ValidationError
+from core.index import state as gstate
+from core.index.faults import build_io_errors
 from core.index.ingest import NoteWriter, default_workers, delete_notes, prepared_notes, recompute_edges
+from core.index.ownership import check_vault
 from core.index.schema import SCHEMA_VERSION, atomic, create_schema, get_meta, set_meta
 from core.index.source import NoteSource, WorkingTreeSource, resolve_settings, stored_settings
 from core.ranking.analysis import analyzer_for, check_tokenizer
 from core.vault.chunking import CHUNKER_VERSION
+from core.vault.notes import Problem
 from core.vault.scan import MAX_NOTE_BYTES, ScannedFile, ScanResult
 
 DEFAULT_TOKENIZER = "porter unicode61 remove_diacritics 2"
@@ -78,6 +82,7 @@ class BuildReport:
     links: int = 0
     unresolved_links: int = 0
     timings: dict[str, float] = field(default_factory=dict)
+    embedded: int = 0  # chunks embedded into this same generation (``index --embed`` of a small change)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -93,6 +98,7 @@ class _Plan:
     removed_ids: list[int]
     removed_skipped: list[str]
     added: int = 0
+    unreadable: list[Problem] = field(default_factory=list)  # scanned files that could not be read
 
     @property
     def up_to_date(self) -> bool:
@@ -111,6 +117,12 @@ class _Run:
     source: NoteSource
     started: float = field(default_factory=time.perf_counter)
     timings: dict[str, float] = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)  # index-level problems (e.g. a recovered state DB)
+
+    @property
+    def root(self) -> str:
+        """The vault's real path: every note is read inside it."""
+        return os.path.realpath(self.vault)
 
     def lap(self, name: str, since: float) -> float:
         """Record the seconds since ``since`` as timing ``name``; return now."""
@@ -179,7 +191,11 @@ def _apply(conn: sqlite3.Connection, plan: _Plan, run: _Run) -> dict[str, int]:
     first_new_id = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM notes").fetchone()[0]
     with (
         prepared_notes(
-            items, chunk_size=run.config.chunk_size, chunk_overlap=run.config.chunk_overlap, workers=workers
+            items,
+            chunk_size=run.config.chunk_size,
+            chunk_overlap=run.config.chunk_overlap,
+            workers=workers,
+            root=run.root,
         ) as batches,
         tqdm(total=len(items), desc="indexing", unit="note", disable=not run.progress) as bar,
     ):
@@ -187,10 +203,11 @@ def _apply(conn: sqlite3.Connection, plan: _Plan, run: _Run) -> dict[str, int]:
             writer.add_batch(batch)
             bar.update(len(batch.notes))
     writer.flush()
+    plan.unreadable = [Problem(u.rel_path, u.reason, u.detail) for u in writer.unreadable]
     conn.execute("DELETE FROM build_problems")
     conn.executemany(
         "INSERT INTO build_problems(path, reason, detail) VALUES (?, ?, ?)",
-        [(p.path, p.reason, p.detail) for p in plan.scan.problems],
+        [(p.path, p.reason, p.detail) for p in (*plan.scan.problems, *plan.unreadable, *run.problems)],
     )
     links, unresolved = recompute_edges(conn, new_from_id=first_new_id)
     return {"links": links, "unresolved_links": unresolved}
@@ -219,11 +236,12 @@ def all_problems(conn: sqlite3.Connection) -> list[dict[str, str]]:
     return [{"path": p, "reason": r, "detail": d} for p, r, d in rows]
 
 
-def _validate(conn: sqlite3.Connection, scan: ScanResult) -> None:
-    """Exact source coverage and consistent counts; collects every problem, raises once."""
+def _validate(conn: sqlite3.Connection, plan: _Plan) -> None:
+    """Exact source coverage (every readable scanned file) and consistent counts; collects every
+    problem, raises once."""
     found: list[str] = []
     indexed = {r[0] for r in conn.execute("SELECT rel_path FROM notes UNION ALL SELECT rel_path FROM skipped_files")}
-    expected = {f.rel_path for f in scan.files}
+    expected = {f.rel_path for f in plan.scan.files} - {p.path for p in plan.unreadable}
     if indexed != expected:
         found.append(f"coverage: missing {sorted(expected - indexed)[:5]}, extra {sorted(indexed - expected)[:5]}")
     checks = {
@@ -327,7 +345,7 @@ def _stage(conn: sqlite3.Connection, plan: _Plan, run: _Run) -> dict[str, int]:
             },
         )
     t = run.lap("write", t)
-    _validate(conn, plan.scan)
+    _validate(conn, plan)
     run.source.check_unchanged(plan.scan)
     run.lap("validate", t)
     return extra
@@ -346,6 +364,7 @@ def build_index(
     workers: int | None = None,
     source: str | None = None,
     rev: str | None = None,
+    before_publish: Callable[[sqlite3.Connection], int] | None = None,
 ) -> BuildReport:
     """Index ``vault`` and publish a verified generation (or update ``index.db`` in place).
 
@@ -354,7 +373,11 @@ def build_index(
     changed notes where fork is available; 1: in this process). It changes speed only,
     never the index. ``source`` is ``"worktree"`` or ``"git"`` (notes from the commit ``rev``,
     default ``HEAD``); ``None`` keeps what the active index was built from (``core.index.source``).
+    ``before_publish`` runs on the staged, validated database just before it is
+    recorded and published (``core.index.build_embed`` embeds a small change's chunks there, so that
+    text and vectors arrive in one generation); it returns how many chunks it embedded.
     """
+    check_vault(Path(vault))  # never created: a missing vault is a usage error, not an empty index
     vault = Path(vault).resolve()
     layout = gen.layout_for(vault, index_dir)
     config = config or IndexConfig()
@@ -363,11 +386,14 @@ def build_index(
         from core.vault.gitsource import discover
 
         discover(vault)  # not a repository: fail before anything is created
-    gen.ensure_layout(layout)
-    with gen.build_lock(layout, wait_seconds=wait_seconds):
+    gen.ensure_layout(layout)  # refuses an index dir that is not ours before anything is written
+    with gen.build_lock(layout, wait_seconds=wait_seconds), build_io_errors(layout):
+        recovered = None if in_place else gstate.move_aside_unusable_state(layout)
         t = time.perf_counter()
         src = _make_source(vault, layout.index_dir, config.max_note_bytes, chosen, chosen_rev)
         run = _Run(vault, layout, config, progress, workers, src)
+        if recovered is not None:
+            run.problems.append(Problem(*recovered))
         start = None if in_place else _open_base(layout, config)
         if start is not None and start.carry is not None:
             current = _current_report(run, start.carry)
@@ -378,7 +404,7 @@ def build_index(
         run.lap("scan", t)
         if start is None:
             return _build_in_place(run, scan, scan_started_ns)
-        return _build_generation(run, start, scan, scan_started_ns, keep=keep, on_step=on_step)
+        return _build_generation(run, start, scan, scan_started_ns, keep=keep, on_step=on_step, hook=before_publish)
 
 
 def _current_report(run: _Run, base: gen.ResolvedIndex) -> BuildReport | None:
@@ -419,6 +445,7 @@ def _build_generation(
     *,
     keep: int,
     on_step: Callable[[str], None] | None,
+    hook: Callable[[sqlite3.Connection], int] | None = None,
 ) -> BuildReport:
     """Plan against the verified active generation; stage a copy of it; publish the result."""
     t = time.perf_counter()
@@ -450,6 +477,10 @@ def _build_generation(
             if base is None:
                 create_schema(conn, run.config.tokenizer)
             extra = _stage(conn, plan, run)
+            if hook is not None:
+                t = time.perf_counter()
+                extra["embedded"] = hook(conn)
+                run.lap("embed", t)
             record = _record(conn, run.config, run.timings)
             conn.execute("PRAGMA journal_mode=DELETE")
         finally:

@@ -27,15 +27,15 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 
 from core.errors import SourceChangedError
+from core.index.bounds import bound_vocabulary, die_with_parent
 from core.index.schema import CHUNK_FIELD_UNITS, FTS_COLUMNS, NOTE_COLUMNS, get_meta, set_meta
 from core.ranking.analysis import Analyzer, LocalVector, TermVectors, WordTable
 from core.vault.chunking import chunk_body, headings
 from core.vault.links import LinkResolver
 from core.vault.notes import Link, ParsedNote, parse_note, skip_problem
-from core.vault.scan import read_file
+from core.vault.scan import FileRefusedError, read_file
 
 _NOTE_INSERT = f"INSERT INTO notes({', '.join(NOTE_COLUMNS)}) VALUES ({', '.join('?' * len(NOTE_COLUMNS))})"
 _FTS_INSERT = f"INSERT INTO notes_fts(rowid, {', '.join(FTS_COLUMNS)}) VALUES (?{', ?' * len(FTS_COLUMNS)})"
@@ -98,7 +98,7 @@ class PreparedBatch:
 
     table: tuple[int, str]  # (pid, build): whose WordTable numbered the words
     new_words: list[bytes]
-    notes: list[PreparedNote | SkippedFile]
+    notes: list[PreparedNote | SkippedFile | UnreadableFile]
 
 
 _tables: dict[str, WordTable] = {}  # build -> this process's WordTable for it
@@ -181,24 +181,43 @@ def _pieces(doc: int, texts: tuple[str, ...], rows: tuple[tuple, ...], cells: li
     return pieces
 
 
-def read_source(rel_path: str, path: str | os.PathLike[str]) -> tuple[bytes, str]:
-    """(content, sha256) of a vault file; a file gone since the scan is a ``SourceChangedError``."""
+def read_source(rel_path: str, path: str | os.PathLike[str], root: str) -> tuple[bytes, str]:
+    """(content, sha256) of a vault file, read safely inside the vault's real ``root``; a file
+    gone since the scan is a ``SourceChangedError``; any other ``OSError`` is the caller's problem."""
     try:
-        return read_file(Path(path))
+        return read_file(path, root=root)
     except FileNotFoundError:
         raise SourceChangedError(f"{rel_path} disappeared during the build", paths=[rel_path]) from None
 
 
-def _parse(item: NoteFile) -> tuple[str, ParsedNote | SkippedFile]:
-    """(sha256, parsed note) of one file, read unless its content is given; a binary file is skipped."""
+@dataclass(frozen=True)
+class UnreadableFile:
+    """A scanned file that could not be read (permissions, not a regular file, left the vault): not
+    indexed, reported as a build problem, and read again by the next build."""
+
+    rel_path: str
+    reason: str
+    detail: str
+
+
+def _parse(item: NoteFile, root: str) -> tuple[str, ParsedNote | SkippedFile | UnreadableFile]:
+    """(sha256, parsed note) of one file, read unless its content is given; a binary file is skipped,
+    an unreadable one reported."""
     rel_path, path, data, sha256, mtime_ns, size = item
     if data is None or sha256 is None:
-        data, sha256 = read_source(rel_path, path)
+        try:
+            data, sha256 = read_source(rel_path, path, root)
+        except FileRefusedError as exc:
+            return "", UnreadableFile(rel_path, exc.reason, exc.detail)
+        except FileNotFoundError:
+            raise
+        except OSError as exc:
+            return "", UnreadableFile(rel_path, "unreadable", f"{type(exc).__name__}: {exc.strerror or exc}")
     note = parse_note(rel_path, data)
     if note is None:
         problem = skip_problem(rel_path, data)
         return sha256, SkippedFile((rel_path, sha256, mtime_ns, size, problem.reason, problem.detail))
-    return sha256, note
+    return sha256, bound_vocabulary(note)
 
 
 def _prepared(
@@ -248,16 +267,18 @@ def _prepared(
     )
 
 
-def prepare_notes(items: Sequence[NoteFile], *, chunk_size: int, chunk_overlap: int, build: str) -> PreparedBatch:
-    """Read, parse, chunk and count a batch of note files. Words are counted for the batch at
-    once by this process's ``WordTable`` for ``build``."""
+def prepare_notes(
+    items: Sequence[NoteFile], *, chunk_size: int, chunk_overlap: int, build: str, root: str
+) -> PreparedBatch:
+    """Read (inside the vault's real ``root``), parse, chunk and count a batch of note files. Words are
+    counted for the batch at once by this process's ``WordTable`` for ``build``."""
     table = _tables.get(build)
     if table is None:
         table = _tables[build] = WordTable(len(FTS_COLUMNS))
     parsed, notes, pieces, groups = [], [], [], []
     n_docs = 0
     for item in items:  # parse, texts and chunks of one note in a row: they share its cached block scan
-        sha, note = _parse(item)
+        sha, note = _parse(item, root)
         parsed.append(note)
         if isinstance(note, ParsedNote):
             texts = field_texts(note)
@@ -278,12 +299,14 @@ def prepare_notes(items: Sequence[NoteFile], *, chunk_size: int, chunk_overlap: 
 
 
 def _worker_init() -> None:
-    """Start a forked worker with no word tables of its parent's.
+    """Start a forked worker with no word tables of its parent's, that dies with its parent.
 
-    (Pool workers close the pipe ends they do not use, so when the builder dies they fail at
-    their next read or write and exit, releasing the build lock file they inherited.)
+    It holds no build lock (``core.generations`` closes inherited lock descriptors after every
+    fork), reads notes without blocking (``read_file``), and is killed by the kernel when the
+    builder dies, so a killed builder never leaves an orphan behind.
     """
     _tables.clear()
+    die_with_parent()
 
 
 def default_workers(n_notes: int) -> int:
@@ -295,7 +318,7 @@ def default_workers(n_notes: int) -> int:
 
 @contextmanager
 def prepared_notes(
-    items: Sequence[NoteFile], *, chunk_size: int, chunk_overlap: int, workers: int
+    items: Sequence[NoteFile], *, chunk_size: int, chunk_overlap: int, workers: int, root: str
 ) -> Iterator[Iterator[PreparedBatch]]:
     """``prepare_notes`` over ``items`` in batches, in order: in process, or in ``workers`` forked processes.
 
@@ -303,7 +326,7 @@ def prepared_notes(
     and count, and never touch a database. Pass ``workers=1`` where forking is unwelcome.
     """
     build = uuid.uuid4().hex
-    prepare = partial(prepare_notes, chunk_size=chunk_size, chunk_overlap=chunk_overlap, build=build)
+    prepare = partial(prepare_notes, chunk_size=chunk_size, chunk_overlap=chunk_overlap, build=build, root=root)
     batches = [items[i : i + _PREPARE_BATCH] for i in range(0, len(items), _PREPARE_BATCH)]
     try:
         if workers <= 1:
@@ -334,13 +357,17 @@ class NoteWriter:
         self._terms: list[tuple[int, tuple[int, str], LocalVector]] = []  # note id, table, vector
         self._chunk_terms: list[tuple[int, tuple[int, str], LocalVector]] = []  # note id, table, vector
         self.conn = conn
+        self.unreadable: list[UnreadableFile] = []
 
     def add_batch(self, batch: PreparedBatch) -> None:
-        """Queue the rows of a prepared batch (skipped files become ``skipped_files`` rows)."""
+        """Queue the rows of a prepared batch (skipped files become ``skipped_files`` rows, unreadable
+        ones are kept in ``unreadable`` for the build report)."""
         self.vectors.register(batch.table, batch.new_words)
         for note in batch.notes:
             if isinstance(note, SkippedFile):
                 self._rows["skipped"].append(note.row)
+            elif isinstance(note, UnreadableFile):
+                self.unreadable.append(note)
             else:
                 self._add(note, batch.table)
         if len(self._terms) >= _BATCH_NOTES or len(self._rows["chunks"]) >= _BATCH_CHUNKS:

@@ -52,6 +52,19 @@ class ResolvedIndex:
     record: dict[str, Any]  # the state row (notes, chunks, timings, problems, ...)
 
 
+def vault_identity(layout: IndexLayout) -> str:
+    """Which vault an index directory serves, as recorded in its generation state.
+
+    An index dir inside the vault (the default ``.vaultsearch``) is named by its place in the
+    vault (``inside:.vaultsearch``), so a vault moved or renamed with its index keeps it; an
+    index dir elsewhere is named by the vault's real path (``path:/home/me/notes``), so two
+    vaults sharing one index dir never serve each other's notes.
+    """
+    if layout.vault in layout.index_dir.parents:
+        return "inside:" + layout.index_dir.relative_to(layout.vault).as_posix()
+    return "path:" + str(layout.vault)
+
+
 def layout_for(vault: Path, index_dir: Path | None = None) -> IndexLayout:
     """Where the index of ``vault`` lives: ``<vault>/.vaultsearch`` unless ``index_dir`` is given."""
     vault = Path(vault).expanduser().resolve()

@@ -19,6 +19,7 @@ active generation recorded, so ``vaultsearch index VAULT`` keeps building the wa
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -68,6 +69,7 @@ class WorkingTreeSource:
 
     def __init__(self, vault: Path, index_dir: Path, max_bytes: int) -> None:
         self.vault, self.index_dir, self.max_bytes = vault, index_dir, max_bytes
+        self.root = os.path.realpath(vault)  # every note is read inside the vault's real path
 
     def scan(self) -> ScanResult:
         return scan_vault(self.vault, index_dir=self.index_dir, max_bytes=self.max_bytes)
@@ -84,7 +86,13 @@ class WorkingTreeSource:
     def read(self, files: list[ScannedFile], *, defer: bool) -> list[Read]:
         if defer:  # new files are read and hashed where they are parsed (perhaps in a worker process)
             return [(f, None, None) for f in files]
-        return [(f, *read_source(f.rel_path, f.path)) for f in files]
+        out: list[Read] = []
+        for f in files:
+            try:
+                out.append((f, *read_source(f.rel_path, f.path, self.root)))
+            except OSError:  # unreadable now: read again (and reported) where notes are parsed
+                out.append((f, None, None))
+        return out
 
     def finish(self, conn: sqlite3.Connection) -> None:
         """Git dates belong to a git-sourced index: rows carried over from one lose them."""

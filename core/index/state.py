@@ -11,12 +11,14 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from core.errors import BuildLockedError, SchemaMismatchError, StateCorruptError
+from core.errors import BuildLockedError, IndexBusyError, SchemaMismatchError, StateCorruptError, VaultMismatchError
+from core.index.layout import vault_identity
 from core.index.schema import atomic
 
 if TYPE_CHECKING:
@@ -26,7 +28,8 @@ STATE_TIMEOUT_S = 10.0
 # The state DB runs in journal_mode=DELETE, not WAL: a WAL reader writes the -shm file on every open, while
 # in rollback mode a reader only takes shared locks and never writes. So the state file's stat fingerprint
 # changes only when a publish commits, which is what makes the verified-identity cache below sound.
-STATE_SCHEMA_VERSION = 1
+# 2: meta holds 'vault_identity' (which vault this index is of: core.index.layout.vault_identity).
+STATE_SCHEMA_VERSION = 2
 STATE_DDL = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE generations (
@@ -52,8 +55,11 @@ CREATE TABLE active (
 );
 """
 STATE_TABLES = ("meta", "generations", "active")
+BUSY_ERRORS = frozenset({"SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_BUSY_SNAPSHOT", "SQLITE_BUSY_RECOVERY"})
 SQL_SET_VERSION = "INSERT INTO meta (key, value) VALUES ('state_schema_version', ?)"
 SQL_GET_VERSION = "SELECT value FROM meta WHERE key = 'state_schema_version'"
+SQL_SET_VAULT = "INSERT INTO meta (key, value) VALUES ('vault_identity', ?)"
+SQL_GET_VAULT = "SELECT value FROM meta WHERE key = 'vault_identity'"
 SQL_LIST_TABLES = "SELECT name FROM sqlite_master WHERE type = 'table'"
 SQL_INSERT_GENERATION = (
     "INSERT INTO generations (generation_id, file_name, sha256, size, source_snapshot_hash, notes, chunks,"
@@ -88,7 +94,8 @@ def state_error(layout: IndexLayout, message: str, **evidence: Any) -> StateCorr
         f"generation state {layout.state_path} is unusable: {message}",
         path=str(layout.state_path),
         **evidence,
-        hint=f"the index is derived: delete {layout.index_dir} and run: vaultsearch index {layout.vault}",
+        hint=f"run: vaultsearch index {layout.vault} (the build moves the unusable state.db of {layout.index_dir}"
+        " aside and rebuilds the derived index)",
     )
 
 
@@ -117,6 +124,20 @@ def check_state_schema(layout: IndexLayout, conn: sqlite3.Connection) -> None:
         )
 
 
+def check_vault_identity(layout: IndexLayout, conn: sqlite3.Connection) -> None:
+    """The state names the vault it indexes: another vault's index is never served or built upon."""
+    row = conn.execute(SQL_GET_VAULT).fetchone()
+    expected, actual = vault_identity(layout), (row[0] if row else None)
+    if actual != expected:
+        raise VaultMismatchError(
+            f"index directory {layout.index_dir} holds the index of another vault ({actual}), not of "
+            f"{layout.vault} ({expected})",
+            index_dir=str(layout.index_dir),
+            expected=expected,
+            actual=actual,
+        )
+
+
 def decode_row(layout: IndexLayout, row: sqlite3.Row) -> dict[str, Any]:
     record = dict(row)
     try:
@@ -130,6 +151,7 @@ def decode_row(layout: IndexLayout, row: sqlite3.Row) -> dict[str, Any]:
 def active_row(layout: IndexLayout, conn: sqlite3.Connection) -> dict[str, Any]:
     """The active generation's row, checked for consistency with the pointer (no file access)."""
     check_state_schema(layout, conn)
+    check_vault_identity(layout, conn)
     pointer = conn.execute(SQL_GET_ACTIVE_ID).fetchone()
     if pointer is None:
         raise state_error(layout, "no active generation pointer")
@@ -158,7 +180,14 @@ def with_state(layout: IndexLayout, read: Callable[[sqlite3.Connection], Any]) -
         finally:
             conn.close()
     except sqlite3.DatabaseError as exc:
-        raise state_error(layout, str(exc), sqlite_error=getattr(exc, "sqlite_errorname", None)) from exc
+        name = getattr(exc, "sqlite_errorname", None)
+        if name in BUSY_ERRORS:  # a lock someone holds is not corruption: say so, advise a retry
+            raise IndexBusyError(
+                f"generation state {layout.state_path} is locked by another process: {exc}",
+                path=str(layout.state_path),
+                sqlite_error=name,
+            ) from exc
+        raise state_error(layout, str(exc), sqlite_error=name) from exc
 
 
 def active_record(layout: IndexLayout) -> dict[str, Any] | None:
@@ -224,12 +253,12 @@ def commit_state(layout: IndexLayout, row: dict[str, Any], expected_base: str | 
             conn.execute(SQL_INSERT_GENERATION, row)
             conn.execute(SQL_SET_ACTIVE, (row["generation_id"],))
 
+    def checked_swap(conn: sqlite3.Connection) -> None:
+        check_state_schema(layout, conn)
+        check_vault_identity(layout, conn)
+        swap(conn)
+
     if layout.state_path.exists():
-
-        def checked_swap(conn: sqlite3.Connection) -> None:
-            check_state_schema(layout, conn)
-            swap(conn)
-
         with_state(layout, checked_swap)
         return
     check_base(None, expected_base)
@@ -240,6 +269,7 @@ def commit_state(layout: IndexLayout, row: dict[str, Any], expected_base: str | 
             conn.execute("PRAGMA journal_mode=DELETE")
             conn.executescript(STATE_DDL)
             conn.execute(SQL_SET_VERSION, (str(STATE_SCHEMA_VERSION),))
+            conn.execute(SQL_SET_VAULT, (vault_identity(layout),))
             swap(conn)
         finally:
             conn.close()
@@ -249,6 +279,28 @@ def commit_state(layout: IndexLayout, row: dict[str, Any], expected_base: str | 
         temp.unlink(missing_ok=True)
         raise
     fsync_path(layout.index_dir)
+
+
+def move_aside_unusable_state(layout: IndexLayout) -> tuple[str, str, str] | None:
+    """Under the build lock: a corrupt state DB (or one of another schema) is moved aside, so that this
+    build starts a fresh one; returns the problem to report. Until then readers fail closed on it. A
+    state DB that is locked (``IndexBusyError``) or of another vault (``VaultMismatchError``) is left
+    alone and the error raised: neither is corruption."""
+    if not layout.state_path.exists():
+        return None
+    try:
+        with_state(layout, lambda conn: active_row(layout, conn))
+        return None
+    except (StateCorruptError, SchemaMismatchError) as exc:
+        why = f"{exc.reason}: {exc.message}"
+    stamp = time.time_ns()
+    aside = layout.index_dir / f"state.db.corrupt-{stamp}"
+    journal = Path(f"{layout.state_path}-journal")
+    if journal.exists():
+        os.replace(journal, layout.index_dir / f"state.db-journal.corrupt-{stamp}")
+    os.replace(layout.state_path, aside)
+    fsync_path(layout.index_dir)
+    return ("state.db", "state_recovered", f"{why}; moved aside to {aside.name}, index rebuilt")
 
 
 def mark_removed(layout: IndexLayout, generation_ids: list[str]) -> None:

@@ -7,6 +7,7 @@ files whose stat differs are hashed, so a touched-but-identical file is not repo
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from collections.abc import Sequence
@@ -15,6 +16,7 @@ from typing import Any
 
 from core import generations as gen
 from core.index.builder import all_problems
+from core.index.ownership import check_index_dir_for_reading, check_vault
 from core.index.schema import get_meta
 from core.ranking.filters import UNCLASSIFIED, Filters
 from core.vault.notes import UNREADABLE_CLASSIFICATION, parse_note
@@ -32,11 +34,12 @@ def _stale(vault: Path, conn: sqlite3.Connection, index_dir: Path) -> dict[str, 
         )
     }
     added, modified = [], []
+    root = os.path.realpath(vault)
     for f in scan.files:
         old = known.get(f.rel_path)
         if old is None:
             added.append(f.rel_path)
-        elif (old[1], old[2]) != (f.mtime_ns, f.size) and read_file(f.path)[1] != old[0]:
+        elif (old[1], old[2]) != (f.mtime_ns, f.size) and _content_sha(f.path, root) != old[0]:
             modified.append(f.rel_path)
     seen = {f.rel_path for f in scan.files}
     removed = sorted(k for k in known if k not in seen)
@@ -61,10 +64,27 @@ def _source_stale(vault: Path, conn: sqlite3.Connection, index_dir: Path) -> dic
     return {**git_staleness(vault, meta, index_dir), "source_files": files}
 
 
+def _layout(vault: str | Path, index_dir: str | Path | None) -> gen.IndexLayout:
+    """The layout of an existing vault folder and a readable index dir (typed usage errors otherwise)."""
+    check_vault(Path(vault))
+    layout = gen.layout_for(Path(vault).resolve(), Path(index_dir) if index_dir else None)
+    check_index_dir_for_reading(layout)
+    return layout
+
+
+def _content_sha(path: Path, root: str) -> str | None:
+    """The file's SHA-256, or None when it cannot be read now (then it counts as modified)."""
+    try:
+        return read_file(path, root=root)[1]
+    except OSError:
+        return None
+
+
 def staleness(vault: str | Path, index_dir: str | Path | None = None) -> dict[str, Any]:
     """Has the vault changed since the active index? (added / modified / removed paths)."""
-    vault = Path(vault).resolve()
-    resolved = gen.resolve(gen.layout_for(vault, Path(index_dir) if index_dir else None))
+    layout = _layout(vault, index_dir)
+    vault = layout.vault
+    resolved = gen.resolve(layout)
     conn = gen.connect_readonly(resolved)
     try:
         return _source_stale(vault, conn, resolved.layout.index_dir)
@@ -107,7 +127,7 @@ def _restrict(out: dict[str, Any], conn: sqlite3.Connection, vault: Path, filter
     ).fetchone()
     paths = set(visible.values())
     stale = out["staleness"]
-    added = [p for p in stale["added"] if _visible_file(vault / p, p, filters)]
+    added = [p for p in stale["added"] if _visible_file(vault, p, filters)]
     kept = {k: [p for p in stale[k] if p in paths] for k in ("modified", "removed")}
     present = len(paths) - len(kept["removed"]) + len(added)
     out.update(
@@ -132,10 +152,10 @@ def _restrict(out: dict[str, Any], conn: sqlite3.Connection, vault: Path, filter
     )
 
 
-def _visible_file(path: Path, rel_path: str, filters: Filters) -> bool:
+def _visible_file(vault: Path, rel_path: str, filters: Filters) -> bool:
     """Whether a not yet indexed file would be visible to the caller (its classification, failing closed)."""
     try:
-        data = read_file(path)[0]  # the scanner's reader (the same confinement as the staleness check)
+        data = read_file(vault / rel_path, root=str(vault))[0]  # the scanner's confined reader
     except OSError:
         return False  # unreadable: no classification can be read, so not visible
     parsed = parse_note(rel_path, data)
@@ -153,8 +173,8 @@ def index_status(
     ``classifications`` (as for search_vault) restricts every count and list to the notes of
     those classifications; None (the default) shows every note, secret ones included."""
     filters = Filters.make(classifications=list(classifications) if classifications is not None else None)
-    vault = Path(vault).resolve()
-    layout = gen.layout_for(vault, Path(index_dir) if index_dir else None)
+    layout = _layout(vault, index_dir)
+    vault = layout.vault
     resolved = gen.resolve(layout)
     conn = gen.connect_readonly(resolved)
     try:

@@ -14,8 +14,16 @@ Problems (``Problem.reason``), recorded instead of raised:
     ignore_file_invalid    a line of .vaultsearchignore is not a valid pattern (that line is
                            dropped, the others apply) or the file is not valid UTF-8
     symlink_outside_vault  a symlink whose real path leaves the vault: never followed
-    unreadable             a broken symlink, or a folder/file that cannot be listed/stat'ed
+    unreadable             a broken symlink, or a folder/file that cannot be listed/stat'ed/read
     too_large              a note over ``max_bytes`` (default ``MAX_NOTE_BYTES``): excluded
+    not_regular_file       a ``*.md`` (or ``.vaultsearchignore``) that is a FIFO, socket or device:
+                           never opened for reading in a way that could block, never read
+
+Reading (``read_file``) is as careful as scanning, because the vault can change in between:
+the file is opened with ``O_NONBLOCK | O_NOFOLLOW`` (a FIFO never blocks, a last component
+swapped for a symlink is not followed), checked with ``fstat`` to be a regular file, and,
+given the vault's real root, the opened descriptor's real path must lie inside the vault
+(``/proc/self/fd``), so "nothing outside the vault is read" holds at read time.
 
 Symlinks (to files or folders) whose real path stays inside the vault are followed; a
 folder reached twice through links (a cycle, or two links to one folder) is walked once.
@@ -23,6 +31,7 @@ folder reached twice through links (a cycle, or two links to one folder) is walk
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import re
@@ -62,15 +71,28 @@ class ScanResult:
     problems: list[Problem]
 
 
+class FileRefusedError(OSError):
+    """A vault file that is not read: not a regular file, or its real path leaves the vault.
+    Internal to the build (it becomes a ``Problem`` with ``reason``), never raised to a caller."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(detail)
+        self.reason = reason
+        self.detail = detail
+
+
 def load_ignore_spec(vault: Path) -> tuple[GitIgnoreSpec | None, list[Problem]]:
-    """The vault's ignore patterns (None when there are none) and any problem with them."""
+    """The vault's ignore patterns (None when there are none) and any problem with them. A
+    ``.vaultsearchignore`` that is not a regular file, or leaves the vault, is not read."""
     ignore_path = vault / IGNORE_FILE
     try:
-        raw = ignore_path.read_bytes()
+        raw, _ = read_file(ignore_path, root=os.path.realpath(vault))
     except FileNotFoundError:
         return None, []
+    except FileRefusedError as exc:
+        return None, [Problem(IGNORE_FILE, exc.reason, exc.detail)]
     except OSError as exc:
-        return None, [Problem(IGNORE_FILE, "unreadable", f"{type(exc).__name__}: {exc.strerror or exc}")]
+        return None, [Problem(IGNORE_FILE, "unreadable", _os_detail(exc))]
     return parse_ignore_spec(raw)
 
 
@@ -178,6 +200,8 @@ def _walk_folder(walk: _Walk, folder: Path, prefix: str, stack: list[tuple[Path,
                 _visit_symlink(walk, entry, folder, rel, stack)
             elif entry.is_dir(follow_symlinks=False):
                 _visit_dir(walk, entry, folder, rel, stack)
+            elif name[-3:].lower() == ".md" and not (spec is not None and spec.match_file(rel)):
+                walk.problems.append(_not_regular(rel))
         except OSError as exc:
             walk.problems.append(Problem(rel, "unreadable", _os_detail(exc)))
 
@@ -219,6 +243,12 @@ def _visit_symlink(walk: _Walk, entry: os.DirEntry[str], folder: Path, rel: str,
         stack.append((folder / entry.name, rel + "/"))
     elif stat.S_ISREG(st.st_mode):
         _add_file(walk, folder / entry.name, rel, st)
+    elif not is_dir:
+        walk.problems.append(_not_regular(rel))
+
+
+def _not_regular(rel: str) -> Problem:
+    return Problem(rel, "not_regular_file", "a FIFO, socket or device, not a file: not read")
 
 
 def _add_file(walk: _Walk, path: Path, rel: str, st: os.stat_result) -> None:
@@ -236,8 +266,53 @@ def _os_detail(exc: OSError) -> str:
     return f"{type(exc).__name__}: {exc.strerror or exc}"
 
 
-def read_file(path: Path) -> tuple[bytes, str]:
-    """Read bytes and return (data, sha256 hex). Raises OSError when the file cannot be read."""
-    with open(path, "rb") as handle:
-        data = handle.read()
+_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0)
+_FD_DIR = "/proc/self/fd"
+_HAS_FD_DIR = os.path.isdir(_FD_DIR)
+
+
+def _open_confined(target: str, root: str | None) -> int:
+    """Open ``target`` without blocking; with ``root``, never through a final symlink that leaves it.
+
+    The common case (a plain file) is one ``open`` with ``O_NOFOLLOW``; a note that is a symlink
+    (``ELOOP``) is opened at its real path, which must lie inside ``root``, again with ``O_NOFOLLOW``.
+    """
+    if root is None:
+        return os.open(target, _OPEN_FLAGS)
+    try:
+        return os.open(target, _OPEN_FLAGS | os.O_NOFOLLOW)
+    except OSError as exc:
+        if exc.errno not in (errno.ELOOP, errno.EMLINK):  # the last component is a symlink (Linux, BSD)
+            raise
+    real = os.path.realpath(target)
+    if not _inside(root, real):
+        raise FileRefusedError("symlink_outside_vault", f"points to {real}: not read")
+    return os.open(real, _OPEN_FLAGS | os.O_NOFOLLOW)
+
+
+def _inside(root: str, real: str) -> bool:
+    return real == root or real.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def read_file(path: str | os.PathLike[str], *, root: str | None = None) -> tuple[bytes, str]:
+    """Read a regular file without blocking and return (data, sha256 hex).
+
+    With ``root`` (the vault's real path) the file must lie inside it when it is opened: its
+    real path is opened with ``O_NOFOLLOW`` and the opened descriptor's path is checked again.
+    Raises ``FileRefusedError`` (an ``OSError``) for a non-regular file or a file outside the
+    vault, and ``OSError`` when the file cannot be read (``FileNotFoundError`` when it is gone).
+    """
+    fd = _open_confined(os.fspath(path), root)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise FileRefusedError("not_regular_file", "a FIFO, socket or device, not a file: not read")
+        if root is not None and _HAS_FD_DIR:
+            opened = os.readlink(f"{_FD_DIR}/{fd}")
+            if not _inside(root, opened):
+                raise FileRefusedError("symlink_outside_vault", f"opened {opened}, outside the vault: not read")
+        with os.fdopen(os.dup(fd), "rb") as handle:
+            data = handle.read()
+    finally:
+        os.close(fd)
     return data, hashlib.sha256(data).hexdigest()

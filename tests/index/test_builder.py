@@ -30,6 +30,7 @@ DENDRON = DATA / "dendron" / "vault"
 POWERSHELL = DATA / "powershell-docs" / "reference" / "7.4"
 REPORT_KEYS = {
     "generation_id",
+    "embedded",
     "index_kind",
     "notes",
     "chunks",

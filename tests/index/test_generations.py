@@ -456,14 +456,18 @@ def test_reap_removes_staging_debris_and_orphans(two) -> None:
         layout.generations_dir / "g20000101T000000-aaaaaaaaaaaa.db",
         layout.generations_dir / "junk",
     ]
-    for path in debris:
+    foreign = [layout.generations_dir / "junk", layout.staging_dir / "user-file.txt"]  # not named as we name files
+    debris.remove(layout.generations_dir / "junk")
+    for path in debris + foreign:
         path.write_bytes(b"x")
     assert sorted(verify_full(layout)["orphans"]) == sorted(str(p) for p in debris)
     newest = publish_db(layout, "c")
     assert not any(p.exists() for p in debris)
-    assert list(layout.staging_dir.iterdir()) == []
+    assert all(p.exists() for p in foreign)  # reaping deletes only files we wrote
+    assert list(layout.staging_dir.iterdir()) == [layout.staging_dir / "user-file.txt"]
     ready = {row["file_name"] for row in list_generations(layout) if row["status"] == "ready"}
-    assert {p.name for p in layout.generations_dir.iterdir()} == ready == {new.path.name, newest.path.name}
+    assert {p.name for p in layout.generations_dir.iterdir()} == ready | {"junk"}
+    assert ready == {new.path.name, newest.path.name}
 
 
 # --- legacy and missing ------------------------------------------------------------------------------------

@@ -239,9 +239,10 @@ def test_no_index_fails_with_index_missing_in_every_mode(make_vault, mode):
     assert not (bare / ".vaultsearch").exists()  # searching never creates an index
 
 
-def test_a_vault_that_does_not_exist_is_index_missing(tmp_path):
-    with pytest.raises(IndexMissingError):
+def test_a_vault_that_does_not_exist_is_a_usage_error(tmp_path):
+    with pytest.raises(UsageError) as info:  # issue 11: a missing vault is named as such, exit 2
         search_vault(tmp_path / "nowhere", "marmalade", mode="auto")
+    assert info.value.reason == "vault_missing" and info.value.exit_code == 2
 
 
 @pytest.mark.parametrize("mode", MODEL_FREE)
