@@ -9,7 +9,11 @@ across the tree: tests/test_errors.py enforces both.
     ├── UsageError (ValueError)           usage                  exit 2
     │   ├── UnknownModeError              unknown_mode
     │   ├── FilterError                   invalid_filter
-    │   └── QuerySyntaxError              query_syntax
+    │   ├── QuerySyntaxError              query_syntax
+    │   ├── ToolArgumentError             invalid_argument
+    │   ├── PathOutsideVaultError         path_outside_vault
+    │   ├── NoteNotFoundError             note_not_found
+    │   └── SectionNotFoundError          section_not_found
     ├── IndexMissingError                 index_missing          exit 3
     ├── IntegrityError                    integrity              exit 4
     │   ├── GenerationMissingError        missing
@@ -80,6 +84,28 @@ class FilterError(UsageError):
 
 class QuerySyntaxError(UsageError):
     reason = "query_syntax"
+
+
+class ToolArgumentError(UsageError):
+    """A server tool (MCP or HTTP) got an argument it does not accept."""
+
+    reason = "invalid_argument"
+
+
+class PathOutsideVaultError(UsageError):
+    """A note path that is absolute, climbs with ``..``, or resolves (symlinks) outside the vault."""
+
+    reason = "path_outside_vault"
+
+
+class NoteNotFoundError(UsageError):
+    """No such note in the served generation, or one outside the visible classifications (same answer)."""
+
+    reason = "note_not_found"
+
+
+class SectionNotFoundError(UsageError):
+    reason = "section_not_found"
 
 
 class IndexMissingError(VaultSearchError):

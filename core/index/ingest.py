@@ -234,6 +234,7 @@ def _prepared(
         mtime_ns,
         size,
         len(note.body),
+        note.body_line,
     )
     return PreparedNote(
         values=values,

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 # FTS5 columns of notes_fts, in order: one row per note holding exactly the texts its
 # sparse term vector counts (title + aliases, description, tags, its headings, its body).
@@ -50,7 +50,8 @@ CREATE TABLE IF NOT EXISTS notes (
     content_sha256 TEXT NOT NULL,
     mtime_ns       INTEGER NOT NULL,
     size           INTEGER NOT NULL,
-    body_chars     INTEGER NOT NULL
+    body_chars     INTEGER NOT NULL,
+    body_line      INTEGER NOT NULL DEFAULT 0
 )"""
 
 NOTE_COLUMNS = (
@@ -77,6 +78,7 @@ NOTE_COLUMNS = (
     "mtime_ns",
     "size",
     "body_chars",
+    "body_line",
 )
 
 # Date columns a filter may name.

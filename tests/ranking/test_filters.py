@@ -178,8 +178,8 @@ def test_unknown_date_field_is_an_invalid_filter_in_every_mode(vault, mode, quer
     assert info.value.reason == "invalid_filter" and isinstance(info.value, ValueError)
 
 
-@pytest.mark.parametrize("kw", [{"since": "2024-13-40"}, {"until": "yesterday"}, {"colour": "red"}])
-def test_bad_filter_values_and_names_are_invalid_filters(vault, kw):
+@pytest.mark.parametrize("kw", [{"since": "2024-13-40"}, {"until": "yesterday"}])
+def test_bad_filter_values_are_invalid_filters(vault, kw):
     with pytest.raises(FilterError) as info:
         search_vault(vault, "orchid", mode="fts", **kw)
     assert info.value.reason == "invalid_filter"
