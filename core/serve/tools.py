@@ -114,8 +114,9 @@ def _heading_list(value: str) -> list[str]:
 class Tools:
     """The tool implementations over one vault (thread-safe: no mutable state of its own)."""
 
-    def __init__(self, config: ServeConfig) -> None:
+    def __init__(self, config: ServeConfig, *, watch_state: Callable[[], dict[str, Any]] | None = None) -> None:
         self.config = config
+        self._watch_state = watch_state
         self.layout = gen.layout_for(Path(config.vault).resolve(), config.index_dir)
         self.vault_real = self.layout.vault
         self._filters = Filters(classifications=tuple(c.lower() for c in config.classifications))
@@ -367,6 +368,7 @@ class Tools:
             "degraded": [leg for leg, state in (("dense", dense_leg),) if state != "ok"],
             "freshness": fresh,
             "last_build_failure": last_build_failure(self.layout.index_dir, 0.0),
+            "watch": self._watch_state() if self._watch_state else {"enabled": False},
             "visible_classifications": self.config.visible_label(),
         }
 
