@@ -124,7 +124,12 @@ class Watcher:
         self.builds = 0
         self.last: BuildOutcome | None = None
         self._thread: threading.Thread | None = None
-        self._state: dict[str, Any] = {"pid": os.getpid(), "started_at": time.time(), "last_build": None}
+        self._state: dict[str, Any] = {
+            "pid": os.getpid(),
+            "started_at": time.time(),
+            "armed": False,
+            "last_build": None,
+        }
 
     # ------------------------------------------------------------ one build
 
@@ -181,21 +186,27 @@ class Watcher:
         return None
 
     def run(self) -> None:
-        """Catch up once, then rebuild after every debounced batch of note changes until ``stop``."""
+        """Build once (serve at once), arm the watch, catch up on what changed meanwhile, then
+        rebuild after every debounced batch of note changes until ``stop``."""
         from watchfiles import watch
 
         self.build_once()
-        self.ready.set()
+        armed = False
         for changes in watch(
             self.vault,
             debounce=self.debounce_ms,
             step=50,
             stop_event=self.stop_event,
-            yield_on_timeout=False,
-            rust_timeout=500,
+            yield_on_timeout=True,  # the first (maybe empty) batch says the watch is armed
+            rust_timeout=300,
         ):
             changed = {rel for _, path in changes if (rel := self._relevant(path)) is not None}
-            if changed:
+            if not armed:  # changes between the first build and arming are caught up here
+                armed = True
+                self._state["armed"] = True
+                self.build_once(changed)
+                self.ready.set()
+            elif changed:
                 self.build_once(changed)
 
     def start(self) -> threading.Thread:

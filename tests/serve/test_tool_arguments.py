@@ -1,0 +1,54 @@
+"""Tool argument parsing and the byte budget (the shared layer under both servers)."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.errors import ToolArgumentError
+from core.serve import schema as s
+
+
+def parse(raw: dict) -> dict:
+    return s.parse_arguments("search", raw, s.SEARCH_PARAMS, s.SEARCH_ALIASES)
+
+
+def test_aliases_comma_strings_and_string_scalars_are_accepted():
+    a = parse({"q": "x", "limit": "3", "tags": "a, b", "after": "2024-01-01", "include_superseded": "true"})
+    assert (a["query"], a["max_results"], a["tags_all"], a["since"], a["include_superseded"]) == (
+        "x",
+        3,
+        ("a", "b"),
+        "2024-01-01",
+        True,
+    )
+    assert (a["mode"], a["budget_bytes"]) == ("auto", s.DEFAULT_BUDGET_BYTES)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        {"q": "x", "query": "y"},  # the same argument twice through an alias
+        {"q": "x", "max_results": True},
+        {"q": "x", "tags_all": [1, 2]},
+        {"q": "x", "budget_bytes": 10},
+        {"q": ["x"]},
+    ],
+)
+def test_bad_values_are_invalid_arguments(raw):
+    with pytest.raises(ToolArgumentError) as info:
+        parse(raw)
+    assert info.value.reason == "invalid_argument"
+
+
+def test_fit_budget_cuts_snippets_before_dropping_hits():
+    hits = [{"path": f"n{i}.md", "snippet": "word " * 80} for i in range(5)]
+    env = s.fit_budget({"hits": [dict(h) for h in hits]}, 1400)
+    assert env["budget"]["snippets_cut"] == len(env["hits"]) and env["budget"]["truncated"] is True
+    assert len(s.dumps(env).encode()) <= 1400 and env["returned"] == len(env["hits"]) >= 3
+    roomy = s.fit_budget({"hits": [dict(h) for h in hits]}, 100_000)
+    assert roomy["budget"]["truncated"] is False and roomy["hits"] == hits
+
+
+def test_a_budget_that_cannot_hold_an_empty_result_is_an_error():
+    with pytest.raises(ToolArgumentError):
+        s.fit_budget({"hits": [], "freshness": {"sample_paths": ["x" * 2000]}}, 1024)

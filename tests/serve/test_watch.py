@@ -1,0 +1,70 @@
+"""The watcher: an edited, an added and a deleted note reach a running server without a restart;
+a failed build keeps the old generation serving and shows in status and freshness."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from core import generations as gen
+from core.index.freshness import WATCH_FILE
+from core.index.watch import Watcher
+from core.searcher import search_vault
+from tests.conftest import note
+from tests.serve.serve_helpers import StdioSession, make_serve_vault, wait_until
+
+
+def _paths(session: StdioSession, query: str) -> set[str]:
+    return {h["path"] for h in session.call("search", {"q": query, "mode": "fts", "max_results": 50})["hits"]}
+
+
+def test_mcp_watch_reflects_an_edit_an_addition_and_a_deletion_without_restart(tmp_path: Path):
+    vault = make_serve_vault(tmp_path / "vault", tmp_path / "outside")  # not built: the watcher builds it
+    session = StdioSession([str(vault), "--watch", "--debounce-ms", "100"])
+    try:
+        armed = lambda: not session.call_raw("status").is_error and session.call("status")["watch"]["armed"]  # noqa: E731
+        wait_until(armed, what="the first watch build and the watch armed")
+        first = session.call("status")
+        assert first["watch"]["enabled"] is True and first["generation_id"]
+        (vault / "notes/beta.md").write_text(note("Beta harbour", "Beta now mentions a quokka."), encoding="utf-8")
+        (vault / "notes/gamma.md").write_text(note("Gamma", "Another quokka lives here."), encoding="utf-8")
+        (vault / "notes/old.md").unlink()
+        wait_until(lambda: _paths(session, "quokka") == {"notes/beta.md", "notes/gamma.md"}, what="edit + add")
+        wait_until(lambda: "notes/old.md" not in _paths(session, "harbour tides"), what="the deletion")
+        env = session.call("search", {"q": "quokka", "mode": "fts"})
+        assert env["freshness"]["stale"] is False and env["index"]["generation_id"] != first["generation_id"]
+        assert session.call("status")["watch"]["last_build"]["ok"] is True
+    finally:
+        session.close()
+
+
+def test_a_failed_watch_build_keeps_the_old_generation_and_says_so(tmp_path: Path):
+    vault = make_serve_vault(tmp_path / "vault", tmp_path / "outside")
+    watcher = Watcher(vault, lock_wait=0.0)
+    assert watcher.build_once().ok
+    served = gen.active_record(gen.layout_for(vault))["generation_id"]
+    (vault / "notes/beta.md").write_text(note("Beta", "Beta mentions a wombat."), encoding="utf-8")
+    with gen.build_lock(gen.layout_for(vault)):  # another builder holds the lock: this build fails
+        outcome = watcher.build_once({"notes/beta.md"})
+    assert (outcome.ok, outcome.reason) == (False, "build_locked")
+    state = json.loads((vault / ".vaultsearch" / WATCH_FILE).read_text())
+    assert state["last_failure"]["reason"] == "build_locked"
+    results = search_vault(vault, "wombat", 10, "fts")
+    assert results.index["generation_id"] == served and list(results) == []
+    fresh = results.freshness
+    assert fresh["stale"] is True and fresh["last_build_failure"]["reason"] == "build_locked"
+    assert watcher.build_once({"notes/beta.md"}).ok  # the next build clears it
+    healed = search_vault(vault, "wombat", 10, "fts")
+    assert "last_build_failure" not in healed.freshness and [r.rel_path for r in healed] == ["notes/beta.md"]
+
+
+@pytest.mark.parametrize(
+    ("path", "relevant"),
+    [("notes/a.md", True), ("notes/A.MD", True), (".vaultsearchignore", True), ("notes/a.txt", False),
+     (".git/x.md", False), (".vaultsearch/generations/g.db", False)],
+)
+def test_only_note_and_ignore_file_changes_trigger_a_build(tmp_path: Path, path: str, relevant: bool):
+    watcher = Watcher(tmp_path)
+    assert (watcher._relevant(str(tmp_path.resolve() / path)) is not None) is relevant
