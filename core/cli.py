@@ -228,7 +228,10 @@ def cmd_watch(args: argparse.Namespace) -> int:
             state = "up to date" if outcome.up_to_date else f"published {outcome.generation_id}"
             print(f"{state} ({len(outcome.changed_paths)} changed path(s), {outcome.seconds:.2f} s)", flush=True)
         else:
-            print(f"build FAILED [{outcome.reason}]: {outcome.message} (the previous generation keeps serving)", flush=True)
+            print(
+                f"build FAILED [{outcome.reason}]: {outcome.message} (the previous generation keeps serving)",
+                flush=True,
+            )
 
     watcher = Watcher(Path(args.vault), index_dir=_env_index_dir(args), debounce_ms=args.debounce_ms, on_build=report)
     try:
@@ -392,7 +395,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reranker", help="cross-encoder for reranked (preset or directory; default bge-reranker-base)")
     p.add_argument("--index-dir")
     p.add_argument(
-        "--no-freshness", action="store_true", help="skip the check of the vault against the index (says checked: false)"
+        "--no-freshness",
+        action="store_true",
+        help="skip the check of the vault against the index (says checked: false)",
     )
     _add_filters(p)
     p.set_defaults(func=cmd_search)

@@ -179,7 +179,9 @@ class Watcher:
                 rel = p.relative_to(self.vault)
             except ValueError:
                 return None
-        if p.is_relative_to(self.layout.index_dir) or any(part in (".git", ".obsidian", ".trash") for part in rel.parts):
+        if p.is_relative_to(self.layout.index_dir) or any(
+            part in (".git", ".obsidian", ".trash") for part in rel.parts
+        ):
             return None
         if rel.name == IGNORE_FILE or rel.suffix.lower() == ".md":
             return rel.as_posix()

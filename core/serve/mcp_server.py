@@ -52,7 +52,7 @@ def call_result(tools: Tools, name: str, arguments: dict[str, Any] | None) -> Ca
 
 def build_server(tools: Tools, *, instructions: str | None = None) -> MCPServer:
     """An MCPServer exposing every tool of TOOL_SPECS over ``tools``."""
-    registered = []
+    registered: list[Tool] = []
     meta = func_metadata(_placeholder)
     for spec in TOOL_SPECS.values():
         registered.append(
@@ -64,6 +64,7 @@ def build_server(tools: Tools, *, instructions: str | None = None) -> MCPServer:
                 parameters=spec.input_schema,
                 fn_metadata=meta,
                 is_async=False,
+                context_kwarg=None,
                 annotations=ToolAnnotations(
                     title=spec.title,
                     read_only_hint=True,

@@ -58,7 +58,13 @@ SEARCH_ALIASES = {
     "path_prefix": "path_prefixes",
     "namespace": "namespaces",
 }
-READ_ALIASES = {"note": "path", "rel_path": "path", "start_line": "from_line", "line": "from_line", "lines": "max_lines"}
+READ_ALIASES = {
+    "note": "path",
+    "rel_path": "path",
+    "start_line": "from_line",
+    "line": "from_line",
+    "lines": "max_lines",
+}
 RELATED_ALIASES = {"note": "path", "rel_path": "path", "hops": "depth"}
 
 
@@ -106,7 +112,9 @@ def _filter_param(name: str, annotation: str, default: Any) -> Param:
 
 
 def filter_params() -> dict[str, Param]:
-    return {f.name: _filter_param(f.name, str(f.type), f.default) for f in fields(Filters) if f.name not in SERVER_FIXED}
+    return {
+        f.name: _filter_param(f.name, str(f.type), f.default) for f in fields(Filters) if f.name not in SERVER_FIXED
+    }
 
 
 SEARCH_PARAMS: dict[str, Param] = {
@@ -129,7 +137,9 @@ READ_PARAMS: dict[str, Param] = {
     "section": Param("string", "a heading of the note: only that section (its sub-sections included)"),
     "from_line": Param("integer", "first file line to return (1-based; default: the body's first line)", minimum=1),
     "max_lines": Param("integer", "lines to return at most", minimum=1, maximum=5000, default=200),
-    "max_bytes": Param("integer", "bytes of text to return at most", minimum=256, maximum=MAX_BUDGET_BYTES, default=16384),
+    "max_bytes": Param(
+        "integer", "bytes of text to return at most", minimum=256, maximum=MAX_BUDGET_BYTES, default=16384
+    ),
 }
 RELATED_PARAMS: dict[str, Param] = {
     "path": Param("string", "the note's vault-relative path", required=True),
@@ -258,7 +268,17 @@ def fit_budget(envelope: dict[str, Any], budget: int) -> dict[str, Any]:
 _NULLABLE_STR = {"type": ["string", "null"]}
 _HIT = {
     "type": "object",
-    "required": ["rank", "path", "title", "heading_path", "line_start", "line_end", "snippet", "score", "content_sha256"],
+    "required": [
+        "rank",
+        "path",
+        "title",
+        "heading_path",
+        "line_start",
+        "line_end",
+        "snippet",
+        "score",
+        "content_sha256",
+    ],
     "properties": {
         "rank": {"type": "integer"},
         "path": {"type": "string"},

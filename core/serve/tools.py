@@ -211,7 +211,7 @@ class Tools:
             raise PathOutsideVaultError(f"{rel!r} resolves outside the vault", path=rel)
         return norm
 
-    def _note_row(self, conn: sqlite3.Connection, rel: str) -> sqlite3.Row | tuple:
+    def _note_row(self, conn: sqlite3.Connection, rel: str) -> tuple[Any, ...]:
         clause, vals = self._visible_sql()
         row = conn.execute(
             f"SELECT n.id, n.rel_path, n.title, n.content_sha256, n.body_line FROM notes n "
@@ -220,7 +220,7 @@ class Tools:
         ).fetchone()
         if row is None:
             raise NoteNotFoundError(f"no note {rel!r} in the served index", path=rel)
-        return row
+        return tuple(row)
 
     def _visible_now(self, frontmatter: dict[str, Any]) -> bool:
         value = frontmatter.get("classification")
@@ -306,19 +306,28 @@ class Tools:
         try:
             note_id, rel, title, _, _ = self._note_row(conn, rel)
             clause, vals = self._visible_sql()
-            visible = {r[0]: (r[1], r[2]) for r in conn.execute(f"SELECT n.id, n.rel_path, n.title FROM notes n WHERE {clause}", vals)}
-            links, backlinks, seen, frontier = [], [], {note_id}, [note_id]
+            visible = {
+                r[0]: (r[1], r[2])
+                for r in conn.execute(f"SELECT n.id, n.rel_path, n.title FROM notes n WHERE {clause}", vals)
+            }
+            links: list[dict[str, Any]] = []
+            backlinks: list[dict[str, Any]] = []
+            seen, frontier = {note_id}, [note_id]
             for depth in range(1, a["depth"] + 1):
-                nxt = []
+                nxt: list[int] = []
                 for src in frontier:
-                    for kind, dst in conn.execute("SELECT kind, dst_id FROM edges WHERE src_id = ? AND dst_id IS NOT NULL", [src]):
+                    for kind, dst in conn.execute(
+                        "SELECT kind, dst_id FROM edges WHERE src_id = ? AND dst_id IS NOT NULL", [src]
+                    ):
                         self._hop(links, visible, seen, nxt, dst, kind, depth, visible[src][0])
                     for kind, back in conn.execute("SELECT kind, src_id FROM edges WHERE dst_id = ?", [src]):
                         self._hop(backlinks, visible, seen, nxt, back, kind, depth, visible[src][0])
                 frontier = nxt
             unresolved = [
                 {"target": t, "kind": k}
-                for t, k in conn.execute("SELECT target, kind FROM edges WHERE src_id = ? AND dst_id IS NULL", [note_id])
+                for t, k in conn.execute(
+                    "SELECT target, kind FROM edges WHERE src_id = ? AND dst_id IS NULL", [note_id]
+                )
             ]
         finally:
             conn.close()
@@ -352,10 +361,14 @@ class Tools:
                 "SELECT count(*) FROM chunk_vectors v JOIN chunks c ON c.id = v.chunk_id "
                 "JOIN notes n ON n.id = c.note_id WHERE {w}"
             )
-            fresh = check_freshness(resolved, conn, options=self.config.freshness, classifications=self._filters.classifications)
+            fresh = check_freshness(
+                resolved, conn, options=self.config.freshness, classifications=self._filters.classifications
+            )
         finally:
             conn.close()
-        dense_leg = "ok" if chunks and vectors == chunks else ("dense_incomplete" if vectors else "dense_index_unavailable")
+        dense_leg = (
+            "ok" if chunks and vectors == chunks else ("dense_incomplete" if vectors else "dense_index_unavailable")
+        )
         return {
             "vault": str(self.vault_real),
             "generation_id": resolved.generation_id,
@@ -363,7 +376,11 @@ class Tools:
             "source_snapshot_hash": resolved.source_snapshot_hash,
             "age_seconds": round(max(0.0, time.time() - resolved.created_at), 3),
             "coverage": {"indexed_notes": notes, "chunks": chunks},
-            "dense": {"chunks_with_vectors": vectors, "chunks": chunks, "coverage": round(vectors / chunks, 4) if chunks else 0.0},
+            "dense": {
+                "chunks_with_vectors": vectors,
+                "chunks": chunks,
+                "coverage": round(vectors / chunks, 4) if chunks else 0.0,
+            },
             "legs": {"fts": "ok", "vector": "ok", "link_graph": "ok", "dense": dense_leg},
             "degraded": [leg for leg, state in (("dense", dense_leg),) if state != "ok"],
             "freshness": fresh,

@@ -110,7 +110,9 @@ def test_a_mode_that_fails_closed_is_a_tool_error_never_an_empty_list(mcp):
     assert (fallback["actual_mode"], fallback["fallback_reason"]) == ("fts", "dense_index_unavailable")
 
 
-@pytest.mark.parametrize("path", ["../outside/outside.md", "/etc/passwd", "notes/../../outside/outside.md", "notes/escape.md"])
+@pytest.mark.parametrize(
+    "path", ["../outside/outside.md", "/etc/passwd", "notes/../../outside/outside.md", "notes/escape.md"]
+)
 def test_paths_that_leave_the_vault_are_refused(mcp, path):
     for tool in ("read_note", "related"):
         assert mcp.error(tool, {"path": path})["reason"] == "path_outside_vault"
@@ -187,7 +189,11 @@ def test_a_stale_vault_is_labelled_then_a_generation_published_meanwhile_is_serv
 
 def test_the_start_up_line_says_what_is_visible(vault):
     out = subprocess.run(
-        [VAULTSEARCH, "mcp", str(vault), "--classification", "lan"], input="", capture_output=True, text=True, timeout=60
+        [VAULTSEARCH, "mcp", str(vault), "--classification", "lan"],
+        input="",
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert "visible classifications: (unclassified), public, lan" in out.stderr
 

@@ -62,8 +62,14 @@ def test_a_failed_watch_build_keeps_the_old_generation_and_says_so(tmp_path: Pat
 
 @pytest.mark.parametrize(
     ("path", "relevant"),
-    [("notes/a.md", True), ("notes/A.MD", True), (".vaultsearchignore", True), ("notes/a.txt", False),
-     (".git/x.md", False), (".vaultsearch/generations/g.db", False)],
+    [
+        ("notes/a.md", True),
+        ("notes/A.MD", True),
+        (".vaultsearchignore", True),
+        ("notes/a.txt", False),
+        (".git/x.md", False),
+        (".vaultsearch/generations/g.db", False),
+    ],
 )
 def test_only_note_and_ignore_file_changes_trigger_a_build(tmp_path: Path, path: str, relevant: bool):
     watcher = Watcher(tmp_path)
