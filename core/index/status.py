@@ -13,6 +13,7 @@ from typing import Any
 
 from core import generations as gen
 from core.index.builder import all_problems
+from core.index.freshness import last_build_failure
 from core.index.schema import get_meta
 from core.vault.scan import MAX_NOTE_BYTES, read_file, scan_vault
 
@@ -94,6 +95,7 @@ def index_status(vault: str | Path, index_dir: str | Path | None = None) -> dict
             "tokenizer": meta.get("tokenizer"),
             "problems": all_problems(conn),
             "staleness": stale,
+            "last_build_failure": last_build_failure(layout.index_dir, resolved.created_at),  # from `watch`
             "generations": gen.list_generations(layout) if resolved.kind != "legacy_db" else [],
         }
     finally:

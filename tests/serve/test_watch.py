@@ -10,10 +10,11 @@ import pytest
 
 from core import generations as gen
 from core.index.freshness import WATCH_FILE
+from core.index.status import index_status
 from core.index.watch import Watcher
 from core.searcher import search_vault
 from tests.conftest import note
-from tests.serve.serve_helpers import StdioSession, make_serve_vault, wait_until
+from tests.serve.serve_helpers import HttpServer, StdioSession, make_serve_vault, wait_until
 
 
 def _paths(session: StdioSession, query: str) -> set[str]:
@@ -55,6 +56,7 @@ def test_a_failed_watch_build_keeps_the_old_generation_and_says_so(tmp_path: Pat
     assert results.index["generation_id"] == served and list(results) == []
     fresh = results.freshness
     assert fresh["stale"] is True and fresh["last_build_failure"]["reason"] == "build_locked"
+    assert index_status(vault)["last_build_failure"]["reason"] == "build_locked"
     assert watcher.build_once({"notes/beta.md"}).ok  # the next build clears it
     healed = search_vault(vault, "wombat", 10, "fts")
     assert "last_build_failure" not in healed.freshness and [r.rel_path for r in healed] == ["notes/beta.md"]
@@ -74,3 +76,27 @@ def test_a_failed_watch_build_keeps_the_old_generation_and_says_so(tmp_path: Pat
 def test_only_note_and_ignore_file_changes_trigger_a_build(tmp_path: Path, path: str, relevant: bool):
     watcher = Watcher(tmp_path)
     assert (watcher._relevant(str(tmp_path.resolve() / path)) is not None) is relevant
+
+
+@pytest.mark.slow
+def test_serve_watch_reflects_each_change_on_its_own(tmp_path: Path):
+    import httpx
+
+    vault = make_serve_vault(tmp_path / "vault", tmp_path / "outside")
+    server = HttpServer([str(vault), "--watch", "--debounce-ms", "100"])
+    try:
+        client = httpx.Client(base_url=server.base, timeout=30)
+        wait_until(lambda: client.get("/status").json().get("watch", {}).get("armed"), what="the watch armed")
+
+        def paths(q: str) -> set[str]:
+            return {h["path"] for h in client.post("/search", json={"q": q, "mode": "fts"}).json()["hits"]}
+
+        (vault / "notes/beta.md").write_text(note("Beta", "Beta mentions a numbat."), encoding="utf-8")
+        wait_until(lambda: paths("numbat") == {"notes/beta.md"}, what="the edit")
+        (vault / "notes/delta.md").write_text(note("Delta", "A numbat again."), encoding="utf-8")
+        wait_until(lambda: paths("numbat") == {"notes/beta.md", "notes/delta.md"}, what="the addition")
+        (vault / "notes/beta.md").unlink()
+        wait_until(lambda: paths("numbat") == {"notes/delta.md"}, what="the deletion")
+        assert client.post("/search", json={"q": "numbat"}).json()["freshness"]["stale"] is False
+    finally:
+        server.close()
