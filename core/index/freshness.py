@@ -12,7 +12,8 @@ not reported. The cost is bounded twice:
 
 Classification-safe: with visible classifications given, a removed or modified note counts
 only when its indexed classification is visible, and an added or modified file only when the
-classification in its current frontmatter is visible; hidden notes leave no count or path.
+classification in its current frontmatter is visible (each changed file is parsed once per
+version, then remembered); hidden notes leave no count or path.
 
 The watcher (``core.index.watch``) records a failed build in ``<index_dir>/watch.json``; a
 failure newer than the served generation shows here as ``last_build_failure``.
@@ -77,6 +78,7 @@ def clear_cache() -> None:
     with _LOCK:
         _KNOWN.clear()
         _DIFFS.clear()
+        _LEVELS.clear()
 
 
 def _known(resolved: ResolvedIndex, conn: sqlite3.Connection) -> _Known:
@@ -131,19 +133,38 @@ def _walk(resolved: ResolvedIndex, known: _Known) -> _Diff:
     return _Diff(started, tuple(added), tuple(modified), removed, hashed, unverified)
 
 
-def _visible_now(vault: Path, rel_path: str, visible: frozenset[str]) -> bool:
-    """Is the file's current frontmatter classification visible? (unreadable or unparsable: no)."""
+_LEVELS: dict[tuple[str, int, int], str] = {}  # (path, mtime_ns, size) -> current classification
+_LEVELS_MAX = 50_000
+
+
+def _level_now(vault: Path, rel_path: str) -> str | None:
+    """The classification in the file's current frontmatter (parsed once per file version), or
+    None when it cannot be read (it then counts as hidden)."""
     from core.ranking.filters import UNCLASSIFIED
     from core.vault.notes import parse_note
 
+    path = vault / rel_path
     try:
-        data = (vault / rel_path).read_bytes()
+        st = path.stat()
+        key = (str(path), st.st_mtime_ns, st.st_size)
+        with _LOCK:
+            if key in _LEVELS:
+                return _LEVELS[key]
+        data = path.read_bytes()
     except OSError:
-        return False
+        return None
     note = parse_note(rel_path, data)
-    if note is None:  # a binary file: it has no classification, it counts as unclassified
-        return UNCLASSIFIED in visible
-    return (note.classification or UNCLASSIFIED).lower() in visible
+    level = UNCLASSIFIED if note is None else (note.classification or UNCLASSIFIED).lower()  # binary: unclassified
+    with _LOCK:
+        if len(_LEVELS) >= _LEVELS_MAX:
+            _LEVELS.clear()
+        _LEVELS[key] = level
+    return level
+
+
+def _visible_now(vault: Path, rel_path: str, visible: frozenset[str]) -> bool:
+    """Is the file's current frontmatter classification visible? (unreadable: no)."""
+    return _level_now(vault, rel_path) in visible
 
 
 def _visible(diff: _Diff, known: _Known, vault: Path, classifications: tuple[str, ...] | None) -> _Diff:
