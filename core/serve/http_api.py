@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import socket
 from typing import Any
 
 from starlette.applications import Starlette
@@ -168,16 +169,25 @@ def build_app(tools: Tools, *, port: int, token: str | None = None, extra_hosts:
     )
 
 
-def serve(tools: Tools, *, host: str, port: int, token: str | None, on_listen: Any = None) -> None:
-    """Bind ``host:port`` (0: a free port), report it through ``on_listen(port)``, serve until stopped."""
-    import socket
+def bind_socket(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on ``host:port`` (0: a free port).
 
-    import uvicorn
-
+    Created with proto ``IPPROTO_TCP``, not 0: asyncio sets ``TCP_NODELAY`` only on such
+    sockets, and without it a keep-alive client waits ~40 ms (Nagle + delayed ACK) for every
+    response body.
+    """
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
+    return sock
+
+
+def serve(tools: Tools, *, host: str, port: int, token: str | None, on_listen: Any = None) -> None:
+    """Bind ``host:port`` (0: a free port), report it through ``on_listen(port)``, serve until stopped."""
+    import uvicorn
+
+    sock = bind_socket(host, port)
     actual = sock.getsockname()[1]
     extra = () if host in ("127.0.0.1", "::1", "localhost") else (f"[{host}]" if ":" in host else host,)
     app = build_app(tools, port=actual, token=token, extra_hosts=extra)

@@ -143,3 +143,31 @@ def test_a_stale_vault_is_labelled_in_every_response_then_a_new_generation_is_se
     env = client.post("/search", json={"q": "zephyr", "mode": "fts"}).json()
     assert [h["path"] for h in env["hits"]] == ["notes/alpha.md"] and env["index"]["generation_id"] != gid
     assert env["freshness"]["stale"] is False
+
+
+def test_accepted_connections_get_tcp_nodelay():
+    """Keep-alive clients must not wait on Nagle + delayed ACK (~40 ms a response)."""
+    import asyncio
+    import socket
+
+    from core.serve.http_api import bind_socket
+
+    async def accept_one() -> int:
+        sock = bind_socket("127.0.0.1", 0)
+        seen: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+        class Probe(asyncio.Protocol):
+            def connection_made(self, transport: asyncio.BaseTransport) -> None:
+                conn = transport.get_extra_info("socket")
+                seen.set_result(conn.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+                transport.close()
+
+        server = await asyncio.get_running_loop().create_server(Probe, sock=sock)
+        _, writer = await asyncio.open_connection("127.0.0.1", sock.getsockname()[1])
+        try:
+            return await asyncio.wait_for(seen, 10)
+        finally:
+            writer.close()
+            server.close()
+
+    assert asyncio.run(accept_one()) != 0
