@@ -100,3 +100,28 @@ def test_serve_watch_reflects_each_change_on_its_own(tmp_path: Path):
         assert client.post("/search", json={"q": "numbat"}).json()["freshness"]["stale"] is False
     finally:
         server.close()
+
+
+def test_the_watch_command_publishes_on_change_and_reports_each_build(tmp_path: Path):
+    import subprocess
+
+    from tests.serve.serve_helpers import VAULTSEARCH
+
+    vault = make_serve_vault(tmp_path / "vault", tmp_path / "outside")
+    proc = subprocess.Popen(
+        [VAULTSEARCH, "watch", str(vault), "--json", "--debounce-ms", "100"], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        first = json.loads(proc.stdout.readline())  # the catch-up build
+        assert first["ok"] is True and first["generation_id"]
+        armed = json.loads(proc.stdout.readline())  # armed: nothing changed meanwhile
+        assert armed["ok"] is True and armed["up_to_date"] is True
+        (vault / "notes/gamma.md").write_text(note("Gamma", "A bilby."), encoding="utf-8")
+        built = json.loads(proc.stdout.readline())
+        assert built["ok"] is True and built["changed_paths"] == ["notes/gamma.md"]
+        assert built["generation_id"] != first["generation_id"]
+        assert [r.rel_path for r in search_vault(vault, "bilby", 5, "fts")] == ["notes/gamma.md"]
+    finally:
+        proc.terminate()
+        proc.wait(10)
