@@ -328,9 +328,18 @@ OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
     },
     "read_note": {
         "type": "object",
-        "required": ["path", "frontmatter", "line_start", "line_end", "text", "truncated", "content_sha256"],
+        "required": [
+            "path",
+            "frontmatter",
+            "line_start",
+            "line_end",
+            "text",
+            "truncated",
+            "content_sha256",
+            "freshness",
+        ],
     },
-    "related": {"type": "object", "required": ["path", "links", "backlinks", "unresolved"]},
+    "related": {"type": "object", "required": ["path", "links", "backlinks", "unresolved", "freshness"]},
     "status": {"type": "object", "required": ["generation_id", "freshness", "visible_classifications", "legs"]},
     "modes": {"type": "object", "required": ["modes"]},
 }

@@ -140,6 +140,11 @@ class Tools:
         resolved = gen.resolve(self.layout)
         return resolved, gen.connect_readonly(resolved)
 
+    def _freshness(self, resolved: gen.ResolvedIndex, conn: sqlite3.Connection) -> dict[str, Any]:
+        return check_freshness(
+            resolved, conn, options=self.config.freshness, classifications=self._filters.classifications
+        )
+
     def _visible_sql(self) -> tuple[str, list[object]]:
         return self._filters.visible_classification_clause()
 
@@ -236,6 +241,7 @@ class Tools:
         resolved, conn = self._open()
         try:
             note_id, rel, title, indexed_sha, _ = self._note_row(conn, rel)
+            fresh = self._freshness(resolved, conn)
         finally:
             conn.close()
         try:
@@ -276,6 +282,7 @@ class Tools:
             "content_sha256": sha,
             "changed_since_index": sha != indexed_sha,
             "index": {"generation_id": resolved.generation_id, "kind": resolved.kind},
+            "freshness": fresh,
         }
 
     def _range(self, lines: list[str], body_first: int, a: dict[str, Any]) -> tuple[int, int, str | None]:
@@ -329,6 +336,7 @@ class Tools:
                     "SELECT target, kind FROM edges WHERE src_id = ? AND dst_id IS NULL", [note_id]
                 )
             ]
+            fresh = self._freshness(resolved, conn)
         finally:
             conn.close()
         return {
@@ -338,6 +346,7 @@ class Tools:
             "backlinks": backlinks,
             "unresolved": unresolved,
             "index": {"generation_id": resolved.generation_id, "kind": resolved.kind},
+            "freshness": fresh,
         }
 
     @staticmethod
@@ -361,9 +370,7 @@ class Tools:
                 "SELECT count(*) FROM chunk_vectors v JOIN chunks c ON c.id = v.chunk_id "
                 "JOIN notes n ON n.id = c.note_id WHERE {w}"
             )
-            fresh = check_freshness(
-                resolved, conn, options=self.config.freshness, classifications=self._filters.classifications
-            )
+            fresh = self._freshness(resolved, conn)
         finally:
             conn.close()
         dense_leg = (

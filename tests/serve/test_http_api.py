@@ -133,7 +133,13 @@ def test_a_stale_vault_is_labelled_in_every_response_then_a_new_generation_is_se
     original = alpha.read_text()
     alpha.write_text(original.replace("Switch the lamp on at dusk.", "Switch the lamp on at dawn, zephyr."))
     try:
-        for path, body in (("/search", {"q": "lamp", "mode": "fts"}), ("/status", None)):
+        every = (
+            ("/search", {"q": "lamp", "mode": "fts"}),
+            ("/status", None),
+            ("/read_note", {"path": "notes/beta.md"}),
+            ("/related", {"path": "notes/beta.md"}),
+        )
+        for path, body in every:
             fresh = client.post(path, json=body).json()["freshness"]
             assert fresh["stale"] is True and fresh["modified"] == 1 and fresh["sample_paths"] == ["notes/alpha.md"]
         assert client.post("/read_note", json={"path": "notes/alpha.md"}).json()["changed_since_index"] is True

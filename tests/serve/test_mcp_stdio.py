@@ -173,7 +173,13 @@ def test_a_stale_vault_is_labelled_then_a_generation_published_meanwhile_is_serv
     (vault / "notes/new.md").write_text("---\ntitle: New\n---\n\nA new harbour note.\n", encoding="utf-8")
     (vault / "private/secret.md").write_text("---\nclassification: restricted\n---\n\nharbour moonbeam\n")
     try:
-        for call in (("search", {"q": "harbour", "mode": "fts"}), ("status", {})):
+        every = (
+            ("search", {"q": "harbour", "mode": "fts"}),
+            ("status", {}),
+            ("read_note", {"path": "notes/alpha.md"}),
+            ("related", {"path": "notes/beta.md"}),
+        )
+        for call in every:
             fresh = mcp.call(*call)["freshness"]
             assert fresh["stale"] is True and (fresh["added"], fresh["removed"], fresh["modified"]) == (1, 1, 0)
             assert sorted(fresh["sample_paths"]) == ["notes/new.md", "notes/old.md"]  # the hidden edit: no trace
