@@ -166,6 +166,28 @@ def _visible(args: argparse.Namespace) -> tuple[str, ...]:
     return tuple(dict.fromkeys([*DEFAULT_CLASSIFICATIONS, *extra]))
 
 
+SERVE_MODULES = {"mcp": ("mcp",), "serve": ("starlette", "uvicorn"), "watch": ("watchfiles",)}
+
+
+def _require_serve(command: str, watch: bool) -> None:
+    """The optional modules a serving command needs, or a typed error naming the extra."""
+    import importlib.util
+
+    needed = SERVE_MODULES[command] + (SERVE_MODULES["watch"] if watch else ())
+    missing = []
+    for name in needed:
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except ValueError:  # a module set to None in sys.modules (tests) has no spec
+            found = False
+        if not found:
+            missing.append(name)
+    if missing:
+        from core.errors import ServeExtraMissingError
+
+        raise ServeExtraMissingError(f"`vaultsearch {command}` needs {', '.join(missing)}", missing=missing)
+
+
 def _start_tools(args: argparse.Namespace, command: str) -> Any:
     """The server's Tools (and its watcher when --watch), announced on stderr."""
     from core.serve.tools import ServeConfig, Tools
@@ -190,6 +212,7 @@ def _start_tools(args: argparse.Namespace, command: str) -> Any:
 
 def cmd_mcp(args: argparse.Namespace) -> int:
     """MCP over stdio until the client closes it."""
+    _require_serve("mcp", args.watch)
     from core.serve.mcp_server import run_stdio
 
     tools = _start_tools(args, "mcp")
@@ -199,6 +222,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """The JSON API on HOST:PORT until interrupted."""
+    _require_serve("serve", args.watch)
     from core.serve.http_api import serve
 
     token = os.environ.get("VAULTSEARCH_TOKEN") or None
@@ -219,6 +243,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def cmd_watch(args: argparse.Namespace) -> int:
     """Rebuild and publish on every debounced batch of note changes until interrupted."""
+    _require_serve("watch", False)
     from core.index.watch import BuildOutcome, Watcher
 
     def report(outcome: BuildOutcome) -> None:

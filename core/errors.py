@@ -28,7 +28,8 @@ across the tree: tests/test_errors.py enforces both.
     │   ├── ModelMissingError             model_missing
     │   ├── ModelIdentityMismatchError    model_identity_mismatch
     │   ├── OnnxRuntimeMissingError       onnxruntime_missing
-    │   └── RerankerUnavailableError      reranker_unavailable
+    │   ├── RerankerUnavailableError      reranker_unavailable
+    │   └── ServeExtraMissingError        serve_extra_missing
     ├── BuildError                        build_failed           exit 6
     │   ├── BuildLockedError              build_locked
     │   ├── SourceChangedError            source_changed
@@ -178,6 +179,13 @@ class OnnxRuntimeMissingError(CapabilityError):
 
 class RerankerUnavailableError(CapabilityError):
     reason = "reranker_unavailable"
+
+
+class ServeExtraMissingError(CapabilityError):
+    """``mcp`` / ``serve`` / ``watch`` need the optional ``serve`` extra."""
+
+    reason = "serve_extra_missing"
+    hint = "install the serve extra: pip install 'vaultsearch[serve]'"
 
 
 class BuildError(VaultSearchError):
