@@ -2,7 +2,8 @@
 
 ``POST /search`` (and ``/read_note``, ``/related``) with a JSON object body; ``GET`` or ``POST``
 ``/status`` and ``/modes``; the OpenAPI description at ``GET /openapi.json``, generated from the
-tools' schemas. Bound to loopback by default. Every request is checked before it reaches a tool:
+tools' schemas; and the same tools over MCP's streamable HTTP transport (the SDK's, stateless)
+at ``/mcp/``. Bound to loopback by default. Every request is checked before it reaches a tool:
 
 - ``Host`` must name the address the server listens on (DNS rebinding): otherwise 421;
 - an ``Origin`` header, when present, must be that same loopback origin: otherwise 403;
@@ -15,16 +16,18 @@ missing or failing verification).
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import json
 import socket
+from collections.abc import AsyncIterator
 from typing import Any
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from core.errors import (
@@ -131,8 +134,32 @@ def openapi(port: int) -> dict[str, Any]:
     }
 
 
+def _mcp_mount(tools: Tools) -> tuple[Mount, Any]:
+    """The SDK's streamable HTTP transport of the same MCP tools, mounted at ``/mcp/`` (stateless,
+    JSON responses), and the lifespan that runs its session manager. Host, Origin and token are
+    checked by the guard around the whole app, so the SDK's own check is off here."""
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    from core.serve.mcp_server import build_server
+
+    server = build_server(tools)
+    app = server.streamable_http_app(
+        streamable_http_path="/",
+        stateless_http=True,
+        json_response=True,
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+    )
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        async with server.session_manager.run():
+            yield
+
+    return Mount("/mcp", app=app), lifespan
+
+
 def build_app(tools: Tools, *, port: int, token: str | None = None, extra_hosts: tuple[str, ...] = ()) -> ASGIApp:
-    """The Starlette app, wrapped in the Host/Origin/token guard for ``port``."""
+    """The Starlette app (JSON tools, OpenAPI, MCP at ``/mcp/``) in the Host/Origin/token guard for ``port``."""
 
     async def call(request: Request) -> Response:
         name = request.url.path.strip("/")
@@ -160,9 +187,10 @@ def build_app(tools: Tools, *, port: int, token: str | None = None, extra_hosts:
         Route(f"/{name}", call, methods=["POST", *(["GET"] if name in _GET_TOOLS else [])]) for name in TOOL_SPECS
     ]
     routes.append(Route("/openapi.json", spec, methods=["GET"]))
+    mount, lifespan = _mcp_mount(tools)
     names = (*LOOPBACK_NAMES, *extra_hosts)
     return GuardMiddleware(
-        Starlette(routes=routes),
+        Starlette(routes=[*routes, mount], lifespan=lifespan),
         hosts=frozenset(f"{h}:{port}".lower() for h in names),
         origins=frozenset(f"http://{h}:{port}".lower() for h in names),
         token=token,
@@ -193,5 +221,5 @@ def serve(tools: Tools, *, host: str, port: int, token: str | None, on_listen: A
     app = build_app(tools, port=actual, token=token, extra_hosts=extra)
     if on_listen is not None:
         on_listen(actual)
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off"))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on"))
     server.run(sockets=[sock])

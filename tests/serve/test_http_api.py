@@ -177,3 +177,25 @@ def test_accepted_connections_get_tcp_nodelay():
             server.close()
 
     assert asyncio.run(accept_one()) != 0
+
+
+def test_the_same_tools_over_the_sdk_streamable_http_transport(server):
+    import asyncio
+
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    async def talk() -> tuple[set[str], dict, dict]:
+        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30)
+        async with http, Client(streamable_http_client(server.base + "/mcp/", http_client=http)) as c:
+            names = {t.name for t in (await c.list_tools()).tools}
+            ok = await c.call_tool("search", {"q": "lighthouse", "mode": "fts"})
+            bad = await c.call_tool("read_note", {"path": "../outside/outside.md"})
+            return names, ok.structured_content, json.loads(bad.content[0].text)
+
+    names, env, err = asyncio.run(talk())
+    assert names == {"search", "read_note", "related", "status", "modes"}
+    assert env["hits"][0]["path"] == "notes/alpha.md" and env["freshness"]["checked"] is True
+    assert err["error"]["reason"] == "path_outside_vault"
+    assert httpx.post(server.base + "/mcp/", json={}).status_code == 401  # the guard covers /mcp too
