@@ -244,6 +244,8 @@ def fit_budget(envelope: dict[str, Any], budget: int) -> dict[str, Any]:
         info["bytes"] = len(dumps(envelope).encode("utf-8")) + 8  # room for the digits of "bytes" itself
         return int(info["bytes"])
 
+    if size() <= budget:  # the usual case: one encoding
+        return envelope
     for width in (160, 80):
         if size() <= budget:
             break

@@ -167,7 +167,6 @@ class Tools:
             classifications=self.config.classifications,
             **filter_kw,
         )
-        info = results.to_dict()
         hits = [
             {
                 "rank": i,
@@ -190,11 +189,11 @@ class Tools:
             "version": s.ENVELOPE_VERSION,
             "query": a["query"],
             "requested_mode": a["mode"],
-            "actual_mode": info["actual_mode"],
-            "retrieval_contract": info["retrieval_contract"],
-            "fallback_reason": info["fallback_reason"],
-            "index": info["index"],
-            "freshness": info["freshness"],
+            "actual_mode": results.actual_mode,
+            "retrieval_contract": results.retrieval_contract,
+            "fallback_reason": results.fallback_reason,
+            "index": results.index,
+            "freshness": results.freshness,
             "visible_classifications": self.config.visible_label(),
             "hits": hits,
         }
