@@ -262,6 +262,9 @@ class Tools:
             entry = f"{n}: {lines[n - 1]}"
             size = len(entry.encode("utf-8")) + 1
             if used + size > a["max_bytes"]:
+                if not out_lines:  # one line longer than the budget: cut, so that paging always moves on
+                    out_lines.append(entry.encode("utf-8")[: a["max_bytes"] - 4].decode("utf-8", "ignore") + " …")
+                    end = n
                 break
             out_lines.append(entry)
             used, end = used + size, n

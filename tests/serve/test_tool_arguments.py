@@ -52,3 +52,17 @@ def test_fit_budget_cuts_snippets_before_dropping_hits():
 def test_a_budget_that_cannot_hold_an_empty_result_is_an_error():
     with pytest.raises(ToolArgumentError):
         s.fit_budget({"hits": [], "freshness": {"sample_paths": ["x" * 2000]}}, 1024)
+
+
+def test_read_note_pages_forward_even_past_a_line_longer_than_max_bytes(tmp_path):
+    from core.index.builder import build_index
+    from core.serve.tools import ServeConfig, Tools
+
+    (tmp_path / "long.md").write_text("# Long\n\n" + "word " * 200 + "\nlast line\n", encoding="utf-8")
+    build_index(tmp_path)
+    tools = Tools(ServeConfig(tmp_path))
+    page = tools.call("read_note", {"path": "long.md", "from_line": 3, "max_bytes": 256})
+    assert page["line_start"] == page["line_end"] == 3 and page["truncated"] is True
+    assert page["text"].startswith("3: word") and len(page["text"].encode()) <= 256
+    rest = tools.call("read_note", {"path": "long.md", "from_line": page["next_from_line"], "max_bytes": 256})
+    assert rest["text"] == "4: last line" and rest["truncated"] is False and rest["next_from_line"] is None
