@@ -224,9 +224,12 @@ def check_freshness(
     extra = {"last_build_failure": failure} if failure else {}
     if not options.enabled:
         return unchecked("disabled", **extra)
+    notes = resolved.record.get("notes")  # from the state row: an oversized index costs no row scan
+    if not isinstance(notes, int):
+        notes = int(conn.execute("SELECT count(*) FROM notes").fetchone()[0])
+    if notes > options.max_notes:
+        return unchecked("vault_too_large", notes=notes, max_notes=options.max_notes, **extra)
     known = _known(resolved, conn)
-    if len(known.rows) > options.max_notes:
-        return unchecked("vault_too_large", notes=len(known.rows), max_notes=options.max_notes, **extra)
     key = (str(resolved.layout.index_dir), resolved.sha256)
     now = time.time()
     with _LOCK:
