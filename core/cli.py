@@ -197,9 +197,16 @@ def _start_tools(args: argparse.Namespace, command: str) -> Any:
     if args.watch:
         from core.index.watch import Watcher
 
-        watcher = Watcher(Path(args.vault), index_dir=_env_index_dir(args), debounce_ms=args.debounce_ms)
-        watcher.start()
+        watcher = Watcher(
+            Path(args.vault),
+            index_dir=_env_index_dir(args),
+            debounce_ms=args.debounce_ms,
+            on_publish=lambda: tools.generation_published(),
+            on_build=lambda outcome: tools.warm(outcome),
+        )
     tools = Tools(config, watch_state=watcher.state if watcher else None)
+    if watcher is not None:
+        watcher.start()
     print(
         f"vaultsearch {command}: vault {tools.vault_real}; visible classifications: "
         f"{', '.join(config.visible_label())} (fixed; more with --classification); "

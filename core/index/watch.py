@@ -111,12 +111,14 @@ class Watcher:
         on_build: Callable[[BuildOutcome], None] | None = None,
         keep: int = 2,
         lock_wait: float = 30.0,
+        on_publish: Callable[[], None] | None = None,
     ) -> None:
         self.vault = Path(vault).resolve()
         self.layout = gen.layout_for(self.vault, index_dir)
         self.index_dir_arg = index_dir
         self.debounce_ms = debounce_ms
         self.on_build = on_build
+        self.on_publish = on_publish  # called inside the build, right after the active pointer moved
         self.keep = keep
         self.lock_wait = lock_wait
         self.stop_event = threading.Event()
@@ -147,6 +149,7 @@ class Watcher:
                 config=_config_of_active(self.layout),
                 keep=self.keep,
                 wait_seconds=self.lock_wait,
+                on_step=self._step,
             )
             outcome = BuildOutcome(
                 True, at, report.generation_id, report.up_to_date, changed_paths=paths, seconds=time.perf_counter() - t
@@ -166,6 +169,10 @@ class Watcher:
         if self.on_build is not None:
             self.on_build(outcome)
         return outcome
+
+    def _step(self, name: str) -> None:
+        if name == "retention" and self.on_publish is not None:  # the first step after the state commit
+            self.on_publish()
 
     # ------------------------------------------------------------ the loop
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,7 +24,13 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from core import generations as gen
-from core.errors import NoteNotFoundError, PathOutsideVaultError, SectionNotFoundError, ToolArgumentError
+from core.errors import (
+    NoteNotFoundError,
+    PathOutsideVaultError,
+    SectionNotFoundError,
+    ToolArgumentError,
+    VaultSearchError,
+)
 from core.index.freshness import FreshnessOptions, check_freshness, last_build_failure
 from core.ranking.filters import UNCLASSIFIED, Filters
 from core.registry import DEPRECATED_ALIASES, modes_json
@@ -31,6 +38,7 @@ from core.searcher import search_vault
 from core.serve import schema as s
 
 DEFAULT_CLASSIFICATIONS = (UNCLASSIFIED,)  # notes without a classification count as "public"
+WARM_WAIT_SECONDS = 10.0  # bounded: a search never waits on a warm-up longer than this
 _HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$")
 _FENCE = re.compile(r"^[ \t]{0,3}(```|~~~)")
 
@@ -117,6 +125,9 @@ class Tools:
     def __init__(self, config: ServeConfig, *, watch_state: Callable[[], dict[str, Any]] | None = None) -> None:
         self.config = config
         self._watch_state = watch_state
+        self._warm = threading.Event()  # cleared while a generation the watcher just published warms up
+        self._warm.set()
+        self.warm_failure: dict[str, Any] | None = None
         self.layout = gen.layout_for(Path(config.vault).resolve(), config.index_dir)
         self.vault_real = self.layout.vault
         self._filters = Filters(classifications=tuple(c.lower() for c in config.classifications))
@@ -135,6 +146,26 @@ class Tools:
         if spec is None:
             raise ToolArgumentError(f"unknown tool {name!r}; tools: {', '.join(TOOL_SPECS)}", tool=name)
         return self._handlers[name](s.parse_arguments(name, arguments, spec.params, spec.aliases))
+
+    # ------------------------------------------------------------ the watcher's new generations
+
+    def generation_published(self) -> None:
+        """The watcher moved the active pointer: searches wait for :meth:`warm` rather than each
+        verifying the new file and loading its term matrix in parallel."""
+        self._warm.clear()
+
+    def warm(self, outcome: Any) -> None:
+        """After a watch build: verify the new generation and load its sparse index once (what the
+        next search would otherwise pay). A failure is kept in ``warm_failure`` (shown by status);
+        the next search raises it to its caller."""
+        try:
+            if outcome.ok and not outcome.up_to_date:
+                search_vault(self.config.vault, "warm", 1, "fts", index_dir=self.config.index_dir, freshness=False)
+            self.warm_failure = None
+        except VaultSearchError as exc:
+            self.warm_failure = exc.to_dict()
+        finally:
+            self._warm.set()
 
     def _open(self) -> tuple[gen.ResolvedIndex, sqlite3.Connection]:
         resolved = gen.resolve(self.layout)
@@ -155,6 +186,7 @@ class Tools:
         if filter_kw.get("include_superseded") is False:
             filter_kw.pop("include_superseded")
         mode = DEPRECATED_ALIASES.get(a["mode"], a["mode"])
+        self._warm.wait(WARM_WAIT_SECONDS)
         results = search_vault(
             self.config.vault,
             a["query"],
@@ -257,7 +289,8 @@ class Tools:
             lines.pop()
         body_first = text.count("\n", 0, len(text) - len(body)) + 1
         first, last, section = self._range(lines, max(1, body_first), a)
-        out_lines, used, end = [], 0, first - 1
+        out_lines: list[str] = []
+        used, end = 0, first - 1
         for n in range(first, last + 1):
             entry = f"{n}: {lines[n - 1]}"
             size = len(entry.encode("utf-8")) + 1
@@ -394,7 +427,9 @@ class Tools:
             "degraded": [leg for leg, state in (("dense", dense_leg),) if state != "ok"],
             "freshness": fresh,
             "last_build_failure": last_build_failure(self.layout.index_dir, 0.0),
-            "watch": self._watch_state() if self._watch_state else {"enabled": False},
+            "watch": {**self._watch_state(), "warm_failure": self.warm_failure}
+            if self._watch_state
+            else {"enabled": False},
             "visible_classifications": self.config.visible_label(),
         }
 

@@ -125,3 +125,30 @@ def test_the_watch_command_publishes_on_change_and_reports_each_build(tmp_path: 
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def test_a_generation_the_watcher_publishes_is_warmed_before_searches_reach_it(tmp_path: Path):
+    from core.ranking.sparse import SPARSE_CACHE
+    from core.serve.tools import ServeConfig, Tools
+
+    vault = make_serve_vault(tmp_path / "vault", tmp_path / "outside")
+    tools = Tools(ServeConfig(vault))
+    published: list[bool] = []
+
+    def on_publish() -> None:
+        published.append(True)
+        tools.generation_published()
+        assert not tools._warm.is_set()  # searches arriving now wait for the warm-up
+
+    watcher = Watcher(vault, on_publish=on_publish, on_build=tools.warm)
+    watcher.build_once()
+    loads = SPARSE_CACHE.loads
+    (vault / "notes/beta.md").write_text(note("Beta", "Beta mentions a dibbler."), encoding="utf-8")
+    outcome = watcher.build_once({"notes/beta.md"})
+    assert outcome.ok and published == [True, True] and tools._warm.is_set() and tools.warm_failure is None
+    assert SPARSE_CACHE.loads == loads + 1  # the watcher loaded the new generation's sparse index
+    env = tools.call("search", {"q": "dibbler", "mode": "fts"})
+    assert [h["path"] for h in env["hits"]] == ["notes/beta.md"] and env["index"][
+        "generation_id"
+    ] == outcome.generation_id
+    assert SPARSE_CACHE.loads == loads + 1  # ... so the search found it warm
