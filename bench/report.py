@@ -164,6 +164,13 @@ def target_rows(results: dict[str, dict[str, Any]]) -> list[tuple[str, str, str,
             value = "-" if t["value"] is None else f"{t['value']:.1f} {t['unit']}"
             status = t["status"] + (f" ({t['why']})" if t["why"] else "")
             rows.append(("scale", f"{t['description']} at {t['size']:,} notes", value, status))
+    serve = results.get("serve")
+    if serve:
+        for name, t in serve["targets"].items():
+            value = (
+                "-" if t["value"] is None else (f"{t['value']:.2f} s" if "watch" in name else f"{t['value']:.1f} ms")
+            )
+            rows.append(("serve", f"{name} {t['target']}", value, t["status"]))
     embed = results.get("embed")
     if embed:
         for m in embed["models"]:
@@ -570,6 +577,51 @@ def scale_section(results: dict[str, dict[str, Any]]) -> list[str]:
     return out
 
 
+def serve_section(results: dict[str, dict[str, Any]]) -> list[str]:
+    """The search tool end to end over MCP stdio and HTTP, freshness cost, --watch edit-to-searchable."""
+    serve = results.get("serve")
+    if not serve:
+        return ["## Serving agents", "", "No `bench/results/serve.json` yet: run `python -m bench.bench_serve`.", ""]
+    lat = lambda d: (_f(d["p50_ms"]), _f(d["p95_ms"]), str(d["n"]))  # noqa: E731
+    rows = [
+        ("in process, `search_vault` (freshness on)", *lat(serve["in_process"])),
+        ("in process, `freshness=False`", *lat(serve["in_process_no_freshness"])),
+        ("MCP stdio (`vaultsearch mcp`, SDK client)", *lat(serve["stdio"])),
+        ("HTTP (`vaultsearch serve`, httpx keep-alive)", *lat(serve["http"])),
+    ]
+    out = [
+        "## Serving agents",
+        "",
+        _run_line(serve),
+        "",
+        f"The `search` tool, fts, max_results 10, on SciFact ({serve['queries']} dev queries x {serve['rounds']}), "
+        "timed on the client from request to parsed result (bench/bench_serve.py).",
+        "",
+        *_table(("path", "p50 ms", "p95 ms", "calls"), rows, "lrrr"),
+        "",
+    ]
+    frows = []
+    for corpus, f in serve["freshness"].items():
+        for label, key in (("stat walk every call", "walk_every_call"), ("within the 2 s window", "window_2s")):
+            frows.append((f"{corpus} ({f['notes']:,} notes)", label, _f(f[key]["p50_ms"], 3), _f(f[key]["p95_ms"], 3)))
+    out += [
+        "Cost of the freshness check per search (`check_freshness`; the default reuses a walk for 2 s):",
+        "",
+        *_table(("vault", "check", "p50 ms", "p95 ms"), frows, "llrr"),
+        "",
+    ]
+    watch = serve.get("watch")
+    if watch:
+        e, b = watch["edit_to_searchable"], watch["build_seconds"]
+        out += [
+            f"`vaultsearch serve --watch` on the PowerShell docs ({watch['notes']:,} notes), {watch['edits']} edits, "
+            f"polled every {watch['poll_ms']:g} ms: edit-to-searchable p50 {e['p50_ms'] / 1000:.2f} s, "
+            f"p95 {e['p95_ms'] / 1000:.2f} s (incremental build + publish p50 {b['p50_ms'] / 1000:.2f} s).",
+            "",
+        ]
+    return out
+
+
 def embed_section(results: dict[str, dict[str, Any]]) -> list[str]:
     """Embedding throughput from bench_embed's JSON, when it has run."""
     embed = results.get("embed")
@@ -635,6 +687,7 @@ def render(results: dict[str, dict[str, Any]], results_dir: Path = RESULTS_DIR, 
         *git_section(results),
         *quality_section(results),
         *latency_section(results),
+        *serve_section(results),
         *scale_section(results),
         *embed_section(results),
         *plots_section(results_dir, out_path),

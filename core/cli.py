@@ -148,12 +148,149 @@ def cmd_search(args: argparse.Namespace) -> int:
         index_dir=_env_index_dir(args),
         options={"reranker": args.reranker} if args.reranker else None,
         decay=AgeDecay() if args.age_decay else None,
+        freshness=not args.no_freshness,
         **kw,
     )
     if args.json:
         _print_json(results.to_dict())
     else:
+        warning = freshness_warning(results.freshness)
+        if warning:
+            print(warning)
         print(format_search_results(results, args.query, args.mode))
+    return 0
+
+
+def freshness_warning(fresh: dict[str, Any]) -> str | None:
+    """The one line text output shows when the index is behind the vault (or a watch build failed)."""
+    failure = fresh.get("last_build_failure")
+    fail = f"; the last watch build failed [{failure.get('reason')}]" if failure else ""
+    if fresh.get("stale"):
+        sample = ", ".join(fresh.get("sample_paths") or [])
+        return (
+            f"warning: STALE index: {fresh['added']} added, {fresh['modified']} modified, {fresh['removed']} removed "
+            f"since it was built ({sample}){fail}; run: vaultsearch index VAULT"
+        )
+    return f"warning: {fail[2:]}" if fail else None
+
+
+def _freshness(args: argparse.Namespace) -> Any:
+    from core.index.freshness import FreshnessOptions
+
+    return FreshnessOptions(enabled=not args.no_freshness, window_seconds=args.freshness_window)
+
+
+def _visible(args: argparse.Namespace) -> tuple[str, ...]:
+    from core.serve.tools import DEFAULT_CLASSIFICATIONS
+
+    extra = [c.strip().lower() for value in (args.classification or []) for c in value.split(",") if c.strip()]
+    return tuple(dict.fromkeys([*DEFAULT_CLASSIFICATIONS, *extra]))
+
+
+SERVE_MODULES = {"mcp": ("mcp",), "serve": ("starlette", "uvicorn"), "watch": ("watchfiles",)}
+
+
+def _require_serve(command: str, watch: bool) -> None:
+    """The optional modules a serving command needs, or a typed error naming the extra."""
+    import importlib.util
+
+    needed = SERVE_MODULES[command] + (SERVE_MODULES["watch"] if watch else ())
+    missing = []
+    for name in needed:
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except ValueError:  # a module set to None in sys.modules (tests) has no spec
+            found = False
+        if not found:
+            missing.append(name)
+    if missing:
+        from core.errors import ServeExtraMissingError
+
+        raise ServeExtraMissingError(f"`vaultsearch {command}` needs {', '.join(missing)}", missing=missing)
+
+
+def _start_tools(args: argparse.Namespace, command: str) -> Any:
+    """The server's Tools (and its watcher when --watch), announced on stderr."""
+    from core.serve.tools import ServeConfig, Tools
+
+    config = ServeConfig(Path(args.vault), _env_index_dir(args), _visible(args), _freshness(args))
+    watcher = None
+    if args.watch:
+        from core.index.watch import Watcher
+
+        watcher = Watcher(
+            Path(args.vault),
+            index_dir=_env_index_dir(args),
+            debounce_ms=args.debounce_ms,
+            on_publish=lambda: tools.generation_published(),
+            on_build=lambda outcome: tools.warm(outcome),
+        )
+    tools = Tools(config, watch_state=watcher.state if watcher else None)
+    if watcher is not None:
+        watcher.start()
+    print(
+        f"vaultsearch {command}: vault {tools.vault_real}; visible classifications: "
+        f"{', '.join(config.visible_label())} (fixed; more with --classification); "
+        f"watch {'on' if watcher else 'off'}; freshness {'on' if config.freshness.enabled else 'off'}",
+        file=sys.stderr,
+        flush=True,
+    )
+    return tools
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    """MCP over stdio until the client closes it."""
+    _require_serve("mcp", args.watch)
+    from core.serve.mcp_server import run_stdio
+
+    tools = _start_tools(args, "mcp")
+    run_stdio(tools, instructions=f"Read-only search over the Markdown vault {tools.vault_real}.")
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """The JSON API on HOST:PORT until interrupted."""
+    _require_serve("serve", args.watch)
+    from core.serve.http_api import serve
+
+    token = os.environ.get("VAULTSEARCH_TOKEN") or None
+    if args.token_file:
+        token = Path(args.token_file).read_text(encoding="utf-8").strip() or None
+    tools = _start_tools(args, "serve")
+
+    def listening(port: int) -> None:
+        print(
+            f"vaultsearch serve: listening on http://{args.host}:{port} (token {'required' if token else 'off'})",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    serve(tools, host=args.host, port=args.port, token=token, on_listen=listening)
+    return 0
+
+
+def cmd_watch(args: argparse.Namespace) -> int:
+    """Rebuild and publish on every debounced batch of note changes until interrupted."""
+    _require_serve("watch", False)
+    from core.index.watch import BuildOutcome, Watcher
+
+    def report(outcome: BuildOutcome) -> None:
+        if args.json:
+            print(json.dumps(outcome.to_dict()), flush=True)
+        elif outcome.ok:
+            state = "up to date" if outcome.up_to_date else f"published {outcome.generation_id}"
+            print(f"{state} ({len(outcome.changed_paths)} changed path(s), {outcome.seconds:.2f} s)", flush=True)
+        else:
+            print(
+                f"build FAILED [{outcome.reason}]: {outcome.message} (the previous generation keeps serving)",
+                flush=True,
+            )
+
+    watcher = Watcher(Path(args.vault), index_dir=_env_index_dir(args), debounce_ms=args.debounce_ms, on_build=report)
+    try:
+        watcher.run()
+    except KeyboardInterrupt:
+        watcher.stop_event.set()
     return 0
 
 
@@ -350,8 +487,43 @@ def build_parser() -> argparse.ArgumentParser:
         help="down-weight volatile/evolving notes by age (git_date, else updated/date/created); off by default",
     )
     p.add_argument("--index-dir")
+    p.add_argument(
+        "--no-freshness",
+        action="store_true",
+        help="skip the check of the vault against the index (says checked: false)",
+    )
     _add_filters(p)
     p.set_defaults(func=cmd_search)
+
+    p = command("watch", "rebuild and publish the index whenever notes change (debounced)")
+    p.add_argument("vault")
+    p.add_argument("--index-dir")
+    p.add_argument("--debounce-ms", type=int, default=200, help="collect changes for this long before a build")
+    p.set_defaults(func=cmd_watch)
+
+    for name, help_text, func in (
+        ("mcp", "serve the read-only tools over MCP (stdio)", cmd_mcp),
+        ("serve", "serve the read-only tools as a JSON API over HTTP (loopback)", cmd_serve),
+    ):
+        p = command(name, help_text)
+        p.add_argument("vault")
+        p.add_argument("--index-dir")
+        p.add_argument(
+            "--classification",
+            action="append",
+            help="also show notes of this classification (repeatable; default: unclassified and public only)",
+        )
+        p.add_argument("--watch", action="store_true", help="rebuild and publish when notes change")
+        p.add_argument("--debounce-ms", type=int, default=200, help="with --watch: debounce of the watcher")
+        p.add_argument("--no-freshness", action="store_true", help="do not check the vault against the index")
+        p.add_argument(
+            "--freshness-window", type=float, default=2.0, help="seconds a freshness scan is reused (default 2)"
+        )
+        if name == "serve":
+            p.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback)")
+            p.add_argument("--port", type=int, default=8765, help="port (0: a free one, printed on stderr)")
+            p.add_argument("--token-file", help="require this bearer token (else env VAULTSEARCH_TOKEN, if set)")
+        p.set_defaults(func=func)
 
     p = command("status", "active generation, counts, coverage, problems, staleness")
     p.add_argument("vault")

@@ -13,6 +13,9 @@ across the tree: tests/test_errors.py enforces both.
     │   ├── QuerySyntaxError              query_syntax
     │   ├── NotAGitRepoError              not_a_git_repo
     │   ├── GitRevisionError              git_revision_unknown
+    │   ├── PathOutsideVaultError         path_outside_vault
+    │   ├── NoteNotFoundError             note_not_found
+    │   ├── SectionNotFoundError          section_not_found
     │   ├── VaultPathError                vault_path_invalid
     │   │   ├── VaultMissingError         vault_missing
     │   │   └── VaultNotDirectoryError    vault_not_directory
@@ -38,7 +41,8 @@ across the tree: tests/test_errors.py enforces both.
     │   ├── ModelMissingError             model_missing
     │   ├── ModelIdentityMismatchError    model_identity_mismatch
     │   ├── OnnxRuntimeMissingError       onnxruntime_missing
-    │   └── RerankerUnavailableError      reranker_unavailable
+    │   ├── RerankerUnavailableError      reranker_unavailable
+    │   └── ServeExtraMissingError        serve_extra_missing
     ├── BuildError                        build_failed           exit 6
     │   ├── BuildLockedError              build_locked
     │   ├── SourceChangedError            source_changed
@@ -161,6 +165,22 @@ class IndexDirInaccessibleError(IndexDirError):
     hint = "make the index directory readable and writable, or give another one with --index-dir"
 
 
+class PathOutsideVaultError(UsageError):
+    """A note path that is absolute, climbs with ``..``, or resolves (symlinks) outside the vault."""
+
+    reason = "path_outside_vault"
+
+
+class NoteNotFoundError(UsageError):
+    """No such note in the served generation, or one outside the visible classifications (same answer)."""
+
+    reason = "note_not_found"
+
+
+class SectionNotFoundError(UsageError):
+    reason = "section_not_found"
+
+
 class IndexMissingError(VaultSearchError):
     reason = "index_missing"
     exit_code = 3
@@ -245,6 +265,13 @@ class OnnxRuntimeMissingError(CapabilityError):
 
 class RerankerUnavailableError(CapabilityError):
     reason = "reranker_unavailable"
+
+
+class ServeExtraMissingError(CapabilityError):
+    """``mcp`` / ``serve`` / ``watch`` need the optional ``serve`` extra."""
+
+    reason = "serve_extra_missing"
+    hint = "install the serve extra: pip install 'vaultsearch[serve]'"
 
 
 class BuildError(VaultSearchError):

@@ -6,12 +6,13 @@ import os
 import sqlite3
 import threading
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
 from core import generations as gen
 from core.errors import InvalidArgumentError, SchemaMismatchError, UsageError
+from core.index.freshness import FreshnessOptions, check_freshness, unchecked
 from core.index.ownership import check_index_dir_for_reading, check_vault
 from core.index.schema import SCHEMA_VERSION, get_meta
 from core.modes.context import Hit, ModeRun, SearchContext, note_fields
@@ -45,6 +46,9 @@ class SearchResult:
     heading_path: str = "[]"
     via: dict[str, Any] | None = None
     dates: dict[str, str] | None = None  # the note's date fields that are set (git_date, updated, ...)
+    line_start: int | None = None  # 1-based, inclusive: lines of the note file the best chunk covers
+    line_end: int | None = None
+    content_sha256: str = ""  # SHA-256 of the note file as indexed
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -65,6 +69,7 @@ class SearchResults(list):
         retrieval_contract: str,
         fallback_reason: str | None,
         index: dict[str, Any],
+        freshness: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(hits)
         self._info = {
@@ -74,6 +79,7 @@ class SearchResults(list):
             "retrieval_contract": retrieval_contract,
             "fallback_reason": fallback_reason,
             "index": dict(index),
+            "freshness": dict(freshness) if freshness is not None else unchecked("not_requested"),
         }
 
     def _read_only(self, *args: Any, **kwargs: Any) -> None:
@@ -88,6 +94,7 @@ class SearchResults(list):
     retrieval_contract = property(lambda self: self._info["retrieval_contract"])
     fallback_reason = property(lambda self: self._info["fallback_reason"])
     index = property(lambda self: dict(self._info["index"]))
+    freshness = property(lambda self: dict(self._info["freshness"]))
 
     def to_dict(self) -> dict[str, Any]:
         return {**self._info, "results": [r.to_dict() for r in self]}
@@ -150,9 +157,20 @@ def _metadata_only(ctx: SearchContext) -> ModeRun:
     return ModeRun([Hit(r[0], 0.0, "metadata") for r in rows], "metadata", "metadata_only")
 
 
+def _note_files(conn: sqlite3.Connection, note_ids: list[int]) -> dict[int, tuple[str, int]]:
+    """note id -> (content SHA-256, lines before the body) of the hits."""
+    if not note_ids:
+        return {}
+    rows = conn.execute(
+        f"SELECT id, content_sha256, body_line FROM notes WHERE id IN ({', '.join('?' * len(note_ids))})", note_ids
+    )
+    return {r[0]: (r[1], r[2]) for r in rows}
+
+
 def _results(ctx: SearchContext, run: ModeRun, with_passages: bool) -> list[SearchResult]:
     ids = [h.note_id for h in run.hits]
     fields = note_fields(ctx.conn, ids)
+    files = _note_files(ctx.conn, ids)
     sp = ctx.sparse()
     weights = {t: float(sp.bm25_idf[sp.term_id[t]]) for t in ctx.terms if t in sp.term_id}
     words = QueryWords(ctx.terms, weights)
@@ -165,6 +183,7 @@ def _results(ctx: SearchContext, run: ModeRun, with_passages: bool) -> list[Sear
     for h in run.hits:
         f, p = fields[h.note_id], passages.get(h.note_id)
         text = p.text if p else ""
+        sha256, body_line = files[h.note_id]
         out.append(
             SearchResult(
                 rel_path=f["rel_path"],
@@ -187,6 +206,9 @@ def _results(ctx: SearchContext, run: ModeRun, with_passages: bool) -> list[Sear
                 heading_path=p.heading_path if p else "[]",
                 via=h.via,
                 dates=f["dates"],
+                line_start=body_line + p.body_lines[0] + 1 if p else None,
+                line_end=body_line + p.body_lines[1] + 1 if p else None,
+                content_sha256=sha256,
             )
         )
     return out
@@ -231,8 +253,8 @@ def check_search_arguments(
     filters: object,
     filter_kw: dict[str, Any],
     rest: dict[str, Any],
-) -> tuple[ModeSpec, Filters]:
-    """Every argument of search_vault checked before any work: (the mode's spec, the Filters).
+) -> tuple[ModeSpec, Filters, int]:
+    """Every argument of search_vault checked before any work: (the mode's spec, the Filters, the limit).
 
     Hostile input never reaches SQL, FTS5 or numpy: a wrong type, lone surrogates (invalid
     UTF-8), an out-of-range limit, an unknown option or filter is an InvalidArgumentError /
@@ -268,15 +290,65 @@ def check_search_arguments(
         raise InvalidArgumentError(f"filters must be a Filters, got {type(filters).__name__}", argument="filters")
     checked = filters if filters is not None else Filters.make(**filter_kw)
     checked.validate()  # every filter up front, also for a query that has no terms
-    return spec, checked
+    return spec, checked, limit
+
+
+FILTER_KEYWORDS: tuple[str, ...] = tuple(f.name for f in fields(Filters))
+SEARCH_KEYWORDS: tuple[str, ...] = (
+    "vault_dir",
+    "query",
+    "max_results",
+    "mode",
+    "limit",
+    "filters",
+    "raw",
+    "allow_fallback",
+    "model",
+    "index_dir",
+    "options",
+    "passages",
+    "freshness",
+)
+
+
+def _check_keywords(filter_kw: dict[str, Any]) -> None:
+    """A keyword that is neither a parameter nor a filter is a TypeError naming the valid ones."""
+    unknown = sorted(set(filter_kw) - set(FILTER_KEYWORDS))
+    if unknown:
+        raise TypeError(
+            f"search_vault() got unexpected keyword argument(s) {', '.join(map(repr, unknown))}; "
+            f"valid: {', '.join(SEARCH_KEYWORDS)}; filters: {', '.join(FILTER_KEYWORDS)}"
+        )
+
+
+def _max_results(max_results: object, limit: object) -> object:
+    """The number of hits asked for (``limit`` is an alias); its type and range are checked by
+    ``check_search_arguments``. A string in third place is the old signature's mode: a TypeError."""
+    if isinstance(max_results, str) and limit is None:
+        raise TypeError(
+            f"max_results must be an int, not {max_results!r}: the signature is "
+            "search_vault(vault_dir, query, max_results, mode); give the mode by keyword (mode=...)"
+        )
+    if limit is not None and max_results != 10 and limit != max_results:
+        raise UsageError(f"max_results={max_results!r} and limit={limit!r} disagree; give one (limit is its alias)")
+    return limit if limit is not None else max_results
+
+
+def _freshness_options(freshness: bool | FreshnessOptions) -> FreshnessOptions:
+    if isinstance(freshness, FreshnessOptions):
+        return freshness
+    if not isinstance(freshness, bool):
+        raise TypeError(f"freshness must be a bool or FreshnessOptions, not {type(freshness).__name__}")
+    return FreshnessOptions(enabled=freshness)
 
 
 def search_vault(
-    vault: str | Path,
+    vault_dir: str | Path,
     query: str,
+    max_results: int = 10,
     mode: str = DEFAULT_MODE,
     *,
-    limit: int = 10,
+    limit: int | None = None,
     filters: Filters | None = None,
     raw: bool = False,
     allow_fallback: bool = False,
@@ -285,16 +357,27 @@ def search_vault(
     options: dict[str, Any] | None = None,
     passages: bool = True,
     decay: AgeDecay | None = None,
+    freshness: bool | FreshnessOptions = True,
     **filter_kw: Any,
 ) -> SearchResults:
-    """Search a vault's verified index. Filters may be given as ``filters=`` or as keywords
-    (``note_types=``, ``tags_all=``, ``tags_any=``, ``path_prefixes=``, ``since=``, ...).
+    """Search a vault's verified index: ``search_vault(vault_dir, query, max_results, mode)``.
 
-    ``passages=False`` skips snippet / matched_text / match_count (left empty): for
-    evaluation runs that only need the ranking. ``decay=AgeDecay()`` down-weights volatile notes
-    by age (``core.modes.decay``; off by default, re-scored hits say ``+age_decay``)."""
-    spec, filters = check_search_arguments(vault, query, mode, limit, filters, filter_kw, locals())
-    vault = Path(vault)
+    Filters may be given as ``filters=`` or as keywords (``note_types=``, ``tags_all=``,
+    ``tags_any=``, ``path_prefixes=``, ``since=``, ...); any other keyword is a ``TypeError``.
+    ``limit`` is an alias of ``max_results``.
+
+    ``passages=False`` skips snippet / matched_text / match_count / line range (left empty):
+    for evaluation runs that only need the ranking. ``freshness`` (default on) compares the
+    vault with the served generation (``core.index.freshness``); ``False`` says ``checked: false``.
+    ``decay=AgeDecay()`` down-weights volatile notes by age (``core.modes.decay``; off by default,
+    re-scored hits say ``+age_decay``).
+    """
+    _check_keywords(filter_kw)
+    spec, filters, n = check_search_arguments(
+        vault_dir, query, mode, _max_results(max_results, limit), filters, filter_kw, locals()
+    )
+    fresh = _freshness_options(freshness)
+    vault = Path(vault_dir)
     resolved = gen.resolve(_layout(os.path.abspath(vault), os.path.abspath(index_dir) if index_dir else None))
     conn = _connection(resolved)
     try:
@@ -302,7 +385,7 @@ def search_vault(
         ctx = SearchContext(
             vault=vault,
             text=text,
-            limit=max(limit, decay.candidates) if decay is not None else limit,
+            limit=max(n, decay.candidates) if decay is not None else n,
             filters=filters,
             raw=raw,
             allow_fallback=allow_fallback,
@@ -316,8 +399,9 @@ def search_vault(
         else:
             run = dispatch(spec, ctx)
         if decay is not None:
-            run = replace(run, hits=apply_decay(conn, run.hits, decay, limit))
+            run = replace(run, hits=apply_decay(conn, run.hits, decay, n))
         hits = _results(ctx, run, passages)
+        fresh_info = check_freshness(resolved, conn, options=fresh, classifications=filters.classifications)
     finally:
         if resolved.kind == "legacy_db":
             conn.close()
@@ -335,4 +419,5 @@ def search_vault(
         retrieval_contract=run.labels()[1],
         fallback_reason=run.fallback_reason,
         index=index,
+        freshness=fresh_info,
     )

@@ -120,6 +120,7 @@ def test_search_json_output_keys(capsys, vault):
         "retrieval_contract",
         "fallback_reason",
         "index",
+        "freshness",
         "results",
     }
     assert (d["query"], d["requested_mode"], d["actual_mode"], d["retrieval_contract"], d["fallback_reason"]) == (

@@ -63,7 +63,6 @@ HOSTILE = {
     "path_prefix_int": ({"path_prefixes": [1]}, "invalid_filter"),
     "date_field_unknown": ({"date_field": "birthday"}, "invalid_filter"),
     "include_superseded_string": ({"include_superseded": "no"}, "invalid_filter"),
-    "unknown_filter_key": ({"colour": "blue"}, "invalid_filter"),
     "filters_not_filters": ({"filters": {"tags_any": "x"}}, "invalid_argument"),
     "filters_bad_field_type": ({"filters": Filters(tags_any="work")}, "invalid_filter"),  # type: ignore[arg-type]
 }
@@ -76,6 +75,13 @@ def test_hostile_argument_is_a_typed_error(vault, case):
     with pytest.raises(VaultSearchError) as info:
         search_vault(vault, kw.pop("query"), **kw)
     assert info.value.reason == reason and info.value.exit_code == 2
+
+
+def test_a_misspelled_keyword_is_a_type_error_naming_the_valid_ones(vault):
+    """Issue #12: a keyword that is neither a parameter nor a filter is Python's own TypeError."""
+    with pytest.raises(TypeError, match="colour") as info:
+        search_vault(vault, "plan", colour="blue")
+    assert "max_results" in str(info.value) and "tags_any" in str(info.value)
 
 
 def test_2000_tags_work_and_find_the_tagged_notes(vault):
@@ -175,6 +181,10 @@ def _labelled(results) -> None:
     options=st.one_of(st.none(), st.dictionaries(st.sampled_from(["reranker", "x"]), SCALARS, max_size=2)),
 )
 def test_api_never_raises_untyped_or_returns_unlabelled(vault, query, mode, raw, limit, filters, options):
+    if "bogus" in filters:  # a misspelled keyword: Python's TypeError naming the valid ones (issue #12)
+        with pytest.raises(TypeError, match="bogus"):
+            search_vault(vault, query, mode=mode, raw=raw, limit=limit, options=options, **filters)
+        return
     with contextlib.suppress(VaultSearchError), warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # hybrid_reranked, the deprecated alias
         _labelled(

@@ -64,6 +64,8 @@ def seen(results) -> dict:
     """The answer minus the echoed query (the caller's own text) and the index identity."""
     d = results.to_dict()
     d.pop("query"), d.pop("index")
+    for key in ("checked_at", "scan_age_seconds", "reused_scan"):  # when it looked, not what it saw
+        d["freshness"].pop(key, None)
     for r in d["results"]:
         for key in ("index_age_seconds", "index_generation_id", "index_source_snapshot_hash"):
             r.pop(key)

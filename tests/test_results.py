@@ -206,6 +206,7 @@ def test_search_results_carries_what_ran(vault):
         "retrieval_contract",
         "fallback_reason",
         "index",
+        "freshness",
         "results",
     }
     assert set(d["index"]) == {"kind", "generation_id", "source_snapshot_hash", "age_seconds"}

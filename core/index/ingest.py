@@ -254,6 +254,7 @@ def _prepared(
         mtime_ns,
         size,
         len(note.body),
+        note.body_line,
     )
     return PreparedNote(
         values=values,

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 # FTS5 columns of notes_fts, in order: one row per note holding exactly the texts its
 # sparse term vector counts (title + aliases, description, tags, its headings, its body).
@@ -52,7 +52,8 @@ CREATE TABLE IF NOT EXISTS notes (
     size           INTEGER NOT NULL,
     body_chars     INTEGER NOT NULL,
     git_date       TEXT,
-    git_created    TEXT
+    git_created    TEXT,
+    body_line      INTEGER NOT NULL DEFAULT 0
 )"""
 
 NOTE_COLUMNS = (
@@ -79,6 +80,7 @@ NOTE_COLUMNS = (
     "mtime_ns",
     "size",
     "body_chars",
+    "body_line",
 )
 
 # Date columns a filter may name. git_date / git_created (UTC ISO) are set by a git-sourced build

@@ -16,6 +16,7 @@ from typing import Any
 
 from core import generations as gen
 from core.index.builder import all_problems
+from core.index.freshness import last_build_failure
 from core.index.ownership import check_index_dir_for_reading, check_vault
 from core.index.schema import get_meta
 from core.ranking.filters import UNCLASSIFIED, Filters
@@ -212,6 +213,7 @@ def index_status(
             "staleness": stale,
             "source": meta.get("source") or "worktree",
             **({"uncommitted": stale["uncommitted"]} if "uncommitted" in stale else {}),
+            "last_build_failure": last_build_failure(layout.index_dir, resolved.created_at),  # from `watch`
             "generations": gen.list_generations(layout) if resolved.kind != "legacy_db" else [],
         }
         if filters.classifications is not None:

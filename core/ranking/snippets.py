@@ -17,13 +17,25 @@ class Passage:
     chunk_id: int
     heading_path: str
     text: str  # the chunk's body text (no frontmatter, no synthetic header)
+    body_lines: tuple[int, int] = (0, 0)  # 0-based first and last line of the body the chunk covers
 
 
-def _chunk_rows(conn: sqlite3.Connection, note_ids: list[int]) -> dict[int, list[tuple[int, str, str]]]:
-    """note id -> [(chunk id, heading path, text)] in order."""
-    out: dict[int, list[tuple[int, str, str]]] = {}
+def _line_span(body: str, start: int, end: int) -> tuple[int, int]:
+    """0-based (first, last) line of ``body`` that ``body[start:end]`` touches; a newline that ends
+    the range does not start another line."""
+    first = body.count("\n", 0, start)
+    last = body.count("\n", 0, end - 1) if end - 1 > start else first
+    return first, last
+
+
+_Row = tuple[int, str, str, int, int]
+
+
+def _chunk_rows(conn: sqlite3.Connection, note_ids: list[int]) -> tuple[dict[int, list[_Row]], dict[int, str]]:
+    """(note id -> [(chunk id, heading path, text, start, end)] in order, note id -> body)."""
+    out: dict[int, list[_Row]] = {}
     if not note_ids:
-        return out
+        return out, {}
     rows = conn.execute(
         "SELECT note_id, id, heading_path, start, end FROM chunks "
         f"WHERE note_id IN ({', '.join('?' * len(note_ids))}) ORDER BY note_id, ord",
@@ -31,8 +43,8 @@ def _chunk_rows(conn: sqlite3.Connection, note_ids: list[int]) -> dict[int, list
     ).fetchall()
     bodies = note_bodies(conn, note_ids)
     for note_id, cid, hp, start, end in rows:
-        out.setdefault(note_id, []).append((cid, hp, bodies[note_id][start:end]))
-    return out
+        out.setdefault(note_id, []).append((cid, hp, bodies[note_id][start:end], start, end))
+    return out, bodies
 
 
 class QueryWords:
@@ -80,11 +92,12 @@ def best_passages(
     ``preferred`` maps a note to a chunk a dense mode already chose; it wins.
     """
     out: dict[int, Passage] = {}
-    for note_id, chunks in _chunk_rows(conn, note_ids).items():
+    rows, bodies = _chunk_rows(conn, note_ids)
+    for note_id, chunks in rows.items():
         best = max(chunks, key=lambda c: words.chunk_score(c[2]))  # first of equals: earliest chunk
         if preferred and note_id in preferred:
             best = next((c for c in chunks if c[0] == preferred[note_id]), best)
-        out[note_id] = Passage(best[0], best[1], best[2])
+        out[note_id] = Passage(best[0], best[1], best[2], _line_span(bodies[note_id], best[3], best[4]))
     return out
 
 

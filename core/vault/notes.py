@@ -126,6 +126,7 @@ class ParsedNote:
     body: str  # text after the frontmatter
     problems: tuple[Problem, ...] = field(default=())
     frontmatter_id: str | None = None  # frontmatter 'id' (also kept in extra)
+    body_line: int = 0  # lines of the file before the body (the frontmatter block): file line = body line + this
 
 
 class _Loader(yaml.CSafeLoader if hasattr(yaml, "CSafeLoader") else yaml.SafeLoader):  # type: ignore[misc]
@@ -604,4 +605,7 @@ def parse_note(rel_path: str, data: bytes) -> ParsedNote | None:
         tags=tuple(sorted(set(fields["tags"]) | inline_tags(masked))),
         links=fields["links"] + tuple(body_links(masked)),
     )
-    return ParsedNote(rel_path=rel_path, extra=meta.extra, body=body, problems=tuple(problems), **fields)
+    body_line = text.count("\n", 0, len(text) - len(body))
+    return ParsedNote(
+        rel_path=rel_path, extra=meta.extra, body=body, problems=tuple(problems), body_line=body_line, **fields
+    )

@@ -36,7 +36,9 @@ def queries(rel: str) -> list[str]:
 def rankings(vault: Path, qs: list[str]) -> dict[str, list[list[list[object]]]]:
     out: dict[str, list[list[list[object]]]] = {}
     for mode in MODES:
-        out[mode] = [[[r.rel_path, repr(float(r.score))] for r in search_vault(vault, q, mode, limit=10)] for q in qs]
+        out[mode] = [
+            [[r.rel_path, repr(float(r.score))] for r in search_vault(vault, q, 10, mode, freshness=False)] for q in qs
+        ]
     return out
 
 

@@ -37,6 +37,8 @@ def comparable(results) -> dict:
     """What a caller sees, minus the index identity (the two vaults are different indexes)."""
     d = results.to_dict()
     d.pop("index")
+    for key in ("checked_at", "scan_age_seconds", "reused_scan"):  # when it looked, not what it saw
+        d["freshness"].pop(key, None)
     for r in d["results"]:
         for key in ("index_age_seconds", "index_generation_id", "index_source_snapshot_hash"):
             r.pop(key)

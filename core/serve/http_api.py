@@ -1,0 +1,225 @@
+"""``vaultsearch serve VAULT``: the same read-only tools as a JSON API (Starlette + uvicorn).
+
+``POST /search`` (and ``/read_note``, ``/related``) with a JSON object body; ``GET`` or ``POST``
+``/status`` and ``/modes``; the OpenAPI description at ``GET /openapi.json``, generated from the
+tools' schemas; and the same tools over MCP's streamable HTTP transport (the SDK's, stateless)
+at ``/mcp/``. Bound to loopback by default. Every request is checked before it reaches a tool:
+
+- ``Host`` must name the address the server listens on (DNS rebinding): otherwise 421;
+- an ``Origin`` header, when present, must be that same loopback origin: otherwise 403;
+- with a bearer token configured, ``Authorization: Bearer <token>`` is required: otherwise 401.
+
+A tool error is ``{"error": {"reason", "message", "hint", "evidence"}}`` with a status from the
+error's class (400 bad arguments, 404 no such note, 422 a mode that fails closed, 503 index
+missing or failing verification).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import json
+import socket
+from collections.abc import AsyncIterator
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Mount, Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from core.errors import (
+    CapabilityError,
+    IndexMissingError,
+    IntegrityError,
+    InvalidArgumentError,
+    NoteNotFoundError,
+    SectionNotFoundError,
+    UsageError,
+    VaultSearchError,
+)
+from core.serve.schema import OUTPUT_SCHEMAS, dumps
+from core.serve.tools import TOOL_SPECS, Tools
+
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+_STATUS: tuple[tuple[type[VaultSearchError], int], ...] = (
+    (NoteNotFoundError, 404),
+    (SectionNotFoundError, 404),
+    (UsageError, 400),
+    (CapabilityError, 422),
+    (IndexMissingError, 503),
+    (IntegrityError, 503),
+)
+_GET_TOOLS = ("status", "modes")
+
+
+def status_code(exc: VaultSearchError) -> int:
+    return next((code for cls, code in _STATUS if isinstance(exc, cls)), 500)
+
+
+class _JSON(JSONResponse):
+    def render(self, content: Any) -> bytes:
+        return dumps(content).encode("utf-8")
+
+
+class GuardMiddleware:
+    """Host (421), Origin (403) and bearer token (401) checks for every HTTP request."""
+
+    def __init__(self, app: ASGIApp, *, hosts: frozenset[str], origins: frozenset[str], token: str | None) -> None:
+        self.app, self.hosts, self.origins, self.token = app, hosts, origins, token
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        problem = self._check(headers)
+        if problem is not None:
+            code, reason, message = problem
+            extra = {"www-authenticate": "Bearer"} if code == 401 else None
+            await _JSON({"error": {"reason": reason, "message": message}}, status_code=code, headers=extra)(
+                scope, receive, send
+            )
+            return
+        await self.app(scope, receive, send)
+
+    def _check(self, headers: dict[str, str]) -> tuple[int, str, str] | None:
+        host = headers.get("host", "").lower()
+        if host not in self.hosts:
+            return 421, "host_not_allowed", f"Host {host!r} is not this server's address"
+        origin = headers.get("origin")
+        if origin is not None and origin.lower() not in self.origins:
+            return 403, "origin_not_allowed", f"Origin {origin!r} may not call this server"
+        if self.token is not None:
+            given = headers.get("authorization", "")
+            if not hmac.compare_digest(given.encode("utf-8"), f"Bearer {self.token}".encode()):
+                return 401, "unauthorized", "a bearer token is required (Authorization: Bearer <token>)"
+        return None
+
+
+def openapi(port: int) -> dict[str, Any]:
+    """The OpenAPI 3.1 description, from the same schemas the MCP server lists."""
+    error = {
+        "type": "object",
+        "required": ["error"],
+        "properties": {"error": {"type": "object", "required": ["reason", "message"]}},
+    }
+    paths: dict[str, Any] = {}
+    for spec in TOOL_SPECS.values():
+        op = {
+            "operationId": spec.name,
+            "summary": spec.title,
+            "description": spec.description,
+            "requestBody": {
+                "required": spec.name not in _GET_TOOLS,
+                "content": {"application/json": {"schema": spec.input_schema}},
+            },
+            "responses": {
+                "200": {"description": "ok", "content": {"application/json": {"schema": OUTPUT_SCHEMAS[spec.name]}}},
+                "default": {"description": "a typed error", "content": {"application/json": {"schema": error}}},
+            },
+        }
+        paths[f"/{spec.name}"] = {"post": op}
+        if spec.name in _GET_TOOLS:
+            paths[f"/{spec.name}"]["get"] = {k: v for k, v in op.items() if k != "requestBody"} | {
+                "operationId": f"{spec.name}_get"
+            }
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "vaultsearch", "version": "1", "description": "Read-only search over a Markdown vault."},
+        "servers": [{"url": f"http://127.0.0.1:{port}"}],
+        "paths": paths,
+    }
+
+
+def _mcp_mount(tools: Tools) -> tuple[Mount, Any]:
+    """The SDK's streamable HTTP transport of the same MCP tools, mounted at ``/mcp/`` (stateless,
+    JSON responses), and the lifespan that runs its session manager. Host, Origin and token are
+    checked by the guard around the whole app, so the SDK's own check is off here."""
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    from core.serve.mcp_server import build_server
+
+    server = build_server(tools)
+    app = server.streamable_http_app(
+        streamable_http_path="/",
+        stateless_http=True,
+        json_response=True,
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+    )
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        async with server.session_manager.run():
+            yield
+
+    return Mount("/mcp", app=app), lifespan
+
+
+def build_app(tools: Tools, *, port: int, token: str | None = None, extra_hosts: tuple[str, ...] = ()) -> ASGIApp:
+    """The Starlette app (JSON tools, OpenAPI, MCP at ``/mcp/``) in the Host/Origin/token guard for ``port``."""
+
+    async def call(request: Request) -> Response:
+        name = request.url.path.strip("/")
+        arguments: Any = {}
+        if request.method == "POST":
+            body = await request.body()
+            if body.strip():
+                try:
+                    arguments = json.loads(body)
+                except ValueError:
+                    err = InvalidArgumentError("the request body is not JSON")
+                    return _JSON({"error": err.to_dict()}, status_code=400)
+        try:
+            out = await run_in_threadpool(tools.call, name, arguments)
+        except VaultSearchError as exc:
+            return _JSON({"error": exc.to_dict()}, status_code=status_code(exc))
+        return _JSON(out)
+
+    description = openapi(port)
+
+    async def spec(request: Request) -> Response:
+        return _JSON(description)
+
+    routes = [
+        Route(f"/{name}", call, methods=["POST", *(["GET"] if name in _GET_TOOLS else [])]) for name in TOOL_SPECS
+    ]
+    routes.append(Route("/openapi.json", spec, methods=["GET"]))
+    mount, lifespan = _mcp_mount(tools)
+    names = (*LOOPBACK_NAMES, *extra_hosts)
+    return GuardMiddleware(
+        Starlette(routes=[*routes, mount], lifespan=lifespan),
+        hosts=frozenset(f"{h}:{port}".lower() for h in names),
+        origins=frozenset(f"http://{h}:{port}".lower() for h in names),
+        token=token,
+    )
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on ``host:port`` (0: a free port).
+
+    Created with proto ``IPPROTO_TCP``, not 0: asyncio sets ``TCP_NODELAY`` only on such
+    sockets, and without it a keep-alive client waits ~40 ms (Nagle + delayed ACK) for every
+    response body.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    return sock
+
+
+def serve(tools: Tools, *, host: str, port: int, token: str | None, on_listen: Any = None) -> None:
+    """Bind ``host:port`` (0: a free port), report it through ``on_listen(port)``, serve until stopped."""
+    import uvicorn
+
+    sock = bind_socket(host, port)
+    actual = sock.getsockname()[1]
+    extra = () if host in ("127.0.0.1", "::1", "localhost") else (f"[{host}]" if ":" in host else host,)
+    app = build_app(tools, port=actual, token=token, extra_hosts=extra)
+    if on_listen is not None:
+        on_listen(actual)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on"))
+    server.run(sockets=[sock])

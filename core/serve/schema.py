@@ -1,0 +1,349 @@
+"""The tools' arguments: JSON schemas derived from the registry and the filter definitions,
+argument aliases and coercion, and the byte budget of a result.
+
+``search``'s filter arguments are generated from the fields of :class:`core.ranking.filters.Filters`
+and its ``mode`` enum from ``SEARCH_MODE_REGISTRY``, so the schemas cannot drift from what the
+library accepts (tests/serve/test_schema.py checks both). Classifications are never an argument:
+the server fixes them at start-up.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, fields
+from typing import Any
+
+from core.errors import InvalidArgumentError
+from core.index.schema import DATE_FIELDS
+from core.ranking.filters import Filters
+from core.registry import DEFAULT_MODE, DEPRECATED_ALIASES, MODE_NAMES
+
+ENVELOPE_VERSION = "vaultsearch.search/1"
+DEFAULT_BUDGET_BYTES = 8 * 1024
+MIN_BUDGET_BYTES, MAX_BUDGET_BYTES = 1024, 256 * 1024
+MAX_RESULTS = 100
+
+# What each filter means, keyed by Filters field; a field missing here fails at import.
+FILTER_HELP: dict[str, str] = {
+    "note_types": "note type(s) (frontmatter type/kind): any of",
+    "tags_all": "tags the note must all have (hierarchical: 'a' matches 'a/b')",
+    "tags_any": "tags of which the note must have at least one",
+    "path_prefixes": "vault-relative path or folder prefix(es): any of",
+    "namespaces": "frontmatter namespace/project: any of",
+    "date_field": "the date field since/until apply to",
+    "since": "ISO date or datetime lower bound on date_field",
+    "until": "ISO date or datetime upper bound on date_field (a date includes the whole day)",
+    "volatility": "note volatility: any of",
+    "status": "note status: any of",
+    "include_superseded": "also return superseded notes (excluded by default)",
+}
+SERVER_FIXED = frozenset({"classifications"})  # Filters fields a client can never set
+
+SEARCH_ALIASES = {
+    "q": "query",
+    "limit": "max_results",
+    "n": "max_results",
+    "k": "max_results",
+    "top_k": "max_results",
+    "after": "since",
+    "before": "until",
+    "type": "note_types",
+    "types": "note_types",
+    "note_type": "note_types",
+    "tags": "tags_all",
+    "tag": "tags_all",
+    "any_tags": "tags_any",
+    "path": "path_prefixes",
+    "paths": "path_prefixes",
+    "path_prefix": "path_prefixes",
+    "namespace": "namespaces",
+}
+READ_ALIASES = {
+    "note": "path",
+    "rel_path": "path",
+    "start_line": "from_line",
+    "line": "from_line",
+    "lines": "max_lines",
+}
+RELATED_ALIASES = {"note": "path", "rel_path": "path", "hops": "depth"}
+
+
+@dataclass(frozen=True)
+class Param:
+    kind: str  # string | integer | boolean | string_list
+    description: str
+    required: bool = False
+    enum: tuple[str, ...] | None = None
+    minimum: int | None = None
+    maximum: int | None = None
+    default: Any = None
+
+    def schema(self) -> dict[str, Any]:
+        if self.kind == "string_list":
+            out: dict[str, Any] = {
+                "anyOf": [{"type": "array", "items": {"type": "string"}}, {"type": "string"}],
+                "description": self.description + " (a list, or a comma-separated string)",
+            }
+        else:
+            out = {"type": self.kind, "description": self.description}
+        if self.enum:
+            out["enum"] = list(self.enum)
+        if self.minimum is not None:
+            out["minimum"] = self.minimum
+        if self.maximum is not None:
+            out["maximum"] = self.maximum
+        if self.default is not None:
+            out["default"] = self.default
+        return out
+
+
+def _filter_param(name: str, annotation: str, default: Any) -> Param:
+    """A search argument from one Filters field, typed by the field's annotation."""
+    help_text = FILTER_HELP[name]
+    if annotation.startswith("tuple[str"):
+        return Param("string_list", help_text)
+    if annotation == "bool":
+        return Param("boolean", help_text, default=default)
+    if name == "date_field":
+        return Param("string", help_text, enum=DATE_FIELDS, default=default)
+    if annotation in ("str", "str | None"):
+        return Param("string", help_text)
+    raise RuntimeError(f"Filters.{name}: no tool argument type for {annotation!r}")  # a new field needs a mapping
+
+
+def filter_params() -> dict[str, Param]:
+    return {
+        f.name: _filter_param(f.name, str(f.type), f.default) for f in fields(Filters) if f.name not in SERVER_FIXED
+    }
+
+
+SEARCH_PARAMS: dict[str, Param] = {
+    "query": Param("string", "what to search for (plain text; FTS5 syntax only with raw=true)", required=True),
+    "mode": Param("string", "retrieval mode (see the modes tool)", enum=MODE_NAMES, default=DEFAULT_MODE),
+    "max_results": Param("integer", "hits to return", minimum=1, maximum=MAX_RESULTS, default=10),
+    "budget_bytes": Param(
+        "integer",
+        "the whole JSON result fits in this many bytes (snippets cut, then hits dropped, and said so)",
+        minimum=MIN_BUDGET_BYTES,
+        maximum=MAX_BUDGET_BYTES,
+        default=DEFAULT_BUDGET_BYTES,
+    ),
+    "allow_fallback": Param("boolean", "let a dense mode that cannot run answer with fts, labelled", default=False),
+    "raw": Param("boolean", "pass FTS5 query syntax through (a bad query is a query_syntax error)", default=False),
+    **filter_params(),
+}
+READ_PARAMS: dict[str, Param] = {
+    "path": Param("string", "the note's vault-relative path, as search returns it", required=True),
+    "section": Param("string", "a heading of the note: only that section (its sub-sections included)"),
+    "from_line": Param("integer", "first file line to return (1-based; default: the body's first line)", minimum=1),
+    "max_lines": Param("integer", "lines to return at most", minimum=1, maximum=5000, default=200),
+    "max_bytes": Param(
+        "integer", "bytes of text to return at most", minimum=256, maximum=MAX_BUDGET_BYTES, default=16384
+    ),
+}
+RELATED_PARAMS: dict[str, Param] = {
+    "path": Param("string", "the note's vault-relative path", required=True),
+    "depth": Param("integer", "hops to follow (links and backlinks)", minimum=1, maximum=3, default=1),
+}
+
+
+def input_schema(params: dict[str, Param], aliases: dict[str, str]) -> dict[str, Any]:
+    """The JSON schema of a tool's arguments; aliases are listed in the description."""
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {name: p.schema() for name, p in params.items()},
+        "required": [name for name, p in params.items() if p.required],
+    }
+    if aliases:
+        schema["description"] = "accepted aliases: " + ", ".join(f"{a}={t}" for a, t in sorted(aliases.items()))
+    return schema
+
+
+def _coerce(name: str, p: Param, value: Any) -> Any:
+    bad = InvalidArgumentError(f"argument {name!r} must be {p.kind.replace('_', ' ')}, not {value!r}", argument=name)
+    if p.kind == "string_list":
+        items = value.split(",") if isinstance(value, str) else value
+        if not isinstance(items, (list, tuple)) or not all(isinstance(v, str) for v in items):
+            raise bad
+        return tuple(v.strip() for v in items if v.strip())
+    if p.kind == "boolean":
+        if isinstance(value, str) and value.lower() in ("true", "false"):
+            return value.lower() == "true"
+        if not isinstance(value, bool):
+            raise bad
+        return value
+    if p.kind == "integer":
+        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise bad
+        if (p.minimum is not None and value < p.minimum) or (p.maximum is not None and value > p.maximum):
+            raise InvalidArgumentError(
+                f"argument {name!r} must be between {p.minimum} and {p.maximum}, not {value}", argument=name
+            )
+        return value
+    if not isinstance(value, str):
+        raise bad
+    if p.enum and value not in p.enum:
+        if name == "mode" and value in DEPRECATED_ALIASES:
+            return value
+        raise InvalidArgumentError(
+            f"argument {name!r} must be one of {', '.join(p.enum)}, not {value!r}", argument=name
+        )
+    return value
+
+
+def parse_arguments(tool: str, raw: Any, params: dict[str, Param], aliases: dict[str, str]) -> dict[str, Any]:
+    """Aliases resolved, values coerced, defaults filled; anything else is an ``invalid_argument``."""
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise InvalidArgumentError(f"{tool}: arguments must be a JSON object")
+    out: dict[str, Any] = {}
+    for key, value in raw.items():
+        name = aliases.get(key, key)
+        if name in SERVER_FIXED or name == "classification":
+            raise InvalidArgumentError(
+                "visible classifications are fixed when the server starts (--classification), never by a client",
+                argument=key,
+            )
+        if name not in params:
+            raise InvalidArgumentError(
+                f"{tool}: unknown argument {key!r}; valid: {', '.join(params)} (aliases: "
+                f"{', '.join(sorted(aliases)) or 'none'})",
+                argument=key,
+            )
+        if name in out:
+            raise InvalidArgumentError(f"{tool}: argument {name!r} given twice (through an alias)", argument=key)
+        if value is not None:
+            out[name] = _coerce(name, params[name], value)
+    for name, p in params.items():
+        if name not in out:
+            if p.required:
+                raise InvalidArgumentError(f"{tool}: missing required argument {name!r}", argument=name)
+            if p.default is not None:
+                out[name] = p.default
+    return out
+
+
+def dumps(obj: Any) -> str:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def fit_budget(envelope: dict[str, Any], budget: int) -> dict[str, Any]:
+    """Cut snippets, then drop hits from the end, until the JSON of ``envelope`` fits ``budget`` bytes.
+
+    What was cut is said in ``envelope["budget"]``: a budget too small even for no hits is an error.
+    """
+    hits: list[dict[str, Any]] = envelope["hits"]
+    info = {"budget_bytes": budget, "bytes": 0, "truncated": False, "snippets_cut": 0, "hits_dropped": 0}
+    envelope["budget"] = info
+    envelope["returned"] = len(hits)
+    cut: set[int] = set()
+
+    def size() -> int:
+        info["bytes"] = 0
+        info["bytes"] = len(dumps(envelope).encode("utf-8")) + 8  # room for the digits of "bytes" itself
+        return int(info["bytes"])
+
+    if size() <= budget:  # the usual case: one encoding
+        return envelope
+    for width in (160, 80):
+        if size() <= budget:
+            break
+        for i, h in enumerate(hits):
+            if len(h.get("snippet") or "") > width:
+                h["snippet"] = h["snippet"][:width].rsplit(" ", 1)[0] + " …"
+                cut.add(i)
+        info["snippets_cut"] = len(cut)
+        info["truncated"] = bool(cut)
+    while hits and size() > budget:
+        hits.pop()
+        cut.discard(len(hits))
+        info["snippets_cut"] = len(cut)
+        info["hits_dropped"] += 1
+        info["truncated"] = True
+        envelope["returned"] = len(hits)
+    if size() > budget:
+        raise InvalidArgumentError(f"budget_bytes={budget} cannot hold even an empty result ({info['bytes']} bytes)")
+    return envelope
+
+
+_NULLABLE_STR = {"type": ["string", "null"]}
+_HIT = {
+    "type": "object",
+    "required": [
+        "rank",
+        "path",
+        "title",
+        "heading_path",
+        "line_start",
+        "line_end",
+        "snippet",
+        "score",
+        "content_sha256",
+    ],
+    "properties": {
+        "rank": {"type": "integer"},
+        "path": {"type": "string"},
+        "title": {"type": "string"},
+        "heading_path": {"type": "array", "items": {"type": "string"}},
+        "line_start": {"type": ["integer", "null"], "description": "1-based first file line of the best chunk"},
+        "line_end": {"type": ["integer", "null"], "description": "1-based last file line (inclusive)"},
+        "snippet": {"type": "string"},
+        "score": {"type": "number"},
+        "score_source": {"type": "string"},
+        "via": {"type": ["object", "null"], "description": "graph expansion: the edge the hit came through"},
+        "note_type": _NULLABLE_STR,
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "content_sha256": {"type": "string"},
+    },
+}
+OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
+    "search": {
+        "type": "object",
+        "required": [
+            "version",
+            "requested_mode",
+            "actual_mode",
+            "retrieval_contract",
+            "fallback_reason",
+            "index",
+            "freshness",
+            "visible_classifications",
+            "hits",
+            "returned",
+            "budget",
+        ],
+        "properties": {
+            "version": {"type": "string", "const": ENVELOPE_VERSION},
+            "query": {"type": "string"},
+            "requested_mode": {"type": "string"},
+            "actual_mode": {"type": "string"},
+            "retrieval_contract": {"type": "string"},
+            "fallback_reason": _NULLABLE_STR,
+            "index": {"type": "object"},
+            "freshness": {"type": "object", "required": ["checked", "stale"]},
+            "visible_classifications": {"type": "array", "items": {"type": "string"}},
+            "hits": {"type": "array", "items": _HIT},
+            "returned": {"type": "integer"},
+            "budget": {"type": "object", "required": ["budget_bytes", "bytes", "truncated"]},
+        },
+    },
+    "read_note": {
+        "type": "object",
+        "required": [
+            "path",
+            "frontmatter",
+            "line_start",
+            "line_end",
+            "text",
+            "truncated",
+            "content_sha256",
+            "freshness",
+        ],
+    },
+    "related": {"type": "object", "required": ["path", "links", "backlinks", "unresolved", "freshness"]},
+    "status": {"type": "object", "required": ["generation_id", "freshness", "visible_classifications", "legs"]},
+    "modes": {"type": "object", "required": ["modes"]},
+}

@@ -1,0 +1,437 @@
+"""The read-only tools both servers expose: search, read_note, related, status, modes.
+
+One :class:`Tools` per server process holds what is fixed at start-up (the vault, the index
+directory, the visible classifications, the freshness options); every call resolves the
+active generation again (a cached verified identity: a few ``stat`` calls), so a generation
+published while the server runs is served on the next call. Errors are typed
+``VaultSearchError`` values with a stable ``reason``; the servers turn them into tool errors.
+
+Visibility: a note outside the visible classifications does not exist for any tool (not in
+hits, counts, links, paths or freshness); asking for it by path gives the same
+``note_not_found`` as a path that was never there.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from core import generations as gen
+from core.errors import (
+    InvalidArgumentError,
+    NoteNotFoundError,
+    PathOutsideVaultError,
+    SectionNotFoundError,
+    VaultSearchError,
+)
+from core.index.freshness import FreshnessOptions, check_freshness, last_build_failure
+from core.ranking.filters import UNCLASSIFIED, Filters
+from core.registry import DEPRECATED_ALIASES, modes_json
+from core.searcher import search_vault
+from core.serve import schema as s
+
+DEFAULT_CLASSIFICATIONS = (UNCLASSIFIED,)  # notes without a classification count as "public"
+WARM_WAIT_SECONDS = 10.0  # bounded: a search never waits on a warm-up longer than this
+_HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$")
+_FENCE = re.compile(r"^[ \t]{0,3}(```|~~~)")
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    vault: Path
+    index_dir: Path | None = None
+    classifications: tuple[str, ...] = DEFAULT_CLASSIFICATIONS
+    freshness: FreshnessOptions = field(default_factory=FreshnessOptions)
+
+    def visible_label(self) -> list[str]:
+        """What a client can see, as said at start-up and in ``status``."""
+        extra = [c for c in self.classifications if c != UNCLASSIFIED]
+        return ["(unclassified)", *([UNCLASSIFIED] if UNCLASSIFIED in self.classifications else []), *extra]
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    name: str
+    title: str
+    description: str
+    params: dict[str, s.Param]
+    aliases: dict[str, str]
+
+    @property
+    def input_schema(self) -> dict[str, Any]:
+        return s.input_schema(self.params, self.aliases)
+
+
+TOOL_SPECS: dict[str, ToolSpec] = {
+    t.name: t
+    for t in (
+        ToolSpec(
+            "search",
+            "Search the vault",
+            "Search the notes through a verified index. Returns a versioned envelope: requested and actual "
+            "mode, contract, fallback reason, index provenance, freshness (is the index behind the vault?), and "
+            "hits with path, title, heading path, file line range, snippet, score and its source, the note's "
+            "content SHA-256. A mode that cannot run honestly is an error with its reason, never an empty list.",
+            s.SEARCH_PARAMS,
+            s.SEARCH_ALIASES,
+        ),
+        ToolSpec(
+            "read_note",
+            "Read a note",
+            "A note's text with file line numbers (all of it, one section, or from_line + max_lines) and its "
+            "frontmatter as data. Paths are vault-relative; nothing outside the vault is readable.",
+            s.READ_PARAMS,
+            s.READ_ALIASES,
+        ),
+        ToolSpec(
+            "related",
+            "Links and backlinks",
+            "The notes a note links to and the notes linking to it (wikilinks, Markdown links, typed relations), "
+            "up to depth hops, from the index's edge table.",
+            s.RELATED_PARAMS,
+            s.RELATED_ALIASES,
+        ),
+        ToolSpec(
+            "status",
+            "Index status",
+            "The served generation, its age, coverage, dense coverage, freshness, degraded legs, the watcher's "
+            "last build, and which classifications this server shows.",
+            {},
+            {},
+        ),
+        ToolSpec("modes", "Retrieval modes", "The retrieval modes of the registry and what each needs.", {}, {}),
+    )
+}
+
+
+def _heading_list(value: str) -> list[str]:
+    try:
+        out = json.loads(value)
+    except ValueError:
+        return []
+    return [str(x) for x in out] if isinstance(out, list) else []
+
+
+class Tools:
+    """The tool implementations over one vault (thread-safe: no mutable state of its own)."""
+
+    def __init__(self, config: ServeConfig, *, watch_state: Callable[[], dict[str, Any]] | None = None) -> None:
+        self.config = config
+        self._watch_state = watch_state
+        self._warm = threading.Event()  # cleared while a generation the watcher just published warms up
+        self._warm.set()
+        self.warm_failure: dict[str, Any] | None = None
+        self.layout = gen.layout_for(Path(config.vault).resolve(), config.index_dir)
+        self.vault_real = self.layout.vault
+        self._filters = Filters(classifications=tuple(c.lower() for c in config.classifications))
+        self._handlers: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+            "search": self.search,
+            "read_note": self.read_note,
+            "related": self.related,
+            "status": self.status,
+            "modes": self.modes,
+        }
+
+    # ------------------------------------------------------------ dispatch
+
+    def call(self, name: str, arguments: Any) -> dict[str, Any]:
+        spec = TOOL_SPECS.get(name)
+        if spec is None:
+            raise InvalidArgumentError(f"unknown tool {name!r}; tools: {', '.join(TOOL_SPECS)}", tool=name)
+        return self._handlers[name](s.parse_arguments(name, arguments, spec.params, spec.aliases))
+
+    # ------------------------------------------------------------ the watcher's new generations
+
+    def generation_published(self) -> None:
+        """The watcher moved the active pointer: searches wait for :meth:`warm` rather than each
+        verifying the new file and loading its term matrix in parallel."""
+        self._warm.clear()
+
+    def warm(self, outcome: Any) -> None:
+        """After a watch build: verify the new generation and load its sparse index once (what the
+        next search would otherwise pay). A failure is kept in ``warm_failure`` (shown by status);
+        the next search raises it to its caller."""
+        try:
+            if outcome.ok and not outcome.up_to_date:
+                search_vault(self.config.vault, "warm", 1, "fts", index_dir=self.config.index_dir, freshness=False)
+            self.warm_failure = None
+        except VaultSearchError as exc:
+            self.warm_failure = exc.to_dict()
+        finally:
+            self._warm.set()
+
+    def _open(self) -> tuple[gen.ResolvedIndex, sqlite3.Connection]:
+        resolved = gen.resolve(self.layout)
+        return resolved, gen.connect_readonly(resolved)
+
+    def _freshness(self, resolved: gen.ResolvedIndex, conn: sqlite3.Connection) -> dict[str, Any]:
+        return check_freshness(
+            resolved, conn, options=self.config.freshness, classifications=self._filters.classifications
+        )
+
+    def _visible_sql(self) -> tuple[str, list[object]]:
+        return self._filters.visible_classification_clause()
+
+    # ------------------------------------------------------------ search
+
+    def search(self, a: dict[str, Any]) -> dict[str, Any]:
+        filter_kw = {k: a[k] for k in s.filter_params() if k in a and a[k] not in ((), None)}
+        if filter_kw.get("include_superseded") is False:
+            filter_kw.pop("include_superseded")
+        mode = DEPRECATED_ALIASES.get(a["mode"], a["mode"])
+        self._warm.wait(WARM_WAIT_SECONDS)
+        results = search_vault(
+            self.config.vault,
+            a["query"],
+            a["max_results"],
+            mode,
+            raw=a["raw"],
+            allow_fallback=a["allow_fallback"],
+            index_dir=self.config.index_dir,
+            freshness=self.config.freshness,
+            classifications=self.config.classifications,
+            **filter_kw,
+        )
+        hits = [
+            {
+                "rank": i,
+                "path": r.rel_path,
+                "title": r.title,
+                "heading_path": _heading_list(r.heading_path),
+                "line_start": r.line_start,
+                "line_end": r.line_end,
+                "snippet": r.snippet,
+                "score": r.score,
+                "score_source": r.score_source,
+                "via": r.via,
+                "note_type": r.note_type,
+                "tags": list(r.tags),
+                "content_sha256": r.content_sha256,
+            }
+            for i, r in enumerate(results, start=1)
+        ]
+        envelope = {
+            "version": s.ENVELOPE_VERSION,
+            "query": a["query"],
+            "requested_mode": a["mode"],
+            "actual_mode": results.actual_mode,
+            "retrieval_contract": results.retrieval_contract,
+            "fallback_reason": results.fallback_reason,
+            "index": results.index,
+            "freshness": results.freshness,
+            "visible_classifications": self.config.visible_label(),
+            "hits": hits,
+        }
+        return s.fit_budget(envelope, a["budget_bytes"])
+
+    # ------------------------------------------------------------ notes by path
+
+    def _confine(self, rel: str) -> str:
+        """The normalised vault-relative path, or ``path_outside_vault`` (absolute, ``..``, symlink out)."""
+        if not rel or "\x00" in rel:
+            raise InvalidArgumentError("path must be a non-empty vault-relative path", argument="path")
+        posix = rel.replace("\\", "/")
+        p = PurePosixPath(posix)
+        if p.is_absolute() or re.match(r"^[A-Za-z]:", posix) or ".." in p.parts:
+            raise PathOutsideVaultError(f"{rel!r} is not a path inside the vault", path=rel)
+        norm = p.as_posix()
+        real = (self.vault_real / norm).resolve()
+        if not real.is_relative_to(self.vault_real):
+            raise PathOutsideVaultError(f"{rel!r} resolves outside the vault", path=rel)
+        return norm
+
+    def _note_row(self, conn: sqlite3.Connection, rel: str) -> tuple[Any, ...]:
+        clause, vals = self._visible_sql()
+        row = conn.execute(
+            f"SELECT n.id, n.rel_path, n.title, n.content_sha256, n.body_line FROM notes n "
+            f"WHERE n.rel_path = ? AND {clause}",
+            [rel, *vals],
+        ).fetchone()
+        if row is None:
+            raise NoteNotFoundError(f"no note {rel!r} in the served index", path=rel)
+        return tuple(row)
+
+    def _visible_now(self, frontmatter: dict[str, Any]) -> bool:
+        value = frontmatter.get("classification")
+        level = str(value).strip().lower() if value not in (None, "") else UNCLASSIFIED
+        return level in (self._filters.classifications or ())
+
+    def read_note(self, a: dict[str, Any]) -> dict[str, Any]:
+        import hashlib
+
+        from core.vault.notes import decode_text, load_frontmatter, split_frontmatter
+
+        rel = self._confine(a["path"])
+        resolved, conn = self._open()
+        try:
+            note_id, rel, title, indexed_sha, _ = self._note_row(conn, rel)
+            fresh = self._freshness(resolved, conn)
+        finally:
+            conn.close()
+        try:
+            data = (self.vault_real / rel).read_bytes()
+        except FileNotFoundError:
+            raise NoteNotFoundError(f"{rel!r} was deleted since the index was built", path=rel) from None
+        text, _ = decode_text(rel, data)
+        yaml_text, body, _ = split_frontmatter(text)
+        frontmatter = load_frontmatter(rel, yaml_text)[0] if yaml_text is not None else {}
+        if not self._visible_now(frontmatter):  # reclassified since the build: hidden now
+            raise NoteNotFoundError(f"no note {rel!r} in the served index", path=rel)
+        lines = text.split("\n")
+        if lines and lines[-1] == "":
+            lines.pop()
+        body_first = text.count("\n", 0, len(text) - len(body)) + 1
+        first, last, section = self._range(lines, max(1, body_first), a)
+        out_lines: list[str] = []
+        used, end = 0, first - 1
+        for n in range(first, last + 1):
+            entry = f"{n}: {lines[n - 1]}"
+            size = len(entry.encode("utf-8")) + 1
+            if used + size > a["max_bytes"]:
+                if not out_lines:  # one line longer than the budget: cut, so that paging always moves on
+                    out_lines.append(entry.encode("utf-8")[: a["max_bytes"] - 4].decode("utf-8", "ignore") + " …")
+                    end = n
+                break
+            out_lines.append(entry)
+            used, end = used + size, n
+        sha = hashlib.sha256(data).hexdigest()
+        return {
+            "path": rel,
+            "title": title,
+            "frontmatter": frontmatter,
+            "section": section,
+            "line_start": first,
+            "line_end": end,
+            "total_lines": len(lines),
+            "body_line_start": body_first,
+            "text": "\n".join(out_lines),
+            "truncated": end < last,
+            "next_from_line": end + 1 if end < len(lines) else None,
+            "content_sha256": sha,
+            "changed_since_index": sha != indexed_sha,
+            "index": {"generation_id": resolved.generation_id, "kind": resolved.kind},
+            "freshness": fresh,
+        }
+
+    def _range(self, lines: list[str], body_first: int, a: dict[str, Any]) -> tuple[int, int, str | None]:
+        """(first, last) 1-based file lines to return, and the section heading when one was asked for."""
+        if "section" not in a:
+            first = a.get("from_line", body_first)
+            return first, min(len(lines), first + a["max_lines"] - 1), None
+        heads, fence = [], False
+        for n in range(body_first, len(lines) + 1):
+            if _FENCE.match(lines[n - 1]):
+                fence = not fence
+            m = None if fence else _HEADING.match(lines[n - 1])
+            if m:
+                heads.append((n, len(m.group(1)), m.group(2).strip()))
+        want = a["section"].strip().lstrip("#").strip().lower()
+        for i, (n, level, name) in enumerate(heads):
+            if name.lower() == want:
+                end = next((h[0] - 1 for h in heads[i + 1 :] if h[1] <= level), len(lines))
+                first = a.get("from_line", n)
+                return first, min(end, first + a["max_lines"] - 1), name
+        raise SectionNotFoundError(
+            f"no heading {a['section']!r} in the note", headings=[h[2] for h in heads][:50], section=a["section"]
+        )
+
+    def related(self, a: dict[str, Any]) -> dict[str, Any]:
+        rel = self._confine(a["path"])
+        resolved, conn = self._open()
+        try:
+            note_id, rel, title, _, _ = self._note_row(conn, rel)
+            clause, vals = self._visible_sql()
+            visible = {
+                r[0]: (r[1], r[2])
+                for r in conn.execute(f"SELECT n.id, n.rel_path, n.title FROM notes n WHERE {clause}", vals)
+            }
+            links: list[dict[str, Any]] = []
+            backlinks: list[dict[str, Any]] = []
+            seen, frontier = {note_id}, [note_id]
+            for depth in range(1, a["depth"] + 1):
+                nxt: list[int] = []
+                for src in frontier:
+                    for kind, dst in conn.execute(
+                        "SELECT kind, dst_id FROM edges WHERE src_id = ? AND dst_id IS NOT NULL", [src]
+                    ):
+                        self._hop(links, visible, seen, nxt, dst, kind, depth, visible[src][0])
+                    for kind, back in conn.execute("SELECT kind, src_id FROM edges WHERE dst_id = ?", [src]):
+                        self._hop(backlinks, visible, seen, nxt, back, kind, depth, visible[src][0])
+                frontier = nxt
+            unresolved = [
+                {"target": t, "kind": k}
+                for t, k in conn.execute(
+                    "SELECT target, kind FROM edges WHERE src_id = ? AND dst_id IS NULL", [note_id]
+                )
+            ]
+            fresh = self._freshness(resolved, conn)
+        finally:
+            conn.close()
+        return {
+            "path": rel,
+            "title": title,
+            "links": links,
+            "backlinks": backlinks,
+            "unresolved": unresolved,
+            "index": {"generation_id": resolved.generation_id, "kind": resolved.kind},
+            "freshness": fresh,
+        }
+
+    @staticmethod
+    def _hop(out: list, visible: dict, seen: set, nxt: list, other: int, kind: str, depth: int, via: str) -> None:
+        if other not in visible or other in seen:  # a hidden note is neither listed nor walked through
+            return
+        seen.add(other)
+        nxt.append(other)
+        out.append({"path": visible[other][0], "title": visible[other][1], "kind": kind, "depth": depth, "via": via})
+
+    # ------------------------------------------------------------ status, modes
+
+    def status(self, a: dict[str, Any]) -> dict[str, Any]:
+        resolved, conn = self._open()
+        try:
+            clause, vals = self._visible_sql()
+            one = lambda sql: conn.execute(sql.format(w=clause), vals).fetchone()[0]  # noqa: E731
+            notes = one("SELECT count(*) FROM notes n WHERE {w}")
+            chunks = one("SELECT count(*) FROM chunks c JOIN notes n ON n.id = c.note_id WHERE {w}")
+            vectors = one(
+                "SELECT count(*) FROM chunk_vectors v JOIN chunks c ON c.id = v.chunk_id "
+                "JOIN notes n ON n.id = c.note_id WHERE {w}"
+            )
+            fresh = self._freshness(resolved, conn)
+        finally:
+            conn.close()
+        dense_leg = (
+            "ok" if chunks and vectors == chunks else ("dense_incomplete" if vectors else "dense_index_unavailable")
+        )
+        return {
+            "vault": str(self.vault_real),
+            "generation_id": resolved.generation_id,
+            "index_kind": resolved.kind,
+            "source_snapshot_hash": resolved.source_snapshot_hash,
+            "age_seconds": round(max(0.0, time.time() - resolved.created_at), 3),
+            "coverage": {"indexed_notes": notes, "chunks": chunks},
+            "dense": {
+                "chunks_with_vectors": vectors,
+                "chunks": chunks,
+                "coverage": round(vectors / chunks, 4) if chunks else 0.0,
+            },
+            "legs": {"fts": "ok", "vector": "ok", "link_graph": "ok", "dense": dense_leg},
+            "degraded": [leg for leg, state in (("dense", dense_leg),) if state != "ok"],
+            "freshness": fresh,
+            "last_build_failure": last_build_failure(self.layout.index_dir, 0.0),
+            "watch": {**self._watch_state(), "warm_failure": self.warm_failure}
+            if self._watch_state
+            else {"enabled": False},
+            "visible_classifications": self.config.visible_label(),
+        }
+
+    def modes(self, a: dict[str, Any]) -> dict[str, Any]:
+        return {"modes": modes_json(), "deprecated_aliases": dict(DEPRECATED_ALIASES)}

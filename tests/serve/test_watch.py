@@ -1,0 +1,154 @@
+"""The watcher: an edited, an added and a deleted note reach a running server without a restart;
+a failed build keeps the old generation serving and shows in status and freshness."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from core import generations as gen
+from core.index.freshness import WATCH_FILE
+from core.index.status import index_status
+from core.index.watch import Watcher
+from core.searcher import search_vault
+from tests.conftest import note
+from tests.serve.serve_helpers import HttpServer, StdioSession, make_serve_vault, wait_until
+
+
+def _paths(session: StdioSession, query: str) -> set[str]:
+    return {h["path"] for h in session.call("search", {"q": query, "mode": "fts", "max_results": 50})["hits"]}
+
+
+def test_mcp_watch_reflects_an_edit_an_addition_and_a_deletion_without_restart(tmp_path: Path):
+    vault = make_serve_vault(tmp_path / "vault", tmp_path / "outside")  # not built: the watcher builds it
+    session = StdioSession([str(vault), "--watch", "--debounce-ms", "100"])
+    try:
+        armed = lambda: not session.call_raw("status").is_error and session.call("status")["watch"]["armed"]  # noqa: E731
+        wait_until(armed, what="the first watch build and the watch armed")
+        first = session.call("status")
+        assert first["watch"]["enabled"] is True and first["generation_id"]
+        (vault / "notes/beta.md").write_text(note("Beta harbour", "Beta now mentions a quokka."), encoding="utf-8")
+        (vault / "notes/gamma.md").write_text(note("Gamma", "Another quokka lives here."), encoding="utf-8")
+        (vault / "notes/old.md").unlink()
+        wait_until(lambda: _paths(session, "quokka") == {"notes/beta.md", "notes/gamma.md"}, what="edit + add")
+        wait_until(lambda: "notes/old.md" not in _paths(session, "harbour tides"), what="the deletion")
+        env = session.call("search", {"q": "quokka", "mode": "fts"})
+        assert env["freshness"]["stale"] is False and env["index"]["generation_id"] != first["generation_id"]
+        assert session.call("status")["watch"]["last_build"]["ok"] is True
+    finally:
+        session.close()
+
+
+def test_a_failed_watch_build_keeps_the_old_generation_and_says_so(tmp_path: Path):
+    vault = make_serve_vault(tmp_path / "vault", tmp_path / "outside")
+    watcher = Watcher(vault, lock_wait=0.0)
+    assert watcher.build_once().ok
+    served = gen.active_record(gen.layout_for(vault))["generation_id"]
+    (vault / "notes/beta.md").write_text(note("Beta", "Beta mentions a wombat."), encoding="utf-8")
+    with gen.build_lock(gen.layout_for(vault)):  # another builder holds the lock: this build fails
+        outcome = watcher.build_once({"notes/beta.md"})
+    assert (outcome.ok, outcome.reason) == (False, "build_locked")
+    state = json.loads((vault / ".vaultsearch" / WATCH_FILE).read_text())
+    assert state["last_failure"]["reason"] == "build_locked"
+    results = search_vault(vault, "wombat", 10, "fts")
+    assert results.index["generation_id"] == served and list(results) == []
+    fresh = results.freshness
+    assert fresh["stale"] is True and fresh["last_build_failure"]["reason"] == "build_locked"
+    assert index_status(vault)["last_build_failure"]["reason"] == "build_locked"
+    assert watcher.build_once({"notes/beta.md"}).ok  # the next build clears it
+    healed = search_vault(vault, "wombat", 10, "fts")
+    assert "last_build_failure" not in healed.freshness and [r.rel_path for r in healed] == ["notes/beta.md"]
+
+
+@pytest.mark.parametrize(
+    ("path", "relevant"),
+    [
+        ("notes/a.md", True),
+        ("notes/A.MD", True),
+        (".vaultsearchignore", True),
+        ("notes/a.txt", False),
+        (".git/x.md", False),
+        (".vaultsearch/generations/g.db", False),
+    ],
+)
+def test_only_note_and_ignore_file_changes_trigger_a_build(tmp_path: Path, path: str, relevant: bool):
+    watcher = Watcher(tmp_path)
+    assert (watcher._relevant(str(tmp_path.resolve() / path)) is not None) is relevant
+
+
+@pytest.mark.slow
+def test_serve_watch_reflects_each_change_on_its_own(tmp_path: Path):
+    import httpx
+
+    vault = make_serve_vault(tmp_path / "vault", tmp_path / "outside")
+    server = HttpServer([str(vault), "--watch", "--debounce-ms", "100"])
+    try:
+        client = httpx.Client(base_url=server.base, timeout=30)
+        wait_until(lambda: client.get("/status").json().get("watch", {}).get("armed"), what="the watch armed")
+
+        def paths(q: str) -> set[str]:
+            return {h["path"] for h in client.post("/search", json={"q": q, "mode": "fts"}).json()["hits"]}
+
+        (vault / "notes/beta.md").write_text(note("Beta", "Beta mentions a numbat."), encoding="utf-8")
+        wait_until(lambda: paths("numbat") == {"notes/beta.md"}, what="the edit")
+        (vault / "notes/delta.md").write_text(note("Delta", "A numbat again."), encoding="utf-8")
+        wait_until(lambda: paths("numbat") == {"notes/beta.md", "notes/delta.md"}, what="the addition")
+        (vault / "notes/beta.md").unlink()
+        wait_until(lambda: paths("numbat") == {"notes/delta.md"}, what="the deletion")
+        assert client.post("/search", json={"q": "numbat"}).json()["freshness"]["stale"] is False
+    finally:
+        server.close()
+
+
+def test_the_watch_command_publishes_on_change_and_reports_each_build(tmp_path: Path):
+    import subprocess
+
+    from tests.serve.serve_helpers import VAULTSEARCH
+
+    vault = make_serve_vault(tmp_path / "vault", tmp_path / "outside")
+    proc = subprocess.Popen(
+        [VAULTSEARCH, "watch", str(vault), "--json", "--debounce-ms", "100"], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None
+        first = json.loads(proc.stdout.readline())  # the catch-up build
+        assert first["ok"] is True and first["generation_id"]
+        armed = json.loads(proc.stdout.readline())  # armed: nothing changed meanwhile
+        assert armed["ok"] is True and armed["up_to_date"] is True
+        (vault / "notes/gamma.md").write_text(note("Gamma", "A bilby."), encoding="utf-8")
+        built = json.loads(proc.stdout.readline())
+        assert built["ok"] is True and built["changed_paths"] == ["notes/gamma.md"]
+        assert built["generation_id"] != first["generation_id"]
+        assert [r.rel_path for r in search_vault(vault, "bilby", 5, "fts")] == ["notes/gamma.md"]
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_a_generation_the_watcher_publishes_is_warmed_before_searches_reach_it(tmp_path: Path):
+    from core.ranking.sparse import SPARSE_CACHE
+    from core.serve.tools import ServeConfig, Tools
+
+    vault = make_serve_vault(tmp_path / "vault", tmp_path / "outside")
+    tools = Tools(ServeConfig(vault))
+    published: list[bool] = []
+
+    def on_publish() -> None:
+        published.append(True)
+        tools.generation_published()
+        assert not tools._warm.is_set()  # searches arriving now wait for the warm-up
+
+    watcher = Watcher(vault, on_publish=on_publish, on_build=tools.warm)
+    watcher.build_once()
+    loads = SPARSE_CACHE.loads
+    (vault / "notes/beta.md").write_text(note("Beta", "Beta mentions a dibbler."), encoding="utf-8")
+    outcome = watcher.build_once({"notes/beta.md"})
+    assert outcome.ok and published == [True, True] and tools._warm.is_set() and tools.warm_failure is None
+    assert SPARSE_CACHE.loads == loads + 1  # the watcher loaded the new generation's sparse index
+    env = tools.call("search", {"q": "dibbler", "mode": "fts"})
+    assert [h["path"] for h in env["hits"]] == ["notes/beta.md"] and env["index"][
+        "generation_id"
+    ] == outcome.generation_id
+    assert SPARSE_CACHE.loads == loads + 1  # ... so the search found it warm
