@@ -9,7 +9,9 @@ across the tree: tests/test_errors.py enforces both.
     ├── UsageError (ValueError)           usage                  exit 2
     │   ├── UnknownModeError              unknown_mode
     │   ├── FilterError                   invalid_filter
-    │   └── QuerySyntaxError              query_syntax
+    │   ├── QuerySyntaxError              query_syntax
+    │   ├── VaultNotFoundError            vault_not_found
+    │   └── NoteNotFoundError             note_not_found
     ├── IndexMissingError                 index_missing          exit 3
     ├── IntegrityError                    integrity              exit 4
     │   ├── GenerationMissingError        missing
@@ -80,6 +82,19 @@ class FilterError(UsageError):
 
 class QuerySyntaxError(UsageError):
     reason = "query_syntax"
+
+
+class VaultNotFoundError(UsageError):
+    """The vault path does not exist or is not a folder (never created by us)."""
+
+    reason = "vault_not_found"
+    hint = "give the path of an existing folder of Markdown notes"
+
+
+class NoteNotFoundError(UsageError):
+    """``show``: the path is not a note of the vault, leaves it, or names no such section/lines."""
+
+    reason = "note_not_found"
 
 
 class IndexMissingError(VaultSearchError):

@@ -22,7 +22,7 @@ import os
 import shutil
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,37 +30,16 @@ from typing import Any
 from tqdm import tqdm
 
 from core import generations as gen
-from core.errors import IntegrityError, SourceChangedError, ValidationError
+from core.errors import IntegrityError, SourceChangedError, ValidationError, VaultNotFoundError
 from core.index.ingest import NoteWriter, default_workers, delete_notes, prepared_notes, read_source, recompute_edges
-from core.index.schema import SCHEMA_VERSION, atomic, create_schema, get_meta, set_meta
-from core.ranking.analysis import analyzer_for, check_tokenizer
-from core.vault.chunking import CHUNKER_VERSION
-from core.vault.scan import MAX_NOTE_BYTES, ScannedFile, ScanResult, scan_vault
+from core.index.schema import atomic, create_schema, get_meta, set_meta
+from core.index.settings import DEFAULT_TOKENIZER, IndexConfig, resolve_config  # noqa: F401 (public API)
+from core.ranking.analysis import analyzer_for
+from core.vault.scan import ScannedFile, ScanResult, scan_vault
 
-DEFAULT_TOKENIZER = "porter unicode61 remove_diacritics 2"
 # A file whose mtime is this close to the previous build's scan may have changed within
 # the same timestamp tick; it is re-hashed instead of trusted by (mtime, size).
 _RACY_NS = 2_000_000_000
-
-
-@dataclass(frozen=True)
-class IndexConfig:
-    """Everything that shapes the index. Chunker and tokenizer are part of its identity."""
-
-    chunk_size: int = 600
-    chunk_overlap: int = 60
-    tokenizer: str = DEFAULT_TOKENIZER
-    max_note_bytes: int = MAX_NOTE_BYTES
-
-    def __post_init__(self) -> None:
-        check_tokenizer(self.tokenizer)
-
-    @property
-    def chunker(self) -> str:
-        return f"{CHUNKER_VERSION}:{self.chunk_size}:{self.chunk_overlap}"
-
-    def identity(self) -> dict[str, Any]:
-        return {"schema_version": SCHEMA_VERSION, "chunker": self.chunker, "tokenizer": self.tokenizer}
 
 
 @dataclass(frozen=True)
@@ -77,6 +56,9 @@ class BuildReport:
     seconds: float
     up_to_date: bool
     full_rebuild_reason: str | None = None
+    full_rebuild_detail: str | None = None  # what changed, e.g. "tokenizer: 'a' -> 'b'"
+    new_problems: list[dict[str, str]] = field(default_factory=list)  # problems of the notes this build read
+    settings: dict[str, Any] = field(default_factory=dict)  # the settings this build used
     links: int = 0
     unresolved_links: int = 0
     timings: dict[str, float] = field(default_factory=dict)
@@ -248,8 +230,10 @@ def _validate(conn: sqlite3.Connection, scan: ScanResult) -> None:
         raise ValidationError("the staged index failed validation: " + "; ".join(found), problems=found)
 
 
-def _check_source_unchanged(vault: Path, index_dir: Path, scan: ScanResult, max_bytes: int) -> None:
-    again = scan_vault(vault, index_dir=index_dir, max_bytes=max_bytes)
+def _check_source_unchanged(vault: Path, index_dir: Path, scan: ScanResult, config: IndexConfig) -> None:
+    again = scan_vault(
+        vault, index_dir=index_dir, max_bytes=config.max_note_bytes, include_dot_paths=config.include_dot_paths
+    )
     before = {f.rel_path: (f.mtime_ns, f.size) for f in scan.files}
     after = {f.rel_path: (f.mtime_ns, f.size) for f in again.files}
     if before != after:
@@ -267,6 +251,7 @@ class _Base:
     active_id: str | None
     carry: gen.ResolvedIndex | None
     rebuild_reason: str | None
+    rebuild_detail: str | None = None
 
 
 def _open_base(layout: gen.IndexLayout, config: IndexConfig) -> _Base:
@@ -285,8 +270,10 @@ def _open_base(layout: gen.IndexLayout, config: IndexConfig) -> _Base:
         meta = get_meta(conn)
     finally:
         conn.close()
-    if any(meta.get(k) != v for k, v in config.identity().items()):
-        return _Base(base.generation_id, None, "index_identity_changed")
+    changed = {k: (meta.get(k), v) for k, v in config.identity().items() if meta.get(k) != v}
+    if changed:
+        detail = "; ".join(f"{k}: {old!r} -> {new!r}" for k, (old, new) in changed.items())
+        return _Base(base.generation_id, None, "index_identity_changed", detail)
     return _Base(base.generation_id, base, None)
 
 
@@ -300,9 +287,16 @@ def _report(
     up_to_date: bool,
     rebuild_reason: str | None,
     extra: dict[str, int],
+    rebuild_detail: str | None = None,
 ) -> BuildReport:
     notes = conn.execute("SELECT count(*) FROM notes").fetchone()[0]
     chunks = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
+    if not extra:  # nothing was rebuilt: the links are the index's
+        links, unresolved = conn.execute("SELECT count(*), count(*) - count(dst_id) FROM edges").fetchone()
+        extra = {"links": links, "unresolved_links": unresolved}
+    problems = all_problems(conn)
+    read = {f.rel_path for f, _, _ in plan.changed}
+    scan_problems = {(p.path, p.reason) for p in plan.scan.problems}
     return BuildReport(
         generation_id=generation_id,
         index_kind=kind,
@@ -312,10 +306,15 @@ def _report(
         changed=len(plan.changed),
         added=plan.added,
         removed=len(plan.removed_ids) + len(plan.removed_skipped),
-        problems=all_problems(conn),
+        problems=problems,
+        new_problems=[p for p in problems if p["path"] in read or (p["path"], p["reason"]) in scan_problems]
+        if not up_to_date
+        else [],
+        settings=run.config.settings(),
         seconds=round(time.perf_counter() - run.started, 4),
         up_to_date=up_to_date,
         full_rebuild_reason=rebuild_reason,
+        full_rebuild_detail=rebuild_detail,
         timings={k: round(v, 4) for k, v in run.timings.items()},
         **extra,
     )
@@ -330,6 +329,7 @@ def _stage(conn: sqlite3.Connection, plan: _Plan, run: _Run) -> dict[str, int]:
             conn,
             {
                 **run.config.identity(),
+                "settings": run.config.settings(),
                 "scan_started_ns": plan.scan_started_ns,
                 "max_note_bytes": run.config.max_note_bytes,
                 "source_snapshot_hash": snapshot_hash(conn),
@@ -338,7 +338,7 @@ def _stage(conn: sqlite3.Connection, plan: _Plan, run: _Run) -> dict[str, int]:
         )
     t = run.lap("write", t)
     _validate(conn, plan.scan)
-    _check_source_unchanged(run.vault, run.layout.index_dir, plan.scan, run.config.max_note_bytes)
+    _check_source_unchanged(run.vault, run.layout.index_dir, plan.scan, run.config)
     run.lap("validate", t)
     return extra
 
@@ -354,22 +354,38 @@ def build_index(
     wait_seconds: float = 0.0,
     on_step: Callable[[str], None] | None = None,
     workers: int | None = None,
+    changes: Mapping[str, Any] | None = None,
 ) -> BuildReport:
     """Index ``vault`` and publish a verified generation (or update ``index.db`` in place).
+
+    Settings: ``config`` as given; without it, the settings the active generation was built
+    with (else the defaults) with ``changes`` applied (``IndexConfig`` field -> value; None
+    keeps the stored value). A changed tokenizer or chunking rebuilds every note, and the
+    report's ``full_rebuild_reason``/``full_rebuild_detail`` say so. The vault must be an
+    existing folder (``VaultNotFoundError``): it is never created.
 
     An unchanged vault publishes nothing and reports ``up_to_date=True``. ``workers`` is the
     number of processes that parse notes (``None``: all cores, up to 4, for a large batch of
     changed notes where fork is available; 1: in this process). It changes speed only,
     never the index.
     """
+    if not Path(vault).is_dir():
+        raise VaultNotFoundError(f"vault is not an existing folder: {vault}", vault=str(vault))
     vault = Path(vault).resolve()
     layout = gen.layout_for(vault, index_dir)
-    run = _Run(vault, layout, config or IndexConfig(), progress, workers)
+    if config is not None and changes:
+        raise ValueError("give config or changes, not both")
+    run = _Run(vault, layout, config or resolve_config(layout, changes), progress, workers)
     gen.ensure_layout(layout)
     with gen.build_lock(layout, wait_seconds=wait_seconds):
         t = time.perf_counter()
         scan_started_ns = time.time_ns()
-        scan = scan_vault(vault, index_dir=layout.index_dir, max_bytes=run.config.max_note_bytes)
+        scan = scan_vault(
+            vault,
+            index_dir=layout.index_dir,
+            max_bytes=run.config.max_note_bytes,
+            include_dot_paths=run.config.include_dot_paths,
+        )
         run.lap("scan", t)
         if in_place:
             return _build_in_place(run, scan, scan_started_ns)
@@ -429,6 +445,7 @@ def _build_generation(
             generation_id=published.generation_id,
             up_to_date=False,
             rebuild_reason=start.rebuild_reason,
+            rebuild_detail=start.rebuild_detail,
             extra=extra,
         )
     finally:

@@ -14,10 +14,11 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 # FTS5 columns of notes_fts, in order: one row per note holding exactly the texts its
-# sparse term vector counts (title + aliases, description, tags, its headings, its body).
+# sparse term vector counts (its names: title, file name and aliases; description, tags, its
+# headings, its body).
 FTS_COLUMNS = ("title", "description", "tags", "headings", "body")
 
 DDL_META = """
@@ -50,7 +51,11 @@ CREATE TABLE IF NOT EXISTS notes (
     content_sha256 TEXT NOT NULL,
     mtime_ns       INTEGER NOT NULL,
     size           INTEGER NOT NULL,
-    body_chars     INTEGER NOT NULL
+    body_chars     INTEGER NOT NULL,
+    created_utc_us     INTEGER,
+    updated_utc_us     INTEGER,
+    source_date_utc_us INTEGER,
+    date_utc_us        INTEGER
 )"""
 
 NOTE_COLUMNS = (
@@ -77,10 +82,26 @@ NOTE_COLUMNS = (
     "mtime_ns",
     "size",
     "body_chars",
+    "created_utc_us",
+    "updated_utc_us",
+    "source_date_utc_us",
+    "date_utc_us",
 )
 
-# Date columns a filter may name.
-DATE_FIELDS = ("created", "updated", "source_date", "date")
+# Date fields a filter may name: the frontmatter dates (ISO text in the column of that name,
+# its instant as a UTC key in ``<name>_utc_us``, microseconds since the epoch) and the file's
+# modification time (``mtime_ns``).
+DATE_FIELDS = ("created", "updated", "source_date", "date", "mtime")
+
+
+def date_key_column(date_field: str) -> str:
+    """SQL (alias ``n`` = notes) of a date field's UTC key in microseconds; NULL when the note has none."""
+    if date_field == "mtime":
+        return "(n.mtime_ns / 1000)"
+    if date_field not in DATE_FIELDS:
+        raise ValueError(f"not a date field: {date_field!r}")
+    return f"n.{date_field}_utc_us"
+
 
 DDL_NOTE_TAGS = """
 CREATE TABLE IF NOT EXISTS note_tags (

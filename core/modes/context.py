@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -128,11 +129,23 @@ def note_fields(conn: sqlite3.Connection, note_ids: list[int]) -> dict[int, dict
     if not note_ids:
         return {}
     rows = conn.execute(
-        f"SELECT id, rel_path, title, description, note_type, tags FROM notes "
-        f"WHERE id IN ({', '.join('?' * len(note_ids))})",
+        f"SELECT id, rel_path, title, description, note_type, tags, created, updated, source_date, date, mtime_ns "
+        f"FROM notes WHERE id IN ({', '.join('?' * len(note_ids))})",
         note_ids,
     )
     return {
-        r[0]: {"rel_path": r[1], "title": r[2], "description": r[3], "note_type": r[4], "tags": tuple(json.loads(r[5]))}
+        r[0]: {
+            "rel_path": r[1],
+            "title": r[2],
+            "description": r[3],
+            "note_type": r[4],
+            "tags": tuple(json.loads(r[5])),
+            "dates": {"created": r[6], "updated": r[7], "source_date": r[8], "date": r[9], "mtime": _mtime_iso(r[10])},
+        }
         for r in rows
     }
+
+
+def _mtime_iso(mtime_ns: int) -> str:
+    """A file modification time as ISO-8601 UTC (seconds)."""
+    return datetime.fromtimestamp(mtime_ns // 1_000_000_000, tz=UTC).isoformat()
