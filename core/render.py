@@ -86,7 +86,7 @@ def _markdown_escape(text: str) -> str:
 
 def _mode_label(results: Any) -> str:
     requested = results.requested_mode
-    label = f"mode {results.actual_mode}" + (f" (requested {requested})" if requested != results.actual_mode else "")
+    label = f"mode {results.actual_mode} (requested {requested}; contract {results.retrieval_contract})"
     reason = results.fallback_reason
     if reason and not (requested == "auto" and reason in QUIET_FALLBACKS):
         label += f" - FALLBACK: {reason}"

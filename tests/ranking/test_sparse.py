@@ -22,7 +22,7 @@ from core.ranking.analysis import analyzer_for
 from core.ranking.postings import TermMajor, stable_order
 from core.ranking.sparse import RankParams, bm25_scores, load_sparse
 from core.vault.chunking import headings
-from core.vault.notes import parse_note
+from core.vault.notes import note_names, parse_note
 
 FILES = {
     "garden.md": note(
@@ -36,7 +36,7 @@ FILES = {
     "___.md": "---\ndescription: '!!!'\n---\n\n... !!! ...\n",  # no term in any field: a note without postings
 }
 QUERIES = ["compost", "garden soil", "worms compost knives", "filler", "soil notes"]
-PARAMS = RankParams(heading_coverage_weight=0.0)  # BM25F alone (the bonus has its own tests)
+PARAMS = RankParams(heading_coverage_weight=0.0, name_match_weight=0.0)  # BM25F alone (bonuses: own tests)
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +58,7 @@ def reference_bm25f(vault: Path, conn, query: str) -> dict[str, float]:
     for rel in FILES:
         parsed = parse_note(rel, (vault / rel).read_bytes())
         texts = [
-            " ".join((parsed.title, *parsed.aliases)),
+            " ".join(note_names(parsed)),
             parsed.description or "",
             " ".join(parsed.tags),
             "\n".join(headings(parsed.body)),
