@@ -34,7 +34,7 @@ from core.ranking.analysis import Analyzer, LocalVector, TermVectors, WordTable
 from core.ranking.filters import utc_microseconds
 from core.vault.chunking import chunk_body, headings
 from core.vault.links import LinkResolver
-from core.vault.notes import Link, ParsedNote, note_names, parse_note, skip_problem
+from core.vault.notes import Link, ParsedNote, names_text, parse_note, skip_problem
 from core.vault.scan import read_file
 
 _NOTE_INSERT = f"INSERT INTO notes({', '.join(NOTE_COLUMNS)}) VALUES ({', '.join('?' * len(NOTE_COLUMNS))})"
@@ -107,7 +107,7 @@ _tables: dict[str, WordTable] = {}  # build -> this process's WordTable for it
 def field_texts(note: ParsedNote) -> tuple[str, ...]:
     """The note's text per FTS column (FTS_COLUMNS order): what its term vector counts."""
     return (
-        " ".join(note_names(note)),
+        names_text(note),
         note.description or "",
         " ".join(note.tags),
         "\n".join(headings(note.body)),

@@ -31,17 +31,18 @@ class RankParams:
     weights: tuple[float, ...] = (2.0, 1.5, 1.5, 4.0, 1.0)
     b: tuple[float, ...] = (0.5, 0.5, 0.3, 0.5, 0.75)
     coverage_weight: float = 0.0
-    heading_coverage_weight: float = 0.5
+    # A note whose headings hold every query term (the title has its own bonus, below).
+    heading_coverage_weight: float = 1.0
     # A note whose names (title, file name, aliases: the title field) hold every query term,
     # scaled by the share of the name terms the query covers: "dendron topic schema" is the
     # name of dendron.topic.schema.md more than of dendron.topic.schema.complete.md.
-    name_match_weight: float = 1.0
+    name_match_weight: float = 2.0
 
 
 DEFAULT_PARAMS = RankParams()
-_TITLE_HEADING_BITS = np.uint8((1 << FTS_COLUMNS.index("title")) | (1 << FTS_COLUMNS.index("headings")))
 _TITLE = FTS_COLUMNS.index("title")
 _TITLE_BIT = np.uint8(1 << _TITLE)
+_HEADING_BIT = np.uint8(1 << FTS_COLUMNS.index("headings"))
 
 
 @dataclass
@@ -233,7 +234,7 @@ def bm25_scores(
             cov = np.bincount(docs, weights=idf[owner], minlength=n)
             bonus += p.coverage_weight * scoring.coverage(cov, total) ** 2
         if p.heading_coverage_weight:
-            in_head = (index.field_mask[pos] & _TITLE_HEADING_BITS) > 0
+            in_head = (index.field_mask[pos] & _HEADING_BIT) > 0
             head = np.bincount(docs, weights=idf[owner] * in_head, minlength=n)
             bonus += p.heading_coverage_weight * scoring.coverage(head, total) ** 2
         if p.name_match_weight:

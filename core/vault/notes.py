@@ -504,6 +504,19 @@ def note_names(note: ParsedNote) -> tuple[str, ...]:
     return tuple(dict.fromkeys((note.title, stem(note.rel_path), *note.aliases)))
 
 
+_NAME_WORD = re.compile(r"[^\W_]+")
+
+
+def names_text(note: ParsedNote) -> str:
+    """The text of the note's name field: title, aliases, and the words of the file name that they
+    do not already hold (``dendron.topic.schema`` under the title "Schemas" adds "dendron topic
+    schema"; a file named like its title adds nothing, so a name does not count twice)."""
+    named = " ".join((note.title, *note.aliases))
+    have = {w.casefold() for w in _NAME_WORD.findall(named)}
+    extra = [w for w in _NAME_WORD.findall(stem(note.rel_path)) if w.casefold() not in have]
+    return " ".join([named, *dict.fromkeys(extra)]) if extra else named
+
+
 def parse_note(rel_path: str, data: bytes) -> ParsedNote | None:
     """Parse raw file bytes. Never raises for bad input: problems go in ``.problems``.
 
