@@ -31,12 +31,14 @@ class RankParams:
     weights: tuple[float, ...] = (2.0, 1.5, 1.5, 4.0, 1.0)
     b: tuple[float, ...] = (0.5, 0.5, 0.3, 0.5, 0.75)
     coverage_weight: float = 0.0
-    # A note whose headings hold every query term (the title has its own bonus, below).
-    heading_coverage_weight: float = 1.0
+    # A note whose headings hold every query term (its names have their own bonus, below).
+    heading_coverage_weight: float = 1.2
     # A note whose names (title, file name, aliases: the title field) hold every query term,
     # scaled by the share of the name terms the query covers: "dendron topic schema" is the
     # name of dendron.topic.schema.md more than of dendron.topic.schema.complete.md.
-    name_match_weight: float = 2.0
+    name_match_weight: float = 2.5
+    # A note whose title field and headings together hold every query term.
+    title_heading_coverage_weight: float = 0.4
 
 
 DEFAULT_PARAMS = RankParams()
@@ -217,8 +219,10 @@ def bm25_scores(
     """(scores, matched) over all documents: BM25F plus the coverage bonuses of RankParams.
 
     ``matched`` counts the distinct query terms each document contains. The bonus rewards
-    documents that match the whole query (idf-weighted coverage) and those whose title or
-    headings hold every query term, without dropping documents that match only some terms.
+    documents that match the whole query (idf-weighted coverage), those whose headings hold
+    every query term, and those whose names (title field) hold every query term, the more so
+    the closer the name is to the query (``_name_match``), without dropping documents that
+    match only some terms.
     All postings of the query are gathered once and summed per document with ``bincount``.
     """
     ids, pos, owner, docs = postings if postings is not None else query_postings(index, terms)
@@ -228,7 +232,8 @@ def bm25_scores(
     p = index.params
     idf = index.bm25_idf[ids].astype(np.float64)
     total = float(idf.sum())
-    if total > 0 and (p.coverage_weight or p.heading_coverage_weight or p.name_match_weight):
+    weights = (p.coverage_weight, p.heading_coverage_weight, p.title_heading_coverage_weight, p.name_match_weight)
+    if total > 0 and any(weights):
         bonus = np.zeros(n, dtype=np.float64)
         if p.coverage_weight:
             cov = np.bincount(docs, weights=idf[owner], minlength=n)
@@ -237,6 +242,10 @@ def bm25_scores(
             in_head = (index.field_mask[pos] & _HEADING_BIT) > 0
             head = np.bincount(docs, weights=idf[owner] * in_head, minlength=n)
             bonus += p.heading_coverage_weight * scoring.coverage(head, total) ** 2
+        if p.title_heading_coverage_weight:
+            in_th = (index.field_mask[pos] & (_HEADING_BIT | _TITLE_BIT)) > 0
+            th = np.bincount(docs, weights=idf[owner] * in_th, minlength=n)
+            bonus += p.title_heading_coverage_weight * scoring.coverage(th, total) ** 2
         if p.name_match_weight:
             bonus += p.name_match_weight * _name_match(index, ids, pos, docs, n)
         top = float(scores.max()) if n else 0.0

@@ -36,7 +36,9 @@ FILES = {
     "___.md": "---\ndescription: '!!!'\n---\n\n... !!! ...\n",  # no term in any field: a note without postings
 }
 QUERIES = ["compost", "garden soil", "worms compost knives", "filler", "soil notes"]
-PARAMS = RankParams(heading_coverage_weight=0.0, name_match_weight=0.0)  # BM25F alone (bonuses: own tests)
+PARAMS = RankParams(
+    heading_coverage_weight=0.0, title_heading_coverage_weight=0.0, name_match_weight=0.0
+)  # BM25F alone
 
 
 @pytest.fixture(scope="module")
