@@ -25,8 +25,9 @@ EMBED_HINT = "hint: semantic search is off (no dense vectors); enable it with: v
 _UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 _EMBED = re.compile(r"!\[\[([^\]\n]*)\]\]")
 _WIKILINK = re.compile(r"\[\[([^\]\n]*)\]\]")
-_IMAGE = re.compile(r"!\[([^\]\n]*)\]\([^)\n]*\)")
-_MD_LINK = re.compile(r"\[([^\]\n]*)\]\([^)\n]*\)")
+_URL = r"\((?:[^()\n]|\([^()\n]*\))*\)"  # a link target, one level of parentheses inside
+_IMAGE = re.compile(r"!\[([^\]\n]*)\]" + _URL)
+_MD_LINK = re.compile(r"\[([^\]\n]*)\]" + _URL)
 _HTML_TAG = re.compile(r"</?[A-Za-z!][^<>]*>")
 _EMPHASIS = re.compile(r"(\*\*|__|~~|==|`+)")
 _HEADING_MARK = re.compile(r"(?:(?<=\s)|^)#{1,6}\s+")
