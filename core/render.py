@@ -62,7 +62,7 @@ def readable_text(markdown: str) -> str:
 
 def _word_end(text: str, start: int) -> int:
     end = start
-    while end < len(text) and (text[end].isalnum() or text[end] in "_-'"):
+    while end < len(text) and text[end].isalnum():  # FTS5 cuts words at '_' and '-' too
         end += 1
     return end
 

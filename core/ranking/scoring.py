@@ -100,6 +100,18 @@ def coverage(matched_idf: np.ndarray, total_idf: float) -> np.ndarray:
     return np.clip(matched_idf / total_idf, 0.0, 1.0).astype(np.float32)
 
 
+def name_match(in_name: np.ndarray, name_terms: np.ndarray, n_query_terms: int) -> np.ndarray:
+    """Known-item name match of each document: 0 unless its name field holds all ``n_query_terms``
+    distinct query terms, then (matched name terms / distinct name terms)^2, at most 1.
+
+    The squared share of the name the query covers (a Jaccard-style overlap restricted to
+    names that contain the whole query; Jaccard, 1901): 1 when the query is exactly the name.
+    """
+    in_name = np.asarray(in_name, dtype=np.float64)
+    share = np.minimum(in_name / np.maximum(np.asarray(name_terms, dtype=np.float64), 1.0), 1.0)
+    return np.where(in_name >= n_query_terms, share**2, 0.0)
+
+
 def cosine_scores(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
     """Cosine of each row of an L2-normalised matrix with an L2-normalised query: a dot product."""
     return (matrix @ query.astype(matrix.dtype)).astype(np.float32)

@@ -257,9 +257,7 @@ def _name_match(index: SparseIndex, ids: np.ndarray, pos: np.ndarray, docs: np.n
     """Per document: 0 unless its title field holds every distinct query term; then the share of
     its name terms the query covers, squared (1.0: the query is exactly the note's name)."""
     in_name = np.bincount(docs, weights=(index.field_mask[pos] & _TITLE_BIT) > 0, minlength=n)
-    full = in_name >= ids.size
-    share = np.divide(in_name, np.maximum(index.name_terms, 1), dtype=np.float64)
-    return np.where(full, np.minimum(share, 1.0) ** 2, 0.0)
+    return scoring.name_match(in_name, index.name_terms, int(ids.size))
 
 
 def body_term_counts(

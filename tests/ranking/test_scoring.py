@@ -107,6 +107,12 @@ def test_coverage_hand_computed():
     assert scoring.coverage(np.array([1.0]), 0.0).tolist() == [0.0]
 
 
+def test_name_match_hand_computed():
+    # 3 query terms; names with 3 of 3 terms, 3 of 4, 2 of 2 (misses a query term), and no name terms
+    out = scoring.name_match(np.array([3.0, 3.0, 2.0, 0.0]), np.array([3, 4, 2, 0], dtype=np.uint16), 3)
+    assert out.tolist() == [1.0, 0.5625, 0.0, 0.0]
+
+
 def test_cosine_scores_of_unit_vectors():
     matrix = np.array([[1.0, 0.0], [0.6, 0.8]], dtype=np.float32)
     out = scoring.cosine_scores(matrix, np.array([0.6, 0.8]))

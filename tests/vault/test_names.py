@@ -10,7 +10,7 @@ import pytest
 
 from core.index.builder import build_index
 from core.searcher import search_vault
-from core.vault.notes import is_placeholder_title, note_names, parse_note
+from core.vault.notes import is_placeholder_title, names_text, note_names, parse_note
 from tests.index.test_builder import copy_corpus, dendron_subset
 from tests.paths import DENDRON, POWERSHELL
 
@@ -38,6 +38,9 @@ def test_names_are_title_file_name_and_aliases_without_repeats():
     assert note_names(note) == ("Schema", "dendron.topic.schema", "Blueprint")
     plain = parse("body\n", "Plain.md")
     assert note_names(plain) == ("Plain",)
+    # the name field: title and aliases, plus the file-name words they lack (no word counted twice)
+    assert names_text(note) == "Schema Blueprint Schema dendron topic"
+    assert names_text(plain) == "Plain"
 
 
 FILES = {
