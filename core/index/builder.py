@@ -77,10 +77,11 @@ class _Plan:
     removed_ids: list[int]
     removed_skipped: list[str]
     added: int = 0
+    touched: list[tuple[int, int]] = field(default_factory=list)  # (mtime_ns, note id): same content, new mtime
 
     @property
     def up_to_date(self) -> bool:
-        return not (self.changed or self.changed_ids or self.removed_ids or self.removed_skipped)
+        return not (self.changed or self.changed_ids or self.removed_ids or self.removed_skipped or self.touched)
 
 
 @dataclass
@@ -141,6 +142,8 @@ def _plan(scan: ScanResult, scan_started_ns: int, base: sqlite3.Connection | Non
         data, sha = read_source(f.rel_path, f.path)
         if old[1] == sha:
             plan.unchanged[f.rel_path] = old[0]  # touched, content identical: keep
+            if old[0] >= 0 and old[2] != f.mtime_ns:
+                plan.touched.append((f.mtime_ns, old[0]))  # mtime is a date field: keep it true
             continue
         plan.changed.append((f, data, sha))
         if old[0] >= 0:
@@ -155,6 +158,7 @@ def _plan(scan: ScanResult, scan_started_ns: int, base: sqlite3.Connection | Non
 def _apply(conn: sqlite3.Connection, plan: _Plan, run: _Run) -> dict[str, int]:
     """Apply the plan inside the caller's transaction."""
     delete_notes(conn, plan.changed_ids + plan.removed_ids)
+    conn.executemany("UPDATE notes SET mtime_ns = ? WHERE id = ?", plan.touched)
     conn.executemany("DELETE FROM skipped_files WHERE rel_path = ?", [(p,) for p in plan.removed_skipped])
     items = [(f.rel_path, str(f.path), data, sha, f.mtime_ns, f.size) for f, data, sha in plan.changed]
     workers = default_workers(len(items)) if run.workers is None else run.workers

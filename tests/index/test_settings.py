@@ -4,6 +4,7 @@ that does not exist is a usage error and is never created; the build report show
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -113,3 +114,20 @@ def test_format_build_neutralises_control_characters_in_problem_details():
     }
     text = format_build(report)
     assert "\x1b" not in text and "\x07" not in text and "x\\x1b[2J.md" in text
+
+
+def test_a_touched_note_keeps_a_true_mtime(tmp_path):
+    """mtime is a date field: a note touched without a content change gets its new mtime."""
+    vault = write_vault(tmp_path / "v", {"a.md": "Lantern.\n"})
+    old = 1_600_000_000
+    os.utime(vault / "a.md", (old, old))
+    build_index(vault)
+    assert [r.rel_path for r in search_vault(vault, "lantern", mode="fts", date_field="mtime", until="2021-01-01")]
+    new = 1_700_000_000
+    os.utime(vault / "a.md", (new, new))
+    report = build_index(vault)
+    assert not report.up_to_date and report.changed == 0
+    assert not search_vault(vault, "lantern", mode="fts", date_field="mtime", until="2021-01-01")
+    (hit,) = search_vault(vault, "lantern", mode="fts", date_field="mtime", since="2023-11-14")
+    assert hit.date_field == "mtime" and hit.date.startswith("2023-11-14")
+    assert build_index(vault).up_to_date
