@@ -26,12 +26,21 @@ from core.registry import DEFAULT_MODE, DEPRECATED_ALIASES, MODE_NAMES
 EXIT_STALE = 8
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a reader that went away
 MAX_RESULTS = 10_000
-_C1 = {c: f"\\u{c:04x}" for c in range(0x80, 0xA0)}  # JSON escapes C0 itself; C1 too, for 8-bit terminals
 
 
 def _emit(text: str) -> None:
-    """Print ``text`` (already terminal-safe) to stdout."""
-    print(text)
+    """Print ``text`` to stdout with every control character shown as an escape, never interpreted."""
+    from core.render import terminal_safe
+
+    print(terminal_safe(text))
+
+
+def _json_text(obj: Any, **kw: Any) -> str:
+    """JSON whose strings carry no raw control character: json escapes C0; DEL, C1 and bidi controls too."""
+    from core.render import UNSAFE_CODEPOINTS
+
+    escapes = {c: f"\\u{c:04x}" for c in UNSAFE_CODEPOINTS if c >= 0x7F}
+    return json.dumps(obj, ensure_ascii=False, default=str, **kw).translate(escapes)
 
 
 def _positive_int(text: str) -> int:
@@ -88,7 +97,7 @@ def _env_index_dir(args: argparse.Namespace) -> Path | None:
 
 
 def _print_json(obj: Any) -> None:
-    _emit(json.dumps(obj, indent=2, ensure_ascii=False, default=str).translate(_C1))
+    _emit(_json_text(obj, indent=2))
 
 
 def cmd_index(args: argparse.Namespace) -> int:
@@ -142,10 +151,8 @@ def cmd_index(args: argparse.Namespace) -> int:
 def _print_embed(report: dict[str, Any]) -> None:
     published = report["generations_published"]
     where = f"{len(published)} generation(s), active {report['generation_id']}" if published else report["index_kind"]
-    from core.render import terminal_safe
-
     if report["dropped"]:
-        _emit(terminal_safe(f"dropped {report['dropped']} vectors of model {report['dropped_model'].get('name')!r}"))
+        _emit(f"dropped {report['dropped']} vectors of model {report['dropped_model'].get('name')!r}")
     _emit(
         f"embedded {report['embedded']} chunks with {report['model_name']} ({where}); "
         f"{report['chunks'] - report['remaining']}/{report['chunks']} chunks have vectors; {report['seconds']:.2f} s"
@@ -281,11 +288,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(report.to_dict())
     else:
-        from core.render import terminal_safe
-
-        _emit(terminal_safe(report.format_table()))
+        _emit(report.format_table())
         if args.failures:
-            _emit(terminal_safe(report.format_failures()))
+            _emit(report.format_failures())
     return 0
 
 
@@ -448,7 +453,7 @@ def _report_error(exc: VaultSearchError, as_json: bool) -> None:
     from core.render import terminal_safe
 
     if as_json:
-        text = json.dumps(exc.to_dict(), ensure_ascii=False, default=str).translate(_C1)
+        text = _json_text(exc.to_dict())
     else:
         hint = f"\nhint: {exc.hint}" if exc.hint else ""
         text = terminal_safe(f"vaultsearch: error [{exc.reason}]: {exc.message}{hint}")

@@ -22,7 +22,17 @@ QUIET_FALLBACKS = frozenset({"dense_index_unavailable"})
 EMBED_HINT = "hint: semantic search is off (no dense vectors); enable it with: vaultsearch index VAULT --embed"
 
 # C0 and C1 control characters (tab and newline are kept), DEL, and the bidi overrides/isolates.
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+UNSAFE_CODEPOINTS = (
+    *range(0x00, 0x09),
+    *range(0x0B, 0x20),
+    *range(0x7F, 0xA0),
+    0x061C,
+    0x200E,
+    0x200F,
+    *range(0x202A, 0x202F),
+    *range(0x2066, 0x206A),
+)
+_UNSAFE = re.compile("[" + "".join(re.escape(chr(c)) for c in UNSAFE_CODEPOINTS) + "]")
 _EMBED = re.compile(r"!\[\[([^\]\n]*)\]\]")
 _WIKILINK = re.compile(r"\[\[([^\]\n]*)\]\]")
 _URL = r"\((?:[^()\n]|\([^()\n]*\))*\)"  # a link target, one level of parentheses inside

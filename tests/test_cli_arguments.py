@@ -157,3 +157,11 @@ def test_no_argument_list_gives_a_traceback(vault, tmp_path_factory, command, ta
     assert isinstance(code, int) and 0 <= code <= 8, (argv, code, err)
     assert "Traceback" not in err, argv
     assert not (vault.parent / "missing").exists()  # a vault is never created
+
+
+def test_json_output_escapes_del_c1_and_bidi_controls_and_stays_valid_json(tmp_path):
+    root = write_vault(tmp_path / "v", {"x.md": note("X", "lantern \x7f del \u2066 isolate \x85 next")})
+    build_index(root)
+    code, out, _ = run(["search", str(root), "lantern", "--json"])
+    assert code == 0 and not any(ch in out for ch in "\x7f\x85\u2066")
+    assert "\x7f del \u2066 isolate" in json.loads(out)["results"][0]["snippet"]  # the data itself is intact

@@ -32,9 +32,9 @@ UNCLASSIFIED = "public"
 def _as_tuple(value: str | tuple[str, ...] | list[str] | None) -> tuple[str, ...]:
     if value is None:
         return ()
-    if isinstance(value, str):
-        return (value,)
-    return tuple(value)
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return tuple(value)
+    return (value,)  # type: ignore[return-value]  # one value (a non-text one fails where it is checked)
 
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
@@ -70,6 +70,14 @@ def _bound(value: object, *, end: bool) -> int:
     return key + 86_400_000_000 if end and _is_date_only(value) else key
 
 
+def _tag(value: object) -> str:
+    """A tag filter value: no leading ``#``, no trailing separator, lower-cased; an empty one is an error."""
+    tag = value.lstrip("#").rstrip("/.").strip().lower() if isinstance(value, str) else ""
+    if not tag:
+        raise FilterError(f"not a tag: {value!r}", value=str(value))
+    return tag
+
+
 @dataclass(frozen=True)
 class Filters:
     """Every field narrows; an empty Filters() only hides superseded notes."""
@@ -94,7 +102,7 @@ class Filters:
         args = {k: _as_tuple(v) for k, v in kw.items() if k in tuple_fields}  # type: ignore[arg-type]
         for k in ("tags_all", "tags_any"):
             if k in args:
-                args[k] = tuple(t.lstrip("#").lower() for t in args[k])
+                args[k] = tuple(_tag(t) for t in args[k])
         if kw.get("classifications") is not None:
             args["classifications"] = tuple(c.lower() for c in _as_tuple(kw["classifications"]))  # type: ignore
         for k in ("date_field", "since", "until", "include_superseded"):
@@ -197,7 +205,6 @@ def tag_subtree_condition(tags: tuple[str, ...]) -> tuple[str, list[object]]:
     conds: list[str] = []
     vals: list[object] = []
     for tag in tags:
-        tag = tag.rstrip("/.")
         conds.append("(tag = ? OR (tag >= ? AND tag < ?))")
         vals.extend((tag, tag + ".", tag + "0"))
     return "(" + " OR ".join(conds) + ")", vals

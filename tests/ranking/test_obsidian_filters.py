@@ -54,6 +54,13 @@ def test_a_tag_matches_itself_and_every_tag_below_it(tag_vault, kw, expected, mo
     assert paths(search_vault(tag_vault, "quasar", mode=mode, limit=20, **kw)) == expected
 
 
+@pytest.mark.parametrize("tag", ["", "#", "/", 5])
+def test_an_empty_tag_is_an_invalid_filter(tag_vault, tag):
+    with pytest.raises(FilterError) as info:
+        search_vault(tag_vault, "quasar", mode="fts", tags_all=tag)
+    assert info.value.reason == "invalid_filter"
+
+
 def test_the_tag_condition_is_a_key_range_on_the_indexed_column():
     assert tag_subtree_condition(("a/b",)) == ("((tag = ? OR (tag >= ? AND tag < ?)))", ["a/b", "a/b.", "a/b0"])
 
