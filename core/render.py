@@ -208,7 +208,7 @@ def format_build(report: dict[str, Any], max_listed: int = 20) -> str:
         ]
     if report.get("full_rebuild_reason") == "index_identity_changed":
         lines.append(
-            f"full rebuild: the index settings changed ({report.get('full_rebuild_detail')}); every note re-read"
+            f"full rebuild, every note re-read: the index identity changed ({report.get('full_rebuild_detail')})"
         )
     elif (report.get("full_rebuild_reason") or "").startswith("active_generation_rejected"):
         lines.append(f"full rebuild: the active generation was rejected ({report['full_rebuild_reason']})")

@@ -45,7 +45,7 @@ def test_settings_are_stored_and_reused_until_changed(tmp_path, capsys):
     assert meta_of(vault)["tokenizer"] == tok and meta_of(vault)["settings"]["chunk_size"] == 300
     assert cli.main(["index", str(vault), "--tokenizer", "porter unicode61 remove_diacritics 2"]) == 0
     out = capsys.readouterr().out
-    assert "full rebuild: the index settings changed (tokenizer: 'unicode61" in out
+    assert "full rebuild, every note re-read: the index identity changed (tokenizer: 'unicode61" in out
     assert meta_of(vault)["settings"] == {**IndexConfig(chunk_size=300).settings()}
     report = build_index(vault, changes={"chunk_overlap": 10})
     assert report.full_rebuild_reason == "index_identity_changed" and "chunker" in report.full_rebuild_detail
@@ -131,3 +131,17 @@ def test_a_touched_note_keeps_a_true_mtime(tmp_path):
     (hit,) = search_vault(vault, "lantern", mode="fts", date_field="mtime", since="2023-11-14")
     assert hit.date_field == "mtime" and hit.date.startswith("2023-11-14")
     assert build_index(vault).up_to_date
+
+
+def test_dendron_copy_settings_reuse_and_dot_folders(tmp_path, capsys):
+    from tests.index.test_builder import copy_corpus, dendron_subset
+    from tests.paths import DENDRON
+
+    vault = copy_corpus(DENDRON, tmp_path / "dendron", dendron_subset())
+    write_vault(vault, {".github/fixture.md": "Schema fixture.\n", ".obsidian/x.md": "schema\n"})
+    assert cli.main(["index", str(vault), "--tokenizer", "unicode61 remove_diacritics 2"]) == 0
+    assert cli.main(["index", str(vault)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].startswith("up to date")
+    found = {r.rel_path for r in search_vault(vault, "schema", mode="fts", limit=100)}
+    assert found and not any(p.startswith(".") for p in found)
+    assert cli.main(["index", str(tmp_path / "dendron-typo")]) == 2 and not (tmp_path / "dendron-typo").exists()

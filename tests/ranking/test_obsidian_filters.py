@@ -4,7 +4,7 @@ field, and the default date field (first of updated, date, created, mtime) named
 from __future__ import annotations
 
 import os
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -163,3 +163,17 @@ def test_powershell_copy_mtime_is_the_default_date_and_dendron_uses_updated(tmp_
     build_index(dendron)
     (hit,) = search_vault(dendron, "schema", mode="fts")
     assert hit.date_field == "updated" and hit.date is not None  # epoch milliseconds, read as UTC
+
+
+def test_dendron_copy_an_offset_bound_is_the_same_instant(tmp_path):
+    """Dendron's ``updated`` is epoch milliseconds (UTC): a bound naming that instant in +09:00 includes
+    the note, one millisecond later excludes it, across the UTC midnight the offset moves it over."""
+    vault = copy_corpus(DENDRON, tmp_path / "dendron", ["dendron.topic.schema.md"])
+    build_index(vault)
+    (hit,) = search_vault(vault, "schema", mode="fts")
+    instant = datetime.fromisoformat(hit.date).astimezone(UTC)
+    tokyo = instant.astimezone(timezone(timedelta(hours=9)))
+    assert search_vault(vault, "schema", mode="fts", since=tokyo.isoformat())
+    assert not search_vault(vault, "schema", mode="fts", since=(tokyo + timedelta(milliseconds=1)).isoformat())
+    assert search_vault(vault, "schema", mode="fts", until=tokyo.isoformat())
+    assert not search_vault(vault, "schema", mode="fts", until=(tokyo - timedelta(milliseconds=1)).isoformat())
