@@ -1,7 +1,10 @@
 """The `vaultsearch` command: each command parses, makes one library call, renders.
 
 Library errors become CLI errors in one place (``main``): the reason and a next-step hint
-on stderr (or a JSON object with --json) and the error's exit code:
+on stderr (or a JSON object with --json) and the error's exit code. Bad arguments are usage
+errors (argparse's message, exit 2), never a traceback. Everything printed goes through
+``_emit``: note text cannot send terminal control sequences (``core.render.terminal_safe``;
+JSON escapes them too), and a closed pipe (``search ... | head``) ends the command quietly.
 
     0 ok · 1 unexpected vaultsearch error · 2 usage · 3 index missing · 4 integrity failure
     5 a mode's capability missing (dense/rerank) · 6 build conflict or failure · 7 model invalid
@@ -18,9 +21,74 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import UsageError, VaultSearchError
+from core.index.ownership import check_vault
 from core.registry import DEFAULT_MODE, DEPRECATED_ALIASES, MODE_NAMES
 
 EXIT_STALE = 8
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a reader that went away
+MAX_RESULTS = 10_000
+
+
+def _emit(text: str) -> None:
+    """Print ``text`` to stdout with every control character shown as an escape, never interpreted."""
+    from core.render import terminal_safe
+
+    print(terminal_safe(text))
+
+
+def _json_text(obj: Any, **kw: Any) -> str:
+    """JSON whose strings carry no raw control character: json escapes C0; DEL, C1 and bidi controls too."""
+    from core.render import UNSAFE_CODEPOINTS
+
+    escapes = {c: f"\\u{c:04x}" for c in UNSAFE_CODEPOINTS if c >= 0x7F}
+    return json.dumps(obj, ensure_ascii=False, default=str, **kw).translate(escapes)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if not 1 <= value <= 10**9:
+        raise argparse.ArgumentTypeError(f"must be between 1 and 10^9, not {value}")
+    return value
+
+
+def _results_count(text: str) -> int:
+    value = _positive_int(text)
+    if value > MAX_RESULTS:
+        raise argparse.ArgumentTypeError(f"at most {MAX_RESULTS} results, not {value}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    return 0 if text.strip() == "0" else _positive_int(text)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 <= value <= 86_400:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 86400 seconds, not {text}")
+    return value
+
+
+def _mode(text: str) -> str:
+    """A mode name or a deprecated alias (accepted, not listed in the choices)."""
+    if text in MODE_NAMES or text in DEPRECATED_ALIASES:
+        return text
+    raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from {', '.join(MODE_NAMES)})")
+
+
+def _text_arg(text: str) -> str:
+    """A free-text argument: undecodable bytes from the command line (lone surrogates) are refused."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise argparse.ArgumentTypeError("not valid UTF-8 text") from None
+    return text
 
 
 def _env_index_dir(args: argparse.Namespace) -> Path | None:
@@ -42,13 +110,13 @@ def _read_layout(args: argparse.Namespace) -> Any:
 
 
 def _print_json(obj: Any) -> None:
-    print(json.dumps(obj, indent=2, ensure_ascii=False, default=str))
+    _emit(_json_text(obj, indent=2))
 
 
 def cmd_index(args: argparse.Namespace) -> int:
     """Build (unless --embed-only), then embed (with --embed / --embed-only)."""
     from core.index.build_embed import EmbedInStaging
-    from core.index.builder import IndexConfig, build_index
+    from core.index.builder import build_index
     from core.index.embed import embed_index
 
     embed = args.embed or args.embed_only
@@ -57,11 +125,16 @@ def cmd_index(args: argparse.Namespace) -> int:
     progress = not args.json and sys.stderr.isatty()
     out: dict[str, Any] = {}
     if not args.embed_only:
-        config = IndexConfig(chunk_size=args.chunk_size, chunk_overlap=args.chunk_overlap, tokenizer=args.tokenizer)
+        changes = {
+            "chunk_size": args.chunk_size,
+            "chunk_overlap": args.chunk_overlap,
+            "tokenizer": args.tokenizer,
+            "include_dot_paths": None if args.dot_paths is None else args.dot_paths == "index",
+        }
         out["build"] = build_index(
             Path(args.vault),
             index_dir=_env_index_dir(args),
-            config=config,
+            changes=changes,
             in_place=args.in_place,
             progress=progress,
             keep=args.keep,
@@ -87,29 +160,20 @@ def cmd_index(args: argparse.Namespace) -> int:
         _print_json(out["build"] if list(out) == ["build"] else out)
         return 0
     if "build" in out:
-        _print_build(out["build"])
+        from core.render import format_build
+
+        _emit(format_build(out["build"]))
     if "embed" in out:
         _print_embed(out["embed"])
     return 0
-
-
-def _print_build(report: dict[str, Any]) -> None:
-    state = "up to date" if report["up_to_date"] else f"published {report['generation_id'] or report['index_kind']}"
-    print(
-        f"{state}: {report['notes']} notes, {report['chunks']} chunks; reused {report['reused']}, changed "
-        f"{report['changed']}, removed {report['removed']}; {report['links']} links ({report['unresolved_links']} "
-        f"unresolved); {report['seconds']:.2f} s"
-    )
-    for p in report["problems"]:
-        print(f"  problem: {p['path']}: {p['reason']} {p.get('detail', '')}".rstrip())
 
 
 def _print_embed(report: dict[str, Any]) -> None:
     published = report["generations_published"]
     where = f"{len(published)} generation(s), active {report['generation_id']}" if published else report["index_kind"]
     if report["dropped"]:
-        print(f"dropped {report['dropped']} vectors of model {report['dropped_model'].get('name')!r}")
-    print(
+        _emit(f"dropped {report['dropped']} vectors of model {report['dropped_model'].get('name')!r}")
+    _emit(
         f"embedded {report['embedded']} chunks with {report['model_name']} ({where}); "
         f"{report['chunks'] - report['remaining']}/{report['chunks']} chunks have vectors; {report['seconds']:.2f} s"
     )
@@ -121,6 +185,7 @@ def _filters(args: argparse.Namespace) -> dict[str, Any]:
         "tags_all": args.tag or None,
         "tags_any": args.any_tag or None,
         "path_prefixes": args.path or None,
+        "namespaces": args.namespace or None,
         "since": args.since,
         "until": args.until,
         "date_field": args.date_field,
@@ -156,8 +221,23 @@ def cmd_search(args: argparse.Namespace) -> int:
     else:
         warning = freshness_warning(results.freshness)
         if warning:
-            print(warning)
-        print(format_search_results(results, args.query, args.mode))
+            _emit(warning)
+        _emit(format_search_results(results, args.query, args.mode))
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from core.render import format_note
+    from core.searcher import obsidian_uri
+    from core.vault.show import parse_line_range, show_note
+
+    lines = parse_line_range(args.lines) if args.lines is not None else None
+    view = show_note(Path(args.vault), args.path, section=args.section, lines=lines)
+    uri = obsidian_uri(Path(args.vault).resolve().name, view.rel_path)
+    if args.json:
+        _print_json({**view.to_dict(), "obsidian_uri": uri})
+    else:
+        _emit(format_note(view))
     return 0
 
 
@@ -302,8 +382,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(status)
     else:
-        print(format_status(status))
-        print(f"visibility {_visibility_line(args.classification)}")
+        _emit(format_status(status))
+        _emit(f"visibility {_visibility_line(args.classification)}")
     return EXIT_STALE if (args.check and status["staleness"]["stale"]) else 0
 
 
@@ -320,7 +400,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(report)
     else:
-        print(f"ok: generation {report.get('generation_id')} sha256 {report.get('sha256')} verified")
+        _emit(f"ok: generation {report.get('generation_id')} sha256 {report.get('sha256')} verified")
     return 0
 
 
@@ -328,12 +408,12 @@ def cmd_modes(args: argparse.Namespace) -> int:
     from core.registry import markdown_table, modes_json
 
     if args.markdown:
-        print(markdown_table(), end="")
+        sys.stdout.write(markdown_table())
     elif args.json:
         _print_json(modes_json())
     else:
         for m in modes_json():
-            print(f"{m['name']:<15} {'(default) ' if m['default'] else ''}{m['summary']}")
+            _emit(f"{m['name']:<15} {'(default) ' if m['default'] else ''}{m['summary']}")
     return 0
 
 
@@ -345,7 +425,7 @@ def cmd_models(args: argparse.Namespace) -> int:
         if not args.name:
             raise UsageError("name the preset to download: vaultsearch models download NAME")
         files = download_model(args.name)
-        _print_json({"downloaded": args.name, "location": str(files.model_path.parent)}) if args.json else print(
+        _print_json({"downloaded": args.name, "location": str(files.model_path.parent)}) if args.json else _emit(
             f"downloaded {args.name} to {files.model_path.parent}"
         )
         return 0
@@ -355,7 +435,7 @@ def cmd_models(args: argparse.Namespace) -> int:
         return 0
     for m in rows:
         where = m["location"] if m["present"] else "absent (vaultsearch models download " + m["name"] + ")"
-        print(f"{m['name']:<20} {m['kind']:<10} {'(default) ' if m['default'] else ''}{m['repo_id']}: {where}")
+        _emit(f"{m['name']:<20} {m['kind']:<10} {'(default) ' if m['default'] else ''}{m['repo_id']}: {where}")
     return 0
 
 
@@ -378,25 +458,36 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(report.to_dict())
     else:
-        print(report.format_table())
+        _emit(report.format_table())
         if args.failures:
-            print(report.format_failures())
+            _emit(report.format_failures())
     return 0
 
 
 def _add_filters(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("filters (applied before ranking)")
-    g.add_argument("--type", action="append", help="note type (repeatable: any of)")
-    g.add_argument("--tag", action="append", help="tag the note must have (repeatable: all of)")
-    g.add_argument("--any-tag", action="append", help="tags of which the note must have one (repeatable)")
-    g.add_argument("--path", action="append", help="path or namespace prefix (repeatable: any of)")
-    g.add_argument("--since", help="ISO date/datetime lower bound on --date-field")
-    g.add_argument("--until", help="ISO date/datetime upper bound (a date includes the whole day)")
+    g.add_argument("--type", action="append", type=_text_arg, help="note type (repeatable: any of)")
     g.add_argument(
-        "--date-field", default="updated", help="created | updated | source_date | date | git_date | git_created"
+        "--tag",
+        action="append",
+        type=_text_arg,
+        help="tag the note must have, nested ones included (repeatable: all of)",
     )
-    g.add_argument("--status", action="append", help="note status (repeatable: any of)")
-    g.add_argument("--volatility", action="append", help="note volatility (repeatable: any of)")
+    g.add_argument(
+        "--any-tag", action="append", type=_text_arg, help="tags of which the note must have one (repeatable)"
+    )
+    g.add_argument("--path", action="append", type=_text_arg, help="path prefix, e.g. projects/ (repeatable: any of)")
+    g.add_argument("--namespace", action="append", type=_text_arg, help="frontmatter namespace/project (repeatable)")
+    g.add_argument("--since", type=_text_arg, help="date or datetime lower bound, offsets allowed (compared in UTC)")
+    g.add_argument("--until", type=_text_arg, help="date or datetime upper bound (a date includes the whole day)")
+    g.add_argument(
+        "--date-field",
+        type=_text_arg,
+        help="updated | date | created | source_date | mtime | git_date | git_created (default: the first of "
+        "updated, date, created, mtime the note has)",
+    )
+    g.add_argument("--status", action="append", type=_text_arg, help="note status (repeatable: any of)")
+    g.add_argument("--volatility", action="append", type=_text_arg, help="note volatility (repeatable: any of)")
     g.add_argument("--include-superseded", action="store_true", help="also return superseded notes")
     _add_classification(g)
 
@@ -409,7 +500,7 @@ VISIBILITY_HELP = (
 
 
 def _add_classification(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
-    p.add_argument("--classification", action="append", metavar="C", help=VISIBILITY_HELP)
+    p.add_argument("--classification", action="append", type=_text_arg, metavar="C", help=VISIBILITY_HELP)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -436,12 +527,14 @@ def build_parser() -> argparse.ArgumentParser:
         "vaultsearch created (marked); never the vault or a folder of notes",
     )
     p.add_argument("--in-place", action="store_true", help="single writable index.db (served as legacy_db)")
-    p.add_argument("--chunk-size", type=int, default=600)
-    p.add_argument("--chunk-overlap", type=int, default=60)
+    reused = "default: what the index was built with, else "
+    p.add_argument("--chunk-size", type=_positive_int, help=f"chunk size in characters ({reused}600)")
+    p.add_argument("--chunk-overlap", type=_non_negative_int, help=f"chunk overlap in characters ({reused}60)")
     p.add_argument(
         "--tokenizer",
-        default="porter unicode61 remove_diacritics 2",
-        help="FTS5 tokenizer; use 'unicode61 remove_diacritics 2' for non-English vaults",
+        type=_text_arg,
+        help="FTS5 tokenizer; 'unicode61 remove_diacritics 2' for non-English vaults "
+        f"({reused}'porter unicode61 remove_diacritics 2')",
     )
     p.add_argument(
         "--source",
@@ -449,15 +542,25 @@ def build_parser() -> argparse.ArgumentParser:
         help="read notes from the working tree or from a git commit (default: what the index was built from, "
         "else worktree); stored with the index",
     )
-    p.add_argument("--rev", help="with --source git: the revision to index (default: the stored one, else HEAD)")
-    p.add_argument("--keep", type=int, default=2, help="ready generations to retain")
-    p.add_argument("--wait", type=float, default=0.0, help="seconds to wait for another build's lock")
+    p.add_argument(
+        "--rev", type=_text_arg, help="with --source git: the revision to index (default: the stored one, else HEAD)"
+    )
+    p.add_argument(
+        "--dot-paths",
+        choices=["ignore", "index"],
+        help=f"dot-files and dot-folders (.github/, .draft.md): ignored as Obsidian does, or indexed ({reused}ignore)",
+    )
+    p.add_argument("--keep", type=_positive_int, default=2, help="ready generations to retain")
+    p.add_argument("--wait", type=_seconds, default=0.0, help="seconds to wait for another build's lock")
     p.add_argument("--embed", action="store_true", help="after building, embed every chunk without a vector")
     p.add_argument(
         "--embed-only", action="store_true", help="only embed chunks without a vector (newest notes first), no rebuild"
     )
     p.add_argument(
-        "--embed-limit", type=int, metavar="N", help="embed at most N chunks and publish them as one generation"
+        "--embed-limit",
+        type=_positive_int,
+        metavar="N",
+        help="embed at most N chunks (N >= 1) and publish them as one generation",
     )
     p.add_argument(
         "--model",
@@ -469,18 +572,21 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command("search", "search the vault")
     p.add_argument("vault")
-    p.add_argument("query")
+    p.add_argument("query", type=_text_arg)
     p.add_argument(
         "--mode",
         default=DEFAULT_MODE,
-        choices=[*MODE_NAMES, *DEPRECATED_ALIASES],
+        type=_mode,
+        metavar="{" + ",".join(MODE_NAMES) + "}",
         help=f"retrieval mode (default {DEFAULT_MODE}); see `vaultsearch modes`",
     )
-    p.add_argument("-n", type=int, default=10, help="number of results")
+    p.add_argument("-n", type=_results_count, default=10, help=f"number of results (1 to {MAX_RESULTS})")
     p.add_argument("--raw", action="store_true", help="pass FTS5 query syntax through")
     p.add_argument("--allow-fallback", action="store_true", help="let dense modes run fts (labelled) when not ready")
-    p.add_argument("--model", help="embedding model (preset or directory) instead of the index's")
-    p.add_argument("--reranker", help="cross-encoder for reranked (preset or directory; default bge-reranker-base)")
+    p.add_argument("--model", type=_text_arg, help="embedding model (preset or directory) instead of the index's")
+    p.add_argument(
+        "--reranker", type=_text_arg, help="cross-encoder for reranked (preset or directory; default bge-reranker-base)"
+    )
     p.add_argument(
         "--age-decay",
         action="store_true",
@@ -525,6 +631,14 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--token-file", help="require this bearer token (else env VAULTSEARCH_TOKEN, if set)")
         p.set_defaults(func=func)
 
+    p = command("show", "print a note of the vault (or one section, or a line range) with line numbers")
+    p.add_argument("vault")
+    p.add_argument("path", type=_text_arg, help="the note's path in the vault (.md optional)")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--section", type=_text_arg, metavar="H", help="only the section under this heading")
+    which.add_argument("--lines", type=_text_arg, metavar="A:B", help="only lines A to B (1-based, inclusive)")
+    p.set_defaults(func=cmd_show)
+
     p = command("status", "active generation, counts, coverage, problems, staleness")
     p.add_argument("vault")
     p.add_argument("--index-dir")
@@ -551,7 +665,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--queries", required=True, help="BEIR queries JSONL ({_id, text} per line)")
     p.add_argument("--qrels", required=True, help="BEIR qrels TSV (query-id, corpus-id, score; header)")
     p.add_argument("--mode", action="append", choices=list(MODE_NAMES), help="mode to evaluate (repeatable)")
-    p.add_argument("-k", type=int, default=10)
+    p.add_argument("-k", type=_results_count, default=10)
     p.add_argument("--failures", action="store_true", help="list queries whose relevant note ranks outside top k")
     p.add_argument("--model", help="embedding model for the dense modes (preset or directory) instead of the index's")
     p.add_argument("--reranker", help="cross-encoder for reranked (preset or directory; default bge-reranker-base)")
@@ -561,18 +675,46 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _check_vault(args: argparse.Namespace) -> None:
+    """A vault argument must name an existing folder: a typo is a usage error, never a new folder."""
+    vault = getattr(args, "vault", None)
+    if vault is not None:
+        check_vault(Path(vault))
+
+
+def _report_error(exc: VaultSearchError, as_json: bool) -> None:
+    from core.render import terminal_safe
+
+    if as_json:
+        text = _json_text(exc.to_dict())
+    else:
+        hint = f"\nhint: {exc.hint}" if exc.hint else ""
+        text = terminal_safe(f"vaultsearch: error [{exc.reason}]: {exc.message}{hint}")
+    print(text, file=sys.stderr)
+
+
+def _quiet_broken_pipe() -> int:
+    """The reader went away (``| head``): stop quietly, and keep Python from complaining at exit."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return EXIT_BROKEN_PIPE
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
     try:
-        return int(args.func(args))
-    except VaultSearchError as exc:
-        if getattr(args, "json", False):
-            print(json.dumps(exc.to_dict(), ensure_ascii=False, default=str), file=sys.stderr)
-        else:
-            hint = f"\nhint: {exc.hint}" if exc.hint else ""
-            print(f"vaultsearch: error [{exc.reason}]: {exc.message}{hint}", file=sys.stderr)
-        return exc.exit_code
+        args = parser.parse_args(argv)
+        try:
+            _check_vault(args)
+            code = int(args.func(args))
+            sys.stdout.flush()
+            return code
+        except VaultSearchError as exc:
+            _report_error(exc, getattr(args, "json", False))
+            return exc.exit_code
+    except BrokenPipeError:
+        return _quiet_broken_pipe()
 
 
 if __name__ == "__main__":

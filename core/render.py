@@ -1,26 +1,130 @@
-"""Readable reports of results and status for a terminal or a notebook."""
+"""Readable reports of results and status for a terminal or a notebook.
+
+Note text is untrusted: it may hold terminal escape sequences, HTML, images or ``javascript:``
+links. ``terminal_safe`` makes text safe to print (control characters and bidi overrides are
+shown as ``\\xNN`` escapes, never interpreted); the notebook views show snippets as plain
+readable text (``readable_text``: wikilinks as their label, Markdown links as their text, HTML
+tags dropped) and escape everything they embed, so the only links are the ones added here:
+one ``obsidian://`` link per hit.
+"""
 
 from __future__ import annotations
 
 import html
+import re
 import textwrap
 from typing import Any
 
+from core.ranking.snippets import QueryWords
+
+# A default user with no dense vectors: ``auto`` runs fts; said in one line, not as an alarm.
+QUIET_FALLBACKS = frozenset({"dense_index_unavailable"})
+EMBED_HINT = "hint: semantic search is off (no dense vectors); enable it with: vaultsearch index VAULT --embed"
+
+# C0 and C1 control characters (tab and newline are kept), DEL, and the bidi overrides/isolates.
+UNSAFE_CODEPOINTS = (
+    *range(0x00, 0x09),
+    *range(0x0B, 0x20),
+    *range(0x7F, 0xA0),
+    0x061C,
+    0x200E,
+    0x200F,
+    *range(0x202A, 0x202F),
+    *range(0x2066, 0x206A),
+)
+_UNSAFE = re.compile("[" + "".join(re.escape(chr(c)) for c in UNSAFE_CODEPOINTS) + "]")
+_EMBED = re.compile(r"!\[\[([^\]\n]*)\]\]")
+_WIKILINK = re.compile(r"\[\[([^\]\n]*)\]\]")
+_URL = r"\((?:[^()\n]|\([^()\n]*\))*\)"  # a link target, one level of parentheses inside
+_IMAGE = re.compile(r"!\[([^\]\n]*)\]" + _URL)
+_MD_LINK = re.compile(r"\[([^\]\n]*)\]" + _URL)
+_HTML_TAG = re.compile(r"</?[A-Za-z!][^<>]*>")
+_EMPHASIS = re.compile(r"(\*\*|__|~~|==|`+)")
+_HEADING_MARK = re.compile(r"(?:(?<=\s)|^)#{1,6}\s+")
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|<>~=-])")
+
+
+def terminal_safe(text: str) -> str:
+    """Text with every control character (but tab and newline) and bidi control shown as an escape."""
+    return _UNSAFE.sub(
+        lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", text
+    )
+
+
+def _link_label(inner: str) -> str:
+    target, _, label = inner.partition("|")
+    target = target.replace("#^", " › ").replace("#", " › ").strip()
+    return (label or target).strip()
+
+
+def readable_text(markdown: str) -> str:
+    """Markdown as plain readable text: wikilinks as their label, links and images as their text,
+    no HTML tags, no emphasis or heading marks, whitespace collapsed."""
+    text = _EMBED.sub(lambda m: _link_label(m.group(1)), markdown)
+    text = _WIKILINK.sub(lambda m: _link_label(m.group(1)), text)
+    text = _IMAGE.sub(lambda m: m.group(1), text)
+    text = _MD_LINK.sub(lambda m: m.group(1), text)
+    text = _HTML_TAG.sub("", text)
+    text = _EMPHASIS.sub("", text)
+    text = _HEADING_MARK.sub("", text)
+    return " ".join(html.unescape(text).split())
+
+
+def _word_end(text: str, start: int) -> int:
+    end = start
+    while end < len(text) and text[end].isalnum():  # FTS5 cuts words at '_' and '-' too
+        end += 1
+    return end
+
+
+def highlighted_html(text: str, terms: list[str]) -> str:
+    """``text`` escaped for HTML, each word that starts with a query term wrapped in ``<mark>``."""
+    out, at = [], 0
+    for start, _term in QueryWords(list(terms), {}).matches(text):
+        if start < at:
+            continue
+        end = _word_end(text, start)
+        out += [html.escape(text[at:start]), "<mark>", html.escape(text[start:end]), "</mark>"]
+        at = end
+    out.append(html.escape(text[at:]))
+    return "".join(out)
+
+
+def _markdown_escape(text: str) -> str:
+    """Text shown literally by a Markdown renderer: no HTML, links, images or emphasis."""
+    return _MD_SPECIAL.sub(r"\\\1", " ".join(str(text).split()))
+
+
+def _mode_label(results: Any) -> str:
+    requested = results.requested_mode
+    label = f"mode {results.actual_mode} (requested {requested}; contract {results.retrieval_contract})"
+    reason = results.fallback_reason
+    if reason and not (requested == "auto" and reason in QUIET_FALLBACKS):
+        label += f" - FALLBACK: {reason}"
+    return label
+
 
 def _label(results: Any) -> str:
-    label = f"mode {results.actual_mode} (contract {results.retrieval_contract})"
-    if results.fallback_reason:
-        label += f" - FALLBACK: {results.fallback_reason}"
     idx = results.index
     gen = idx.get("generation_id") or idx.get("kind")
-    return f"{label}; index {gen}, {idx.get('age_seconds', 0):.0f} s old"
+    return f"{_mode_label(results)}; index {gen}, {idx.get('age_seconds', 0):.0f} s old"
+
+
+def _hint(results: Any) -> str | None:
+    if results.requested_mode == "auto" and results.fallback_reason in QUIET_FALLBACKS:
+        return EMBED_HINT
+    return None
+
+
+def _date_label(r: Any) -> str:
+    return f"{r.date_field} {r.date[:10]}" if getattr(r, "date", None) else ""
 
 
 def format_search_results(results: Any, query: str, mode: str) -> str:
-    """A plain-text report: what ran, from which index, then one block per hit."""
-    lines = [f"{len(results)} result(s) for {query!r} (requested {mode}): {_label(results)}"]
+    """A plain-text report, safe for a terminal: what ran, from which index, one block per hit, a hint."""
+    lines = [f"{len(results)} result(s) for {query!r}: {_label(results)}"]
     for i, r in enumerate(results, start=1):
-        meta = ", ".join(x for x in (r.note_type or "", " ".join(f"#{t}" for t in r.tags[:6])) if x)
+        meta = " · ".join(x for x in (r.note_type or "", " ".join(f"#{t}" for t in r.tags[:6]), _date_label(r)) if x)
         lines.append(f"\n{i:>2}. {r.title}  [{r.rel_path}]  score {r.score:.4g} ({r.score_source})")
         if meta:
             lines.append(f"    {meta}")
@@ -28,30 +132,102 @@ def format_search_results(results: Any, query: str, mode: str) -> str:
             lines.append(f"    via {r.via.get('edge')} link ({r.via.get('direction')}) from {r.via.get('from')}")
         if r.snippet:
             lines.extend(textwrap.wrap(r.snippet, width=96, initial_indent="    ", subsequent_indent="    "))
-    return "\n".join(lines)
+        if r.obsidian_uri:
+            lines.append(f"    {r.obsidian_uri}")
+    hint = _hint(results)
+    if hint:
+        lines.append(f"\n{hint}")
+    return terminal_safe("\n".join(lines))
 
 
 def results_markdown(results: Any) -> str:
-    head = f"**{len(results)} result(s)** for `{results.query}` - {_label(results)}\n\n"
+    """Markdown for Jupyter: every piece of note text escaped; the only links are the hits' obsidian:// URIs."""
+    head = f"**{len(results)} result(s)** for {_markdown_escape(results.query)}: {_markdown_escape(_label(results))}"
+    hint = _hint(results)
     rows = ["| # | title | path | score | snippet |", "|---|---|---|---|---|"]
     for i, r in enumerate(results, start=1):
-        cell = lambda s: str(s).replace("|", "\\|").replace("\n", " ")  # noqa: E731
-        rows.append(f"| {i} | {cell(r.title)} | `{cell(r.rel_path)}` | {r.score:.4g} | {cell(r.snippet[:160])} |")
-    return head + "\n".join(rows)
+        title = _markdown_escape(r.title)
+        link = f"[{title}](<{r.obsidian_uri}>)" if r.obsidian_uri.startswith("obsidian://open?") else title
+        snippet = _markdown_escape(readable_text(r.snippet)[:200])
+        rows.append(f"| {i} | {link} | {_markdown_escape(r.rel_path)} | {r.score:.4g} | {snippet} |")
+    tail = f"\n\n_{_markdown_escape(hint)}_" if hint else ""
+    return head + "\n\n" + "\n".join(rows) + tail
+
+
+_CSS = (
+    "<style>.vs-results{font-family:system-ui,sans-serif;max-width:60em}"
+    ".vs-prov{color:#555;font-size:.9em;margin:.2em 0 .8em}.vs-hit{margin:0 0 1em}"
+    ".vs-title{font-size:1.05em;font-weight:600}.vs-path{color:#666;font-size:.85em}"
+    ".vs-meta{color:#777;font-size:.85em}.vs-snip{margin:.2em 0;line-height:1.4}"
+    ".vs-snip mark{background:#fde68a;padding:0 .1em}.vs-hint{color:#555;font-style:italic}</style>"
+)
+
+
+def _hit_html(i: int, r: Any, terms: list[str]) -> str:
+    esc = html.escape
+    title = esc(r.title)
+    if r.obsidian_uri.startswith("obsidian://open?"):
+        title = f'<a href="{esc(r.obsidian_uri, quote=True)}">{title}</a>'
+    meta = " · ".join(
+        x for x in (esc(r.note_type or ""), esc(" ".join(f"#{t}" for t in r.tags[:6])), esc(_date_label(r))) if x
+    )
+    return (
+        f'<div class="vs-hit"><div><span class="vs-rank">{i}.</span> <span class="vs-title">{title}</span> '
+        f'<span class="vs-path"><code>{esc(r.rel_path)}</code> · score {r.score:.4g} ({esc(r.score_source)})</span></div>'
+        + (f'<div class="vs-meta">{meta}</div>' if meta else "")
+        + f'<div class="vs-snip">{highlighted_html(readable_text(r.snippet), terms)}</div></div>'
+    )
 
 
 def results_html(results: Any) -> str:
+    """HTML for Jupyter: provenance line, one block per hit (title linked to Obsidian, highlighted snippet)."""
     esc = html.escape
-    rows = "".join(
-        f"<tr><td>{i}</td><td>{esc(r.title)}</td><td><code>{esc(r.rel_path)}</code></td>"
-        f"<td>{r.score:.4g}</td><td>{esc(r.snippet)}</td></tr>"
-        for i, r in enumerate(results, start=1)
-    )
+    terms = list(getattr(results, "query_terms", ()) or ())
+    hits = "".join(_hit_html(i, r, terms) for i, r in enumerate(results, start=1))
+    hint = _hint(results)
     return (
-        f"<p><b>{len(results)} result(s)</b> for <code>{esc(results.query)}</code>: {esc(_label(results))}</p>"
-        f"<table><thead><tr><th>#</th><th>title</th><th>path</th><th>score</th><th>snippet</th></tr></thead>"
-        f"<tbody>{rows}</tbody></table>"
+        f'{_CSS}<div class="vs-results"><div class="vs-prov"><b>{len(results)} result(s)</b> for '
+        f"<code>{esc(results.query)}</code>: {esc(_label(results))}</div>{hits}"
+        + (f'<div class="vs-hint">{esc(hint)}</div>' if hint else "")
+        + "</div>"
     )
+
+
+def format_build(report: dict[str, Any], max_listed: int = 20) -> str:
+    """The ``index`` text report: what changed since the last build, the problem count, the problems new in it."""
+    links = f"{report['links']} links ({report['unresolved_links']} unresolved)"
+    problems = f"{len(report['problems'])} problem(s)"
+    if report["up_to_date"]:
+        where = report["generation_id"] or report["index_kind"]
+        lines = [f"up to date ({where}): {report['notes']} notes, {report['chunks']} chunks; {links}; {problems}"]
+    else:
+        lines = [
+            f"published {report['generation_id'] or report['index_kind']}: {report['notes']} notes, "
+            f"{report['chunks']} chunks; {report['added']} added, {report['changed'] - report['added']} modified, "
+            f"{report['removed']} removed, {report['reused']} unchanged; {links}; {problems}; {report['seconds']:.2f} s"
+        ]
+    if report.get("full_rebuild_reason") == "index_identity_changed":
+        lines.append(
+            f"full rebuild, every note re-read: the index identity changed ({report.get('full_rebuild_detail')})"
+        )
+    elif (report.get("full_rebuild_reason") or "").startswith("active_generation_rejected"):
+        lines.append(f"full rebuild: the active generation was rejected ({report['full_rebuild_reason']})")
+    new = report.get("new_problems") or []
+    for p in new[:max_listed]:
+        lines.append(f"  problem: {p['path']}: {p['reason']} {p.get('detail', '')}".rstrip())
+    if len(new) > max_listed:
+        lines.append(f"  ... {len(new) - max_listed} more")
+    if report["problems"] and len(new) < len(report["problems"]):
+        lines.append("  (vaultsearch status VAULT lists every problem)")
+    return terminal_safe("\n".join(lines))
+
+
+def format_note(view: Any) -> str:
+    """``show``: the lines with their numbers, safe for a terminal."""
+    width = len(str(view.line_end))
+    head = f"{view.title}  [{view.rel_path}]  lines {view.line_start}-{view.line_end} of {view.total_lines}"
+    body = [f"{n:>{width}}  {line}" for n, line in enumerate(view.lines, start=view.line_start)]
+    return terminal_safe("\n".join([head, *body]))
 
 
 def format_status(s: dict[str, Any]) -> str:
@@ -80,4 +256,4 @@ def format_status(s: dict[str, Any]) -> str:
     if s["generations"]:
         lines.append("generations")
         lines += [f"  {g.get('generation_id')} {g.get('status', '')}" for g in s["generations"]]
-    return "\n".join(lines)
+    return terminal_safe("\n".join(lines))

@@ -9,6 +9,7 @@ import time
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from core import generations as gen
 from core.errors import InvalidArgumentError, SchemaMismatchError, UsageError
@@ -49,6 +50,10 @@ class SearchResult:
     line_start: int | None = None  # 1-based, inclusive: lines of the note file the best chunk covers
     line_end: int | None = None
     content_sha256: str = ""  # SHA-256 of the note file as indexed
+    date: str | None = None  # the note's date under the filters' date field (ISO-8601)
+    date_field: str | None = None  # which field gave ``date``: the named one, else the first of
+    # updated, date, created, mtime the note has
+    obsidian_uri: str = ""  # obsidian://open?vault=...&file=... (opens the note in Obsidian)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -70,10 +75,12 @@ class SearchResults(list):
         fallback_reason: str | None,
         index: dict[str, Any],
         freshness: dict[str, Any] | None = None,
+        query_terms: tuple[str, ...] = (),
     ) -> None:
         super().__init__(hits)
         self._info = {
             "query": query,
+            "query_terms": list(query_terms),  # the analysed terms (for highlighting)
             "requested_mode": requested_mode,
             "actual_mode": actual_mode,
             "retrieval_contract": retrieval_contract,
@@ -89,6 +96,7 @@ class SearchResults(list):
     __setitem__ = __delitem__ = __iadd__ = __imul__ = _read_only  # type: ignore[assignment]
 
     query = property(lambda self: self._info["query"])
+    query_terms = property(lambda self: tuple(self._info["query_terms"]))
     requested_mode = property(lambda self: self._info["requested_mode"])
     actual_mode = property(lambda self: self._info["actual_mode"])
     retrieval_contract = property(lambda self: self._info["retrieval_contract"])
@@ -150,8 +158,7 @@ def _connection(resolved: gen.ResolvedIndex) -> sqlite3.Connection:
 def _metadata_only(ctx: SearchContext) -> ModeRun:
     clause, vals = ctx.where()
     rows = ctx.conn.execute(
-        f"SELECT n.id FROM notes n WHERE {clause} ORDER BY "
-        f"coalesce(n.updated, n.created, n.date, '') DESC, n.rel_path LIMIT ?",
+        f"SELECT n.id FROM notes n WHERE {clause} ORDER BY {ctx.filters.date_key_sql()} DESC, n.rel_path LIMIT ?",
         [*vals, ctx.limit],
     ).fetchall()
     return ModeRun([Hit(r[0], 0.0, "metadata") for r in rows], "metadata", "metadata_only")
@@ -167,6 +174,20 @@ def _note_files(conn: sqlite3.Connection, note_ids: list[int]) -> dict[int, tupl
     return {r[0]: (r[1], r[2]) for r in rows}
 
 
+def obsidian_uri(vault_name: str, rel_path: str) -> str:
+    """The URI that opens a note in Obsidian: ``obsidian://open?vault=<name>&file=<path without .md>``."""
+    file = rel_path[:-3] if rel_path.lower().endswith(".md") else rel_path
+    return f"obsidian://open?vault={quote(vault_name, safe='')}&file={quote(file, safe='')}"
+
+
+def _decided_date(dates: dict[str, str | None], order: tuple[str, ...]) -> tuple[str | None, str | None]:
+    """(date, field): the first field of ``order`` the note has."""
+    for name in order:
+        if dates.get(name):
+            return dates[name], name
+    return None, None
+
+
 def _results(ctx: SearchContext, run: ModeRun, with_passages: bool) -> list[SearchResult]:
     ids = [h.note_id for h in run.hits]
     fields = note_fields(ctx.conn, ids)
@@ -179,11 +200,14 @@ def _results(ctx: SearchContext, run: ModeRun, with_passages: bool) -> list[Sear
     counts = body_term_counts(sp, ctx.terms, ids, ctx.postings()) if with_passages else {}
     r = ctx.resolved
     age = max(0.0, time.time() - r.created_at)
+    vault_name = Path(os.path.abspath(ctx.vault)).resolve().name
+    order = ctx.filters.date_label_order()
     out = []
     for h in run.hits:
         f, p = fields[h.note_id], passages.get(h.note_id)
         text = p.text if p else ""
         sha256, body_line = files[h.note_id]
+        date, date_field = _decided_date(f["dates"], order)
         out.append(
             SearchResult(
                 rel_path=f["rel_path"],
@@ -209,6 +233,9 @@ def _results(ctx: SearchContext, run: ModeRun, with_passages: bool) -> list[Sear
                 line_start=body_line + p.body_lines[0] + 1 if p else None,
                 line_end=body_line + p.body_lines[1] + 1 if p else None,
                 content_sha256=sha256,
+                date=date,
+                date_field=date_field,
+                obsidian_uri=obsidian_uri(vault_name, f["rel_path"]),
             )
         )
     return out
@@ -307,6 +334,7 @@ SEARCH_KEYWORDS: tuple[str, ...] = (
     "index_dir",
     "options",
     "passages",
+    "decay",
     "freshness",
 )
 
@@ -402,6 +430,7 @@ def search_vault(
             run = replace(run, hits=apply_decay(conn, run.hits, decay, n))
         hits = _results(ctx, run, passages)
         fresh_info = check_freshness(resolved, conn, options=fresh, classifications=filters.classifications)
+        terms = tuple(ctx.terms) if text.strip() else ()
     finally:
         if resolved.kind == "legacy_db":
             conn.close()
@@ -420,4 +449,5 @@ def search_vault(
         fallback_reason=run.fallback_reason,
         index=index,
         freshness=fresh_info,
+        query_terms=terms,
     )

@@ -61,14 +61,19 @@ def traces(obj: object) -> list[str]:
 
 
 def seen(results) -> dict:
-    """The answer minus the echoed query (the caller's own text) and the index identity."""
+    """The answer minus the echoed query (the caller's own text, also as analysed terms) and the index identity."""
     d = results.to_dict()
-    d.pop("query"), d.pop("index")
+    d.pop("query"), d.pop("query_terms"), d.pop("index")
     for key in ("checked_at", "scan_age_seconds", "reused_scan"):  # when it looked, not what it saw
         d["freshness"].pop(key, None)
     for r in d["results"]:
         for key in ("index_age_seconds", "index_generation_id", "index_source_snapshot_hash"):
             r.pop(key)
+        # where the copy lies and when its files were written (two vaults made one after the other)
+        r.pop("obsidian_uri")
+        r["dates"].pop("mtime")
+        if r["date_field"] == "mtime":
+            r.pop("date")
     return d
 
 

@@ -14,7 +14,7 @@ from conftest import note
 from core import generations as gen
 from core.index.builder import IndexConfig, build_index
 from core.ranking.snippets import MATCHED_TEXT_CHARS, SNIPPET_CHARS
-from core.render import format_search_results, results_html, results_markdown
+from core.render import EMBED_HINT, format_search_results, results_html, results_markdown
 from core.searcher import SearchResult, SearchResults, search_vault
 
 MODEL_FREE = ("fts", "vector", "hybrid", "graph_assisted", "auto")
@@ -202,6 +202,7 @@ def test_search_results_carries_what_ran(vault):
     assert set(d) == {
         "query",
         "requested_mode",
+        "query_terms",
         "actual_mode",
         "retrieval_contract",
         "fallback_reason",
@@ -226,7 +227,8 @@ def test_format_search_results_says_what_ran_and_lists_hits(vault):
     results = search_vault(vault, "lighthouse", mode="auto", limit=3)
     text = format_search_results(results, "lighthouse", "auto")
     assert "'lighthouse'" in text and "requested auto" in text
-    assert "FALLBACK: dense_index_unavailable" in text and "contract fts_fallback" in text
+    assert "FALLBACK" not in text and "contract fts_fallback" in text  # a default user without dense: no alarm
+    assert text.splitlines()[-1] == EMBED_HINT
     assert results.index["generation_id"] in text
     for r in results:
         assert r.rel_path in text and r.title in text
@@ -235,7 +237,7 @@ def test_format_search_results_says_what_ran_and_lists_hits(vault):
 def test_format_of_an_empty_list_still_has_the_labels(vault):
     results = search_vault(vault, "xylophonist", mode="auto")
     text = format_search_results(results, "xylophonist", "auto")
-    assert text.startswith("0 result(s)") and "FALLBACK: dense_index_unavailable" in text
+    assert text.startswith("0 result(s)") and "mode fts (requested auto" in text and text.endswith(EMBED_HINT)
 
 
 def test_graph_hits_show_where_they_came_from(vault):
@@ -251,7 +253,7 @@ def test_notebook_renderings_escape_markup(make_vault):
     results = search_vault(root, "lighthouse", mode="fts")
     html = results._repr_html_()
     assert html == results_html(results)
-    assert "<script>" not in html and "&lt;script&gt;" in html and "<b>Pipes" not in html
+    assert "<script>" not in html and "alert(1)" in html and "<b>Pipes" not in html and "&lt;b&gt;Pipes" in html
     md = results._repr_markdown_()
     assert md == results_markdown(results)
     row = md.splitlines()[-1]

@@ -22,7 +22,7 @@ import os
 import shutil
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,39 +30,18 @@ from typing import Any
 from tqdm import tqdm
 
 from core import generations as gen
-from core.errors import IntegrityError, ValidationError
+from core.errors import IntegrityError, UsageError, ValidationError
 from core.index import state as gstate
 from core.index.faults import build_io_errors
 from core.index.ingest import NoteWriter, default_workers, delete_notes, prepared_notes, recompute_edges
 from core.index.ownership import check_vault
-from core.index.schema import SCHEMA_VERSION, atomic, create_schema, get_meta, set_meta
-from core.index.source import NoteSource, WorkingTreeSource, resolve_settings, stored_settings
-from core.ranking.analysis import analyzer_for, check_tokenizer
-from core.vault.chunking import CHUNKER_VERSION
+from core.index.schema import atomic, create_schema, get_meta, set_meta
+from core.index.settings import DEFAULT_TOKENIZER, IndexConfig, resolve_config  # noqa: F401 (public API)
+from core.index.source import NoteSource, WorkingTreeSource, resolve_settings
+from core.index.source import stored_settings as stored_source_settings
+from core.ranking.analysis import analyzer_for
 from core.vault.notes import Problem
-from core.vault.scan import MAX_NOTE_BYTES, ScannedFile, ScanResult
-
-DEFAULT_TOKENIZER = "porter unicode61 remove_diacritics 2"
-
-
-@dataclass(frozen=True)
-class IndexConfig:
-    """Everything that shapes the index. Chunker and tokenizer are part of its identity."""
-
-    chunk_size: int = 600
-    chunk_overlap: int = 60
-    tokenizer: str = DEFAULT_TOKENIZER
-    max_note_bytes: int = MAX_NOTE_BYTES
-
-    def __post_init__(self) -> None:
-        check_tokenizer(self.tokenizer)
-
-    @property
-    def chunker(self) -> str:
-        return f"{CHUNKER_VERSION}:{self.chunk_size}:{self.chunk_overlap}"
-
-    def identity(self) -> dict[str, Any]:
-        return {"schema_version": SCHEMA_VERSION, "chunker": self.chunker, "tokenizer": self.tokenizer}
+from core.vault.scan import ScannedFile, ScanResult
 
 
 @dataclass(frozen=True)
@@ -79,6 +58,9 @@ class BuildReport:
     seconds: float
     up_to_date: bool
     full_rebuild_reason: str | None = None
+    full_rebuild_detail: str | None = None  # what changed, e.g. "tokenizer: 'a' -> 'b'"
+    new_problems: list[dict[str, str]] = field(default_factory=list)  # problems of the notes this build read
+    settings: dict[str, Any] = field(default_factory=dict)  # the settings this build used
     links: int = 0
     unresolved_links: int = 0
     timings: dict[str, float] = field(default_factory=dict)
@@ -99,10 +81,11 @@ class _Plan:
     removed_skipped: list[str]
     added: int = 0
     unreadable: list[Problem] = field(default_factory=list)  # scanned files that could not be read
+    touched: list[tuple[int, int]] = field(default_factory=list)  # (mtime_ns, note id): same content, new mtime
 
     @property
     def up_to_date(self) -> bool:
-        return not (self.changed or self.changed_ids or self.removed_ids or self.removed_skipped)
+        return not (self.changed or self.changed_ids or self.removed_ids or self.removed_skipped or self.touched)
 
 
 @dataclass
@@ -166,6 +149,8 @@ def _plan(scan: ScanResult, scan_started_ns: int, base: sqlite3.Connection | Non
         old = known[f.rel_path]
         if old[1] == sha:
             plan.unchanged[f.rel_path] = old[0]  # touched, content identical: keep
+            if old[0] >= 0 and old[2] != f.mtime_ns:
+                plan.touched.append((f.mtime_ns, old[0]))  # mtime is a date field: keep it true
             continue
         plan.changed.append((f, data, sha))
         if old[0] >= 0:
@@ -184,6 +169,7 @@ def _plan(scan: ScanResult, scan_started_ns: int, base: sqlite3.Connection | Non
 def _apply(conn: sqlite3.Connection, plan: _Plan, run: _Run) -> dict[str, int]:
     """Apply the plan inside the caller's transaction."""
     delete_notes(conn, plan.changed_ids + plan.removed_ids)
+    conn.executemany("UPDATE notes SET mtime_ns = ? WHERE id = ?", plan.touched)
     conn.executemany("DELETE FROM skipped_files WHERE rel_path = ?", [(p,) for p in plan.removed_skipped])
     items = [(f.rel_path, str(f.path), data, sha, f.mtime_ns, f.size) for f, data, sha in plan.changed]
     workers = default_workers(len(items)) if run.workers is None else run.workers
@@ -273,6 +259,7 @@ class _Base:
     active_id: str | None
     carry: gen.ResolvedIndex | None
     rebuild_reason: str | None
+    rebuild_detail: str | None = None
 
 
 def _open_base(layout: gen.IndexLayout, config: IndexConfig) -> _Base:
@@ -291,8 +278,10 @@ def _open_base(layout: gen.IndexLayout, config: IndexConfig) -> _Base:
         meta = get_meta(conn)
     finally:
         conn.close()
-    if any(meta.get(k) != v for k, v in config.identity().items()):
-        return _Base(base.generation_id, None, "index_identity_changed")
+    changed = {k: (meta.get(k), v) for k, v in config.identity().items() if meta.get(k) != v}
+    if changed:
+        detail = "; ".join(f"{k}: {old!r} -> {new!r}" for k, (old, new) in changed.items())
+        return _Base(base.generation_id, None, "index_identity_changed", detail)
     return _Base(base.generation_id, base, None)
 
 
@@ -306,9 +295,16 @@ def _report(
     up_to_date: bool,
     rebuild_reason: str | None,
     extra: dict[str, int],
+    rebuild_detail: str | None = None,
 ) -> BuildReport:
     notes = conn.execute("SELECT count(*) FROM notes").fetchone()[0]
     chunks = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
+    if not extra:  # nothing was rebuilt: the links are the index's
+        links, unresolved = conn.execute("SELECT count(*), count(*) - count(dst_id) FROM edges").fetchone()
+        extra = {"links": links, "unresolved_links": unresolved}
+    problems = all_problems(conn)
+    read = {f.rel_path for f, _, _ in plan.changed}
+    scan_problems = {(p.path, p.reason) for p in plan.scan.problems}
     return BuildReport(
         generation_id=generation_id,
         index_kind=kind,
@@ -318,10 +314,15 @@ def _report(
         changed=len(plan.changed),
         added=plan.added,
         removed=len(plan.removed_ids) + len(plan.removed_skipped),
-        problems=all_problems(conn),
+        problems=problems,
+        new_problems=[p for p in problems if p["path"] in read or (p["path"], p["reason"]) in scan_problems]
+        if not up_to_date
+        else [],
+        settings=run.config.settings(),
         seconds=round(time.perf_counter() - run.started, 4),
         up_to_date=up_to_date,
         full_rebuild_reason=rebuild_reason,
+        full_rebuild_detail=rebuild_detail,
         timings={k: round(v, 4) for k, v in run.timings.items()},
         **extra,
     )
@@ -338,6 +339,7 @@ def _stage(conn: sqlite3.Connection, plan: _Plan, run: _Run) -> dict[str, int]:
             {
                 **run.config.identity(),
                 **run.source.settings(),
+                "settings": run.config.settings(),
                 "scan_started_ns": plan.scan_started_ns,
                 "max_note_bytes": run.config.max_note_bytes,
                 "source_snapshot_hash": snapshot_hash(conn),
@@ -365,8 +367,15 @@ def build_index(
     source: str | None = None,
     rev: str | None = None,
     before_publish: Callable[[sqlite3.Connection], int] | None = None,
+    changes: Mapping[str, Any] | None = None,
 ) -> BuildReport:
     """Index ``vault`` and publish a verified generation (or update ``index.db`` in place).
+
+    Settings: ``config`` as given; without it, the settings the active generation was built
+    with (else the defaults) with ``changes`` applied (``IndexConfig`` field -> value; None
+    keeps the stored value). A changed tokenizer or chunking rebuilds every note, and the
+    report's ``full_rebuild_reason``/``full_rebuild_detail`` say so. The vault must be an
+    existing folder (``VaultPathError``): it is never created.
 
     An unchanged vault publishes nothing and reports ``up_to_date=True``. ``workers`` is the
     number of processes that parse notes (``None``: all cores, up to 4, for a large batch of
@@ -380,8 +389,10 @@ def build_index(
     check_vault(Path(vault))  # never created: a missing vault is a usage error, not an empty index
     vault = Path(vault).resolve()
     layout = gen.layout_for(vault, index_dir)
-    config = config or IndexConfig()
-    chosen, chosen_rev = resolve_settings(source, rev, stored_settings(layout, in_place=in_place))
+    if config is not None and changes:
+        raise UsageError("give config or changes, not both")
+    config = config or resolve_config(layout, changes)
+    chosen, chosen_rev = resolve_settings(source, rev, stored_source_settings(layout, in_place=in_place))
     if chosen == "git":
         from core.vault.gitsource import discover
 
@@ -390,7 +401,7 @@ def build_index(
     with gen.build_lock(layout, wait_seconds=wait_seconds), build_io_errors(layout):
         recovered = None if in_place else gstate.move_aside_unusable_state(layout)
         t = time.perf_counter()
-        src = _make_source(vault, layout.index_dir, config.max_note_bytes, chosen, chosen_rev)
+        src = _make_source(vault, layout.index_dir, config, chosen, chosen_rev)
         run = _Run(vault, layout, config, progress, workers, src)
         if recovered is not None:
             run.problems.append(Problem(*recovered))
@@ -500,6 +511,7 @@ def _build_generation(
             generation_id=published.generation_id,
             up_to_date=False,
             rebuild_reason=start.rebuild_reason,
+            rebuild_detail=start.rebuild_detail,
             extra=extra,
         )
     finally:
@@ -602,9 +614,9 @@ def _build_in_place(run: _Run, scan: ScanResult, scan_started_ns: int) -> BuildR
     return report
 
 
-def _make_source(vault: Path, index_dir: Path, max_bytes: int, source: str, rev: str | None) -> NoteSource:
+def _make_source(vault: Path, index_dir: Path, config: IndexConfig, source: str, rev: str | None) -> NoteSource:
     if source == "git":
         from core.index.gitbuild import GitSource  # only git-sourced builds need it
 
-        return GitSource(vault, index_dir, max_bytes, rev or "HEAD")
-    return WorkingTreeSource(vault, index_dir, max_bytes)
+        return GitSource(vault, index_dir, config.max_note_bytes, rev or "HEAD")
+    return WorkingTreeSource(vault, index_dir, config.max_note_bytes, include_dot_paths=config.include_dot_paths)

@@ -32,9 +32,10 @@ from core.errors import SourceChangedError
 from core.index.bounds import bound_vocabulary, die_with_parent
 from core.index.schema import CHUNK_FIELD_UNITS, FTS_COLUMNS, NOTE_COLUMNS, get_meta, set_meta
 from core.ranking.analysis import Analyzer, LocalVector, TermVectors, WordTable
+from core.ranking.filters import utc_microseconds
 from core.vault.chunking import chunk_body, headings
 from core.vault.links import LinkResolver
-from core.vault.notes import Link, ParsedNote, parse_note, skip_problem
+from core.vault.notes import Link, ParsedNote, names_text, parse_note, skip_problem
 from core.vault.scan import FileRefusedError, read_file
 
 _NOTE_INSERT = f"INSERT INTO notes({', '.join(NOTE_COLUMNS)}) VALUES ({', '.join('?' * len(NOTE_COLUMNS))})"
@@ -107,7 +108,7 @@ _tables: dict[str, WordTable] = {}  # build -> this process's WordTable for it
 def field_texts(note: ParsedNote) -> tuple[str, ...]:
     """The note's text per FTS column (FTS_COLUMNS order): what its term vector counts."""
     return (
-        " ".join((note.title, *note.aliases)),
+        names_text(note),
         note.description or "",
         " ".join(note.tags),
         "\n".join(headings(note.body)),
@@ -255,6 +256,7 @@ def _prepared(
         size,
         len(note.body),
         note.body_line,
+        *(_utc_key(d.get(name)) for name in ("created", "updated", "source_date", "date")),
     )
     return PreparedNote(
         values=values,
@@ -266,6 +268,10 @@ def _prepared(
         terms=terms,
         chunk_terms=chunk_terms,
     )
+
+
+def _utc_key(iso: str | None) -> int | None:
+    return None if iso is None else utc_microseconds(iso)
 
 
 def prepare_notes(

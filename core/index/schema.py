@@ -14,10 +14,11 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 # FTS5 columns of notes_fts, in order: one row per note holding exactly the texts its
-# sparse term vector counts (title + aliases, description, tags, its headings, its body).
+# sparse term vector counts (its names: title, file name and aliases; description, tags, its
+# headings, its body).
 FTS_COLUMNS = ("title", "description", "tags", "headings", "body")
 
 DDL_META = """
@@ -53,7 +54,11 @@ CREATE TABLE IF NOT EXISTS notes (
     body_chars     INTEGER NOT NULL,
     git_date       TEXT,
     git_created    TEXT,
-    body_line      INTEGER NOT NULL DEFAULT 0
+    body_line      INTEGER NOT NULL DEFAULT 0,
+    created_utc_us     INTEGER,
+    updated_utc_us     INTEGER,
+    source_date_utc_us INTEGER,
+    date_utc_us        INTEGER
 )"""
 
 NOTE_COLUMNS = (
@@ -81,11 +86,30 @@ NOTE_COLUMNS = (
     "size",
     "body_chars",
     "body_line",
+    "created_utc_us",
+    "updated_utc_us",
+    "source_date_utc_us",
+    "date_utc_us",
 )
 
-# Date columns a filter may name. git_date / git_created (UTC ISO) are set by a git-sourced build
-# (``core.index.gitbuild``) after the rows are written: NOTE_COLUMNS does not list them.
-DATE_FIELDS = ("created", "updated", "source_date", "date", "git_date", "git_created")
+# Date fields a filter may name: the frontmatter dates (ISO text in the column of that name,
+# its instant as a UTC key in ``<name>_utc_us``, microseconds since the epoch), the file's
+# modification time (``mtime_ns``) and, for a git-sourced index, git_date / git_created (UTC ISO,
+# set by ``core.index.gitbuild`` after the rows are written: NOTE_COLUMNS does not list them).
+DATE_FIELDS = ("created", "updated", "source_date", "date", "mtime", "git_date", "git_created")
+GIT_DATE_FIELDS = ("git_date", "git_created")
+
+
+def date_key_column(date_field: str) -> str:
+    """SQL (alias ``n`` = notes) of a date field's UTC key in microseconds; NULL when the note has none."""
+    if date_field == "mtime":
+        return "(n.mtime_ns / 1000)"
+    if date_field in GIT_DATE_FIELDS:
+        return f"CAST(round((julianday(n.{date_field}) - 2440587.5) * 86400000000.0) AS INTEGER)"
+    if date_field not in DATE_FIELDS:
+        raise ValueError(f"not a date field: {date_field!r}")
+    return f"n.{date_field}_utc_us"
+
 
 DDL_NOTE_TAGS = """
 CREATE TABLE IF NOT EXISTS note_tags (

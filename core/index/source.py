@@ -67,12 +67,15 @@ class WorkingTreeSource:
 
     kind = "worktree"
 
-    def __init__(self, vault: Path, index_dir: Path, max_bytes: int) -> None:
+    def __init__(self, vault: Path, index_dir: Path, max_bytes: int, *, include_dot_paths: bool = False) -> None:
         self.vault, self.index_dir, self.max_bytes = vault, index_dir, max_bytes
+        self.include_dot_paths = include_dot_paths  # Obsidian hides dot-files and dot-folders
         self.root = os.path.realpath(vault)  # every note is read inside the vault's real path
 
     def scan(self) -> ScanResult:
-        return scan_vault(self.vault, index_dir=self.index_dir, max_bytes=self.max_bytes)
+        return scan_vault(
+            self.vault, index_dir=self.index_dir, max_bytes=self.max_bytes, include_dot_paths=self.include_dot_paths
+        )
 
     def trusted(self, files: Iterable[ScannedFile], known: Known, meta: Mapping[str, Any]) -> set[str]:
         racy_after = int(meta.get("scan_started_ns", 0)) - RACY_NS
@@ -103,7 +106,7 @@ class WorkingTreeSource:
         return dict(WORKTREE_SETTINGS)
 
     def check_unchanged(self, scan: ScanResult) -> None:
-        again = scan_vault(self.vault, index_dir=self.index_dir, max_bytes=self.max_bytes)
+        again = self.scan()
         before = {f.rel_path: (f.mtime_ns, f.size) for f in scan.files}
         after = {f.rel_path: (f.mtime_ns, f.size) for f in again.files}
         if before != after:

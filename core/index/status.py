@@ -25,8 +25,10 @@ from core.vault.scan import MAX_NOTE_BYTES, read_file, scan_vault
 
 
 def _stale(vault: Path, conn: sqlite3.Connection, index_dir: Path) -> dict[str, Any]:
-    limit = get_meta(conn).get("max_note_bytes", MAX_NOTE_BYTES)  # scan with the size limit the build used
-    scan = scan_vault(vault, index_dir=index_dir, max_bytes=limit)
+    meta = get_meta(conn)
+    limit = meta.get("max_note_bytes", MAX_NOTE_BYTES)  # scan with the size limit the build used
+    dot = bool((meta.get("settings") or {}).get("include_dot_paths", False))  # and its ignore rules
+    scan = scan_vault(vault, index_dir=index_dir, max_bytes=limit, include_dot_paths=dot)
     known = {
         r[0]: r[1:]
         for r in conn.execute(

@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 import sqlite3
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from core.index.layout import ResolvedIndex
-from core.index.schema import DATE_FIELDS, get_meta
+from core.index.schema import get_meta
 from core.ranking.analysis import analyzer_for
 from core.ranking.chunk_vectors import ChunkVectors, load_chunk_vectors
 from core.ranking.filters import Filters
@@ -160,12 +161,12 @@ class SearchContext:
 
 
 def note_fields(conn: sqlite3.Connection, note_ids: list[int]) -> dict[int, dict[str, Any]]:
-    """The notes rows of the hits, with the date fields that are set (``DATE_FIELDS``)."""
+    """The notes rows of the hits, with the date fields that are set and the file mtime."""
     if not note_ids:
         return {}
     rows = conn.execute(
-        f"SELECT id, rel_path, title, description, note_type, tags, {', '.join(DATE_FIELDS)} FROM notes "
-        f"WHERE id IN ({', '.join('?' * len(note_ids))})",
+        f"SELECT id, rel_path, title, description, note_type, tags, created, updated, source_date, date, "
+        f"git_date, git_created, mtime_ns FROM notes WHERE id IN ({', '.join('?' * len(note_ids))})",
         note_ids,
     )
     return {
@@ -175,7 +176,18 @@ def note_fields(conn: sqlite3.Connection, note_ids: list[int]) -> dict[int, dict
             "description": r[3],
             "note_type": r[4],
             "tags": tuple(json.loads(r[5])),
-            "dates": {k: v for k, v in zip(DATE_FIELDS, r[6:]) if v is not None},
+            "dates": {
+                **{k: v for k, v in zip(_ROW_DATES, r[6:12]) if v is not None},
+                "mtime": _mtime_iso(r[12]),
+            },
         }
         for r in rows
     }
+
+
+_ROW_DATES = ("created", "updated", "source_date", "date", "git_date", "git_created")
+
+
+def _mtime_iso(mtime_ns: int) -> str:
+    """A file modification time as ISO-8601 UTC (seconds)."""
+    return datetime.fromtimestamp(mtime_ns // 1_000_000_000, tz=UTC).isoformat()

@@ -47,7 +47,7 @@ class AgeDecay:
     def __post_init__(self) -> None:
         if not 0.0 <= self.floor <= 1.0:
             raise UsageError(f"decay floor must be within [0, 1], not {self.floor}", floor=self.floor)
-        unknown = [f for f in self.date_fields if f not in DATE_FIELDS]
+        unknown = [f for f in self.date_fields if f not in DATE_FIELDS or f == "mtime"]  # ISO text columns only
         if unknown or not self.date_fields:
             raise UsageError(f"unknown date field(s) {unknown}; choose from {', '.join(DATE_FIELDS)}")
         if any(not h > 0 for h in self.half_lives.values()):

@@ -2,7 +2,17 @@
 
 A ``Filters`` value compiles to one SQL WHERE clause over ``notes`` (values always bound).
 Ranked modes turn it into a boolean mask over the documents before any top-k is taken;
-raw FTS5 queries put the same clause in the MATCH statement itself.
+raw FTS5 queries put the same clause in the MATCH statement itself. Each list of values is one
+bound JSON array read with ``json_each``, so a clause stays small for 2 or 40,000 tags or prefixes.
+
+Tags are hierarchical, as in Obsidian: ``a`` matches ``a`` and every ``a/...`` (and Dendron's
+dotted ``a....``); ``a/b`` matches only that branch.
+
+Dates are compared as instants: every date field is stored beside its text as a UTC key
+(microseconds since the epoch, ``utc_microseconds``); a bound is turned into the same key.
+A date without a time is its day's midnight UTC, a datetime without an offset is read as UTC.
+``date_field=None`` (the default) takes, per note, the first of ``updated, date, created,
+mtime`` the note has (``DEFAULT_DATE_ORDER``); mtime is the file's modification time.
 """
 
 from __future__ import annotations
@@ -12,7 +22,10 @@ import json
 from dataclasses import dataclass
 
 from core.errors import FilterError
-from core.index.schema import DATE_FIELDS
+from core.index.schema import DATE_FIELDS, date_key_column
+
+# The date a note is filtered and labelled by when no date field is named: the first it has.
+DEFAULT_DATE_ORDER = ("updated", "date", "created", "mtime")
 
 # A note whose frontmatter has no `classification` counts as this one.
 UNCLASSIFIED = "public"
@@ -38,15 +51,45 @@ def _check_text(value: str, name: str) -> None:
         raise FilterError(f"{name} is not valid text (lone surrogate at {exc.start})", filter=name) from exc
 
 
-def _norm_date(value: str, *, end: bool) -> str:
-    """ISO bound for comparison with stored ISO strings; a date-only upper bound covers the whole day."""
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
+def utc_microseconds(iso: str) -> int | None:
+    """The instant of an ISO date or datetime as microseconds since the epoch, UTC (None: not ISO).
+
+    ``2024-03-01`` is that day's midnight UTC; ``2024-03-01T05:30+05:30`` is ``2024-03-01T00:00Z``;
+    a datetime without an offset is read as UTC.
+    """
     try:
-        if len(value) == 10:
-            day = dt.date.fromisoformat(value)
-            return (day + dt.timedelta(days=1)).isoformat() if end else day.isoformat()
-        return dt.datetime.fromisoformat(value).isoformat()
-    except ValueError as exc:
-        raise FilterError(f"not an ISO date or datetime: {value!r}", value=value) from exc
+        parsed = dt.date.fromisoformat(iso) if len(iso) <= 10 else dt.datetime.fromisoformat(iso)
+    except ValueError:
+        return None
+    if not isinstance(parsed, dt.datetime):
+        parsed = dt.datetime(parsed.year, parsed.month, parsed.day)
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=dt.UTC)
+    delta = parsed - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def _is_date_only(value: str) -> bool:
+    return len(value) <= 10
+
+
+def _bound(value: object, *, end: bool) -> int:
+    """A since/until bound as a UTC key; a date-only upper bound covers the whole day (exclusive next midnight)."""
+    key = utc_microseconds(value) if isinstance(value, str) else None
+    if key is None or not isinstance(value, str):
+        raise FilterError(f"not an ISO date or datetime: {value!r}", value=str(value))
+    return key + 86_400_000_000 if end and _is_date_only(value) else key
+
+
+def _tag(value: object) -> str:
+    """A tag filter value: no leading ``#``, no trailing separator, lower-cased; an empty one is an error."""
+    tag = value.lstrip("#").rstrip("/.").strip().lower() if isinstance(value, str) else ""
+    if not tag:
+        raise FilterError(f"not a tag: {value!r}", value=str(value))
+    return tag
 
 
 _TUPLE_FIELDS = ("note_types", "tags_all", "tags_any", "path_prefixes", "namespaces", "volatility", "status")
@@ -62,7 +105,7 @@ class Filters:
     tags_any: tuple[str, ...] = ()
     path_prefixes: tuple[str, ...] = ()
     namespaces: tuple[str, ...] = ()
-    date_field: str = "updated"
+    date_field: str | None = None  # None: the first of DEFAULT_DATE_ORDER the note has
     since: str | None = None
     until: str | None = None
     volatility: tuple[str, ...] = ()
@@ -76,10 +119,11 @@ class Filters:
         unknown = set(kw) - set(_TUPLE_FIELDS) - {"classifications", *_SCALAR_FIELDS}
         if unknown:
             raise FilterError(f"unknown filter(s): {sorted(map(str, unknown))}"[:300])
-        args: dict[str, object] = {k: _as_tuple(v, k) for k, v in kw.items() if k in _TUPLE_FIELDS}
+        tuples = {k: _as_tuple(v, k) for k, v in kw.items() if k in _TUPLE_FIELDS}
         for k in ("tags_all", "tags_any"):
-            if k in args:
-                args[k] = tuple(t.lstrip("#").lower() for t in args[k])  # type: ignore[attr-defined]
+            if k in tuples:
+                tuples[k] = tuple(_tag(t) for t in tuples[k])
+        args: dict[str, object] = dict(tuples)
         if kw.get("classifications") is not None:
             args["classifications"] = tuple(c.lower() for c in _as_tuple(kw["classifications"], "classifications"))
         for k in _SCALAR_FIELDS:
@@ -114,10 +158,20 @@ class Filters:
     def is_default(self) -> bool:
         return self == Filters()
 
-    @property
-    def has_restriction(self) -> bool:
-        """True when the caller asked for anything beyond the default."""
-        return not self.is_default
+    def date_key_sql(self) -> str:
+        """The SQL expression (alias ``n``) of the UTC key the date bounds compare against."""
+        if self.date_field is None:
+            return f"coalesce({', '.join(date_key_column(f) for f in DEFAULT_DATE_ORDER)})"
+        if self.date_field not in DATE_FIELDS:
+            raise FilterError(
+                f"unknown date field {self.date_field!r}; choose one of {', '.join(DATE_FIELDS)}",
+                field=str(self.date_field),
+            )
+        return date_key_column(self.date_field)
+
+    def date_label_order(self) -> tuple[str, ...]:
+        """The date fields that decide a hit's date, in order (the named one, or the default order)."""
+        return DEFAULT_DATE_ORDER if self.date_field is None else (self.date_field,)
 
     def where(self, superseded: list[int] | None = None) -> tuple[str, list[object]]:
         """(SQL condition over table alias ``n`` = notes, bound values).
@@ -127,11 +181,10 @@ class Filters:
         from the stored edges whose source note the caller may see.
 
         Each list of values is one bound JSON array read with ``json_each``, so the clause stays
-        the same size for 2 or 40,000 tags / prefixes (SQLite's expression tree stays small)."""
-        if self.date_field not in DATE_FIELDS:
-            raise FilterError(
-                f"unknown date field {self.date_field!r}; choose one of {', '.join(DATE_FIELDS)}", field=self.date_field
-            )
+        the same size for 2 or 40,000 tags / prefixes (SQLite's expression tree stays small).
+        Tags match their subtree (``a`` matches ``a``, ``a/...`` and ``a....``); dates compare as
+        UTC instants (``date_key_sql``)."""
+        key = self.date_key_sql()
         conds: list[str] = []
         vals: list[object] = []
 
@@ -147,12 +200,12 @@ class Filters:
         if self.tags_all:
             tags = sorted(set(self.tags_all))
             conds.append(
-                f"n.id IN (SELECT note_id FROM note_tags WHERE tag IN {_JSON_VALUES} "
-                "GROUP BY note_id HAVING count(DISTINCT tag) = ?)"
+                f"n.id IN (SELECT t.note_id FROM json_each(?) q JOIN note_tags t ON {_TAG_SUBTREE} "
+                "GROUP BY t.note_id HAVING count(DISTINCT q.value) = ?)"
             )
             vals.extend((_json_array(tags), len(tags)))
         if self.tags_any:
-            conds.append(f"n.id IN (SELECT note_id FROM note_tags WHERE tag IN {_JSON_VALUES})")
+            conds.append(f"n.id IN (SELECT t.note_id FROM json_each(?) q JOIN note_tags t ON {_TAG_SUBTREE})")
             vals.append(_json_array(sorted(set(self.tags_any))))
         prefixes = {p.lstrip("/") for p in self.path_prefixes}  # a trailing "/" stays: "projects/" != "projects2/"
         if prefixes and "" not in prefixes:  # the empty prefix holds every path
@@ -161,13 +214,13 @@ class Filters:
                 "AND m.rel_path < json_extract(r.value, '$[1]'))"
             )
             vals.append(_json_array([[p, _successor(p)] for p in sorted(prefixes)]))
-        col = f"n.{self.date_field}"
-        if self.since:
-            conds.append(f"{col} >= ?")
-            vals.append(_norm_date(self.since, end=False))
-        if self.until:
-            conds.append(f"{col} < ?" if len(self.until) == 10 else f"{col} <= ?")
-            vals.append(_norm_date(self.until, end=True))
+        if self.since is not None:
+            conds.append(f"{key} >= ?")
+            vals.append(_bound(self.since, end=False))
+        if self.until is not None:
+            until_date_only = isinstance(self.until, str) and _is_date_only(self.until)
+            conds.append(f"{key} < ?" if until_date_only else f"{key} <= ?")
+            vals.append(_bound(self.until, end=True))
         if not self.include_superseded and superseded is not None:
             conds.append(
                 "NOT (n.superseded_by != '[]' OR lower(coalesce(n.status, '')) = 'superseded' OR n.id IN "
@@ -208,6 +261,9 @@ class Filters:
 
 
 _JSON_VALUES = "(SELECT value FROM json_each(?))"
+# A note tag ``t.tag`` in the subtree of a query tag ``q.value``: itself, or ``q/...`` or ``q....`` -
+# the key range ['q.', 'q0') (``.`` is 0x2E, ``/`` 0x2F, ``0`` 0x30), which the primary key index serves.
+_TAG_SUBTREE = "(t.tag = q.value OR (t.tag >= q.value || '.' AND t.tag < q.value || '0'))"
 
 
 def _json_array(values: list) -> str:

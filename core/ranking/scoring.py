@@ -156,6 +156,23 @@ def best_row_per_group(scores: np.ndarray, rows: np.ndarray, groups: np.ndarray,
         take = min(len(rows), take * 4)
 
 
+def name_match(in_name: np.ndarray, name_terms: np.ndarray, n_query_terms: int) -> np.ndarray:
+    """Known-item name match of each document: 0 unless its name field holds all ``n_query_terms``
+    distinct query terms, then (matched name terms / distinct name terms)^2, at most 1.
+
+    The squared share of the name the query covers (a Jaccard-style overlap restricted to
+    names that contain the whole query; Jaccard, 1901): 1 when the query is exactly the name.
+    """
+    in_name = np.asarray(in_name, dtype=np.float64)
+    share = np.minimum(in_name / np.maximum(np.asarray(name_terms, dtype=np.float64), 1.0), 1.0)
+    return np.where(in_name >= n_query_terms, share**2, 0.0)
+
+
+def cosine_scores(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """Cosine of each row of an L2-normalised matrix with an L2-normalised query: a dot product."""
+    return (matrix @ query.astype(matrix.dtype)).astype(np.float32)
+
+
 def top_k(scores: np.ndarray, k: int, candidates: np.ndarray | None = None) -> np.ndarray:
     """Indices of the k best scores, best first (ties broken by index for determinism)."""
     idx = np.arange(scores.shape[0]) if candidates is None else candidates

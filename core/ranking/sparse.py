@@ -31,11 +31,20 @@ class RankParams:
     weights: tuple[float, ...] = (2.0, 1.5, 1.5, 4.0, 1.0)
     b: tuple[float, ...] = (0.5, 0.5, 0.3, 0.5, 0.75)
     coverage_weight: float = 0.0
-    heading_coverage_weight: float = 0.5
+    # A note whose headings hold every query term (its names have their own bonus, below).
+    heading_coverage_weight: float = 1.2
+    # A note whose names (title, file name, aliases: the title field) hold every query term,
+    # scaled by the share of the name terms the query covers: "dendron topic schema" is the
+    # name of dendron.topic.schema.md more than of dendron.topic.schema.complete.md.
+    name_match_weight: float = 2.5
+    # A note whose title field and headings together hold every query term.
+    title_heading_coverage_weight: float = 0.4
 
 
 DEFAULT_PARAMS = RankParams()
-_TITLE_HEADING_BITS = np.uint8((1 << FTS_COLUMNS.index("title")) | (1 << FTS_COLUMNS.index("headings")))
+_TITLE = FTS_COLUMNS.index("title")
+_TITLE_BIT = np.uint8(1 << _TITLE)
+_HEADING_BIT = np.uint8(1 << FTS_COLUMNS.index("headings"))
 
 
 @dataclass
@@ -52,6 +61,7 @@ class SparseIndex:
     params: RankParams
     bm25: np.ndarray  # float32 [postings] BM25F weight under ``params``
     bm25_idf: np.ndarray  # float32 [max_term_id + 1]
+    name_terms: np.ndarray  # uint16 [n_docs] distinct terms in the title field (the note's names)
 
     @property
     def n_docs(self) -> int:
@@ -70,6 +80,7 @@ class SparseIndex:
                 self.df,
                 self.bm25,
                 self.bm25_idf,
+                self.name_terms,
             )
         )
 
@@ -162,6 +173,7 @@ def load_sparse(
     mask = np.empty(terms.shape[0], dtype=np.uint8)
     body_tf = np.empty(terms.shape[0], dtype=np.uint16)
     bm25 = np.empty(terms.shape[0], dtype=np.float32)
+    name_terms = np.zeros(n, dtype=np.uint16)
     for r0, r1 in row_blocks(starts):
         sl = slice(int(starts[r0]), int(starts[r1]))
         block_tf, block_terms = tf[sl], terms[sl]
@@ -175,7 +187,9 @@ def load_sparse(
         mask[dest] = block_mask[order]
         body_tf[dest] = block_tf[order, _BODY]
         bm25[dest] = scoring.bm25_saturate(pseudo, bm25_idf[block_terms], params.k1)[order]
-    return SparseIndex(note_ids, term_id, layout.indptr, docs, mask, body_tf, df, params, bm25, bm25_idf)
+        in_name = block_tf[:, _TITLE] > 0
+        name_terms[r0:r1] = np.minimum(np.bincount(block_docs[in_name] - r0, minlength=r1 - r0), 65535)
+    return SparseIndex(note_ids, term_id, layout.indptr, docs, mask, body_tf, df, params, bm25, bm25_idf, name_terms)
 
 
 def query_term_ids(index: SparseIndex, terms: list[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -223,8 +237,10 @@ def bm25_scores(
     """(scores, matched) over all documents: BM25F plus the coverage bonuses of RankParams.
 
     ``matched`` counts the distinct query terms each document contains. The bonus rewards
-    documents that match the whole query (idf-weighted coverage) and those whose title or
-    headings hold every query term, without dropping documents that match only some terms.
+    documents that match the whole query (idf-weighted coverage), those whose headings hold
+    every query term, and those whose names (title field) hold every query term, the more so
+    the closer the name is to the query (``_name_match``), without dropping documents that
+    match only some terms.
     All postings of the query are gathered once and summed per document with ``bincount``.
     """
     ids, pos, owner, docs = postings if postings is not None else query_postings(index, terms)
@@ -234,18 +250,32 @@ def bm25_scores(
     p = index.params
     idf = index.bm25_idf[ids].astype(np.float64)
     total = float(idf.sum())
-    if total > 0 and (p.coverage_weight or p.heading_coverage_weight):
+    weights = (p.coverage_weight, p.heading_coverage_weight, p.title_heading_coverage_weight, p.name_match_weight)
+    if total > 0 and any(weights):
         bonus = np.zeros(n, dtype=np.float64)
         if p.coverage_weight:
             cov = np.bincount(docs, weights=idf[owner], minlength=n)
             bonus += scoring.coverage_bonus(cov, total, p.coverage_weight)
         if p.heading_coverage_weight:
-            in_head = (index.field_mask[pos] & _TITLE_HEADING_BITS) > 0
+            in_head = (index.field_mask[pos] & _HEADING_BIT) > 0
             head = np.bincount(docs, weights=idf[owner] * in_head, minlength=n)
             bonus += scoring.coverage_bonus(head, total, p.heading_coverage_weight)
+        if p.title_heading_coverage_weight:
+            in_th = (index.field_mask[pos] & (_HEADING_BIT | _TITLE_BIT)) > 0
+            th = np.bincount(docs, weights=idf[owner] * in_th, minlength=n)
+            bonus += scoring.coverage_bonus(th, total, p.title_heading_coverage_weight)
+        if p.name_match_weight:
+            bonus += p.name_match_weight * _name_match(index, ids, pos, docs, n)
         top = float(scores.max()) if n else 0.0
         scores += (bonus * top).astype(np.float32) * (matched > 0)
     return scores, matched
+
+
+def _name_match(index: SparseIndex, ids: np.ndarray, pos: np.ndarray, docs: np.ndarray, n: int) -> np.ndarray:
+    """Per document: 0 unless its title field holds every distinct query term; then the share of
+    its name terms the query covers, squared (1.0: the query is exactly the note's name)."""
+    in_name = np.bincount(docs, weights=(index.field_mask[pos] & _TITLE_BIT) > 0, minlength=n)
+    return scoring.name_match(in_name, index.name_terms, int(ids.size))
 
 
 def body_term_counts(

@@ -56,7 +56,7 @@ from __future__ import annotations
 import calendar
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from functools import partial
@@ -64,7 +64,7 @@ from typing import Any
 
 import yaml
 
-from core.vault.chunking import HeadingSpan, mask_code, scan_blocks
+from core.vault.chunking import mask_code, scan_blocks
 from core.vault.links import Link, body_links, parse_wikilink_inner
 
 PROBLEM_REASONS: frozenset[str] = frozenset(
@@ -552,17 +552,46 @@ def inline_tags(masked: str) -> set[str]:
 # ---------------------------------------------------------------- the note
 
 
-def _stem(rel_path: str) -> str:
+def stem(rel_path: str) -> str:
+    """The file name without ``.md``: the note's name in Obsidian."""
     name = rel_path.rsplit("/", 1)[-1]
     return name[:-3] if name.lower().endswith(".md") else name
 
 
-def _title(title: str | None, heads: Sequence[HeadingSpan], rel_path: str) -> str:
-    """Frontmatter title, else the first non-empty level-1 heading, else the file stem."""
-    if title:
+_PLACEHOLDER = re.compile(r"\{\{.*?\}\}|<%.*?%>", re.DOTALL)
+
+
+def is_placeholder_title(title: str) -> bool:
+    """True for an unrendered template title (``{{title}}``, ``Daily {{date}}``, Templater ``<% tp.file.title %>``)."""
+    return _PLACEHOLDER.search(title) is not None
+
+
+def note_title(title: str | None, rel_path: str) -> str:
+    """The displayed name, as Obsidian shows it: the frontmatter title, else the file name (stem).
+
+    A leading ``# H1`` is a heading of the note, not its name; a template placeholder is not a title.
+    """
+    if title and not is_placeholder_title(title):
         return title
-    first_h1 = next((h.text for h in heads if h.level == 1 and h.text), None)
-    return first_h1 or _stem(rel_path)
+    return stem(rel_path)
+
+
+def note_names(note: ParsedNote) -> tuple[str, ...]:
+    """Every name a note is known by: its title, its file name (stem) and its aliases, without repeats."""
+    return tuple(dict.fromkeys((note.title, stem(note.rel_path), *note.aliases)))
+
+
+_NAME_WORD = re.compile(r"[^\W_]+")
+
+
+def names_text(note: ParsedNote) -> str:
+    """The text of the note's name field: title, aliases, and the words of the file name that they
+    do not already hold (``dendron.topic.schema`` under the title "Schemas" adds "dendron topic
+    schema"; a file named like its title adds nothing, so a name does not count twice)."""
+    named = " ".join((note.title, *note.aliases))
+    have = {w.casefold() for w in _NAME_WORD.findall(named)}
+    extra = [w for w in _NAME_WORD.findall(stem(note.rel_path)) if w.casefold() not in have]
+    return " ".join([named, *dict.fromkeys(extra)]) if extra else named
 
 
 def parse_note(rel_path: str, data: bytes) -> ParsedNote | None:
@@ -586,7 +615,7 @@ def parse_note(rel_path: str, data: bytes) -> ParsedNote | None:
     meta = _Meta(rel_path, dict(mapping))
     fields = _extract_fields(meta)
     problems += meta.problems
-    fences, heads = scan_blocks(body)
+    fences, _heads = scan_blocks(body)
     masked = mask_code(body, fences)
     meta.extra.pop("classification", None)
     classification, unreadable = read_classification(
@@ -601,7 +630,7 @@ def parse_note(rel_path: str, data: bytes) -> ParsedNote | None:
         problems.append(unreadable)
     fields.update(
         classification=classification,
-        title=_title(fields["title"], heads, rel_path),
+        title=note_title(fields["title"], rel_path),
         tags=tuple(sorted(set(fields["tags"]) | inline_tags(masked))),
         links=fields["links"] + tuple(body_links(masked)),
     )

@@ -4,7 +4,9 @@
 its size and mtime, fast enough to run before every search as a staleness check: one
 ``os.scandir`` per folder and one cached ``stat`` per note, nothing opened.
 
-Skipped: folders named ``.git``, ``.obsidian``, ``.vaultsearch``, ``.trash`` (anywhere),
+Skipped: every dot-folder and dot-file (``.github/``, ``.obsidian/``, ``.draft.md``, anywhere:
+Obsidian hides them; ``include_dot_paths=True`` indexes them, apart from the folders named
+``.git``, ``.obsidian``, ``.vaultsearch``, ``.trash``, which are always skipped),
 the index directory when it lies inside the vault, and paths matched by the optional
 ``<vault>/.vaultsearchignore`` (gitignore syntax, ``pathspec.GitIgnoreSpec``; a matched
 folder is pruned, as in git).
@@ -127,6 +129,11 @@ class _Walk:
     files: list[ScannedFile]
     problems: list[Problem]
     visited: set[tuple[int, int]]  # (st_dev, st_ino) of folders walked
+    include_dot_paths: bool = False
+
+    def hidden(self, name: str) -> bool:
+        """A dot-file or dot-folder, skipped unless dot paths are included."""
+        return not self.include_dot_paths and name.startswith(".")
 
     def inside(self, real: str) -> bool:
         return real == self.root or real.startswith(self.root.rstrip(os.sep) + os.sep)
@@ -143,7 +150,9 @@ def _dir_key(path: Path | str) -> tuple[int, int] | None:
     return (st.st_dev, st.st_ino)
 
 
-def scan_vault(vault: Path, *, index_dir: Path | None = None, max_bytes: int = MAX_NOTE_BYTES) -> ScanResult:
+def scan_vault(
+    vault: Path, *, index_dir: Path | None = None, max_bytes: int = MAX_NOTE_BYTES, include_dot_paths: bool = False
+) -> ScanResult:
     """Every note file of the vault (sorted by rel_path) and the problems met on the way.
 
     Raises ``UsageError`` when ``vault`` is not a folder; everything else is a Problem.
@@ -162,6 +171,7 @@ def scan_vault(vault: Path, *, index_dir: Path | None = None, max_bytes: int = M
         [],
         problems,
         {root_key} if root_key else set(),
+        include_dot_paths,
     )
     stack: list[tuple[Path, str]] = [(vault.absolute(), "")]
     while stack:
@@ -187,6 +197,8 @@ def _walk_folder(walk: _Walk, folder: Path, prefix: str, stack: list[tuple[Path,
     for entry in entries:
         name = entry.name
         rel = prefix + name
+        if walk.hidden(name):
+            continue
         try:
             if entry.is_file(follow_symlinks=False):
                 if name[-3:].lower() != ".md" or (spec is not None and spec.match_file(rel)):

@@ -38,6 +38,9 @@ REPORT_KEYS = {
     "changed",
     "added",
     "removed",
+    "full_rebuild_detail",
+    "new_problems",
+    "settings",
     "problems",
     "seconds",
     "up_to_date",
@@ -139,7 +142,7 @@ def test_notes_rows_hold_the_parsed_metadata(tmp_path: Path) -> None:
         assert rows[rel][3:] == (hashlib.sha256(data).hexdigest(), len(data))
     assert rows["alpha.md"][:3] == ("Alpha", None, json.dumps(["first", "greek"]))
     assert rows["beta.md"][:3] == ("Beta", "the second letter", json.dumps(["inline"]))
-    assert rows["sub/gamma.md"][0] == "Gamma"  # from the first heading
+    assert rows["sub/gamma.md"][0] == "gamma"  # the file name: a leading H1 is a heading, not the name
     assert table(conn, "SELECT tag FROM note_tags") == [("first",), ("greek",), ("inline",)]
 
 

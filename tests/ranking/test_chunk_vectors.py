@@ -18,7 +18,7 @@ from core.ranking.chunk_vectors import VECTOR_PIVOT_SLOPE, load_chunk_vectors, v
 from core.ranking.sparse import load_sparse
 from core.searcher import search_vault
 from core.vault.chunking import headings
-from core.vault.notes import parse_note
+from core.vault.notes import names_text, parse_note
 
 LONG = "\n\n".join(f"Paragraph {i} talks about gardens, soil and compost in some detail." for i in range(30))
 FILES = {
@@ -63,7 +63,7 @@ def reference_scores(vault: Path, conn, query: str, slope: float) -> dict[str, f
     df: Counter[str] = Counter()
     for parsed in notes.values():
         fields = [
-            " ".join((parsed.title, *parsed.aliases)),
+            names_text(parsed),
             parsed.description or "",
             " ".join(parsed.tags),
             "\n".join(headings(parsed.body)),
@@ -78,11 +78,7 @@ def reference_scores(vault: Path, conn, query: str, slope: float) -> dict[str, f
         parsed, path = notes[rel], json.loads(path_json)
         first_of_section = prev.get(rel) != path_json
         prev[rel] = path_json
-        fields = (
-            [" ".join((parsed.title, *parsed.aliases)), parsed.description or "", " ".join(parsed.tags)]
-            if ord_ == 0
-            else ["", "", ""]
-        )
+        fields = [names_text(parsed), parsed.description or "", " ".join(parsed.tags)] if ord_ == 0 else ["", "", ""]
         fields += [path[-1] if (path and first_of_section) else "", text]
         tf: Counter[str] = Counter()
         for units, field_text in zip(CHUNK_FIELD_UNITS, fields):

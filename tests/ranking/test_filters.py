@@ -221,7 +221,7 @@ def test_public_caller_gets_no_trace_of_lan_or_restricted_notes(leak_vault, mode
     results = search_vault(leak_vault, query, mode=mode, limit=50, classifications=("public",), allow_fallback=True)
     assert found(results) <= PUBLIC
     assert all(r.via is None or r.via["from"] in PUBLIC for r in results)
-    dump = json.dumps({**results.to_dict(), "query": None}, ensure_ascii=False)  # the echoed query aside
+    dump = json.dumps({**results.to_dict(), "query": None, "query_terms": None}, ensure_ascii=False)  # echo aside
     assert not [m for m in HIDDEN_MARKS if m in dump]  # not in titles, snippets, matched_text, via, counts
 
 
@@ -242,6 +242,6 @@ def test_a_lan_caller_sees_lan_but_still_nothing_restricted(leak_vault):
 def test_a_query_only_a_hidden_note_matches_returns_an_ordinary_empty_list(leak_vault, mode):
     hidden = search_vault(leak_vault, "moonbeam", mode=mode, classifications=("public",))
     absent = search_vault(leak_vault, "xylophonist", mode=mode, classifications=("public",))
-    neutral = {"query": "", "index": {}, "freshness": {}}  # freshness: same fields, ages differ by the call time
+    neutral = {"query": "", "query_terms": [], "index": {}, "freshness": {}}  # freshness: ages differ by the call time
     assert list(hidden) == [] and hidden.to_dict() | neutral == absent.to_dict() | neutral
     assert set(hidden.freshness) == set(absent.freshness) and hidden.freshness["stale"] is False

@@ -173,6 +173,18 @@ def test_best_row_per_group_picks_each_notes_best_row_and_grows_past_duplicates(
     assert [float(s[r]) for r in got] == sorted(best.values(), reverse=True)
 
 
+def test_name_match_hand_computed():
+    # 3 query terms; names with 3 of 3 terms, 3 of 4, 2 of 2 (misses a query term), and no name terms
+    out = scoring.name_match(np.array([3.0, 3.0, 2.0, 0.0]), np.array([3, 4, 2, 0], dtype=np.uint16), 3)
+    assert out.tolist() == [1.0, 0.5625, 0.0, 0.0]
+
+
+def test_cosine_scores_of_unit_vectors():
+    matrix = np.array([[1.0, 0.0], [0.6, 0.8]], dtype=np.float32)
+    out = scoring.cosine_scores(matrix, np.array([0.6, 0.8]))
+    assert out.dtype == np.float32 and out.tolist() == pytest.approx([0.6, 1.0])
+
+
 def test_rrf_hand_computed():
     fused = scoring.rrf_fuse([[1, 2, 3], [3, 1]], k=60)
     assert fused == pytest.approx({1: 1 / 61 + 1 / 62, 2: 1 / 62, 3: 1 / 63 + 1 / 61})

@@ -22,7 +22,7 @@ from core.ranking.analysis import analyzer_for
 from core.ranking.postings import TermMajor, stable_order
 from core.ranking.sparse import RankParams, bm25_scores, load_sparse
 from core.vault.chunking import headings
-from core.vault.notes import parse_note
+from core.vault.notes import names_text, parse_note
 
 FILES = {
     "garden.md": note(
@@ -36,7 +36,9 @@ FILES = {
     "___.md": "---\ndescription: '!!!'\n---\n\n... !!! ...\n",  # no term in any field: a note without postings
 }
 QUERIES = ["compost", "garden soil", "worms compost knives", "filler", "soil notes"]
-PARAMS = RankParams(heading_coverage_weight=0.0)  # BM25F alone (the bonus has its own tests)
+PARAMS = RankParams(
+    heading_coverage_weight=0.0, title_heading_coverage_weight=0.0, name_match_weight=0.0
+)  # BM25F alone
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +60,7 @@ def reference_bm25f(vault: Path, conn, query: str) -> dict[str, float]:
     for rel in FILES:
         parsed = parse_note(rel, (vault / rel).read_bytes())
         texts = [
-            " ".join((parsed.title, *parsed.aliases)),
+            names_text(parsed),
             parsed.description or "",
             " ".join(parsed.tags),
             "\n".join(headings(parsed.body)),
@@ -135,3 +137,34 @@ def test_term_major_slots_fill_each_term_in_row_order(values, block):
         out[dest] = (start + np.arange(order.shape[0]))[order]
     assert np.array_equal(out, np.argsort(terms, kind="stable"))
     assert np.array_equal(np.diff(layout.indptr), np.bincount(terms, minlength=41))
+
+
+def test_the_name_bonus_ranks_the_note_named_by_the_query_first(make_vault):
+    """'dendron topic schema' is the name of dendron.topic.schema.md, more than of its children,
+    even when a child says the words more often (their names hold more than the query)."""
+    root = make_vault(
+        {
+            "dendron.topic.schema.md": "---\ntitle: Schemas\n---\nSchemas describe a hierarchy.\n",
+            "dendron.topic.schema.complete.md": "---\ntitle: Complete\n---\nSchema schema topic dendron.\n",
+            "dendron.topic.schema.lib.md": "---\ntitle: Lib\n---\nDendron topic schema library schema.\n",
+        },
+        name="namebonus",
+    )
+    conn = gen.connect_readonly(gen.resolve(gen.layout_for(root.resolve())))
+    paths = dict(conn.execute("SELECT id, rel_path FROM notes"))
+    terms = ["dendron", "topic", "schema"]
+    with_bonus = load_sparse(conn)
+    without = load_sparse(conn, RankParams(name_match_weight=0.0))
+
+    def top(sp):
+        scores, _ = bm25_scores(sp, terms)
+        return paths[int(sp.note_ids[int(np.argmax(scores))])]
+
+    assert top(with_bonus) == "dendron.topic.schema.md"
+    assert top(without) != "dendron.topic.schema.md"  # the bonus is what decides
+    names = {paths[int(i)]: int(t) for i, t in zip(with_bonus.note_ids, with_bonus.name_terms)}
+    assert names == {
+        "dendron.topic.schema.md": 3,
+        "dendron.topic.schema.complete.md": 4,
+        "dendron.topic.schema.lib.md": 4,
+    }

@@ -42,6 +42,11 @@ def comparable(results) -> dict:
     for r in d["results"]:
         for key in ("index_age_seconds", "index_generation_id", "index_source_snapshot_hash"):
             r.pop(key)
+        # where the copy lies and when its files were written (two vaults made one after the other)
+        r.pop("obsidian_uri")
+        r["dates"].pop("mtime")
+        if r["date_field"] == "mtime":
+            r.pop("date")
     return d
 
 

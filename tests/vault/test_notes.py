@@ -128,7 +128,7 @@ def test_tags_as_comma_or_space_string():
 
 def test_non_string_scalars_become_text_and_lists_as_title_are_field_invalid():
     note = parse("---\ntitle: [a, b]\nstatus: 3\nid: 42\n---\n# Heading\n", "x.md")
-    assert note.title == "Heading"
+    assert note.title == "x"  # the file name (the H1 is a heading)
     assert note.status == "3"
     assert note.frontmatter_id == "42"
     assert reasons(note) == ["field_invalid"]
@@ -285,7 +285,7 @@ def test_unclosed_code_fence_runs_to_the_end():
 
 def test_title_fallbacks():
     assert parse("---\ntitle: FM\n---\n# H1\n").title == "FM"
-    assert parse("## h2 first\n```\n# in code\n```\n# Real H1 #\n").title == "Real H1"
+    assert parse("## h2 first\n```\n# in code\n```\n# Real H1 #\n", "a.md").title == "a"  # H1: a heading
     assert parse("no heading\n", "dir/My Note.MD").title == "My Note"
     assert parse("---\ntitle: ''\n---\n", "dendron.topic.x.md").title == "dendron.topic.x"
 
@@ -297,7 +297,7 @@ def test_malformed_yaml_keeps_body_after_the_fence():
     note = parse("---\ntitle: [unclosed\n---\n# Body Title\ntext\n", "bad.md")
     assert reasons(note) == ["yaml_invalid"]
     assert note.body == "# Body Title\ntext\n"
-    assert note.title == "Body Title"
+    assert note.title == "bad"
     assert note.extra == {}
     assert "line" in note.problems[0].detail and "\n" not in note.problems[0].detail
 

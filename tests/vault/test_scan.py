@@ -47,7 +47,8 @@ def test_skips_tool_folders_anywhere(tmp_path):
     for folder in (".git", ".obsidian", ".vaultsearch", ".trash", "sub/.git"):
         write(tmp_path, f"{folder}/x.md")
     write(tmp_path, ".github/kept.md")
-    assert rels(scan_vault(tmp_path)) == [".github/kept.md"]
+    assert rels(scan_vault(tmp_path)) == []  # every dot-folder is skipped by default, as Obsidian does
+    assert rels(scan_vault(tmp_path, include_dot_paths=True)) == [".github/kept.md"]
 
 
 def test_skips_an_index_dir_inside_the_vault(tmp_path):

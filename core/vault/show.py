@@ -1,0 +1,124 @@
+"""``vaultsearch show``: one note (or a section, or a line range) read from the vault itself.
+
+The vault is the truth, so ``show`` reads the file, not the index: what it prints is what
+Obsidian opens. Line numbers are 1-based and count every line of the file (frontmatter
+included), the same numbering as a hit's line range. The path must name a Markdown file
+inside the vault: ``..``, absolute paths and symlinks that leave the vault are refused with
+``NoteNotFoundError``, as are a section or a line range the note does not have.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from core.errors import NoteNotFoundError, UsageError
+from core.index.ownership import check_vault
+from core.vault.chunking import heading_spans, mask_code
+from core.vault.notes import decode_text, load_frontmatter, note_title, split_frontmatter
+from core.vault.scan import MAX_NOTE_BYTES
+
+_LINES = re.compile(r"(\d+)?:(\d+)?|(\d+)")
+
+
+@dataclass(frozen=True)
+class NoteView:
+    rel_path: str
+    title: str
+    frontmatter: dict[str, Any]  # the YAML as data ({} when absent or unreadable)
+    line_start: int  # 1-based, inclusive, lines of the file
+    line_end: int
+    lines: tuple[str, ...]  # the text of lines line_start..line_end
+    section: str | None
+    total_lines: int
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["lines"] = list(self.lines)
+        return d
+
+
+def parse_line_range(spec: str) -> tuple[int | None, int | None]:
+    """``A:B``, ``A:``, ``:B`` or ``A`` (1-based, inclusive) -> (start, end); a bad form is a UsageError."""
+    match = _LINES.fullmatch(spec.strip())
+    if match is None:
+        raise UsageError(f"--lines takes A:B (1-based, inclusive), not {spec!r}", value=spec)
+    if match.group(3) is not None:
+        return int(match.group(3)), int(match.group(3))
+    start = int(match.group(1)) if match.group(1) else None
+    end = int(match.group(2)) if match.group(2) else None
+    if (start is not None and start < 1) or (start is not None and end is not None and end < start):
+        raise UsageError(f"--lines {spec!r}: need 1 <= A <= B", value=spec)
+    return start, end
+
+
+def confined_note_path(vault: Path, rel_path: str) -> tuple[Path, str]:
+    """(real path, POSIX rel_path) of a note inside the vault, or ``NoteNotFoundError``."""
+    check_vault(vault)
+    root = os.path.realpath(vault)
+    candidate = rel_path.replace("\\", "/").strip()
+    if "\x00" in candidate or not candidate:
+        raise NoteNotFoundError(f"not a note path: {rel_path!r}", path=rel_path)
+    if not candidate.lower().endswith(".md"):
+        candidate += ".md"  # Obsidian names a note without its extension
+    real = os.path.realpath(os.path.join(root, candidate))
+    if real != root and not real.startswith(root.rstrip(os.sep) + os.sep):
+        raise NoteNotFoundError(f"{rel_path!r} is outside the vault", path=rel_path)
+    if not os.path.isfile(real):
+        raise NoteNotFoundError(f"no note {candidate!r} in the vault", path=candidate)
+    return Path(real), Path(os.path.relpath(real, root)).as_posix()
+
+
+def _section_lines(text: str, body_offset: int, section: str) -> tuple[int, int]:
+    """(first, last) 1-based file lines of the section whose heading is ``section`` (case-insensitive)."""
+    body = text[body_offset:]
+    heads = heading_spans(mask_code(body))
+    wanted = section.strip().lstrip("#").strip().casefold()
+    for i, head in enumerate(heads):
+        if head.text.strip().casefold() != wanted:
+            continue
+        end = next((h.start for h in heads[i + 1 :] if h.level <= head.level), len(body))
+        first = text.count("\n", 0, body_offset + head.start) + 1
+        last = text.count("\n", 0, body_offset + end) if end < len(body) else len(text.splitlines())
+        return first, max(first, last)
+    names = ", ".join(repr(h.text) for h in heads[:20]) or "none"
+    raise NoteNotFoundError(f"no section {section!r} in the note (headings: {names})", section=section)
+
+
+def show_note(
+    vault: Path, rel_path: str, *, section: str | None = None, lines: tuple[int | None, int | None] | None = None
+) -> NoteView:
+    """The note at ``rel_path`` (confined to ``vault``): all of it, one section, or a line range."""
+    if section is not None and lines is not None:
+        raise UsageError("give --section or --lines, not both")
+    real, rel = confined_note_path(Path(vault), rel_path)
+    with open(real, "rb") as handle:
+        data = handle.read(MAX_NOTE_BYTES + 1)
+    if len(data) > MAX_NOTE_BYTES:
+        raise NoteNotFoundError(f"{rel} is larger than {MAX_NOTE_BYTES} bytes", path=rel)
+    text, _ = decode_text(rel, data)
+    yaml_text, body, _ = split_frontmatter(text)
+    frontmatter = load_frontmatter(rel, yaml_text)[0] if yaml_text is not None else {}
+    all_lines = text.splitlines()
+    total = len(all_lines)
+    if section is not None:
+        first, last = _section_lines(text, len(text) - len(body), section)
+    else:
+        start, end = lines or (None, None)
+        first, last = start or 1, min(end or total, total)
+        if total and first > total:
+            raise NoteNotFoundError(f"{rel} has {total} lines; --lines starts at {first}", path=rel)
+    title = frontmatter.get("title") if isinstance(frontmatter.get("title"), str) else None
+    return NoteView(
+        rel_path=rel,
+        title=note_title(title, rel),
+        frontmatter=frontmatter,
+        line_start=first,
+        line_end=last,
+        lines=tuple(all_lines[first - 1 : last]),
+        section=section,
+        total_lines=total,
+    )
