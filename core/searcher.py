@@ -15,6 +15,7 @@ from core import generations as gen
 from core.errors import SchemaMismatchError, UsageError
 from core.index.schema import SCHEMA_VERSION, get_meta
 from core.modes.context import Hit, ModeRun, SearchContext, note_fields
+from core.ranking.expansion import surface
 from core.ranking.filters import Filters
 from core.ranking.query import clean_text
 from core.ranking.snippets import QueryWords, best_passages, matched_text, snippet
@@ -63,6 +64,8 @@ class SearchResults(list):
         retrieval_contract: str,
         fallback_reason: str | None,
         index: dict[str, Any],
+        query_expansions: list[dict[str, Any]] | None = None,
+        unmatched_words: list[str] | None = None,
     ) -> None:
         super().__init__(hits)
         self._info = {
@@ -72,6 +75,8 @@ class SearchResults(list):
             "retrieval_contract": retrieval_contract,
             "fallback_reason": fallback_reason,
             "index": dict(index),
+            "query_expansions": [dict(e) for e in query_expansions or ()],
+            "unmatched_words": list(unmatched_words or ()),
         }
 
     def _read_only(self, *args: Any, **kwargs: Any) -> None:
@@ -86,6 +91,10 @@ class SearchResults(list):
     retrieval_contract = property(lambda self: self._info["retrieval_contract"])
     fallback_reason = property(lambda self: self._info["fallback_reason"])
     index = property(lambda self: dict(self._info["index"]))
+    # query words the lexical analysis expanded (prefix, variant, subword, cjk_unigram, typo) and to what
+    query_expansions = property(lambda self: [dict(e) for e in self._info["query_expansions"]])
+    # query words that no term of the index serves, not even through an expansion
+    unmatched_words = property(lambda self: list(self._info["unmatched_words"]))
 
     def to_dict(self) -> dict[str, Any]:
         return {**self._info, "results": [r.to_dict() for r in self]}
@@ -148,8 +157,11 @@ def _results(ctx: SearchContext, run: ModeRun, with_passages: bool) -> list[Sear
     ids = [h.note_id for h in run.hits]
     fields = note_fields(ctx.conn, ids)
     sp = ctx.sparse()
-    weights = {t: float(sp.bm25_idf[sp.term_id[t]]) for t in ctx.terms if t in sp.term_id}
-    words = QueryWords(ctx.terms, weights)
+    weights: dict[str, float] = {}
+    for t in ctx.terms:
+        if t in sp.term_id:
+            weights[surface(t)] = max(weights.get(surface(t), 0.0), float(sp.bm25_idf[sp.term_id[t]]))
+    words = QueryWords(list(weights), weights)
     preferred = {h.note_id: h.chunk_id for h in run.hits if h.chunk_id is not None}
     passages = best_passages(ctx.conn, words, ids, preferred) if with_passages else {}
     counts = body_term_counts(sp, ctx.terms, ids, ctx.postings()) if with_passages else {}
@@ -234,6 +246,9 @@ def search_vault(
         else:
             run = dispatch(spec, ctx)
         hits = _results(ctx, run, passages)
+        lexical = not raw and bool(text.strip())
+        expansions = ctx.analysis.expansions if lexical else []
+        unmatched = ctx.analysis.unmatched if lexical else []
     finally:
         if resolved.kind == "legacy_db":
             conn.close()
@@ -251,4 +266,6 @@ def search_vault(
         retrieval_contract=run.retrieval_contract,
         fallback_reason=run.fallback_reason,
         index=index,
+        query_expansions=expansions,
+        unmatched_words=unmatched,
     )

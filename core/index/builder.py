@@ -33,7 +33,8 @@ from core import generations as gen
 from core.errors import IntegrityError, SourceChangedError, ValidationError
 from core.index.ingest import NoteWriter, default_workers, delete_notes, prepared_notes, read_source, recompute_edges
 from core.index.schema import SCHEMA_VERSION, atomic, create_schema, get_meta, set_meta
-from core.ranking.analysis import analyzer_for, check_tokenizer
+from core.ranking.analysis import check_tokenizer, language_analyzer_for
+from core.ranking.languages import analysis_identity, check_language
 from core.vault.chunking import CHUNKER_VERSION
 from core.vault.scan import MAX_NOTE_BYTES, ScannedFile, ScanResult, scan_vault
 
@@ -49,18 +50,25 @@ class IndexConfig:
 
     chunk_size: int = 600
     chunk_overlap: int = 60
-    tokenizer: str = DEFAULT_TOKENIZER
+    tokenizer: str = DEFAULT_TOKENIZER  # notes_fts (raw FTS5 queries, identifier phrases)
     max_note_bytes: int = MAX_NOTE_BYTES
+    language: str = "en"  # the vault default: notes with no frontmatter language and none detected
 
     def __post_init__(self) -> None:
         check_tokenizer(self.tokenizer)
+        object.__setattr__(self, "language", check_language(self.language))
 
     @property
     def chunker(self) -> str:
         return f"{CHUNKER_VERSION}:{self.chunk_size}:{self.chunk_overlap}"
 
     def identity(self) -> dict[str, Any]:
-        return {"schema_version": SCHEMA_VERSION, "chunker": self.chunker, "tokenizer": self.tokenizer}
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "chunker": self.chunker,
+            "tokenizer": self.tokenizer,
+            "analysis": analysis_identity(self.language),
+        }
 
 
 @dataclass(frozen=True)
@@ -176,11 +184,15 @@ def _apply(conn: sqlite3.Connection, plan: _Plan, run: _Run) -> dict[str, int]:
     conn.executemany("DELETE FROM skipped_files WHERE rel_path = ?", [(p,) for p in plan.removed_skipped])
     items = [(f.rel_path, str(f.path), data, sha, f.mtime_ns, f.size) for f, data, sha in plan.changed]
     workers = default_workers(len(items)) if run.workers is None else run.workers
-    writer = NoteWriter(conn, analyzer_for(run.config.tokenizer))
+    writer = NoteWriter(conn, language_analyzer_for(run.config.language))
     first_new_id = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM notes").fetchone()[0]
     with (
         prepared_notes(
-            items, chunk_size=run.config.chunk_size, chunk_overlap=run.config.chunk_overlap, workers=workers
+            items,
+            chunk_size=run.config.chunk_size,
+            chunk_overlap=run.config.chunk_overlap,
+            workers=workers,
+            language=run.config.language,
         ) as batches,
         tqdm(total=len(items), desc="indexing", unit="note", disable=not run.progress) as bar,
     ):

@@ -12,10 +12,9 @@ import numpy as np
 
 from core.index.layout import ResolvedIndex
 from core.index.schema import get_meta
-from core.ranking.analysis import analyzer_for
 from core.ranking.chunk_vectors import ChunkVectors, load_chunk_vectors
+from core.ranking.expansion import QueryAnalysis, QueryAnalyzer, vocabulary
 from core.ranking.filters import Filters
-from core.ranking.query import MAX_QUERY_TERMS
 from core.ranking.sparse import CHUNK_CACHE, SPARSE_CACHE, QueryPostings, SparseIndex, load_sparse, query_postings
 
 # Filter masks of recent (generation, filters) pairs: numbers only, no note text.
@@ -58,7 +57,7 @@ class SearchContext:
     _chunks: ChunkVectors | None = None
     _postings: QueryPostings | None = None
     _mask: np.ndarray | None = None
-    _terms: list[str] | None = None
+    _analysis: QueryAnalysis | None = None
     _meta: dict[str, Any] | None = None
 
     @property
@@ -68,10 +67,17 @@ class SearchContext:
         return self._meta
 
     @property
+    def analysis(self) -> QueryAnalysis:
+        """The query's weighted terms in every language of the index, with its expansions."""
+        if self._analysis is None:
+            sp = self.sparse()
+            languages = self.meta.get("languages") or ["en"]
+            self._analysis = QueryAnalyzer(sp.term_id, vocabulary(sp), languages).analyse(self.text)
+        return self._analysis
+
+    @property
     def terms(self) -> list[str]:
-        if self._terms is None:
-            self._terms = analyzer_for(self.meta["tokenizer"]).terms(self.text)[:MAX_QUERY_TERMS]
-        return self._terms
+        return self.analysis.terms
 
     def sparse(self) -> SparseIndex:
         if self._sparse is None:
@@ -86,7 +92,8 @@ class SearchContext:
     def postings(self) -> QueryPostings:
         """The query's postings in the sparse index, gathered once (ranking and match counts)."""
         if self._postings is None:
-            self._postings = query_postings(self.sparse(), self.terms)
+            a = self.analysis
+            self._postings = query_postings(self.sparse(), a.terms, a.weights, a.cover)
         return self._postings
 
     def chunk_vectors(self) -> ChunkVectors:

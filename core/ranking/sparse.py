@@ -32,10 +32,12 @@ class RankParams:
     b: tuple[float, ...] = (0.5, 0.5, 0.3, 0.5, 0.75)
     coverage_weight: float = 0.0
     heading_coverage_weight: float = 0.5
+    title_coverage_weight: float = 0.0  # the same for the title alone (on top)
 
 
 DEFAULT_PARAMS = RankParams()
 _TITLE_HEADING_BITS = np.uint8((1 << FTS_COLUMNS.index("title")) | (1 << FTS_COLUMNS.index("headings")))
+_TITLE_BIT = np.uint8(1 << FTS_COLUMNS.index("title"))
 
 
 @dataclass
@@ -191,16 +193,30 @@ class QueryPostings(NamedTuple):
     pos: np.ndarray  # posting positions
     owner: np.ndarray  # index into ``ids`` of each posting
     docs: np.ndarray  # document row of each posting
+    weight: np.ndarray | None = None  # float32 per id: the term's share of the score (None: all 1)
+    cover: np.ndarray | None = None  # float32 per id: its share in the coverage bonus (None: all 1)
 
 
-def query_postings(index: SparseIndex, terms: list[str]) -> QueryPostings:
+def query_postings(
+    index: SparseIndex,
+    terms: list[str],
+    weights: list[float] | None = None,
+    cover: list[float] | None = None,
+) -> QueryPostings:
+    """The query's postings; ``weights`` / ``cover`` (one per term of ``terms``, which are then
+    distinct) scale each term's score and its share in the coverage bonus."""
     ids, _ = query_term_ids(index, terms)
     pos, owner = gather_postings(index.indptr, ids)
-    return QueryPostings(ids, pos, owner, index.docs[pos])
+    w = c = None
+    if weights is not None or cover is not None:
+        known = [i for i, t in enumerate(terms) if t in index.term_id]
+        w = np.asarray([weights[i] if weights is not None else 1.0 for i in known], dtype=np.float32)
+        c = np.asarray([cover[i] if cover is not None else 1.0 for i in known], dtype=np.float32)
+    return QueryPostings(ids, pos, owner, index.docs[pos], w, c)
 
 
 def bm25_scores(
-    index: SparseIndex, terms: list[str], postings: QueryPostings | None = None
+    index: SparseIndex, terms: list[str], postings: QueryPostings | None = None, params: RankParams | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """(scores, matched) over all documents: BM25F plus the coverage bonuses of RankParams.
 
@@ -208,15 +224,19 @@ def bm25_scores(
     documents that match the whole query (idf-weighted coverage) and those whose title or
     headings hold every query term, without dropping documents that match only some terms.
     All postings of the query are gathered once and summed per document with ``bincount``.
+    ``params`` overrides the index's coverage weights (k1, b and field weights are in its postings).
     """
-    ids, pos, owner, docs = postings if postings is not None else query_postings(index, terms)
+    ids, pos, owner, docs, weight, cover = postings if postings is not None else query_postings(index, terms)
     n = index.n_docs
-    scores = np.bincount(docs, weights=index.bm25[pos], minlength=n).astype(np.float32)
+    contribution = index.bm25[pos] if weight is None else index.bm25[pos] * weight[owner]
+    scores = np.bincount(docs, weights=contribution, minlength=n).astype(np.float32)
     matched = np.bincount(docs, minlength=n).astype(np.float32)
-    p = index.params
+    p = params or index.params
     idf = index.bm25_idf[ids].astype(np.float64)
+    if cover is not None:  # only content words count towards coverage (core.ranking.expansion)
+        idf = idf * cover
     total = float(idf.sum())
-    if total > 0 and (p.coverage_weight or p.heading_coverage_weight):
+    if total > 0 and (p.coverage_weight or p.heading_coverage_weight or p.title_coverage_weight):
         bonus = np.zeros(n, dtype=np.float64)
         if p.coverage_weight:
             cov = np.bincount(docs, weights=idf[owner], minlength=n)
@@ -225,6 +245,10 @@ def bm25_scores(
             in_head = (index.field_mask[pos] & _TITLE_HEADING_BITS) > 0
             head = np.bincount(docs, weights=idf[owner] * in_head, minlength=n)
             bonus += p.heading_coverage_weight * scoring.coverage(head, total) ** 2
+        if p.title_coverage_weight:
+            in_title = (index.field_mask[pos] & _TITLE_BIT) > 0
+            title = np.bincount(docs, weights=idf[owner] * in_title, minlength=n)
+            bonus += p.title_coverage_weight * scoring.coverage(title, total) ** 2
         top = float(scores.max()) if n else 0.0
         scores += (bonus * top).astype(np.float32) * (matched > 0)
     return scores, matched
@@ -236,7 +260,8 @@ def body_term_counts(
     """Occurrences of the query's terms in each given note's body (exact, from the stored vectors)."""
     if not note_ids:
         return {}
-    _, pos, _, docs = postings if postings is not None else query_postings(index, terms)
+    found = postings if postings is not None else query_postings(index, terms)
+    pos, docs = found.pos, found.docs
     per_doc = np.bincount(docs, weights=index.body_tf[pos], minlength=index.n_docs)
     rows = index.rows_of(np.asarray(note_ids, dtype=np.int64))
     return {nid: int(per_doc[r]) if r >= 0 else 0 for nid, r in zip(note_ids, rows.tolist())}

@@ -13,7 +13,7 @@ from conftest import note
 
 from core import generations as gen
 from core.index.schema import CHUNK_FIELD_UNITS, CHUNK_UNIT, note_bodies
-from core.ranking.analysis import analyzer_for
+from core.ranking.analysis import language_analyzer_for
 from core.ranking.chunk_vectors import VECTOR_PIVOT_SLOPE, load_chunk_vectors, vector_scores
 from core.ranking.sparse import load_sparse
 from core.searcher import search_vault
@@ -49,7 +49,7 @@ def conn(vault):
 
 def reference_scores(vault: Path, conn, query: str, slope: float) -> dict[str, float]:
     """The vector score of each note, recomputed from the chunk texts with dicts and loops."""
-    analyzer = analyzer_for(json.loads(conn.execute("SELECT value FROM meta WHERE key = 'tokenizer'").fetchone()[0]))
+    analyzer = language_analyzer_for("en")
     bodies = note_bodies(conn, [r[0] for r in conn.execute("SELECT id FROM notes")])
     rows = [
         (rel, ord_, path, bodies[nid][start:end])
@@ -107,7 +107,7 @@ def reference_scores(vault: Path, conn, query: str, slope: float) -> dict[str, f
 def test_scores_match_a_plain_python_reference(vault, conn, query, slope):
     sparse = load_sparse(conn)
     vectors = load_chunk_vectors(conn, sparse, slope)
-    analyzer = analyzer_for(json.loads(conn.execute("SELECT value FROM meta WHERE key = 'tokenizer'").fetchone()[0]))
+    analyzer = language_analyzer_for("en")
     scores, matched, _ = vector_scores(sparse, vectors, analyzer.terms(query))
     path_of = dict(conn.execute("SELECT id, rel_path FROM notes"))
     got = {path_of[int(nid)]: float(s) for nid, s, m in zip(sparse.note_ids, scores, matched) if m > 0}

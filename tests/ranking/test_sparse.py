@@ -3,7 +3,6 @@ block-wise loader (core.ranking.postings) against itself in tiny blocks."""
 
 from __future__ import annotations
 
-import json
 import math
 from collections import Counter
 from pathlib import Path
@@ -18,7 +17,7 @@ import core.ranking.postings
 import core.ranking.sparse
 from core import generations as gen
 from core.index.schema import FTS_COLUMNS
-from core.ranking.analysis import analyzer_for
+from core.ranking.analysis import language_analyzer_for
 from core.ranking.postings import TermMajor, stable_order
 from core.ranking.sparse import RankParams, bm25_scores, load_sparse
 from core.vault.chunking import headings
@@ -53,7 +52,7 @@ def conn(built):
 
 def reference_bm25f(vault: Path, conn, query: str) -> dict[str, float]:
     """BM25F of each matching note, from the note files with dicts and loops."""
-    analyzer = analyzer_for(json.loads(conn.execute("SELECT value FROM meta WHERE key = 'tokenizer'").fetchone()[0]))
+    analyzer = language_analyzer_for("en")
     fields: dict[str, list[Counter[str]]] = {}
     for rel in FILES:
         parsed = parse_note(rel, (vault / rel).read_bytes())
@@ -88,7 +87,7 @@ def reference_bm25f(vault: Path, conn, query: str) -> dict[str, float]:
 def test_bm25f_matches_a_plain_python_reference(built, query):
     vault, conn = built
     index = load_sparse(conn, PARAMS)
-    analyzer = analyzer_for(json.loads(conn.execute("SELECT value FROM meta WHERE key = 'tokenizer'").fetchone()[0]))
+    analyzer = language_analyzer_for("en")
     scores, matched = bm25_scores(index, analyzer.terms(query))
     path_of = dict(conn.execute("SELECT id, rel_path FROM notes"))
     got = {path_of[int(nid)]: float(s) for nid, s, m in zip(index.note_ids, scores, matched) if m > 0}
