@@ -9,10 +9,9 @@ SciFact cold build time and index size.
 * typo: every known-item dev query with one edit (insert, delete, swap or substitute, seeded
   ``random.Random(13)``) in one of its words of >= 5 letters; reported as the ratio of its
   nDCG@10 to the unedited queries' (fts).
-* prefix: for each known-item dev query, its longest word of >= 6 letters that occurs in at
-  most 3 notes; the query is the first 3-5 letters of it (seeded), kept when the notes holding a
-  word with that prefix are at most 10 (so a top-10 hit is possible); share of queries whose
-  note is in the top 10 (fts).
+* prefix: each known-item dev query with its rarest word of >= 6 letters (that its note holds)
+  cut to its first 3, 4 or 5 letters (seeded); share of queries whose note is in the top 10
+  (fts), beside the same queries without that word at all (what the other words find alone).
 * latency: warm fts p50 per set (``limit=10``, passages on, the realistic call).
 * build: SciFact cold build (fresh index dir, in this process), seconds and generation size.
 
@@ -53,8 +52,10 @@ ENGLISH = {
     ),
 }
 # Today's figures (main @ 2a0ba5a, issue 13): English nDCG@10 to hold within 0.005.
-ENGLISH_TODAY = {"fts": {"scifact": 0.7023, "dendron": 0.9367, "powershell": 0.9124},
-                 "hybrid": {"scifact": 0.7079, "dendron": 0.9407, "powershell": 0.9291}}
+ENGLISH_TODAY = {
+    "fts": {"scifact": 0.7023, "dendron": 0.9367, "powershell": 0.9124},
+    "hybrid": {"scifact": 0.7079, "dendron": 0.9407, "powershell": 0.9291},
+}
 TYPO_SEED = 13
 PREFIX_SEED = 13
 
@@ -84,8 +85,14 @@ def _ids(vault: Path, index_dir: Path) -> dict[str, str]:
         conn.close()
 
 
-def _run(vault: Path, index_dir: Path, queries: dict[str, str], qrels: dict[str, dict[str, int]], mode: str,
-         ids: dict[str, str]) -> dict[str, Any]:
+def _run(
+    vault: Path,
+    index_dir: Path,
+    queries: dict[str, str],
+    qrels: dict[str, dict[str, int]],
+    mode: str,
+    ids: dict[str, str],
+) -> dict[str, Any]:
     scores, nohit, times = [], 0, []
     for qid, text in queries.items():
         if qid not in qrels:
@@ -98,8 +105,13 @@ def _run(vault: Path, index_dir: Path, queries: dict[str, str], qrels: dict[str,
         scores.append(ndcg_at_k(ranked, rel, 10) if ranked else 0.0)
         nohit += not ranked
     n = len(scores)
-    return {"n": n, "ndcg10": sum(scores) / max(n, 1), "nohit": nohit / max(n, 1),
-            "p50_ms": statistics.median(times) * 1000 if times else None, "per_query": scores}
+    return {
+        "n": n,
+        "ndcg10": sum(scores) / max(n, 1),
+        "nohit": nohit / max(n, 1),
+        "p50_ms": statistics.median(times) * 1000 if times else None,
+        "per_query": scores,
+    }
 
 
 def _ml_qrels(lang: str, qrels: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
@@ -185,9 +197,13 @@ def typo(work: Path) -> dict[str, Any]:
         plain = {q: queries[q] for q in edited}
         a = _run(vault, index_dir, plain, qrels, "fts", ids)
         b = _run(vault, index_dir, edited, qrels, "fts", ids)
-        out[name] = {"n": b["n"], "unedited_ndcg10": a["ndcg10"], "typo_ndcg10": b["ndcg10"],
-                     "ratio": b["ndcg10"] / a["ndcg10"] if a["ndcg10"] else None,
-                     "examples": [edited[q] for q in sorted(edited)[:5]]}
+        out[name] = {
+            "n": b["n"],
+            "unedited_ndcg10": a["ndcg10"],
+            "typo_ndcg10": b["ndcg10"],
+            "ratio": b["ndcg10"] / a["ndcg10"] if a["ndcg10"] else None,
+            "examples": [edited[q] for q in sorted(edited)[:5]],
+        }
         print("typo", name, round(out[name]["ratio"], 4), flush=True)
     return out
 
@@ -196,8 +212,9 @@ def _note_words(vault: Path, index_dir: Path) -> dict[str, set[str]]:
     """word -> the notes (rel paths) whose text holds it (lower-cased letter runs of >= 3)."""
     conn = gen.connect_readonly(gen.resolve(gen.layout_for(vault.resolve(), index_dir)))
     try:
-        rows = conn.execute("SELECT n.rel_path, f.title, f.headings, f.body FROM notes_fts f "
-                            "JOIN notes n ON n.id = f.rowid").fetchall()
+        rows = conn.execute(
+            "SELECT n.rel_path, f.title, f.headings, f.body FROM notes_fts f JOIN notes n ON n.id = f.rowid"
+        ).fetchall()
     finally:
         conn.close()
     words: dict[str, set[str]] = {}
@@ -207,27 +224,34 @@ def _note_words(vault: Path, index_dir: Path) -> dict[str, set[str]]:
     return words
 
 
-def prefix_queries(queries: dict[str, str], qrels: dict[str, dict[str, int]], words: dict[str, set[str]],
-                   ids: dict[str, str], seed: int = PREFIX_SEED) -> dict[str, str]:
+def prefix_queries(
+    queries: dict[str, str],
+    qrels: dict[str, dict[str, int]],
+    words: dict[str, set[str]],
+    ids: dict[str, str],
+    seed: int = PREFIX_SEED,
+) -> dict[str, tuple[str, str]]:
+    """qid -> (the query with its rarest word of >= 6 letters cut to its first 3-5 letters, the query
+    without that word): the second is the control, what the other words find on their own."""
     rng = random.Random(seed)
     by_id = {**{v: k for k, v in ids.items()}, **{k: k for k in ids}}
-    sorted_words = sorted(words)
-    import bisect
-
     out = {}
     for qid, text in sorted(queries.items()):
         target = by_id.get(next(iter(qrels.get(qid, {})), ""), None)
-        cands = [w for w in re.findall(r"[^\W\d_]{6,}", text.lower()) if len(words.get(w, ())) <= 3
-                 and target in words.get(w, ())]
-        if not cands:
+        found = [m for m in re.finditer(r"[^\W\d_]{6,}", text) if target in words.get(m.group().lower(), ())]
+        if not found:
             continue
-        w = max(cands, key=lambda x: (len(x), x))
-        p = w[: rng.choice((3, 4, 5))]
-        lo, hi = bisect.bisect_left(sorted_words, p), bisect.bisect_left(sorted_words, p + "\U0010ffff")
-        notes = set().union(*(words[x] for x in sorted_words[lo:hi]))
-        if len(notes) <= 10:
-            out[qid] = p
+        m = min(found, key=lambda x: (len(words[x.group().lower()]), -len(x.group()), x.start()))
+        cut = m.group()[: rng.choice((3, 4, 5))]
+        out[qid] = (text[: m.start()] + cut + text[m.end() :], " ".join((text[: m.start()] + text[m.end() :]).split()))
     return out
+
+
+def _top10(vault: Path, index_dir: Path, text: str, rel: dict[str, int], ids: dict[str, str]) -> bool:
+    if not text.strip():
+        return False
+    res = search_vault(vault, text, mode="fts", limit=10, index_dir=index_dir)
+    return any(r.rel_path in rel or ids.get(r.rel_path) in rel for r in res)
 
 
 def prefix(work: Path) -> dict[str, Any]:
@@ -238,12 +262,16 @@ def prefix(work: Path) -> dict[str, Any]:
         build_index(vault, index_dir=index_dir)
         ids = _ids(vault, index_dir)
         pq = prefix_queries(queries, qrels, _note_words(vault, index_dir), ids)
-        hits = 0
-        for qid, text in pq.items():
-            res = search_vault(vault, text, mode="fts", limit=10, index_dir=index_dir)
-            hits += any(r.rel_path in qrels[qid] or ids.get(r.rel_path) in qrels[qid] for r in res)
-        out[name] = {"n": len(pq), "top10_share": hits / max(len(pq), 1), "examples": list(pq.values())[:8]}
-        print("prefix", name, out[name]["n"], round(out[name]["top10_share"], 3), flush=True)
+        hits = sum(_top10(vault, index_dir, cut, qrels[q], ids) for q, (cut, _) in pq.items())
+        control = sum(_top10(vault, index_dir, rest, qrels[q], ids) for q, (_, rest) in pq.items())
+        n = max(len(pq), 1)
+        out[name] = {
+            "n": len(pq),
+            "top10_share": hits / n,
+            "without_the_word_top10_share": control / n,
+            "examples": [c for c, _ in list(pq.values())[:8]],
+        }
+        print("prefix", name, out[name]["n"], round(hits / n, 3), "control", round(control / n, 3), flush=True)
     return out
 
 

@@ -268,7 +268,9 @@ def prepare_notes(
         if isinstance(note, ParsedNote):
             texts = field_texts(note)
             rows, cells = _chunk_rows(note, chunk_size, chunk_overlap)
-            lang = note_language(note.extra.get("lang") or note.extra.get("language"), texts[0] + "\n" + note.body, language)
+            lang = note_language(
+                note.extra.get("lang") or note.extra.get("language"), texts[0] + "\n" + note.body, language
+            )
             notes.append((item, sha, note, texts, rows, lang))
             mine = _pieces(n_docs, texts, rows, cells)
             pieces += mine

@@ -70,9 +70,15 @@ class SearchContext:
     def analysis(self) -> QueryAnalysis:
         """The query's weighted terms in every language of the index, with its expansions."""
         if self._analysis is None:
-            sp = self.sparse()
+            sp, mask = self.sparse(), self.mask()
             languages = self.meta.get("languages") or ["en"]
-            self._analysis = QueryAnalyzer(sp.term_id, vocabulary(sp), languages).analyse(self.text)
+            visible = None
+            if not mask.all():  # expansions and unmatched words see only the notes the caller may see
+
+                def visible(tid: int) -> int:
+                    return int(mask[sp.docs[sp.indptr[tid] : sp.indptr[tid + 1]]].sum())
+
+            self._analysis = QueryAnalyzer(sp.term_id, vocabulary(sp), languages, visible).analyse(self.text)
         return self._analysis
 
     @property

@@ -54,7 +54,7 @@ def fts_ranking(ctx: SearchContext, k: int) -> list[tuple[int, float]]:
     if ctx.raw:
         return raw_fts_ranking(ctx, k)
     sp = ctx.sparse()
-    params = replace(sp.params, title_coverage_weight=CJK_TITLE_COVERAGE) if ctx.analysis.cjk_lookup else None
+    params = replace(sp.params, title_coverage_weight=CJK_TITLE_COVERAGE) if ctx.analysis.cjk_only else None
     scores, matched = bm25_scores(sp, ctx.terms, ctx.postings(), params)
     _add_identifier_bonus(ctx, sp, scores, matched)
     return _ranked(sp, scores, matched, ctx.mask(), k)

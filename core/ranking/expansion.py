@@ -32,16 +32,16 @@ import bisect
 import re
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from core.ranking import scoring
 from core.ranking.analysis import _TERM_WORD, analyzer_for
 from core.ranking.analysis import LANGUAGE_TOKENIZER as _BASE_TOKENIZER
 from core.ranking.languages import STOPWORDS, LanguageAnalysis, cjk_grams, has_cjk, is_cjk_run, script_runs
-from core.ranking import scoring
 from core.ranking.query import MAX_QUERY_TERMS
 
 # A query with more stop words than content words (``how do I embed a note``) gives its stop words
@@ -61,6 +61,7 @@ CJK_UNIGRAM_WEIGHT = 1.0  # a one-character query: the bigrams that hold the cha
 CJK_UNIGRAM_IN_QUERY_WEIGHT = 0.1  # a one-character word among others (often a particle: 의, の, 的)
 CJK_EXACT_WEIGHT = 0.5  # a whole run of CJK characters found as one run
 TYPO_WEIGHT = 0.5  # times df / the best candidate's df; below PREFIX_MISSING_WEIGHT
+SPLIT_EXPANSION_WEIGHT = True
 PREFIX_MIN_CHARS = 3
 SUBWORD_MIN_CHARS = 4
 TYPO_MIN_CHARS = 5
@@ -82,7 +83,7 @@ class QueryAnalysis:
     unmatched: list[str] = field(default_factory=list)  # tokens no index term serves
 
     @property
-    def cjk_lookup(self) -> bool:
+    def cjk_only(self) -> bool:
         """Every query word is a run of CJK characters: a look-up by bigrams, with no word boundary."""
         return bool(self.words) and all(is_cjk_run(w) and len(script_runs(w)) == 1 for w in self.words)
 
@@ -146,11 +147,15 @@ class Vocabulary:
     def ending(self, suffix: str) -> list[str]:
         return [w[::-1] for w in self._range(self.reversed, suffix[::-1])]
 
-    def best(self, candidates: Sequence[str], limit: int) -> list[tuple[str, int, int]]:
-        """(word, term id, df) of the most frequent candidates (a word's first surface term)."""
-        found = [(w, ids[0]) for w in candidates if (ids := self.surfaces(w))]
-        found.sort(key=lambda wt: (-int(self.df[wt[1]]), wt[0]))
-        return [(w, t, int(self.df[t])) for w, t in found[:limit]]
+    def best(
+        self, candidates: Sequence[str], limit: int, df: Callable[[int], int] | None = None
+    ) -> list[tuple[str, int, int]]:
+        """(word, term id, df) of the most frequent candidates (a word's first surface term) that
+        ``df`` (default: every note's) finds in at least one note."""
+        df = df or (lambda t: int(self.df[t]))
+        found = [(w, ids[0], d) for w in candidates if (ids := self.surfaces(w)) and (d := df(ids[0])) > 0]
+        found.sort(key=lambda wtd: (-wtd[2], wtd[0] not in self.exact, wtd[0]))  # equals: a surface form first
+        return found[:limit]
 
 
 _VOCAB: dict[int, tuple[weakref.ref, Vocabulary]] = {}
@@ -193,9 +198,19 @@ def _script_alphabet(word: str, chars: set[str]) -> set[str]:
 class QueryAnalyzer:
     """Analyses query text for one generation: its languages, its vocabulary."""
 
-    def __init__(self, term_id: dict[str, int], vocab: Vocabulary, languages: Sequence[str]) -> None:
+    def __init__(
+        self,
+        term_id: dict[str, int],
+        vocab: Vocabulary,
+        languages: Sequence[str],
+        df: Callable[[int], int] | None = None,
+    ) -> None:
+        """``df(term id)``: in how many notes the caller may see the term occurs (default: all notes).
+        Expansions and "is this word in the vocabulary" use it, so that nothing the response
+        reports (``expansions``, ``unmatched``) depends on notes the caller may not see."""
         self.term_id = term_id
         self.vocab = vocab
+        self.df = df or (lambda t: int(vocab.df[t]))
         self.languages = [LanguageAnalysis(lang) for lang in languages] or [LanguageAnalysis("en")]
         self.stop = frozenset().union(*(STOPWORDS.get(lang, frozenset()) for lang in languages))
 
@@ -219,7 +234,7 @@ class QueryAnalyzer:
         return out
 
     def _known(self, term: str) -> bool:
-        return term in self.term_id
+        return term in self.term_id and self.df(self.term_id[term]) > 0
 
     def _cjk(self, tok: str, out: QueryAnalysis, *, alone: bool) -> None:
         for run in script_runs(tok):
@@ -232,7 +247,7 @@ class QueryAnalyzer:
             if len(run) > 2:
                 out.add("=" + run, CJK_EXACT_WEIGHT, 0.0, "exact")
             if len(run) == 1:
-                found = self.vocab.best([*self.vocab.starting(run), *self.vocab.ending(run)], MAX_CJK_UNIGRAM)
+                found = self.vocab.best([*self.vocab.starting(run), *self.vocab.ending(run)], MAX_CJK_UNIGRAM, self.df)
                 found = [(w, t, d) for w, t, d in found if w != run]
                 weight = CJK_UNIGRAM_WEIGHT if alone else CJK_UNIGRAM_IN_QUERY_WEIGHT
                 for _, tid, _ in found:
@@ -246,7 +261,7 @@ class QueryAnalyzer:
         cover, share = (STOP_COVER, STOP_WEIGHT) if damp else (1.0, 1.0)
         bases = list(dict.fromkeys(la.base([tok])[0] for la in self.languages))
         # a word counts once in the coverage bonus: its stems in the index's languages share it by df
-        dfs = [int(self.vocab.df[self.term_id[b]]) if b in self.term_id else 0 for b in bases]
+        dfs = [self.df(self.term_id[b]) if b in self.term_id else 0 for b in bases]
         total = sum(dfs)
         # ... and its idf is over every note that holds it in any language, not within one namespace
         # (a few notes detected as another language must not get a rare-term idf for common words)
@@ -266,7 +281,9 @@ class QueryAnalyzer:
         if len(tok) >= PREFIX_MIN_CHARS:
             starts = {w for k in (tok, *keys) if len(k) >= PREFIX_MIN_CHARS for w in self.vocab.starting(k)}
             starts -= {tok, *keys}
-            served |= self._expand(tok, out, sorted(starts), "prefix", PREFIX_WEIGHT if found else PREFIX_MISSING_WEIGHT)
+            served |= self._expand(
+                tok, out, sorted(starts), "prefix", PREFIX_WEIGHT if found else PREFIX_MISSING_WEIGHT
+            )
             variants = [k[:i] for k in keys for i in range(max(SUBWORD_MIN_CHARS, len(k) - 2), len(k))]
             variants = [v for v in variants if v in self.vocab.base]
             served |= self._expand(tok, out, variants, "variant", VARIANT_WEIGHT if found else VARIANT_MISSING_WEIGHT)
@@ -281,10 +298,6 @@ class QueryAnalyzer:
         if not served:
             out.unmatched.append(tok)
 
-    def _same_word(self, word: str, own: set[str]) -> bool:
-        """True when a vocabulary word is a form of the query word (one of its base terms)."""
-        return any(b in own for b in (la.base([word])[0] for la in self.languages))
-
     def _split(self, tok: str) -> list[str]:
         """Two vocabulary words (a linking ``s`` allowed) that make up ``tok``, the most frequent pair."""
         best: tuple[int, list[str]] = (0, [])
@@ -293,7 +306,7 @@ class QueryAnalyzer:
             left, right = tok[:i], tok[i:]
             for head in (left, left[:-1] if left.endswith("s") and len(left) > 4 else None):
                 if head and v.surfaces(head) and v.surfaces(right):
-                    score = min(int(v.df[v.surfaces(head)[0]]), int(v.df[v.surfaces(right)[0]]))
+                    score = min(self.df(v.surfaces(head)[0]), self.df(v.surfaces(right)[0]))
                     if score > best[0]:
                         best = (score, [head, right])
         return best[1]
@@ -311,18 +324,23 @@ class QueryAnalyzer:
         each: bool = False,
     ) -> bool:
         own = {t for t, k in zip(out.terms, out.kinds) if k in ("base", "exact")}
-        ranked = self.vocab.best(candidates, len(candidates))
+        ranked = self.vocab.best(candidates, len(candidates), self.df)
         found: list[tuple[str, int, int]] = []
+        taken: set[str] = set()  # base terms of the words chosen so far: one form per word
         for f in ranked:
-            if self.vocab.name[f[1]] not in own and not self._same_word(f[0], own):
+            bases = {la.base([f[0]])[0] for la in self.languages} if not has_cjk(f[0]) else {f[0]}
+            bases |= {self.vocab.name[t] for t in self.vocab.base.get(f[0], ()) if t in self.vocab.name}
+            if self.vocab.name[f[1]] not in own and not bases & own and not bases & taken:
+                taken |= bases
                 found.append(f)
                 if len(found) == limit and not each:
                     break
         if not found:
             return False
         top = max(d for _, _, d in found)
+        split = len(found) if SPLIT_EXPANSION_WEIGHT and not each else 1  # a word's expansions share its weight
         for _, tid, df in found:
-            w = weight * (df / top if by_df else 1.0)
+            w = weight * (df / top if by_df else 1.0) / split
             out.add(self.vocab.name[tid], w, 0.0, kind)
         out.expansions.append({"word": tok, "kind": kind, "to": [w for w, _, _ in found]})
         return True

@@ -102,15 +102,11 @@ STOPWORDS: dict[str, frozenset[str]] = {
     "es": frozenset(
         "al como con de del el en es esta este la las lo los más no para pero por que se sin su sus un una y".split()
     ),
-    "it": frozenset(
-        "al che con da del della di e gli il in la le nel non per più si sono su un una uno".split()
-    ),
+    "it": frozenset("al che con da del della di e gli il in la le nel non per più si sono su un una uno".split()),
     "pt": frozenset(
         "ao as com como da das de do dos e em é na nas no nos não o os para pela pelo por que se um uma".split()
     ),
-    "nl": frozenset(
-        "aan als bij dat de die een en het in is met niet of om op te van voor wat worden zijn".split()
-    ),
+    "nl": frozenset("aan als bij dat de die een en het in is met niet of om op te van voor wat worden zijn".split()),
     "ru": frozenset(
         "а без бы в во все вы да для до если есть же за и из или как к ли на не но о об от по при с так "
         "то у что это я".split()

@@ -90,7 +90,9 @@ def test_a_compound_missing_from_the_vault_is_split_into_its_parts(make_vault):
     assert [sorted(e["to"]) for e in res.query_expansions if e["kind"] == "subword"] == [["ansicht", "graph"]]
 
 
-@pytest.mark.parametrize(("query", "target"), [("東京", "tokyo.md"), ("天気", "tokyo.md"), ("同步", "sync.md"), ("冲突", "sync.md")])
+@pytest.mark.parametrize(
+    ("query", "target"), [("東京", "tokyo.md"), ("天気", "tokyo.md"), ("同步", "sync.md"), ("冲突", "sync.md")]
+)
 @pytest.mark.parametrize("mode", LEXICAL)
 def test_cjk_substrings_are_found_in_every_lexical_mode(vault, query, target, mode):
     assert paths(vault, query, mode)[:1] == [target]
@@ -182,3 +184,17 @@ def test_real_mdn_pages_cjk_and_german(tmp_path):
     build_index(root)
     assert paths(root, "ブロッ")[:1] == ["ja/block.md"]
     assert paths(root, "Leitfadens")[:1] == ["de/guide.md"]
+
+
+def test_expansions_and_unmatched_words_see_only_visible_notes(make_vault):
+    root = make_vault(
+        {
+            "pub.md": note("Workflow", "The workflow of the team.", classification="public"),
+            "sec.md": note("Worktree", "The worktree of the secret project.", classification="restricted"),
+        },
+        name="vis",
+    )
+    visible = search_vault(root, "workt", mode="fts", classifications=("public",))
+    assert list(visible) == [] and visible.query_expansions == [] and visible.unmatched_words == ["workt"]
+    everyone = search_vault(root, "workt", mode="fts")
+    assert [e["to"] for e in everyone.query_expansions] == [["worktree"]]

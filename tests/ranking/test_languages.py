@@ -79,7 +79,10 @@ def test_german_stems_fold_diacritics_but_the_exact_form_keeps_them():
 
 
 def test_a_language_without_a_stemmer_folds_only():
-    assert LanguageAnalysis("xx").terms_of(["élément", "code"]) == {"élément": ("element", "=élément"), "code": ("code",)}
+    assert LanguageAnalysis("xx").terms_of(["élément", "code"]) == {
+        "élément": ("element", "=élément"),
+        "code": ("code",),
+    }
     assert fold_latin("ёлка über") == "елка uber"
 
 
