@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import REPO_ROOT, RESULTS_DIR
+from bench.report_lang import lang_section
 
 DOC = REPO_ROOT / "docs" / "benchmarks.md"
 SIZE_MODES_NOTE = "model-free modes only: the dense modes need embeddings, which the scaling study does not build"
@@ -626,6 +627,7 @@ def render(results: dict[str, dict[str, Any]], results_dir: Path = RESULTS_DIR, 
         *latency_section(results),
         *scale_section(results),
         *embed_section(results),
+        *lang_section(results),
         *plots_section(results_dir, out_path),
     ]
     return "\n".join(parts).rstrip() + "\n"

@@ -44,7 +44,12 @@ def cmd_index(args: argparse.Namespace) -> int:
     progress = not args.json and sys.stderr.isatty()
     out: dict[str, Any] = {}
     if not args.embed_only:
-        config = IndexConfig(chunk_size=args.chunk_size, chunk_overlap=args.chunk_overlap, tokenizer=args.tokenizer)
+        config = IndexConfig(
+            chunk_size=args.chunk_size,
+            chunk_overlap=args.chunk_overlap,
+            tokenizer=args.tokenizer,
+            language=args.language,
+        )
         out["build"] = build_index(
             Path(args.vault),
             index_dir=_env_index_dir(args),
@@ -255,7 +260,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--tokenizer",
         default="porter unicode61 remove_diacritics 2",
-        help="FTS5 tokenizer; use 'unicode61 remove_diacritics 2' for non-English vaults",
+        help="FTS5 tokenizer of the full-text table (raw FTS5 queries); ranking analyses each note's language",
+    )
+    p.add_argument(
+        "--language",
+        default="en",
+        help="vault default language (a code such as en, de, fr, ja) for notes with no frontmatter lang/language "
+        "whose language is not detected; part of the index identity",
     )
     p.add_argument("--keep", type=int, default=2, help="ready generations to retain")
     p.add_argument("--wait", type=float, default=0.0, help="seconds to wait for another build's lock")

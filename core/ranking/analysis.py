@@ -436,13 +436,12 @@ class LanguageAnalyzer:
             with self._lock:
                 by_lang: dict[str, list[str]] = {}
                 for word in missing:
-                    lang, _, plain = word.rpartition("\x00")
-                    by_lang.setdefault(lang or self.default, []).append(word)
+                    by_lang.setdefault(word.rpartition("\x00")[0] or self.default, []).append(word)
                 for lang, group in by_lang.items():
-                    plain = {w: w.rpartition("\x00")[2] for w in group}
-                    tokens = self.base.map_words(plain.values())
-                    terms = LanguageAnalysis(lang).terms_of({t for p in plain.values() for t in tokens[p]})
-                    for w, p in plain.items():
+                    untagged = {w: w.rpartition("\x00")[2] for w in group}
+                    tokens = self.base.map_words(untagged.values())
+                    terms = LanguageAnalysis(lang).terms_of({t for p in untagged.values() for t in tokens[p]})
+                    for w, p in untagged.items():
                         cache[w] = tuple(term for tok in tokens[p] for term in terms[tok])
         return cache
 
