@@ -11,6 +11,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from core import generations as gen
 from core.errors import SchemaMismatchError, UsageError
 from core.index.schema import SCHEMA_VERSION, get_meta
@@ -19,7 +21,7 @@ from core.ranking.expansion import surface
 from core.ranking.filters import Filters
 from core.ranking.query import clean_text
 from core.ranking.snippets import QueryWords, best_passages, matched_text, snippet
-from core.ranking.sparse import body_term_counts
+from core.ranking.sparse import QueryPostings, body_term_counts
 from core.registry import DEFAULT_MODE, dispatch, get_mode
 
 
@@ -153,18 +155,29 @@ def _metadata_only(ctx: SearchContext) -> ModeRun:
     return ModeRun([Hit(r[0], 0.0, "metadata") for r in rows], "metadata", "metadata_only")
 
 
+def _base_postings(ctx: SearchContext) -> QueryPostings:
+    """The query's postings of its words' base terms only (not their exact forms or expansions)."""
+    a, p, sp = ctx.analysis, ctx.postings(), ctx.sparse()
+    base = np.asarray([k == "base" for t, k in zip(a.terms, a.kinds) if t in sp.term_id], dtype=bool)
+    sel = base[p.owner] if base.size else np.zeros(p.owner.shape, dtype=bool)
+    return QueryPostings(p.ids, p.pos[sel], p.owner[sel], p.docs[sel])
+
+
 def _results(ctx: SearchContext, run: ModeRun, with_passages: bool) -> list[SearchResult]:
     ids = [h.note_id for h in run.hits]
     fields = note_fields(ctx.conn, ids)
     sp = ctx.sparse()
     weights: dict[str, float] = {}
     for t in ctx.terms:
-        if t in sp.term_id:
+        if t in sp.term_id and t not in ctx.analysis.quiet:
             weights[surface(t)] = max(weights.get(surface(t), 0.0), float(sp.bm25_idf[sp.term_id[t]]))
-    words = QueryWords(list(weights), weights)
+    # a word another one is a prefix of adds nothing to substring counts (``templat`` covers ``templates``)
+    shown = [w for w in weights if not any(o != w and w.startswith(o) for o in weights)]
+    words = QueryWords(shown, {w: weights[w] for w in shown})
     preferred = {h.note_id: h.chunk_id for h in run.hits if h.chunk_id is not None}
     passages = best_passages(ctx.conn, words, ids, preferred) if with_passages else {}
-    counts = body_term_counts(sp, ctx.terms, ids, ctx.postings()) if with_passages else {}
+    # occurrences of the query's words: their base terms only (an exact form also counted would count twice)
+    counts = body_term_counts(sp, [], ids, _base_postings(ctx)) if with_passages else {}
     r = ctx.resolved
     age = max(0.0, time.time() - r.created_at)
     out = []

@@ -115,6 +115,8 @@ def test_search_json_output_keys(capsys, vault):
     d = run_json(capsys, "search", str(vault), "lighthouse")
     assert set(d) == {
         "query",
+        "query_expansions",
+        "unmatched_words",
         "requested_mode",
         "actual_mode",
         "retrieval_contract",

@@ -6,14 +6,15 @@ term per language (stems are namespaced, so a note matches once per word) at ful
 its exact form (``=word``) as a bonus when it differs from its stem. Then, against the
 generation's own vocabulary (``Vocabulary``, built once per SparseIndex):
 
-    prefix      vocabulary words that start with the word or its stem (``worktr`` ->
-                ``worktree``): weight PREFIX_WEIGHT, higher (PREFIX_MISSING_WEIGHT) when the word
-                itself is not in the vocabulary.
+    prefix      longer vocabulary words that start with the word (``worktree`` ->
+                ``worktrees``): PREFIX_WEIGHT, low, and not highlighted. A word that is not in the
+                vocabulary also gets everything below, at the higher *_MISSING_WEIGHT s:
+    prefix      ... words starting with it or its stem (``worktr`` -> ``worktree``);
     variant     stems that are a proper prefix of the word's stem, at most two letters shorter
-                (German ``konto`` -> ``kont`` of ``Konten``, which Snowball does not merge).
+                (German ``konten`` -> ``kont``..., ``konto`` of ``Konten``: Snowball does not merge them);
     subword     vocabulary words that end with the word (compound heads: ``sicherung`` ->
-                ``dateisicherung``), and a word missing from the vocabulary split into two
-                vocabulary words (``dateisicherung`` -> ``datei`` + ``sicherung``).
+                ``dateisicherung``), and the word split into two vocabulary words
+                (``graphansicht`` -> ``graph`` + ``ansicht``).
     cjk_unigram a one-character CJK query word, which the bigram terms cannot serve, matches the
                 bigrams that hold it.
     typo        a word of >= TYPO_MIN_CHARS letters that nothing above finds is corrected to
@@ -21,14 +22,15 @@ generation's own vocabulary (``Vocabulary``, built once per SparseIndex):
                 frequent first, weighted by document frequency, below prefixes.
 
 Identifiers (a piece of the query made of several words, ``live/live#2181``) and numbers are
-never expanded. Stop words of the index's languages keep their BM25 weight but do not count in
-the title/heading coverage bonus (``cover`` 0), unless the query has nothing but stop words.
+never expanded. When a query has more stop words (of the index's languages) than content words,
+its stop words keep STOP_WEIGHT of their BM25 score and STOP_COVER of their coverage share.
 Everything expanded is reported (``QueryAnalysis.expansions`` -> ``query_expansions``).
 """
 
 from __future__ import annotations
 
 import bisect
+import math
 import re
 import threading
 import weakref
@@ -38,7 +40,6 @@ from typing import Any
 
 import numpy as np
 
-from core.ranking import scoring
 from core.ranking.analysis import _TERM_WORD, analyzer_for
 from core.ranking.analysis import LANGUAGE_TOKENIZER as _BASE_TOKENIZER
 from core.ranking.languages import STOPWORDS, LanguageAnalysis, cjk_grams, has_cjk, is_cjk_run, script_runs
@@ -53,16 +54,17 @@ STOP_COVER = 0.25
 EXACT_WEIGHT = 0.1  # the exact surface form, on top of its stem
 PREFIX_WEIGHT = 0.02  # a longer vocabulary word, when the word itself is in the vocabulary
 PREFIX_MISSING_WEIGHT = 0.6  # ... when it is not (``worktr``)
-VARIANT_WEIGHT = 0.05  # a shorter stem, when the word itself is in the vocabulary
-VARIANT_MISSING_WEIGHT = 0.3  # ... when it is not
-SUBWORD_WEIGHT = 0.05  # a compound holding the word, when the word itself is in the vocabulary
-SUBWORD_MISSING_WEIGHT = 0.3  # ... when it is not; also the parts of a split compound
+VARIANT_MISSING_WEIGHT = 0.3  # a shorter stem, for a word not in the vocabulary
+SUBWORD_MISSING_WEIGHT = 0.3  # a compound holding a word not in the vocabulary; the parts of a split one
 CJK_UNIGRAM_WEIGHT = 1.0  # a one-character query: the bigrams that hold the character
 CJK_UNIGRAM_IN_QUERY_WEIGHT = 0.1  # a one-character word among others (often a particle: 의, の, 的)
 CJK_EXACT_WEIGHT = 0.5  # a whole run of CJK characters found as one run
 TYPO_WEIGHT = 0.5  # times df / the best candidate's df; below PREFIX_MISSING_WEIGHT
 SPLIT_EXPANSION_WEIGHT = True
 PREFIX_MIN_CHARS = 3
+FOUND_PREFIX_MIN_CHARS = 4  # a word in the vocabulary is expanded as a prefix from this length on,
+FOUND_PREFIX_MAX_WORDS = 4  # in a query of at most this many content words (a name being typed, not a sentence)
+MAX_CANDIDATES = 256  # vocabulary words looked at per word and kind (in sorted order)
 SUBWORD_MIN_CHARS = 4
 TYPO_MIN_CHARS = 5
 MAX_EXPANSIONS = 6  # per word and kind, the most frequent first
@@ -81,6 +83,7 @@ class QueryAnalysis:
     words: list[str] = field(default_factory=list)  # the query's tokens (snippet highlighting)
     expansions: list[dict[str, Any]] = field(default_factory=list)
     unmatched: list[str] = field(default_factory=list)  # tokens no index term serves
+    quiet: set[str] = field(default_factory=set)  # low-weight expansions: not highlighted in snippets
 
     @property
     def cjk_only(self) -> bool:
@@ -177,6 +180,11 @@ def vocabulary(sparse: Any) -> Vocabulary:
     return vocab
 
 
+def _bm25_idf(df: int, n_docs: int) -> float:
+    """``scoring.bm25_idf`` of one document frequency."""
+    return math.log1p((n_docs - df + 0.5) / (df + 0.5))
+
+
 def _edits(word: str, alphabet: set[str]) -> set[str]:
     """Every string one insert, delete, substitution or adjacent swap away from ``word``."""
     splits = [(word[:i], word[i:]) for i in range(len(word) + 1)]
@@ -223,6 +231,7 @@ class QueryAnalyzer:
         mapping = base.map_words(words)
         tokens = list(dict.fromkeys(t for w in words for t in mapping[w]))[:MAX_QUERY_TERMS]
         n_stop = sum(t in self.stop for t in tokens)
+        self._short = len(tokens) - n_stop <= FOUND_PREFIX_MAX_WORDS
         damp = n_stop > len(tokens) - n_stop > 0  # more stop words than content words, and some content
         for tok in tokens:
             out.words.append(tok)
@@ -265,9 +274,11 @@ class QueryAnalyzer:
         total = sum(dfs)
         # ... and its idf is over every note that holds it in any language, not within one namespace
         # (a few notes detected as another language must not get a rare-term idf for common words)
-        idf = scoring.bm25_idf(np.asarray([total, *dfs], dtype=np.int64), self.vocab.n_docs)
-        for b, df, term_idf in zip(bases, dfs, idf[1:].tolist()):
-            weight = share * (float(idf[0]) / term_idf if df and term_idf > 0 else 1.0)
+        n = self.vocab.n_docs
+        word_idf = _bm25_idf(total, n)  # scoring.bm25_idf for one value, without numpy's per-call cost
+        for b, df in zip(bases, dfs):
+            term_idf = _bm25_idf(df, n)
+            weight = share * (word_idf / term_idf if df and term_idf > 0 else 1.0)
             out.add(b, weight, cover * (df / total if total else 1.0 / len(bases)), "base")
         keys = {b[3:] if b[2:3] == ":" else b for b in bases}
         if keys != {tok}:
@@ -277,21 +288,23 @@ class QueryAnalyzer:
             if not found:
                 out.unmatched.append(tok)
             return
-        served = found
+        if found:  # the word is in the vocabulary: only longer words it is a prefix of, at a low weight
+            if len(tok) >= FOUND_PREFIX_MIN_CHARS and self._short:
+                starts = [w for w in self.vocab.starting(tok)[:MAX_CANDIDATES] if w != tok and w not in keys]
+                self._expand(tok, out, starts, "prefix", PREFIX_WEIGHT, quiet=True)
+            return
+        served = False
         if len(tok) >= PREFIX_MIN_CHARS:
             starts = {w for k in (tok, *keys) if len(k) >= PREFIX_MIN_CHARS for w in self.vocab.starting(k)}
             starts -= {tok, *keys}
-            served |= self._expand(
-                tok, out, sorted(starts), "prefix", PREFIX_WEIGHT if found else PREFIX_MISSING_WEIGHT
-            )
+            served |= self._expand(tok, out, sorted(starts)[:MAX_CANDIDATES], "prefix", PREFIX_MISSING_WEIGHT)
             variants = [k[:i] for k in keys for i in range(max(SUBWORD_MIN_CHARS, len(k) - 2), len(k))]
             variants = [v for v in variants if v in self.vocab.base]
-            served |= self._expand(tok, out, variants, "variant", VARIANT_WEIGHT if found else VARIANT_MISSING_WEIGHT)
+            served |= self._expand(tok, out, variants, "variant", VARIANT_MISSING_WEIGHT)
         if len(tok) >= SUBWORD_MIN_CHARS:
-            ends = [w for w in self.vocab.ending(tok) if len(w) >= len(tok) + 3]
-            served |= self._expand(tok, out, ends, "subword", SUBWORD_WEIGHT if found else SUBWORD_MISSING_WEIGHT)
-            if not found:
-                served |= self._expand(tok, out, self._split(tok), "subword", SUBWORD_MISSING_WEIGHT, each=True)
+            ends = [w for w in self.vocab.ending(tok)[:MAX_CANDIDATES] if len(w) >= len(tok) + 3]
+            served |= self._expand(tok, out, ends, "subword", SUBWORD_MISSING_WEIGHT)
+            served |= self._expand(tok, out, self._split(tok), "subword", SUBWORD_MISSING_WEIGHT, each=True)
         if not served and len(tok) >= TYPO_MIN_CHARS:
             alphabet = _script_alphabet(tok, self.vocab.chars)
             served = self._expand(tok, out, sorted(_edits(tok, alphabet)), "typo", TYPO_WEIGHT, limit=3, by_df=True)
@@ -322,6 +335,7 @@ class QueryAnalyzer:
         limit: int = MAX_EXPANSIONS,
         by_df: bool = False,
         each: bool = False,
+        quiet: bool = False,
     ) -> bool:
         own = {t for t, k in zip(out.terms, out.kinds) if k in ("base", "exact")}
         ranked = self.vocab.best(candidates, len(candidates), self.df)
@@ -342,6 +356,8 @@ class QueryAnalyzer:
         for _, tid, df in found:
             w = weight * (df / top if by_df else 1.0) / split
             out.add(self.vocab.name[tid], w, 0.0, kind)
+            if quiet:
+                out.quiet.add(self.vocab.name[tid])
         out.expansions.append({"word": tok, "kind": kind, "to": [w for w, _, _ in found]})
         return True
 

@@ -185,9 +185,10 @@ def _script_language(sample: str) -> str | None:
 
 def _profile_language(sample: str) -> str | None:
     head = sample[:PROFILE_CHARS].lower()
+    words: Counter[str | bytes]
+    stops: dict[str, frozenset[str]] | dict[str, frozenset[bytes]]
     if head.isascii():  # cut at every non-letter in C: several times faster than the regex
-        words = Counter(head.encode("ascii").translate(_ASCII_WORD_CUT).split())
-        stops = _STOP_BYTES
+        words, stops = Counter(head.encode("ascii").translate(_ASCII_WORD_CUT).split()), _STOP_BYTES
     else:
         words, stops = Counter(_LATIN_WORD.findall(head)), STOPWORDS
     n_words = sum(words.values())

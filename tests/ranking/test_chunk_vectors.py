@@ -117,9 +117,9 @@ def test_scores_match_a_plain_python_reference(vault, conn, query, slope):
 def test_slope_one_is_plain_cosine(conn):
     sparse = load_sparse(conn)
     vectors = load_chunk_vectors(conn, sparse, slope=1.0)
-    quokka = vector_scores(sparse, vectors, ["quokka"]).scores  # quokka.md's one chunk holds that term only
+    quokka = vector_scores(sparse, vectors, ["en:quokka"]).scores  # quokka.md's one chunk holds that term only
     assert float(quokka.max()) == pytest.approx(1.0, abs=1e-6)
-    for query in (["compost"], ["soil", "veget"], ["knive", "sharp", "air"]):
+    for query in (["en:compost"], ["en:soil", "en:veget"], ["en:knive", "en:sharp", "en:air"]):
         assert 0 < float(vector_scores(sparse, vectors, query)[0].max()) <= 1.0 + 1e-6
 
 
@@ -127,8 +127,8 @@ def test_a_long_chunk_is_penalised_less_than_by_plain_cosine(conn):
     sparse = load_sparse(conn)
     path_of = dict(conn.execute("SELECT id, rel_path FROM notes"))
     row = {path_of[int(n)]: i for i, n in enumerate(sparse.note_ids)}
-    plain = vector_scores(sparse, load_chunk_vectors(conn, sparse, 1.0), ["soil"])[0]
-    pivoted = vector_scores(sparse, load_chunk_vectors(conn, sparse, VECTOR_PIVOT_SLOPE), ["soil"])[0]
+    plain = vector_scores(sparse, load_chunk_vectors(conn, sparse, 1.0), ["en:soil"])[0]
+    pivoted = vector_scores(sparse, load_chunk_vectors(conn, sparse, VECTOR_PIVOT_SLOPE), ["en:soil"])[0]
     # garden.md's long Soil section vs the short "Bare soil" note: pivoting narrows the gap
     ratio = lambda s: s[row["garden.md"]] / s[row["empty.md"]]  # noqa: E731
     assert ratio(pivoted) > ratio(plain)
