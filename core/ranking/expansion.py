@@ -295,9 +295,9 @@ class QueryAnalyzer:
             return
         served = False
         if len(tok) >= PREFIX_MIN_CHARS:
-            starts = {w for k in (tok, *keys) if len(k) >= PREFIX_MIN_CHARS for w in self.vocab.starting(k)}
-            starts -= {tok, *keys}
-            served |= self._expand(tok, out, sorted(starts)[:MAX_CANDIDATES], "prefix", PREFIX_MISSING_WEIGHT)
+            longer = {w for k in (tok, *keys) if len(k) >= PREFIX_MIN_CHARS for w in self.vocab.starting(k)}
+            longer -= {tok, *keys}
+            served |= self._expand(tok, out, sorted(longer)[:MAX_CANDIDATES], "prefix", PREFIX_MISSING_WEIGHT)
             variants = [k[:i] for k in keys for i in range(max(SUBWORD_MIN_CHARS, len(k) - 2), len(k))]
             variants = [v for v in variants if v in self.vocab.base]
             served |= self._expand(tok, out, variants, "variant", VARIANT_MISSING_WEIGHT)
