@@ -134,3 +134,29 @@ def test_term_major_slots_fill_each_term_in_row_order(values, block):
         out[dest] = (start + np.arange(order.shape[0]))[order]
     assert np.array_equal(out, np.argsort(terms, kind="stable"))
     assert np.array_equal(np.diff(layout.indptr), np.bincount(terms, minlength=41))
+
+
+def test_term_weights_scale_each_terms_share_of_the_score(conn):
+    from core.ranking.sparse import query_postings
+
+    index = load_sparse(conn, PARAMS)
+    terms = language_analyzer_for("en").terms("compost soil")
+    plain, _ = bm25_scores(index, terms)
+    alone = {t: bm25_scores(index, [t])[0] for t in terms}
+    weighted, _ = bm25_scores(index, terms, query_postings(index, terms, [2.0, 0.5], [1.0, 1.0]))
+    assert weighted == pytest.approx(2.0 * alone[terms[0]] + 0.5 * alone[terms[1]], rel=1e-5)
+    assert plain == pytest.approx(alone[terms[0]] + alone[terms[1]], rel=1e-5)
+
+
+def test_the_title_coverage_bonus_rewards_only_notes_whose_title_holds_the_query(conn):
+    index = load_sparse(conn, PARAMS)
+    terms = language_analyzer_for("en").terms("soil")
+    base, matched = bm25_scores(index, terms)
+    boosted, _ = bm25_scores(index, terms, params=RankParams(heading_coverage_weight=0.0, title_coverage_weight=1.0))
+    title_rows = {
+        r
+        for r, nid in enumerate(index.note_ids)
+        if "soil" in conn.execute("SELECT lower(title) FROM notes WHERE id = ?", (int(nid),)).fetchone()[0]
+    }
+    assert title_rows and all(boosted[r] > base[r] for r in title_rows)
+    assert all(boosted[r] == base[r] for r in range(index.n_docs) if r not in title_rows and matched[r])
