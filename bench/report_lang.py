@@ -131,6 +131,17 @@ def lang_section(results: dict[str, dict[str, Any]]) -> list[str]:
             )
         out.append("")
     out += build_rows(lang)
+    cpu = lang.get("latency_cpu_interleaved")
+    if cpu:
+        t = cpu["scifact_fts_p50_ms"]
+        out += [
+            "SciFact fts p50 (warm, limit=10, passages on) as CPU time, before and now alternated: before "
+            + ", ".join(f"{x:.2f}" for x in t["before"])
+            + " ms; now "
+            + ", ".join(f"{x:.2f}" for x in t["now"])
+            + f" ms (target <= {P50_TARGETS_MS['scifact']:.0f} ms). {cpu['how']}.",
+            "",
+        ]
     return out
 
 
@@ -144,11 +155,56 @@ def build_rows(lang: dict[str, Any]) -> list[str]:
         out.append(f"| before | {today['cold_seconds']:.2f} | {today['generation_bytes'] / 2**20:.1f} |")
     out.append(f"| now | {now['cold_seconds']:.2f} | {now['generation_bytes'] / 2**20:.1f} |")
     if today:
-        ratio = now["cold_seconds"] / today["cold_seconds"]
+        rounds_list = now.get("interleaved_ratios") or [now["cold_seconds"] / today["cold_seconds"]]
+        ratio = sum(rounds_list) / len(rounds_list)  # judged on the mean of the interleaved rounds
         growth = now["generation_bytes"] / today["generation_bytes"] - 1
+        rounds = ", ".join(f"{r:.2f}x" for r in now.get("interleaved_ratios", []))
         out += [
             "",
-            f"Build time ratio {ratio:.2f}x (target <= {BUILD_RATIO_TARGET}x: {_status(ratio <= BUILD_RATIO_TARGET)});"
-            f" index size {100 * growth:+.0f}%.",
+            f"Build time ratio {ratio:.2f}x (target <= {BUILD_RATIO_TARGET}x: {_status(ratio <= BUILD_RATIO_TARGET)};"
+            f" interleaved rounds {rounds or '-'}, on a loaded machine); index size {100 * growth:+.0f}%"
+            " (exact-form terms beside the stems, CJK bigrams).",
         ]
     return [*out, ""]
+
+
+def lang_target_rows(results: dict[str, dict[str, Any]]) -> list[tuple[str, str, str, str]]:
+    """(area, target, measured, status) of issue 13, for the page's one table of targets."""
+    lang = results.get("lang")
+    if not lang:
+        return []
+    rows: list[tuple[str, str, str, str]] = []
+    for code, data in lang.get("multilingual", {}).items():
+        for kind, row in data["sets"].items():
+            target, ok = _target(kind, row)
+            rows.append(("lang", f"{code} {kind} fts nDCG@10 {target}", _cell(row["fts"]), _status(ok)))
+    for name, modes in lang.get("english", {}).items():
+        for mode, r in modes.items():
+            ok = r["ndcg10"] >= r["today"] - ENGLISH_SLACK
+            rows.append(
+                ("lang", f"English {name} {mode} >= today - {ENGLISH_SLACK}", f"{r['ndcg10']:.4f}", _status(ok))
+            )
+    for name, r in lang.get("typo", {}).items():
+        ok = (r["ratio"] or 0) >= TYPO_RATIO_TARGET
+        rows.append(("lang", f"typo set {name}: >= {TYPO_RATIO_TARGET} of unedited", _f(r["ratio"]), _status(ok)))
+    for name, r in lang.get("prefix", {}).items():
+        ok = r["top10_share"] >= PREFIX_TOP10_TARGET
+        rows.append(("lang", f"prefix set {name}: top 10 >= {PREFIX_TOP10_TARGET}", _f(r["top10_share"]), _status(ok)))
+    now, today = lang.get("build"), lang.get("build_today")
+    if now and today:
+        rounds = now.get("interleaved_ratios") or [now["cold_seconds"] / today["cold_seconds"]]
+        ratio = sum(rounds) / len(rounds)
+        rows.append(
+            ("lang", f"SciFact cold build <= {BUILD_RATIO_TARGET}x before", f"{ratio:.2f}x", _status(ratio <= 1.3))
+        )
+    cpu = lang.get("latency_cpu_interleaved")
+    if cpu:
+        now_ms = max(cpu["scifact_fts_p50_ms"]["now"])
+        ok = now_ms <= P50_TARGETS_MS["scifact"]
+        rows.append(("lang", "SciFact fts p50 <= 2 ms (CPU time, loaded machine)", f"{now_ms:.2f} ms", _status(ok)))
+    for code, data in lang.get("multilingual", {}).items():
+        row = data["sets"].get("substring")
+        if row and row["fts"].get("p50_ms") is not None:
+            ok = row["fts"]["p50_ms"] <= P50_TARGETS_MS["cjk"]
+            rows.append(("lang", f"{code} substring fts p50 <= 5 ms", f"{row['fts']['p50_ms']:.2f} ms", _status(ok)))
+    return rows
