@@ -27,7 +27,6 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
-from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
@@ -114,7 +113,12 @@ STOPWORDS: dict[str, frozenset[str]] = {
     ),
 }
 
-_STOP_BYTES = {lang: frozenset(w.encode("ascii") for w in stop if w.isascii()) for lang, stop in STOPWORDS.items()}
+_PROFILE_LANGUAGES = tuple(lang for lang in STOPWORDS if lang != "ru")  # Latin script; Cyrillic is a script
+_STOP_LANGS: dict[str, tuple[str, ...]] = {}
+for _lang in _PROFILE_LANGUAGES:
+    for _w in STOPWORDS[_lang]:
+        _STOP_LANGS[_w] = (*_STOP_LANGS.get(_w, ()), _lang)
+_STOP_LANGS_BYTES = {w.encode("ascii"): langs for w, langs in _STOP_LANGS.items() if w.isascii()}
 
 _CJK = (
     "\u1100-\u11ff\u2e80-\u2fdf\u3040-\u30ff\u3130-\u318f\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff"
@@ -185,19 +189,22 @@ def _script_language(sample: str) -> str | None:
 
 def _profile_language(sample: str) -> str | None:
     head = sample[:PROFILE_CHARS].lower()
-    words: Counter[str | bytes]
-    stops: dict[str, frozenset[str]] | dict[str, frozenset[bytes]]
+    words: list[str] | list[bytes]
+    langs_of: dict[str, tuple[str, ...]] | dict[bytes, tuple[str, ...]]
     if head.isascii():  # cut at every non-letter in C: several times faster than the regex
-        words, stops = Counter(head.encode("ascii").translate(_ASCII_WORD_CUT).split()), _STOP_BYTES
+        words, langs_of = head.encode("ascii").translate(_ASCII_WORD_CUT).split(), _STOP_LANGS_BYTES
     else:
-        words, stops = Counter(_LATIN_WORD.findall(head)), STOPWORDS
-    n_words = sum(words.values())
-    if n_words < _PROFILE_MIN_WORDS:
+        words, langs_of = _LATIN_WORD.findall(head), _STOP_LANGS
+    if len(words) < _PROFILE_MIN_WORDS:
         return None
-    hits = {lang: sum(map(words.__getitem__, stop & words.keys())) for lang, stop in stops.items() if lang != "ru"}
+    hits = dict.fromkeys(_PROFILE_LANGUAGES, 0)
+    get = langs_of.get
+    for w in words:
+        for lang in get(w, ()):  # type: ignore[arg-type]
+            hits[lang] += 1
     ranked = sorted(hits.items(), key=lambda kv: (-kv[1], kv[0]))
     (best, n), (_, second) = ranked[0], ranked[1]
-    if n < _PROFILE_MIN_SHARE * n_words or n <= 1.2 * second:
+    if n < _PROFILE_MIN_SHARE * len(words) or n <= 1.2 * second:
         return None
     return best
 
@@ -268,16 +275,18 @@ class LanguageAnalysis:
         if stem is None:
             return [fold_latin(t) for t in tokens]
         prefix = self.language + ":"
-        return [prefix + fold_latin(s) for s in stem.stemWords(tokens)]
+        return [prefix + (s if s.isascii() else fold_latin(s)) for s in stem.stemWords(tokens)]
 
     def terms_of(self, tokens: Iterable[str]) -> dict[str, tuple[str, ...]]:
         """token -> its terms: the base term (and the exact term when it differs), or CJK grams."""
         tokens = list(tokens)
         out: dict[str, tuple[str, ...]] = {}
-        plain = [t for t in tokens if not has_cjk(t)]
+        plain = [t for t in tokens if t.isascii() or not has_cjk(t)]
         ns = len(self.language) + 1 if self.algorithm else 0
         for tok, base in zip(plain, self.base(plain)):
             out[tok] = (base,) if base[ns:] == tok else (base, "=" + tok)
+        if len(out) == len(tokens):
+            return out
         for tok in tokens:
             if tok not in out:
                 terms: list[str] = []
