@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import REPO_ROOT, RESULTS_DIR
+from bench.report_lang import lang_section, lang_target_rows
 
 DOC = REPO_ROOT / "docs" / "benchmarks.md"
 SIZE_MODES_NOTE = "model-free modes only: the dense modes need embeddings, which the scaling study does not build"
@@ -182,7 +183,7 @@ def target_rows(results: dict[str, dict[str, Any]]) -> list[tuple[str, str, str,
                     "PASS" if m["overhead_pct"] <= embed["target_overhead_pct"] else "MISS",
                 )
             )
-    return rows
+    return rows + lang_target_rows(results)
 
 
 def search_target_rows(search: dict[str, Any]) -> list[tuple[str, str, str, str]]:
@@ -690,6 +691,7 @@ def render(results: dict[str, dict[str, Any]], results_dir: Path = RESULTS_DIR, 
         *serve_section(results),
         *scale_section(results),
         *embed_section(results),
+        *lang_section(results),
         *plots_section(results_dir, out_path),
     ]
     return "\n".join(parts).rstrip() + "\n"

@@ -129,6 +129,7 @@ def cmd_index(args: argparse.Namespace) -> int:
             "chunk_size": args.chunk_size,
             "chunk_overlap": args.chunk_overlap,
             "tokenizer": args.tokenizer,
+            "language": args.language,
             "include_dot_paths": None if args.dot_paths is None else args.dot_paths == "index",
         }
         out["build"] = build_index(
@@ -533,8 +534,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--tokenizer",
         type=_text_arg,
-        help="FTS5 tokenizer; 'unicode61 remove_diacritics 2' for non-English vaults "
+        help="FTS5 tokenizer of the full-text table (raw FTS5 queries); ranking analyses each note's language "
         f"({reused}'porter unicode61 remove_diacritics 2')",
+    )
+    p.add_argument(
+        "--language",
+        type=_text_arg,
+        help="vault default language (a code such as en, de, fr, ja) for notes with no frontmatter lang/language "
+        f"whose language is not detected; part of the index identity ({reused}en)",
     )
     p.add_argument(
         "--source",

@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import numpy as np
+
 from core import generations as gen
 from core.errors import InvalidArgumentError, SchemaMismatchError, UsageError
 from core.index.freshness import FreshnessOptions, check_freshness, unchecked
@@ -18,10 +20,11 @@ from core.index.ownership import check_index_dir_for_reading, check_vault
 from core.index.schema import SCHEMA_VERSION, get_meta
 from core.modes.context import Hit, ModeRun, SearchContext, note_fields
 from core.modes.decay import AgeDecay, apply_decay
+from core.ranking.expansion import surface
 from core.ranking.filters import Filters
 from core.ranking.query import clean_text
 from core.ranking.snippets import QueryWords, best_passages, matched_text, snippet
-from core.ranking.sparse import body_term_counts
+from core.ranking.sparse import QueryPostings, body_term_counts
 from core.registry import DEFAULT_MODE, ModeSpec, dispatch, get_mode
 
 
@@ -76,6 +79,8 @@ class SearchResults(list):
         index: dict[str, Any],
         freshness: dict[str, Any] | None = None,
         query_terms: tuple[str, ...] = (),
+        query_expansions: list[dict[str, Any]] | None = None,
+        unmatched_words: list[str] | None = None,
     ) -> None:
         super().__init__(hits)
         self._info = {
@@ -87,6 +92,8 @@ class SearchResults(list):
             "fallback_reason": fallback_reason,
             "index": dict(index),
             "freshness": dict(freshness) if freshness is not None else unchecked("not_requested"),
+            "query_expansions": [dict(e) for e in query_expansions or ()],
+            "unmatched_words": list(unmatched_words or ()),
         }
 
     def _read_only(self, *args: Any, **kwargs: Any) -> None:
@@ -103,6 +110,10 @@ class SearchResults(list):
     fallback_reason = property(lambda self: self._info["fallback_reason"])
     index = property(lambda self: dict(self._info["index"]))
     freshness = property(lambda self: dict(self._info["freshness"]))
+    # query words the lexical analysis expanded (prefix, variant, subword, cjk_unigram, typo) and to what
+    query_expansions = property(lambda self: [dict(e) for e in self._info["query_expansions"]])
+    # query words that no term of the index serves, not even through an expansion
+    unmatched_words = property(lambda self: list(self._info["unmatched_words"]))
 
     def to_dict(self) -> dict[str, Any]:
         return {**self._info, "results": [r.to_dict() for r in self]}
@@ -188,16 +199,30 @@ def _decided_date(dates: dict[str, str | None], order: tuple[str, ...]) -> tuple
     return None, None
 
 
+def _base_postings(ctx: SearchContext) -> QueryPostings:
+    """The query's postings of its words' base terms only (not their exact forms or expansions)."""
+    a, p, sp = ctx.analysis, ctx.postings(), ctx.sparse()
+    base = np.asarray([k == "base" for t, k in zip(a.terms, a.kinds) if t in sp.term_id], dtype=bool)
+    sel = base[p.owner] if base.size else np.zeros(p.owner.shape, dtype=bool)
+    return QueryPostings(p.ids, p.pos[sel], p.owner[sel], p.docs[sel])
+
+
 def _results(ctx: SearchContext, run: ModeRun, with_passages: bool) -> list[SearchResult]:
     ids = [h.note_id for h in run.hits]
     fields = note_fields(ctx.conn, ids)
     files = _note_files(ctx.conn, ids)
     sp = ctx.sparse()
-    weights = {t: float(sp.bm25_idf[sp.term_id[t]]) for t in ctx.terms if t in sp.term_id}
-    words = QueryWords(ctx.terms, weights)
+    weights: dict[str, float] = {}
+    for t in ctx.terms:
+        if t in sp.term_id and t not in ctx.analysis.quiet:
+            weights[surface(t)] = max(weights.get(surface(t), 0.0), float(sp.bm25_idf[sp.term_id[t]]))
+    # a word another one is a prefix of adds nothing to substring counts (``templat`` covers ``templates``)
+    shown = [w for w in weights if not any(o != w and w.startswith(o) for o in weights)]
+    words = QueryWords(shown, {w: weights[w] for w in shown})
     preferred = {h.note_id: h.chunk_id for h in run.hits if h.chunk_id is not None}
     passages = best_passages(ctx.conn, words, ids, preferred) if with_passages else {}
-    counts = body_term_counts(sp, ctx.terms, ids, ctx.postings()) if with_passages else {}
+    # occurrences of the query's words: their base terms only (an exact form also counted would count twice)
+    counts = body_term_counts(sp, [], ids, _base_postings(ctx)) if with_passages else {}
     r = ctx.resolved
     age = max(0.0, time.time() - r.created_at)
     vault_name = Path(os.path.abspath(ctx.vault)).resolve().name
@@ -430,7 +455,10 @@ def search_vault(
             run = replace(run, hits=apply_decay(conn, run.hits, decay, n))
         hits = _results(ctx, run, passages)
         fresh_info = check_freshness(resolved, conn, options=fresh, classifications=filters.classifications)
-        terms = tuple(ctx.terms) if text.strip() else ()
+        terms = tuple(ctx.analysis.words) if text.strip() else ()  # the query's words, for highlighting
+        lexical = not raw and bool(text.strip())
+        expansions = ctx.analysis.expansions if lexical else []
+        unmatched = ctx.analysis.unmatched if lexical else []
     finally:
         if resolved.kind == "legacy_db":
             conn.close()
@@ -450,4 +478,6 @@ def search_vault(
         index=index,
         freshness=fresh_info,
         query_terms=terms,
+        query_expansions=expansions,
+        unmatched_words=unmatched,
     )

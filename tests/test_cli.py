@@ -116,6 +116,8 @@ def test_search_json_output_keys(capsys, vault):
     d = run_json(capsys, "search", str(vault), "lighthouse")
     assert set(d) == {
         "query",
+        "query_expansions",
+        "unmatched_words",
         "requested_mode",
         "query_terms",
         "actual_mode",
@@ -313,3 +315,13 @@ def test_the_installed_command_runs_end_to_end(make_vault):
         check=False,
     )
     assert done.returncode == 0 and json.loads(done.stdout)["results"][0]["rel_path"] == "a.md"
+
+
+def test_index_language_is_the_vault_default_and_part_of_the_identity(capsys, make_vault):
+    root = make_vault({"a.md": note("A", "x = 1")}, build=False, name="cli-lang")
+    assert run_json(capsys, "index", str(root), "--language", "de")["full_rebuild_reason"] == "no_active_generation"
+    assert run_json(capsys, "index", str(root), "--language", "de")["up_to_date"]
+    assert run_json(capsys, "index", str(root))["up_to_date"]  # the language is a stored setting (issue #16)
+    assert run_json(capsys, "index", str(root), "--language", "en")["full_rebuild_reason"] == "index_identity_changed"
+    code, _, err = run(capsys, "index", str(root), "--language", "klingon")
+    assert code == 2 and "usage" in err

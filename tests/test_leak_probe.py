@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -64,6 +65,7 @@ def seen(results) -> dict:
     """The answer minus the echoed query (the caller's own text, also as analysed terms) and the index identity."""
     d = results.to_dict()
     d.pop("query"), d.pop("query_terms"), d.pop("index")
+    assert set(d.pop("unmatched_words")) <= set(re.findall(r"[^\W_]+", results.query.lower()))  # its own words
     for key in ("checked_at", "scan_age_seconds", "reused_scan"):  # when it looked, not what it saw
         d["freshness"].pop(key, None)
     for r in d["results"]:

@@ -201,6 +201,8 @@ def test_search_results_carries_what_ran(vault):
     d = results.to_dict()
     assert set(d) == {
         "query",
+        "query_expansions",
+        "unmatched_words",
         "requested_mode",
         "query_terms",
         "actual_mode",

@@ -39,7 +39,7 @@ from core.index.schema import atomic, create_schema, get_meta, set_meta
 from core.index.settings import DEFAULT_TOKENIZER, IndexConfig, resolve_config  # noqa: F401 (public API)
 from core.index.source import NoteSource, WorkingTreeSource, resolve_settings
 from core.index.source import stored_settings as stored_source_settings
-from core.ranking.analysis import analyzer_for
+from core.ranking.analysis import language_analyzer_for
 from core.vault.notes import Problem
 from core.vault.scan import ScannedFile, ScanResult
 
@@ -173,7 +173,7 @@ def _apply(conn: sqlite3.Connection, plan: _Plan, run: _Run) -> dict[str, int]:
     conn.executemany("DELETE FROM skipped_files WHERE rel_path = ?", [(p,) for p in plan.removed_skipped])
     items = [(f.rel_path, str(f.path), data, sha, f.mtime_ns, f.size) for f, data, sha in plan.changed]
     workers = default_workers(len(items)) if run.workers is None else run.workers
-    writer = NoteWriter(conn, analyzer_for(run.config.tokenizer))
+    writer = NoteWriter(conn, language_analyzer_for(run.config.language))
     first_new_id = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM notes").fetchone()[0]
     with (
         prepared_notes(
@@ -182,6 +182,7 @@ def _apply(conn: sqlite3.Connection, plan: _Plan, run: _Run) -> dict[str, int]:
             chunk_overlap=run.config.chunk_overlap,
             workers=workers,
             root=run.root,
+            language=run.config.language,
         ) as batches,
         tqdm(total=len(items), desc="indexing", unit="note", disable=not run.progress) as bar,
     ):

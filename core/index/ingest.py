@@ -31,8 +31,9 @@ from functools import partial
 from core.errors import SourceChangedError
 from core.index.bounds import bound_vocabulary, die_with_parent
 from core.index.schema import CHUNK_FIELD_UNITS, FTS_COLUMNS, NOTE_COLUMNS, get_meta, set_meta
-from core.ranking.analysis import Analyzer, LocalVector, TermVectors, WordTable
+from core.ranking.analysis import LanguageAnalyzer, LocalVector, TermVectors, WordTable, language_tag
 from core.ranking.filters import utc_microseconds
+from core.ranking.languages import note_language
 from core.vault.chunking import chunk_body, headings
 from core.vault.links import LinkResolver
 from core.vault.notes import Link, ParsedNote, names_text, parse_note, skip_problem
@@ -84,6 +85,7 @@ class PreparedNote:
     chunks: tuple[tuple[int, str, int, int, str], ...]  # ord, heading_path JSON, start, end, sha256
     terms: LocalVector
     chunk_terms: LocalVector  # its chunks' vectors, one group (``_pieces`` says what)
+    language: str = ""  # the language its terms were analysed in (core.ranking.languages)
 
 
 @dataclass(frozen=True)
@@ -229,6 +231,7 @@ def _prepared(
     chunks: tuple[tuple, ...],
     terms: LocalVector,
     chunk_terms: LocalVector,
+    language: str,
 ) -> PreparedNote:
     mtime_ns, size = item[4], item[5]
     d = note.dates
@@ -267,6 +270,7 @@ def _prepared(
         chunks=chunks,
         terms=terms,
         chunk_terms=chunk_terms,
+        language=language,
     )
 
 
@@ -275,14 +279,15 @@ def _utc_key(iso: str | None) -> int | None:
 
 
 def prepare_notes(
-    items: Sequence[NoteFile], *, chunk_size: int, chunk_overlap: int, build: str, root: str
+    items: Sequence[NoteFile], *, chunk_size: int, chunk_overlap: int, build: str, root: str, language: str = "en"
 ) -> PreparedBatch:
     """Read (inside the vault's real ``root``), parse, chunk and count a batch of note files. Words are
-    counted for the batch at once by this process's ``WordTable`` for ``build``."""
+    counted for the batch at once by this process's ``WordTable`` for ``build``; each note's words are
+    tagged with its language unless it is the vault default ``language`` (``core.ranking.languages.note_language``)."""
     table = _tables.get(build)
     if table is None:
         table = _tables[build] = WordTable(len(FTS_COLUMNS))
-    parsed, notes, pieces, groups = [], [], [], []
+    parsed, notes, pieces, groups, tags = [], [], [], [], []
     n_docs = 0
     for item in items:  # parse, texts and chunks of one note in a row: they share its cached block scan
         sha, note = _parse(item, root)
@@ -290,15 +295,20 @@ def prepare_notes(
         if isinstance(note, ParsedNote):
             texts = field_texts(note)
             rows, cells = _chunk_rows(note, chunk_size, chunk_overlap)
-            notes.append((item, sha, note, texts, rows))
-            pieces += _pieces(n_docs, texts, rows, cells)
+            lang = note_language(
+                note.extra.get("lang") or note.extra.get("language"), texts[0] + "\n" + note.body, language
+            )
+            notes.append((item, sha, note, texts, rows, lang))
+            mine = _pieces(n_docs, texts, rows, cells)
+            pieces += mine
+            tags += [language_tag(lang, language)] * len(mine)
             groups.append((n_docs + 1, n_docs + 1 + len(rows)))
             n_docs += 1 + len(rows)
     # each note's vector, then its chunks' as one weighted group
-    new_words, vectors = table.count_pieces(n_docs, pieces, groups, CHUNK_FIELD_UNITS)
+    new_words, vectors = table.count_pieces(n_docs, pieces, groups, CHUNK_FIELD_UNITS, tags)
     ready = {
-        id(note): _prepared(item, sha, note, texts, rows, vectors[2 * i], vectors[2 * i + 1])
-        for i, (item, sha, note, texts, rows) in enumerate(notes)
+        id(note): _prepared(item, sha, note, texts, rows, vectors[2 * i], vectors[2 * i + 1], lang)
+        for i, (item, sha, note, texts, rows, lang) in enumerate(notes)
     }
     return PreparedBatch(
         (os.getpid(), build), new_words, [ready[id(note)] if isinstance(note, ParsedNote) else note for note in parsed]
@@ -325,7 +335,7 @@ def default_workers(n_notes: int) -> int:
 
 @contextmanager
 def prepared_notes(
-    items: Sequence[NoteFile], *, chunk_size: int, chunk_overlap: int, workers: int, root: str
+    items: Sequence[NoteFile], *, chunk_size: int, chunk_overlap: int, workers: int, root: str, language: str = "en"
 ) -> Iterator[Iterator[PreparedBatch]]:
     """``prepare_notes`` over ``items`` in batches, in order: in process, or in ``workers`` forked processes.
 
@@ -333,7 +343,9 @@ def prepared_notes(
     and count, and never touch a database. Pass ``workers=1`` where forking is unwelcome.
     """
     build = uuid.uuid4().hex
-    prepare = partial(prepare_notes, chunk_size=chunk_size, chunk_overlap=chunk_overlap, build=build, root=root)
+    prepare = partial(
+        prepare_notes, chunk_size=chunk_size, chunk_overlap=chunk_overlap, build=build, root=root, language=language
+    )
     batches = [items[i : i + _PREPARE_BATCH] for i in range(0, len(items), _PREPARE_BATCH)]
     try:
         if workers <= 1:
@@ -355,7 +367,7 @@ class NoteWriter:
     Call ``flush`` after the last batch. It writes inside the caller's transaction.
     """
 
-    def __init__(self, conn: sqlite3.Connection, analyzer: Analyzer) -> None:
+    def __init__(self, conn: sqlite3.Connection, analyzer: LanguageAnalyzer) -> None:
         self.next_note_id = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM notes").fetchone()[0]
         self.next_chunk_id = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM chunks").fetchone()[0]
         next_id = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM terms").fetchone()[0]
@@ -363,6 +375,9 @@ class NoteWriter:
         self._rows: dict[str, list[tuple]] = {name: [] for name in _INSERTS}
         self._terms: list[tuple[int, tuple[int, str], LocalVector]] = []  # note id, table, vector
         self._chunk_terms: list[tuple[int, tuple[int, str], LocalVector]] = []  # note id, table, vector
+        # every language a note of the index was analysed in (meta ``languages``: the query is analysed in each)
+        self.languages: set[str] = set(get_meta(conn).get("languages", ()))
+        self._languages_written = set(self.languages)
         self.conn = conn
         self.unreadable: list[UnreadableFile] = []
 
@@ -394,6 +409,7 @@ class NoteWriter:
         self._chunk_terms.append((note_id, table, note.chunk_terms))
         self.next_chunk_id = cid + len(note.chunks)
         self._terms.append((note_id, table, note.terms))
+        self.languages.add(note.language)
 
     def flush(self) -> None:
         """Turn the queued word counts into term vectors and insert every queued row."""
@@ -412,6 +428,9 @@ class NoteWriter:
                 self.conn.executemany(sql, rows[name])
         self._rows = {name: [] for name in _INSERTS}
         self._terms, self._chunk_terms = [], []
+        if self.languages != self._languages_written:
+            set_meta(self.conn, {"languages": sorted(self.languages)})
+            self._languages_written = set(self.languages)
 
 
 def _term_ids(conn: sqlite3.Connection, terms: list[str]) -> dict[str, int]:

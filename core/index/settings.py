@@ -3,8 +3,8 @@
 ``IndexConfig`` is everything a build is told (tokenizer, chunking, ignore rules, size limit).
 A generation stores its settings in meta ``settings``; the next build starts from them and
 applies only what the caller changed (``resolve_config``), so a tokenizer chosen once is not
-forgotten by the next plain ``index``. Tokenizer and chunker are part of the index identity:
-changing them rebuilds every note.
+forgotten by the next plain ``index``. Tokenizer, chunker and the language analysis are part of the index
+identity: changing them rebuilds every note.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from core import generations as gen
 from core.errors import IntegrityError, UsageError
 from core.index.schema import SCHEMA_VERSION, get_meta
 from core.ranking.analysis import check_tokenizer
+from core.ranking.languages import analysis_identity, check_language
 from core.vault.chunking import CHUNKER_VERSION, chunk_body
 from core.vault.scan import MAX_NOTE_BYTES
 
@@ -32,9 +33,11 @@ class IndexConfig:
     tokenizer: str = DEFAULT_TOKENIZER
     max_note_bytes: int = MAX_NOTE_BYTES
     include_dot_paths: bool = False  # index dot-files and dot-folders (Obsidian hides them)
+    language: str = "en"  # the vault default: notes with no frontmatter language and none detected
 
     def __post_init__(self) -> None:
         check_tokenizer(self.tokenizer)
+        object.__setattr__(self, "language", check_language(self.language))
         chunk_body("", size=self.chunk_size, overlap=self.chunk_overlap)  # a bad size or overlap: UsageError
 
     def settings(self) -> dict[str, Any]:
@@ -46,7 +49,12 @@ class IndexConfig:
         return f"{CHUNKER_VERSION}:{self.chunk_size}:{self.chunk_overlap}"
 
     def identity(self) -> dict[str, Any]:
-        return {"schema_version": SCHEMA_VERSION, "chunker": self.chunker, "tokenizer": self.tokenizer}
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "chunker": self.chunker,
+            "tokenizer": self.tokenizer,
+            "analysis": analysis_identity(self.language),
+        }
 
 
 def stored_settings(layout: gen.IndexLayout) -> dict[str, Any]:

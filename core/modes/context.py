@@ -13,10 +13,9 @@ import numpy as np
 
 from core.index.layout import ResolvedIndex
 from core.index.schema import get_meta
-from core.ranking.analysis import analyzer_for
 from core.ranking.chunk_vectors import ChunkVectors, load_chunk_vectors
+from core.ranking.expansion import QueryAnalysis, QueryAnalyzer, vocabulary
 from core.ranking.filters import Filters
-from core.ranking.query import MAX_QUERY_TERMS
 from core.ranking.sparse import CHUNK_CACHE, SPARSE_CACHE, QueryPostings, SparseIndex, load_sparse, query_postings
 from core.ranking.visibility import CallerStatistics
 
@@ -70,7 +69,7 @@ class SearchContext:
     _chunks: ChunkVectors | None = None
     _postings: QueryPostings | None = None
     _mask: np.ndarray | None = None
-    _terms: list[str] | None = None
+    _analysis: QueryAnalysis | None = None
     _meta: dict[str, Any] | None = None
     _statistics: CallerStatistics | None = None
 
@@ -81,10 +80,26 @@ class SearchContext:
         return self._meta
 
     @property
+    def analysis(self) -> QueryAnalysis:
+        """The query's weighted terms in every language of the index, with its expansions."""
+        if self._analysis is None:
+            self._analysis = self._analyse(self.text)
+        return self._analysis
+
+    def _analyse(self, text: str) -> QueryAnalysis:
+        sp, mask = self.sparse(), self.mask()
+        languages = self.meta.get("languages") or ["en"]
+        visible = None
+        if not mask.all():  # expansions and unmatched words see only the notes the caller may see
+
+            def visible(tid: int) -> int:
+                return int(mask[sp.docs[sp.indptr[tid] : sp.indptr[tid + 1]]].sum())
+
+        return QueryAnalyzer(sp.term_id, vocabulary(sp), languages, visible).analyse(text)
+
+    @property
     def terms(self) -> list[str]:
-        if self._terms is None:
-            self._terms = analyzer_for(self.meta["tokenizer"]).terms(self.text)[:MAX_QUERY_TERMS]
-        return self._terms
+        return self.analysis.terms
 
     def statistics(self) -> CallerStatistics:
         """Whose statistics this caller is scored with: the whole generation's, or (when its
@@ -112,8 +127,8 @@ class SearchContext:
         return SPARSE_CACHE.get(str(r.layout.index_dir), key, lambda: load_sparse(self.conn))
 
     def analyzer_terms(self, text: str) -> list[str]:
-        """The index analyzer's terms of ``text`` (at most MAX_QUERY_TERMS)."""
-        return analyzer_for(self.meta["tokenizer"]).terms(text)[:MAX_QUERY_TERMS]
+        """The terms the query analysis gives ``text`` (the words of a raw FTS5 expression)."""
+        return self._analyse(text).terms
 
     def sparse(self) -> SparseIndex:
         """The term statistics this caller is scored with (visible notes only when some are hidden)."""
@@ -124,7 +139,8 @@ class SearchContext:
     def postings(self) -> QueryPostings:
         """The query's postings in the sparse index, gathered once (ranking and match counts)."""
         if self._postings is None:
-            self._postings = query_postings(self.sparse(), self.terms)
+            a = self.analysis
+            self._postings = query_postings(self.sparse(), a.terms, a.weights, a.cover)
         return self._postings
 
     def chunk_vectors(self) -> ChunkVectors:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
+from dataclasses import replace
 
 import numpy as np
 
@@ -32,6 +33,10 @@ IDENTIFIER_COVERAGE_POWER = 4
 _WORD = re.compile(r"[^\W_]+")
 # hybrid's RRF list weights (fts, vector): tuned on SciFact train + known-item (docs/architecture.md).
 HYBRID_WEIGHTS = (1.0, 0.4)
+# A query of CJK words only is a look-up by character bigrams: no word boundary, no exact
+# form, no stem tells a name from a passing mention, so a title that holds the whole query counts
+# extra (RankParams.title_coverage_weight; the multilingual dev sets, docs/architecture.md "Languages").
+CJK_TITLE_COVERAGE = 0.5
 
 
 def _ranked(
@@ -47,7 +52,8 @@ def fts_ranking(ctx: SearchContext, k: int) -> list[tuple[int, float]]:
     if ctx.raw:
         return raw_fts_ranking(ctx, k)
     sp = ctx.sparse()
-    scores, matched = bm25_scores(sp, ctx.terms, ctx.postings())
+    params = replace(sp.params, title_coverage_weight=CJK_TITLE_COVERAGE) if ctx.analysis.cjk_only else None
+    scores, matched = bm25_scores(sp, ctx.terms, ctx.postings(), params)
     _add_identifier_bonus(ctx, sp, scores, matched)
     return _ranked(sp, scores, matched, ctx.mask(), k)
 
@@ -125,11 +131,16 @@ def raw_fts_ranking(ctx: SearchContext, k: int) -> list[tuple[int, float]]:
     return [(int(sp.note_ids[r]), float(scores[r])) for r in scoring.top_k(scores, k, rows)]
 
 
+def _surface(term: str) -> str:
+    """A term without its language tag (``de:kont``) or exact-form mark (``=templater``)."""
+    return term.rsplit(":", 1)[-1].lstrip("=")
+
+
 def _prefix_terms(sp: SparseIndex, prefixes: list[str]) -> list[str]:
     """The indexed terms (of the caller's index) a raw ``prefix*`` matches, at most RAW_PREFIX_TERMS each."""
     out: list[str] = []
     for prefix in (p.lower() for p in prefixes):
-        out += sorted(t for t in sp.term_id if t.startswith(prefix))[:RAW_PREFIX_TERMS]
+        out += sorted(t for t in sp.term_id if _surface(t).startswith(prefix))[:RAW_PREFIX_TERMS]
     return out
 
 
@@ -139,19 +150,40 @@ _RAW_PREFIX = re.compile(r"(\w+)\*")
 _RAW_SYNTAX = re.compile(r"\b(?:AND|OR|NOT|NEAR)\b|\{[^}]*\}\s*:|\b\w+\s*:|\^|\bNEAR\s*\(")
 
 
-def _hits(ranking: list[tuple[int, float]], source: str, limit: int) -> list[Hit]:
-    return [Hit(nid, score, source) for nid, score in ranking[:limit]]
+def _hits(ranking: list[tuple[int, float]], source: str, limit: int, ctx: SearchContext | None = None) -> list[Hit]:
+    labels = expansion_labels(ctx, [nid for nid, _ in ranking[:limit]]) if ctx is not None and not ctx.raw else {}
+    return [Hit(nid, score, source + labels.get(nid, "")) for nid, score in ranking[:limit]]
+
+
+def expansion_labels(ctx: SearchContext, note_ids: list[int]) -> dict[int, str]:
+    """note id -> ``+kind+kind`` of the query expansions (prefix, variant, subword, cjk_unigram,
+    typo) whose terms the note holds, for its ``score_source``; no entry for plain matches."""
+    a, sp = ctx.analysis, ctx.sparse()
+    kinds = [k for t, k in zip(a.terms, a.kinds) if t in sp.term_id]  # aligned with the postings' ids
+    if not note_ids or all(k in ("base", "exact") for k in kinds):
+        return {}
+    p = ctx.postings()
+    rows = sp.rows_of(np.asarray(note_ids, dtype=np.int64))
+    sel = np.flatnonzero(np.isin(p.docs, rows[rows >= 0]))
+    found: dict[int, set[str]] = {}
+    for doc, owner in zip(p.docs[sel].tolist(), p.owner[sel].tolist()):
+        if kinds[owner] not in ("base", "exact"):
+            found.setdefault(int(sp.note_ids[doc]), set()).add(kinds[owner])
+    return {nid: "".join(f"+{k}" for k in sorted(ks)) for nid, ks in found.items()}
 
 
 def run_fts(ctx: SearchContext) -> ModeRun:
     source = "fts5_match_bm25f" if ctx.raw else "bm25f"
-    return ModeRun(_hits(fts_ranking(ctx, ctx.limit), source, ctx.limit))
+    return ModeRun(_hits(fts_ranking(ctx, ctx.limit), source, ctx.limit, ctx))
 
 
 def run_vector(ctx: SearchContext) -> ModeRun:
     """vector's hits, each with the chunk that scored best (its snippet comes from there)."""
     ranking, best = _vector(ctx, ctx.limit)
-    return ModeRun([Hit(nid, score, "tfidf_cosine", chunk_id=best.get(nid)) for nid, score in ranking])
+    labels = expansion_labels(ctx, [nid for nid, _ in ranking])
+    return ModeRun(
+        [Hit(nid, score, "tfidf_cosine" + labels.get(nid, ""), chunk_id=best.get(nid)) for nid, score in ranking]
+    )
 
 
 def fused(
@@ -164,7 +196,7 @@ def fused(
 def run_hybrid(ctx: SearchContext) -> ModeRun:
     depth = max(FUSION_DEPTH, ctx.limit)
     fusion = fused([fts_ranking(ctx, depth), vector_ranking(ctx, depth)], ctx.limit)
-    return ModeRun(_hits(fusion, "rrf", ctx.limit))
+    return ModeRun(_hits(fusion, "rrf", ctx.limit, ctx))
 
 
 BODY_COLUMN = FTS_COLUMNS.index("body")

@@ -35,6 +35,7 @@ from itertools import accumulate, repeat
 import numpy as np
 
 from core.errors import UsageError
+from core.ranking.languages import LanguageAnalysis
 
 # Lower-cased letter/digit runs: the words snippet highlighting looks at (not the index's terms).
 # Term words: cut only at characters every unicode61 tokenizer treats as separators.
@@ -187,6 +188,7 @@ class WordTable:
         pieces: Sequence[tuple[str, Sequence[int]]],
         groups: Sequence[tuple[int, int]] = (),
         weights: Sequence[int] = (),
+        tags: Sequence[bytes] = (),
     ) -> tuple[list[bytes], list[LocalVector]]:
         """Like ``count`` for ``n_docs`` documents whose fields are made of pieces of text: each
         piece is cut and numbered once and counts for every target (``doc * n_fields + field``)
@@ -195,13 +197,16 @@ class WordTable:
         Each ``[first, end)`` range in ``groups`` (a note's chunks) comes back as ONE vector with
         ``lengths`` and one column per term: its per-field frequencies times ``weights``, summed.
         The vectors come in document order, a group in the place of its first document.
+        ``tags[i]`` (if given and not empty) prefixes every word of piece i: its note's language.
         """
         words: list[bytes] = []
         sizes: list[int] = []
         targets: list[int] = []
         fanout: list[int] = []
-        for text, piece_targets in pieces:
+        for i, (text, piece_targets) in enumerate(pieces):
             found = term_words(text) if text else []
+            if found and tags and tags[i]:
+                found = [tags[i] + w for w in found]
             if found:
                 words += found
                 sizes.append(len(found))
@@ -291,7 +296,7 @@ class TermVectors:
 
     def __init__(
         self,
-        analyzer: Analyzer,
+        analyzer: Analyzer | LanguageAnalyzer,
         n_fields: int,
         *,
         next_id: int = 1,
@@ -399,4 +404,60 @@ def analyzer_for(tokenizer: str) -> Analyzer:
     found = _analyzers.get(tokenizer)
     if found is None:
         found = _analyzers[tokenizer] = Analyzer(tokenizer)
+    return found
+
+
+LANGUAGE_TOKENIZER = "unicode61 remove_diacritics 0"  # the cuts and case folding under every language's terms
+LANGUAGE_TAG = b"\x00"  # a word of a note in another language than the default: b"<lang>\x00<word>"
+
+
+class LanguageAnalyzer:
+    """Words -> index terms by language (``core.ranking.languages``): the ``map_words`` that
+    ``TermVectors`` uses. A word is cut and case folded by FTS5 (``LANGUAGE_TOKENIZER``), then
+    each token is analysed by the language of its note: ``default`` for an untagged word, else the
+    language named by its tag (``tag_words``). Words that no term survives map to ``()``."""
+
+    def __init__(self, default: str) -> None:
+        self.default = default
+        self.base = analyzer_for(LANGUAGE_TOKENIZER)
+        self._cache: dict[str, tuple[str, ...]] = {}
+        self._lock = threading.Lock()
+
+    def map_words(self, words: Iterable[str]) -> dict[str, tuple[str, ...]]:
+        cache = self._cache
+        missing = set(words).difference(cache)
+        if missing:
+            with self._lock:
+                by_lang: dict[str, list[str]] = {}
+                for word in missing:
+                    by_lang.setdefault(word.rpartition("\x00")[0] or self.default, []).append(word)
+                for lang, group in by_lang.items():
+                    untagged = {w: w.rpartition("\x00")[2] for w in group}
+                    tokens = self.base.map_words(untagged.values())
+                    terms = LanguageAnalysis(lang).terms_of({t for p in untagged.values() for t in tokens[p]})
+                    for w, p in untagged.items():
+                        cache[w] = tuple(term for tok in tokens[p] for term in terms[tok])
+        return cache
+
+    def terms(self, text: str, language: str | None = None) -> list[str]:
+        """The index terms of a text of a note in ``language`` (default: the vault default), in order."""
+        tag = language_tag(language or self.default, self.default).decode("ascii")
+        words = [tag + w for w in _TERM_WORD.findall(text)]
+        mapping = self.map_words(words)
+        return [t for w in words for t in mapping[w]]
+
+
+def language_tag(language: str, default: str) -> bytes:
+    """The prefix of the words of a note in ``language`` (none for the default; see ``LanguageAnalyzer``)."""
+    return b"" if language == default else language.encode("ascii") + LANGUAGE_TAG
+
+
+_language_analyzers: dict[str, LanguageAnalyzer] = {}
+
+
+def language_analyzer_for(default: str) -> LanguageAnalyzer:
+    """One shared ``LanguageAnalyzer`` per vault default language in this process."""
+    found = _language_analyzers.get(default)
+    if found is None:
+        found = _language_analyzers[default] = LanguageAnalyzer(default)
     return found

@@ -196,6 +196,8 @@ def vector_scores(
     if ids.size == 0:
         return VectorScores(scores, np.zeros(n, dtype=np.float32), np.zeros(vectors.n_chunks))
     q = scoring.tfidf_weights(qtf, vectors.idf[ids])
+    if postings is not None and postings.weight is not None:  # the query analysis' term weights
+        q = q * postings.weight
     q = q / (float(np.linalg.norm(q)) or 1.0)
     pos, owner = gather_postings(vectors.indptr, ids)
     per_chunk = np.bincount(vectors.chunks[pos], weights=vectors.weights[pos] * q[owner], minlength=vectors.n_chunks)

@@ -168,11 +168,6 @@ def name_match(in_name: np.ndarray, name_terms: np.ndarray, n_query_terms: int) 
     return np.where(in_name >= n_query_terms, share**2, 0.0)
 
 
-def cosine_scores(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
-    """Cosine of each row of an L2-normalised matrix with an L2-normalised query: a dot product."""
-    return (matrix @ query.astype(matrix.dtype)).astype(np.float32)
-
-
 def top_k(scores: np.ndarray, k: int, candidates: np.ndarray | None = None) -> np.ndarray:
     """Indices of the k best scores, best first (ties broken by index for determinism)."""
     idx = np.arange(scores.shape[0]) if candidates is None else candidates

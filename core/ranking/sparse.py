@@ -39,6 +39,8 @@ class RankParams:
     name_match_weight: float = 2.5
     # A note whose title field and headings together hold every query term.
     title_heading_coverage_weight: float = 0.4
+    # The same for the title alone (on top): CJK-only look-ups (core.modes.lexical.CJK_TITLE_COVERAGE).
+    title_coverage_weight: float = 0.0
 
 
 DEFAULT_PARAMS = RankParams()
@@ -174,6 +176,8 @@ def load_sparse(
     body_tf = np.empty(terms.shape[0], dtype=np.uint16)
     bm25 = np.empty(terms.shape[0], dtype=np.float32)
     name_terms = np.zeros(n, dtype=np.uint16)
+    exact_form = np.zeros(layout.counts.shape[0], dtype=bool)  # `=word` terms: not names of their own
+    exact_form[[i for t, i in term_id.items() if t.startswith("=") and i < exact_form.shape[0]]] = True
     for r0, r1 in row_blocks(starts):
         sl = slice(int(starts[r0]), int(starts[r1]))
         block_tf, block_terms = tf[sl], terms[sl]
@@ -187,7 +191,7 @@ def load_sparse(
         mask[dest] = block_mask[order]
         body_tf[dest] = block_tf[order, _BODY]
         bm25[dest] = scoring.bm25_saturate(pseudo, bm25_idf[block_terms], params.k1)[order]
-        in_name = block_tf[:, _TITLE] > 0
+        in_name = (block_tf[:, _TITLE] > 0) & ~exact_form[block_terms]
         name_terms[r0:r1] = np.minimum(np.bincount(block_docs[in_name] - r0, minlength=r1 - r0), 65535)
     return SparseIndex(note_ids, term_id, layout.indptr, docs, mask, body_tf, df, params, bm25, bm25_idf, name_terms)
 
@@ -223,16 +227,30 @@ class QueryPostings(NamedTuple):
     pos: np.ndarray  # posting positions
     owner: np.ndarray  # index into ``ids`` of each posting
     docs: np.ndarray  # document row of each posting
+    weight: np.ndarray | None = None  # float32 per id: the term's share of the score (None: all 1)
+    cover: np.ndarray | None = None  # float32 per id: its share in the coverage bonus (None: all 1)
 
 
-def query_postings(index: SparseIndex, terms: list[str]) -> QueryPostings:
+def query_postings(
+    index: SparseIndex,
+    terms: list[str],
+    weights: list[float] | None = None,
+    cover: list[float] | None = None,
+) -> QueryPostings:
+    """The query's postings; ``weights`` / ``cover`` (one per term of ``terms``, which are then
+    distinct) scale each term's score and its share in the coverage bonus."""
     ids, _ = query_term_ids(index, terms)
     pos, owner = gather_postings(index.indptr, ids)
-    return QueryPostings(ids, pos, owner, index.docs[pos])
+    w = c = None
+    if weights is not None or cover is not None:
+        known = [i for i, t in enumerate(terms) if t in index.term_id]
+        w = np.asarray([weights[i] if weights is not None else 1.0 for i in known], dtype=np.float32)
+        c = np.asarray([cover[i] if cover is not None else 1.0 for i in known], dtype=np.float32)
+    return QueryPostings(ids, pos, owner, index.docs[pos], w, c)
 
 
 def bm25_scores(
-    index: SparseIndex, terms: list[str], postings: QueryPostings | None = None
+    index: SparseIndex, terms: list[str], postings: QueryPostings | None = None, params: RankParams | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """(scores, matched) over all documents: BM25F plus the coverage bonuses of RankParams.
 
@@ -242,15 +260,25 @@ def bm25_scores(
     the closer the name is to the query (``_name_match``), without dropping documents that
     match only some terms.
     All postings of the query are gathered once and summed per document with ``bincount``.
+    ``params`` overrides the index's coverage weights (k1, b and field weights are in its postings).
     """
-    ids, pos, owner, docs = postings if postings is not None else query_postings(index, terms)
+    ids, pos, owner, docs, weight, cover = postings if postings is not None else query_postings(index, terms)
     n = index.n_docs
-    scores = np.bincount(docs, weights=index.bm25[pos], minlength=n).astype(np.float32)
+    contribution = index.bm25[pos] if weight is None else index.bm25[pos] * weight[owner]
+    scores = np.bincount(docs, weights=contribution, minlength=n).astype(np.float32)
     matched = np.bincount(docs, minlength=n).astype(np.float32)
-    p = index.params
+    p = params or index.params
     idf = index.bm25_idf[ids].astype(np.float64)
+    if cover is not None:  # only content words count towards coverage (core.ranking.expansion)
+        idf = idf * cover
     total = float(idf.sum())
-    weights = (p.coverage_weight, p.heading_coverage_weight, p.title_heading_coverage_weight, p.name_match_weight)
+    weights = (
+        p.coverage_weight,
+        p.heading_coverage_weight,
+        p.title_heading_coverage_weight,
+        p.name_match_weight,
+        p.title_coverage_weight,
+    )
     if total > 0 and any(weights):
         bonus = np.zeros(n, dtype=np.float64)
         if p.coverage_weight:
@@ -265,17 +293,39 @@ def bm25_scores(
             th = np.bincount(docs, weights=idf[owner] * in_th, minlength=n)
             bonus += scoring.coverage_bonus(th, total, p.title_heading_coverage_weight)
         if p.name_match_weight:
-            bonus += p.name_match_weight * _name_match(index, ids, pos, docs, n)
+            bonus += p.name_match_weight * _name_match(index, terms, ids, weight, owner, pos, docs, n)
+        if p.title_coverage_weight:
+            in_title = (index.field_mask[pos] & _TITLE_BIT) > 0
+            title = np.bincount(docs, weights=idf[owner] * in_title, minlength=n)
+            bonus += scoring.coverage_bonus(title, total, p.title_coverage_weight)
         top = float(scores.max()) if n else 0.0
         scores += (bonus * top).astype(np.float32) * (matched > 0)
     return scores, matched
 
 
-def _name_match(index: SparseIndex, ids: np.ndarray, pos: np.ndarray, docs: np.ndarray, n: int) -> np.ndarray:
-    """Per document: 0 unless its title field holds every distinct query term; then the share of
-    its name terms the query covers, squared (1.0: the query is exactly the note's name)."""
-    in_name = np.bincount(docs, weights=(index.field_mask[pos] & _TITLE_BIT) > 0, minlength=n)
-    return scoring.name_match(in_name, index.name_terms, int(ids.size))
+def _name_match(
+    index: SparseIndex,
+    terms: list[str],
+    ids: np.ndarray,
+    weight: np.ndarray | None,
+    owner: np.ndarray,
+    pos: np.ndarray,
+    docs: np.ndarray,
+    n: int,
+) -> np.ndarray:
+    """Per document: 0 unless its title field holds every distinct stem term of the query; then
+    the share of its name terms the query covers, squared (1.0: the query is exactly the note's name).
+    Exact-form terms (``=word``) and low-weight expansions (prefix, typo: core.ranking.expansion)
+    are not names the query says, so they neither count nor have to match."""
+    known = list(dict.fromkeys(t for t in terms if t in index.term_id))
+    keep = np.asarray([not t.startswith("=") for t in known], dtype=bool)
+    if weight is not None and keep.size == weight.size:
+        keep &= weight >= 1.0
+    if keep.size != ids.size:  # terms and postings disagree: count every term (the plain BM25F case)
+        keep = np.ones(ids.size, dtype=bool)
+    sel = keep[owner] & ((index.field_mask[pos] & _TITLE_BIT) > 0)
+    in_name = np.bincount(docs[sel], minlength=n)
+    return scoring.name_match(in_name, index.name_terms, int(keep.sum()))
 
 
 def body_term_counts(
@@ -284,7 +334,8 @@ def body_term_counts(
     """Occurrences of the query's terms in each given note's body (exact, from the stored vectors)."""
     if not note_ids:
         return {}
-    _, pos, _, docs = postings if postings is not None else query_postings(index, terms)
+    found = postings if postings is not None else query_postings(index, terms)
+    pos, docs = found.pos, found.docs
     per_doc = np.bincount(docs, weights=index.body_tf[pos], minlength=index.n_docs)
     rows = index.rows_of(np.asarray(note_ids, dtype=np.int64))
     return {nid: int(per_doc[r]) if r >= 0 else 0 for nid, r in zip(note_ids, rows.tolist())}

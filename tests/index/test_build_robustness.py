@@ -192,7 +192,7 @@ def test_one_note_with_too_many_distinct_words_is_bounded_and_reported(
     assert problems(report) == {"huge.md": "vocabulary_truncated"}
     conn = gen.connect_readonly(gen.resolve(gen.layout_for(vault)))
     try:
-        terms = conn.execute("SELECT count(*) FROM terms WHERE term LIKE 'w%x'").fetchone()[0]
+        terms = conn.execute("SELECT count(*) FROM terms WHERE term GLOB '*:w[0-9]*x'").fetchone()[0]
     finally:
         conn.close()
     assert 0 < terms <= 500

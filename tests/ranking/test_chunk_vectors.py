@@ -13,7 +13,7 @@ from conftest import note
 
 from core import generations as gen
 from core.index.schema import CHUNK_FIELD_UNITS, CHUNK_UNIT, note_bodies
-from core.ranking.analysis import analyzer_for
+from core.ranking.analysis import language_analyzer_for
 from core.ranking.chunk_vectors import VECTOR_PIVOT_SLOPE, load_chunk_vectors, vector_scores
 from core.ranking.sparse import load_sparse
 from core.searcher import search_vault
@@ -49,7 +49,7 @@ def conn(vault):
 
 def reference_scores(vault: Path, conn, query: str, slope: float) -> dict[str, float]:
     """The vector score of each note, recomputed from the chunk texts with dicts and loops."""
-    analyzer = analyzer_for(json.loads(conn.execute("SELECT value FROM meta WHERE key = 'tokenizer'").fetchone()[0]))
+    analyzer = language_analyzer_for("en")
     bodies = note_bodies(conn, [r[0] for r in conn.execute("SELECT id FROM notes")])
     rows = [
         (rel, ord_, path, bodies[nid][start:end])
@@ -103,7 +103,7 @@ def reference_scores(vault: Path, conn, query: str, slope: float) -> dict[str, f
 def test_scores_match_a_plain_python_reference(vault, conn, query, slope):
     sparse = load_sparse(conn)
     vectors = load_chunk_vectors(conn, sparse, slope)
-    analyzer = analyzer_for(json.loads(conn.execute("SELECT value FROM meta WHERE key = 'tokenizer'").fetchone()[0]))
+    analyzer = language_analyzer_for("en")
     scores, matched, _ = vector_scores(sparse, vectors, analyzer.terms(query))
     path_of = dict(conn.execute("SELECT id, rel_path FROM notes"))
     got = {path_of[int(nid)]: float(s) for nid, s, m in zip(sparse.note_ids, scores, matched) if m > 0}
@@ -113,9 +113,9 @@ def test_scores_match_a_plain_python_reference(vault, conn, query, slope):
 def test_slope_one_is_plain_cosine(conn):
     sparse = load_sparse(conn)
     vectors = load_chunk_vectors(conn, sparse, slope=1.0)
-    quokka = vector_scores(sparse, vectors, ["quokka"]).scores  # quokka.md's one chunk holds that term only
+    quokka = vector_scores(sparse, vectors, ["en:quokka"]).scores  # quokka.md's one chunk holds that term only
     assert float(quokka.max()) == pytest.approx(1.0, abs=1e-6)
-    for query in (["compost"], ["soil", "veget"], ["knive", "sharp", "air"]):
+    for query in (["en:compost"], ["en:soil", "en:veget"], ["en:knive", "en:sharp", "en:air"]):
         assert 0 < float(vector_scores(sparse, vectors, query)[0].max()) <= 1.0 + 1e-6
 
 
@@ -123,8 +123,8 @@ def test_a_long_chunk_is_penalised_less_than_by_plain_cosine(conn):
     sparse = load_sparse(conn)
     path_of = dict(conn.execute("SELECT id, rel_path FROM notes"))
     row = {path_of[int(n)]: i for i, n in enumerate(sparse.note_ids)}
-    plain = vector_scores(sparse, load_chunk_vectors(conn, sparse, 1.0), ["soil"])[0]
-    pivoted = vector_scores(sparse, load_chunk_vectors(conn, sparse, VECTOR_PIVOT_SLOPE), ["soil"])[0]
+    plain = vector_scores(sparse, load_chunk_vectors(conn, sparse, 1.0), ["en:soil"])[0]
+    pivoted = vector_scores(sparse, load_chunk_vectors(conn, sparse, VECTOR_PIVOT_SLOPE), ["en:soil"])[0]
     # garden.md's long Soil section vs the short "Bare soil" note: pivoting narrows the gap
     ratio = lambda s: s[row["garden.md"]] / s[row["empty.md"]]  # noqa: E731
     assert ratio(pivoted) > ratio(plain)

@@ -221,7 +221,11 @@ def test_public_caller_gets_no_trace_of_lan_or_restricted_notes(leak_vault, mode
     results = search_vault(leak_vault, query, mode=mode, limit=50, classifications=("public",), allow_fallback=True)
     assert found(results) <= PUBLIC
     assert all(r.via is None or r.via["from"] in PUBLIC for r in results)
-    dump = json.dumps({**results.to_dict(), "query": None, "query_terms": None}, ensure_ascii=False)  # echo aside
+    # the echoed query aside (also as analysed terms), and its words that nothing visible serves (an echo
+    # too: which words are reported is the same as for words no note holds)
+    dump = json.dumps(
+        {**results.to_dict(), "query": None, "query_terms": None, "unmatched_words": None}, ensure_ascii=False
+    )
     assert not [m for m in HIDDEN_MARKS if m in dump]  # not in titles, snippets, matched_text, via, counts
 
 
@@ -242,6 +246,8 @@ def test_a_lan_caller_sees_lan_but_still_nothing_restricted(leak_vault):
 def test_a_query_only_a_hidden_note_matches_returns_an_ordinary_empty_list(leak_vault, mode):
     hidden = search_vault(leak_vault, "moonbeam", mode=mode, classifications=("public",))
     absent = search_vault(leak_vault, "xylophonist", mode=mode, classifications=("public",))
-    neutral = {"query": "", "query_terms": [], "index": {}, "freshness": {}}  # freshness: ages differ by the call time
-    assert list(hidden) == [] and hidden.to_dict() | neutral == absent.to_dict() | neutral
+    # both words are reported unmatched (each echoes its own query): the rest is identical
+    assert hidden.unmatched_words == ["moonbeam"] and absent.unmatched_words == ["xylophonist"]
+    same = {"query": "", "query_terms": [], "index": {}, "unmatched_words": [], "freshness": {}}  # ages differ
+    assert list(hidden) == [] and hidden.to_dict() | same == absent.to_dict() | same
     assert set(hidden.freshness) == set(absent.freshness) and hidden.freshness["stale"] is False

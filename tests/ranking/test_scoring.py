@@ -179,12 +179,6 @@ def test_name_match_hand_computed():
     assert out.tolist() == [1.0, 0.5625, 0.0, 0.0]
 
 
-def test_cosine_scores_of_unit_vectors():
-    matrix = np.array([[1.0, 0.0], [0.6, 0.8]], dtype=np.float32)
-    out = scoring.cosine_scores(matrix, np.array([0.6, 0.8]))
-    assert out.dtype == np.float32 and out.tolist() == pytest.approx([0.6, 1.0])
-
-
 def test_rrf_hand_computed():
     fused = scoring.rrf_fuse([[1, 2, 3], [3, 1]], k=60)
     assert fused == pytest.approx({1: 1 / 61 + 1 / 62, 2: 1 / 62, 3: 1 / 63 + 1 / 61})

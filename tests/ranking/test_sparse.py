@@ -3,7 +3,6 @@ block-wise loader (core.ranking.postings) against itself in tiny blocks."""
 
 from __future__ import annotations
 
-import json
 import math
 from collections import Counter
 from pathlib import Path
@@ -18,7 +17,7 @@ import core.ranking.postings
 import core.ranking.sparse
 from core import generations as gen
 from core.index.schema import FTS_COLUMNS
-from core.ranking.analysis import analyzer_for
+from core.ranking.analysis import language_analyzer_for
 from core.ranking.postings import TermMajor, stable_order
 from core.ranking.sparse import RankParams, bm25_scores, load_sparse
 from core.vault.chunking import headings
@@ -55,7 +54,7 @@ def conn(built):
 
 def reference_bm25f(vault: Path, conn, query: str) -> dict[str, float]:
     """BM25F of each matching note, from the note files with dicts and loops."""
-    analyzer = analyzer_for(json.loads(conn.execute("SELECT value FROM meta WHERE key = 'tokenizer'").fetchone()[0]))
+    analyzer = language_analyzer_for("en")
     fields: dict[str, list[Counter[str]]] = {}
     for rel in FILES:
         parsed = parse_note(rel, (vault / rel).read_bytes())
@@ -90,7 +89,7 @@ def reference_bm25f(vault: Path, conn, query: str) -> dict[str, float]:
 def test_bm25f_matches_a_plain_python_reference(built, query):
     vault, conn = built
     index = load_sparse(conn, PARAMS)
-    analyzer = analyzer_for(json.loads(conn.execute("SELECT value FROM meta WHERE key = 'tokenizer'").fetchone()[0]))
+    analyzer = language_analyzer_for("en")
     scores, matched = bm25_scores(index, analyzer.terms(query))
     path_of = dict(conn.execute("SELECT id, rel_path FROM notes"))
     got = {path_of[int(nid)]: float(s) for nid, s, m in zip(index.note_ids, scores, matched) if m > 0}
@@ -152,7 +151,7 @@ def test_the_name_bonus_ranks_the_note_named_by_the_query_first(make_vault):
     )
     conn = gen.connect_readonly(gen.resolve(gen.layout_for(root.resolve())))
     paths = dict(conn.execute("SELECT id, rel_path FROM notes"))
-    terms = ["dendron", "topic", "schema"]
+    terms = language_analyzer_for("en").terms("dendron topic schema")
     with_bonus = load_sparse(conn)
     without = load_sparse(conn, RankParams(name_match_weight=0.0))
 
@@ -168,3 +167,29 @@ def test_the_name_bonus_ranks_the_note_named_by_the_query_first(make_vault):
         "dendron.topic.schema.complete.md": 4,
         "dendron.topic.schema.lib.md": 4,
     }
+
+
+def test_term_weights_scale_each_terms_share_of_the_score(conn):
+    from core.ranking.sparse import query_postings
+
+    index = load_sparse(conn, PARAMS)
+    terms = language_analyzer_for("en").terms("compost soil")
+    plain, _ = bm25_scores(index, terms)
+    alone = {t: bm25_scores(index, [t])[0] for t in terms}
+    weighted, _ = bm25_scores(index, terms, query_postings(index, terms, [2.0, 0.5], [1.0, 1.0]))
+    assert weighted == pytest.approx(2.0 * alone[terms[0]] + 0.5 * alone[terms[1]], rel=1e-5)
+    assert plain == pytest.approx(alone[terms[0]] + alone[terms[1]], rel=1e-5)
+
+
+def test_the_title_coverage_bonus_rewards_only_notes_whose_title_holds_the_query(conn):
+    index = load_sparse(conn, PARAMS)
+    terms = language_analyzer_for("en").terms("soil")
+    base, matched = bm25_scores(index, terms)
+    boosted, _ = bm25_scores(index, terms, params=RankParams(heading_coverage_weight=0.0, title_coverage_weight=1.0))
+    title_rows = {
+        r
+        for r, nid in enumerate(index.note_ids)
+        if "soil" in conn.execute("SELECT lower(title) FROM notes WHERE id = ?", (int(nid),)).fetchone()[0]
+    }
+    assert title_rows and all(boosted[r] > base[r] for r in title_rows)
+    assert all(boosted[r] == base[r] for r in range(index.n_docs) if r not in title_rows and matched[r])

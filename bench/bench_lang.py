@@ -1,0 +1,308 @@
+"""Language benchmark (issue 13): per language and query kind on the multilingual MDN dev sets,
+beside the baselines of ``baselines_dev.json``; the English sets; typo and prefix sets; p50s;
+SciFact cold build time and index size.
+
+* multilingual: each ``vault/<lang>/`` is its own vault, indexed with default settings
+  (notes' languages detected); every dev set of that language is run through ``search_vault``
+  (fts and hybrid, 10 hits): nDCG@10 and the share of queries with no hit at all.
+* English: SciFact dev and the Dendron / PowerShell known-item dev sets, fts and hybrid.
+* typo: every known-item dev query with one edit (insert, delete, swap or substitute, seeded
+  ``random.Random(13)``) in one of its words of >= 5 letters; reported as the ratio of its
+  nDCG@10 to the unedited queries' (fts).
+* prefix: each known-item dev query with its rarest word of >= 6 letters (that its note holds)
+  cut to its first 3, 4 or 5 letters (seeded); share of queries whose note is in the top 10
+  (fts), beside the same queries without that word at all (what the other words find alone).
+* latency: warm fts p50 per set (``limit=10``, passages on, the realistic call).
+* build: SciFact cold build (fresh index dir, in this process), seconds and generation size.
+
+Timings are taken on whatever load the machine has; the JSON records the load average.
+
+    python -m bench.bench_lang [--work-dir DIR] [--only multilingual,english,typo,prefix,build]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.common import DATA_DIR, RESULTS_DIR, load_qrels, load_queries, machine_info, write_json
+from core import generations as gen
+from core.eval.metrics import ndcg_at_k
+from core.index.builder import build_index
+from core.searcher import search_vault
+
+ML = DATA_DIR / "multilingual"
+LANGS = ("en", "de", "fr", "ja", "ko", "ru", "zh")
+MODES = ("fts", "hybrid")
+ENGLISH = {
+    "scifact": (DATA_DIR / "scifact" / "vault", DATA_DIR / "scifact" / "dev_queries.jsonl", "dev_qrels.tsv"),
+    "dendron": (DATA_DIR / "dendron" / "vault", DATA_DIR / "known-item" / "dendron_dev_queries.jsonl", ""),
+    "powershell": (
+        DATA_DIR / "powershell-docs" / "reference",
+        DATA_DIR / "known-item" / "powershell_dev_queries.jsonl",
+        "",
+    ),
+}
+# Today's figures (main @ 2a0ba5a, issue 13): English nDCG@10 to hold within 0.005.
+ENGLISH_TODAY = {
+    "fts": {"scifact": 0.7023, "dendron": 0.9367, "powershell": 0.9124},
+    "hybrid": {"scifact": 0.7079, "dendron": 0.9407, "powershell": 0.9291},
+}
+TYPO_SEED = 13
+PREFIX_SEED = 13
+
+
+def _qrels_path(queries: Path) -> Path:
+    return queries.with_name(queries.name.replace("_queries.jsonl", "_qrels.tsv"))
+
+
+def _english(name: str) -> tuple[Path, dict[str, str], dict[str, dict[str, int]]]:
+    vault, queries, qrels = ENGLISH[name]
+    qp = queries.with_name(qrels) if qrels else _qrels_path(queries)
+    return vault, load_queries(queries), load_qrels(qp)
+
+
+def _index(vault: Path, work: Path, name: str) -> Path:
+    index_dir = work / name
+    build_index(vault, index_dir=index_dir)
+    return index_dir
+
+
+def _ids(vault: Path, index_dir: Path) -> dict[str, str]:
+    """rel_path -> the corpus id the qrels use (the path, or the frontmatter id where set)."""
+    conn = gen.connect_readonly(gen.resolve(gen.layout_for(vault.resolve(), index_dir)))
+    try:
+        return {rel: (fid or rel) for rel, fid in conn.execute("SELECT rel_path, frontmatter_id FROM notes")}
+    finally:
+        conn.close()
+
+
+def _run(
+    vault: Path,
+    index_dir: Path,
+    queries: dict[str, str],
+    qrels: dict[str, dict[str, int]],
+    mode: str,
+    ids: dict[str, str],
+) -> dict[str, Any]:
+    scores, nohit, times = [], 0, []
+    for qid, text in queries.items():
+        if qid not in qrels:
+            continue
+        t = time.perf_counter()
+        res = search_vault(vault, text, mode=mode, limit=10, index_dir=index_dir)
+        times.append(time.perf_counter() - t)
+        rel = qrels[qid]
+        ranked = [r.rel_path if r.rel_path in rel else ids.get(r.rel_path, r.rel_path) for r in res]
+        scores.append(ndcg_at_k(ranked, rel, 10) if ranked else 0.0)
+        nohit += not ranked
+    n = len(scores)
+    return {
+        "n": n,
+        "ndcg10": sum(scores) / max(n, 1),
+        "nohit": nohit / max(n, 1),
+        "p50_ms": statistics.median(times) * 1000 if times else None,
+        "per_query": scores,
+    }
+
+
+def _ml_qrels(lang: str, qrels: dict[str, dict[str, int]]) -> dict[str, dict[str, int]]:
+    return {q: {k.removeprefix(f"{lang}/"): v for k, v in rel.items()} for q, rel in qrels.items()}
+
+
+def multilingual(work: Path) -> dict[str, Any]:
+    base = json.loads((ML / "baselines_dev.json").read_text())["A"]
+    out: dict[str, Any] = {}
+    for lang in LANGS:
+        vault = ML / "vault" / lang
+        t = time.perf_counter()
+        index_dir = _index(vault, work, f"ml_{lang}")
+        build_s = time.perf_counter() - t
+        ids = {rel: rel for rel in _ids(vault, index_dir)}
+        sets: dict[str, Any] = {}
+        for qfile in sorted((ML / "queries").glob(f"{lang}_*_dev_queries.jsonl")):
+            kind = qfile.name.split("_")[1]
+            queries, qrels = load_queries(qfile), _ml_qrels(lang, load_qrels(_qrels_path(qfile)))
+            row: dict[str, Any] = {"baselines": {k: v for k, v in base[lang][kind].items() if isinstance(v, dict)}}
+            for mode in MODES:
+                r = _run(vault, index_dir, queries, qrels, mode, ids)
+                r.pop("per_query")
+                row[mode] = r
+            sets[kind] = row
+            print(lang, kind, {m: round(row[m]["ndcg10"], 4) for m in MODES}, flush=True)
+        out[lang] = {"build_seconds": build_s, "sets": sets}
+    return out
+
+
+def english(work: Path) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name in ENGLISH:
+        vault, queries, qrels = _english(name)
+        index_dir = _index(vault, work, f"en_{name}")
+        ids = _ids(vault, index_dir)
+        out[name] = {}
+        for mode in MODES:
+            r = _run(vault, index_dir, queries, qrels, mode, ids)
+            r.pop("per_query")
+            r["today"] = ENGLISH_TODAY[mode][name]
+            out[name][mode] = r
+        print(name, {m: round(out[name][m]["ndcg10"], 4) for m in MODES}, flush=True)
+    return out
+
+
+_LETTERS = re.compile(r"[^\W\d_]{5,}")
+
+
+def typo_queries(queries: dict[str, str], seed: int = TYPO_SEED) -> dict[str, str]:
+    """One edit (insert, delete, swap, substitute) in one word of >= 5 letters of each query."""
+    rng = random.Random(seed)
+    out = {}
+    for qid, text in sorted(queries.items()):
+        words = list(_LETTERS.finditer(text))
+        if not words:
+            continue
+        m = rng.choice(words)
+        w = m.group()
+        i = rng.randrange(1, len(w) - 1)
+        op = rng.choice(("insert", "delete", "swap", "substitute"))
+        c = rng.choice("abcdefghijklmnopqrstuvwxyz")
+        if op == "insert":
+            w2 = w[:i] + c + w[i:]
+        elif op == "delete":
+            w2 = w[:i] + w[i + 1 :]
+        elif op == "swap":
+            w2 = w[:i] + w[i + 1] + w[i] + w[i + 2 :] if w[i] != w[i + 1] else w[:i] + w[i + 1 :]
+        else:
+            w2 = w[:i] + (c if c != w[i].lower() else "x") + w[i + 1 :]
+        out[qid] = text[: m.start()] + w2 + text[m.end() :]
+    return out
+
+
+def typo(work: Path) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name in ("dendron", "powershell"):
+        vault, queries, qrels = _english(name)
+        index_dir = work / f"en_{name}"
+        build_index(vault, index_dir=index_dir)
+        ids = _ids(vault, index_dir)
+        edited = typo_queries(queries)
+        plain = {q: queries[q] for q in edited}
+        a = _run(vault, index_dir, plain, qrels, "fts", ids)
+        b = _run(vault, index_dir, edited, qrels, "fts", ids)
+        out[name] = {
+            "n": b["n"],
+            "unedited_ndcg10": a["ndcg10"],
+            "typo_ndcg10": b["ndcg10"],
+            "ratio": b["ndcg10"] / a["ndcg10"] if a["ndcg10"] else None,
+            "examples": [edited[q] for q in sorted(edited)[:5]],
+        }
+        print("typo", name, round(out[name]["ratio"], 4), flush=True)
+    return out
+
+
+def _note_words(vault: Path, index_dir: Path) -> dict[str, set[str]]:
+    """word -> the notes (rel paths) whose text holds it (lower-cased letter runs of >= 3)."""
+    conn = gen.connect_readonly(gen.resolve(gen.layout_for(vault.resolve(), index_dir)))
+    try:
+        rows = conn.execute(
+            "SELECT n.rel_path, f.title, f.headings, f.body FROM notes_fts f JOIN notes n ON n.id = f.rowid"
+        ).fetchall()
+    finally:
+        conn.close()
+    words: dict[str, set[str]] = {}
+    for rel, *texts in rows:
+        for w in set(re.findall(r"[^\W\d_]{3,}", " ".join(t or "" for t in texts).lower())):
+            words.setdefault(w, set()).add(rel)
+    return words
+
+
+def prefix_queries(
+    queries: dict[str, str],
+    qrels: dict[str, dict[str, int]],
+    words: dict[str, set[str]],
+    ids: dict[str, str],
+    seed: int = PREFIX_SEED,
+) -> dict[str, tuple[str, str]]:
+    """qid -> (the query with its rarest word of >= 6 letters cut to its first 3-5 letters, the query
+    without that word): the second is the control, what the other words find on their own."""
+    rng = random.Random(seed)
+    by_id = {**{v: k for k, v in ids.items()}, **{k: k for k in ids}}
+    out = {}
+    for qid, text in sorted(queries.items()):
+        target = by_id.get(next(iter(qrels.get(qid, {})), ""), None)
+        found = [m for m in re.finditer(r"[^\W\d_]{6,}", text) if target in words.get(m.group().lower(), ())]
+        if not found:
+            continue
+        m = min(found, key=lambda x: (len(words[x.group().lower()]), -len(x.group()), x.start()))
+        cut = m.group()[: rng.choice((3, 4, 5))]
+        out[qid] = (text[: m.start()] + cut + text[m.end() :], " ".join((text[: m.start()] + text[m.end() :]).split()))
+    return out
+
+
+def _top10(vault: Path, index_dir: Path, text: str, rel: dict[str, int], ids: dict[str, str]) -> bool:
+    if not text.strip():
+        return False
+    res = search_vault(vault, text, mode="fts", limit=10, index_dir=index_dir)
+    return any(r.rel_path in rel or ids.get(r.rel_path) in rel for r in res)
+
+
+def prefix(work: Path) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name in ("dendron", "powershell"):
+        vault, queries, qrels = _english(name)
+        index_dir = work / f"en_{name}"
+        build_index(vault, index_dir=index_dir)
+        ids = _ids(vault, index_dir)
+        pq = prefix_queries(queries, qrels, _note_words(vault, index_dir), ids)
+        hits = sum(_top10(vault, index_dir, cut, qrels[q], ids) for q, (cut, _) in pq.items())
+        control = sum(_top10(vault, index_dir, rest, qrels[q], ids) for q, (_, rest) in pq.items())
+        n = max(len(pq), 1)
+        out[name] = {
+            "n": len(pq),
+            "top10_share": hits / n,
+            "without_the_word_top10_share": control / n,
+            "examples": [c for c, _ in list(pq.values())[:8]],
+        }
+        print("prefix", name, out[name]["n"], round(hits / n, 3), "control", round(control / n, 3), flush=True)
+    return out
+
+
+def build(work: Path) -> dict[str, Any]:
+    vault = ENGLISH["scifact"][0]
+    runs = []
+    for i in range(2):
+        index_dir = work / f"build_{i}"
+        t = time.perf_counter()
+        report = build_index(vault, index_dir=index_dir)
+        runs.append(time.perf_counter() - t)
+        resolved = gen.resolve(gen.layout_for(vault.resolve(), index_dir))
+        size = resolved.path.stat().st_size
+    return {"cold_seconds": min(runs), "runs": runs, "generation_bytes": size, "notes": report.notes}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--work-dir", type=Path, default=None)
+    ap.add_argument("--only", default="multilingual,english,typo,prefix,build")
+    ap.add_argument("--out", type=Path, default=RESULTS_DIR / "lang.json")
+    args = ap.parse_args()
+    work = args.work_dir or Path(tempfile.mkdtemp(prefix="bench_lang_"))
+    work.mkdir(parents=True, exist_ok=True)
+    stages = args.only.split(",")
+    old = json.loads(args.out.read_text()) if args.out.exists() else {}
+    result: dict[str, Any] = {**old, "machine": machine_info(), "loadavg": os.getloadavg(), "date": time.time()}
+    for stage in stages:
+        result[stage] = globals()[stage](work)
+    write_json(args.out, result)
+
+
+if __name__ == "__main__":
+    main()

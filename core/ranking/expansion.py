@@ -1,0 +1,369 @@
+"""A query's words -> weighted index terms: the analysis of every language of the index, exact
+forms, prefixes, stem variants, compound parts, CJK unigrams and typo corrections.
+
+Every word is analysed in each language the index holds notes in (meta ``languages``): its base
+term per language (stems are namespaced, so a note matches once per word) at full weight, and
+its exact form (``=word``) as a bonus when it differs from its stem. Then, against the
+generation's own vocabulary (``Vocabulary``, built once per SparseIndex):
+
+    prefix      longer vocabulary words that start with the word (``worktree`` ->
+                ``worktrees``): PREFIX_WEIGHT, low, and not highlighted. A word that is not in the
+                vocabulary also gets everything below, at the higher *_MISSING_WEIGHT s:
+    prefix      ... words starting with it or its stem (``worktr`` -> ``worktree``);
+    variant     stems that are a proper prefix of the word's stem, at most two letters shorter
+                (German ``konten`` -> ``kont``..., ``konto`` of ``Konten``: Snowball does not merge them);
+    subword     vocabulary words that end with the word (compound heads: ``sicherung`` ->
+                ``dateisicherung``), and the word split into two vocabulary words
+                (``graphansicht`` -> ``graph`` + ``ansicht``).
+    cjk_unigram a one-character CJK query word, which the bigram terms cannot serve, matches the
+                bigrams that hold it.
+    typo        a word of >= TYPO_MIN_CHARS letters that nothing above finds is corrected to
+                vocabulary words one edit away (insert, delete, substitute, swap), the most
+                frequent first, weighted by document frequency, below prefixes.
+
+Identifiers (a piece of the query made of several words, ``live/live#2181``) and numbers are
+never expanded. When a query has more stop words (of the index's languages) than content words,
+its stop words keep STOP_WEIGHT of their BM25 score and STOP_COVER of their coverage share.
+Everything expanded is reported (``QueryAnalysis.expansions`` -> ``query_expansions``).
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import re
+import threading
+import weakref
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from core.ranking.analysis import _TERM_WORD, analyzer_for
+from core.ranking.analysis import LANGUAGE_TOKENIZER as _BASE_TOKENIZER
+from core.ranking.languages import STOPWORDS, LanguageAnalysis, cjk_grams, has_cjk, is_cjk_run, script_runs
+from core.ranking.query import MAX_QUERY_TERMS
+
+# A query with more stop words than content words (``how do I embed a note``) gives its stop words
+# this share of their BM25 score and of their idf in the title/heading coverage bonus; with fewer
+# they cannot decide a ranking on their own and keep full weight (``Upgrade your CLI``: measured on
+# the Dendron dev set, where damping them there too costs 0.003-0.007 nDCG@10).
+STOP_WEIGHT = 0.3
+STOP_COVER = 0.25
+EXACT_WEIGHT = 0.1  # the exact surface form, on top of its stem
+PREFIX_WEIGHT = 0.02  # a longer vocabulary word, when the word itself is in the vocabulary
+PREFIX_MISSING_WEIGHT = 0.6  # ... when it is not (``worktr``)
+VARIANT_MISSING_WEIGHT = 0.3  # a shorter stem, for a word not in the vocabulary
+SUBWORD_MISSING_WEIGHT = 0.3  # a compound holding a word not in the vocabulary; the parts of a split one
+CJK_UNIGRAM_WEIGHT = 1.0  # a one-character query: the bigrams that hold the character
+CJK_UNIGRAM_IN_QUERY_WEIGHT = 0.1  # a one-character word among others (often a particle: 의, の, 的)
+CJK_EXACT_WEIGHT = 0.5  # a whole run of CJK characters found as one run
+TYPO_WEIGHT = 0.5  # times df / the best candidate's df; below PREFIX_MISSING_WEIGHT
+SPLIT_EXPANSION_WEIGHT = True
+PREFIX_MIN_CHARS = 3
+FOUND_PREFIX_MIN_CHARS = 4  # a word in the vocabulary is expanded as a prefix from this length on,
+FOUND_PREFIX_MAX_WORDS = 4  # in a query of at most this many content words (a name being typed, not a sentence)
+MAX_CANDIDATES = 256  # vocabulary words looked at per word and kind (in sorted order)
+SUBWORD_MIN_CHARS = 4
+TYPO_MIN_CHARS = 5
+MAX_EXPANSIONS = 6  # per word and kind, the most frequent first
+MAX_CJK_UNIGRAM = 32
+_WORD = re.compile(r"[^\W_]+")
+
+
+@dataclass
+class QueryAnalysis:
+    """Distinct terms with their weight, coverage share and kind; what was expanded and what nothing serves."""
+
+    terms: list[str] = field(default_factory=list)
+    weights: list[float] = field(default_factory=list)
+    cover: list[float] = field(default_factory=list)
+    kinds: list[str] = field(default_factory=list)
+    words: list[str] = field(default_factory=list)  # the query's tokens (snippet highlighting)
+    expansions: list[dict[str, Any]] = field(default_factory=list)
+    unmatched: list[str] = field(default_factory=list)  # tokens no index term serves
+    quiet: set[str] = field(default_factory=set)  # low-weight expansions: not highlighted in snippets
+
+    @property
+    def cjk_only(self) -> bool:
+        """Every query word is a run of CJK characters: a look-up by bigrams, with no word boundary."""
+        return bool(self.words) and all(is_cjk_run(w) and len(script_runs(w)) == 1 for w in self.words)
+
+    def add(self, term: str, weight: float, cover: float, kind: str) -> None:
+        if term in self.terms:  # one weight per term: the strongest reading wins
+            i = self.terms.index(term)
+            if weight > self.weights[i]:
+                self.weights[i], self.kinds[i] = weight, kind
+            self.cover[i] = max(self.cover[i], cover)
+            return
+        if len(self.terms) < MAX_QUERY_TERMS * 4:
+            self.terms.append(term)
+            self.weights.append(weight)
+            self.cover.append(cover)
+            self.kinds.append(kind)
+
+
+class Vocabulary:
+    """The words of one generation, sorted forwards and backwards, for prefix, suffix and typo look-ups.
+
+    A *key* is a base term without its language namespace, or an exact term without ``=``; each
+    key maps to base term ids (an exact key to the base terms of its word are found by analysis).
+    """
+
+    def __init__(self, term_id: dict[str, int], df: np.ndarray, n_docs: int) -> None:
+        self.n_docs = n_docs
+        keys: dict[str, list[int]] = {}
+        exact: dict[str, int] = {}
+        self.name: dict[int, str] = {}
+        n = df.shape[0]
+        for term, tid in term_id.items():
+            if tid >= n or df[tid] <= 0:
+                continue
+            self.name[tid] = term
+            if term.startswith("="):
+                exact[term[1:]] = tid
+            else:
+                keys.setdefault(term[3:] if term[2:3] == ":" else term, []).append(tid)
+        self.base = keys
+        self.exact = exact
+        words = sorted({*keys, *exact})
+        self.sorted = words
+        self.reversed = sorted(w[::-1] for w in words)
+        self.df = df
+        self.chars = {ch for w in words if not has_cjk(w) for ch in w}
+
+    def surfaces(self, key: str) -> list[int]:
+        """Term ids a vocabulary word stands for: its exact term, else its base terms."""
+        if key in self.exact:
+            return [self.exact[key]]
+        return self.base.get(key, [])
+
+    def _range(self, words: list[str], prefix: str) -> list[str]:
+        lo = bisect.bisect_left(words, prefix)
+        hi = bisect.bisect_left(words, prefix + "\U0010ffff")
+        return words[lo:hi]
+
+    def starting(self, prefix: str) -> list[str]:
+        return self._range(self.sorted, prefix)
+
+    def ending(self, suffix: str) -> list[str]:
+        return [w[::-1] for w in self._range(self.reversed, suffix[::-1])]
+
+    def best(
+        self, candidates: Sequence[str], limit: int, df: Callable[[int], int] | None = None
+    ) -> list[tuple[str, int, int]]:
+        """(word, term id, df) of the most frequent candidates (a word's first surface term) that
+        ``df`` (default: every note's) finds in at least one note."""
+        df = df or (lambda t: int(self.df[t]))
+        found = [(w, ids[0], d) for w in candidates if (ids := self.surfaces(w)) and (d := df(ids[0])) > 0]
+        found.sort(key=lambda wtd: (-wtd[2], wtd[0] not in self.exact, wtd[0]))  # equals: a surface form first
+        return found[:limit]
+
+
+_VOCAB: dict[int, tuple[weakref.ref, Vocabulary]] = {}
+_VOCAB_LOCK = threading.Lock()
+
+
+def vocabulary(sparse: Any) -> Vocabulary:
+    """The Vocabulary of a SparseIndex, built on first use and kept while the index lives."""
+    key = id(sparse)
+    with _VOCAB_LOCK:
+        found = _VOCAB.get(key)
+        if found is not None and found[0]() is sparse:
+            return found[1]
+    vocab = Vocabulary(sparse.term_id, sparse.df, sparse.n_docs)
+    with _VOCAB_LOCK:
+        for k in [k for k, (ref, _) in _VOCAB.items() if ref() is None]:
+            del _VOCAB[k]
+        _VOCAB[key] = (weakref.ref(sparse), vocab)
+    return vocab
+
+
+def _bm25_idf(df: int, n_docs: int) -> float:
+    """``scoring.bm25_idf`` of one document frequency."""
+    return math.log1p((n_docs - df + 0.5) / (df + 0.5))
+
+
+def _edits(word: str, alphabet: set[str]) -> set[str]:
+    """Every string one insert, delete, substitution or adjacent swap away from ``word``."""
+    splits = [(word[:i], word[i:]) for i in range(len(word) + 1)]
+    out = {a + b[1:] for a, b in splits if b}
+    out |= {a + b[1] + b[0] + b[2:] for a, b in splits if len(b) > 1}
+    out |= {a + c + b[1:] for a, b in splits if b for c in alphabet}
+    out |= {a + c + b for a, b in splits for c in alphabet}
+    out.discard(word)
+    return out
+
+
+def _script_alphabet(word: str, chars: set[str]) -> set[str]:
+    """The vocabulary's letters of the word's script block (Latin, Cyrillic, ...)."""
+    block = ord(word[0]) >> 8 if not word[0].isascii() else 0
+    latin = block in (0, 1, 2)
+    return {c for c in chars if c.isalpha() and ((ord(c) >> 8 in (0, 1, 2)) if latin else (ord(c) >> 8 == block))}
+
+
+class QueryAnalyzer:
+    """Analyses query text for one generation: its languages, its vocabulary."""
+
+    def __init__(
+        self,
+        term_id: dict[str, int],
+        vocab: Vocabulary,
+        languages: Sequence[str],
+        df: Callable[[int], int] | None = None,
+    ) -> None:
+        """``df(term id)``: in how many notes the caller may see the term occurs (default: all notes).
+        Expansions and "is this word in the vocabulary" use it, so that nothing the response
+        reports (``expansions``, ``unmatched``) depends on notes the caller may not see."""
+        self.term_id = term_id
+        self.vocab = vocab
+        self.df = df or (lambda t: int(vocab.df[t]))
+        self.languages = [LanguageAnalysis(lang) for lang in languages] or [LanguageAnalysis("en")]
+        self.stop = frozenset().union(*(STOPWORDS.get(lang, frozenset()) for lang in languages))
+
+    def analyse(self, text: str) -> QueryAnalysis:
+        out = QueryAnalysis()
+        base = analyzer_for(_BASE_TOKENIZER)
+        pieces = text.split()
+        identifiers = {w for p in pieces if len(parts := _WORD.findall(p.lower())) >= 2 for w in parts}
+        words = _TERM_WORD.findall(text)
+        mapping = base.map_words(words)
+        tokens = list(dict.fromkeys(t for w in words for t in mapping[w]))[:MAX_QUERY_TERMS]
+        n_stop = sum(t in self.stop for t in tokens)
+        self._short = len(tokens) - n_stop <= FOUND_PREFIX_MAX_WORDS
+        damp = n_stop > len(tokens) - n_stop > 0  # more stop words than content words, and some content
+        for tok in tokens:
+            out.words.append(tok)
+            if has_cjk(tok):
+                self._cjk(tok, out, alone=len(tokens) == 1)
+            else:
+                stop = tok in self.stop
+                self._word(tok, out, literal=tok in identifiers or tok.isdigit(), stop=stop, damp=stop and damp)
+        return out
+
+    def _known(self, term: str) -> bool:
+        return term in self.term_id and self.df(self.term_id[term]) > 0
+
+    def _cjk(self, tok: str, out: QueryAnalysis, *, alone: bool) -> None:
+        for run in script_runs(tok):
+            if not is_cjk_run(run):
+                self._word(run, out, literal=False, stop=False)
+                continue
+            grams = cjk_grams(run)
+            for g in grams:
+                out.add(g, 1.0, 1.0, "base")
+            if len(run) > 2:
+                out.add("=" + run, CJK_EXACT_WEIGHT, 0.0, "exact")
+            if len(run) == 1:
+                found = self.vocab.best([*self.vocab.starting(run), *self.vocab.ending(run)], MAX_CJK_UNIGRAM, self.df)
+                found = [(w, t, d) for w, t, d in found if w != run]
+                weight = CJK_UNIGRAM_WEIGHT if alone else CJK_UNIGRAM_IN_QUERY_WEIGHT
+                for _, tid, _ in found:
+                    out.add(self.vocab.name[tid], weight, 1.0 / max(len(found), 1), "cjk_unigram")
+                if found:
+                    out.expansions.append({"word": run, "kind": "cjk_unigram", "to": [w for w, _, _ in found]})
+            if not any(self._known(g) for g in grams) and not (len(run) == 1 and out.expansions):
+                out.unmatched.append(run)
+
+    def _word(self, tok: str, out: QueryAnalysis, *, literal: bool, stop: bool, damp: bool = False) -> None:
+        cover, share = (STOP_COVER, STOP_WEIGHT) if damp else (1.0, 1.0)
+        bases = list(dict.fromkeys(la.base([tok])[0] for la in self.languages))
+        # a word counts once in the coverage bonus: its stems in the index's languages share it by df
+        dfs = [self.df(self.term_id[b]) if b in self.term_id else 0 for b in bases]
+        total = sum(dfs)
+        # ... and its idf is over every note that holds it in any language, not within one namespace
+        # (a few notes detected as another language must not get a rare-term idf for common words)
+        n = self.vocab.n_docs
+        word_idf = _bm25_idf(total, n)  # scoring.bm25_idf for one value, without numpy's per-call cost
+        for b, df in zip(bases, dfs):
+            term_idf = _bm25_idf(df, n)
+            weight = share * (word_idf / term_idf if df and term_idf > 0 else 1.0)
+            out.add(b, weight, cover * (df / total if total else 1.0 / len(bases)), "base")
+        keys = {b[3:] if b[2:3] == ":" else b for b in bases}
+        if keys != {tok}:
+            out.add("=" + tok, EXACT_WEIGHT, 0.0, "exact")
+        found = any(self._known(b) for b in bases) or self._known("=" + tok)
+        if literal or stop:
+            if not found:
+                out.unmatched.append(tok)
+            return
+        if found:  # the word is in the vocabulary: only longer words it is a prefix of, at a low weight
+            if len(tok) >= FOUND_PREFIX_MIN_CHARS and self._short:
+                starts = [w for w in self.vocab.starting(tok)[:MAX_CANDIDATES] if w != tok and w not in keys]
+                self._expand(tok, out, starts, "prefix", PREFIX_WEIGHT, quiet=True)
+            return
+        served = False
+        if len(tok) >= PREFIX_MIN_CHARS:
+            longer = {w for k in (tok, *keys) if len(k) >= PREFIX_MIN_CHARS for w in self.vocab.starting(k)}
+            longer -= {tok, *keys}
+            served |= self._expand(tok, out, sorted(longer)[:MAX_CANDIDATES], "prefix", PREFIX_MISSING_WEIGHT)
+            variants = [k[:i] for k in keys for i in range(max(SUBWORD_MIN_CHARS, len(k) - 2), len(k))]
+            variants = [v for v in variants if v in self.vocab.base]
+            served |= self._expand(tok, out, variants, "variant", VARIANT_MISSING_WEIGHT)
+        if len(tok) >= SUBWORD_MIN_CHARS:
+            ends = [w for w in self.vocab.ending(tok)[:MAX_CANDIDATES] if len(w) >= len(tok) + 3]
+            served |= self._expand(tok, out, ends, "subword", SUBWORD_MISSING_WEIGHT)
+            served |= self._expand(tok, out, self._split(tok), "subword", SUBWORD_MISSING_WEIGHT, each=True)
+        if not served and len(tok) >= TYPO_MIN_CHARS:
+            alphabet = _script_alphabet(tok, self.vocab.chars)
+            served = self._expand(tok, out, sorted(_edits(tok, alphabet)), "typo", TYPO_WEIGHT, limit=3, by_df=True)
+        if not served:
+            out.unmatched.append(tok)
+
+    def _split(self, tok: str) -> list[str]:
+        """Two vocabulary words (a linking ``s`` allowed) that make up ``tok``, the most frequent pair."""
+        best: tuple[int, list[str]] = (0, [])
+        v = self.vocab
+        for i in range(3, len(tok) - 2):
+            left, right = tok[:i], tok[i:]
+            for head in (left, left[:-1] if left.endswith("s") and len(left) > 4 else None):
+                if head and v.surfaces(head) and v.surfaces(right):
+                    score = min(self.df(v.surfaces(head)[0]), self.df(v.surfaces(right)[0]))
+                    if score > best[0]:
+                        best = (score, [head, right])
+        return best[1]
+
+    def _expand(
+        self,
+        tok: str,
+        out: QueryAnalysis,
+        candidates: Sequence[str],
+        kind: str,
+        weight: float,
+        *,
+        limit: int = MAX_EXPANSIONS,
+        by_df: bool = False,
+        each: bool = False,
+        quiet: bool = False,
+    ) -> bool:
+        own = {t for t, k in zip(out.terms, out.kinds) if k in ("base", "exact")}
+        ranked = self.vocab.best(candidates, len(candidates), self.df)
+        found: list[tuple[str, int, int]] = []
+        taken: set[str] = set()  # base terms of the words chosen so far: one form per word
+        for f in ranked:
+            bases = {la.base([f[0]])[0] for la in self.languages} if not has_cjk(f[0]) else {f[0]}
+            bases |= {self.vocab.name[t] for t in self.vocab.base.get(f[0], ()) if t in self.vocab.name}
+            if self.vocab.name[f[1]] not in own and not bases & own and not bases & taken:
+                taken |= bases
+                found.append(f)
+                if len(found) == limit and not each:
+                    break
+        if not found:
+            return False
+        top = max(d for _, _, d in found)
+        split = len(found) if SPLIT_EXPANSION_WEIGHT and not each else 1  # a word's expansions share its weight
+        for _, tid, df in found:
+            w = weight * (df / top if by_df else 1.0) / split
+            out.add(self.vocab.name[tid], w, 0.0, kind)
+            if quiet:
+                out.quiet.add(self.vocab.name[tid])
+        out.expansions.append({"word": tok, "kind": kind, "to": [w for w, _, _ in found]})
+        return True
+
+
+def surface(term: str) -> str:
+    """A term as text can show it: without ``=`` or its language namespace (snippet highlighting)."""
+    if term.startswith("="):
+        return term[1:]
+    return term[3:] if term[2:3] == ":" else term

@@ -1,0 +1,105 @@
+"""Per-note language choice and per-language term analysis (core.ranking.languages)."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.errors import UsageError
+from core.index.builder import IndexConfig
+from core.ranking.analysis import language_analyzer_for
+from core.ranking.languages import (
+    LanguageAnalysis,
+    analysis_identity,
+    check_language,
+    cjk_grams,
+    detect_language,
+    fold_latin,
+    normalize_language,
+    note_language,
+)
+
+GERMAN = "Der Kontostand wird in der Übersicht angezeigt, und die Konten sind nach dem Datum sortiert. " * 3
+FRENCH = "Les tableaux sont des objets qui contiennent une liste de valeurs et ils sont dans le code. " * 3
+ENGLISH = "The templates are in the folder and the plugin reads them when you open a note with it. " * 3
+
+
+@pytest.mark.parametrize(
+    ("value", "code"),
+    [("de", "de"), ("de-DE", "de"), ("German", "de"), ("pt_BR", "pt"), ("zh-CN", "zh"), ("klingon", None), (3, None)],
+)
+def test_frontmatter_language_values_are_normalised(value, code):
+    assert normalize_language(value) == code
+
+
+@pytest.mark.parametrize(
+    ("text", "lang"),
+    [
+        (GERMAN, "de"),
+        (FRENCH, "fr"),
+        (ENGLISH, "en"),
+        ("東京の天気は晴れです。明日も晴れるでしょう。", "ja"),
+        ("同步冲突的解决方法很简单，请先备份数据。", "zh"),
+        ("동기화 충돌을 해결하는 방법은 간단합니다.", "ko"),
+        ("Итерации по свойствам объекта и массива в цикле.", "ru"),
+    ],
+)
+def test_language_is_detected_by_script_then_profile(text, lang):
+    assert detect_language(text, default="xx") == lang
+
+
+def test_short_or_code_text_gets_the_vault_default():
+    assert detect_language("x = map(f, xs)", default="de") == "de"
+    assert detect_language("", default="fr") == "fr"
+
+
+def test_frontmatter_language_wins_over_detection():
+    assert note_language("fr", ENGLISH, "en") == "fr"
+    assert note_language("not-a-language", GERMAN, "en") == "de"
+
+
+def test_an_unknown_vault_default_is_a_usage_error():
+    with pytest.raises(UsageError) as err:
+        check_language("klingon")
+    assert err.value.reason == UsageError.reason
+    with pytest.raises(UsageError):
+        IndexConfig(language="klingon")
+
+
+def test_stems_are_namespaced_and_exact_forms_kept_only_where_they_differ():
+    terms = LanguageAnalysis("en").terms_of(["templater", "templates", "test"])
+    assert terms["templater"] == ("en:templat", "=templater")
+    assert terms["templates"] == ("en:templat", "=templates")
+    assert terms["test"] == ("en:test",)  # the word is its own stem: one term
+
+
+def test_german_stems_fold_diacritics_but_the_exact_form_keeps_them():
+    terms = LanguageAnalysis("de").terms_of(["über", "konten"])
+    assert terms["über"] == ("de:uber", "=über")
+    assert terms["konten"] == ("de:kont", "=konten")
+
+
+def test_a_language_without_a_stemmer_folds_only():
+    assert LanguageAnalysis("xx").terms_of(["élément", "code"]) == {
+        "élément": ("element", "=élément"),
+        "code": ("code",),
+    }
+    assert fold_latin("ёлка über") == "елка uber"
+
+
+def test_cjk_runs_become_bigrams_a_single_character_a_unigram():
+    assert cjk_grams("東京都") == ["東京", "京都"]
+    assert cjk_grams("東") == ["東"]
+    terms = LanguageAnalysis("ja").terms_of(["東京都tower", "東"])
+    assert terms["東京都tower"] == ("東京", "京都", "=東京都", "tower")
+    assert terms["東"] == ("東",)
+
+
+def test_words_of_a_note_in_another_language_are_tagged_and_analysed_in_it():
+    analyzer = language_analyzer_for("en")
+    assert analyzer.terms("Konten Templates") == ["en:konten", "en:templat", "=templates"]
+    assert analyzer.terms("Konten", language="de") == ["de:kont", "=konten"]
+
+
+def test_the_analysis_identity_names_the_default_language():
+    assert analysis_identity("en") != analysis_identity("de")
+    assert IndexConfig(language="de").identity()["analysis"] == analysis_identity("de")
