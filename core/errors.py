@@ -15,6 +15,7 @@ across the tree: tests/test_errors.py enforces both.
     │   ├── GenerationMissingError        missing
     │   ├── SizeMismatchError             size_mismatch
     │   ├── Sha256MismatchError           sha256_mismatch
+    │   ├── GenerationChangedError        generation_changed
     │   ├── StateCorruptError             state_corrupt
     │   ├── SqliteIntegrityError          integrity_check_failed
     │   └── SchemaMismatchError           schema_mismatch
@@ -106,6 +107,13 @@ class SizeMismatchError(IntegrityError):
 
 class Sha256MismatchError(IntegrityError):
     reason = "sha256_mismatch"
+
+
+class GenerationChangedError(IntegrityError):
+    """The generation file changed while it was verified, or SQLite would open another inode than the
+    one that was hashed: never served."""
+
+    reason = "generation_changed"
 
 
 class StateCorruptError(IntegrityError):

@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import sqlite3
 import time
 from collections.abc import Callable
@@ -404,7 +403,7 @@ def _build_generation(
     staging = gen.new_staging_path(run.layout)
     try:
         if base is not None:
-            shutil.copyfile(base.path, staging)
+            gen.copy_base(base, staging)
         conn = _open_working(staging, in_place=False)
         try:
             if base is None:

@@ -25,7 +25,6 @@ A legacy single-file index (``--in-place``) is updated in place, one transaction
 from __future__ import annotations
 
 import json
-import shutil
 import sqlite3
 import time
 from dataclasses import asdict, dataclass, field
@@ -226,7 +225,7 @@ def _publish_batch(layout: gen.IndexLayout, base: gen.ResolvedIndex, run: _Run, 
     t = time.perf_counter()
     staging = gen.new_staging_path(layout)
     try:
-        shutil.copyfile(base.path, staging)
+        gen.copy_base(base, staging)
         work = sqlite3.connect(staging, isolation_level=None)
         try:
             work.execute("PRAGMA journal_mode=MEMORY")

@@ -8,9 +8,11 @@ exist or holds a complete schema with an active generation.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sqlite3
+import stat
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -255,3 +257,63 @@ def mark_removed(layout: IndexLayout, generation_ids: list[str]) -> None:
                 conn.execute(SQL_MARK_REMOVED, (gid,))
 
     with_state(layout, mark)
+
+
+# --- the verification record (verified.json beside state.db) ---------------------------------------------
+# Written by a process that hashed the active generation, read by later processes to skip that hash while
+# every fingerprint it names is unchanged (generations.resolve decides; docs/architecture.md, threat model).
+
+RECORD_NAME = "verified.json"
+RECORD_FORMAT = 1
+RECORD_MAX_BYTES = 1 << 16
+
+
+def record_path(layout: IndexLayout) -> Path:
+    return layout.index_dir / RECORD_NAME
+
+
+def _record_digest(body: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def read_verification(layout: IndexLayout) -> tuple[dict[str, Any] | None, str]:
+    """(body, status) of the verification record; status is ``ok``, ``absent``, ``not_a_file`` or ``invalid``
+    (unparsable, truncated, another format, or a body that does not match its own digest): anything but
+    ``ok`` means hash again. Opened non-blocking and checked to be a regular file (a FIFO never hangs)."""
+    try:
+        fd = os.open(record_path(layout), os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        return None, "absent"
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None, "not_a_file"
+        raw = os.read(fd, RECORD_MAX_BYTES + 1)
+    finally:
+        os.close(fd)
+    try:
+        doc = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        return None, "invalid"
+    body = doc.get("body") if isinstance(doc, dict) else None
+    if not isinstance(body, dict) or doc.get("format") != RECORD_FORMAT or doc.get("digest") != _record_digest(body):
+        return None, "invalid"
+    return body, "ok"
+
+
+def write_verification(layout: IndexLayout, body: dict[str, Any]) -> None:
+    """Replace the verification record atomically (a unique temp file, then ``os.replace``): concurrent
+    writers each leave a whole record, the last rename wins, and a reader never sees a partial one."""
+    doc = json.dumps({"format": RECORD_FORMAT, "body": body, "digest": _record_digest(body)}, sort_keys=True)
+    temp = layout.index_dir / f".verified-{os.getpid()}-{uuid.uuid4().hex}.tmp"
+    try:
+        with open(temp, "x", encoding="utf-8") as handle:
+            handle.write(doc)
+        os.replace(temp, record_path(layout))
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+
+
+def stale_record_temps(layout: IndexLayout) -> list[Path]:
+    """Temp files of record writers that died before their rename (reaped under the build lock)."""
+    return sorted(layout.index_dir.glob(".verified-*.tmp")) if layout.index_dir.is_dir() else []
