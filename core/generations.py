@@ -48,6 +48,7 @@ HASH_BLOCK = 1 << 20
 RACY_WINDOW_NS = 50_000_000
 LOCK_POLL_S = 0.05
 RECORD_TEMP_AGE_S = 60.0
+VERIFY_CACHE_MAX = 64  # index dirs whose verified identity (and open descriptor) a process keeps
 
 
 # --- layout and lock --------------------------------------------------------------------------------------
@@ -375,6 +376,9 @@ def resolve(layout: IndexLayout) -> ResolvedIndex:
     after = _state_fingerprint(layout) + (pin.sig,)
     if after == state + (pin.sig,) and not _is_racy(pin.sig, started_ns):
         with _CACHE_LOCK:
+            _VERIFY_CACHE.pop(key, None)
+            while len(_VERIFY_CACHE) >= VERIFY_CACHE_MAX:  # each entry holds an open descriptor: bounded
+                _VERIFY_CACHE.pop(next(iter(_VERIFY_CACHE)))
             _VERIFY_CACHE[key] = (after, resolved)
             if vouched:
                 VERIFY_STATS["record_hits"] += 1
