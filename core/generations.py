@@ -12,12 +12,10 @@ never a fallback to an older generation. Publish steps (``PUBLISH_STEPS``) each 
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import os
 import sqlite3
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -120,7 +118,7 @@ def new_staging_path(layout: IndexLayout) -> Path:
     """
     _require_lock(layout)
     layout.staging_dir.mkdir(parents=True, exist_ok=True)
-    return layout.staging_dir / f"{uuid.uuid4().hex}.db.tmp"
+    return layout.staging_dir / f"{os.urandom(16).hex()}.db.tmp"
 
 
 # --- small primitives -------------------------------------------------------------------------------------
@@ -128,6 +126,8 @@ def new_staging_path(layout: IndexLayout) -> Path:
 
 def hash_file(path: Path) -> tuple[str, int]:
     """SHA-256 hex digest and byte count of ``path``, streamed in 1 MiB blocks."""
+    import hashlib
+
     digest = hashlib.sha256()
     size = 0
     buffer = bytearray(HASH_BLOCK)

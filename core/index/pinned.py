@@ -14,7 +14,6 @@ that appear during a connect are SQLite's own. Read path only: stdlib imports.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sqlite3
 import threading
@@ -115,6 +114,8 @@ class PinnedFile:
 
 
 def _copy_hash(src: int, dst: int | None) -> tuple[str, int]:
+    import hashlib  # on first hash only: a process served by the verification record never needs it
+
     digest = hashlib.sha256()
     buffer = bytearray(HASH_BLOCK)
     view = memoryview(buffer)

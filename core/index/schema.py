@@ -8,8 +8,8 @@ version mismatch means "delete and rebuild", never a migration.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
-import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -276,7 +276,7 @@ def atomic(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     place that opens and closes transactions.
     """
     if conn.in_transaction:
-        name = f"sp_{uuid.uuid4().hex}"
+        name = f"sp_{os.urandom(16).hex()}"
         conn.execute(f"SAVEPOINT {name}")
         try:
             yield conn

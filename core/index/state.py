@@ -8,12 +8,10 @@ exist or holds a complete schema with an active generation.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sqlite3
 import stat
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -230,7 +228,7 @@ def commit_state(layout: IndexLayout, row: dict[str, Any], expected_base: str | 
         with_state(layout, lambda conn: (check_state_schema(layout, conn), swap(conn)))
         return
     check_base(None, expected_base)
-    temp = layout.staging_dir / f"state-{uuid.uuid4().hex}.db.tmp"
+    temp = layout.staging_dir / f"state-{os.urandom(16).hex()}.db.tmp"
     try:
         conn = sqlite3.connect(temp, isolation_level=None)
         try:
@@ -273,6 +271,8 @@ def record_path(layout: IndexLayout) -> Path:
 
 
 def _record_digest(body: dict[str, Any]) -> str:
+    import hashlib  # only where a record is read or written, not on import
+
     return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
@@ -304,7 +304,7 @@ def write_verification(layout: IndexLayout, body: dict[str, Any]) -> None:
     """Replace the verification record atomically (a unique temp file, then ``os.replace``): concurrent
     writers each leave a whole record, the last rename wins, and a reader never sees a partial one."""
     doc = json.dumps({"format": RECORD_FORMAT, "body": body, "digest": _record_digest(body)}, sort_keys=True)
-    temp = layout.index_dir / f".verified-{os.getpid()}-{uuid.uuid4().hex}.tmp"
+    temp = layout.index_dir / f".verified-{os.getpid()}-{os.urandom(16).hex()}.tmp"
     try:
         with open(temp, "x", encoding="utf-8") as handle:
             handle.write(doc)
