@@ -33,6 +33,8 @@ from core.errors import IntegrityError, SourceChangedError, ValidationError
 from core.index.ingest import NoteWriter, default_workers, delete_notes, prepared_notes, read_source, recompute_edges
 from core.index.schema import SCHEMA_VERSION, atomic, create_schema, get_meta, set_meta
 from core.ranking.analysis import analyzer_for, check_tokenizer
+from core.ranking.chunk_vectors import compute_chunk_vectors, store_chunk_vectors
+from core.ranking.sparse import compute_sparse, store_sparse
 from core.vault.chunking import CHUNKER_VERSION
 from core.vault.scan import MAX_NOTE_BYTES, ScannedFile, ScanResult, scan_vault
 
@@ -335,6 +337,10 @@ def _stage(conn: sqlite3.Connection, plan: _Plan, run: _Run) -> dict[str, int]:
                 "built_at": time.time(),
             },
         )
+    with atomic(conn):  # the term-major arrays readers load in one query (core.ranking.stored)
+        sparse = compute_sparse(conn)
+        store_sparse(conn, sparse)
+        store_chunk_vectors(conn, compute_chunk_vectors(conn, sparse))
     t = run.lap("write", t)
     _validate(conn, plan.scan)
     _check_source_unchanged(run.vault, run.layout.index_dir, plan.scan, run.config.max_note_bytes)

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 # FTS5 columns of notes_fts, in order: one row per note holding exactly the texts its
 # sparse term vector counts (title + aliases, description, tags, its headings, its body).
@@ -196,6 +196,21 @@ CREATE TABLE IF NOT EXISTS edges (
     dst_path TEXT
 )"""
 
+# Term-major arrays the sparse loaders hold, computed from note_terms / chunk_terms at the end of every
+# build (core.ranking.stored): one BLOB per array, name = '<group>/<array>', covered by the generation's
+# SHA-256 like every other row; a reader loads a group with one query instead of rebuilding it.
+DDL_TERM_MAJOR = """
+CREATE TABLE IF NOT EXISTS term_major (
+    name  TEXT PRIMARY KEY,
+    dtype TEXT NOT NULL,
+    shape TEXT NOT NULL,
+    data  BLOB NOT NULL
+)"""
+# a group's names are '<group>/...': the range [<group>/, <group>0) ('0' follows '/' in every collation)
+SQL_TERM_MAJOR_DELETE_GROUP = "DELETE FROM term_major WHERE name >= ? AND name < ?"
+SQL_TERM_MAJOR_INSERT = "INSERT INTO term_major (name, dtype, shape, data) VALUES (?, ?, ?, ?)"
+SQL_TERM_MAJOR_READ_GROUP = "SELECT name, dtype, shape, data FROM term_major WHERE name >= ? AND name < ?"
+
 DDL_DENSE = """
 CREATE TABLE IF NOT EXISTS chunk_vectors (
     chunk_id INTEGER PRIMARY KEY,
@@ -241,6 +256,7 @@ def create_schema(conn: sqlite3.Connection, tokenizer: str) -> None:
         DDL_TERMS,
         DDL_NOTE_TERMS,
         DDL_CHUNK_TERMS,
+        DDL_TERM_MAJOR,
         DDL_LINKS,
         DDL_EDGES,
         DDL_DENSE,
