@@ -45,6 +45,21 @@ def _stale(vault: Path, conn: sqlite3.Connection, index_dir: Path) -> dict[str, 
     }
 
 
+# The timing key of a generation's record that holds its embed call's chunks per second (core.index.embed).
+EMBED_RATE_KEY = "embed_chunks_per_s"
+
+
+def _time_left(pending: int, generations: list[dict[str, Any]]) -> dict[str, Any]:
+    """Expected seconds to embed the ``pending`` chunks, at the rate the newest embed run measured on this
+    index (``chunks_per_s``); ``None`` with the reason when nothing was embedded here yet."""
+    rate = next((g["timings"][EMBED_RATE_KEY] for g in generations if EMBED_RATE_KEY in g.get("timings", {})), None)
+    if pending == 0:
+        return {"seconds_left": 0.0, "chunks_per_s": rate, "estimate": "complete"}
+    if not rate:
+        return {"seconds_left": None, "chunks_per_s": None, "estimate": "no_embed_run_measured"}
+    return {"seconds_left": round(pending / rate, 1), "chunks_per_s": rate, "estimate": "last_embed_rate"}
+
+
 def staleness(vault: str | Path, index_dir: str | Path | None = None) -> dict[str, Any]:
     """Has the vault changed since the active index? (added / modified / removed paths)."""
     vault = Path(vault).resolve()
@@ -89,6 +104,7 @@ def index_status(vault: str | Path, index_dir: str | Path | None = None) -> dict
                 "chunks": chunks,
                 "coverage": round(vectors / chunks, 4) if chunks else 0.0,
                 "model": meta.get("dense_model"),
+                **_time_left(chunks - vectors, gen.list_generations(layout) if resolved.kind != "legacy_db" else []),
             },
             "chunker": meta.get("chunker"),
             "tokenizer": meta.get("tokenizer"),
