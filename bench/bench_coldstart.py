@@ -6,12 +6,13 @@ ten wall times (after one untimed warm-up run that fills the OS page cache and, 
 the verification record). Floors in the same run: ``python -c pass`` and ``python -c "import numpy"``.
 ``import core.searcher`` is timed with ``python -X importtime`` (median of ten).
 
-``--code DIR`` runs the vaultsearch source tree in DIR instead of this checkout (e.g. an export of
-main, for a before/after in one run); each tree gets its own index. The editable install's import hook
+``--code LABEL=DIR`` (repeatable) runs the vaultsearch source tree in DIR (e.g. an export of main
+beside this checkout, for a before/after in one run); each tree gets its own index. All engines run
+interleaved, query by query, so the load of a shared machine falls on each alike. The editable install's import hook
 is removed in the child so that DIR really is what runs.
 
-    python -m bench.bench_coldstart                      # this checkout, label "after"
-    python -m bench.bench_coldstart --code /tmp/main --label before
+    python -m bench.bench_coldstart                                   # this checkout, as "after"
+    python -m bench.bench_coldstart --code before=/tmp/main --code after=.   # both, interleaved
 """
 
 from __future__ import annotations
@@ -93,11 +94,19 @@ def wall(cmd: Sequence[str]) -> float:
     return seconds
 
 
-def series(make_cmd: Any, queries: Sequence[str] = QUERIES) -> dict[str, Any]:
-    """One untimed warm-up, then one new process per query: median and every sample (seconds)."""
-    wall(make_cmd(queries[0]))
-    samples = [wall(make_cmd(q)) for q in queries]
-    return {"median_s": round(statistics.median(samples), 4), "samples_s": [round(s, 4) for s in samples]}
+def interleaved(engines: dict[str, Any], queries: Sequence[str] = QUERIES) -> dict[str, dict[str, Any]]:
+    """One untimed warm-up per engine, then round-robin: query i runs once on every engine before query
+    i + 1, so the load of a shared machine falls on all engines alike. Median and samples (seconds)."""
+    for make_cmd in engines.values():
+        wall(make_cmd(queries[0]))
+    samples: dict[str, list[float]] = {name: [] for name in engines}
+    for query in queries:
+        for name, make_cmd in engines.items():
+            samples[name].append(wall(make_cmd(query)))
+    return {
+        name: {"median_s": round(statistics.median(xs), 4), "samples_s": [round(x, 4) for x in xs]}
+        for name, xs in samples.items()
+    }
 
 
 def vaultsearch_cmd(code: Path, *args: str) -> list[str]:
@@ -157,58 +166,68 @@ def import_time_ms(code: Path, runs: int = RUNS) -> dict[str, Any]:
         lines = [line for line in proc.stderr.splitlines() if line.rstrip().endswith("| core.searcher")]
         samples.append(int(lines[-1].split("|")[1]) / 1000.0)
     samples = samples[1:]  # the first run also writes .pyc files
-    return {"median_ms": round(statistics.median(samples), 1), "samples_ms": [round(s, 1) for s in samples]}
-
-
-def run(code: Path, work: Path, vault: Path, modes: Sequence[str], baselines: bool) -> dict[str, Any]:
-    work.mkdir(parents=True, exist_ok=True)
-    index_dir = work / f"vaultsearch-{hashlib.sha256(str(code.resolve()).encode()).hexdigest()[:10]}"
-    build_s = build_vaultsearch(code, vault, index_dir)
-    time.sleep(0.1)  # past the racy window, so the warm-up run may leave a verification record
-    out: dict[str, Any] = {
-        "code": str(code),
-        "vault": str(vault),
-        "notes": sum(1 for _ in vault.rglob("*.md")),
-        "queries": list(QUERIES),
-        "index_build_s": round(build_s, 2),
-        "import_core_searcher": import_time_ms(code),
-        "floors": {
-            "python_pass": series(lambda q: [sys.executable, "-c", "pass"]),
-            "python_import_numpy": series(lambda q: [sys.executable, "-c", "import numpy"]),
-        },
-        "vaultsearch": {
-            mode: series(
-                lambda q, m=mode: vaultsearch_cmd(
-                    code, "search", str(vault), q, "--mode", m, "--index-dir", str(index_dir)
-                )
-            )
-            for mode in modes
-        },
+    return {
+        "median_ms": round(statistics.median(samples), 1),
+        "min_ms": round(min(samples), 1),
+        "samples_ms": [round(s, 1) for s in samples],
     }
+
+
+def run(trees: dict[str, Path], work: Path, vault: Path, modes: Sequence[str], baselines: bool) -> dict[str, Any]:
+    work.mkdir(parents=True, exist_ok=True)
+    engines: dict[str, Any] = {
+        "python -c pass": lambda q: [sys.executable, "-c", "pass"],
+        "python -c 'import numpy'": lambda q: [sys.executable, "-c", "import numpy"],
+    }
+    builds, imports = {}, {}
+    for label, code in trees.items():
+        index_dir = work / f"vaultsearch-{hashlib.sha256(str(code.resolve()).encode()).hexdigest()[:10]}"
+        builds[label] = round(build_vaultsearch(code, vault, index_dir), 2)
+        imports[label] = import_time_ms(code)
+        for mode in modes:
+            engines[f"vaultsearch {mode} ({label})"] = lambda q, c=code, m=mode, d=index_dir: vaultsearch_cmd(
+                c, "search", str(vault), q, "--mode", m, "--index-dir", str(d)
+            )
     if baselines:
         build_bm25s(vault, work / "bm25s")
         build_tantivy(vault, work / "tantivy")
-        out["bm25s"] = series(lambda q: [sys.executable, "-c", BM25S_QUERY, str(work / "bm25s"), q])
-        out["tantivy"] = series(lambda q: [sys.executable, "-c", TANTIVY_QUERY, str(work / "tantivy"), q])
-    return out
+        engines["bm25s"] = lambda q: [sys.executable, "-c", BM25S_QUERY, str(work / "bm25s"), q]
+        engines["tantivy-py"] = lambda q: [sys.executable, "-c", TANTIVY_QUERY, str(work / "tantivy"), q]
+    time.sleep(0.1)  # past the racy window, so each warm-up run may leave a verification record
+    return {
+        "trees": {label: str(code) for label, code in trees.items()},
+        "vault": str(vault),
+        "notes": sum(1 for _ in vault.rglob("*.md")),
+        "queries": list(QUERIES),
+        "index_build_s": builds,
+        "import_core_searcher": imports,
+        "engines": interleaved(engines),
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--code", type=Path, default=REPO_ROOT, help="the vaultsearch source tree to run")
-    parser.add_argument("--label", default="after", help="the key of this run in the results file")
+    parser.add_argument(
+        "--code",
+        action="append",
+        metavar="LABEL=DIR",
+        help="a vaultsearch source tree to run (repeatable; default: this checkout as 'after')",
+    )
     parser.add_argument("--vault", type=Path, default=POWERSHELL)
     parser.add_argument("--work", type=Path, default=Path("/tmp/vaultsearch-coldstart"))
     parser.add_argument("--modes", default="fts,hybrid")
     parser.add_argument("--no-baselines", action="store_true")
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
-    result = run(args.code, args.work, args.vault, args.modes.split(","), not args.no_baselines)
-    data = json.loads(args.out.read_text(encoding="utf-8")) if args.out.exists() else {"runs": {}}
-    data["machine"] = machine_info()
-    data["runs"][args.label] = {**result, "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    trees = dict(item.split("=", 1) for item in args.code) if args.code else {"after": str(REPO_ROOT)}
+    result = run(
+        {k: Path(v) for k, v in trees.items()}, args.work, args.vault, args.modes.split(","), not args.no_baselines
+    )
+    data = {"machine": machine_info(), **result, "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     args.out.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    print(json.dumps({k: v for k, v in result.items() if k != "queries"}, indent=1)[:3000])
+    for name, figures in result["engines"].items():
+        print(f"{name:40s} {figures['median_s']:.3f} s")
+    print("import core.searcher:", {k: v["median_ms"] for k, v in result["import_core_searcher"].items()})
 
 
 if __name__ == "__main__":

@@ -1,0 +1,47 @@
+"""bench/bench_coldstart.py and its section of docs/benchmarks.md (the bench itself is long: only its
+parts run here, on trivial commands)."""
+
+from __future__ import annotations
+
+import sys
+
+from bench import bench_coldstart, report
+
+
+def test_engines_run_interleaved_query_by_query(tmp_path) -> None:
+    log = tmp_path / "log"
+    engines = {
+        name: (lambda q, n=name: [sys.executable, "-c", f"open({str(log)!r}, 'a').write({n!r} + ' ' + {q!r} + '\\n')"])
+        for name in ("a", "b")
+    }
+    result = bench_coldstart.interleaved(engines, ["q1", "q2", "q3"])
+    assert set(result) == {"a", "b"} and all(len(r["samples_s"]) == 3 for r in result.values())
+    lines = log.read_text().splitlines()
+    assert lines == ["a q1", "b q1", "a q1", "b q1", "a q2", "b q2", "a q3", "b q3"]  # warm-ups, then round-robin
+
+
+def test_import_probe_runs_the_given_tree() -> None:
+    figures = bench_coldstart.import_time_ms(bench_coldstart.REPO_ROOT, runs=2)
+    assert len(figures["samples_ms"]) == 2 and figures["min_ms"] <= figures["median_ms"]
+
+
+def test_coldstart_section_reports_each_engine_beside_its_target() -> None:
+    machine = {"date": "2026-12-01", "load_avg_1m": 9.0}
+    engines = {
+        "python -c 'import numpy'": {"median_s": 0.13},
+        "vaultsearch fts (after)": {"median_s": 0.2},
+        "vaultsearch hybrid (after)": {"median_s": 0.3},
+        "tantivy-py": {"median_s": 0.04},
+    }
+    cold = {
+        "machine": machine,
+        "engines": engines,
+        "queries": ["q"] * 10,
+        "notes": 3088,
+        "import_core_searcher": {"after": {"median_ms": 120.0, "min_ms": 88.0}},
+    }
+    text = "\n".join(report.coldstart_section({"coldstart": cold}))
+    assert "| vaultsearch fts (after) | 0.200 | 0.100 | <= 0.15 s |" in text  # scaled by 0.065 / 0.13
+    assert "| vaultsearch hybrid (after) | 0.300 | 0.150 | <= 0.20 s |" in text
+    assert "| after | 120.0 | 88.0 | <= 90 ms |" in text
+    assert report.coldstart_section({})[2].startswith("_not run")
