@@ -7,6 +7,7 @@ doctored bytes. The builder and the embedder copy their base hashing while copyi
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import sqlite3
@@ -151,8 +152,6 @@ def test_served_connection_is_the_pinned_inode(layout: IndexLayout) -> None:
 
 def test_unpinned_generation_is_not_served(layout: IndexLayout) -> None:
     resolved = publish_db(layout, "a")
-    import dataclasses
-
     with pytest.raises(gen.BuildError):
         gen.connect_readonly(dataclasses.replace(resolved, pinned=None))
 
@@ -242,3 +241,13 @@ def test_embedder_refuses_a_base_doctored_after_verification(
     layout = gen.layout_for(vault)
     assert gen.active_record(layout)["generation_id"] == first.generation_id
     assert list(layout.staging_dir.iterdir()) == []
+
+
+def test_without_proc_fd_the_path_fallback_is_checked(layout: IndexLayout, monkeypatch: pytest.MonkeyPatch) -> None:
+    publish_db(layout, "a")
+    resolved = gen.resolve(layout)
+    monkeypatch.setattr(pinned, "FD_DIR", layout.index_dir / "no-such-dir")
+    assert served_body(resolved) == GOOD  # opened by path, checked to be the pinned inode
+    _replace(resolved.path, doctored(layout, resolved.path))
+    with pytest.raises(GenerationChangedError):
+        served_body(resolved)
