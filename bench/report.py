@@ -611,7 +611,8 @@ def coldstart_section(results: dict[str, dict[str, Any]]) -> list[str]:
         mode = next((m for m in COLDSTART_TARGETS if name.startswith(f"vaultsearch {m} ")), None)
         target = f"<= {COLDSTART_TARGETS[mode]:.2f} s" if mode else "-"
         scaled = figures["median_s"] * scale if scale else None
-        rows.append((name, _f(figures["median_s"], 3), _f(scaled, 3) if scaled is not None else "-", target))
+        cpu = _f(figures["cpu_median_s"], 3) if "cpu_median_s" in figures else "-"
+        rows.append((name, _f(figures["median_s"], 3), cpu, _f(scaled, 3) if scaled is not None else "-", target))
     imports = [
         (
             label,
@@ -634,9 +635,10 @@ def coldstart_section(results: dict[str, dict[str, Any]]) -> list[str]:
         "**The machine was shared and heavily loaded** (other engineers' builds and tests): the floors below are "
         "several times their quiet values, so absolute figures cannot be judged against the targets. The "
         f"'scaled' column multiplies each figure by {IDLE_NUMPY_S} s / the measured `import numpy` floor: an "
-        "estimate of the quiet figure, not a measurement. Ratios within the run are the reliable reading.",
+        "estimate of the quiet figure, not a measurement. Ratios within the run, and the CPU seconds (user + "
+        "system of the process, less disturbed by load than wall time), are the reliable reading.",
         "",
-        *_table(("command", "median s", "scaled to a quiet machine (estimate)", "target"), rows),
+        *_table(("command", "median s", "CPU s (median)", "scaled to a quiet machine (estimate)", "target"), rows),
         "",
         "`import core.searcher` (python -X importtime, cumulative; the minimum of the runs is the figure least "
         "disturbed by the load):",

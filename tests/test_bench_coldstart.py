@@ -29,7 +29,7 @@ def test_coldstart_section_reports_each_engine_beside_its_target() -> None:
     machine = {"date": "2026-12-01", "load_avg_1m": 9.0}
     engines = {
         "python -c 'import numpy'": {"median_s": 0.13},
-        "vaultsearch fts (after)": {"median_s": 0.2},
+        "vaultsearch fts (after)": {"median_s": 0.2, "cpu_median_s": 0.09},
         "vaultsearch hybrid (after)": {"median_s": 0.3},
         "tantivy-py": {"median_s": 0.04},
     }
@@ -41,7 +41,7 @@ def test_coldstart_section_reports_each_engine_beside_its_target() -> None:
         "import_core_searcher": {"after": {"median_ms": 120.0, "min_ms": 88.0}},
     }
     text = "\n".join(report.coldstart_section({"coldstart": cold}))
-    assert "| vaultsearch fts (after) | 0.200 | 0.100 | <= 0.15 s |" in text  # scaled by 0.065 / 0.13
-    assert "| vaultsearch hybrid (after) | 0.300 | 0.150 | <= 0.20 s |" in text
+    assert "| vaultsearch fts (after) | 0.200 | 0.090 | 0.100 | <= 0.15 s |" in text  # scaled by 0.065 / 0.13
+    assert "| vaultsearch hybrid (after) | 0.300 | - | 0.150 | <= 0.20 s |" in text
     assert "| after | 120.0 | 88.0 | <= 90 ms |" in text
     assert report.coldstart_section({})[2].startswith("_not run")
