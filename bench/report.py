@@ -648,6 +648,54 @@ def coldstart_section(results: dict[str, dict[str, Any]]) -> list[str]:
     ]
 
 
+def embed_cost_section(results: dict[str, dict[str, Any]]) -> list[str]:
+    """Model-input tokens of a full --embed before and after dedupe + length ordering (bench_embed_cost)."""
+    data = results.get("embed_cost")
+    if not data:
+        return []
+    rows = [
+        (
+            name,
+            str(c["chunks"]),
+            str(c["distinct_texts"]),
+            str(c["tokens"]),
+            str(c["fed_before"]),
+            f"{c['padding_before_pct']:.1f}%",
+            str(c["fed_sorted"]),
+            str(c["fed_after"]),
+            _f(c["after_over_before"]),
+        )
+        for name, c in data["corpora"].items()
+    ]
+    return [
+        "## Embedding cost of a full `--embed`",
+        "",
+        _run_line(data),
+        "",
+        f"Model-input tokens ({data['model']} tokenizer, capped at 256) that a full `--embed` feeds the model, "
+        "padding included (bench/bench_embed_cost.py): a count, so the load of the machine does not move it. "
+        "`before`: batches of 2,048 chunks sorted by length in steps of 128; `sorted`: each batch sorted as a "
+        "whole; `after`: identical passage texts embedded once per call, each batch sorted as a whole. The "
+        "model's time follows these tokens (for these lengths, about linearly).",
+        "",
+        *_table(
+            (
+                "corpus",
+                "chunks",
+                "distinct texts",
+                "tokens",
+                "fed before",
+                "padding",
+                "fed sorted",
+                "fed after",
+                "after/before",
+            ),
+            rows,
+        ),
+        "",
+    ]
+
+
 def plots_section(results_dir: Path, out_path: Path) -> list[str]:
     """The PNGs present, linked relative to the page."""
     out = ["## Plots", ""]
@@ -683,6 +731,7 @@ def render(results: dict[str, dict[str, Any]], results_dir: Path = RESULTS_DIR, 
         *coldstart_section(results),
         *scale_section(results),
         *embed_section(results),
+        *embed_cost_section(results),
         *plots_section(results_dir, out_path),
     ]
     return "\n".join(parts).rstrip() + "\n"

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import sys
 
+import numpy as np
+
 from bench import bench_coldstart, report
 
 
@@ -45,3 +47,37 @@ def test_coldstart_section_reports_each_engine_beside_its_target() -> None:
     assert "| vaultsearch hybrid (after) | 0.300 | - | 0.150 | <= 0.20 s |" in text
     assert "| after | 120.0 | 88.0 | <= 90 ms |" in text
     assert report.coldstart_section({})[2].startswith("_not run")
+
+
+def test_embed_cost_counts_padding_and_copies() -> None:
+    from bench import bench_embed_cost
+
+    texts = ["a", "bb", "a", "cccc", "bb", "a"]
+    lengths = np.array([2, 3, 2, 5, 3, 2])
+    figures = bench_embed_cost.cost(texts, lengths, publish_every=3)
+    assert (figures["chunks"], figures["distinct_texts"], figures["tokens"]) == (6, 3, 17)
+    # before: batches [a bb a] [cccc bb a], each one model batch padded to its longest: 3*3 + 5*3
+    assert figures["fed_before"] == figures["fed_sorted"] == 24
+    # after: the first occurrences only (a, bb | cccc): 3*2 + 5*1
+    assert figures["fed_after"] == 11
+
+
+def test_embed_cost_section_renders_each_corpus() -> None:
+    data = {
+        "machine": {"date": "2026-12-01", "load_avg_1m": 9.0},
+        "model": "m",
+        "corpora": {
+            "powershell": {
+                "chunks": 10,
+                "distinct_texts": 4,
+                "tokens": 100,
+                "fed_before": 120,
+                "fed_sorted": 102,
+                "fed_after": 40,
+                "padding_before_pct": 16.67,
+                "after_over_before": 0.3333,
+            }
+        },
+    }
+    text = "\n".join(report.embed_cost_section({"embed_cost": data}))
+    assert "| powershell | 10 | 4 | 100 | 120 | 16.7% | 102 | 40 | 0.33 |" in text

@@ -1,0 +1,114 @@
+"""Embedding cost of a full ``--embed``, counted in model-input tokens (what the model's time follows),
+before and after identical texts are embedded once and each batch's texts are ordered by length.
+
+A count, not a timing: it does not move with the load of a shared machine. For every chunk of the
+index, the passage text ``core.index.embed`` embeds is tokenized with the model's tokenizer (capped at
+``MAX_TOKENS``); then the tokens the model is fed (padding included) are summed for:
+
+- before: batches of ``PUBLISH_EVERY`` chunks, each cut into steps of 4 x batch and sorted within a step;
+- sorted: the same chunks, each batch sorted as a whole (no dedupe);
+- after: only the first occurrence of each distinct text (one call), each batch sorted as a whole.
+
+    python -m bench.bench_embed_cost [--corpora scifact,dendron,powershell] [--work DIR] [--models DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench.common import DATA_DIR, RESULTS_DIR, machine_info, write_json
+
+MAX_TOKENS = 256
+BATCH = 32
+STEP = 4 * BATCH
+
+
+def fed_tokens(lengths: np.ndarray, groups: list[np.ndarray], batch: int = BATCH) -> int:
+    """Tokens the model is fed when each group is sorted longest first and cut into ``batch``-sized
+    model batches padded to their longest text."""
+    total = 0
+    for group in groups:
+        ordered = np.sort(lengths[group])[::-1]
+        for start in range(0, ordered.shape[0], batch):
+            part = ordered[start : start + batch]
+            total += int(part.max()) * int(part.shape[0])
+    return total
+
+
+def cost(texts: Sequence[str], lengths: np.ndarray, publish_every: int) -> dict[str, Any]:
+    batches = [np.arange(s, min(s + publish_every, len(texts))) for s in range(0, len(texts), publish_every)]
+    before = fed_tokens(lengths, [b[s : s + STEP] for b in batches for s in range(0, b.shape[0], STEP)])
+    first: dict[str, int] = {}
+    for i, text in enumerate(texts):
+        first.setdefault(text, i)
+    keep = np.zeros(len(texts), dtype=bool)
+    keep[list(first.values())] = True
+    after = fed_tokens(lengths, [b[keep[b]] for b in batches])
+    real = int(lengths.sum())
+    return {
+        "chunks": len(texts),
+        "distinct_texts": len(first),
+        "tokens": real,
+        "fed_before": before,
+        "fed_sorted": fed_tokens(lengths, batches),
+        "fed_after": after,
+        "padding_before_pct": round(100 * (before - real) / before, 2) if before else 0.0,
+        "after_over_before": round(after / before, 4) if before else 0.0,
+    }
+
+
+CORPORA = {
+    "scifact": DATA_DIR / "scifact" / "vault",
+    "dendron": DATA_DIR / "dendron" / "vault",
+    "powershell": DATA_DIR / "powershell-docs" / "reference",
+}
+
+
+def corpus_cost(vault: Path, index_dir: Path, embedder: Any) -> dict[str, Any]:
+    from core import generations as gen
+    from core.index.builder import build_index
+    from core.index.embed import PUBLISH_EVERY, pending_chunks
+
+    layout = gen.layout_for(vault, index_dir)
+    if not layout.state_path.exists():
+        build_index(vault, index_dir=index_dir)
+    conn = gen.connect_readonly(gen.resolve(layout))
+    try:
+        texts = [text for _, text in pending_chunks(conn, None, everything=True)]
+    finally:
+        conn.close()
+    prefixed = [embedder.config.passage_prefix + t for t in texts]
+    encoded = embedder._plain.encode_batch(prefixed, add_special_tokens=False)
+    lengths = np.minimum(np.array([len(e.ids) for e in encoded], dtype=np.int64) + 2, MAX_TOKENS)
+    return cost(texts, lengths, PUBLISH_EVERY)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    from core.dense import load_embedder
+    from tests.minilm_fixture import FP32, cached_model_dirs
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--corpora", default=",".join(CORPORA))
+    parser.add_argument("--work", type=Path, default=Path("/tmp/vaultsearch-embed-cost"))
+    parser.add_argument("--models", type=Path, default=Path("/tmp/dense_bench/models"))
+    parser.add_argument("--out", type=Path, default=RESULTS_DIR / "embed_cost.json")
+    args = parser.parse_args(argv)
+    embedder = load_embedder(str(cached_model_dirs(args.models)[FP32]))
+    result = {
+        "bench": "embed_cost",
+        "machine": machine_info(),
+        "model": embedder.config.name,
+        "corpora": {name: corpus_cost(CORPORA[name], args.work / name, embedder) for name in args.corpora.split(",")},
+    }
+    write_json(args.out, result)
+    print(json.dumps(result["corpora"]))
+
+
+if __name__ == "__main__":
+    main()
