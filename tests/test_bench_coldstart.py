@@ -81,3 +81,5 @@ def test_embed_cost_section_renders_each_corpus() -> None:
     }
     text = "\n".join(report.embed_cost_section({"embed_cost": data}))
     assert "| powershell | 10 | 4 | 100 | 120 | 16.7% | 102 | 40 | 0.33 |" in text
+    data["identity_sample"] = {"corpus": "scifact", "chunks": 8, "max_abs_diff": 0.0, "before_s": 2.0, "after_s": 1.5}
+    assert "differ by at most 0 (element-wise)" in "\n".join(report.embed_cost_section({"embed_cost": data}))
