@@ -119,6 +119,34 @@ def identity_sample(vault: Path, index_dir: Path, embedder: Any, count: int) -> 
     }
 
 
+def threads_sample(vault: Path, index_dir: Path, model_dir: Path, count: int, rounds: int = 3) -> dict[str, Any]:
+    """Passages per second of ``count`` chunks with 1 and 2 onnxruntime intra-op threads, alternating
+    ``rounds`` times so the load of a shared machine falls on both alike (median of the rounds)."""
+    import statistics
+    import time
+
+    from core import generations as gen
+    from core.dense import load_embedder
+    from core.index.embed import pending_chunks
+
+    conn = gen.connect_readonly(gen.resolve(gen.layout_for(vault, index_dir)))
+    try:
+        texts = [text for _, text in pending_chunks(conn, count, everything=True)]
+    finally:
+        conn.close()
+    embedders = {threads: load_embedder(str(model_dir), threads=threads) for threads in (1, 2)}
+    rates: dict[int, list[float]] = {1: [], 2: []}
+    for _ in range(rounds):
+        for threads, embedder in embedders.items():
+            start = time.perf_counter()
+            embedder.embed_passages(texts)
+            rates[threads].append(len(texts) / (time.perf_counter() - start))
+    return {f"threads_{t}_passages_per_s": round(statistics.median(r), 2) for t, r in rates.items()} | {
+        "chunks": len(texts),
+        "rounds": rounds,
+    }
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     from core.dense import load_embedder
     from tests.minilm_fixture import FP32, cached_model_dirs
@@ -129,6 +157,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--models", type=Path, default=Path("/tmp/dense_bench/models"))
     parser.add_argument("--out", type=Path, default=RESULTS_DIR / "embed_cost.json")
     parser.add_argument("--identity-sample", type=int, default=384, help="SciFact chunks embedded both ways (0: skip)")
+    parser.add_argument("--threads-sample", type=int, default=0, help="SciFact chunks timed at 1 and 2 threads")
     args = parser.parse_args(argv)
     embedder = load_embedder(str(cached_model_dirs(args.models)[FP32]))
     result = {
@@ -141,6 +170,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         result["identity_sample"] = {
             "corpus": "scifact",
             **identity_sample(CORPORA["scifact"], args.work / "scifact", embedder, args.identity_sample),
+        }
+    if args.threads_sample:
+        model_dir = cached_model_dirs(args.models)[FP32]
+        result["threads_sample"] = {
+            "corpus": "scifact",
+            **threads_sample(CORPORA["scifact"], args.work / "scifact", model_dir, args.threads_sample),
         }
     write_json(args.out, result)
     print(json.dumps({k: v for k, v in result.items() if k != "machine"}))
