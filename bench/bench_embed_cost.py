@@ -102,6 +102,7 @@ def identity_sample(vault: Path, index_dir: Path, embedder: Any, count: int) -> 
         texts = [text for _, text in pending_chunks(conn, count, everything=True)]
     finally:
         conn.close()
+    embedder.embed_passages(texts[:BATCH])  # warm-up: the session's first runs are slower
     t0 = time.perf_counter()
     old = np.concatenate([embedder.embed_passages(texts[s : s + STEP]) for s in range(0, len(texts), STEP)])
     t1 = time.perf_counter()

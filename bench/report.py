@@ -716,8 +716,7 @@ def _identity_lines(sample: dict[str, Any] | None) -> list[str]:
         f"Quality: {sample['chunks']} {sample['corpus']} chunks embedded both ways (index order in steps of 128, "
         f"and longest first across all) give vectors that differ by at most {sample['max_abs_diff']:g} "
         "(element-wise), so the rankings and SciFact nDCG@10 of every dense mode are unchanged; PowerShell's "
-        "copies get their text's vector by construction. Wall time of the two ways on the loaded machine: "
-        f"{sample['before_s']} s before, {sample['after_s']} s after (one sample, not a benchmark).",
+        "copies get their text's vector by construction.",
         "",
     ]
 
