@@ -30,6 +30,7 @@ across the tree: tests/test_errors.py enforces both.
     │   ├── GenerationMissingError        missing
     │   ├── SizeMismatchError             size_mismatch
     │   ├── Sha256MismatchError           sha256_mismatch
+    │   ├── GenerationChangedError        generation_changed
     │   ├── StateCorruptError             state_corrupt
     │   ├── VaultMismatchError            vault_mismatch
     │   ├── LegacyInterruptedError        legacy_interrupted
@@ -205,6 +206,13 @@ class SizeMismatchError(IntegrityError):
 
 class Sha256MismatchError(IntegrityError):
     reason = "sha256_mismatch"
+
+
+class GenerationChangedError(IntegrityError):
+    """The generation file changed while it was verified, or SQLite would open another inode than the
+    one that was hashed: never served."""
+
+    reason = "generation_changed"
 
 
 class StateCorruptError(IntegrityError):

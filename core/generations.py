@@ -12,12 +12,10 @@ never a fallback to an older generation. Publish steps (``PUBLISH_STEPS``) each 
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import os
 import sqlite3
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -38,6 +36,7 @@ from core.errors import (
     UsageError,
     ValidationError,
 )
+from core.index import pinned
 from core.index import state as gstate
 from core.index.layout import GenerationRecord, IndexLayout, ResolvedIndex
 from core.index.layout import layout_for as layout_for  # the public entry: where an index lives
@@ -51,6 +50,8 @@ HASH_BLOCK = 1 << 20
 # without altering its stat fingerprint (the "racy git" problem), so such a verification is not cached.
 RACY_WINDOW_NS = 50_000_000
 LOCK_POLL_S = 0.05
+RECORD_TEMP_AGE_S = 60.0
+VERIFY_CACHE_MAX = 64  # index dirs whose verified identity (and open descriptor) a process keeps
 
 
 # --- layout and lock --------------------------------------------------------------------------------------
@@ -155,7 +156,7 @@ def new_staging_path(layout: IndexLayout) -> Path:
     """
     _require_lock(layout)
     layout.staging_dir.mkdir(parents=True, exist_ok=True)
-    return layout.staging_dir / f"{uuid.uuid4().hex}.db.tmp"
+    return layout.staging_dir / f"{os.urandom(16).hex()}.db.tmp"
 
 
 # --- small primitives -------------------------------------------------------------------------------------
@@ -163,6 +164,8 @@ def new_staging_path(layout: IndexLayout) -> Path:
 
 def hash_file(path: Path) -> tuple[str, int]:
     """SHA-256 hex digest and byte count of ``path``, streamed in 1 MiB blocks."""
+    import hashlib
+
     digest = hashlib.sha256()
     size = 0
     buffer = bytearray(HASH_BLOCK)
@@ -179,15 +182,21 @@ def _readonly_uri(path: Path, *, immutable: bool) -> str:
 
 
 def connect_readonly(resolved: ResolvedIndex) -> sqlite3.Connection:
-    """Open a resolved index read-only: generations never change (``immutable=1``), legacy is ``mode=ro``.
+    """Open a resolved index read-only. A generation is opened as the very inode ``resolve`` hashed
+    (``immutable=1``, checked by device and inode: ``core.index.pinned``); legacy is ``mode=ro`` by path.
 
     The file is read once on open, so a generation removed since it was verified, or a legacy
     index left with a hot journal by a killed ``--in-place`` build, is a typed error here rather
     than an ``sqlite3.OperationalError`` at the first query.
     """
-    immutable = resolved.kind == "immutable_generation"
+    if resolved.kind == "immutable_generation" and resolved.pinned is None:
+        raise BuildError("a generation is served only through resolve() or publish() (no verified descriptor)")
     try:
-        conn = sqlite3.connect(_readonly_uri(resolved.path, immutable=immutable), uri=True)
+        if resolved.kind == "immutable_generation":
+            assert resolved.pinned is not None
+            conn = pinned.connect_pinned(resolved.pinned, resolved.generation_id)
+        else:
+            conn = sqlite3.connect(_readonly_uri(resolved.path, immutable=False), uri=True)
         try:
             conn.execute("PRAGMA schema_version").fetchone()
         except BaseException:
@@ -214,22 +223,44 @@ def _open_error(resolved: ResolvedIndex, exc: sqlite3.DatabaseError) -> Integrit
     return SqliteIntegrityError(f"index file {resolved.path} cannot be opened: {exc}", **evidence, sqlite_error=name)
 
 
+def copy_base(resolved: ResolvedIndex, dest: Path) -> None:
+    """Copy a verified generation to ``dest`` (a builder's or embedder's base), hashing while copying: a
+    copy that is not the recorded SHA-256 and size raises a typed ``IntegrityError`` and is deleted."""
+    if resolved.pinned is None:
+        raise BuildError("a base generation is copied only after resolve() (no verified descriptor)")
+    resolved.pinned.copy_to(
+        dest, expected_sha256=resolved.sha256, expected_size=resolved.size, generation_id=resolved.generation_id
+    )
+    with _CACHE_LOCK:
+        VERIFY_STATS["full_hashes"] += 1
+
+
+def _integrity_lines(conn: sqlite3.Connection) -> list[str]:
+    rows = [str(row[0]) for row in conn.execute("PRAGMA integrity_check")]
+    return [] if rows == ["ok"] else rows
+
+
 def _integrity_problems(path: Path, *, immutable: bool) -> list[str]:
     """Every line ``PRAGMA integrity_check`` reports for ``path`` (empty when it says ``ok``)."""
     try:
         conn = sqlite3.connect(_readonly_uri(path, immutable=immutable), uri=True)
         try:
-            rows = [str(row[0]) for row in conn.execute("PRAGMA integrity_check")]
+            return _integrity_lines(conn)
         finally:
             conn.close()
     except sqlite3.DatabaseError as exc:
         return [f"not a readable SQLite database: {exc}"]
-    return [] if rows == ["ok"] else rows
 
 
-# --- verification and the in-process cache ----------------------------------------------------------------
+# --- verification, the in-process cache and the verification record ------------------------------------
 
-VERIFY_STATS: dict[str, int] = {"full_hashes": 0, "cache_hits": 0}
+VERIFY_STATS: dict[str, int] = {
+    "full_hashes": 0,
+    "cache_hits": 0,
+    "record_hits": 0,
+    "record_writes": 0,
+    "record_write_errors": 0,
+}
 _VERIFY_CACHE: dict[str, tuple[tuple[Any, ...], ResolvedIndex]] = {}
 _CACHE_LOCK = threading.Lock()
 
@@ -238,7 +269,7 @@ def clear_verify_cache() -> None:
     """Forget every verified identity and reset ``VERIFY_STATS`` (for tests and benchmarks)."""
     with _CACHE_LOCK:
         _VERIFY_CACHE.clear()
-        VERIFY_STATS.update(full_hashes=0, cache_hits=0)
+        VERIFY_STATS.update(dict.fromkeys(VERIFY_STATS, 0))
 
 
 def _invalidate(layout: IndexLayout) -> None:
@@ -273,7 +304,7 @@ def _is_racy(sig: tuple[int, ...] | None, now_ns: int) -> bool:
     return sig is None or now_ns - max(sig[3], sig[4]) < RACY_WINDOW_NS
 
 
-def _resolved(layout: IndexLayout, record: dict[str, Any]) -> ResolvedIndex:
+def _resolved(layout: IndexLayout, record: dict[str, Any], pin: pinned.PinnedFile | None = None) -> ResolvedIndex:
     return ResolvedIndex(
         kind="immutable_generation",
         path=layout.generations_dir / record["file_name"],
@@ -284,47 +315,74 @@ def _resolved(layout: IndexLayout, record: dict[str, Any]) -> ResolvedIndex:
         created_at=record["created_at"],
         layout=layout,
         record=record,
+        pinned=pin,
     )
 
 
-def _file_problems(path: Path, record: dict[str, Any]) -> list[IntegrityError]:
-    """Check existence, size, then SHA-256 of a generation file against its state row; every problem found."""
+def _record_body(layout: IndexLayout, state: tuple[Any, ...], record: dict[str, Any], sig: tuple) -> dict[str, Any]:
+    """What a verification record vouches for: exactly the fingerprints the in-process cache trusts."""
+    return {
+        "index_dir": str(layout.index_dir),
+        "state": [s.hex() if isinstance(s, bytes) else (list(s) if s is not None else None) for s in state],
+        "generation_id": record["generation_id"],
+        "file_name": record["file_name"],
+        "sha256": record["sha256"],
+        "size": record["size"],
+        "file": list(sig),
+    }
+
+
+def _record_vouches(layout: IndexLayout, expected: dict[str, Any]) -> bool:
+    body, _status = gstate.read_verification(layout)
+    if body is None:
+        return False
+    return {key: body.get(key) for key in expected} == expected
+
+
+def _write_record(layout: IndexLayout, body: dict[str, Any]) -> None:
+    """Leave the verification record for later processes. A reader that may not write the index dir
+    (read-only mount, other owner) still serves; the failure is counted in ``VERIFY_STATS``."""
+    try:
+        gstate.write_verification(layout, body)
+    except OSError:
+        with _CACHE_LOCK:
+            VERIFY_STATS["record_write_errors"] += 1
+        return
+    with _CACHE_LOCK:
+        VERIFY_STATS["record_writes"] += 1
+
+
+def _file_problems(pin: pinned.PinnedFile, record: dict[str, Any], *, hash_it: bool = True) -> list[IntegrityError]:
+    """Size, then SHA-256 of the pinned generation file against its state row; every problem found.
+    The descriptor must be unchanged afterwards (else ``GenerationChangedError``, raised, not collected)."""
     gid, expected_sha, expected_size = record["generation_id"], record["sha256"], record["size"]
-    sig = _stat_sig(path)
-    if sig is None:
-        return [
-            GenerationMissingError(
-                f"generation file {path} is missing",
-                path=str(path),
-                generation_id=gid,
-                expected=expected_sha,
-                actual=None,
-            )
-        ]
+    path = pin.path
     problems: list[IntegrityError] = []
-    if sig[2] != expected_size:
+    if pin.sig[2] != expected_size:
         problems.append(
             SizeMismatchError(
-                f"generation file {path} has {sig[2]} bytes, state says {expected_size}",
+                f"generation file {path} has {pin.sig[2]} bytes, state says {expected_size}",
                 path=str(path),
                 generation_id=gid,
                 expected=expected_size,
-                actual=sig[2],
+                actual=pin.sig[2],
             )
         )
-    actual_sha, _ = hash_file(path)
-    with _CACHE_LOCK:
-        VERIFY_STATS["full_hashes"] += 1
-    if actual_sha != expected_sha:
-        problems.append(
-            Sha256MismatchError(
-                f"generation file {path} has SHA-256 {actual_sha}, state says {expected_sha}",
-                path=str(path),
-                generation_id=gid,
-                expected=expected_sha,
-                actual=actual_sha,
+    if hash_it:
+        actual_sha, _ = pin.digest()
+        with _CACHE_LOCK:
+            VERIFY_STATS["full_hashes"] += 1
+        pin.check_unchanged(gid)
+        if actual_sha != expected_sha:
+            problems.append(
+                Sha256MismatchError(
+                    f"generation file {path} has SHA-256 {actual_sha}, state says {expected_sha}",
+                    path=str(path),
+                    generation_id=gid,
+                    expected=expected_sha,
+                    actual=actual_sha,
+                )
             )
-        )
     return problems
 
 
@@ -351,12 +409,20 @@ def _legacy(layout: IndexLayout) -> ResolvedIndex:
     )
 
 
+def _active(layout: IndexLayout) -> tuple[dict[str, Any], pinned.PinnedFile]:
+    record = gstate.with_state(layout, lambda conn: gstate.active_row(layout, conn))
+    path = layout.generations_dir / record["file_name"]
+    return record, pinned.pin(path, record["generation_id"], record["sha256"])
+
+
 def resolve(layout: IndexLayout) -> ResolvedIndex:
     """The reader path: the verified active generation (or the legacy index when no state exists).
 
-    A verified identity is reused only while the fingerprint of the state DB (with its siblings) and
-    of the generation file is unchanged, so a warm call costs a few ``stat`` calls. Any mismatch raises
-    a typed ``IntegrityError``; an older generation is never served instead.
+    The file is opened once and that descriptor is hashed and served (``connect_readonly``). A verified
+    identity is reused without hashing while the fingerprint of the state DB (with its siblings) and of the
+    generation file is unchanged: in process from a cache, across processes from the verification record.
+    Any mismatch, or any change seen during verification, raises a typed ``IntegrityError``; an older
+    generation is never served instead.
     """
     key = str(layout.index_dir)
     state = _state_fingerprint(layout)
@@ -368,16 +434,26 @@ def resolve(layout: IndexLayout) -> ResolvedIndex:
         return cached[1]
     if state[0] is None:
         return _legacy(layout)
-    record = gstate.with_state(layout, lambda conn: gstate.active_row(layout, conn))
-    resolved = _resolved(layout, record)
-    before = state + (_stat_sig(resolved.path),)  # taken before hashing: a change meanwhile is not cached
-    problems = _file_problems(resolved.path, record)
+    record, pin = _active(layout)
+    started_ns = time.time_ns()
+    body = _record_body(layout, state, record, pin.sig)
+    vouched = not _is_racy(pin.sig, started_ns) and _record_vouches(layout, body)
+    problems = _file_problems(pin, record, hash_it=not vouched)
     if problems:
         raise problems[0]
-    after = _state_fingerprint(layout) + (_stat_sig(resolved.path),)
-    if after == before and not _is_racy(after[-1], time.time_ns()):
+    pin.check_unchanged(record["generation_id"])
+    resolved = _resolved(layout, record, pin)
+    after = _state_fingerprint(layout) + (pin.sig,)
+    if after == state + (pin.sig,) and not _is_racy(pin.sig, started_ns):
         with _CACHE_LOCK:
+            _VERIFY_CACHE.pop(key, None)
+            while len(_VERIFY_CACHE) >= VERIFY_CACHE_MAX:  # each entry holds an open descriptor: bounded
+                _VERIFY_CACHE.pop(next(iter(_VERIFY_CACHE)))
             _VERIFY_CACHE[key] = (after, resolved)
+            if vouched:
+                VERIFY_STATS["record_hits"] += 1
+        if not vouched:
+            _write_record(layout, body)
     return resolved
 
 
@@ -425,25 +501,38 @@ def verify_full(layout: IndexLayout) -> dict[str, Any]:
             "checks": ["integrity_check"],
             "orphans": [],
         }
-    record = gstate.with_state(layout, lambda conn: gstate.active_row(layout, conn))
-    resolved = _resolved(layout, record)
-    problems = _file_problems(resolved.path, record)
-    if resolved.path.exists():
-        lines = _integrity_problems(resolved.path, immutable=True)
-        if lines:
-            problems.append(
-                SqliteIntegrityError(
-                    f"generation file {resolved.path} fails integrity_check",
-                    path=str(resolved.path),
-                    expected="ok",
-                    actual=lines,
-                )
+    state = _state_fingerprint(layout)
+    record, pin = _active(layout)
+    started_ns = time.time_ns()
+    resolved = _resolved(layout, record, pin)
+    problems = _file_problems(pin, record)
+    try:
+        conn = pinned.connect_pinned(pin, record["generation_id"])
+        try:
+            lines = _integrity_lines(conn)
+        finally:
+            conn.close()
+    except SqliteIntegrityError as exc:
+        lines = list(exc.evidence["actual"])
+    except sqlite3.DatabaseError as exc:
+        lines = [f"not a readable SQLite database: {exc}"]
+    if lines:
+        problems.append(
+            SqliteIntegrityError(
+                f"generation file {resolved.path} fails integrity_check",
+                path=str(resolved.path),
+                expected="ok",
+                actual=lines,
             )
+        )
     if problems:
         first = problems[0]
         raise type(first)(
             "; ".join(p.message for p in problems), **first.evidence, problems=[p.to_dict() for p in problems]
         )
+    pin.check_unchanged(record["generation_id"])
+    if _state_fingerprint(layout) == state and not _is_racy(pin.sig, started_ns):
+        _write_record(layout, _record_body(layout, state, record, pin.sig))
     orphans = [str(p) for p in _debris(layout, _ready_files(layout))]
     return {
         "kind": "immutable_generation",
@@ -459,8 +548,9 @@ def verify_full(layout: IndexLayout) -> dict[str, Any]:
 # --- publish ----------------------------------------------------------------------------------------------
 
 
-def _validate_staged(layout: IndexLayout, staged: Path) -> None:
-    """The staged file lives in staging/, is complete (no -wal/-journal beside it) and passes integrity_check."""
+def _validate_staged(layout: IndexLayout, staged: Path) -> pinned.PinnedFile:
+    """The staged file lives in staging/, is complete (no -wal/-journal beside it) and passes integrity_check.
+    Returns it pinned: the inode that was checked is the one fsynced, hashed and renamed."""
     problems = []
     if staged.resolve().parent != layout.staging_dir.resolve():
         problems.append(f"{staged} is not in {layout.staging_dir} (rename must stay on one filesystem)")
@@ -475,11 +565,22 @@ def _validate_staged(layout: IndexLayout, staged: Path) -> None:
         raise ValidationError(
             "staged database cannot be published: " + "; ".join(problems), path=str(staged), problems=problems
         )
-    lines = _integrity_problems(staged, immutable=True)
+    pin = pinned.pin(staged, None, None)
+    try:
+        conn = pinned.connect_pinned(pin, None)
+        try:
+            lines = _integrity_lines(conn)
+        finally:
+            conn.close()
+    except SqliteIntegrityError as exc:
+        lines = list(exc.evidence["actual"])
+    except sqlite3.DatabaseError as exc:
+        lines = [f"not a readable SQLite database: {exc}"]
     if lines:
         raise SqliteIntegrityError(
             f"staged database {staged} fails integrity_check", path=str(staged), expected="ok", actual=lines
         )
+    return pin
 
 
 def _generation_id(sha256: str, created_at: float, taken: set[str]) -> str:
@@ -525,6 +626,8 @@ def _reap(layout: IndexLayout) -> list[Path]:
     """Delete debris: every staging file and every generations/ file no ready row names. Safe only under
     ``build_lock``, since staging files are created under it (``new_staging_path`` checks)."""
     debris = _debris(layout, _ready_files(layout))
+    cutoff = time.time() - RECORD_TEMP_AGE_S  # a younger one may belong to a reader writing it right now
+    debris += [p for p in gstate.stale_record_temps(layout) if p.stat().st_mtime < cutoff]
     for path in debris:
         path.unlink(missing_ok=True)
     return debris
@@ -554,18 +657,21 @@ def publish(
     staged, final, gid = Path(staging_path), None, None
     try:
         step("integrity_check")
-        _validate_staged(layout, staged)
+        pin = _validate_staged(layout, staged)
         step("fsync")
-        os.chmod(staged, 0o444)
-        gstate.fsync_path(staged)
+        os.fchmod(pin.fd, 0o444)  # published generations are read-only
+        os.fsync(pin.fd)
+        pin.refresh()
         step("hash")
-        sha256, size = hash_file(staged)
+        sha256, size = pin.digest()
+        pin.check_unchanged(None)
         created_at = time.time()
         gid = _generation_id(sha256, created_at, _taken_ids(layout))
         step("rename")
         final = layout.generations_dir / f"{gid}.db"
         os.replace(staged, final)
         gstate.fsync_path(layout.generations_dir)
+        pin.moved_to(final, gid)
         step("state_commit")
         gstate.commit_state(layout, gstate.record_row(record, gid, sha256, size, created_at), expected_base)
     except BaseException:
@@ -577,4 +683,4 @@ def publish(
     _apply_retention(layout, keep)
     step("reap")
     _reap(layout)
-    return _resolved(layout, gstate.with_state(layout, lambda conn: gstate.active_row(layout, conn)))
+    return _resolved(layout, gstate.with_state(layout, lambda conn: gstate.active_row(layout, conn)), pin)

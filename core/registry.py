@@ -10,9 +10,9 @@ import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from types import MappingProxyType
+from typing import Any
 
 from core.errors import CapabilityError, UnknownModeError
-from core.modes import dense_pipeline as dense_modes
 from core.modes import graph, lexical
 from core.modes.context import ModeRun, SearchContext
 
@@ -39,8 +39,25 @@ class ModeSpec:
     extra: str | None = None  # the pip extra the mode needs
 
 
+def _dense_modes() -> Any:
+    """The dense pipeline (numpy matrices, the model catalog, onnxruntime on first use), imported when a
+    dense-capable mode first runs: a process that only runs fts/vector/hybrid never loads it."""
+    from core.modes import dense_pipeline
+
+    return dense_pipeline
+
+
+def _run_semantic(ctx: SearchContext) -> ModeRun:
+    return _dense_modes().run_semantic(ctx)
+
+
+def _run_reranked(ctx: SearchContext) -> ModeRun:
+    return _dense_modes().run_reranked(ctx)
+
+
 def _run_auto(ctx: SearchContext) -> ModeRun:
     """Dense when a verified dense index and its model are ready, else fts, labelled."""
+    dense_modes = _dense_modes()
     reason = dense_modes.dense_readiness(ctx)
     if reason is None:
         return dense_modes.run_dense_auto(ctx)
@@ -89,7 +106,7 @@ _SPECS = (
         ("dense",),
         "none",
         True,
-        dense_modes.run_semantic,
+        _run_semantic,
         "dense",
     ),
     ModeSpec(
@@ -99,7 +116,7 @@ _SPECS = (
         ("fts", "vector", "dense"),
         "rrf+cross_encoder",
         True,
-        dense_modes.run_reranked,
+        _run_reranked,
         "dense",
     ),
     ModeSpec(

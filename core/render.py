@@ -230,6 +230,15 @@ def format_note(view: Any) -> str:
     return terminal_safe("\n".join([head, *body]))
 
 
+def _time_left(dense: dict[str, Any]) -> str:
+    left = dense.get("seconds_left")
+    if dense.get("estimate") == "last_embed_rate" and left is not None:
+        return f"; about {left / 60:.0f} min left at {dense['chunks_per_s']:.1f} chunks/s (last embed run)"
+    if dense.get("estimate") == "no_embed_run_measured":
+        return "; time left unknown until an embed run has been measured"
+    return ""
+
+
 def format_status(s: dict[str, Any]) -> str:
     st = s["staleness"]
     dense = s["dense"]
@@ -239,7 +248,8 @@ def format_status(s: dict[str, Any]) -> str:
         f"notes      {s['notes']} indexed of {s['coverage']['source_files']} source files; {s['chunks']} chunks",
         f"links      {s['links']} ({s['unresolved_links']} unresolved)",
         f"dense      {dense['chunks_with_vectors']}/{dense['chunks']} chunks"
-        + (f" ({dense['model']})" if dense["model"] else ""),
+        + (f" ({dense['model']})" if dense["model"] else "")
+        + _time_left(dense),
         f"stale      {'YES' if st['stale'] else 'no'}: {len(st['added'])} added, {len(st['modified'])} modified, "
         f"{len(st['removed'])} removed since the index was built",
         f"problems   {len(s['problems'])}",

@@ -177,6 +177,8 @@ def _status_seen(status: dict) -> dict:
     for key in ("vault", "index_dir", "generation_id", "sha256", "size", "source_snapshot_hash", "age_seconds"):
         status.pop(key)
     status.pop("generations")
+    for key in ("chunks_per_s", "seconds_left", "estimate"):  # how fast this machine embedded: a timing
+        status["dense"].pop(key, None)
     return status
 
 

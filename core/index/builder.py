@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import sqlite3
 import time
 from collections.abc import Callable, Mapping
@@ -40,6 +39,8 @@ from core.index.settings import DEFAULT_TOKENIZER, IndexConfig, resolve_config  
 from core.index.source import NoteSource, WorkingTreeSource, resolve_settings
 from core.index.source import stored_settings as stored_source_settings
 from core.ranking.analysis import language_analyzer_for
+from core.ranking.chunk_vectors import compute_chunk_vectors, store_chunk_vectors
+from core.ranking.sparse import compute_sparse, store_sparse
 from core.vault.notes import Problem
 from core.vault.scan import ScannedFile, ScanResult
 
@@ -347,6 +348,10 @@ def _stage(conn: sqlite3.Connection, plan: _Plan, run: _Run) -> dict[str, int]:
                 "built_at": time.time(),
             },
         )
+    with atomic(conn):  # the term-major arrays readers load in one query (core.ranking.stored)
+        sparse = compute_sparse(conn)
+        store_sparse(conn, sparse)
+        store_chunk_vectors(conn, compute_chunk_vectors(conn, sparse))
     t = run.lap("write", t)
     _validate(conn, plan)
     run.source.check_unchanged(plan.scan)
@@ -483,7 +488,7 @@ def _build_generation(
     staging = gen.new_staging_path(run.layout)
     try:
         if base is not None:
-            shutil.copyfile(base.path, staging)
+            gen.copy_base(base, staging)
         conn = _open_working(staging, in_place=False)
         try:
             if base is None:

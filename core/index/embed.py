@@ -14,6 +14,13 @@ What is embedded per chunk (:func:`passage_text`): the note title, the heading p
 the chunk body. The title goes on every chunk because a chunk deep in a note often only
 makes sense with it (on SciFact the title carries the claim's subject).
 
+Identical passage texts are embedded once per call (the PowerShell docs repeat each page in
+five version folders: 34,572 distinct texts among 93,256 chunks); the copies get the same vector,
+kept in a bounded map (``REUSE_BYTES``) across the call's batches. The distinct texts of a batch
+go to the model longest first, so each model batch holds similar lengths. The rate of a call
+(chunks given a vector per second of embedding) is recorded with each generation it publishes;
+``status`` estimates the time left from it.
+
 The meta key ``dense_model`` holds the model identity (:attr:`core.dense.Embedder.identity`)
 plus ``model_ref``: the preset name or the absolute model directory, so that a search can
 load the same model without being told. Vectors of another identity are dropped, never
@@ -24,8 +31,8 @@ A legacy single-file index (``--in-place``) is updated in place, one transaction
 
 from __future__ import annotations
 
+import hashlib
 import json
-import shutil
 import sqlite3
 import time
 from dataclasses import asdict, dataclass, field
@@ -49,10 +56,13 @@ from core.dense import (
 from core.errors import ValidationError
 from core.index.builder import all_problems
 from core.index.schema import atomic, get_meta, note_bodies, set_meta
+from core.index.state import EMBED_RATE_KEY
 from core.models.presets import DEFAULT_EMBEDDING_MODEL
 
 # Without a limit, publish a generation after this many newly embedded chunks.
 PUBLISH_EVERY = 2048
+# Bytes of vectors one call keeps so identical chunk texts are embedded once (93k MiniLM vectors: 143 MB).
+REUSE_BYTES = 256 << 20
 
 _CHUNKS_SQL = (
     "SELECT c.id, n.title, c.heading_path, c.note_id, c.start, c.end FROM chunks c JOIN notes n ON n.id = c.note_id "
@@ -71,7 +81,8 @@ class EmbedReport:
     generations_published: list[str]
     model_ref: str
     model_name: str
-    embedded: int  # chunks embedded by this call
+    embedded: int  # chunks given a vector by this call
+    reused: int  # of those, chunks whose identical text was embedded once earlier in the call
     chunks: int  # chunks in the index
     remaining: int  # chunks still without vectors
     dropped: int  # vectors of another model identity removed
@@ -162,9 +173,20 @@ class _Run:
     bar: Any
     published: list[str] = field(default_factory=list)
     embedded: int = 0
+    reused: int = 0  # chunks given the vector of an identical text embedded earlier in this call
+    chunks_done: int = 0  # chunks given a vector so far (embedded or reused), for the rate
+    reuse: dict[bytes, np.ndarray] = field(default_factory=dict)  # passage-text key -> vector, bounded
     dropped: int = 0
     dropped_model: dict[str, Any] | None = None
     timings: dict[str, float] = field(default_factory=dict)
+
+    def remember(self, keys: list[bytes], vectors: np.ndarray) -> None:
+        """Keep the vectors of these texts for copies later in the call; the oldest go first past the budget
+        (a text whose vector is gone is embedded again, never guessed)."""
+        for key, vector in zip(keys, vectors):
+            self.reuse[key] = vector
+        while self.reuse and len(self.reuse) * vectors.shape[1] * 4 > REUSE_BYTES:
+            self.reuse.pop(next(iter(self.reuse)))
 
     def tick(self, name: str, started: float) -> None:
         self.timings[name] = round(self.timings.get(name, 0.0) + time.perf_counter() - started, 4)
@@ -180,21 +202,50 @@ def _needs_drop(conn: sqlite3.Connection, run: _Run) -> bool:
     return True
 
 
+def _text_key(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
+
+
 def _embed_pending(conn: sqlite3.Connection, run: _Run, take: int | None, drop: bool) -> tuple[list[int], np.ndarray]:
-    """Embed up to ``take`` chunks still to do (all of them when the old vectors are dropped)."""
+    """Embed up to ``take`` chunks still to do (all of them when the old vectors are dropped).
+
+    Identical passage texts are embedded once (the PowerShell docs repeat each page in five version
+    folders): within the batch, and across the batches of one call through ``run.reuse``. The distinct
+    texts go to the model longest first, so each model batch holds texts of similar length (less padding).
+    """
     t = time.perf_counter()
     todo = pending_chunks(conn, take, everything=drop)
     ids = [cid for cid, _ in todo]
-    vectors = np.empty((0, run.embedder.dim), dtype=np.float32)
-    if todo:
-        parts = []
-        for start in range(0, len(todo), run.batch_size * 4):  # small steps keep the progress bar alive
-            texts = [text for _, text in todo[start : start + run.batch_size * 4]]
-            parts.append(run.embedder.embed_passages(texts, batch_size=run.batch_size))
-            run.bar.update(len(texts))
-        vectors = np.concatenate(parts)
+    vectors = np.empty((len(todo), run.embedder.dim), dtype=np.float32)
+    fresh: dict[bytes, str] = {}
+    rows_of: dict[bytes, list[int]] = {}
+    for row, (_, text) in enumerate(todo):
+        key = _text_key(text)
+        if key in run.reuse:
+            vectors[row] = run.reuse[key]
+        else:
+            fresh.setdefault(key, text)
+            rows_of.setdefault(key, []).append(row)
+    order = sorted(fresh, key=lambda k: -len(fresh[k]))
+    step = run.batch_size * 4  # small steps keep the progress bar alive
+    for start in range(0, len(order), step):
+        part = order[start : start + step]
+        embedded = run.embedder.embed_passages([fresh[k] for k in part], batch_size=run.batch_size)
+        for key, vector in zip(part, embedded):
+            vectors[rows_of[key]] = vector
+        run.remember(part, embedded)
+        run.bar.update(sum(len(rows_of[k]) for k in part))
+    run.bar.update(len(todo) - sum(map(len, rows_of.values())))  # rows served from earlier batches
+    run.reused += len(todo) - len(fresh)
+    run.chunks_done += len(todo)
     run.tick("embed", t)
     return ids, vectors
+
+
+def _rate(run: _Run) -> dict[str, float]:
+    """Chunks given a vector per second of embedding in this call (``status`` estimates time left by it)."""
+    seconds = run.timings.get("embed", 0.0)
+    return {EMBED_RATE_KEY: round(run.chunks_done / seconds, 3)} if seconds > 0 and run.chunks_done else {}
 
 
 def _record(conn: sqlite3.Connection, run: _Run) -> gen.GenerationRecord:
@@ -207,7 +258,7 @@ def _record(conn: sqlite3.Connection, run: _Run) -> gen.GenerationRecord:
         dense_chunks=count("SELECT count(*) FROM chunk_vectors"),
         chunker=meta["chunker"],
         tokenizer=meta["tokenizer"],
-        timings=dict(run.timings),
+        timings={**run.timings, **_rate(run)},
         problems=[{"path": p["path"], "reason": p["reason"]} for p in all_problems(conn)],
         dense_model=identity_key(run.meta_value),
     )
@@ -226,7 +277,7 @@ def _publish_batch(layout: gen.IndexLayout, base: gen.ResolvedIndex, run: _Run, 
     t = time.perf_counter()
     staging = gen.new_staging_path(layout)
     try:
-        shutil.copyfile(base.path, staging)
+        gen.copy_base(base, staging)
         work = sqlite3.connect(staging, isolation_level=None)
         try:
             work.execute("PRAGMA journal_mode=MEMORY")
@@ -310,6 +361,7 @@ def embed_index(
         model_ref=ref,
         model_name=embedder.config.name,
         embedded=run.embedded,
+        reused=run.reused,
         chunks=chunks,
         remaining=remaining,
         dropped=run.dropped,

@@ -6,7 +6,7 @@ the other for its types.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +50,9 @@ class ResolvedIndex:
     created_at: float  # epoch seconds of publish (legacy: file mtime)
     layout: IndexLayout
     record: dict[str, Any]  # the state row (notes, chunks, timings, problems, ...)
+    # core.index.pinned.PinnedFile: the open descriptor of the inode that was hashed (generations only);
+    # connect_readonly serves exactly that inode. Not part of the identity.
+    pinned: Any = field(default=None, compare=False, repr=False)
 
 
 def vault_identity(layout: IndexLayout) -> str:

@@ -8,13 +8,13 @@ version mismatch means "delete and rebuild", never a migration.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
-import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 # FTS5 columns of notes_fts, in order: one row per note holding exactly the texts its
 # sparse term vector counts (its names: title, file name and aliases; description, tags, its
@@ -233,6 +233,21 @@ CREATE TABLE IF NOT EXISTS edges (
     dst_path TEXT
 )"""
 
+# Term-major arrays the sparse loaders hold, computed from note_terms / chunk_terms at the end of every
+# build (core.ranking.stored): one BLOB per array, name = '<group>/<array>', covered by the generation's
+# SHA-256 like every other row; a reader loads a group with one query instead of rebuilding it.
+DDL_TERM_MAJOR = """
+CREATE TABLE IF NOT EXISTS term_major (
+    name  TEXT PRIMARY KEY,
+    dtype TEXT NOT NULL,
+    shape TEXT NOT NULL,
+    data  BLOB NOT NULL
+)"""
+# a group's names are '<group>/...': the range [<group>/, <group>0) ('0' follows '/' in every collation)
+SQL_TERM_MAJOR_DELETE_GROUP = "DELETE FROM term_major WHERE name >= ? AND name < ?"
+SQL_TERM_MAJOR_INSERT = "INSERT INTO term_major (name, dtype, shape, data) VALUES (?, ?, ?, ?)"
+SQL_TERM_MAJOR_READ_GROUP = "SELECT name, dtype, shape, data FROM term_major WHERE name >= ? AND name < ?"
+
 DDL_DENSE = """
 CREATE TABLE IF NOT EXISTS chunk_vectors (
     chunk_id INTEGER PRIMARY KEY,
@@ -278,6 +293,7 @@ def create_schema(conn: sqlite3.Connection, tokenizer: str) -> None:
         DDL_TERMS,
         DDL_NOTE_TERMS,
         DDL_CHUNK_TERMS,
+        DDL_TERM_MAJOR,
         DDL_LINKS,
         DDL_EDGES,
         DDL_DENSE,
@@ -309,7 +325,7 @@ def atomic(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     place that opens and closes transactions.
     """
     if conn.in_transaction:
-        name = f"sp_{uuid.uuid4().hex}"
+        name = f"sp_{os.urandom(16).hex()}"
         conn.execute(f"SAVEPOINT {name}")
         try:
             yield conn

@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import stat
 import time
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,6 +23,9 @@ from core.index.schema import atomic
 
 if TYPE_CHECKING:
     from core.index.layout import GenerationRecord, IndexLayout
+
+# The timing key of a generation's record that holds its embed call's chunks per second (core.index.embed).
+EMBED_RATE_KEY = "embed_chunks_per_s"
 
 STATE_TIMEOUT_S = 10.0
 # The state DB runs in journal_mode=DELETE, not WAL: a WAL reader writes the -shm file on every open, while
@@ -262,7 +265,7 @@ def commit_state(layout: IndexLayout, row: dict[str, Any], expected_base: str | 
         with_state(layout, checked_swap)
         return
     check_base(None, expected_base)
-    temp = layout.staging_dir / f"state-{uuid.uuid4().hex}.db.tmp"
+    temp = layout.staging_dir / f"state-{os.urandom(16).hex()}.db.tmp"
     try:
         conn = sqlite3.connect(temp, isolation_level=None)
         try:
@@ -312,3 +315,65 @@ def mark_removed(layout: IndexLayout, generation_ids: list[str]) -> None:
                 conn.execute(SQL_MARK_REMOVED, (gid,))
 
     with_state(layout, mark)
+
+
+# --- the verification record (verified.json beside state.db) ---------------------------------------------
+# Written by a process that hashed the active generation, read by later processes to skip that hash while
+# every fingerprint it names is unchanged (generations.resolve decides; docs/architecture.md, threat model).
+
+RECORD_NAME = "verified.json"
+RECORD_FORMAT = 1
+RECORD_MAX_BYTES = 1 << 16
+
+
+def record_path(layout: IndexLayout) -> Path:
+    return layout.index_dir / RECORD_NAME
+
+
+def _record_digest(body: dict[str, Any]) -> str:
+    import hashlib  # only where a record is read or written, not on import
+
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def read_verification(layout: IndexLayout) -> tuple[dict[str, Any] | None, str]:
+    """(body, status) of the verification record; status is ``ok``, ``absent``, ``not_a_file`` or ``invalid``
+    (unparsable, truncated, another format, or a body that does not match its own digest): anything but
+    ``ok`` means hash again. Opened non-blocking and checked to be a regular file (a FIFO never hangs)."""
+    try:
+        fd = os.open(record_path(layout), os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        return None, "absent"
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None, "not_a_file"
+        raw = os.read(fd, RECORD_MAX_BYTES + 1)
+    finally:
+        os.close(fd)
+    try:
+        doc = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        return None, "invalid"
+    body = doc.get("body") if isinstance(doc, dict) else None
+    if not isinstance(body, dict) or doc.get("format") != RECORD_FORMAT or doc.get("digest") != _record_digest(body):
+        return None, "invalid"
+    return body, "ok"
+
+
+def write_verification(layout: IndexLayout, body: dict[str, Any]) -> None:
+    """Replace the verification record atomically (a unique temp file, then ``os.replace``): concurrent
+    writers each leave a whole record, the last rename wins, and a reader never sees a partial one."""
+    doc = json.dumps({"format": RECORD_FORMAT, "body": body, "digest": _record_digest(body)}, sort_keys=True)
+    temp = layout.index_dir / f".verified-{os.getpid()}-{os.urandom(16).hex()}.tmp"
+    try:
+        with open(temp, "x", encoding="utf-8") as handle:
+            handle.write(doc)
+        os.replace(temp, record_path(layout))
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+
+
+def stale_record_temps(layout: IndexLayout) -> list[Path]:
+    """Temp files of record writers that died before their rename (reaped under the build lock)."""
+    return sorted(layout.index_dir.glob(".verified-*.tmp")) if layout.index_dir.is_dir() else []

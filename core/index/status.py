@@ -19,6 +19,7 @@ from core.index.builder import all_problems
 from core.index.freshness import last_build_failure
 from core.index.ownership import check_index_dir_for_reading, check_vault
 from core.index.schema import get_meta
+from core.index.state import EMBED_RATE_KEY
 from core.ranking.filters import UNCLASSIFIED, Filters
 from core.vault.notes import UNREADABLE_CLASSIFICATION, parse_note
 from core.vault.scan import MAX_NOTE_BYTES, read_file, scan_vault
@@ -81,6 +82,17 @@ def _content_sha(path: Path, root: str) -> str | None:
         return read_file(path, root=root)[1]
     except OSError:
         return None
+
+
+def _time_left(pending: int, generations: list[dict[str, Any]]) -> dict[str, Any]:
+    """Expected seconds to embed the ``pending`` chunks, at the rate the newest embed run measured on this
+    index (``chunks_per_s``); ``None`` with the reason when nothing was embedded here yet."""
+    rate = next((g["timings"][EMBED_RATE_KEY] for g in generations if EMBED_RATE_KEY in g.get("timings", {})), None)
+    if pending == 0:
+        return {"seconds_left": 0.0, "chunks_per_s": rate, "estimate": "complete"}
+    if not rate:
+        return {"seconds_left": None, "chunks_per_s": None, "estimate": "no_embed_run_measured"}
+    return {"seconds_left": round(pending / rate, 1), "chunks_per_s": rate, "estimate": "last_embed_rate"}
 
 
 def staleness(vault: str | Path, index_dir: str | Path | None = None) -> dict[str, Any]:
@@ -208,6 +220,7 @@ def index_status(
                 "chunks": chunks,
                 "coverage": round(vectors / chunks, 4) if chunks else 0.0,
                 "model": meta.get("dense_model"),
+                **_time_left(chunks - vectors, gen.list_generations(layout) if resolved.kind != "legacy_db" else []),
             },
             "chunker": meta.get("chunker"),
             "tokenizer": meta.get("tokenizer"),

@@ -22,7 +22,7 @@ import numpy as np
 
 from core.errors import IntegrityError
 from core.index.schema import CHUNK_UNIT
-from core.ranking import scoring
+from core.ranking import scoring, stored
 from core.ranking.postings import READ_ROWS, TermMajor, row_blocks
 from core.ranking.sparse import (
     QueryPostings,
@@ -141,7 +141,43 @@ def _term_major(
     return layout.indptr, out_rows, out_weights
 
 
+_CHUNK_ARRAYS = ("indptr", "chunks", "weights", "idf", "group_starts", "group_rows", "chunk_ids", "group_of_row")
+
+
+def chunk_group(slope: float) -> str:
+    """The stored group of chunk arrays computed with pivot ``slope`` (core.ranking.stored)."""
+    return f"chunks:{slope!r}"
+
+
 def load_chunk_vectors(
+    conn: sqlite3.Connection,
+    sparse: SparseIndex,
+    slope: float = VECTOR_PIVOT_SLOPE,
+    *,
+    visible: tuple[str, list[object]] | None = None,
+) -> ChunkVectors:
+    """The chunk vectors of the generation ``sparse`` was loaded from: the arrays the build stored (one
+    query), else computed from the rows (``compute_chunk_vectors``: the same numbers)."""
+    if visible is not None:  # a restricted caller's vectors come from its notes' rows
+        return compute_chunk_vectors(conn, sparse, slope, visible=visible)
+    arrays = stored.load_group(conn, chunk_group(slope), _CHUNK_ARRAYS)
+    if arrays is None:
+        return compute_chunk_vectors(conn, sparse, slope)
+    vectors = ChunkVectors(**{name: arrays[name] for name in _CHUNK_ARRAYS})
+    postings = int(vectors.indptr[-1]) if vectors.indptr.size else 0
+    if vectors.chunks.shape[0] != postings or vectors.weights.shape[0] != postings:
+        raise IntegrityError(f"stored chunk arrays disagree on the number of postings ({postings})")
+    if vectors.group_of_row.shape[0] != sparse.n_docs:
+        raise IntegrityError(f"stored chunk arrays cover {vectors.group_of_row.shape[0]} notes, not {sparse.n_docs}")
+    return vectors
+
+
+def store_chunk_vectors(conn: sqlite3.Connection, vectors: ChunkVectors, slope: float = VECTOR_PIVOT_SLOPE) -> None:
+    """Store ``vectors`` (computed from this database's rows) in the build's database."""
+    stored.save_group(conn, chunk_group(slope), {name: getattr(vectors, name) for name in _CHUNK_ARRAYS})
+
+
+def compute_chunk_vectors(
     conn: sqlite3.Connection,
     sparse: SparseIndex,
     slope: float = VECTOR_PIVOT_SLOPE,

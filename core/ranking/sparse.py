@@ -17,8 +17,9 @@ from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 
+from core.errors import IntegrityError
 from core.index.schema import FTS_COLUMNS
-from core.ranking import scoring
+from core.ranking import scoring, stored
 from core.ranking.postings import READ_ROWS, TermMajor, row_blocks
 
 
@@ -137,7 +138,51 @@ def _read_vectors(
     return note_ids, lengths, terms, tf, field_len
 
 
+_SPARSE_ARRAYS = ("note_ids", "indptr", "docs", "field_mask", "body_tf", "df", "bm25", "bm25_idf", "name_terms")
+
+
+def sparse_group(params: RankParams) -> str:
+    """The stored group of arrays computed under ``params`` (core.ranking.stored)."""
+    return f"sparse:{params!r}"
+
+
 def load_sparse(
+    conn: sqlite3.Connection, params: RankParams = DEFAULT_PARAMS, *, visible: tuple[str, list[object]] | None = None
+) -> SparseIndex:
+    """The term-major postings of ``conn``: the arrays the build stored for ``params`` (one query, no
+    rebuild), else computed from the rows (``compute_sparse``: the same numbers, e.g. for other params).
+    A restricted caller's (``visible``) statistics are always computed from its notes' rows."""
+    if visible is not None:
+        return compute_sparse(conn, params, visible=visible)
+    arrays = stored.load_group(conn, sparse_group(params), (*_SPARSE_ARRAYS, "term_text", "term_ids"))
+    if arrays is None:
+        return compute_sparse(conn, params)
+    index = SparseIndex(
+        note_ids=arrays["note_ids"],
+        term_id=stored.unpack_terms(arrays),
+        indptr=arrays["indptr"],
+        docs=arrays["docs"],
+        field_mask=arrays["field_mask"],
+        body_tf=arrays["body_tf"],
+        df=arrays["df"],
+        params=params,
+        bm25=arrays["bm25"],
+        bm25_idf=arrays["bm25_idf"],
+        name_terms=arrays["name_terms"],
+    )
+    postings = int(index.indptr[-1]) if index.indptr.size else 0
+    if any(a.shape[0] != postings for a in (index.docs, index.field_mask, index.body_tf, index.bm25)):
+        raise IntegrityError(f"stored sparse arrays disagree on the number of postings ({postings})")
+    return index
+
+
+def store_sparse(conn: sqlite3.Connection, index: SparseIndex) -> None:
+    """Store ``index`` (computed from this database's rows) in the build's database."""
+    arrays = {name: getattr(index, name) for name in _SPARSE_ARRAYS}
+    stored.save_group(conn, sparse_group(index.params), {**arrays, **stored.pack_terms(index.term_id)})
+
+
+def compute_sparse(
     conn: sqlite3.Connection, params: RankParams = DEFAULT_PARAMS, *, visible: tuple[str, list[object]] | None = None
 ) -> SparseIndex:
     """Read every note's term vector and build term-major postings with their BM25F weights.

@@ -110,7 +110,8 @@ def test_a_generation_removed_between_verify_and_open_is_typed(vault: Path) -> N
     resolved = gen.resolve(gen.layout_for(vault))
     os.chmod(resolved.path, 0o644)
     resolved.path.unlink()
-    assert reason_of(lambda: gen.connect_readonly(resolved)) == "missing"
+    # the verified inode is no longer the file at its path: typed, never an sqlite3 error
+    assert reason_of(lambda: gen.connect_readonly(resolved)) == "generation_changed"
 
 
 KILL_IN_PLACE = """
@@ -180,7 +181,7 @@ def test_a_disk_fault_before_the_flip_is_typed_and_the_old_generation_serves(
         def copy_fails(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
             raise _oserror(fault)
 
-        monkeypatch.setattr(builder.shutil, "copyfile", copy_fails)
+        monkeypatch.setattr(builder.gen, "copy_base", copy_fails)  # the hashed copy of the base (core.generations)
     elif step == "write_rows":
         real_flush = builder.NoteWriter.flush
 

@@ -77,7 +77,15 @@ def test_index_status_of_a_generation(vault: Path) -> None:
     assert (status["notes"], status["skipped_files"]) == (3, 0) and status["chunks"] >= 3
     assert status["coverage"] == {"indexed_notes": 3, "source_files": 3}
     assert (status["links"], status["unresolved_links"]) == (2, 1)
-    assert status["dense"] == {"chunks_with_vectors": 0, "chunks": status["chunks"], "coverage": 0.0, "model": None}
+    assert status["dense"] == {
+        "chunks_with_vectors": 0,
+        "chunks": status["chunks"],
+        "coverage": 0.0,
+        "model": None,
+        "seconds_left": None,
+        "chunks_per_s": None,
+        "estimate": "no_embed_run_measured",
+    }
     assert status["problems"] == [
         {"path": "dir/c.md", "reason": "yaml_invalid", "detail": status["problems"][0]["detail"]}
     ]

@@ -14,7 +14,7 @@ from conftest import note
 from core import generations as gen
 from core.index.schema import CHUNK_FIELD_UNITS, CHUNK_UNIT, note_bodies
 from core.ranking.analysis import language_analyzer_for
-from core.ranking.chunk_vectors import VECTOR_PIVOT_SLOPE, load_chunk_vectors, vector_scores
+from core.ranking.chunk_vectors import VECTOR_PIVOT_SLOPE, compute_chunk_vectors, load_chunk_vectors, vector_scores
 from core.ranking.sparse import load_sparse
 from core.searcher import search_vault
 from core.vault.chunking import headings
@@ -174,7 +174,7 @@ def test_chunk_terms_that_disagree_with_the_chunks_table_are_an_integrity_error(
     db.execute("DELETE FROM chunk_terms WHERE note_id = (SELECT max(note_id) FROM chunk_terms)")
     db.commit()
     with pytest.raises(IntegrityError):
-        load_chunk_vectors(db, load_sparse(db))
+        compute_chunk_vectors(db, load_sparse(db))  # the row reader the build stores from
 
 
 @pytest.mark.parametrize("block", [1, 3, 17])
@@ -184,7 +184,7 @@ def test_loading_in_small_blocks_gives_the_same_structure(conn, monkeypatch, blo
     sparse = load_sparse(conn)
     whole = load_chunk_vectors(conn, sparse)
     monkeypatch.setattr(core.ranking.postings, "BLOCK", block)  # many blocks, chunks straddling block edges
-    pieces = load_chunk_vectors(conn, sparse)
+    pieces = compute_chunk_vectors(conn, sparse)  # the row reader the build stores from
     for name in ("indptr", "chunks", "weights", "group_starts", "group_rows", "chunk_ids", "group_of_row"):
         assert np.array_equal(getattr(whole, name), getattr(pieces, name)), name
     for t in range(whole.indptr.shape[0] - 1):  # chunk rows ascend within each term

@@ -1,0 +1,210 @@
+"""Serve the bytes that were hashed: one open descriptor per verified generation file.
+
+``resolve`` opens a generation file once (``pin``), hashes THAT descriptor and keeps it open
+for as long as the verified identity lives. SQLite then opens the same inode through
+``/proc/self/fd/N`` (Linux); since SQLite resolves that magic link to a path name, the
+connection is checked afterwards: one of the descriptors SQLite opened must be the pinned
+(device, inode), else ``GenerationChangedError``. Where ``/proc/self/fd`` does not exist the
+fallback opens the path and checks that the path names the pinned inode before and after the
+open (a narrower, documented window: docs/architecture.md, threat model).
+
+Every open of a generation file in this process goes through ``_OPEN_LOCK``, so the descriptors
+that appear during a connect are SQLite's own. Read path only: stdlib imports.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import weakref
+from pathlib import Path
+
+from core.errors import (
+    GenerationChangedError,
+    GenerationMissingError,
+    Sha256MismatchError,
+    SizeMismatchError,
+    SqliteIntegrityError,
+)
+
+HASH_BLOCK = 1 << 20
+FD_DIR = Path("/proc/self/fd")
+_OPEN_LOCK = threading.Lock()
+Sig = tuple[int, int, int, int, int]  # (dev, ino, size, mtime_ns, ctime_ns)
+
+
+def sig_of(st: os.stat_result) -> Sig:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+class PinnedFile:
+    """A read-only descriptor of one generation file, closed when the last reference goes away."""
+
+    def __init__(self, path: Path, fd: int) -> None:
+        self.path = path
+        self.fd = fd
+        self.sig: Sig = sig_of(os.fstat(fd))
+        self._finalizer = weakref.finalize(self, os.close, fd)
+
+    @property
+    def inode(self) -> tuple[int, int]:
+        return self.sig[0], self.sig[1]
+
+    def refresh(self) -> None:
+        """Take the stat again after our own metadata change (``fchmod`` moves ctime)."""
+        self.sig = sig_of(os.fstat(self.fd))
+
+    def moved_to(self, path: Path, generation_id: str | None) -> None:
+        """After our own rename: ``path`` must name this inode with the same size and mtime (rename may
+        move ctime), else ``GenerationChangedError``."""
+        st = os.stat(path)
+        if sig_of(st)[:4] != self.sig[:4] or sig_of(os.fstat(self.fd))[:4] != self.sig[:4]:
+            raise GenerationChangedError(
+                f"{path} is not the file that was hashed", path=str(path), generation_id=generation_id
+            )
+        self.path = path
+        self.refresh()
+
+    def close(self) -> None:
+        self._finalizer()
+
+    def check_unchanged(self, generation_id: str | None) -> None:
+        """Raise ``GenerationChangedError`` unless the descriptor's stat is what it was when pinned
+        and the path still names this inode (a rewrite, an append or a replacement meanwhile)."""
+        now = sig_of(os.fstat(self.fd))
+        try:
+            named: Sig | None = sig_of(os.stat(self.path))
+        except FileNotFoundError:
+            named = None
+        if now != self.sig or named != self.sig:
+            raise GenerationChangedError(
+                f"generation file {self.path} changed while it was being verified or opened",
+                path=str(self.path),
+                generation_id=generation_id,
+                expected=list(self.sig),
+                actual=list(now) if now != self.sig else (list(named) if named else None),
+            )
+
+    def digest(self) -> tuple[str, int]:
+        """SHA-256 and byte count of the pinned inode, read with ``pread`` (no shared file offset)."""
+        return _copy_hash(self.fd, None)
+
+    def copy_to(self, dest: Path, *, expected_sha256: str, expected_size: int, generation_id: str | None) -> None:
+        """Copy the pinned inode to a new file ``dest``, hashing while copying; a copy whose SHA-256 or
+        size is not the recorded one is deleted and raises (a doctored base is never laundered). The hash
+        covers exactly the bytes written, so a change to the source during the copy cannot slip through."""
+        try:
+            with open(dest, "xb") as out:
+                sha, size = _copy_hash(self.fd, out.fileno())
+        except BaseException:
+            dest.unlink(missing_ok=True)
+            raise
+        if (sha, size) != (expected_sha256, expected_size):
+            dest.unlink(missing_ok=True)
+            cls = SizeMismatchError if size != expected_size else Sha256MismatchError
+            raise cls(
+                f"base generation {self.path} copied as SHA-256 {sha} ({size} bytes), state says "
+                f"{expected_sha256} ({expected_size} bytes)",
+                path=str(self.path),
+                generation_id=generation_id,
+                expected=expected_sha256 if cls is Sha256MismatchError else expected_size,
+                actual=sha if cls is Sha256MismatchError else size,
+            )
+
+
+def _copy_hash(src: int, dst: int | None) -> tuple[str, int]:
+    import hashlib  # on first hash only: a process served by the verification record never needs it
+
+    digest = hashlib.sha256()
+    buffer = bytearray(HASH_BLOCK)
+    view = memoryview(buffer)
+    offset = 0
+    while count := os.preadv(src, [buffer], offset):
+        digest.update(view[:count])
+        if dst is not None:
+            written = 0
+            while written < count:
+                written += os.write(dst, view[written:count])
+        offset += count
+    return digest.hexdigest(), offset
+
+
+def pin(path: Path, generation_id: str | None, expected_sha256: str | None) -> PinnedFile:
+    """Open ``path`` read-only and pin its inode; a missing file is ``GenerationMissingError``."""
+    with _OPEN_LOCK:
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        except FileNotFoundError:
+            raise GenerationMissingError(
+                f"generation file {path} is missing",
+                path=str(path),
+                generation_id=generation_id,
+                expected=expected_sha256,
+                actual=None,
+            ) from None
+        try:
+            return PinnedFile(path, fd)
+        except BaseException:
+            os.close(fd)
+            raise
+
+
+def _open_files() -> set[tuple[int, int, int]]:
+    """(fd, dev, ino) of every open descriptor; the one ``listdir`` used itself is closed by then and
+    drops out (``fstat`` fails), so a descriptor SQLite later opens under that number counts as new."""
+    found = set()
+    for name in os.listdir(FD_DIR):
+        try:
+            st = os.fstat(int(name))
+        except OSError:
+            continue
+        found.add((int(name), st.st_dev, st.st_ino))
+    return found
+
+
+def _changed(pinned: PinnedFile, generation_id: str | None, why: str) -> GenerationChangedError:
+    return GenerationChangedError(
+        f"generation file {pinned.path}: {why}; the verified file is not what SQLite would serve",
+        path=str(pinned.path),
+        generation_id=generation_id,
+        expected=list(pinned.inode),
+    )
+
+
+def connect_pinned(pinned: PinnedFile, generation_id: str | None) -> sqlite3.Connection:
+    """A read-only, immutable SQLite connection to the pinned inode (checked by device and inode)."""
+    use_fd = FD_DIR.is_dir()
+    target = f"{FD_DIR}/{pinned.fd}" if use_fd else str(pinned.path.resolve())
+    with _OPEN_LOCK:
+        before = _open_files() if use_fd else set()
+        if not use_fd:
+            pinned.check_unchanged(generation_id)
+        try:
+            conn = sqlite3.connect(f"file:{target}?mode=ro&immutable=1", uri=True)
+        except sqlite3.OperationalError as exc:  # the inode's name is gone: nothing left to open by name
+            raise _changed(pinned, generation_id, f"cannot be opened ({exc})") from exc
+        try:
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            if use_fd:
+                same = any((dev, ino) == pinned.inode for _, dev, ino in _open_files() - before)
+                same = same and sig_of(os.fstat(pinned.fd)) == pinned.sig  # not rewritten in place since
+            else:
+                pinned.check_unchanged(generation_id)
+                same = True
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            raise SqliteIntegrityError(
+                f"generation file {pinned.path} is not a readable SQLite database: {exc}",
+                path=str(pinned.path),
+                generation_id=generation_id,
+                expected="ok",
+                actual=[f"not a readable SQLite database: {exc}"],
+            ) from exc
+        except BaseException:
+            conn.close()
+            raise
+    if not same:
+        conn.close()
+        raise _changed(pinned, generation_id, "SQLite opened another inode than the one verified")
+    return conn

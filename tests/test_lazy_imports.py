@@ -1,0 +1,64 @@
+"""A search from a new process loads only what searching needs (issue #14): no dense pipeline, model
+catalog, onnxruntime, tqdm, YAML, multiprocessing or build module for an fts / vector / hybrid search."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from core.index.builder import build_index
+from tests.conftest import note
+
+NOT_FOR_LEXICAL_SEARCH = (
+    "core.modes.dense_pipeline",
+    "core.dense",
+    "core.rerank",
+    "core.models.catalog",
+    "onnxruntime",
+    "tokenizers",
+    "tqdm",
+    "yaml",
+    "multiprocessing",
+    "core.index.builder",
+    "core.index.embed",
+    "core.vault.scan",
+)
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def loaded_by(code: str) -> set[str]:
+    probe = f"import contextlib, io, json, sys\n{code}\nprint(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT)
+    return set(json.loads(out.stdout.splitlines()[-1]))
+
+
+def test_import_core_searcher_loads_no_dense_or_build_module() -> None:
+    assert not loaded_by("import core.searcher") & set(NOT_FOR_LEXICAL_SEARCH)
+
+
+# The freshness check's stat walk (core.index.freshness) reads the vault with the scanner, whose
+# problem records come from the note parser (and so PyYAML): loaded on a search that checks.
+FRESHNESS_WALK = {"core.vault.scan", "yaml"}
+
+
+@pytest.mark.parametrize("freshness", [False, True])
+@pytest.mark.parametrize("mode", ["fts", "vector", "hybrid"])
+def test_cli_lexical_search_loads_only_the_search_path(tmp_path: Path, mode: str, freshness: bool) -> None:
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    (vault / "a.md").write_text(note("Alpha", "alpha beta gamma"), encoding="utf-8")
+    build_index(vault)
+    extra = "" if freshness else ", '--no-freshness'"
+    code = (
+        "from core.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    assert main(['search', {str(vault)!r}, 'alpha', '--mode', {mode!r}{extra}]) == 0\n"
+    )
+    loaded = loaded_by(code)
+    assert "core.searcher" in loaded
+    allowed = FRESHNESS_WALK if freshness else set()
+    assert not loaded & (set(NOT_FOR_LEXICAL_SEARCH) - allowed), sorted(loaded & set(NOT_FOR_LEXICAL_SEARCH))
