@@ -156,7 +156,7 @@ def best_row_per_group(scores: np.ndarray, rows: np.ndarray, groups: np.ndarray,
         take = min(len(rows), take * 4)
 
 
-def name_match(in_name: np.ndarray, name_terms: np.ndarray, n_query_terms: int) -> np.ndarray:
+def name_match(in_name: np.ndarray, name_terms: np.ndarray, n_query_terms: float) -> np.ndarray:
     """Known-item name match of each document: 0 unless its name field holds all ``n_query_terms``
     distinct query terms, then (matched name terms / distinct name terms)^2, at most 1.
 

@@ -338,7 +338,7 @@ def bm25_scores(
             th = np.bincount(docs, weights=idf[owner] * in_th, minlength=n)
             bonus += scoring.coverage_bonus(th, total, p.title_heading_coverage_weight)
         if p.name_match_weight:
-            bonus += p.name_match_weight * _name_match(index, terms, ids, weight, owner, pos, docs, n)
+            bonus += p.name_match_weight * _name_match(index, terms, ids, cover, owner, pos, docs, n)
         if p.title_coverage_weight:
             in_title = (index.field_mask[pos] & _TITLE_BIT) > 0
             title = np.bincount(docs, weights=idf[owner] * in_title, minlength=n)
@@ -352,25 +352,29 @@ def _name_match(
     index: SparseIndex,
     terms: list[str],
     ids: np.ndarray,
-    weight: np.ndarray | None,
+    cover: np.ndarray | None,
     owner: np.ndarray,
     pos: np.ndarray,
     docs: np.ndarray,
     n: int,
 ) -> np.ndarray:
-    """Per document: 0 unless its title field holds every distinct stem term of the query; then
-    the share of its name terms the query covers, squared (1.0: the query is exactly the note's name).
-    Exact-form terms (``=word``) and low-weight expansions (prefix, typo: core.ranking.expansion)
-    are not names the query says, so they neither count nor have to match."""
+    """Per document: 0 unless its title field holds every word of the query; then the share of
+    its name terms the query covers, squared (1.0: the query is exactly the note's name).
+
+    A query word is analysed in every language of the index, each stem with its share of the
+    word (``cover``, core.ranking.expansion); a word counts as in the name by the shares of its
+    stems there, and half a word of slack lets a word match through the note's own language only.
+    Exact-form terms (``=word``) and expansions with no coverage share are not names the query says."""
     known = list(dict.fromkeys(t for t in terms if t in index.term_id))
     keep = np.asarray([not t.startswith("=") for t in known], dtype=bool)
-    if weight is not None and keep.size == weight.size:
-        keep &= weight >= 1.0
     if keep.size != ids.size:  # terms and postings disagree: count every term (the plain BM25F case)
         keep = np.ones(ids.size, dtype=bool)
-    sel = keep[owner] & ((index.field_mask[pos] & _TITLE_BIT) > 0)
-    in_name = np.bincount(docs[sel], minlength=n)
-    return scoring.name_match(in_name, index.name_terms, int(keep.sum()))
+    share = np.ones(ids.size, dtype=np.float64) if cover is None else cover.astype(np.float64)
+    share = np.where(keep, share, 0.0)
+    sel = (share[owner] > 0) & ((index.field_mask[pos] & _TITLE_BIT) > 0)
+    in_name = np.bincount(docs[sel], weights=share[owner[sel]], minlength=n)
+    words = float(share.sum())
+    return scoring.name_match(in_name, index.name_terms, words - 0.5 if cover is not None else words)
 
 
 def body_term_counts(
