@@ -429,8 +429,9 @@ def _current_report(run: _Run, base: gen.ResolvedIndex) -> BuildReport | None:
     watermark is the resolved commit), without listing anything; None otherwise."""
     conn = gen.connect_readonly(base)
     try:
-        if not run.source.is_current(get_meta(conn)):
-            return None
+        meta = get_meta(conn)
+        if not run.source.is_current(meta) or meta.get("settings") != run.config.settings():
+            return None  # a moved watermark, or a setting changed on the command line: build
         kept = "SELECT rel_path, id FROM notes UNION ALL SELECT rel_path, -1 FROM skipped_files"
         plan = _Plan(ScanResult([], []), 0, dict(conn.execute(kept)), [], [], [], [])
         return _report(
@@ -624,5 +625,7 @@ def _make_source(vault: Path, index_dir: Path, config: IndexConfig, source: str,
     if source == "git":
         from core.index.gitbuild import GitSource  # only git-sourced builds need it
 
-        return GitSource(vault, index_dir, config.max_note_bytes, rev or "HEAD")
+        return GitSource(
+            vault, index_dir, config.max_note_bytes, rev or "HEAD", include_dot_paths=config.include_dot_paths
+        )
     return WorkingTreeSource(vault, index_dir, config.max_note_bytes, include_dot_paths=config.include_dot_paths)

@@ -56,8 +56,11 @@ class GitSource:
 
     kind = "git"
 
-    def __init__(self, vault: Path, index_dir: Path, max_bytes: int, rev: str) -> None:
+    def __init__(
+        self, vault: Path, index_dir: Path, max_bytes: int, rev: str, *, include_dot_paths: bool = False
+    ) -> None:
         self.repo = git.discover(vault)
+        self.include_dot_paths = include_dot_paths  # the working-tree scan's dot rule (Obsidian hides them)
         self.vault, self.max_bytes = Path(vault).resolve(), max_bytes
         self.revision = git.resolve(self.repo, rev)
         index_rel = _relative(Path(index_dir).resolve(), self.vault)
@@ -69,7 +72,13 @@ class GitSource:
     # ------------------------------------------------------------ listing
 
     def scan(self) -> ScanResult:
-        listing = git.list_tree(self.repo, self.revision.tree, max_bytes=self.max_bytes, skip=self.index_skip)
+        listing = git.list_tree(
+            self.repo,
+            self.revision.tree,
+            max_bytes=self.max_bytes,
+            skip=self.index_skip,
+            include_dot_paths=self.include_dot_paths,
+        )
         problems = list(listing.problems)
         small = [e.blob for e in listing.entries if e.size <= 1024]
         self._content = git.read_blobs(self.repo, small)

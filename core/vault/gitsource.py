@@ -194,8 +194,16 @@ def _ignore_spec(repo: Repo, rows: list[tuple[str, str, str, str, str]]) -> tupl
     return parse_ignore_spec(read_blobs(repo, [blob])[blob])
 
 
-def list_tree(repo: Repo, tree: str, *, max_bytes: int = MAX_NOTE_BYTES, skip: str | None = None) -> TreeListing:
-    """Every note blob of ``tree`` under the scan's ignore rules (``.vaultsearchignore`` from the tree).
+def list_tree(
+    repo: Repo,
+    tree: str,
+    *,
+    max_bytes: int = MAX_NOTE_BYTES,
+    skip: str | None = None,
+    include_dot_paths: bool = False,
+) -> TreeListing:
+    """Every note blob of ``tree`` under the scan's ignore rules (``.vaultsearchignore`` from the tree),
+    dot-files and dot-folders skipped as the working-tree scan skips them unless ``include_dot_paths``.
 
     ``skip`` is a folder (relative to the vault, ending in "/") never listed: the index directory.
     """
@@ -205,6 +213,8 @@ def list_tree(repo: Repo, tree: str, *, max_bytes: int = MAX_NOTE_BYTES, skip: s
     for mode, kind, obj, size, path in rows:
         is_note = path[-3:].lower() == ".md"
         if (skip and path.startswith(skip)) or _skipped_dir(path, spec) or (spec is not None and spec.match_file(path)):
+            continue
+        if not include_dot_paths and any(part.startswith(".") for part in path.split("/")):
             continue
         if kind == "commit":
             problems.append(Problem(path, "git_submodule_skipped", f"submodule at commit {obj[:12]}"))

@@ -287,3 +287,15 @@ def test_the_in_place_layout_builds_from_git_too(repo: Path) -> None:
         assert row == (iso(T0 + 2 * DAY),) and get_meta(conn)["git_commit"] == run(repo, "rev-parse", "HEAD")
     finally:
         conn.close()
+
+
+def test_dot_paths_follow_the_working_tree_rule_in_a_git_tree(repo: Path) -> None:
+    """Issue #16's default holds for the git source too: dot-files and dot-folders are not notes."""
+    commit(
+        repo, {".github/fixture.md": "# Fixture\n\nharbour\n", "sub/.draft.md": "# Draft\n\nharbour\n"}, T0 + 2 * DAY
+    )
+    build_index(repo, source="git")
+    assert {r.rel_path for r in search_vault(repo, "harbour")} == {"alpha.md", "dir/beta.md", "gamma.md"}
+    build_index(repo, changes={"include_dot_paths": True})
+    found = {r.rel_path for r in search_vault(repo, "harbour")}
+    assert {".github/fixture.md", "sub/.draft.md"} <= found
