@@ -235,6 +235,21 @@ def copy_base(resolved: ResolvedIndex, dest: Path) -> None:
         VERIFY_STATS["full_hashes"] += 1
 
 
+def _pinned_integrity_lines(pin: pinned.PinnedFile, generation_id: str | None) -> list[str]:
+    """``PRAGMA integrity_check`` of the pinned file itself: its problem lines ([] when ok); a file
+    SQLite cannot read at all is one line saying so (verify collects it, publish refuses it)."""
+    try:
+        conn = pinned.connect_pinned(pin, generation_id)
+        try:
+            return _integrity_lines(conn)
+        finally:
+            conn.close()
+    except SqliteIntegrityError as exc:
+        return list(exc.evidence["actual"])
+    except sqlite3.DatabaseError as exc:
+        return [f"not a readable SQLite database: {exc}"]
+
+
 def _integrity_lines(conn: sqlite3.Connection) -> list[str]:
     rows = [str(row[0]) for row in conn.execute("PRAGMA integrity_check")]
     return [] if rows == ["ok"] else rows
@@ -506,16 +521,7 @@ def verify_full(layout: IndexLayout) -> dict[str, Any]:
     started_ns = time.time_ns()
     resolved = _resolved(layout, record, pin)
     problems = _file_problems(pin, record)
-    try:
-        conn = pinned.connect_pinned(pin, record["generation_id"])
-        try:
-            lines = _integrity_lines(conn)
-        finally:
-            conn.close()
-    except SqliteIntegrityError as exc:
-        lines = list(exc.evidence["actual"])
-    except sqlite3.DatabaseError as exc:
-        lines = [f"not a readable SQLite database: {exc}"]
+    lines = _pinned_integrity_lines(pin, record["generation_id"])
     if lines:
         problems.append(
             SqliteIntegrityError(
@@ -566,16 +572,7 @@ def _validate_staged(layout: IndexLayout, staged: Path) -> pinned.PinnedFile:
             "staged database cannot be published: " + "; ".join(problems), path=str(staged), problems=problems
         )
     pin = pinned.pin(staged, None, None)
-    try:
-        conn = pinned.connect_pinned(pin, None)
-        try:
-            lines = _integrity_lines(conn)
-        finally:
-            conn.close()
-    except SqliteIntegrityError as exc:
-        lines = list(exc.evidence["actual"])
-    except sqlite3.DatabaseError as exc:
-        lines = [f"not a readable SQLite database: {exc}"]
+    lines = _pinned_integrity_lines(pin, None)
     if lines:
         raise SqliteIntegrityError(
             f"staged database {staged} fails integrity_check", path=str(staged), expected="ok", actual=lines
