@@ -26,7 +26,7 @@ from pathlib import Path
 
 from core.index.builder import DEFAULT_TOKENIZER
 from core.index.ingest import field_texts
-from core.index.schema import FTS_COLUMNS, ddl_notes_fts
+from core.index.tables.notes_fts import FTS_COLUMNS, ddl_notes_fts
 from core.ranking.analysis import LocalVector, WordTable
 from core.vault.notes import parse_note
 from core.vault.scan import read_file, scan_vault

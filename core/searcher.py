@@ -17,7 +17,9 @@ from core import generations as gen
 from core.errors import InvalidArgumentError, SchemaMismatchError, UsageError
 from core.index.freshness import FreshnessOptions, check_freshness, unchecked
 from core.index.ownership import check_index_dir_for_reading, check_vault
-from core.index.schema import SCHEMA_VERSION, get_meta
+from core.index.schema import SCHEMA_VERSION
+from core.index.tables.meta import get_meta
+from core.index.tables.notes import hit_files, latest_note_ids
 from core.modes.context import Hit, ModeRun, SearchContext, note_fields
 from core.modes.decay import AgeDecay, apply_decay
 from core.ranking.expansion import surface
@@ -168,10 +170,7 @@ def _connection(resolved: gen.ResolvedIndex) -> sqlite3.Connection:
 
 def _metadata_only(ctx: SearchContext) -> ModeRun:
     clause, vals = ctx.where()
-    rows = ctx.conn.execute(
-        f"SELECT n.id FROM notes n WHERE {clause} ORDER BY {ctx.filters.date_key_sql()} DESC, n.rel_path LIMIT ?",
-        [*vals, ctx.limit],
-    ).fetchall()
+    rows = latest_note_ids(ctx.conn, clause, vals, ctx.filters.date_key_sql(), ctx.limit)
     return ModeRun([Hit(r[0], 0.0, "metadata") for r in rows], "metadata", "metadata_only")
 
 
@@ -179,10 +178,7 @@ def _note_files(conn: sqlite3.Connection, note_ids: list[int]) -> dict[int, tupl
     """note id -> (content SHA-256, lines before the body) of the hits."""
     if not note_ids:
         return {}
-    rows = conn.execute(
-        f"SELECT id, content_sha256, body_line FROM notes WHERE id IN ({', '.join('?' * len(note_ids))})", note_ids
-    )
-    return {r[0]: (r[1], r[2]) for r in rows}
+    return hit_files(conn, note_ids)
 
 
 def obsidian_uri(vault_name: str, rel_path: str) -> str:

@@ -440,7 +440,7 @@ def test_the_build_floor_fills_notes_fts_exactly_as_the_real_build_does(tmp_path
     from bench import build_floor
     from core import generations as gen
     from core.index.builder import DEFAULT_TOKENIZER, build_index
-    from core.index.schema import get_meta
+    from core.index.tables.meta import get_meta
 
     vault = shutil.copytree(Path(__file__).resolve().parents[1] / "examples" / "vault", tmp_path / "vault")
     (vault / "broken.md").write_text("---\ntitle: [unclosed\n---\nbody survives\n", encoding="utf-8")

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from core import generations as gen
 from core.eval.evaluation import DocIdMatcher, EvalReport, RankedPaths, evaluate, load_qrels, load_queries
+from core.index.tables.notes import visible_doc_ids
 from core.ranking.filters import Filters
 from core.searcher import search_vault
 
@@ -36,7 +37,7 @@ def run_eval(
     conn = gen.connect_readonly(resolved)
     try:
         clause, vals = filters.visible_classification_clause()
-        notes = conn.execute(f"SELECT n.rel_path, n.frontmatter_id FROM notes n WHERE {clause}", vals).fetchall()
+        notes = visible_doc_ids(conn, clause, vals)
     finally:
         conn.close()
     matcher = DocIdMatcher(notes)

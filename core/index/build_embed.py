@@ -19,7 +19,8 @@ from pathlib import Path
 from core.dense import META_KEY, REF_KEY, load_embedder, model_reference, stored_reference
 from core.errors import CapabilityError, ModelError
 from core.index import embed
-from core.index.schema import get_meta
+from core.index.tables.chunk_vectors import count_pending
+from core.index.tables.meta import get_meta
 from core.models.catalog import DEFAULT_EMBEDDING_MODEL
 
 
@@ -37,7 +38,7 @@ class EmbedInStaging:
         self.model, self.batch, self.batch_size = model, batch, batch_size
 
     def __call__(self, conn: sqlite3.Connection) -> int:
-        pending = embed.count_pending(conn)
+        pending = count_pending(conn)
         if pending == 0 or pending > (self.batch or embed.PUBLISH_EVERY):
             return 0
         meta = get_meta(conn)

@@ -32,12 +32,27 @@ from core import generations as gen
 from core.errors import IntegrityError, UsageError, ValidationError
 from core.index import state as gstate
 from core.index.faults import build_io_errors
-from core.index.ingest import NoteWriter, default_workers, delete_notes, prepared_notes, recompute_edges
+from core.index.ingest import NoteWriter, default_workers, prepared_notes, recompute_edges
 from core.index.ownership import check_vault
-from core.index.schema import atomic, create_schema, get_meta, set_meta
+from core.index.schema import create_schema
 from core.index.settings import DEFAULT_TOKENIZER, IndexConfig, resolve_config  # noqa: F401 (public API)
 from core.index.source import NoteSource, WorkingTreeSource, resolve_settings
 from core.index.source import stored_settings as stored_source_settings
+from core.index.tables.checks import inconsistencies
+from core.index.tables.chunk_vectors import count_vectors
+from core.index.tables.chunks import count_chunks
+from core.index.tables.connection import atomic, set_journal_mode, set_working_mode
+from core.index.tables.links import edge_counts
+from core.index.tables.meta import get_meta, set_meta
+from core.index.tables.notes import count_notes, delete_notes, next_note_id, note_file_rows, touch_notes
+from core.index.tables.problems import all_problems, replace_build_problems
+from core.index.tables.skipped_files import (
+    delete_skipped,
+    skipped_file_rows,
+    source_hashes,
+    source_note_ids,
+    source_paths,
+)
 from core.ranking.analysis import language_analyzer_for
 from core.ranking.chunk_vectors import compute_chunk_vectors, store_chunk_vectors
 from core.ranking.sparse import compute_sparse, store_sparse
@@ -117,22 +132,15 @@ class _Run:
 
 def _open_working(path: Path, *, in_place: bool) -> sqlite3.Connection:
     conn = sqlite3.connect(path, isolation_level=None)
-    if in_place:
-        conn.execute("PRAGMA journal_mode=DELETE")
-        conn.execute("PRAGMA synchronous=FULL")
-    else:  # a staging file is thrown away on any failure: no need for a durable journal
-        conn.execute("PRAGMA journal_mode=MEMORY")
-        conn.execute("PRAGMA synchronous=OFF")
+    set_working_mode(conn, durable=in_place)  # a staging file is thrown away on any failure
     return conn
 
 
 def _base_rows(conn: sqlite3.Connection | None) -> tuple[dict[str, tuple], dict[str, tuple], dict[str, Any]]:
     if conn is None:
         return {}, {}, {}
-    notes = {r[0]: r[1:] for r in conn.execute("SELECT rel_path, id, content_sha256, mtime_ns, size FROM notes")}
-    skipped = {
-        r[0]: (-1, *r[1:]) for r in conn.execute("SELECT rel_path, content_sha256, mtime_ns, size FROM skipped_files")
-    }
+    notes = {r[0]: r[1:] for r in note_file_rows(conn)}
+    skipped = {r[0]: (-1, *r[1:]) for r in skipped_file_rows(conn)}
     return notes, skipped, get_meta(conn)
 
 
@@ -170,12 +178,12 @@ def _plan(scan: ScanResult, scan_started_ns: int, base: sqlite3.Connection | Non
 def _apply(conn: sqlite3.Connection, plan: _Plan, run: _Run) -> dict[str, int]:
     """Apply the plan inside the caller's transaction."""
     delete_notes(conn, plan.changed_ids + plan.removed_ids)
-    conn.executemany("UPDATE notes SET mtime_ns = ? WHERE id = ?", plan.touched)
-    conn.executemany("DELETE FROM skipped_files WHERE rel_path = ?", [(p,) for p in plan.removed_skipped])
+    touch_notes(conn, plan.touched)
+    delete_skipped(conn, plan.removed_skipped)
     items = [(f.rel_path, str(f.path), data, sha, f.mtime_ns, f.size) for f, data, sha in plan.changed]
     workers = default_workers(len(items)) if run.workers is None else run.workers
     writer = NoteWriter(conn, language_analyzer_for(run.config.language))
-    first_new_id = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM notes").fetchone()[0]
+    first_new_id = next_note_id(conn)
     with (
         prepared_notes(
             items,
@@ -192,10 +200,8 @@ def _apply(conn: sqlite3.Connection, plan: _Plan, run: _Run) -> dict[str, int]:
             bar.update(len(batch.notes))
     writer.flush()
     plan.unreadable = [Problem(u.rel_path, u.reason, u.detail) for u in writer.unreadable]
-    conn.execute("DELETE FROM build_problems")
-    conn.executemany(
-        "INSERT INTO build_problems(path, reason, detail) VALUES (?, ?, ?)",
-        [(p.path, p.reason, p.detail) for p in (*plan.scan.problems, *plan.unreadable, *run.problems)],
+    replace_build_problems(
+        conn, [(p.path, p.reason, p.detail) for p in (*plan.scan.problems, *plan.unreadable, *run.problems)]
     )
     links, unresolved = recompute_edges(conn, new_from_id=first_new_id)
     return {"links": links, "unresolved_links": unresolved}
@@ -204,50 +210,22 @@ def _apply(conn: sqlite3.Connection, plan: _Plan, run: _Run) -> dict[str, int]:
 def snapshot_hash(conn: sqlite3.Connection) -> str:
     """SHA-256 over the sorted (rel_path, content sha256) of every source file read."""
     h = hashlib.sha256()
-    rows = conn.execute(
-        "SELECT rel_path, content_sha256 FROM notes UNION ALL "
-        "SELECT rel_path, content_sha256 FROM skipped_files ORDER BY 1"
-    )
-    for rel, sha in rows:
+    for rel, sha in source_hashes(conn):
         h.update(f"{rel}\0{sha}\n".encode())
     return h.hexdigest()
-
-
-def all_problems(conn: sqlite3.Connection) -> list[dict[str, str]]:
-    """Every current problem: scan problems, skipped files, per-note parse problems."""
-    rows = conn.execute(
-        "SELECT path, reason, detail FROM build_problems "
-        "UNION ALL SELECT rel_path, reason, detail FROM skipped_files "
-        "UNION ALL SELECT n.rel_path, p.reason, p.detail FROM note_problems p JOIN notes n ON n.id = p.note_id "
-        "ORDER BY 1, 2"
-    )
-    return [{"path": p, "reason": r, "detail": d} for p, r, d in rows]
 
 
 def _validate(conn: sqlite3.Connection, plan: _Plan) -> None:
     """Exact source coverage (every readable scanned file) and consistent counts; collects every
     problem, raises once."""
     found: list[str] = []
-    indexed = {r[0] for r in conn.execute("SELECT rel_path FROM notes UNION ALL SELECT rel_path FROM skipped_files")}
+    indexed = source_paths(conn)
     expected = {f.rel_path for f in plan.scan.files} - {p.path for p in plan.unreadable}
     if indexed != expected:
         found.append(f"coverage: missing {sorted(expected - indexed)[:5]}, extra {sorted(indexed - expected)[:5]}")
-    checks = {
-        "notes vs notes_fts": "SELECT (SELECT count(*) FROM notes) - (SELECT count(*) FROM notes_fts)",
-        "notes vs note_terms": "SELECT (SELECT count(*) FROM notes) - (SELECT count(*) FROM note_terms)",
-        "notes vs chunk_terms": "SELECT (SELECT count(*) FROM notes) - (SELECT count(*) FROM chunk_terms)",
-        "chunk_terms vs chunks": "SELECT (SELECT count(*) FROM chunks) - "
-        "(SELECT coalesce(sum(length(lengths)), 0) / 4 FROM chunk_terms)",
-        "notes without chunks": "SELECT count(*) FROM notes WHERE id NOT IN (SELECT note_id FROM chunks)",
-        "orphan chunks": "SELECT count(*) FROM chunks WHERE note_id NOT IN (SELECT id FROM notes)",
-        "orphan vectors": "SELECT count(*) FROM chunk_vectors WHERE chunk_id NOT IN (SELECT id FROM chunks)",
-    }
-    for name, sql in checks.items():
-        n = conn.execute(sql).fetchone()[0]
-        if n:
-            found.append(f"{name}: {n}")
+    found += inconsistencies(conn)
     meta = get_meta(conn)
-    if conn.execute("SELECT count(*) FROM chunk_vectors").fetchone()[0] and not meta.get("dense_model"):
+    if count_vectors(conn) and not meta.get("dense_model"):
         found.append("dense manifest: vectors without a model identity")
     if found:
         raise ValidationError("the staged index failed validation: " + "; ".join(found), problems=found)
@@ -299,10 +277,10 @@ def _report(
     extra: dict[str, int],
     rebuild_detail: str | None = None,
 ) -> BuildReport:
-    notes = conn.execute("SELECT count(*) FROM notes").fetchone()[0]
-    chunks = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
+    notes = count_notes(conn)
+    chunks = count_chunks(conn)
     if not extra:  # nothing was rebuilt: the links are the index's
-        links, unresolved = conn.execute("SELECT count(*), count(*) - count(dst_id) FROM edges").fetchone()
+        links, unresolved = edge_counts(conn)
         extra = {"links": links, "unresolved_links": unresolved}
     problems = all_problems(conn)
     read = {f.rel_path for f, _, _ in plan.changed}
@@ -432,8 +410,7 @@ def _current_report(run: _Run, base: gen.ResolvedIndex) -> BuildReport | None:
         meta = get_meta(conn)
         if not run.source.is_current(meta) or meta.get("settings") != run.config.settings():
             return None  # a moved watermark, or a setting changed on the command line: build
-        kept = "SELECT rel_path, id FROM notes UNION ALL SELECT rel_path, -1 FROM skipped_files"
-        plan = _Plan(ScanResult([], []), 0, dict(conn.execute(kept)), [], [], [], [])
+        plan = _Plan(ScanResult([], []), 0, source_note_ids(conn), [], [], [], [])
         return _report(
             conn,
             plan,
@@ -500,7 +477,7 @@ def _build_generation(
                 extra["embedded"] = hook(conn)
                 run.lap("embed", t)
             record = _record(conn, run.config, run.timings)
-            conn.execute("PRAGMA journal_mode=DELETE")
+            set_journal_mode(conn, "DELETE")
         finally:
             conn.close()
         t = time.perf_counter()
@@ -527,16 +504,12 @@ def _build_generation(
 
 def _record(conn: sqlite3.Connection, config: IndexConfig, timings: dict[str, float]) -> gen.GenerationRecord:
     meta = get_meta(conn)
-
-    def count(sql: str) -> int:
-        return int(conn.execute(sql).fetchone()[0])
-
     dense_model = meta.get("dense_model")
     return gen.GenerationRecord(
         source_snapshot_hash=meta["source_snapshot_hash"],
-        notes=count("SELECT count(*) FROM notes"),
-        chunks=count("SELECT count(*) FROM chunks"),
-        dense_chunks=count("SELECT count(*) FROM chunk_vectors"),
+        notes=count_notes(conn),
+        chunks=count_chunks(conn),
+        dense_chunks=count_vectors(conn),
         chunker=config.chunker,
         tokenizer=config.tokenizer,
         timings=dict(timings),

@@ -54,22 +54,27 @@ from core.dense import (
     stored_reference,
 )
 from core.errors import ValidationError
-from core.index.builder import all_problems
-from core.index.schema import atomic, get_meta, note_bodies, set_meta
 from core.index.state import EMBED_RATE_KEY
+from core.index.tables.chunk_vectors import (
+    count_pending,
+    count_vectors,
+    delete_all_vectors,
+    insert_vectors,
+    passages_to_embed,
+    vector_problems,
+)
+from core.index.tables.chunks import count_chunks
+from core.index.tables.connection import atomic, set_journal_mode
+from core.index.tables.meta import get_meta, set_meta
+from core.index.tables.notes import count_notes
+from core.index.tables.notes_fts import note_bodies
+from core.index.tables.problems import all_problems
 from core.models.presets import DEFAULT_EMBEDDING_MODEL
 
 # Without a limit, publish a generation after this many newly embedded chunks.
 PUBLISH_EVERY = 2048
 # Bytes of vectors one call keeps so identical chunk texts are embedded once (93k MiniLM vectors: 143 MB).
 REUSE_BYTES = 256 << 20
-
-_CHUNKS_SQL = (
-    "SELECT c.id, n.title, c.heading_path, c.note_id, c.start, c.end FROM chunks c JOIN notes n ON n.id = c.note_id "
-    "WHERE {where} "
-    "ORDER BY coalesce(n.updated, n.created, strftime('%Y-%m-%dT%H:%M:%S', n.mtime_ns / 1000000000, "
-    "'unixepoch')) DESC, n.id, c.ord LIMIT ?"
-)
 
 
 @dataclass(frozen=True)
@@ -114,17 +119,10 @@ def passage_text(title: str, heading_path: str, body: str) -> str:
 def pending_chunks(conn: sqlite3.Connection, limit: int | None, *, everything: bool = False) -> list[tuple[int, str]]:
     """(chunk id, passage text) of chunks without a vector (``everything``: all chunks), newest
     notes first, at most ``limit``."""
-    where = "1" if everything else "c.id NOT IN (SELECT chunk_id FROM chunk_vectors)"
-    rows = conn.execute(_CHUNKS_SQL.format(where=where), (-1 if limit is None else limit,)).fetchall()
+    rows = passages_to_embed(conn, limit, everything=everything)
     bodies = note_bodies(conn, (r[3] for r in rows))
     return [
         (cid, passage_text(title, heading, bodies[nid][start:end])) for cid, title, heading, nid, start, end in rows
-    ]
-
-
-def count_pending(conn: sqlite3.Connection) -> int:
-    return conn.execute("SELECT count(*) FROM chunks WHERE id NOT IN (SELECT chunk_id FROM chunk_vectors)").fetchone()[
-        0
     ]
 
 
@@ -139,21 +137,14 @@ def _write_vectors(
     """One transaction: drop foreign vectors when asked, insert these, stamp the identity."""
     with atomic(conn):
         if drop:
-            conn.execute("DELETE FROM chunk_vectors")
-        conn.executemany(
-            "INSERT INTO chunk_vectors(chunk_id, vector) VALUES (?, ?)",
-            [(cid, vector_blob(v)) for cid, v in zip(ids, vectors)],
-        )
+            delete_all_vectors(conn)
+        insert_vectors(conn, [(cid, vector_blob(v)) for cid, v in zip(ids, vectors)])
         set_meta(conn, {META_KEY: meta_value})
 
 
 def validate_vectors(conn: sqlite3.Connection, dim: int) -> None:
     """Dense manifest consistency: every vector has ``dim`` floats and a chunk, and a model is named."""
-    checks = {
-        "vectors of another size": ("SELECT count(*) FROM chunk_vectors WHERE length(vector) != ?", (dim * 4,)),
-        "orphan vectors": ("SELECT count(*) FROM chunk_vectors WHERE chunk_id NOT IN (SELECT id FROM chunks)", ()),
-    }
-    problems = {name: n for name, (sql, args) in checks.items() if (n := conn.execute(sql, args).fetchone()[0])}
+    problems = vector_problems(conn, dim)
     if not get_meta(conn).get(META_KEY):
         problems["dense_model meta missing"] = 1
     if problems:
@@ -197,7 +188,7 @@ def _needs_drop(conn: sqlite3.Connection, run: _Run) -> bool:
     found = stored_identity(get_meta(conn).get(META_KEY))
     if found is None or identity_key(found) == identity_key(run.embedder.identity):
         return False
-    run.dropped += conn.execute("SELECT count(*) FROM chunk_vectors").fetchone()[0]
+    run.dropped += count_vectors(conn)
     run.dropped_model = found
     return True
 
@@ -250,12 +241,11 @@ def _rate(run: _Run) -> dict[str, float]:
 
 def _record(conn: sqlite3.Connection, run: _Run) -> gen.GenerationRecord:
     meta = get_meta(conn)
-    count = lambda sql: conn.execute(sql).fetchone()[0]  # noqa: E731
     return gen.GenerationRecord(
         source_snapshot_hash=meta["source_snapshot_hash"],
-        notes=count("SELECT count(*) FROM notes"),
-        chunks=count("SELECT count(*) FROM chunks"),
-        dense_chunks=count("SELECT count(*) FROM chunk_vectors"),
+        notes=count_notes(conn),
+        chunks=count_chunks(conn),
+        dense_chunks=count_vectors(conn),
         chunker=meta["chunker"],
         tokenizer=meta["tokenizer"],
         timings={**run.timings, **_rate(run)},
@@ -280,11 +270,11 @@ def _publish_batch(layout: gen.IndexLayout, base: gen.ResolvedIndex, run: _Run, 
         gen.copy_base(base, staging)
         work = sqlite3.connect(staging, isolation_level=None)
         try:
-            work.execute("PRAGMA journal_mode=MEMORY")
+            set_journal_mode(work, "MEMORY")
             _write_vectors(work, ids, vectors, run.meta_value, drop)
             validate_vectors(work, run.embedder.dim)
             record = _record(work, run)
-            work.execute("PRAGMA journal_mode=DELETE")
+            set_journal_mode(work, "DELETE")
         finally:
             work.close()
         published = gen.publish(layout, staging, record, expected_base=base.generation_id, keep=keep)
@@ -401,7 +391,7 @@ def _goal(resolved: gen.ResolvedIndex, run: _Run, limit: int | None) -> int:
     try:
         found = stored_identity(get_meta(conn).get(META_KEY))
         changed = found is not None and identity_key(found) != identity_key(run.embedder.identity)
-        todo = conn.execute("SELECT count(*) FROM chunks").fetchone()[0] if changed else count_pending(conn)
+        todo = count_chunks(conn) if changed else count_pending(conn)
     finally:
         conn.close()
     return todo if limit is None else min(limit, todo)
@@ -411,6 +401,6 @@ def _counts(resolved: gen.ResolvedIndex) -> tuple[int, int]:
     """(chunks without a vector, chunks) of an index."""
     conn = gen.connect_readonly(resolved)
     try:
-        return count_pending(conn), conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
+        return count_pending(conn), count_chunks(conn)
     finally:
         conn.close()

@@ -29,26 +29,12 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from core.index.schema import get_meta
 from core.index.source import Known, Read
+from core.index.tables.git_dates import store_dates, stored_dates
+from core.index.tables.meta import get_meta
 from core.vault import gitsource as git
 from core.vault.notes import Problem
 from core.vault.scan import ScannedFile, ScanResult
-
-SQL_DATES_CLEAR = "DELETE FROM git_dates"
-SQL_DATES_READ = "SELECT rel_path, last_ct, added_ct FROM git_dates"
-SQL_DATES_UPSERT = "INSERT OR REPLACE INTO git_dates(rel_path, last_ct, added_ct) VALUES (?, ?, ?)"
-# Note dates follow the table; a path the history does not name (cannot happen outside a broken
-# repository) keeps NULL.
-# mtime_ns of a git-sourced file is its last commit time, so that a carried-over row and one read
-# again from the same commit are identical.
-SQL_NOTES_DATES = (
-    "UPDATE notes SET git_date = strftime('%Y-%m-%dT%H:%M:%S+00:00', d.last_ct, 'unixepoch'), "
-    "git_created = CASE WHEN d.added_ct IS NULL THEN NULL "
-    "ELSE strftime('%Y-%m-%dT%H:%M:%S+00:00', d.added_ct, 'unixepoch') END, mtime_ns = d.last_ct * 1000000000 "
-    "FROM git_dates d WHERE d.rel_path = notes.rel_path"
-)
-SQL_SKIPPED_DATES = "UPDATE skipped_files SET mtime_ns = d.last_ct * 1000000000 FROM git_dates d WHERE d.rel_path = skipped_files.rel_path"
 
 
 class GitSource:
@@ -147,18 +133,14 @@ class GitSource:
         found = self._dates(conn, str(base)) if incremental else None
         # no usable base, or a note path the base never dated (an ignore rule changed): the whole history
         rows = found if found is not None else self._dates(conn, None) or []
-        conn.execute(SQL_DATES_CLEAR)
-        conn.executemany(SQL_DATES_UPSERT, rows)
-        conn.execute("UPDATE notes SET git_date = NULL, git_created = NULL")
-        conn.execute(SQL_NOTES_DATES)
-        conn.execute(SQL_SKIPPED_DATES)
+        store_dates(conn, rows)
 
     def _dates(self, conn: sqlite3.Connection, base: str | None) -> list[tuple[str, int, int | None]] | None:
         """(path, last, added) of every note path: from the stored dates and ``base..commit`` when
         ``base`` is given (None when a note path is in neither), else from the whole history."""
         stored: dict[str, tuple[int, int | None]] = {}
         if base is not None:
-            stored = {p: (last, added) for p, last, added in conn.execute(SQL_DATES_READ)}
+            stored = stored_dates(conn)
         found = git.history(self.repo, self.revision.commit, since=base)
         rows = []
         for path in sorted(self._note_paths):

@@ -23,14 +23,36 @@ import multiprocessing
 import os
 import sqlite3
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 
 from core.errors import SourceChangedError
 from core.index.bounds import bound_vocabulary, die_with_parent
-from core.index.schema import CHUNK_FIELD_UNITS, FTS_COLUMNS, NOTE_COLUMNS, get_meta, set_meta
+from core.index.tables.chunks import insert_chunks, next_chunk_id
+from core.index.tables.links import (
+    delete_all_edges,
+    edge_counts,
+    insert_edges,
+    insert_links,
+    links_from,
+    repoint_edges,
+)
+from core.index.tables.meta import get_meta, set_meta
+from core.index.tables.notes import insert_notes, next_note_id, note_ids_by_path, note_names, note_names_by_path
+from core.index.tables.notes_fts import FTS_COLUMNS, insert_fts_rows
+from core.index.tables.problems import insert_note_problems
+from core.index.tables.skipped_files import insert_skipped
+from core.index.tables.tags import insert_tags
+from core.index.tables.terms import (
+    CHUNK_FIELD_UNITS,
+    insert_chunk_terms,
+    insert_note_terms,
+    insert_terms,
+    next_term_id,
+    term_ids,
+)
 from core.ranking.analysis import LanguageAnalyzer, LocalVector, TermVectors, WordTable, language_tag
 from core.ranking.filters import utc_microseconds
 from core.ranking.languages import note_language
@@ -39,21 +61,18 @@ from core.vault.links import LinkResolver
 from core.vault.notes import Link, ParsedNote, names_text, parse_note, skip_problem
 from core.vault.scan import FileRefusedError, read_file
 
-_NOTE_INSERT = f"INSERT INTO notes({', '.join(NOTE_COLUMNS)}) VALUES ({', '.join('?' * len(NOTE_COLUMNS))})"
-_FTS_INSERT = f"INSERT INTO notes_fts(rowid, {', '.join(FTS_COLUMNS)}) VALUES (?{', ?' * len(FTS_COLUMNS)})"
-# One batch's statements, in the order they run (notes first: the other rows name them).
+# One batch's inserts, in the order they run (notes first: the other rows name them).
 _INSERTS = {
-    "notes": _NOTE_INSERT,
-    "tags": "INSERT INTO note_tags(tag, note_id) VALUES (?, ?)",
-    "problems": "INSERT INTO note_problems(note_id, reason, detail) VALUES (?, ?, ?)",
-    "chunks": "INSERT INTO chunks(id, note_id, ord, heading_path, start, end, text_sha256) VALUES (?, ?, ?, ?, ?, ?, ?)",
-    "fts": _FTS_INSERT,
-    "new_terms": "INSERT INTO terms(id, term) VALUES (?, ?)",
-    "terms": "INSERT INTO note_terms(note_id, term_ids, tf) VALUES (?, ?, ?)",
-    "chunk_terms": "INSERT INTO chunk_terms(note_id, lengths, term_ids, tf) VALUES (?, ?, ?, ?)",
-    "links": "INSERT INTO links(note_id, target, kind, heading, alias, source, alt_target) VALUES (?, ?, ?, ?, ?, ?, ?)",
-    "skipped": "INSERT OR REPLACE INTO skipped_files(rel_path, content_sha256, mtime_ns, size, reason, detail) "
-    "VALUES (?, ?, ?, ?, ?, ?)",
+    "notes": insert_notes,
+    "tags": insert_tags,
+    "problems": insert_note_problems,
+    "chunks": insert_chunks,
+    "fts": insert_fts_rows,
+    "new_terms": insert_terms,
+    "terms": insert_note_terms,
+    "chunk_terms": insert_chunk_terms,
+    "links": insert_links,
+    "skipped": insert_skipped,
 }
 _BATCH_NOTES = 256
 _BATCH_CHUNKS = 4096
@@ -368,10 +387,11 @@ class NoteWriter:
     """
 
     def __init__(self, conn: sqlite3.Connection, analyzer: LanguageAnalyzer) -> None:
-        self.next_note_id = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM notes").fetchone()[0]
-        self.next_chunk_id = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM chunks").fetchone()[0]
-        next_id = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM terms").fetchone()[0]
-        self.vectors = TermVectors(analyzer, len(FTS_COLUMNS), next_id=next_id, known=partial(_term_ids, conn))
+        self.next_note_id = next_note_id(conn)
+        self.next_chunk_id = next_chunk_id(conn)
+        self.vectors = TermVectors(
+            analyzer, len(FTS_COLUMNS), next_id=next_term_id(conn), known=partial(term_ids, conn)
+        )
         self._rows: dict[str, list[tuple]] = {name: [] for name in _INSERTS}
         self._terms: list[tuple[int, tuple[int, str], LocalVector]] = []  # note id, table, vector
         self._chunk_terms: list[tuple[int, tuple[int, str], LocalVector]] = []  # note id, table, vector
@@ -423,9 +443,9 @@ class NoteWriter:
                 (nid, lengths, ids, tf) for (nid, _, _), (ids, tf, lengths) in zip(self._chunk_terms, vectors)
             ]
         rows["new_terms"] = self.vectors.take_new_terms()
-        for name, sql in _INSERTS.items():
+        for name, insert in _INSERTS.items():
             if rows[name]:
-                self.conn.executemany(sql, rows[name])
+                insert(self.conn, rows[name])
         self._rows = {name: [] for name in _INSERTS}
         self._terms, self._chunk_terms = [], []
         if self.languages != self._languages_written:
@@ -433,61 +453,21 @@ class NoteWriter:
             self._languages_written = set(self.languages)
 
 
-def _term_ids(conn: sqlite3.Connection, terms: list[str]) -> dict[str, int]:
-    """The ids the ``terms`` table holds for some of ``terms`` (a carried-over index knows many)."""
-    found: dict[str, int] = {}
-    for start in range(0, len(terms), 500):
-        part = terms[start : start + 500]
-        found.update(conn.execute(f"SELECT term, id FROM terms WHERE term IN ({', '.join('?' * len(part))})", part))
-    return found
-
-
-def delete_notes(conn: sqlite3.Connection, note_ids: Iterable[int]) -> int:
-    """Remove notes and everything derived from them. Returns the number removed."""
-    ids = [(i,) for i in note_ids]
-    if not ids:
-        return 0
-    conn.execute("CREATE TEMP TABLE IF NOT EXISTS gone(id INTEGER PRIMARY KEY)")
-    conn.execute("DELETE FROM temp.gone")
-    conn.executemany("INSERT INTO temp.gone(id) VALUES (?)", ids)
-    conn.execute("DELETE FROM notes_fts WHERE rowid IN (SELECT id FROM temp.gone)")
-    conn.execute(
-        "DELETE FROM chunk_vectors WHERE chunk_id IN "
-        "(SELECT id FROM chunks WHERE note_id IN (SELECT id FROM temp.gone))"
-    )
-    for table, col in (
-        ("chunks", "note_id"),
-        ("note_tags", "note_id"),
-        ("note_problems", "note_id"),
-        ("note_terms", "note_id"),
-        ("chunk_terms", "note_id"),
-        ("links", "note_id"),
-        ("edges", "src_id"),
-        ("notes", "id"),
-    ):
-        conn.execute(f"DELETE FROM {table} WHERE {col} IN (SELECT id FROM temp.gone)")
-    conn.execute("DELETE FROM temp.gone")
-    return len(ids)
-
-
 def _targets_key(conn: sqlite3.Connection) -> str:
     """SHA-256 over what link resolution depends on: every note's path and aliases."""
     h = hashlib.sha256()
-    for rel, aliases in conn.execute("SELECT rel_path, aliases FROM notes ORDER BY rel_path"):
+    for rel, aliases in note_names_by_path(conn):
         h.update(f"{rel}\0{aliases}\n".encode())
     return h.hexdigest()
 
 
-def _resolve_links(conn: sqlite3.Connection, where: str, args: tuple[int | None, ...]) -> list[tuple]:
-    notes = [(rel, tuple(json.loads(aliases))) for rel, aliases in conn.execute("SELECT rel_path, aliases FROM notes")]
-    id_of = dict(conn.execute("SELECT rel_path, id FROM notes"))
+def _resolve_links(conn: sqlite3.Connection, first_id: int | None) -> list[tuple]:
+    """Edge rows of the links of the notes with ids >= ``first_id`` (None: of every note)."""
+    notes = [(rel, tuple(json.loads(aliases))) for rel, aliases in note_names(conn)]
+    id_of = note_ids_by_path(conn)
     resolver = LinkResolver(notes)
     rows = []
-    for src_id, src_path, target, kind, heading, alias, source, alt in conn.execute(
-        "SELECT l.note_id, n.rel_path, l.target, l.kind, l.heading, l.alias, l.source, l.alt_target "
-        f"FROM links l JOIN notes n ON n.id = l.note_id WHERE {where}",
-        args,
-    ):
+    for src_id, src_path, target, kind, heading, alias, source, alt in links_from(conn, first_id):
         dst = resolver.resolve(
             Link(target=target, kind=kind, heading=heading, alias=alias, source=source, alt_target=alt), src_path
         )
@@ -507,15 +487,11 @@ def recompute_edges(conn: sqlite3.Connection, *, new_from_id: int | None = None)
     key = _targets_key(conn)
     incremental = new_from_id is not None and get_meta(conn).get("link_targets") == key
     if incremental:
-        conn.execute(
-            "UPDATE edges SET dst_id = (SELECT id FROM notes WHERE rel_path = edges.dst_path) "
-            "WHERE dst_path IS NOT NULL"
-        )
-        rows = _resolve_links(conn, "l.note_id >= ?", (new_from_id,))
+        repoint_edges(conn)
+        rows = _resolve_links(conn, new_from_id)
     else:
-        conn.execute("DELETE FROM edges")
-        rows = _resolve_links(conn, "1", ())
-    conn.executemany("INSERT INTO edges(src_id, dst_id, kind, target, dst_path) VALUES (?, ?, ?, ?, ?)", rows)
+        delete_all_edges(conn)
+        rows = _resolve_links(conn, None)
+    insert_edges(conn, rows)
     set_meta(conn, {"link_targets": key})
-    edges, unresolved = conn.execute("SELECT count(*), count(*) - count(dst_id) FROM edges").fetchone()
-    return edges, unresolved
+    return edge_counts(conn)

@@ -27,6 +27,7 @@ from core.errors import (
     SizeMismatchError,
     SqliteIntegrityError,
 )
+from core.index.tables.connection import probe_schema
 
 HASH_BLOCK = 1 << 20
 FD_DIR = Path("/proc/self/fd")
@@ -185,7 +186,7 @@ def connect_pinned(pinned: PinnedFile, generation_id: str | None) -> sqlite3.Con
         except sqlite3.OperationalError as exc:  # the inode's name is gone: nothing left to open by name
             raise _changed(pinned, generation_id, f"cannot be opened ({exc})") from exc
         try:
-            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            probe_schema(conn)
             if use_fd:
                 same = any((dev, ino) == pinned.inode for _, dev, ino in _open_files() - before)
                 same = same and sig_of(os.fstat(pinned.fd)) == pinned.sig  # not rewritten in place since

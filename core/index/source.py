@@ -28,7 +28,8 @@ from typing import Any, Protocol
 from core import generations as gen
 from core.errors import IntegrityError, SourceChangedError, UsageError
 from core.index.ingest import read_source
-from core.index.schema import get_meta
+from core.index.tables.git_dates import forget_dates
+from core.index.tables.meta import get_meta
 from core.vault.scan import ScannedFile, ScanResult, scan_vault
 
 SOURCES = ("worktree", "git")
@@ -99,8 +100,7 @@ class WorkingTreeSource:
 
     def finish(self, conn: sqlite3.Connection) -> None:
         """Git dates belong to a git-sourced index: rows carried over from one lose them."""
-        conn.execute("UPDATE notes SET git_date = NULL, git_created = NULL WHERE git_date IS NOT NULL")
-        conn.execute("DELETE FROM git_dates")
+        forget_dates(conn)
 
     def settings(self) -> dict[str, Any]:
         return dict(WORKTREE_SETTINGS)

@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 from core.errors import BuildLockedError, IndexBusyError, SchemaMismatchError, StateCorruptError, VaultMismatchError
 from core.index.layout import vault_identity
-from core.index.schema import atomic
+from core.index.tables import state_db
+from core.index.tables.connection import atomic, set_journal_mode, table_names
 
 if TYPE_CHECKING:
     from core.index.layout import GenerationRecord, IndexLayout
@@ -33,51 +34,7 @@ STATE_TIMEOUT_S = 10.0
 # changes only when a publish commits, which is what makes the verified-identity cache below sound.
 # 2: meta holds 'vault_identity' (which vault this index is of: core.index.layout.vault_identity).
 STATE_SCHEMA_VERSION = 2
-STATE_DDL = """
-CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE generations (
-    generation_id TEXT PRIMARY KEY,
-    file_name TEXT NOT NULL UNIQUE,
-    sha256 TEXT NOT NULL,
-    size INTEGER NOT NULL,
-    source_snapshot_hash TEXT NOT NULL,
-    notes INTEGER NOT NULL,
-    chunks INTEGER NOT NULL,
-    dense_chunks INTEGER NOT NULL,
-    chunker TEXT NOT NULL,
-    tokenizer TEXT NOT NULL,
-    dense_model TEXT,
-    timings TEXT NOT NULL,
-    problems TEXT NOT NULL,
-    created_at REAL NOT NULL,
-    status TEXT NOT NULL CHECK (status IN ('ready', 'removed'))
-);
-CREATE TABLE active (
-    id INTEGER PRIMARY KEY CHECK (id = 1),
-    generation_id TEXT NOT NULL REFERENCES generations (generation_id)
-);
-"""
-STATE_TABLES = ("meta", "generations", "active")
 BUSY_ERRORS = frozenset({"SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_BUSY_SNAPSHOT", "SQLITE_BUSY_RECOVERY"})
-SQL_SET_VERSION = "INSERT INTO meta (key, value) VALUES ('state_schema_version', ?)"
-SQL_GET_VERSION = "SELECT value FROM meta WHERE key = 'state_schema_version'"
-SQL_SET_VAULT = "INSERT INTO meta (key, value) VALUES ('vault_identity', ?)"
-SQL_GET_VAULT = "SELECT value FROM meta WHERE key = 'vault_identity'"
-SQL_LIST_TABLES = "SELECT name FROM sqlite_master WHERE type = 'table'"
-SQL_INSERT_GENERATION = (
-    "INSERT INTO generations (generation_id, file_name, sha256, size, source_snapshot_hash, notes, chunks,"
-    " dense_chunks, chunker, tokenizer, dense_model, timings, problems, created_at, status) VALUES (:generation_id,"
-    " :file_name, :sha256, :size, :source_snapshot_hash, :notes, :chunks, :dense_chunks, :chunker, :tokenizer,"
-    " :dense_model, :timings, :problems, :created_at, 'ready')"
-)
-SQL_GET_ACTIVE_ID = "SELECT generation_id FROM active WHERE id = 1"
-SQL_SET_ACTIVE = (
-    "INSERT INTO active (id, generation_id) VALUES (1, ?)"
-    " ON CONFLICT (id) DO UPDATE SET generation_id = excluded.generation_id"
-)
-SQL_GET_GENERATION = "SELECT * FROM generations WHERE generation_id = ?"
-SQL_LIST_GENERATIONS = "SELECT * FROM generations ORDER BY created_at DESC, generation_id DESC"
-SQL_MARK_REMOVED = "UPDATE generations SET status = 'removed' WHERE generation_id = ?"
 
 
 def fsync_path(path: Path) -> None:
@@ -112,25 +69,23 @@ def open_state(layout: IndexLayout) -> sqlite3.Connection:
 
 
 def check_state_schema(layout: IndexLayout, conn: sqlite3.Connection) -> None:
-    tables = {row[0] for row in conn.execute(SQL_LIST_TABLES)}
-    missing = [name for name in STATE_TABLES if name not in tables]
+    tables = table_names(conn)
+    missing = [name for name in state_db.STATE_TABLES if name not in tables]
     if missing:
         raise state_error(layout, f"missing tables {missing}", missing_tables=missing)
-    version = conn.execute(SQL_GET_VERSION).fetchone()
-    if version is None or version[0] != str(STATE_SCHEMA_VERSION):
+    version = state_db.state_version(conn)
+    if version != str(STATE_SCHEMA_VERSION):
         raise SchemaMismatchError(
-            f"generation state schema {version[0] if version else None!r} is not "
-            f"{STATE_SCHEMA_VERSION}; delete {layout.index_dir} and rebuild",
+            f"generation state schema {version!r} is not {STATE_SCHEMA_VERSION}; delete {layout.index_dir} and rebuild",
             path=str(layout.state_path),
             expected=STATE_SCHEMA_VERSION,
-            actual=version[0] if version else None,
+            actual=version,
         )
 
 
 def check_vault_identity(layout: IndexLayout, conn: sqlite3.Connection) -> None:
     """The state names the vault it indexes: another vault's index is never served or built upon."""
-    row = conn.execute(SQL_GET_VAULT).fetchone()
-    expected, actual = vault_identity(layout), (row[0] if row else None)
+    expected, actual = vault_identity(layout), state_db.state_vault(conn)
     if actual != expected:
         raise VaultMismatchError(
             f"index directory {layout.index_dir} holds the index of another vault ({actual}), not of "
@@ -155,20 +110,20 @@ def active_row(layout: IndexLayout, conn: sqlite3.Connection) -> dict[str, Any]:
     """The active generation's row, checked for consistency with the pointer (no file access)."""
     check_state_schema(layout, conn)
     check_vault_identity(layout, conn)
-    pointer = conn.execute(SQL_GET_ACTIVE_ID).fetchone()
+    pointer = state_db.active_id(conn)
     if pointer is None:
         raise state_error(layout, "no active generation pointer")
-    row = conn.execute(SQL_GET_GENERATION, (pointer[0],)).fetchone()
+    row = state_db.generation_row(conn, pointer)
     if row is None:
-        raise state_error(layout, f"active pointer names unknown generation {pointer[0]!r}", active=pointer[0])
+        raise state_error(layout, f"active pointer names unknown generation {pointer!r}", active=pointer)
     record = decode_row(layout, row)
     if record["status"] != "ready":
-        raise state_error(layout, f"active generation {pointer[0]} is marked {record['status']}", active=pointer[0])
+        raise state_error(layout, f"active generation {pointer} is marked {record['status']}", active=pointer)
     if record["file_name"] != f"{record['generation_id']}.db":
         raise state_error(
             layout,
-            f"generation {pointer[0]} names file {record['file_name']!r}",
-            active=pointer[0],
+            f"generation {pointer} names file {record['file_name']!r}",
+            active=pointer,
             file_name=record["file_name"],
         )
     return record
@@ -208,7 +163,7 @@ def list_generations(layout: IndexLayout) -> list[dict[str, Any]]:
 
     def read(conn: sqlite3.Connection) -> list[dict[str, Any]]:
         active_id = active_row(layout, conn)["generation_id"]
-        rows = [decode_row(layout, row) for row in conn.execute(SQL_LIST_GENERATIONS)]
+        rows = [decode_row(layout, row) for row in state_db.generation_rows(conn)]
         return [{**row, "active": row["generation_id"] == active_id} for row in rows]
 
     return with_state(layout, read)
@@ -251,10 +206,9 @@ def commit_state(layout: IndexLayout, row: dict[str, Any], expected_base: str | 
 
     def swap(conn: sqlite3.Connection) -> None:
         with atomic(conn):
-            active = conn.execute(SQL_GET_ACTIVE_ID).fetchone()
-            check_base(active[0] if active else None, expected_base)
-            conn.execute(SQL_INSERT_GENERATION, row)
-            conn.execute(SQL_SET_ACTIVE, (row["generation_id"],))
+            check_base(state_db.active_id(conn), expected_base)
+            state_db.insert_generation(conn, row)
+            state_db.set_active(conn, row["generation_id"])
 
     def checked_swap(conn: sqlite3.Connection) -> None:
         check_state_schema(layout, conn)
@@ -269,10 +223,8 @@ def commit_state(layout: IndexLayout, row: dict[str, Any], expected_base: str | 
     try:
         conn = sqlite3.connect(temp, isolation_level=None)
         try:
-            conn.execute("PRAGMA journal_mode=DELETE")
-            conn.executescript(STATE_DDL)
-            conn.execute(SQL_SET_VERSION, (str(STATE_SCHEMA_VERSION),))
-            conn.execute(SQL_SET_VAULT, (vault_identity(layout),))
+            set_journal_mode(conn, "DELETE")
+            state_db.create_state(conn, STATE_SCHEMA_VERSION, vault_identity(layout))
             swap(conn)
         finally:
             conn.close()
@@ -312,7 +264,7 @@ def mark_removed(layout: IndexLayout, generation_ids: list[str]) -> None:
     def mark(conn: sqlite3.Connection) -> None:
         with atomic(conn):
             for gid in generation_ids:
-                conn.execute(SQL_MARK_REMOVED, (gid,))
+                state_db.mark_removed(conn, gid)
 
     with_state(layout, mark)
 

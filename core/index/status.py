@@ -15,11 +15,16 @@ from pathlib import Path
 from typing import Any
 
 from core import generations as gen
-from core.index.builder import all_problems
 from core.index.freshness import last_build_failure
 from core.index.ownership import check_index_dir_for_reading, check_vault
-from core.index.schema import get_meta
 from core.index.state import EMBED_RATE_KEY
+from core.index.tables.chunk_vectors import count_vectors, count_vectors_in
+from core.index.tables.chunks import count_chunks, count_chunks_in
+from core.index.tables.links import count_edges, count_unresolved_edges, edge_counts_in
+from core.index.tables.meta import get_meta
+from core.index.tables.notes import count_notes, visible_paths
+from core.index.tables.problems import all_problems
+from core.index.tables.skipped_files import count_skipped, count_sources, source_stats
 from core.ranking.filters import UNCLASSIFIED, Filters
 from core.vault.notes import UNREADABLE_CLASSIFICATION, parse_note
 from core.vault.scan import MAX_NOTE_BYTES, read_file, scan_vault
@@ -30,13 +35,7 @@ def _stale(vault: Path, conn: sqlite3.Connection, index_dir: Path) -> dict[str, 
     limit = meta.get("max_note_bytes", MAX_NOTE_BYTES)  # scan with the size limit the build used
     dot = bool((meta.get("settings") or {}).get("include_dot_paths", False))  # and its ignore rules
     scan = scan_vault(vault, index_dir=index_dir, max_bytes=limit, include_dot_paths=dot)
-    known = {
-        r[0]: r[1:]
-        for r in conn.execute(
-            "SELECT rel_path, content_sha256, mtime_ns, size FROM notes "
-            "UNION ALL SELECT rel_path, content_sha256, mtime_ns, size FROM skipped_files"
-        )
-    }
+    known = {r[0]: r[1:] for r in source_stats(conn)}
     added, modified = [], []
     root = os.path.realpath(vault)
     for f in scan.files:
@@ -64,8 +63,7 @@ def _source_stale(vault: Path, conn: sqlite3.Connection, index_dir: Path) -> dic
         return _stale(vault, conn, index_dir)
     from core.index.gitstatus import git_staleness
 
-    files = conn.execute("SELECT (SELECT count(*) FROM notes) + (SELECT count(*) FROM skipped_files)").fetchone()[0]
-    return {**git_staleness(vault, meta, index_dir), "source_files": files}
+    return {**git_staleness(vault, meta, index_dir), "source_files": count_sources(conn)}
 
 
 def _layout(vault: str | Path, index_dir: str | Path | None) -> gen.IndexLayout:
@@ -128,18 +126,11 @@ def _restrict(out: dict[str, Any], conn: sqlite3.Connection, vault: Path, filter
     """Narrow a status to what a restricted caller may see: counts over its visible notes, problems
     and staleness of those notes only; skipped files (no readable classification) are left out."""
     clause, vals = filters.visible_classification_clause()
-    visible = dict(conn.execute(f"SELECT n.id, n.rel_path FROM notes n WHERE {clause}", vals))
+    visible = visible_paths(conn, clause, vals)
     ids = json.dumps(sorted(visible))
-    one = lambda sql: conn.execute(sql, (ids,)).fetchone()[0]  # noqa: E731
-    in_visible = "IN (SELECT value FROM json_each(?))"
-    chunks = one(f"SELECT count(*) FROM chunks WHERE note_id {in_visible}")
-    vectors = one(
-        f"SELECT count(*) FROM chunk_vectors v JOIN chunks c ON c.id = v.chunk_id WHERE c.note_id {in_visible}"
-    )
-    edges = conn.execute(
-        f"SELECT count(*), coalesce(sum(dst_id IS NULL OR dst_id NOT {in_visible}), 0) FROM edges WHERE src_id {in_visible}",
-        (ids, ids),
-    ).fetchone()
+    chunks = count_chunks_in(conn, ids)
+    vectors = count_vectors_in(conn, ids)
+    edges = edge_counts_in(conn, ids)
     paths = set(visible.values())
     stale = out["staleness"]
     added = [p for p in stale["added"] if _visible_file(vault, p, filters)]
@@ -193,12 +184,11 @@ def index_status(
     resolved = gen.resolve(layout)
     conn = gen.connect_readonly(resolved)
     try:
-        count = lambda sql: conn.execute(sql).fetchone()[0]  # noqa: E731
-        chunks = count("SELECT count(*) FROM chunks")
-        vectors = count("SELECT count(*) FROM chunk_vectors")
+        chunks = count_chunks(conn)
+        vectors = count_vectors(conn)
         meta = get_meta(conn)
         stale = _source_stale(vault, conn, layout.index_dir)
-        notes = count("SELECT count(*) FROM notes")
+        notes = count_notes(conn)
         out = {
             "vault": str(vault),
             "index_dir": str(layout.index_dir),
@@ -211,10 +201,10 @@ def index_status(
             "visibility": _visibility(filters.classifications),
             "notes": notes,
             "chunks": chunks,
-            "skipped_files": count("SELECT count(*) FROM skipped_files"),
+            "skipped_files": count_skipped(conn),
             "coverage": {"indexed_notes": notes, "source_files": stale["source_files"]},
-            "links": count("SELECT count(*) FROM edges"),
-            "unresolved_links": count("SELECT count(*) FROM edges WHERE dst_id IS NULL"),
+            "links": count_edges(conn),
+            "unresolved_links": count_unresolved_edges(conn),
             "dense": {
                 "chunks_with_vectors": vectors,
                 "chunks": chunks,

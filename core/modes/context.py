@@ -12,7 +12,8 @@ from typing import Any
 import numpy as np
 
 from core.index.layout import ResolvedIndex
-from core.index.schema import get_meta
+from core.index.tables.meta import get_meta
+from core.index.tables.notes import filtered_note_ids, hit_rows
 from core.ranking.chunk_vectors import ChunkVectors, load_chunk_vectors
 from core.ranking.expansion import QueryAnalysis, QueryAnalyzer, vocabulary
 from core.ranking.filters import Filters
@@ -166,7 +167,7 @@ class SearchContext:
             found = _MASKS.get(key) if key else None
             if found is None:
                 clause, vals = self.where()
-                ids = [row[0] for row in self.conn.execute(f"SELECT n.id FROM notes n WHERE {clause}", vals)]
+                ids = filtered_note_ids(self.conn, clause, vals)
                 found = np.isin(sp.note_ids, np.asarray(ids, dtype=np.int64))
                 if key:
                     if len(_MASKS) >= _MASK_CACHE_SIZE:
@@ -180,11 +181,7 @@ def note_fields(conn: sqlite3.Connection, note_ids: list[int]) -> dict[int, dict
     """The notes rows of the hits, with the date fields that are set and the file mtime."""
     if not note_ids:
         return {}
-    rows = conn.execute(
-        f"SELECT id, rel_path, title, description, note_type, tags, created, updated, source_date, date, "
-        f"git_date, git_created, mtime_ns FROM notes WHERE id IN ({', '.join('?' * len(note_ids))})",
-        note_ids,
-    )
+    rows = hit_rows(conn, note_ids)
     return {
         r[0]: {
             "rel_path": r[1],

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from core.errors import UsageError
-from core.index.schema import DATE_FIELDS
+from core.index.tables.notes import DATE_FIELDS, decay_rows
 from core.ranking.scoring import volatility_age_decay
 
 if TYPE_CHECKING:
@@ -72,15 +72,7 @@ def apply_decay(conn: sqlite3.Connection, hits: list[Hit], decay: AgeDecay, limi
         return hits
     now = decay.now if decay.now is not None else dt.datetime.now(dt.UTC).timestamp()
     ids = [h.note_id for h in hits]
-    cols = ", ".join(decay.date_fields)
-    rows = {
-        r[0]: r[1:]
-        for r in conn.execute(
-            f"SELECT id, lower(coalesce(volatility, '')), coalesce({cols}, NULL) FROM notes "
-            f"WHERE id IN ({', '.join('?' * len(ids))})",
-            ids,
-        )
-    }
+    rows = {r[0]: r[1:] for r in decay_rows(conn, ids, decay.date_fields)}
     half = np.array([decay.half_lives.get(rows[i][0], math.inf) for i in ids], dtype=np.float64)
     age = np.array([_age_days(rows[i][1], now) for i in ids], dtype=np.float64)
     half = np.where(np.isnan(age), math.inf, half)  # no date: nothing to decay by

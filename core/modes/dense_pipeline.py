@@ -66,7 +66,9 @@ from core.errors import (
     RerankerUnavailableError,
     UsageError,
 )
-from core.index.schema import note_bodies
+from core.index.tables.chunk_vectors import count_vectors_and_chunks, count_visible_coverage, vector_rows
+from core.index.tables.chunks import titled_chunks
+from core.index.tables.notes_fts import note_bodies
 from core.models.catalog import import_backend, resolve_model
 from core.models.local import KIND_RERANKER
 from core.models.presets import DEFAULT_RERANKER_MODEL
@@ -114,19 +116,13 @@ def _counts(ctx: SearchContext) -> tuple[int, int]:
     record = ctx.resolved.record
     if ctx.resolved.kind != "legacy_db" and "dense_chunks" in record and "chunks" in record:
         return int(record["dense_chunks"]), int(record["chunks"])
-    row = ctx.conn.execute("SELECT (SELECT count(*) FROM chunk_vectors), (SELECT count(*) FROM chunks)").fetchone()
-    return int(row[0]), int(row[1])
+    return count_vectors_and_chunks(ctx.conn)
 
 
 def _visible_counts(ctx: SearchContext, visible: tuple[str, list[object]]) -> tuple[int, int]:
     """(chunks with a vector, chunks) of the notes the visible clause allows."""
     clause, vals = visible
-    row = ctx.conn.execute(
-        "SELECT count(v.chunk_id), count(*) FROM chunks c LEFT JOIN chunk_vectors v ON v.chunk_id = c.id "
-        f"WHERE c.note_id IN (SELECT n.id FROM notes n WHERE {clause})",
-        vals,
-    ).fetchone()
-    return int(row[0]), int(row[1])
+    return count_visible_coverage(ctx.conn, clause, vals)
 
 
 def _model_ref(ctx: SearchContext) -> str | None:
@@ -196,10 +192,7 @@ def _require_dense(ctx: SearchContext) -> Embedder:
 
 def load_matrix(conn: Any) -> DenseMatrix:
     """Every vector of a database with its chunk and note ids, ordered by chunk id."""
-    rows = conn.execute(
-        "SELECT v.chunk_id, c.note_id, v.vector FROM chunk_vectors v JOIN chunks c "
-        "ON c.id = v.chunk_id ORDER BY v.chunk_id"
-    ).fetchall()
+    rows = vector_rows(conn)
     dim = len(rows[0][2]) // 4 if rows else 0
     matrix = np.frombuffer(b"".join(r[2] for r in rows), dtype="<f4").astype(np.float32).reshape(len(rows), dim)
     return DenseMatrix(
@@ -334,11 +327,7 @@ def load_reranker(ctx: SearchContext) -> CrossEncoder:
 def _passages(ctx: SearchContext, notes: list[int], best_chunk: dict[int, int]) -> dict[int, tuple[int, str]]:
     """note -> (chunk id, "title\\n\\nbody of its best dense chunk") for the reranker."""
     chunks = [best_chunk[n] for n in notes]
-    rows = ctx.conn.execute(
-        "SELECT c.note_id, c.id, n.title, c.start, c.end FROM chunks c JOIN notes n ON n.id = c.note_id "
-        f"WHERE c.id IN ({', '.join('?' * len(chunks))})",
-        chunks,
-    ).fetchall()
+    rows = titled_chunks(ctx.conn, chunks)
     bodies = note_bodies(ctx.conn, (r[0] for r in rows))
     return {nid: (cid, f"{title}\n\n{bodies[nid][start:end]}") for nid, cid, title, start, end in rows}
 

@@ -7,6 +7,8 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from core.index.tables.links import graph_edges
+from core.index.tables.notes import paths_of
 from core.modes.context import Hit, ModeRun, SearchContext
 from core.modes.lexical import FUSION_DEPTH, fts_ranking, fused, vector_ranking
 from core.ranking import scoring
@@ -45,9 +47,7 @@ def _adjacency(edges: Iterable[tuple[int, int, str]]) -> dict[int, list[tuple[in
 
 
 def _load_neighbors(conn: sqlite3.Connection) -> dict[int, list[tuple[int, str, str]]]:
-    return _adjacency(
-        conn.execute("SELECT src_id, dst_id, kind FROM edges WHERE dst_id IS NOT NULL AND src_id != dst_id")
-    )
+    return _adjacency(graph_edges(conn))
 
 
 class _Allowed:
@@ -81,11 +81,7 @@ def run_graph(ctx: SearchContext) -> ModeRun:
             best[nid] = Hit(nid, s, "graph", {"from": via, "edge": kind, "direction": direction, "hops": hops})
     hits = sorted(best.values(), key=lambda h: (-h.score, h.note_id))[: ctx.limit]
     via_ids = sorted({h.via["from"] for h in hits if h.via})
-    path_of = (
-        dict(ctx.conn.execute(f"SELECT id, rel_path FROM notes WHERE id IN ({', '.join('?' * len(via_ids))})", via_ids))
-        if via_ids
-        else {}
-    )
+    path_of = paths_of(ctx.conn, via_ids) if via_ids else {}
     hits = [
         Hit(h.note_id, h.score, h.score_source, {**h.via, "from": path_of[h.via["from"]]}) if h.via else h for h in hits
     ]

@@ -21,7 +21,9 @@ from typing import NamedTuple
 import numpy as np
 
 from core.errors import IntegrityError
-from core.index.schema import CHUNK_UNIT
+from core.index.tables.chunks import chunk_ids_in_order, count_chunks_of
+from core.index.tables.connection import read_snapshot
+from core.index.tables.terms import CHUNK_UNIT, chunk_term_rows, chunk_terms_bytes
 from core.ranking import scoring, stored
 from core.ranking.postings import READ_ROWS, TermMajor, row_blocks
 from core.ranking.sparse import (
@@ -30,7 +32,6 @@ from core.ranking.sparse import (
     gather_postings,
     query_postings,
     query_term_ids,
-    visible_rows,
 )
 
 # Pivot slope of the chunk length normalisation; tuned on SciFact train + known-item dev.
@@ -75,18 +76,17 @@ def _read(
     conn: sqlite3.Connection, visible: tuple[str, list[object]] | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(chunk ids, note id of each chunk, postings per chunk, terms, weighted tf), chunks by note."""
-    where, vals = visible_rows(visible)
-    n_chunks = conn.execute(f"SELECT count(*) FROM chunks{where}", vals).fetchone()[0]
+    n_chunks = count_chunks_of(conn, visible)
     chunk_ids, done = np.empty(n_chunks, np.int64), 0
-    ids = conn.execute(f"SELECT id FROM chunks{where} ORDER BY note_id, ord", vals)
+    ids = chunk_ids_in_order(conn, visible)
     while batch := ids.fetchmany(16 * READ_ROWS):
         chunk_ids[done : done + len(batch)] = [r[0] for r in batch]
         done += len(batch)
-    total = conn.execute(f"SELECT coalesce(sum(length(term_ids)), 0) FROM chunk_terms{where}", vals).fetchone()[0]
+    total = chunk_terms_bytes(conn, visible)
     note_of, lengths = np.empty(n_chunks, np.int64), np.empty(n_chunks, np.int64)
     terms, tf = np.empty(total // 4, np.int32), np.empty(total // 4, np.uint16)
     pos = row = 0
-    rows = conn.execute(f"SELECT note_id, lengths, term_ids, tf FROM chunk_terms{where} ORDER BY note_id", vals)
+    rows = chunk_term_rows(conn, visible)
     while batch := rows.fetchmany(READ_ROWS):  # a few thousand notes per numpy call
         nids, length_blobs, term_blobs, tf_blobs = zip(*batch)
         per_note = np.frombuffer(b"".join(length_blobs), dtype="<u4")
@@ -190,14 +190,8 @@ def compute_chunk_vectors(
     Memory-lean like ``load_sparse``: 6 bytes per posting are read, 4 more computed a block at
     a time, and the term-major copy (8 bytes per posting, what is held) is filled block by block.
     """
-    snapshot = not conn.in_transaction  # a legacy index.db may change between the reads below
-    if snapshot:
-        conn.execute("BEGIN")
-    try:
+    with read_snapshot(conn):  # a legacy index.db may change between the reads below
         chunk_ids, note_of, lengths, terms, tf = _read(conn, visible)
-    finally:
-        if snapshot:
-            conn.execute("ROLLBACK")
     n_terms = max(int(sparse.df.shape[0]), int(terms.max(initial=-1)) + 1)
     df = np.zeros(n_terms, dtype=np.int64)
     df[: sparse.df.shape[0]] = sparse.df

@@ -22,7 +22,7 @@ import json
 from dataclasses import dataclass
 
 from core.errors import FilterError
-from core.index.schema import DATE_FIELDS, date_key_column
+from core.index.tables.notes import DATE_FIELDS, date_key_column
 
 # The date a note is filtered and labelled by when no date field is named: the first it has.
 DEFAULT_DATE_ORDER = ("updated", "date", "created", "mtime")

@@ -6,7 +6,8 @@ import re
 import sqlite3
 from dataclasses import dataclass
 
-from core.index.schema import note_bodies
+from core.index.tables.chunks import note_chunks
+from core.index.tables.notes_fts import note_bodies
 
 SNIPPET_CHARS = 240
 MATCHED_TEXT_CHARS = 1200
@@ -36,11 +37,7 @@ def _chunk_rows(conn: sqlite3.Connection, note_ids: list[int]) -> tuple[dict[int
     out: dict[int, list[_Row]] = {}
     if not note_ids:
         return out, {}
-    rows = conn.execute(
-        "SELECT note_id, id, heading_path, start, end FROM chunks "
-        f"WHERE note_id IN ({', '.join('?' * len(note_ids))}) ORDER BY note_id, ord",
-        note_ids,
-    ).fetchall()
+    rows = note_chunks(conn, note_ids)
     bodies = note_bodies(conn, note_ids)
     for note_id, cid, hp, start, end in rows:
         out.setdefault(note_id, []).append((cid, hp, bodies[note_id][start:end], start, end))

@@ -24,6 +24,9 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from core.index.tables.links import visible_links
+from core.index.tables.notes import hides_notes as _hides_notes
+from core.index.tables.notes import visible_names
 from core.ranking.chunk_vectors import ChunkVectors, load_chunk_vectors
 from core.ranking.sparse import SparseIndex, load_sparse
 
@@ -85,8 +88,7 @@ VISIBILITY_CACHE = VisibilityCache()
 def hides_notes(conn: sqlite3.Connection, visible: Clause) -> bool:
     """True when some note of the database is outside the visible clause."""
     sql, vals = visible
-    row = conn.execute(f"SELECT EXISTS (SELECT 1 FROM notes n WHERE NOT ({sql}))", vals).fetchone()
-    return bool(row[0])
+    return _hides_notes(conn, sql, vals)
 
 
 def visible_sparse(conn: sqlite3.Connection, visible: Clause) -> SparseIndex:
@@ -106,15 +108,11 @@ def visible_edges(conn: sqlite3.Connection, visible: Clause) -> list[tuple[int, 
     from core.vault.links import Link, LinkResolver  # the build's resolver; loaded only for a restricted caller
 
     clause, vals = visible
-    notes = conn.execute(f"SELECT n.id, n.rel_path, n.aliases FROM notes n WHERE {clause}", vals).fetchall()
+    notes = visible_names(conn, clause, vals)
     resolver = LinkResolver([(rel, tuple(json.loads(aliases))) for _, rel, aliases in notes])
     id_of = {rel: nid for nid, rel, _ in notes}
     out: list[tuple[int, int, str]] = []
-    for src, src_path, target, kind, heading, alias, source, alt in conn.execute(
-        "SELECT l.note_id, n.rel_path, l.target, l.kind, l.heading, l.alias, l.source, l.alt_target "
-        f"FROM links l JOIN notes n ON n.id = l.note_id WHERE {clause} ORDER BY l.rowid",
-        vals,
-    ):
+    for src, src_path, target, kind, heading, alias, source, alt in visible_links(conn, clause, vals):
         found = resolver.resolve(Link(target, kind, heading, alias, source, alt), src_path)
         dst = id_of.get(found) if found else None
         if dst is not None:

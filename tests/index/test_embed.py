@@ -17,8 +17,8 @@ from core.dense import stored_identity  # noqa: E402
 from core.errors import ModelMissingError  # noqa: E402
 from core.index.builder import build_index  # noqa: E402
 from core.index.embed import EmbedReport, embed_index, passage_text  # noqa: E402
-from core.index.schema import get_meta  # noqa: E402
 from core.index.status import index_status  # noqa: E402
+from core.index.tables.meta import get_meta  # noqa: E402
 from core.searcher import search_vault  # noqa: E402
 from tests.conftest import note  # noqa: E402
 from tests.minilm_fixture import FP32, INT8  # noqa: E402

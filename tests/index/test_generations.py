@@ -20,8 +20,10 @@ from core import generations as gen
 from core.errors import (
     BuildError,
     IndexMissingError,
+    IntegrityError,
     SchemaMismatchError,
     Sha256MismatchError,
+    SizeMismatchError,
     SqliteIntegrityError,
     StateCorruptError,
     ValidationError,
@@ -41,6 +43,7 @@ from core.generations import (
     resolve,
     verify_full,
 )
+from core.index import verify
 
 GEN_ID = re.compile(r"^g\d{8}T\d{6}-[0-9a-f]{12}$")
 
@@ -106,7 +109,7 @@ def layout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> IndexLayout:
     gen.clear_verify_cache()
     # Files published a moment ago are "racy" and never cached; tests that need a warm cache right
     # after publishing switch that guard off (it has its own test below).
-    monkeypatch.setattr(gen, "RACY_WINDOW_NS", 0)
+    monkeypatch.setattr(verify, "RACY_WINDOW_NS", 0)
     return layout_for(vault)
 
 
@@ -281,11 +284,11 @@ def test_resolve_refuses_each_corruption(two, name: str, cache: str) -> None:
         warm(layout)
     layout.legacy_path.write_bytes(b"")  # a legacy file beside a broken state must not be served either
     tamper(layout, old, new)
-    with pytest.raises(gen.IntegrityError) as info:
+    with pytest.raises(IntegrityError) as info:
         resolve(layout)
     assert info.value.reason == reason
     assert old.path.exists() and sha_of(old.path) == old.sha256  # the older generation was not served
-    with pytest.raises(gen.IntegrityError) as again:
+    with pytest.raises(IntegrityError) as again:
         verify_full(layout)
     assert again.value.reason == reason
 
@@ -353,11 +356,11 @@ def test_fingerprint_tracks_inode_and_sqlite_commit_counter(two) -> None:
     """Defence in depth beyond timestamps: a commit to state.db inside one clock tick keeps its size and
     mtime but bumps SQLite's header change counter; a swapped-in file keeps nothing but gets a new inode."""
     layout, old, new = two
-    state_before, gen_before = gen._state_fingerprint(layout), gen._stat_sig(new.path)
+    state_before, gen_before = verify._state_fingerprint(layout), verify._stat_sig(new.path)
     set_active(layout, old.generation_id)
-    assert gen._state_fingerprint(layout)[-1] != state_before[-1]
+    assert verify._state_fingerprint(layout)[-1] != state_before[-1]
     _replace_keeping_mtime(new.path, old.path)
-    assert gen._stat_sig(new.path)[1] != gen_before[1]
+    assert verify._stat_sig(new.path)[1] != gen_before[1]
 
 
 def test_state_schema_version_mismatch(two) -> None:
@@ -373,7 +376,7 @@ def test_state_schema_version_mismatch(two) -> None:
 
 def test_recently_changed_generation_is_rehashed_not_cached(two, monkeypatch: pytest.MonkeyPatch) -> None:
     layout, _, new = two
-    monkeypatch.setattr(gen, "RACY_WINDOW_NS", 3600 * 10**9)  # everything counts as just written
+    monkeypatch.setattr(verify, "RACY_WINDOW_NS", 3600 * 10**9)  # everything counts as just written
     hashes = gen.VERIFY_STATS["full_hashes"]
     assert resolve(layout) == resolve(layout) == new
     assert gen.VERIFY_STATS["full_hashes"] == hashes + 2 and gen.VERIFY_STATS["cache_hits"] == 0
@@ -381,9 +384,9 @@ def test_recently_changed_generation_is_rehashed_not_cached(two, monkeypatch: py
 
 def test_racy_timestamps_are_not_cached() -> None:
     now = time.time_ns()
-    assert gen._is_racy((0, 0, 0, now, now), now + 1_000)
-    assert not gen._is_racy((0, 0, 0, now, now), now + 10 * 60 * 10**9)
-    assert gen._is_racy(None, now)
+    assert verify._is_racy((0, 0, 0, now, now), now + 1_000)
+    assert not verify._is_racy((0, 0, 0, now, now), now + 10 * 60 * 10**9)
+    assert verify._is_racy(None, now)
 
 
 # --- active_record, verify_full ----------------------------------------------------------------------------
@@ -411,7 +414,7 @@ def test_verify_full_report_and_collected_problems(two) -> None:
     assert report["generation_id"] == new.generation_id and report["sha256"] == new.sha256
     assert "integrity_check" in report["checks"] and report["orphans"] == []
     _tamper_append(layout, old, new)
-    with pytest.raises(gen.SizeMismatchError) as info:
+    with pytest.raises(SizeMismatchError) as info:
         verify_full(layout)
     reasons = [p["reason"] for p in info.value.evidence["problems"]]
     assert reasons == ["size_mismatch", "sha256_mismatch"]

@@ -13,8 +13,8 @@ from core import generations as gen
 from core.errors import GitRevisionError, NotAGitRepoError, UsageError
 from core.index.builder import build_index
 from core.index.gitstatus import git_freshness, watermark_current
-from core.index.schema import get_meta
 from core.index.status import index_status
+from core.index.tables.meta import get_meta
 from core.searcher import search_vault
 from core.vault.gitsource import iso_utc
 from tests.gitrepo import DAY, T0, commit, init

@@ -13,7 +13,7 @@ from core import cli
 from core import generations as gen
 from core.errors import VaultPathError
 from core.index.builder import IndexConfig, build_index
-from core.index.schema import get_meta
+from core.index.tables.meta import get_meta
 from core.render import format_build
 from core.searcher import search_vault
 from tests.conftest import write_vault

@@ -19,7 +19,9 @@ from pathlib import Path
 import pytest
 
 from core import generations as gen
+from core.errors import IntegrityError
 from core.index import state as gstate
+from core.index import verify
 from core.index.layout import IndexLayout
 from tests.index.test_generations import make_db, publish_db
 
@@ -30,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def layout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> IndexLayout:
     (tmp_path / "vault").mkdir()
     gen.clear_verify_cache()
-    monkeypatch.setattr(gen, "RACY_WINDOW_NS", 0)
+    monkeypatch.setattr(verify, "RACY_WINDOW_NS", 0)
     layout = gen.layout_for(tmp_path / "vault")
     publish_db(layout, "a")
     return layout
@@ -63,7 +65,7 @@ def test_record_is_reused_while_nothing_changed(layout: IndexLayout) -> None:
     resolved = recorded(layout)
     body, status = gstate.read_verification(layout)
     assert status == "ok" and body["sha256"] == resolved.sha256 and body["generation_id"] == resolved.generation_id
-    assert body["file"] == list(gen._stat_sig(resolved.path))
+    assert body["file"] == list(verify._stat_sig(resolved.path))
 
 
 def test_bytes_appended_and_mtime_restored(layout: IndexLayout) -> None:
@@ -73,7 +75,7 @@ def test_bytes_appended_and_mtime_restored(layout: IndexLayout) -> None:
     with open(resolved.path, "ab") as handle:
         handle.write(b"\0" * 4096)
     os.utime(resolved.path, ns=(before.st_atime_ns, before.st_mtime_ns))
-    with pytest.raises(gen.IntegrityError) as info:
+    with pytest.raises(IntegrityError) as info:
         later_process_resolve(layout)
     assert info.value.reason == "size_mismatch"
     assert gen.VERIFY_STATS["full_hashes"] == 1 and gen.VERIFY_STATS["record_hits"] == 0
@@ -87,7 +89,7 @@ def test_bytes_flipped_in_place_keeping_size_and_mtime(layout: IndexLayout) -> N
         handle.seek(before.st_size - 100)
         handle.write(b"X")
     os.utime(resolved.path, ns=(before.st_atime_ns, before.st_mtime_ns))
-    with pytest.raises(gen.IntegrityError) as info:
+    with pytest.raises(IntegrityError) as info:
         later_process_resolve(layout)
     assert info.value.reason == "sha256_mismatch" and gen.VERIFY_STATS["full_hashes"] == 1
 
@@ -99,7 +101,7 @@ def test_file_replaced_by_a_doctored_copy_of_equal_size_and_mtime(layout: IndexL
     os.replace(fake, resolved.path)
     os.utime(resolved.path, ns=(before.st_atime_ns, before.st_mtime_ns))
     assert resolved.path.stat().st_size == before.st_size
-    with pytest.raises(gen.IntegrityError) as info:
+    with pytest.raises(IntegrityError) as info:
         later_process_resolve(layout)
     assert info.value.reason == "sha256_mismatch" and gen.VERIFY_STATS["full_hashes"] == 1
 
@@ -185,7 +187,7 @@ def test_new_generation_is_not_vouched_for_by_the_old_record(layout: IndexLayout
 
 def test_racy_file_is_neither_trusted_nor_recorded(layout: IndexLayout, monkeypatch: pytest.MonkeyPatch) -> None:
     recorded(layout)
-    monkeypatch.setattr(gen, "RACY_WINDOW_NS", 3600 * 10**9)  # everything counts as just written
+    monkeypatch.setattr(verify, "RACY_WINDOW_NS", 3600 * 10**9)  # everything counts as just written
     later_process_resolve(layout)
     assert gen.VERIFY_STATS["full_hashes"] == 1 and gen.VERIFY_STATS["record_writes"] == 0
 
@@ -203,7 +205,8 @@ PROBE = """
 import json, sys
 from pathlib import Path
 from core import generations as gen
-gen.RACY_WINDOW_NS = 0
+from core.index import verify
+verify.RACY_WINDOW_NS = 0
 layout = gen.layout_for(Path(sys.argv[1]))
 resolved = gen.resolve(layout)
 conn = gen.connect_readonly(resolved)

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from core import generations as gen
-from core.errors import GenerationChangedError, IntegrityError
-from core.index import pinned
+from core.errors import BuildError, GenerationChangedError, IntegrityError
+from core.index import pinned, verify
 from core.index.builder import build_index
 from core.index.layout import IndexLayout
 from core.searcher import search_vault
@@ -32,7 +32,7 @@ GOOD, EVIL = "a" * 200, "b" * 200
 def layout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> IndexLayout:
     (tmp_path / "vault").mkdir()
     gen.clear_verify_cache()
-    monkeypatch.setattr(gen, "RACY_WINDOW_NS", 0)
+    monkeypatch.setattr(verify, "RACY_WINDOW_NS", 0)
     return gen.layout_for(tmp_path / "vault")
 
 
@@ -93,7 +93,7 @@ def test_append_during_hashing_is_refused_not_returned(layout: IndexLayout, monk
     with pytest.raises(GenerationChangedError):
         gen.resolve(layout)
     assert published.generation_id  # nothing was returned, nothing cached
-    assert not gen._VERIFY_CACHE
+    assert not verify._VERIFY_CACHE
 
 
 def _replace(path: Path, fake: Path) -> None:
@@ -152,7 +152,7 @@ def test_served_connection_is_the_pinned_inode(layout: IndexLayout) -> None:
 
 def test_unpinned_generation_is_not_served(layout: IndexLayout) -> None:
     resolved = publish_db(layout, "a")
-    with pytest.raises(gen.BuildError):
+    with pytest.raises(BuildError):
         gen.connect_readonly(dataclasses.replace(resolved, pinned=None))
 
 

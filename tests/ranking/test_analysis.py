@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from core import generations as gen
 from core.errors import UsageError
 from core.index.builder import DEFAULT_TOKENIZER, build_index
-from core.index.schema import FTS_COLUMNS
+from core.index.tables.notes_fts import FTS_COLUMNS
 from core.ranking.analysis import LANGUAGE_TOKENIZER, Analyzer, LocalVector, TermVectors, WordTable, check_tokenizer
 from core.ranking.languages import LanguageAnalysis, note_language
 from core.vault.chunking import headings

@@ -12,7 +12,8 @@ import pytest
 from conftest import note
 
 from core import generations as gen
-from core.index.schema import CHUNK_FIELD_UNITS, CHUNK_UNIT, note_bodies
+from core.index.tables.notes_fts import note_bodies
+from core.index.tables.terms import CHUNK_FIELD_UNITS, CHUNK_UNIT
 from core.ranking.analysis import language_analyzer_for
 from core.ranking.chunk_vectors import VECTOR_PIVOT_SLOPE, compute_chunk_vectors, load_chunk_vectors, vector_scores
 from core.ranking.sparse import load_sparse

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 import core.ranking.postings
 import core.ranking.sparse
 from core import generations as gen
-from core.index.schema import FTS_COLUMNS
+from core.index.tables.notes_fts import FTS_COLUMNS
 from core.ranking.analysis import language_analyzer_for
 from core.ranking.postings import TermMajor, stable_order
 from core.ranking.sparse import RankParams, bm25_scores, load_sparse

@@ -1,0 +1,26 @@
+"""The cross-table consistency of a staged index: each check is a count that must be 0."""
+
+from __future__ import annotations
+
+import sqlite3
+
+CHECKS = {
+    "notes vs notes_fts": "SELECT (SELECT count(*) FROM notes) - (SELECT count(*) FROM notes_fts)",
+    "notes vs note_terms": "SELECT (SELECT count(*) FROM notes) - (SELECT count(*) FROM note_terms)",
+    "notes vs chunk_terms": "SELECT (SELECT count(*) FROM notes) - (SELECT count(*) FROM chunk_terms)",
+    "chunk_terms vs chunks": "SELECT (SELECT count(*) FROM chunks) - "
+    "(SELECT coalesce(sum(length(lengths)), 0) / 4 FROM chunk_terms)",
+    "notes without chunks": "SELECT count(*) FROM notes WHERE id NOT IN (SELECT note_id FROM chunks)",
+    "orphan chunks": "SELECT count(*) FROM chunks WHERE note_id NOT IN (SELECT id FROM notes)",
+    "orphan vectors": "SELECT count(*) FROM chunk_vectors WHERE chunk_id NOT IN (SELECT id FROM chunks)",
+}
+
+
+def inconsistencies(conn: sqlite3.Connection) -> list[str]:
+    """``"<check>: <count>"`` of every check that is not 0, in CHECKS order."""
+    found = []
+    for name, sql in CHECKS.items():
+        n = conn.execute(sql).fetchone()[0]
+        if n:
+            found.append(f"{name}: {n}")
+    return found

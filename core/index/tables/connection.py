@@ -1,0 +1,93 @@
+"""Connection setup of the index databases: journal modes, probes, the read snapshot, ``atomic``.
+
+Every PRAGMA and transaction statement of ``core/`` is here, beside the catalog queries
+(``sqlite_master``) that probe a freshly opened file.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+
+@contextmanager
+def atomic(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """One transaction (``BEGIN IMMEDIATE``), or a savepoint when nested; errors roll back and re-raise.
+
+    The connection must be in autocommit mode (``isolation_level=None``) so that this is the only
+    place that opens and closes transactions.
+    """
+    if conn.in_transaction:
+        name = f"sp_{os.urandom(16).hex()}"
+        conn.execute(f"SAVEPOINT {name}")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute(f"ROLLBACK TO {name}")
+            conn.execute(f"RELEASE {name}")
+            raise
+        conn.execute(f"RELEASE {name}")
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+@contextmanager
+def read_snapshot(conn: sqlite3.Connection) -> Iterator[None]:
+    """Several reads that must see one snapshot (a legacy ``index.db`` may change between them): a
+    read transaction, rolled back afterwards; inside the caller's transaction nothing is added."""
+    snapshot = not conn.in_transaction
+    if snapshot:
+        conn.execute("BEGIN")
+    try:
+        yield
+    finally:
+        if snapshot:
+            conn.execute("ROLLBACK")
+
+
+def set_journal_mode(conn: sqlite3.Connection, mode: str) -> None:
+    """``PRAGMA journal_mode`` (``DELETE`` before a database is published or renamed into place:
+    no -wal or -journal file may stay beside it; ``MEMORY`` for a staging copy thrown away on failure)."""
+    if mode not in ("DELETE", "MEMORY"):
+        raise ValueError(f"not a journal mode of ours: {mode!r}")
+    conn.execute(f"PRAGMA journal_mode={mode}")
+
+
+def set_working_mode(conn: sqlite3.Connection, *, durable: bool) -> None:
+    """How a build writes: an in-place ``index.db`` durably (rollback journal, full sync); a staging
+    file is thrown away on any failure, so it needs no durable journal."""
+    if durable:
+        conn.execute("PRAGMA journal_mode=DELETE")
+        conn.execute("PRAGMA synchronous=FULL")
+    else:
+        conn.execute("PRAGMA journal_mode=MEMORY")
+        conn.execute("PRAGMA synchronous=OFF")
+
+
+def read_header(conn: sqlite3.Connection) -> None:
+    """Read the database header now (``PRAGMA schema_version``): an unreadable file fails at open."""
+    conn.execute("PRAGMA schema_version").fetchone()
+
+
+def probe_schema(conn: sqlite3.Connection) -> None:
+    """Read the schema table (the first page of a database), so an unreadable file fails here."""
+    conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+
+
+def integrity_lines(conn: sqlite3.Connection) -> list[str]:
+    """Every problem line of ``PRAGMA integrity_check`` ([] when it says ``ok``)."""
+    rows = [str(row[0]) for row in conn.execute("PRAGMA integrity_check")]
+    return [] if rows == ["ok"] else rows
+
+
+def table_names(conn: sqlite3.Connection) -> set[str]:
+    """The names of the database's tables."""
+    return {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}

@@ -1,0 +1,134 @@
+"""``links`` (as written, per source note, carried over with it) and ``edges`` (resolved: one per link,
+``dst_id`` NULL when unresolved; ``dst_path`` lets a rebuild re-point edges at a changed note - new id,
+same path - without resolving every link again)."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator, Sequence
+
+# Links as written, per source note (carried over with the note) ...
+DDL_LINKS = """
+CREATE TABLE IF NOT EXISTS links (
+    note_id    INTEGER NOT NULL,
+    target     TEXT NOT NULL,
+    kind       TEXT NOT NULL,
+    heading    TEXT,
+    alias      TEXT,
+    source     TEXT NOT NULL,
+    alt_target TEXT
+)"""
+
+# ... and resolved edges: one per link, dst NULL when unresolved. dst_path lets a rebuild
+# re-point edges at a changed note (new id, same path) without resolving every link again.
+DDL_EDGES = """
+CREATE TABLE IF NOT EXISTS edges (
+    src_id   INTEGER NOT NULL,
+    dst_id   INTEGER,
+    kind     TEXT NOT NULL,
+    target   TEXT NOT NULL,
+    dst_path TEXT
+)"""
+INDEXES = (
+    "CREATE INDEX IF NOT EXISTS links_by_note ON links(note_id)",
+    "CREATE INDEX IF NOT EXISTS edges_by_src ON edges(src_id)",
+    "CREATE INDEX IF NOT EXISTS edges_by_dst ON edges(dst_id)",
+)
+
+# (source note id, its rel_path, target, kind, heading, alias, source, alt_target) of each link
+_LINKS_WITH_PATHS = (
+    "SELECT l.note_id, n.rel_path, l.target, l.kind, l.heading, l.alias, l.source, l.alt_target "
+    "FROM links l JOIN notes n ON n.id = l.note_id WHERE "
+)
+
+
+# ---------------------------------------------------------------- links
+
+
+def insert_links(conn: sqlite3.Connection, rows: list[tuple]) -> None:
+    """(note id, target, kind, heading, alias, source, alt_target) per link."""
+    conn.executemany(
+        "INSERT INTO links(note_id, target, kind, heading, alias, source, alt_target) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        rows,
+    )
+
+
+def links_from(conn: sqlite3.Connection, first_note_id: int | None) -> Iterator[tuple]:
+    """The links (with their source note's path) of the notes with ids >= ``first_note_id``; of every
+    note when None."""
+    if first_note_id is None:
+        return conn.execute(_LINKS_WITH_PATHS + "1", ())
+    return conn.execute(_LINKS_WITH_PATHS + "l.note_id >= ?", (first_note_id,))
+
+
+def visible_links(conn: sqlite3.Connection, clause: str, values: Sequence[object]) -> Iterator[tuple]:
+    """The links (with their source note's path) of the notes the condition (over ``notes n``) allows,
+    in the order they were stored."""
+    return conn.execute(_LINKS_WITH_PATHS + f"{clause} ORDER BY l.rowid", values)
+
+
+# ---------------------------------------------------------------- edges: writing
+
+
+def repoint_edges(conn: sqlite3.Connection) -> None:
+    """Every resolved edge follows its target path to that note's current id."""
+    conn.execute(
+        "UPDATE edges SET dst_id = (SELECT id FROM notes WHERE rel_path = edges.dst_path) WHERE dst_path IS NOT NULL"
+    )
+
+
+def delete_all_edges(conn: sqlite3.Connection) -> None:
+    conn.execute("DELETE FROM edges")
+
+
+def insert_edges(conn: sqlite3.Connection, rows: list[tuple]) -> None:
+    """(src id, dst id or None, kind, target, dst path or None) per edge."""
+    conn.executemany("INSERT INTO edges(src_id, dst_id, kind, target, dst_path) VALUES (?, ?, ?, ?, ?)", rows)
+
+
+# ---------------------------------------------------------------- edges: reading
+
+
+def edge_counts(conn: sqlite3.Connection) -> tuple[int, int]:
+    """(edges, unresolved edges)."""
+    edges, unresolved = conn.execute("SELECT count(*), count(*) - count(dst_id) FROM edges").fetchone()
+    return edges, unresolved
+
+
+def count_edges(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("SELECT count(*) FROM edges").fetchone()[0])
+
+
+def count_unresolved_edges(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("SELECT count(*) FROM edges WHERE dst_id IS NULL").fetchone()[0])
+
+
+def edge_counts_in(conn: sqlite3.Connection, note_ids_json: str) -> tuple[int, int]:
+    """(edges, edges unresolved or leaving the set) of the edges from the notes whose ids the bound JSON
+    array holds."""
+    in_set = "IN (SELECT value FROM json_each(?))"
+    row = conn.execute(
+        f"SELECT count(*), coalesce(sum(dst_id IS NULL OR dst_id NOT {in_set}), 0) FROM edges WHERE src_id {in_set}",
+        (note_ids_json, note_ids_json),
+    ).fetchone()
+    return int(row[0]), int(row[1])
+
+
+def graph_edges(conn: sqlite3.Connection) -> Iterator[tuple[int, int, str]]:
+    """(src, dst, kind) of every resolved edge between two different notes."""
+    return conn.execute("SELECT src_id, dst_id, kind FROM edges WHERE dst_id IS NOT NULL AND src_id != dst_id")
+
+
+def out_edges(conn: sqlite3.Connection, note_id: int) -> Iterator[tuple[str, int]]:
+    """(kind, dst id) of the resolved edges from a note."""
+    return conn.execute("SELECT kind, dst_id FROM edges WHERE src_id = ? AND dst_id IS NOT NULL", [note_id])
+
+
+def in_edges(conn: sqlite3.Connection, note_id: int) -> Iterator[tuple[str, int]]:
+    """(kind, src id) of the edges to a note."""
+    return conn.execute("SELECT kind, src_id FROM edges WHERE dst_id = ?", [note_id])
+
+
+def unresolved_targets(conn: sqlite3.Connection, note_id: int) -> Iterator[tuple[str, str]]:
+    """(target, kind) of a note's links that resolve to no note."""
+    return conn.execute("SELECT target, kind FROM edges WHERE src_id = ? AND dst_id IS NULL", [note_id])

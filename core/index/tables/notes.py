@@ -1,0 +1,278 @@
+"""``notes``: one row per note (every SPEC metadata column), and the removal of notes.
+
+The read queries take the filters' condition over ``notes`` aliased ``n`` (``core.ranking.filters``)
+as ``(clause, values)``; the values are always bound.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Iterator, Sequence
+
+DDL_NOTES = """
+CREATE TABLE IF NOT EXISTS notes (
+    id             INTEGER PRIMARY KEY,
+    rel_path       TEXT NOT NULL UNIQUE,
+    title          TEXT NOT NULL,
+    description    TEXT,
+    note_type      TEXT,
+    tags           TEXT NOT NULL DEFAULT '[]',
+    created        TEXT,
+    updated        TEXT,
+    source_date    TEXT,
+    date           TEXT,
+    volatility     TEXT,
+    status         TEXT,
+    classification TEXT,
+    namespace      TEXT,
+    supersedes     TEXT NOT NULL DEFAULT '[]',
+    superseded_by  TEXT NOT NULL DEFAULT '[]',
+    aliases        TEXT NOT NULL DEFAULT '[]',
+    frontmatter_id TEXT,
+    extra          TEXT NOT NULL DEFAULT '{}',
+    content_sha256 TEXT NOT NULL,
+    mtime_ns       INTEGER NOT NULL,
+    size           INTEGER NOT NULL,
+    body_chars     INTEGER NOT NULL,
+    git_date       TEXT,
+    git_created    TEXT,
+    body_line      INTEGER NOT NULL DEFAULT 0,
+    created_utc_us     INTEGER,
+    updated_utc_us     INTEGER,
+    source_date_utc_us INTEGER,
+    date_utc_us        INTEGER
+)"""
+
+NOTE_COLUMNS = (
+    "id",
+    "rel_path",
+    "title",
+    "description",
+    "note_type",
+    "tags",
+    "created",
+    "updated",
+    "source_date",
+    "date",
+    "volatility",
+    "status",
+    "classification",
+    "namespace",
+    "supersedes",
+    "superseded_by",
+    "aliases",
+    "frontmatter_id",
+    "extra",
+    "content_sha256",
+    "mtime_ns",
+    "size",
+    "body_chars",
+    "body_line",
+    "created_utc_us",
+    "updated_utc_us",
+    "source_date_utc_us",
+    "date_utc_us",
+)
+
+# Date fields a filter may name: the frontmatter dates (ISO text in the column of that name,
+# its instant as a UTC key in ``<name>_utc_us``, microseconds since the epoch), the file's
+# modification time (``mtime_ns``) and, for a git-sourced index, git_date / git_created (UTC ISO,
+# set by ``core.index.gitbuild`` after the rows are written: NOTE_COLUMNS does not list them).
+DATE_FIELDS = ("created", "updated", "source_date", "date", "mtime", "git_date", "git_created")
+GIT_DATE_FIELDS = ("git_date", "git_created")
+
+SQL_INSERT_NOTE = f"INSERT INTO notes({', '.join(NOTE_COLUMNS)}) VALUES ({', '.join('?' * len(NOTE_COLUMNS))})"
+
+# The tables whose rows a note's removal drops with it (the column naming the note), notes last.
+DERIVED_ROWS = (
+    ("chunks", "note_id"),
+    ("note_tags", "note_id"),
+    ("note_problems", "note_id"),
+    ("note_terms", "note_id"),
+    ("chunk_terms", "note_id"),
+    ("links", "note_id"),
+    ("edges", "src_id"),
+    ("notes", "id"),
+)
+
+
+def date_key_column(date_field: str) -> str:
+    """SQL (alias ``n`` = notes) of a date field's UTC key in microseconds; NULL when the note has none."""
+    if date_field == "mtime":
+        return "(n.mtime_ns / 1000)"
+    if date_field in GIT_DATE_FIELDS:
+        return f"CAST(round((julianday(n.{date_field}) - 2440587.5) * 86400000000.0) AS INTEGER)"
+    if date_field not in DATE_FIELDS:
+        raise ValueError(f"not a date field: {date_field!r}")
+    return f"n.{date_field}_utc_us"
+
+
+def visible_rows(visible: tuple[str, list[object]] | None, column: str = "note_id") -> tuple[str, list[object]]:
+    """``WHERE`` text (with its values) keeping the rows of another table whose ``column`` names a note
+    the ``visible`` clause (over ``notes n``) allows; empty when every note is read."""
+    if visible is None:
+        return "", []
+    return f" WHERE {column} IN (SELECT n.id FROM notes n WHERE {visible[0]})", list(visible[1])
+
+
+def _marks(values: Sequence[object]) -> str:
+    return ", ".join("?" * len(values))
+
+
+# ---------------------------------------------------------------- writing (the build)
+
+
+def insert_notes(conn: sqlite3.Connection, rows: list[tuple]) -> None:
+    """Rows in NOTE_COLUMNS order (the id first)."""
+    conn.executemany(SQL_INSERT_NOTE, rows)
+
+
+def next_note_id(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("SELECT coalesce(max(id), 0) + 1 FROM notes").fetchone()[0])
+
+
+def touch_notes(conn: sqlite3.Connection, rows: list[tuple[int, int]]) -> None:
+    """(mtime_ns, note id) of notes whose file was touched but whose content is the same."""
+    conn.executemany("UPDATE notes SET mtime_ns = ? WHERE id = ?", rows)
+
+
+def delete_notes(conn: sqlite3.Connection, note_ids: Iterable[int]) -> int:
+    """Remove notes and everything derived from them. Returns the number removed."""
+    ids = [(i,) for i in note_ids]
+    if not ids:
+        return 0
+    conn.execute("CREATE TEMP TABLE IF NOT EXISTS gone(id INTEGER PRIMARY KEY)")
+    conn.execute("DELETE FROM temp.gone")
+    conn.executemany("INSERT INTO temp.gone(id) VALUES (?)", ids)
+    conn.execute("DELETE FROM notes_fts WHERE rowid IN (SELECT id FROM temp.gone)")
+    conn.execute(
+        "DELETE FROM chunk_vectors WHERE chunk_id IN "
+        "(SELECT id FROM chunks WHERE note_id IN (SELECT id FROM temp.gone))"
+    )
+    for table, col in DERIVED_ROWS:
+        conn.execute(f"DELETE FROM {table} WHERE {col} IN (SELECT id FROM temp.gone)")
+    conn.execute("DELETE FROM temp.gone")
+    return len(ids)
+
+
+# ---------------------------------------------------------------- reading: the whole table
+
+
+def count_notes(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("SELECT count(*) FROM notes").fetchone()[0])
+
+
+def note_file_rows(conn: sqlite3.Connection) -> Iterator[tuple[str, int, str, int, int]]:
+    """(rel_path, id, content sha256, mtime_ns, size) of every note: what a build plans against."""
+    return conn.execute("SELECT rel_path, id, content_sha256, mtime_ns, size FROM notes")
+
+
+def note_names_by_path(conn: sqlite3.Connection) -> Iterator[tuple[str, str]]:
+    """(rel_path, aliases JSON) of every note in path order: what link resolution depends on."""
+    return conn.execute("SELECT rel_path, aliases FROM notes ORDER BY rel_path")
+
+
+def note_names(conn: sqlite3.Connection) -> Iterator[tuple[str, str]]:
+    """(rel_path, aliases JSON) of every note: the names a link may resolve to."""
+    return conn.execute("SELECT rel_path, aliases FROM notes")
+
+
+def note_ids_by_path(conn: sqlite3.Connection) -> dict[str, int]:
+    return dict(conn.execute("SELECT rel_path, id FROM notes"))
+
+
+# ---------------------------------------------------------------- reading: the notes a caller may see
+
+
+def filtered_note_ids(conn: sqlite3.Connection, clause: str, values: Sequence[object]) -> list[int]:
+    """Ids of the notes the condition allows (the filter mask of a search)."""
+    return [row[0] for row in conn.execute(f"SELECT n.id FROM notes n WHERE {clause}", values)]
+
+
+def latest_note_ids(
+    conn: sqlite3.Connection, clause: str, values: Sequence[object], date_key: str, limit: int
+) -> list[tuple[int]]:
+    """The ``limit`` notes the condition allows, newest first by the SQL date key ``date_key``."""
+    return conn.execute(
+        f"SELECT n.id FROM notes n WHERE {clause} ORDER BY {date_key} DESC, n.rel_path LIMIT ?",
+        [*values, limit],
+    ).fetchall()
+
+
+def hides_notes(conn: sqlite3.Connection, clause: str, values: Sequence[object]) -> bool:
+    """True when some note of the database is outside the condition."""
+    row = conn.execute(f"SELECT EXISTS (SELECT 1 FROM notes n WHERE NOT ({clause}))", values).fetchone()
+    return bool(row[0])
+
+
+def visible_paths(conn: sqlite3.Connection, clause: str, values: Sequence[object]) -> dict[int, str]:
+    """note id -> rel_path of the notes the condition allows."""
+    return dict(conn.execute(f"SELECT n.id, n.rel_path FROM notes n WHERE {clause}", values))
+
+
+def visible_names(conn: sqlite3.Connection, clause: str, values: Sequence[object]) -> list[tuple[int, str, str]]:
+    """(id, rel_path, aliases JSON) of the notes the condition allows: the names their links resolve to."""
+    return conn.execute(f"SELECT n.id, n.rel_path, n.aliases FROM notes n WHERE {clause}", values).fetchall()
+
+
+def visible_titles(conn: sqlite3.Connection, clause: str, values: Sequence[object]) -> dict[int, tuple[str, str]]:
+    """note id -> (rel_path, title) of the notes the condition allows."""
+    return {
+        r[0]: (r[1], r[2])
+        for r in conn.execute(f"SELECT n.id, n.rel_path, n.title FROM notes n WHERE {clause}", values)
+    }
+
+
+def visible_doc_ids(conn: sqlite3.Connection, clause: str, values: Sequence[object]) -> list[tuple[str, str | None]]:
+    """(rel_path, frontmatter id) of the notes the condition allows: what qrels ids are matched to."""
+    return conn.execute(f"SELECT n.rel_path, n.frontmatter_id FROM notes n WHERE {clause}", values).fetchall()
+
+
+def visible_note_at(
+    conn: sqlite3.Connection, rel_path: str, clause: str, values: Sequence[object]
+) -> tuple[int, str, str, str, int] | None:
+    """(id, rel_path, title, content sha256, body_line) of the note at ``rel_path`` if the condition allows it."""
+    row = conn.execute(
+        f"SELECT n.id, n.rel_path, n.title, n.content_sha256, n.body_line FROM notes n "
+        f"WHERE n.rel_path = ? AND {clause}",
+        [rel_path, *values],
+    ).fetchone()
+    return None if row is None else tuple(row)
+
+
+def count_visible_notes(conn: sqlite3.Connection, clause: str, values: Sequence[object]) -> int:
+    return int(conn.execute(f"SELECT count(*) FROM notes n WHERE {clause}", values).fetchone()[0])
+
+
+# ---------------------------------------------------------------- reading: the hits of a search
+
+
+def hit_rows(conn: sqlite3.Connection, note_ids: list[int]) -> Iterator[tuple]:
+    """(id, rel_path, title, description, note_type, tags JSON, created, updated, source_date, date,
+    git_date, git_created, mtime_ns) of the given notes (a result's fields)."""
+    return conn.execute(
+        f"SELECT id, rel_path, title, description, note_type, tags, created, updated, source_date, date, "
+        f"git_date, git_created, mtime_ns FROM notes WHERE id IN ({_marks(note_ids)})",
+        note_ids,
+    )
+
+
+def hit_files(conn: sqlite3.Connection, note_ids: list[int]) -> dict[int, tuple[str, int]]:
+    """note id -> (content SHA-256, lines before the body) of the given notes."""
+    rows = conn.execute(f"SELECT id, content_sha256, body_line FROM notes WHERE id IN ({_marks(note_ids)})", note_ids)
+    return {r[0]: (r[1], r[2]) for r in rows}
+
+
+def paths_of(conn: sqlite3.Connection, note_ids: list[int]) -> dict[int, str]:
+    """note id -> rel_path of the given notes."""
+    return dict(conn.execute(f"SELECT id, rel_path FROM notes WHERE id IN ({_marks(note_ids)})", note_ids))
+
+
+def decay_rows(conn: sqlite3.Connection, note_ids: list[int], date_fields: Sequence[str]) -> Iterator[tuple]:
+    """(id, lower-cased volatility or '', the first of ``date_fields`` the note has) of the given notes."""
+    cols = ", ".join(date_fields)
+    return conn.execute(
+        f"SELECT id, lower(coalesce(volatility, '')), coalesce({cols}, NULL) FROM notes "
+        f"WHERE id IN ({_marks(note_ids)})",
+        note_ids,
+    )

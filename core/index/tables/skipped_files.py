@@ -1,0 +1,85 @@
+"""``skipped_files``: source files that were read but not indexed (binary), so that they count as
+"seen" by the staleness scan and the snapshot hash; and the queries over every source file a build
+read (``notes`` and ``skipped_files`` together)."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+
+DDL_SKIPPED = """
+CREATE TABLE IF NOT EXISTS skipped_files (
+    rel_path       TEXT PRIMARY KEY,
+    content_sha256 TEXT NOT NULL,
+    mtime_ns       INTEGER NOT NULL,
+    size           INTEGER NOT NULL,
+    reason         TEXT NOT NULL,
+    detail         TEXT NOT NULL
+)"""
+
+
+# ---------------------------------------------------------------- skipped_files
+
+
+def insert_skipped(conn: sqlite3.Connection, rows: list[tuple[str, str, int, int, str, str]]) -> None:
+    """(rel_path, sha256, mtime_ns, size, reason, detail) per file; a file skipped before is replaced."""
+    conn.executemany(
+        "INSERT OR REPLACE INTO skipped_files(rel_path, content_sha256, mtime_ns, size, reason, detail) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
+        rows,
+    )
+
+
+def delete_skipped(conn: sqlite3.Connection, rel_paths: list[str]) -> None:
+    conn.executemany("DELETE FROM skipped_files WHERE rel_path = ?", [(p,) for p in rel_paths])
+
+
+def skipped_file_rows(conn: sqlite3.Connection) -> Iterator[tuple[str, str, int, int]]:
+    """(rel_path, sha256, mtime_ns, size) of every skipped file."""
+    return conn.execute("SELECT rel_path, content_sha256, mtime_ns, size FROM skipped_files")
+
+
+def count_skipped(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("SELECT count(*) FROM skipped_files").fetchone()[0])
+
+
+# ---------------------------------------------------------------- every source file (notes and skipped files)
+
+
+def source_hashes(conn: sqlite3.Connection) -> Iterator[tuple[str, str]]:
+    """(rel_path, content sha256) of every source file read, by path: what the snapshot hash covers."""
+    return conn.execute(
+        "SELECT rel_path, content_sha256 FROM notes UNION ALL "
+        "SELECT rel_path, content_sha256 FROM skipped_files ORDER BY 1"
+    )
+
+
+def source_paths(conn: sqlite3.Connection) -> set[str]:
+    """The path of every source file read."""
+    return {r[0] for r in conn.execute("SELECT rel_path FROM notes UNION ALL SELECT rel_path FROM skipped_files")}
+
+
+def source_note_ids(conn: sqlite3.Connection) -> dict[str, int]:
+    """rel_path -> note id of every source file read (-1 for a skipped file)."""
+    return dict(conn.execute("SELECT rel_path, id FROM notes UNION ALL SELECT rel_path, -1 FROM skipped_files"))
+
+
+def source_stats(conn: sqlite3.Connection) -> Iterator[tuple[str, str, int, int]]:
+    """(rel_path, content sha256, mtime_ns, size) of every source file read: what a staleness scan compares."""
+    return conn.execute(
+        "SELECT rel_path, content_sha256, mtime_ns, size FROM notes "
+        "UNION ALL SELECT rel_path, content_sha256, mtime_ns, size FROM skipped_files"
+    )
+
+
+def classified_source_stats(conn: sqlite3.Connection) -> Iterator[tuple[str, str, int, int, str | None]]:
+    """``source_stats`` with each note's lower-cased classification (None for a skipped file or none set)."""
+    return conn.execute(
+        "SELECT rel_path, content_sha256, mtime_ns, size, lower(classification) FROM notes "
+        "UNION ALL SELECT rel_path, content_sha256, mtime_ns, size, NULL FROM skipped_files"
+    )
+
+
+def count_sources(conn: sqlite3.Connection) -> int:
+    """Source files read: notes and skipped files."""
+    return int(conn.execute("SELECT (SELECT count(*) FROM notes) + (SELECT count(*) FROM skipped_files)").fetchone()[0])

@@ -1,0 +1,45 @@
+"""``term_major``: the term-major arrays the sparse loaders hold, one little-endian BLOB per array.
+
+Computed from note_terms / chunk_terms at the end of every build (``core.ranking.stored``): name =
+``<group>/<array>``, covered by the generation's SHA-256 like every other row; a reader loads a
+group with one query instead of rebuilding it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+
+DDL_TERM_MAJOR = """
+CREATE TABLE IF NOT EXISTS term_major (
+    name  TEXT PRIMARY KEY,
+    dtype TEXT NOT NULL,
+    shape TEXT NOT NULL,
+    data  BLOB NOT NULL
+)"""
+# a group's names are '<group>/...': the range [<group>/, <group>0) ('0' follows '/' in every collation)
+SQL_TERM_MAJOR_DELETE_GROUP = "DELETE FROM term_major WHERE name >= ? AND name < ?"
+SQL_TERM_MAJOR_INSERT = "INSERT INTO term_major (name, dtype, shape, data) VALUES (?, ?, ?, ?)"
+SQL_TERM_MAJOR_READ_GROUP = "SELECT name, dtype, shape, data FROM term_major WHERE name >= ? AND name < ?"
+
+
+def _range(group: str) -> tuple[str, str]:
+    return group + "/", group + "0"
+
+
+def has_term_major(conn: sqlite3.Connection) -> bool:
+    """False for a database built before the table existed."""
+    return (
+        conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'term_major'").fetchone() is not None
+    )
+
+
+def replace_group(conn: sqlite3.Connection, group: str, rows: list[tuple[str, str, str, bytes]]) -> None:
+    """The arrays of ``group``, (full name, dtype, shape JSON, bytes) each, instead of the ones stored."""
+    conn.execute(SQL_TERM_MAJOR_DELETE_GROUP, _range(group))
+    conn.executemany(SQL_TERM_MAJOR_INSERT, rows)
+
+
+def group_rows(conn: sqlite3.Connection, group: str) -> Iterator[tuple[str, str, str, bytes]]:
+    """(full name, dtype, shape JSON, bytes) of every array of ``group``."""
+    return conn.execute(SQL_TERM_MAJOR_READ_GROUP, _range(group))
