@@ -24,6 +24,7 @@ from core.index.tables import (
     term_major,
     terms,
 )
+from core.index.tables.connection import run_statements
 
 # Names the files still in PENDING_MIGRATION (tests/index/test_table_sql.py) import from here; the
 # integrator drops these lines when it switches those files to core.index.tables.
@@ -65,6 +66,5 @@ def schema_ddl(tokenizer: str) -> tuple[str, ...]:
 
 
 def create_schema(conn: sqlite3.Connection, tokenizer: str) -> None:
-    for ddl in schema_ddl(tokenizer):
-        conn.execute(ddl)
+    run_statements(conn, schema_ddl(tokenizer))
     meta.set_meta(conn, {"schema_version": SCHEMA_VERSION, "tokenizer": tokenizer})

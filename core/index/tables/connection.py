@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
 
@@ -51,6 +51,12 @@ def read_snapshot(conn: sqlite3.Connection) -> Iterator[None]:
     finally:
         if snapshot:
             conn.execute("ROLLBACK")
+
+
+def run_statements(conn: sqlite3.Connection, statements: Iterable[str]) -> None:
+    """Execute each statement in order (the DDL ``core.index.schema`` assembles from the table modules)."""
+    for statement in statements:
+        conn.execute(statement)
 
 
 def set_journal_mode(conn: sqlite3.Connection, mode: str) -> None:

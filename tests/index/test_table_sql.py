@@ -1,0 +1,245 @@
+"""Table SQL lives with its table (issue #10): every SQL statement of ``core/`` is in ``core/index/tables/``.
+
+The scan reads each module of ``core/`` outside the tables package and fails listing every string
+literal (or f-string) that is an SQL statement - it starts with SELECT, INSERT, UPDATE, DELETE,
+CREATE, WITH, REPLACE, DROP or ALTER and names a table, or it is a PRAGMA or a transaction
+statement - and every direct ``execute`` / ``executemany`` / ``executescript`` call: call sites
+call the named functions of the table modules instead.
+
+The files in ``PENDING_MIGRATION`` are owned by other work in flight; the table functions they are
+to call already exist (``test_the_functions_for_pending_files_return_what_their_sql_returns``).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from core import generations as gen
+from core.index.tables import (
+    chunk_vectors,
+    chunks,
+    connection,
+    links,
+    meta,
+    notes,
+    notes_fts,
+    skipped_files,
+    term_major,
+    terms,
+    word_scratch,
+)
+from core.ranking.filters import Filters
+
+ROOT = Path(__file__).resolve().parents[2]
+CORE = ROOT / "core"
+TABLES = CORE / "index" / "tables"
+
+# Files other helpers are changing while the tables package lands; their SQL moves to the table
+# functions when they are merged. The integrator empties this set after merging them.
+PENDING_MIGRATION = {
+    "core/index/freshness.py",
+    "core/modes/lexical.py",
+    "core/ranking/analysis.py",
+    "core/ranking/sparse.py",
+    "core/ranking/stored.py",
+    "core/serve/tools.py",
+}
+
+_STATEMENT = re.compile(r"\s*(SELECT|INSERT|UPDATE|DELETE|CREATE|WITH|REPLACE|DROP|ALTER)\s")
+_NAMES_TABLE = re.compile(r"\b(FROM|INTO|TABLE|INDEX|VIEW|TRIGGER|JOIN)\s|^\s*UPDATE\s+[\w.]+\s+SET\b")
+_CONNECTION = re.compile(r"\s*(PRAGMA|BEGIN|COMMIT|ROLLBACK|SAVEPOINT|RELEASE)\b")
+_EXECUTE = {"execute", "executemany", "executescript"}
+
+
+def _text(node: ast.AST) -> str | None:
+    """The text of a string literal, or of an f-string with ``{}`` for each placeholder."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr):
+        return "".join(v.value if isinstance(v, ast.Constant) else "{}" for v in node.values)
+    return None
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                found.add(id(first.value))
+    return found
+
+
+def is_sql_statement(text: str) -> bool:
+    """An SQL statement that names a table, or a PRAGMA / transaction statement."""
+    return bool((_STATEMENT.match(text) and _NAMES_TABLE.search(text)) or _CONNECTION.match(text))
+
+
+def sql_sites(source: str) -> list[tuple[int, str]]:
+    """(line, what) of every SQL statement literal and every direct execute call in ``source``."""
+    tree = ast.parse(source)
+    skip = _docstrings(tree)
+    parts = {id(v) for n in ast.walk(tree) if isinstance(n, ast.JoinedStr) for v in n.values}
+    found = []
+    for node in ast.walk(tree):
+        if id(node) in skip or id(node) in parts:
+            continue
+        text = _text(node)
+        if text is not None and is_sql_statement(text):
+            found.append((node.lineno, " ".join(text.split())[:100]))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _EXECUTE:
+            found.append((node.lineno, f".{node.func.attr}(...)"))
+    return sorted(found)
+
+
+def sites_by_file() -> dict[str, list[tuple[int, str]]]:
+    out = {}
+    for path in sorted(CORE.rglob("*.py")):
+        if TABLES in path.parents:
+            continue
+        found = sql_sites(path.read_text(encoding="utf-8"))
+        if found:
+            out[path.relative_to(ROOT).as_posix()] = found
+    return out
+
+
+def test_no_sql_outside_the_table_modules() -> None:
+    stray = {f: s for f, s in sites_by_file().items() if f not in PENDING_MIGRATION}
+    listing = "\n".join(f"  {f}:{line}: {what}" for f, sites in stray.items() for line, what in sites)
+    assert not stray, f"SQL outside core/index/tables/ (call a table module's function instead):\n{listing}"
+
+
+def test_pending_migration_names_exactly_the_files_that_still_hold_sql() -> None:
+    done = sorted(PENDING_MIGRATION - set(sites_by_file()))
+    assert not done, f"no SQL left in {done}: remove them from PENDING_MIGRATION"
+
+
+def test_the_scan_finds_statements_and_leaves_text_and_clauses_alone() -> None:
+    source = '''
+"""SELECT id FROM notes in a docstring is prose."""
+A = "SELECT id FROM notes WHERE id = ?"
+B = f"DELETE FROM {table} WHERE {col} IN (SELECT id FROM temp.gone)"
+C = "UPDATE notes SET mtime_ns = ? WHERE id = ?"
+D = "PRAGMA journal_mode=DELETE"
+E = "n.id IN (SELECT t.note_id FROM note_tags t)"
+F = "with --source git: the revision to index"
+G = "Select the notes to show"
+conn.executemany(INSERT, rows)
+'''
+    assert [line for line, _ in sql_sites(source)] == [3, 4, 5, 6, 10]
+
+
+# ---------------------------------------------------------------- the functions the pending files are to call
+
+
+def _rows(conn: sqlite3.Connection, sql: str, args: object = ()) -> list[tuple]:
+    return [tuple(r) for r in conn.execute(sql, args)]  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def served(example_vault: Path) -> sqlite3.Connection:
+    conn = gen.connect_readonly(gen.resolve(gen.layout_for(example_vault)))
+    yield conn
+    conn.close()
+
+
+def test_the_functions_for_pending_files_return_what_their_sql_returns(served: sqlite3.Connection) -> None:
+    """Each function against the statement its pending call site runs today (copied verbatim)."""
+    conn = served
+    clause, vals = Filters.make(classifications=["public"]).visible_classification_clause()
+    visible = (clause, list(vals))
+    note_id, rel = _rows(conn, "SELECT id, rel_path FROM notes ORDER BY id LIMIT 1")[0]
+    # core/index/freshness.py
+    assert [tuple(r) for r in skipped_files.classified_source_stats(conn)] == _rows(
+        conn,
+        "SELECT rel_path, content_sha256, mtime_ns, size, lower(classification) FROM notes "
+        "UNION ALL SELECT rel_path, content_sha256, mtime_ns, size, NULL FROM skipped_files",
+    )
+    limit = conn.execute("SELECT value FROM meta WHERE key = 'max_note_bytes'").fetchone()
+    assert meta.meta_value(conn, "max_note_bytes") == json.loads(limit[0])
+    assert meta.meta_value(conn, "no such key") is None
+    assert notes.count_notes(conn) == conn.execute("SELECT count(*) FROM notes").fetchone()[0]
+    # core/modes/lexical.py
+    assert notes_fts.matching_rowids(conn, '"postgres"') == _rows(
+        conn, "SELECT rowid FROM notes_fts WHERE notes_fts MATCH ?", ('"postgres"',)
+    )
+    assert notes_fts.matching_note_ids(conn, "pool OR incident", clause, vals) == [
+        r[0]
+        for r in conn.execute(
+            f"SELECT n.id FROM notes_fts JOIN notes n ON n.id = notes_fts.rowid "
+            f"WHERE notes_fts MATCH ? AND {clause} ORDER BY n.id",
+            ["pool OR incident", *vals],
+        )
+    ]
+    with pytest.raises(sqlite3.OperationalError):
+        notes_fts.matching_note_ids(conn, '"unbalanced', "1", [])
+    # core/ranking/sparse.py
+    where = f" WHERE note_id IN (SELECT n.id FROM notes n WHERE {clause})"
+    for vis, w, v in ((None, "", []), (visible, where, list(vals))):
+        assert notes.visible_rows(vis) == (w, v)
+        assert terms.note_terms_size(conn, vis) == tuple(
+            conn.execute(f"SELECT count(*), coalesce(sum(length(term_ids)), 0) FROM note_terms{w}", v).fetchone()
+        )
+        assert [tuple(r) for r in terms.note_term_rows(conn, vis)] == _rows(
+            conn, f"SELECT note_id, term_ids, tf FROM note_terms{w} ORDER BY note_id", v
+        )
+    assert terms.term_dictionary(conn) == dict(conn.execute("SELECT term, id FROM terms"))
+    with connection.read_snapshot(conn):
+        assert conn.in_transaction
+    assert not conn.in_transaction
+    # core/ranking/stored.py
+    assert term_major.has_term_major(conn)
+    group = "chunks:0.3"
+    assert [tuple(r) for r in term_major.group_rows(conn, group)] == _rows(
+        conn, "SELECT name, dtype, shape, data FROM term_major WHERE name >= ? AND name < ?", (group + "/", group + "0")
+    )
+    # core/serve/tools.py
+    assert notes.visible_note_at(conn, rel, clause, vals) == tuple(
+        conn.execute(
+            f"SELECT n.id, n.rel_path, n.title, n.content_sha256, n.body_line FROM notes n "
+            f"WHERE n.rel_path = ? AND {clause}",
+            [rel, *vals],
+        ).fetchone()
+    )
+    assert notes.visible_note_at(conn, "no/such.md", clause, vals) is None
+    assert notes.visible_titles(conn, clause, vals) == {
+        r[0]: (r[1], r[2]) for r in conn.execute(f"SELECT n.id, n.rel_path, n.title FROM notes n WHERE {clause}", vals)
+    }
+    assert list(links.out_edges(conn, note_id)) == _rows(
+        conn, "SELECT kind, dst_id FROM edges WHERE src_id = ? AND dst_id IS NOT NULL", [note_id]
+    )
+    assert list(links.in_edges(conn, note_id)) == _rows(
+        conn, "SELECT kind, src_id FROM edges WHERE dst_id = ?", [note_id]
+    )
+    assert list(links.unresolved_targets(conn, note_id)) == _rows(
+        conn, "SELECT target, kind FROM edges WHERE src_id = ? AND dst_id IS NULL", [note_id]
+    )
+    one = lambda sql: conn.execute(sql.format(w=clause), vals).fetchone()[0]  # noqa: E731
+    assert notes.count_visible_notes(conn, clause, vals) == one("SELECT count(*) FROM notes n WHERE {w}")
+    assert chunks.count_visible_chunks(conn, clause, vals) == one(
+        "SELECT count(*) FROM chunks c JOIN notes n ON n.id = c.note_id WHERE {w}"
+    )
+    assert chunk_vectors.count_visible_vectors(conn, clause, vals) == one(
+        "SELECT count(*) FROM chunk_vectors v JOIN chunks c ON c.id = v.chunk_id JOIN notes n ON n.id = c.note_id WHERE {w}"
+    )
+
+
+def test_the_word_scratch_table_tokenises_as_the_analyser_did() -> None:
+    """core/ranking/analysis.py: the scratch table's tokens, row by row, column by column."""
+    conn = sqlite3.connect(":memory:")
+    insert = word_scratch.create_word_tables(conn, ("c0", "c1"), "porter unicode61 remove_diacritics 2")
+    assert insert == "INSERT INTO w(rowid, c0, c1) VALUES (?, ?, ?)"
+    assert word_scratch.tokenise_rows(conn, insert, [(0, "Running", "Café"), (1, "", "mice")]) == [
+        (0, "c0", "run"),
+        (0, "c1", "cafe"),
+        (1, "c1", "mice"),
+    ]
+    assert conn.execute("SELECT count(*) FROM temp.wi").fetchone()[0] == 0  # left empty for the next batch
+    with pytest.raises(ValueError):
+        word_scratch.create_word_tables(sqlite3.connect(":memory:"), ("c0",), "porter' unicode61")
