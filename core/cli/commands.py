@@ -1,0 +1,243 @@
+"""The commands that index, search, show and report: each parses nothing, makes one library call, renders."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from core.cli.output import EXIT_STALE, emit, env_index_dir, print_json, read_layout
+from core.errors import UsageError
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    """Build (unless --embed-only), then embed (with --embed / --embed-only)."""
+    from core.index.build_embed import EmbedInStaging
+    from core.index.builder import build_index
+    from core.index.embed import embed_index
+
+    embed = args.embed or args.embed_only
+    if (args.embed_limit is not None or args.model) and not embed:
+        raise UsageError("--embed-limit and --model apply with --embed or --embed-only")
+    progress = not args.json and sys.stderr.isatty()
+    out: dict[str, Any] = {}
+    if not args.embed_only:
+        changes = {
+            "chunk_size": args.chunk_size,
+            "chunk_overlap": args.chunk_overlap,
+            "tokenizer": args.tokenizer,
+            "language": args.language,
+            "include_dot_paths": None if args.dot_paths is None else args.dot_paths == "index",
+        }
+        out["build"] = build_index(
+            Path(args.vault),
+            index_dir=env_index_dir(args),
+            changes=changes,
+            in_place=args.in_place,
+            progress=progress,
+            keep=args.keep,
+            wait_seconds=args.wait,
+            source=args.source,
+            rev=args.rev,
+            # --embed: a small change's vectors go into the same generation as its text
+            before_publish=EmbedInStaging(args.model, batch=args.embed_limit)
+            if args.embed and not args.in_place
+            else None,
+        ).to_dict()
+    if embed:
+        out["embed"] = embed_index(
+            Path(args.vault),
+            model=args.model,
+            index_dir=env_index_dir(args),
+            limit=args.embed_limit,
+            progress=progress,
+            keep=args.keep,
+            wait_seconds=args.wait,
+        ).to_dict()
+    if args.json:
+        print_json(out["build"] if list(out) == ["build"] else out)
+        return 0
+    if "build" in out:
+        from core.render import format_build
+
+        emit(format_build(out["build"]))
+    if "embed" in out:
+        _print_embed(out["embed"])
+    return 0
+
+
+def _print_embed(report: dict[str, Any]) -> None:
+    published = report["generations_published"]
+    where = f"{len(published)} generation(s), active {report['generation_id']}" if published else report["index_kind"]
+    if report["dropped"]:
+        emit(f"dropped {report['dropped']} vectors of model {report['dropped_model'].get('name')!r}")
+    emit(
+        f"embedded {report['embedded']} chunks with {report['model_name']} ({where}); "
+        f"{report['chunks'] - report['remaining']}/{report['chunks']} chunks have vectors; {report['seconds']:.2f} s"
+    )
+
+
+def _filters(args: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "note_types": args.type or None,
+        "tags_all": args.tag or None,
+        "tags_any": args.any_tag or None,
+        "path_prefixes": args.path or None,
+        "namespaces": args.namespace or None,
+        "since": args.since,
+        "until": args.until,
+        "date_field": args.date_field,
+        "include_superseded": args.include_superseded or None,
+        "classifications": args.classification or None,
+        "status": args.status or None,
+        "volatility": args.volatility or None,
+    }
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    from core.modes.decay import AgeDecay
+    from core.render import format_search_results
+    from core.searcher import search_vault
+
+    kw = {k: v for k, v in _filters(args).items() if v is not None}
+    results = search_vault(
+        Path(args.vault),
+        args.query,
+        mode=args.mode,
+        limit=args.n,
+        raw=args.raw,
+        allow_fallback=args.allow_fallback,
+        model=args.model,
+        index_dir=env_index_dir(args),
+        options={"reranker": args.reranker} if args.reranker else None,
+        decay=AgeDecay() if args.age_decay else None,
+        freshness=not args.no_freshness,
+        **kw,
+    )
+    if args.json:
+        print_json(results.to_dict())
+    else:
+        warning = freshness_warning(results.freshness)
+        if warning:
+            emit(warning)
+        emit(format_search_results(results, args.query, args.mode))
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from core.render import format_note
+    from core.searcher import obsidian_uri
+    from core.vault.show import parse_line_range, show_note
+
+    lines = parse_line_range(args.lines) if args.lines is not None else None
+    view = show_note(Path(args.vault), args.path, section=args.section, lines=lines)
+    uri = obsidian_uri(Path(args.vault).resolve().name, view.rel_path)
+    if args.json:
+        print_json({**view.to_dict(), "obsidian_uri": uri})
+    else:
+        emit(format_note(view))
+    return 0
+
+
+def freshness_warning(fresh: dict[str, Any]) -> str | None:
+    """The one line text output shows when the index is behind the vault (or a watch build failed)."""
+    failure = fresh.get("last_build_failure")
+    fail = f"; the last watch build failed [{failure.get('reason')}]" if failure else ""
+    if fresh.get("stale"):
+        sample = ", ".join(fresh.get("sample_paths") or [])
+        return (
+            f"warning: STALE index: {fresh['added']} added, {fresh['modified']} modified, {fresh['removed']} removed "
+            f"since it was built ({sample}){fail}; run: vaultsearch index VAULT"
+        )
+    return f"warning: {fail[2:]}" if fail else None
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from core.index.status import index_status
+    from core.render import format_status
+
+    status = index_status(Path(args.vault), env_index_dir(args), classifications=args.classification)
+    if args.json:
+        print_json(status)
+    else:
+        emit(format_status(status))
+        emit(f"visibility {_visibility_line(args.classification)}")
+    return EXIT_STALE if (args.check and status["staleness"]["stale"]) else 0
+
+
+def _visibility_line(classifications: list[str] | None) -> str:
+    if not classifications:
+        return "every note (no --classification given: secret ones included)"
+    return f"only classifications {', '.join(sorted({c.lower() for c in classifications}))}"
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from core import generations as gen
+
+    report = gen.verify_full(read_layout(args))
+    if args.json:
+        print_json(report)
+    else:
+        emit(f"ok: generation {report.get('generation_id')} sha256 {report.get('sha256')} verified")
+    return 0
+
+
+def cmd_modes(args: argparse.Namespace) -> int:
+    from core.registry import markdown_table, modes_json
+
+    if args.markdown:
+        sys.stdout.write(markdown_table())
+    elif args.json:
+        print_json(modes_json())
+    else:
+        for m in modes_json():
+            emit(f"{m['name']:<15} {'(default) ' if m['default'] else ''}{m['summary']}")
+    return 0
+
+
+def cmd_models(args: argparse.Namespace) -> int:
+    """List the presets and whether each is present locally, or download one."""
+    from core.models.catalog import download_model, list_models
+
+    if args.action == "download":
+        if not args.name:
+            raise UsageError("name the preset to download: vaultsearch models download NAME")
+        files = download_model(args.name)
+        print_json({"downloaded": args.name, "location": str(files.model_path.parent)}) if args.json else emit(
+            f"downloaded {args.name} to {files.model_path.parent}"
+        )
+        return 0
+    rows = list_models()
+    if args.json:
+        print_json(rows)
+        return 0
+    for m in rows:
+        where = m["location"] if m["present"] else "absent (vaultsearch models download " + m["name"] + ")"
+        emit(f"{m['name']:<20} {m['kind']:<10} {'(default) ' if m['default'] else ''}{m['repo_id']}: {where}")
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from core.eval.cli import run_eval
+
+    read_layout(args)
+    report = run_eval(
+        Path(args.vault),
+        queries=Path(args.queries),
+        qrels=Path(args.qrels),
+        modes=args.mode or ["fts"],
+        k=args.k,
+        failures=args.failures,
+        index_dir=env_index_dir(args),
+        model=args.model,
+        reranker=args.reranker,
+        classifications=args.classification,
+    )
+    if args.json:
+        print_json(report.to_dict())
+    else:
+        emit(report.format_table())
+        if args.failures:
+            emit(report.format_failures())
+    return 0

@@ -1,0 +1,132 @@
+"""The serving commands: ``mcp`` (stdio), ``serve`` (HTTP) and ``watch``; their optional extras fail typed."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from core.cli.output import env_index_dir
+
+
+def _freshness(args: argparse.Namespace) -> Any:
+    from core.index.freshness import FreshnessOptions
+
+    return FreshnessOptions(enabled=not args.no_freshness, window_seconds=args.freshness_window)
+
+
+def _visible(args: argparse.Namespace) -> tuple[str, ...]:
+    from core.serve.tools import DEFAULT_CLASSIFICATIONS
+
+    extra = [c.strip().lower() for value in (args.classification or []) for c in value.split(",") if c.strip()]
+    return tuple(dict.fromkeys([*DEFAULT_CLASSIFICATIONS, *extra]))
+
+
+SERVE_MODULES = {"mcp": ("mcp",), "serve": ("starlette", "uvicorn"), "watch": ("watchfiles",)}
+
+
+def _require_serve(command: str, watch: bool) -> None:
+    """The optional modules a serving command needs, or a typed error naming the extra."""
+    import importlib.util
+
+    needed = SERVE_MODULES[command] + (SERVE_MODULES["watch"] if watch else ())
+    missing = []
+    for name in needed:
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except ValueError:  # a module set to None in sys.modules (tests) has no spec
+            found = False
+        if not found:
+            missing.append(name)
+    if missing:
+        from core.errors import ServeExtraMissingError
+
+        raise ServeExtraMissingError(f"`vaultsearch {command}` needs {', '.join(missing)}", missing=missing)
+
+
+def _start_tools(args: argparse.Namespace, command: str) -> Any:
+    """The server's Tools (and its watcher when --watch), announced on stderr."""
+    from core.serve.tools import ServeConfig, Tools
+
+    config = ServeConfig(Path(args.vault), env_index_dir(args), _visible(args), _freshness(args))
+    watcher = None
+    if args.watch:
+        from core.index.watch import Watcher
+
+        watcher = Watcher(
+            Path(args.vault),
+            index_dir=env_index_dir(args),
+            debounce_ms=args.debounce_ms,
+            on_publish=lambda: tools.generation_published(),
+            on_build=lambda outcome: tools.warm(outcome),
+        )
+    tools = Tools(config, watch_state=watcher.state if watcher else None)
+    if watcher is not None:
+        watcher.start()
+    print(
+        f"vaultsearch {command}: vault {tools.vault_real}; visible classifications: "
+        f"{', '.join(config.visible_label())} (fixed; more with --classification); "
+        f"watch {'on' if watcher else 'off'}; freshness {'on' if config.freshness.enabled else 'off'}",
+        file=sys.stderr,
+        flush=True,
+    )
+    return tools
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    """MCP over stdio until the client closes it."""
+    _require_serve("mcp", args.watch)
+    from core.serve.mcp_server import run_stdio
+
+    tools = _start_tools(args, "mcp")
+    run_stdio(tools, instructions=f"Read-only search over the Markdown vault {tools.vault_real}.")
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """The JSON API on HOST:PORT until interrupted."""
+    _require_serve("serve", args.watch)
+    from core.serve.http_api import serve
+
+    token = os.environ.get("VAULTSEARCH_TOKEN") or None
+    if args.token_file:
+        token = Path(args.token_file).read_text(encoding="utf-8").strip() or None
+    tools = _start_tools(args, "serve")
+
+    def listening(port: int) -> None:
+        print(
+            f"vaultsearch serve: listening on http://{args.host}:{port} (token {'required' if token else 'off'})",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    serve(tools, host=args.host, port=args.port, token=token, on_listen=listening)
+    return 0
+
+
+def cmd_watch(args: argparse.Namespace) -> int:
+    """Rebuild and publish on every debounced batch of note changes until interrupted."""
+    _require_serve("watch", False)
+    from core.index.watch import BuildOutcome, Watcher
+
+    def report(outcome: BuildOutcome) -> None:
+        if args.json:
+            print(json.dumps(outcome.to_dict()), flush=True)
+        elif outcome.ok:
+            state = "up to date" if outcome.up_to_date else f"published {outcome.generation_id}"
+            print(f"{state} ({len(outcome.changed_paths)} changed path(s), {outcome.seconds:.2f} s)", flush=True)
+        else:
+            print(
+                f"build FAILED [{outcome.reason}]: {outcome.message} (the previous generation keeps serving)",
+                flush=True,
+            )
+
+    watcher = Watcher(Path(args.vault), index_dir=env_index_dir(args), debounce_ms=args.debounce_ms, on_build=report)
+    try:
+        watcher.run()
+    except KeyboardInterrupt:
+        watcher.stop_event.set()
+    return 0
