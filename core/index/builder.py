@@ -22,7 +22,7 @@ import os
 import sqlite3
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,8 @@ from core.index import state as gstate
 from core.index.faults import build_io_errors
 from core.index.ingest import NoteWriter, default_workers, prepared_notes, recompute_edges
 from core.index.ownership import check_vault
+from core.index.plan import BuildPlan, BuildRun, plan_build
+from core.index.report import BuildReport, build_report
 from core.index.schema import create_schema
 from core.index.settings import DEFAULT_TOKENIZER, IndexConfig, resolve_config  # noqa: F401 (public API)
 from core.index.source import NoteSource, WorkingTreeSource, resolve_settings
@@ -42,13 +44,11 @@ from core.index.tables.checks import inconsistencies
 from core.index.tables.chunk_vectors import count_vectors
 from core.index.tables.chunks import count_chunks
 from core.index.tables.connection import atomic, set_journal_mode, set_working_mode
-from core.index.tables.links import edge_counts
 from core.index.tables.meta import get_meta, set_meta
-from core.index.tables.notes import count_notes, delete_notes, next_note_id, note_file_rows, touch_notes
+from core.index.tables.notes import count_notes, delete_notes, next_note_id, touch_notes
 from core.index.tables.problems import all_problems, replace_build_problems
 from core.index.tables.skipped_files import (
     delete_skipped,
-    skipped_file_rows,
     source_hashes,
     source_note_ids,
     source_paths,
@@ -57,77 +57,7 @@ from core.ranking.analysis import language_analyzer_for
 from core.ranking.chunk_vectors import compute_chunk_vectors, store_chunk_vectors
 from core.ranking.sparse import compute_sparse, store_sparse
 from core.vault.notes import Problem
-from core.vault.scan import ScannedFile, ScanResult
-
-
-@dataclass(frozen=True)
-class BuildReport:
-    generation_id: str | None
-    index_kind: str
-    notes: int
-    chunks: int
-    reused: int
-    changed: int
-    added: int
-    removed: int
-    problems: list[dict[str, str]]
-    seconds: float
-    up_to_date: bool
-    full_rebuild_reason: str | None = None
-    full_rebuild_detail: str | None = None  # what changed, e.g. "tokenizer: 'a' -> 'b'"
-    new_problems: list[dict[str, str]] = field(default_factory=list)  # problems of the notes this build read
-    settings: dict[str, Any] = field(default_factory=dict)  # the settings this build used
-    links: int = 0
-    unresolved_links: int = 0
-    timings: dict[str, float] = field(default_factory=dict)
-    embedded: int = 0  # chunks embedded into this same generation (``index --embed`` of a small change)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass
-class _Plan:
-    scan: ScanResult
-    scan_started_ns: int
-    unchanged: dict[str, int]  # rel_path -> note id (or -1 for skipped files)
-    changed: list[tuple[ScannedFile, bytes | None, str | None]]  # file, content, sha256 (None: not read yet)
-    changed_ids: list[int]  # base note ids of modified notes
-    removed_ids: list[int]
-    removed_skipped: list[str]
-    added: int = 0
-    unreadable: list[Problem] = field(default_factory=list)  # scanned files that could not be read
-    touched: list[tuple[int, int]] = field(default_factory=list)  # (mtime_ns, note id): same content, new mtime
-
-    @property
-    def up_to_date(self) -> bool:
-        return not (self.changed or self.changed_ids or self.removed_ids or self.removed_skipped or self.touched)
-
-
-@dataclass
-class _Run:
-    """One build: what it was asked to do, and its timings so far."""
-
-    vault: Path
-    layout: gen.IndexLayout
-    config: IndexConfig
-    progress: bool
-    workers: int | None
-    source: NoteSource
-    started: float = field(default_factory=time.perf_counter)
-    timings: dict[str, float] = field(default_factory=dict)
-    problems: list[Problem] = field(default_factory=list)  # index-level problems (e.g. a recovered state DB)
-
-    @property
-    def root(self) -> str:
-        """The vault's real path: every note is read inside it."""
-        return os.path.realpath(self.vault)
-
-    def lap(self, name: str, since: float) -> float:
-        """Record the seconds since ``since`` as timing ``name``; return now."""
-        now = time.perf_counter()
-        self.timings[name] = now - since
-        return now
+from core.vault.scan import ScanResult
 
 
 def _open_working(path: Path, *, in_place: bool) -> sqlite3.Connection:
@@ -136,46 +66,7 @@ def _open_working(path: Path, *, in_place: bool) -> sqlite3.Connection:
     return conn
 
 
-def _base_rows(conn: sqlite3.Connection | None) -> tuple[dict[str, tuple], dict[str, tuple], dict[str, Any]]:
-    if conn is None:
-        return {}, {}, {}
-    notes = {r[0]: r[1:] for r in note_file_rows(conn)}
-    skipped = {r[0]: (-1, *r[1:]) for r in skipped_file_rows(conn)}
-    return notes, skipped, get_meta(conn)
-
-
-def _plan(scan: ScanResult, scan_started_ns: int, base: sqlite3.Connection | None, source: NoteSource) -> _Plan:
-    """What changed since ``base``: files the source vouches for are kept unread; the others are
-    read and kept when their content hash is the base's; new files are read where they are parsed."""
-    notes, skipped, meta = _base_rows(base)
-    known = {**skipped, **notes}
-    trusted = source.trusted(scan.files, known, meta)
-    plan = _Plan(scan, scan_started_ns, {}, [], [], [], [])
-    to_read = [f for f in scan.files if f.rel_path in known and f.rel_path not in trusted]
-    new = [f for f in scan.files if f.rel_path not in known]
-    plan.unchanged = {f.rel_path: known[f.rel_path][0] for f in scan.files if f.rel_path in trusted}
-    for f, data, sha in source.read(to_read, defer=False):
-        old = known[f.rel_path]
-        if old[1] == sha:
-            plan.unchanged[f.rel_path] = old[0]  # touched, content identical: keep
-            if old[0] >= 0 and old[2] != f.mtime_ns:
-                plan.touched.append((f.mtime_ns, old[0]))  # mtime is a date field: keep it true
-            continue
-        plan.changed.append((f, data, sha))
-        if old[0] >= 0:
-            plan.changed_ids.append(old[0])
-        else:
-            plan.removed_skipped.append(f.rel_path)
-    plan.changed += source.read(new, defer=True)
-    plan.changed.sort(key=lambda item: item[0].rel_path)  # scan order: note ids do not depend on the source
-    plan.added = len(new)
-    seen = {f.rel_path for f in scan.files}
-    plan.removed_ids = [v[0] for k, v in notes.items() if k not in seen]
-    plan.removed_skipped += [k for k in skipped if k not in seen]
-    return plan
-
-
-def _apply(conn: sqlite3.Connection, plan: _Plan, run: _Run) -> dict[str, int]:
+def _apply(conn: sqlite3.Connection, plan: BuildPlan, run: BuildRun) -> dict[str, int]:
     """Apply the plan inside the caller's transaction."""
     delete_notes(conn, plan.changed_ids + plan.removed_ids)
     touch_notes(conn, plan.touched)
@@ -215,7 +106,7 @@ def snapshot_hash(conn: sqlite3.Connection) -> str:
     return h.hexdigest()
 
 
-def _validate(conn: sqlite3.Connection, plan: _Plan) -> None:
+def _validate(conn: sqlite3.Connection, plan: BuildPlan) -> None:
     """Exact source coverage (every readable scanned file) and consistent counts; collects every
     problem, raises once."""
     found: list[str] = []
@@ -265,50 +156,7 @@ def _open_base(layout: gen.IndexLayout, config: IndexConfig) -> _Base:
     return _Base(base.generation_id, base, None)
 
 
-def _report(
-    conn: sqlite3.Connection,
-    plan: _Plan,
-    run: _Run,
-    *,
-    kind: str,
-    generation_id: str | None,
-    up_to_date: bool,
-    rebuild_reason: str | None,
-    extra: dict[str, int],
-    rebuild_detail: str | None = None,
-) -> BuildReport:
-    notes = count_notes(conn)
-    chunks = count_chunks(conn)
-    if not extra:  # nothing was rebuilt: the links are the index's
-        links, unresolved = edge_counts(conn)
-        extra = {"links": links, "unresolved_links": unresolved}
-    problems = all_problems(conn)
-    read = {f.rel_path for f, _, _ in plan.changed}
-    scan_problems = {(p.path, p.reason) for p in plan.scan.problems}
-    return BuildReport(
-        generation_id=generation_id,
-        index_kind=kind,
-        notes=notes,
-        chunks=chunks,
-        reused=len(plan.unchanged),
-        changed=len(plan.changed),
-        added=plan.added,
-        removed=len(plan.removed_ids) + len(plan.removed_skipped),
-        problems=problems,
-        new_problems=[p for p in problems if p["path"] in read or (p["path"], p["reason"]) in scan_problems]
-        if not up_to_date
-        else [],
-        settings=run.config.settings(),
-        seconds=round(time.perf_counter() - run.started, 4),
-        up_to_date=up_to_date,
-        full_rebuild_reason=rebuild_reason,
-        full_rebuild_detail=rebuild_detail,
-        timings={k: round(v, 4) for k, v in run.timings.items()},
-        **extra,
-    )
-
-
-def _stage(conn: sqlite3.Connection, plan: _Plan, run: _Run) -> dict[str, int]:
+def _stage(conn: sqlite3.Connection, plan: BuildPlan, run: BuildRun) -> dict[str, int]:
     """Apply the plan, stamp meta, validate, and check that the source did not move."""
     t = time.perf_counter()
     with atomic(conn):
@@ -370,23 +218,13 @@ def build_index(
     recorded and published (``core.index.build_embed`` embeds a small change's chunks there, so that
     text and vectors arrive in one generation); it returns how many chunks it embedded.
     """
-    check_vault(Path(vault))  # never created: a missing vault is a usage error, not an empty index
-    vault = Path(vault).resolve()
-    layout = gen.layout_for(vault, index_dir)
-    if config is not None and changes:
-        raise UsageError("give config or changes, not both")
-    config = config or resolve_config(layout, changes)
-    chosen, chosen_rev = resolve_settings(source, rev, stored_source_settings(layout, in_place=in_place))
-    if chosen == "git":
-        from core.vault.gitsource import discover
-
-        discover(vault)  # not a repository: fail before anything is created
+    vault, layout, config, (chosen, chosen_rev) = _requested(vault, index_dir, config, changes, source, rev, in_place)
     gen.ensure_layout(layout)  # refuses an index dir that is not ours before anything is written
     with gen.build_lock(layout, wait_seconds=wait_seconds), build_io_errors(layout):
         recovered = None if in_place else gstate.move_aside_unusable_state(layout)
         t = time.perf_counter()
         src = _make_source(vault, layout.index_dir, config, chosen, chosen_rev)
-        run = _Run(vault, layout, config, progress, workers, src)
+        run = BuildRun(vault, layout, config, progress, workers, src)
         if recovered is not None:
             run.problems.append(Problem(*recovered))
         start = None if in_place else _open_base(layout, config)
@@ -402,7 +240,31 @@ def build_index(
         return _build_generation(run, start, scan, scan_started_ns, keep=keep, on_step=on_step, hook=before_publish)
 
 
-def _current_report(run: _Run, base: gen.ResolvedIndex) -> BuildReport | None:
+def _requested(
+    vault: Path,
+    index_dir: Path | None,
+    config: IndexConfig | None,
+    changes: Mapping[str, Any] | None,
+    source: str | None,
+    rev: str | None,
+    in_place: bool,
+) -> tuple[Path, gen.IndexLayout, IndexConfig, tuple[str, str | None]]:
+    """(vault, layout, settings, (source, revision)) of a build, checked before anything is created."""
+    check_vault(Path(vault))  # never created: a missing vault is a usage error, not an empty index
+    vault = Path(vault).resolve()
+    layout = gen.layout_for(vault, index_dir)
+    if config is not None and changes:
+        raise UsageError("give config or changes, not both")
+    config = config or resolve_config(layout, changes)
+    chosen, chosen_rev = resolve_settings(source, rev, stored_source_settings(layout, in_place=in_place))
+    if chosen == "git":
+        from core.vault.gitsource import discover
+
+        discover(vault)  # not a repository: fail before anything is created
+    return vault, layout, config, (chosen, chosen_rev)
+
+
+def _current_report(run: BuildRun, base: gen.ResolvedIndex) -> BuildReport | None:
     """The up-to-date report when the source says the base is what it would build (git: the
     watermark is the resolved commit), without listing anything; None otherwise."""
     conn = gen.connect_readonly(base)
@@ -410,8 +272,8 @@ def _current_report(run: _Run, base: gen.ResolvedIndex) -> BuildReport | None:
         meta = get_meta(conn)
         if not run.source.is_current(meta) or meta.get("settings") != run.config.settings():
             return None  # a moved watermark, or a setting changed on the command line: build
-        plan = _Plan(ScanResult([], []), 0, source_note_ids(conn), [], [], [], [])
-        return _report(
+        plan = BuildPlan(ScanResult([], []), 0, source_note_ids(conn), [], [], [], [])
+        return build_report(
             conn,
             plan,
             run,
@@ -433,7 +295,7 @@ def _settings_kept(conn: sqlite3.Connection, source: NoteSource) -> bool:
 
 
 def _build_generation(
-    run: _Run,
+    run: BuildRun,
     start: _Base,
     scan: ScanResult,
     scan_started_ns: int,
@@ -447,10 +309,10 @@ def _build_generation(
     base = start.carry
     base_conn = gen.connect_readonly(base) if base else None
     try:
-        plan = _plan(scan, scan_started_ns, base_conn, run.source)
+        plan = plan_build(scan, scan_started_ns, base_conn, run.source)
         run.lap("plan", t)
         if base is not None and base_conn is not None and plan.up_to_date and _settings_kept(base_conn, run.source):
-            return _report(
+            return build_report(
                 base_conn,
                 plan,
                 run,
@@ -463,6 +325,35 @@ def _build_generation(
     finally:
         if base_conn is not None:
             base_conn.close()
+    published, extra = _publish_staged(run, start, plan, keep=keep, on_step=on_step, hook=hook)
+    conn = gen.connect_readonly(published)
+    try:
+        return build_report(
+            conn,
+            plan,
+            run,
+            kind="immutable_generation",
+            generation_id=published.generation_id,
+            up_to_date=False,
+            rebuild_reason=start.rebuild_reason,
+            rebuild_detail=start.rebuild_detail,
+            extra=extra,
+        )
+    finally:
+        conn.close()
+
+
+def _publish_staged(
+    run: BuildRun,
+    start: _Base,
+    plan: BuildPlan,
+    *,
+    keep: int,
+    on_step: Callable[[str], None] | None,
+    hook: Callable[[sqlite3.Connection], int] | None,
+) -> tuple[gen.ResolvedIndex, dict[str, int]]:
+    """Stage the plan on a copy of the base (or a new database), run the hook, publish; (published, extra)."""
+    base = start.carry
     staging = gen.new_staging_path(run.layout)
     try:
         if base is not None:
@@ -485,21 +376,7 @@ def _build_generation(
         run.lap("publish", t)
     finally:
         staging.unlink(missing_ok=True)
-    conn = gen.connect_readonly(published)
-    try:
-        return _report(
-            conn,
-            plan,
-            run,
-            kind="immutable_generation",
-            generation_id=published.generation_id,
-            up_to_date=False,
-            rebuild_reason=start.rebuild_reason,
-            rebuild_detail=start.rebuild_detail,
-            extra=extra,
-        )
-    finally:
-        conn.close()
+    return published, extra
 
 
 def _record(conn: sqlite3.Connection, config: IndexConfig, timings: dict[str, float]) -> gen.GenerationRecord:
@@ -532,7 +409,7 @@ def _legacy_rebuild_reason(path: Path, config: IndexConfig) -> str | None:
     return "index_identity_changed" if any(meta.get(k) != v for k, v in config.identity().items()) else None
 
 
-def _build_in_place(run: _Run, scan: ScanResult, scan_started_ns: int) -> BuildReport:
+def _build_in_place(run: BuildRun, scan: ScanResult, scan_started_ns: int) -> BuildReport:
     """The single-file ``legacy_db`` layout: index.db updated in one transaction, or, when it
     must be built from scratch, built beside it and renamed over it, so a failed build never
     leaves a half-built or empty index.db behind."""
@@ -541,9 +418,9 @@ def _build_in_place(run: _Run, scan: ScanResult, scan_started_ns: int) -> BuildR
     if rebuild_reason is None:
         conn = _open_working(path, in_place=True)
         try:
-            plan = _plan(scan, scan_started_ns, conn, run.source)
+            plan = plan_build(scan, scan_started_ns, conn, run.source)
             if plan.up_to_date and _settings_kept(conn, run.source):
-                return _report(
+                return build_report(
                     conn,
                     plan,
                     run,
@@ -555,7 +432,7 @@ def _build_in_place(run: _Run, scan: ScanResult, scan_started_ns: int) -> BuildR
                 )
             with atomic(conn):
                 extra = _stage(conn, plan, run)
-            return _report(
+            return build_report(
                 conn,
                 plan,
                 run,
@@ -573,10 +450,10 @@ def _build_in_place(run: _Run, scan: ScanResult, scan_started_ns: int) -> BuildR
         conn = _open_working(fresh, in_place=True)
         try:
             create_schema(conn, run.config.tokenizer)
-            plan = _plan(scan, scan_started_ns, None, run.source)
+            plan = plan_build(scan, scan_started_ns, None, run.source)
             with atomic(conn):
                 extra = _stage(conn, plan, run)
-            report = _report(
+            report = build_report(
                 conn,
                 plan,
                 run,

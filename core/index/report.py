@@ -1,0 +1,83 @@
+"""What a build tells its caller (``BuildReport``), read from the database it built or kept."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from core.index.plan import BuildPlan, BuildRun
+from core.index.tables.chunks import count_chunks
+from core.index.tables.links import edge_counts
+from core.index.tables.notes import count_notes
+from core.index.tables.problems import all_problems
+
+
+@dataclass(frozen=True)
+class BuildReport:
+    generation_id: str | None
+    index_kind: str
+    notes: int
+    chunks: int
+    reused: int
+    changed: int
+    added: int
+    removed: int
+    problems: list[dict[str, str]]
+    seconds: float
+    up_to_date: bool
+    full_rebuild_reason: str | None = None
+    full_rebuild_detail: str | None = None  # what changed, e.g. "tokenizer: 'a' -> 'b'"
+    new_problems: list[dict[str, str]] = field(default_factory=list)  # problems of the notes this build read
+    settings: dict[str, Any] = field(default_factory=dict)  # the settings this build used
+    links: int = 0
+    unresolved_links: int = 0
+    timings: dict[str, float] = field(default_factory=dict)
+    embedded: int = 0  # chunks embedded into this same generation (``index --embed`` of a small change)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def build_report(
+    conn: sqlite3.Connection,
+    plan: BuildPlan,
+    run: BuildRun,
+    *,
+    kind: str,
+    generation_id: str | None,
+    up_to_date: bool,
+    rebuild_reason: str | None,
+    extra: dict[str, int],
+    rebuild_detail: str | None = None,
+) -> BuildReport:
+    notes = count_notes(conn)
+    chunks = count_chunks(conn)
+    if not extra:  # nothing was rebuilt: the links are the index's
+        links, unresolved = edge_counts(conn)
+        extra = {"links": links, "unresolved_links": unresolved}
+    problems = all_problems(conn)
+    read = {f.rel_path for f, _, _ in plan.changed}
+    scan_problems = {(p.path, p.reason) for p in plan.scan.problems}
+    return BuildReport(
+        generation_id=generation_id,
+        index_kind=kind,
+        notes=notes,
+        chunks=chunks,
+        reused=len(plan.unchanged),
+        changed=len(plan.changed),
+        added=plan.added,
+        removed=len(plan.removed_ids) + len(plan.removed_skipped),
+        problems=problems,
+        new_problems=[p for p in problems if p["path"] in read or (p["path"], p["reason"]) in scan_problems]
+        if not up_to_date
+        else [],
+        settings=run.config.settings(),
+        seconds=round(time.perf_counter() - run.started, 4),
+        up_to_date=up_to_date,
+        full_rebuild_reason=rebuild_reason,
+        full_rebuild_detail=rebuild_detail,
+        timings={k: round(v, 4) for k, v in run.timings.items()},
+        **extra,
+    )
