@@ -6,7 +6,7 @@ import os
 import sqlite3
 import threading
 import time
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -14,7 +14,7 @@ from urllib.parse import quote
 import numpy as np
 
 from core import generations as gen
-from core.errors import InvalidArgumentError, SchemaMismatchError, UsageError
+from core.errors import SchemaMismatchError
 from core.index.freshness import FreshnessOptions, check_freshness, unchecked
 from core.index.ownership import check_index_dir_for_reading, check_vault
 from core.index.schema import SCHEMA_VERSION
@@ -27,7 +27,8 @@ from core.ranking.filters import Filters
 from core.ranking.query import clean_text
 from core.ranking.snippets import QueryWords, best_passages, matched_text, snippet
 from core.ranking.sparse import QueryPostings, body_term_counts
-from core.registry import DEFAULT_MODE, ModeSpec, dispatch, get_mode
+from core.registry import DEFAULT_MODE, ModeSpec, dispatch
+from core.search_arguments import check_keywords, check_search_arguments, freshness_options, max_results_argument
 
 
 @dataclass(frozen=True)
@@ -262,135 +263,6 @@ def _results(ctx: SearchContext, run: ModeRun, with_passages: bool) -> list[Sear
     return out
 
 
-# The largest ``limit`` (hits) a search may ask for; KNOWN_OPTIONS are the keys ``options`` may hold.
-MAX_LIMIT = 10_000
-KNOWN_OPTIONS = frozenset({"reranker"})
-_FLAGS = ("raw", "allow_fallback", "passages")
-
-
-def _text_argument(name: str, value: object, *, optional: bool = False, max_chars: int | None = None) -> None:
-    if value is None and optional:
-        return
-    if not isinstance(value, str):
-        raise InvalidArgumentError(f"{name} must be a string, got {type(value).__name__}", argument=name)
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise InvalidArgumentError(
-            f"{name} is not valid text: a lone surrogate at {exc.start} (invalid UTF-8 on the command line?)",
-            argument=name,
-        ) from exc
-    if max_chars is not None and len(value) > max_chars:
-        raise InvalidArgumentError(f"{name} is longer than {max_chars} characters", argument=name)
-
-
-def _path_argument(name: str, value: object, *, optional: bool = False) -> None:
-    if value is None and optional:
-        return
-    path = os.fspath(value) if isinstance(value, (str, os.PathLike)) else None
-    if not isinstance(path, str):
-        raise InvalidArgumentError(f"{name} must be a path, got {type(value).__name__}", argument=name)
-    _text_argument(name, path, max_chars=4096)
-
-
-def check_search_arguments(
-    vault: object,
-    query: object,
-    mode: object,
-    limit: object,
-    filters: object,
-    filter_kw: dict[str, Any],
-    rest: dict[str, Any],
-) -> tuple[ModeSpec, Filters, int]:
-    """Every argument of search_vault checked before any work: (the mode's spec, the Filters, the limit).
-
-    Hostile input never reaches SQL, FTS5 or numpy: a wrong type, lone surrogates (invalid
-    UTF-8), an out-of-range limit, an unknown option or filter is an InvalidArgumentError /
-    FilterError (exit 2) with a stable reason. ``rest`` holds the other keyword arguments."""
-    _path_argument("vault", vault)
-    _text_argument("query", query)  # longer than MAX_QUERY_CHARS: searched by its start (clean_text)
-    _text_argument("mode", mode)
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
-        raise InvalidArgumentError(
-            f"limit must be an integer from 1 to {MAX_LIMIT}, got {limit!r}"[:200], argument="limit"
-        )
-    for flag in _FLAGS:
-        if not isinstance(rest.get(flag), bool):
-            raise InvalidArgumentError(f"{flag} must be True or False, got {rest.get(flag)!r}"[:200], argument=flag)
-    _text_argument("model", rest.get("model"), optional=True)
-    _path_argument("index_dir", rest.get("index_dir"), optional=True)
-    options = rest.get("options")
-    if options is not None:
-        if not isinstance(options, dict) or set(options) - KNOWN_OPTIONS:
-            raise InvalidArgumentError(
-                f"options must be a dict with keys among {sorted(KNOWN_OPTIONS)}, got {options!r}"[:300],
-                argument="options",
-            )
-        for key, value in options.items():
-            _text_argument(f"options[{key!r}]", value, optional=True)
-    decay = rest.get("decay")
-    if decay is not None and not isinstance(decay, AgeDecay):
-        raise InvalidArgumentError(f"decay must be an AgeDecay, got {type(decay).__name__}", argument="decay")
-    spec = get_mode(mode)  # type: ignore[arg-type]
-    if filters is not None and filter_kw:
-        raise UsageError("give filters either as filters=Filters(...) or as keywords, not both")
-    if filters is not None and not isinstance(filters, Filters):
-        raise InvalidArgumentError(f"filters must be a Filters, got {type(filters).__name__}", argument="filters")
-    checked = filters if filters is not None else Filters.make(**filter_kw)
-    checked.validate()  # every filter up front, also for a query that has no terms
-    return spec, checked, limit
-
-
-FILTER_KEYWORDS: tuple[str, ...] = tuple(f.name for f in fields(Filters))
-SEARCH_KEYWORDS: tuple[str, ...] = (
-    "vault_dir",
-    "query",
-    "max_results",
-    "mode",
-    "limit",
-    "filters",
-    "raw",
-    "allow_fallback",
-    "model",
-    "index_dir",
-    "options",
-    "passages",
-    "decay",
-    "freshness",
-)
-
-
-def _check_keywords(filter_kw: dict[str, Any]) -> None:
-    """A keyword that is neither a parameter nor a filter is a TypeError naming the valid ones."""
-    unknown = sorted(set(filter_kw) - set(FILTER_KEYWORDS))
-    if unknown:
-        raise TypeError(
-            f"search_vault() got unexpected keyword argument(s) {', '.join(map(repr, unknown))}; "
-            f"valid: {', '.join(SEARCH_KEYWORDS)}; filters: {', '.join(FILTER_KEYWORDS)}"
-        )
-
-
-def _max_results(max_results: object, limit: object) -> object:
-    """The number of hits asked for (``limit`` is an alias); its type and range are checked by
-    ``check_search_arguments``. A string in third place is the old signature's mode: a TypeError."""
-    if isinstance(max_results, str) and limit is None:
-        raise TypeError(
-            f"max_results must be an int, not {max_results!r}: the signature is "
-            "search_vault(vault_dir, query, max_results, mode); give the mode by keyword (mode=...)"
-        )
-    if limit is not None and max_results != 10 and limit != max_results:
-        raise UsageError(f"max_results={max_results!r} and limit={limit!r} disagree; give one (limit is its alias)")
-    return limit if limit is not None else max_results
-
-
-def _freshness_options(freshness: bool | FreshnessOptions) -> FreshnessOptions:
-    if isinstance(freshness, FreshnessOptions):
-        return freshness
-    if not isinstance(freshness, bool):
-        raise TypeError(f"freshness must be a bool or FreshnessOptions, not {type(freshness).__name__}")
-    return FreshnessOptions(enabled=freshness)
-
-
 def search_vault(
     vault_dir: str | Path,
     query: str,
@@ -421,19 +293,18 @@ def search_vault(
     ``decay=AgeDecay()`` down-weights volatile notes by age (``core.modes.decay``; off by default,
     re-scored hits say ``+age_decay``).
     """
-    _check_keywords(filter_kw)
+    check_keywords(filter_kw)
     spec, filters, n = check_search_arguments(
-        vault_dir, query, mode, _max_results(max_results, limit), filters, filter_kw, locals()
+        vault_dir, query, mode, max_results_argument(max_results, limit), filters, filter_kw, locals()
     )
-    fresh = _freshness_options(freshness)
+    fresh = freshness_options(freshness)
     vault = Path(vault_dir)
     resolved = gen.resolve(_layout(os.path.abspath(vault), os.path.abspath(index_dir) if index_dir else None))
     conn = _connection(resolved)
     try:
-        text = clean_text(query)
         ctx = SearchContext(
             vault=vault,
-            text=text,
+            text=clean_text(query),
             limit=max(n, decay.candidates) if decay is not None else n,
             filters=filters,
             raw=raw,
@@ -443,27 +314,26 @@ def search_vault(
             conn=conn,
             options=dict(options or {}),
         )
-        if not text.strip() or (not raw and not ctx.terms):
-            run = _metadata_only(ctx) if (not text.strip()) else ModeRun([], "none", "no_query_terms", "no_query_terms")
-        else:
-            run = dispatch(spec, ctx)
-        if decay is not None:
-            run = replace(run, hits=apply_decay(conn, run.hits, decay, n))
+        run = _mode_run(ctx, spec, decay, n)
         hits = _results(ctx, run, passages)
         fresh_info = check_freshness(resolved, conn, options=fresh, classifications=filters.classifications)
-        terms = tuple(ctx.analysis.words) if text.strip() else ()  # the query's words, for highlighting
-        lexical = not raw and bool(text.strip())
-        expansions = ctx.analysis.expansions if lexical else []
-        unmatched = ctx.analysis.unmatched if lexical else []
+        analysed = _query_words(ctx)
     finally:
         if resolved.kind == "legacy_db":
             conn.close()
-    index = {
-        "kind": resolved.kind,
-        "generation_id": resolved.generation_id,
-        "source_snapshot_hash": resolved.source_snapshot_hash,
-        "age_seconds": round(max(0.0, time.time() - resolved.created_at), 3),
-    }
+    return _response(hits, query, mode, run, resolved, fresh_info, analysed)
+
+
+def _response(
+    hits: list[SearchResult],
+    query: str,
+    mode: str,
+    run: ModeRun,
+    resolved: gen.ResolvedIndex,
+    freshness: dict[str, Any],
+    analysed: dict[str, Any],
+) -> SearchResults:
+    """The hits with what ran (the registry's labels), from which index, how fresh, and the query's words."""
     return SearchResults(
         hits,
         query=query,
@@ -471,9 +341,40 @@ def search_vault(
         actual_mode=run.labels()[0],
         retrieval_contract=run.labels()[1],
         fallback_reason=run.fallback_reason,
-        index=index,
-        freshness=fresh_info,
-        query_terms=terms,
-        query_expansions=expansions,
-        unmatched_words=unmatched,
+        index=_index_info(resolved),
+        freshness=freshness,
+        **analysed,
     )
+
+
+def _mode_run(ctx: SearchContext, spec: ModeSpec, decay: AgeDecay | None, n: int) -> ModeRun:
+    """The mode's run (dispatched through the registry), or metadata only / no terms; then the age decay."""
+    if not ctx.text.strip() or (not ctx.raw and not ctx.terms):
+        empty = not ctx.text.strip()
+        run = _metadata_only(ctx) if empty else ModeRun([], "none", "no_query_terms", "no_query_terms")
+    else:
+        run = dispatch(spec, ctx)
+    if decay is not None:
+        run = replace(run, hits=apply_decay(ctx.conn, run.hits, decay, n))
+    return run
+
+
+def _query_words(ctx: SearchContext) -> dict[str, Any]:
+    """The query's words (for highlighting), and for a lexical query its expansions and unmatched words."""
+    text = ctx.text
+    lexical = not ctx.raw and bool(text.strip())
+    return {
+        "query_terms": tuple(ctx.analysis.words) if text.strip() else (),
+        "query_expansions": ctx.analysis.expansions if lexical else [],
+        "unmatched_words": ctx.analysis.unmatched if lexical else [],
+    }
+
+
+def _index_info(resolved: gen.ResolvedIndex) -> dict[str, Any]:
+    """Which index answered: kind, generation, snapshot hash, age."""
+    return {
+        "kind": resolved.kind,
+        "generation_id": resolved.generation_id,
+        "source_snapshot_hash": resolved.source_snapshot_hash,
+        "age_seconds": round(max(0.0, time.time() - resolved.created_at), 3),
+    }

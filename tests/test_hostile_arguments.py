@@ -18,7 +18,8 @@ from core.cli import main
 from core.errors import VaultSearchError
 from core.ranking.filters import Filters
 from core.registry import MODE_NAMES
-from core.searcher import MAX_LIMIT, search_vault
+from core.search_arguments import MAX_LIMIT
+from core.searcher import search_vault
 from tests.conftest import note
 
 FILES = {
