@@ -184,66 +184,105 @@ class Filters:
         the same size for 2 or 40,000 tags / prefixes (SQLite's expression tree stays small).
         Tags match their subtree (``a`` matches ``a``, ``a/...`` and ``a....``); dates compare as
         UTC instants (``date_key_sql``)."""
-        key = self.date_key_sql()
-        conds: list[str] = []
-        vals: list[object] = []
+        key = self.date_key_sql()  # an unknown date field is refused even without a bound
+        parts = [
+            *self._field_conditions(),
+            *self._tag_conditions(),
+            *self._path_conditions(),
+            *self._date_conditions(key),
+            *self._supersession_conditions(superseded),
+        ]
+        if self.classifications is not None:
+            parts.append(self._classification("n"))
+        return (" AND ".join(c for c, _ in parts) or "1"), [v for _, vals in parts for v in vals]
 
-        def one_of(column: str, values: tuple[str, ...], lower: bool = False) -> None:
+    def _field_conditions(self) -> list[tuple[str, list[object]]]:
+        """Note type, volatility and status (case-insensitive), namespace: each one of the given values."""
+        out: list[tuple[str, list[object]]] = []
+        for column, values, lower in (
+            ("n.note_type", self.note_types, True),
+            ("n.volatility", self.volatility, True),
+            ("n.status", self.status, True),
+            ("n.namespace", self.namespaces, False),
+        ):
             if values:
-                conds.append(f"{f'lower({column})' if lower else column} IN {_JSON_VALUES}")
-                vals.append(_json_array([v.lower() if lower else v for v in values]))
+                out.append(
+                    (
+                        f"{f'lower({column})' if lower else column} IN {_JSON_VALUES}",
+                        [_json_array([v.lower() if lower else v for v in values])],
+                    )
+                )
+        return out
 
-        one_of("n.note_type", self.note_types, lower=True)
-        one_of("n.volatility", self.volatility, lower=True)
-        one_of("n.status", self.status, lower=True)
-        one_of("n.namespace", self.namespaces)
+    def _tag_conditions(self) -> list[tuple[str, list[object]]]:
+        """All of ``tags_all``, one of ``tags_any``: each tag with its subtree."""
+        out: list[tuple[str, list[object]]] = []
         if self.tags_all:
             tags = sorted(set(self.tags_all))
-            conds.append(
-                f"n.id IN (SELECT t.note_id FROM json_each(?) q JOIN note_tags t ON {_TAG_SUBTREE} "
-                "GROUP BY t.note_id HAVING count(DISTINCT q.value) = ?)"
+            out.append(
+                (
+                    f"n.id IN (SELECT t.note_id FROM json_each(?) q JOIN note_tags t ON {_TAG_SUBTREE} "
+                    "GROUP BY t.note_id HAVING count(DISTINCT q.value) = ?)",
+                    [_json_array(tags), len(tags)],
+                )
             )
-            vals.extend((_json_array(tags), len(tags)))
         if self.tags_any:
-            conds.append(f"n.id IN (SELECT t.note_id FROM json_each(?) q JOIN note_tags t ON {_TAG_SUBTREE})")
-            vals.append(_json_array(sorted(set(self.tags_any))))
-        prefixes = {p.lstrip("/") for p in self.path_prefixes}  # a trailing "/" stays: "projects/" != "projects2/"
-        if prefixes and "" not in prefixes:  # the empty prefix holds every path
-            conds.append(
-                "n.id IN (SELECT m.id FROM json_each(?) r JOIN notes m ON m.rel_path >= json_extract(r.value, '$[0]') "
-                "AND m.rel_path < json_extract(r.value, '$[1]'))"
+            out.append(
+                (
+                    f"n.id IN (SELECT t.note_id FROM json_each(?) q JOIN note_tags t ON {_TAG_SUBTREE})",
+                    [_json_array(sorted(set(self.tags_any)))],
+                )
             )
-            vals.append(_json_array([[p, _successor(p)] for p in sorted(prefixes)]))
+        return out
+
+    def _path_conditions(self) -> list[tuple[str, list[object]]]:
+        """A path under one of the prefixes: a key range per prefix."""
+        prefixes = {p.lstrip("/") for p in self.path_prefixes}  # a trailing "/" stays: "projects/" != "projects2/"
+        if not prefixes or "" in prefixes:  # the empty prefix holds every path
+            return []
+        return [
+            (
+                "n.id IN (SELECT m.id FROM json_each(?) r JOIN notes m ON m.rel_path >= json_extract(r.value, '$[0]') "
+                "AND m.rel_path < json_extract(r.value, '$[1]'))",
+                [_json_array([[p, _successor(p)] for p in sorted(prefixes)])],
+            )
+        ]
+
+    def _date_conditions(self, key: str) -> list[tuple[str, list[object]]]:
+        """``since`` / ``until`` against the date key ``key`` (SQL; a date-only ``until`` takes its whole day)."""
+        out: list[tuple[str, list[object]]] = []
         if self.since is not None:
-            conds.append(f"{key} >= ?")
-            vals.append(_bound(self.since, end=False))
+            out.append((f"{key} >= ?", [_bound(self.since, end=False)]))
         if self.until is not None:
             until_date_only = isinstance(self.until, str) and _is_date_only(self.until)
-            conds.append(f"{key} < ?" if until_date_only else f"{key} <= ?")
-            vals.append(_bound(self.until, end=True))
-        if not self.include_superseded and superseded is not None:
-            conds.append(
-                "NOT (n.superseded_by != '[]' OR lower(coalesce(n.status, '')) = 'superseded' OR n.id IN "
-                f"{_JSON_VALUES})"
-            )
-            vals.append(_json_array(sorted(superseded)))
-        elif not self.include_superseded:
-            # supersession counts only what the caller may see: a hidden note's `supersedes:` hides nothing
-            by_visible, by_vals = ("", []) if self.classifications is None else self._classification("s")
-            conds.append(
+            out.append((f"{key} < ?" if until_date_only else f"{key} <= ?", [_bound(self.until, end=True)]))
+        return out
+
+    def _supersession_conditions(self, superseded: list[int] | None) -> list[tuple[str, list[object]]]:
+        """Not superseded (unless ``include_superseded``): by its own frontmatter, or by a visible note."""
+        if self.include_superseded:
+            return []
+        if superseded is not None:
+            return [
+                (
+                    "NOT (n.superseded_by != '[]' OR lower(coalesce(n.status, '')) = 'superseded' OR n.id IN "
+                    f"{_JSON_VALUES})",
+                    [_json_array(sorted(superseded))],
+                )
+            ]
+        # supersession counts only what the caller may see: a hidden note's `supersedes:` hides nothing
+        by_visible, by_vals = ("", []) if self.classifications is None else self._classification("s")
+        return [
+            (
                 "NOT (n.superseded_by != '[]' OR lower(coalesce(n.status, '')) = 'superseded' OR n.id IN "
                 "(SELECT e.dst_id FROM edges e"
                 + (" JOIN notes s ON s.id = e.src_id" if by_visible else "")
                 + " WHERE e.kind = 'supersedes' AND e.dst_id IS NOT NULL"
                 + (f" AND {by_visible}" if by_visible else "")
-                + "))"
+                + "))",
+                by_vals,
             )
-            vals.extend(by_vals)
-        if self.classifications is not None:
-            clause, cvals = self._classification("n")
-            conds.append(clause)
-            vals.extend(cvals)
-        return (" AND ".join(conds) or "1"), vals
+        ]
 
     def _classification(self, alias: str) -> tuple[str, list[object]]:
         """The visible-classification condition over notes aliased ``alias`` (classifications set)."""
