@@ -41,7 +41,7 @@ import numpy as np
 
 from bench.common import DATA_DIR, RESULTS_DIR, machine_info, write_json
 from core import dense
-from core.eval.evaluation import load_qrels, load_queries
+from core.eval.inputs import load_qrels, load_queries
 from core.eval.metrics import mean, ndcg_at_k, recall_at_k
 from core.index.builder import build_index
 from core.index.embed import embed_index

@@ -49,7 +49,8 @@ from bench.common import (
 )
 from core import generations as gen
 from core.errors import VaultSearchError
-from core.eval.evaluation import DocIdMatcher, evaluate
+from core.eval.evaluation import evaluate
+from core.eval.matching import DocIdMatcher
 from core.index.builder import build_index
 from core.registry import MODE_NAMES, SEARCH_MODE_REGISTRY
 from core.searcher import search_vault

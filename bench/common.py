@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 
 import psutil
 
-from core.eval.evaluation import load_qrels, load_queries  # noqa: F401  (re-exported for the benches)
+from core.eval.inputs import load_qrels, load_queries  # noqa: F401  (re-exported for the benches)
 from core.eval.metrics import ndcg_at_k, percentile
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

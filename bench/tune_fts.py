@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from core import generations as gen
-from core.eval.evaluation import load_qrels, load_queries
+from core.eval.inputs import load_qrels, load_queries
 from core.eval.metrics import mean, ndcg_at_k
 from core.index.builder import build_index
 from core.ranking.analysis import analyzer_for

@@ -5,7 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from core import generations as gen
-from core.eval.evaluation import DocIdMatcher, EvalReport, RankedPaths, evaluate, load_qrels, load_queries
+from core.eval.evaluation import EvalReport, RankedPaths, evaluate
+from core.eval.inputs import load_qrels, load_queries
+from core.eval.matching import DocIdMatcher
 from core.index.tables.notes import visible_doc_ids
 from core.ranking.filters import Filters
 from core.searcher import search_vault

@@ -3,9 +3,9 @@
 The library side of ``vaultsearch eval``. It never imports the search engine: the
 caller passes a ``search(text, mode, depth) -> list[rel_path]`` callable.
 
-    load_queries(path)        BEIR jsonl  {"_id", "text"} per line  -> {qid: text}
+    load_queries(path)        BEIR jsonl  {"_id", "text"} per line  -> {qid: text}     (core.eval.inputs)
     load_qrels(path)          TSV with header query-id/corpus-id/score -> {qid: {docid: rel}}
-    DocIdMatcher(notes)       qrels corpus-id -> note rel_path (frontmatter id, path, stem)
+    DocIdMatcher(notes)       qrels corpus-id -> note rel_path (frontmatter id, path, stem)  (core.eval.matching)
     evaluate(...)             -> EvalReport (per-mode nDCG@k, Recall@depth, MRR@10, P@k,
                                  latency p50/p95, and everything that was left out, and why)
 
@@ -18,240 +18,20 @@ failed with the error's ``reason``; any other exception propagates.
 from __future__ import annotations
 
 import json
-import re
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 from core.errors import EvalInputError, UsageError, VaultSearchError
 from core.eval import metrics
+from core.eval.matching import DocIdMatcher, IdMatchSummary
 
-QRELS_HEADER = ("query-id", "corpus-id", "score")
+_MAX_LISTED_PROBLEMS = 20  # unmatched qrels ids listed in a report
 MRR_K = 10  # MRR is reported at a fixed cutoff of 10 (MS MARCO / BEIR convention)
-MATCH_RULES = ("id", "path", "stem")
-_INT_RE = re.compile(r"-?[0-9]+")
-_MAX_LISTED_PROBLEMS = 20
 
 SearchFn = Callable[[str, str, int], list[str]]
-
-
-# ----------------------------------------------------------------------------- loading
-
-
-def _input_error(path: Path, problems: list[tuple[int | None, str]]) -> EvalInputError:
-    """One error for all problems found in a file; the message names the first one."""
-    line, problem = problems[0]
-    where = f"{path}, line {line}" if line is not None else str(path)
-    more = f" (and {len(problems) - 1} more problem(s))" if len(problems) > 1 else ""
-    listed = [f"line {n}: {p}" if n is not None else p for n, p in problems[:_MAX_LISTED_PROBLEMS]]
-    return EvalInputError(f"{where}: {problem}{more}", path=str(path), line=line, problems=listed)
-
-
-def _read_lines(path: str | Path) -> tuple[Path, list[str]]:
-    """Read a UTF-8 text file (a BOM is tolerated) into lines without their line endings."""
-    p = Path(path)
-    try:
-        data = p.read_bytes()
-    except FileNotFoundError:
-        raise _input_error(p, [(None, "file not found")]) from None
-    except OSError as err:
-        raise _input_error(p, [(None, f"cannot read file: {err.strerror or err}")]) from err
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as err:
-        line = data[: err.start].count(b"\n") + 1
-        raise _input_error(p, [(line, "invalid UTF-8")]) from err
-    lines = [ln.removesuffix("\r") for ln in text.split("\n")]  # not splitlines(): JSON may hold U+2028
-    if not any(ln.strip() for ln in lines):
-        raise _input_error(p, [(None, "empty file")])
-    return p, lines
-
-
-def _query_from_line(line: str) -> tuple[str, str] | str:
-    """Parse one jsonl line into (qid, text), or return the problem as a string."""
-    try:
-        obj = json.loads(line)
-    except json.JSONDecodeError as err:
-        return f"bad JSON: {err.msg} (column {err.colno})"
-    if not isinstance(obj, dict):
-        return f"expected a JSON object, got {type(obj).__name__}"
-    qid = obj.get("_id")
-    if isinstance(qid, int) and not isinstance(qid, bool):
-        qid = str(qid)
-    if not isinstance(qid, str) or not qid.strip():
-        return "missing or empty '_id' (a string)"
-    text = obj.get("text")
-    if not isinstance(text, str) or not text.strip():
-        return "missing or empty 'text' (a string)"
-    return qid, text
-
-
-def _parse_rows(
-    p: Path, numbered: Iterable[tuple[int, str]], parse: Callable[[str], tuple | str], key: Callable[[tuple], object]
-) -> list[tuple]:
-    """Parse each non-blank numbered line; a repeated ``key`` is a problem. Every problem is
-    collected, then one ``EvalInputError`` names the file and the first bad line."""
-    rows: list[tuple] = []
-    first_at: dict[object, int] = {}
-    problems: list[tuple[int | None, str]] = []
-    for n, line in numbered:
-        parsed = parse(line) if line.strip() else None
-        if isinstance(parsed, str):
-            problems.append((n, parsed))
-        elif parsed is not None and key(parsed) in first_at:
-            problems.append((n, f"duplicate {key(parsed)!r} (first on line {first_at[key(parsed)]})"))
-        elif parsed is not None:
-            first_at[key(parsed)] = n
-            rows.append(parsed)
-    if problems:
-        raise _input_error(p, problems)
-    return rows
-
-
-def load_queries(path: str | Path) -> dict[str, str]:
-    """Load BEIR queries (jsonl, ``{"_id": ..., "text": ...}`` per line; other keys ignored).
-
-    Blank lines are skipped; an integer ``_id`` is read as its string; a repeated ``_id``
-    is an error. Every bad line is reported (see :func:`_parse_rows`).
-    """
-    p, lines = _read_lines(path)
-    return dict(_parse_rows(p, enumerate(lines, start=1), _query_from_line, key=lambda row: row[0]))
-
-
-def _qrel_from_line(line: str) -> tuple[str, str, int] | str:
-    """Parse one qrels row into (qid, docid, score), or return the problem as a string."""
-    fields = line.split("\t")
-    if len(fields) != 3:
-        return f"expected 3 tab-separated columns (query-id, corpus-id, score), got {len(fields)}"
-    qid, docid, score = (f.strip() for f in fields)
-    if not qid or not docid:
-        return "empty query-id or corpus-id"
-    if not _INT_RE.fullmatch(score):
-        return f"score {score!r} is not an integer"
-    return qid, docid, int(score)
-
-
-def load_qrels(path: str | Path) -> dict[str, dict[str, int]]:
-    """Load BEIR qrels: a TSV with the header ``query-id corpus-id score`` and integer scores.
-
-    Columns are split on tabs only (vault paths may contain spaces). Blank lines are
-    skipped. A repeated (query-id, corpus-id) pair is an error. Every bad line is reported.
-    """
-    p, lines = _read_lines(path)
-    header = next(i for i, ln in enumerate(lines) if ln.strip())
-    if tuple(f.strip() for f in lines[header].split("\t")) != QRELS_HEADER:
-        raise _input_error(
-            p, [(header + 1, f"expected the header 'query-id<TAB>corpus-id<TAB>score', got {lines[header]!r}")]
-        )
-    rows = _parse_rows(p, enumerate(lines[header + 1 :], start=header + 2), _qrel_from_line, key=lambda row: row[:2])
-    qrels: dict[str, dict[str, int]] = {}
-    for qid, docid, score in rows:
-        qrels.setdefault(qid, {})[docid] = score
-    if not qrels:
-        raise _input_error(p, [(None, "no qrels rows after the header")])
-    return qrels
-
-
-# ----------------------------------------------------------------------------- id matching
-
-
-@dataclass(frozen=True)
-class IdMatchSummary:
-    """How a set of qrels corpus-ids matched notes: counts per rule, and what did not match.
-
-    ``ambiguous`` maps an unmatched id to the notes it could have meant (a frontmatter id
-    shared by several notes, or a stem shared by several files); those ids are also in
-    ``unmatched_qrels_ids``.
-    """
-
-    by_rule: Mapping[str, int]
-    unmatched_qrels_ids: tuple[str, ...]
-    ambiguous: Mapping[str, tuple[str, ...]]
-
-    @property
-    def total(self) -> int:
-        return sum(self.by_rule.values()) + len(self.unmatched_qrels_ids)
-
-    def format_line(self) -> str:
-        rules = ", ".join(f"{rule} {self.by_rule.get(rule, 0)}" for rule in MATCH_RULES)
-        matched = sum(self.by_rule.values())
-        return (
-            f"id matching: {matched}/{self.total} qrels ids matched ({rules}); "
-            f"unmatched {len(self.unmatched_qrels_ids)}, ambiguous {len(self.ambiguous)}"
-        )
-
-
-class DocIdMatcher:
-    """Map a qrels corpus-id to a note of the vault.
-
-    Rules, in order: (1) the note's frontmatter ``id``; (2) the vault-relative POSIX path,
-    with or without the ``.md`` suffix; (3) the file stem, only when exactly one note has
-    it. A frontmatter id shared by several notes is not used (rule 1 is skipped for it),
-    and an ambiguous stem matches nothing; both are reported by :meth:`summarize`.
-    ``notes`` yields ``(rel_path, frontmatter_id)``; an integer id (YAML ``id: 123``) is
-    read as its string, and an empty id counts as none.
-    """
-
-    def __init__(self, notes: Iterable[tuple[str, str | int | None]]) -> None:
-        self._by_id: dict[str, list[str]] = {}
-        self._paths: set[str] = set()
-        self._by_stem: dict[str, list[str]] = {}
-        for rel_path, note_id in notes:
-            if rel_path in self._paths:
-                raise UsageError(f"note {rel_path!r} is listed twice", rel_path=rel_path)
-            self._paths.add(rel_path)
-            self._by_stem.setdefault(Path(rel_path).stem, []).append(rel_path)
-            key = _note_id_key(rel_path, note_id)
-            if key is not None:
-                self._by_id.setdefault(key, []).append(rel_path)
-
-    def _resolve(self, docid: str) -> tuple[str | None, str | None, tuple[str, ...]]:
-        """(rel_path, rule, candidates): candidates lists the notes of an ambiguous id/stem."""
-        ambiguous: list[str] = []
-        by_id = self._by_id.get(docid, [])
-        if len(by_id) == 1:
-            return by_id[0], "id", ()
-        ambiguous.extend(by_id)
-        for candidate in (docid, f"{docid}.md"):
-            if candidate in self._paths:
-                return candidate, "path", ()
-        by_stem = self._by_stem.get(docid, [])
-        if len(by_stem) == 1:
-            return by_stem[0], "stem", ()
-        if len(by_stem) > 1:
-            ambiguous.extend(by_stem)
-        return None, None, tuple(sorted(set(ambiguous)))
-
-    def match(self, docid: str) -> tuple[str | None, str | None]:
-        """Return ``(rel_path, rule)`` with rule in {'id', 'path', 'stem'}, or ``(None, None)``."""
-        rel_path, rule, _ = self._resolve(docid)
-        return rel_path, rule
-
-    def summarize(self, docids: Iterable[str]) -> IdMatchSummary:
-        """Match every distinct id and count which rule matched it; list the failures."""
-        counts = dict.fromkeys(MATCH_RULES, 0)
-        unmatched: list[str] = []
-        ambiguous: dict[str, tuple[str, ...]] = {}
-        for docid in dict.fromkeys(docids):
-            _, rule, candidates = self._resolve(docid)
-            if rule is not None:
-                counts[rule] += 1
-                continue
-            unmatched.append(docid)
-            if candidates:
-                ambiguous[docid] = candidates
-        return IdMatchSummary(by_rule=counts, unmatched_qrels_ids=tuple(unmatched), ambiguous=ambiguous)
-
-
-def _note_id_key(rel_path: str, note_id: str | int | None) -> str | None:
-    if isinstance(note_id, int) and not isinstance(note_id, bool):
-        return str(note_id)
-    if note_id is not None and not isinstance(note_id, str):
-        raise TypeError(f"{rel_path}: frontmatter id must be a string or an integer, got {type(note_id).__name__}")
-    return (note_id or "").strip() or None
 
 
 # ----------------------------------------------------------------------------- report
@@ -481,6 +261,16 @@ def _check_ranking(ranked: object, mode: str, qid: str) -> list[str]:
     return ranked
 
 
+def _scores(ranked: list[str], judged: Mapping[str, int], k: int, depth: int) -> tuple[float, float, float, float]:
+    """(nDCG@k, Recall@depth, MRR@10, P@k) of one ranking."""
+    return (
+        metrics.ndcg_at_k(ranked, judged, k),
+        metrics.recall_at_k(ranked, judged, depth),
+        metrics.mrr_at_k(ranked, judged, MRR_K),
+        metrics.precision_at_k(ranked, judged, k),
+    )
+
+
 def _run_mode(
     mode: str,
     plan: _Plan,
@@ -508,27 +298,11 @@ def _run_mode(
         ran.update([actual] if actual else [])
         reasons.update([reason] if reason else [])
         ranked = _check_ranking(ranked, mode, qid)[:depth]
-        rows.append(
-            (
-                metrics.ndcg_at_k(ranked, judged, k),
-                metrics.recall_at_k(ranked, judged, depth),
-                metrics.mrr_at_k(ranked, judged, MRR_K),
-                metrics.precision_at_k(ranked, judged, k),
-            )
-        )
+        rows.append(_scores(ranked, judged, k, depth))
         best = metrics.first_relevant_rank(ranked, judged)
         if failures and (best is None or best > k):
             relevant = tuple(sorted(metrics.relevant_ids(judged)))
-            failed.append(
-                QueryFailure(
-                    query_id=qid,
-                    text=queries[qid],
-                    best_rank=best,
-                    relevant=relevant,
-                    actual_mode=actual,
-                    fallback_reason=reason,
-                )
-            )
+            failed.append(QueryFailure(qid, queries[qid], best, relevant, actual_mode=actual, fallback_reason=reason))
     ndcg, recall, mrr, precision = (metrics.mean(col) for col in zip(*rows))
     return ModeResult(
         mode=mode,

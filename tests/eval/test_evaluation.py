@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 from core.errors import DenseIndexUnavailableError, EvalInputError, UsageError
-from core.eval.evaluation import DocIdMatcher, evaluate, load_qrels, load_queries
+from core.eval.evaluation import evaluate
+from core.eval.inputs import load_qrels, load_queries
+from core.eval.matching import DocIdMatcher
 from tests import paths
 
 DATA = paths.DATA
