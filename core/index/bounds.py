@@ -16,7 +16,8 @@ import signal
 import sys
 from dataclasses import replace
 
-from core.vault.notes import ParsedNote, Problem
+from core.vault.notes import ParsedNote
+from core.vault.problems import Problem
 
 MAX_NOTE_WORDS = 50_000  # distinct words one note may add to the index (more: its body is cut, reported)
 _WORD = re.compile(r"\w+")

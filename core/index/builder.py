@@ -56,7 +56,7 @@ from core.index.tables.skipped_files import (
 from core.ranking.analysis import language_analyzer_for
 from core.ranking.chunk_vectors import compute_chunk_vectors, store_chunk_vectors
 from core.ranking.sparse import compute_sparse, store_sparse
-from core.vault.notes import Problem
+from core.vault.problems import Problem
 from core.vault.scan import ScanResult
 
 

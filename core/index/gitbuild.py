@@ -33,7 +33,7 @@ from core.index.source import Known, Read
 from core.index.tables.git_dates import store_dates, stored_dates
 from core.index.tables.meta import get_meta
 from core.vault import gitsource as git
-from core.vault.notes import Problem
+from core.vault.problems import Problem
 from core.vault.scan import ScannedFile, ScanResult
 
 

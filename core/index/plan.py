@@ -20,7 +20,7 @@ from core.index.source import NoteSource
 from core.index.tables.meta import get_meta
 from core.index.tables.notes import note_file_rows
 from core.index.tables.skipped_files import skipped_file_rows
-from core.vault.notes import Problem
+from core.vault.problems import Problem
 from core.vault.scan import ScannedFile, ScanResult
 
 

@@ -40,7 +40,7 @@ from pathlib import Path
 from pathspec import GitIgnoreSpec
 
 from core.errors import GitCommandError, GitRevisionError, NotAGitRepoError, UsageError
-from core.vault.notes import Problem
+from core.vault.problems import Problem
 from core.vault.scan import IGNORE_FILE, MAX_NOTE_BYTES, SKIP_DIR_NAMES, parse_ignore_spec
 
 LFS_POINTER_PREFIX = b"version https://git-lfs.github.com/spec/v1"

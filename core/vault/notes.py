@@ -28,7 +28,8 @@ Decisions worth knowing:
 
 - YAML is loaded with the safe loader (C when available) but with timestamps left as
   strings, so an impossible date (``2021-13-45``) is a ``date_invalid`` on that field
-  rather than a failure of the whole frontmatter; dates are normalised here.
+  rather than a failure of the whole frontmatter (``core.vault.frontmatter``); dates are
+  normalised by ``core.vault.dates``.
 - Synonyms (``description|summary|desc``, ``type|kind``, ``namespace|project``): the
   first present, non-empty one is used; the others stay in ``extra``.
 - ``note_type``, ``status``, ``volatility`` and ``classification`` are stripped and
@@ -53,19 +54,15 @@ Decisions worth knowing:
 
 from __future__ import annotations
 
-import calendar
-import math
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, timedelta
-from functools import partial
 from typing import Any
 
-import yaml
-
 from core.vault.chunking import mask_code, scan_blocks
+from core.vault.dates import normalise_date
+from core.vault.frontmatter import json_scalar_text, load_frontmatter, split_frontmatter
 from core.vault.links import Link, body_links, parse_wikilink_inner
+from core.vault.problems import Problem
 
 PROBLEM_REASONS: frozenset[str] = frozenset(
     {
@@ -87,23 +84,12 @@ PROBLEM_REASONS: frozenset[str] = frozenset(
 BINARY_SNIFF_BYTES = 8192
 DATE_FIELDS = ("created", "updated", "source_date", "date")
 RELATION_FIELDS = ("related", "links", "parent")
-_MAX_YAML_VALUES = 20_000  # bound on values walked when making frontmatter JSON-safe
-_MAX_YAML_DEPTH = 64
 # The classification a note gets when its frontmatter mentions one that cannot be read exactly.
 UNREADABLE_CLASSIFICATION = "unreadable"
 # Any mention of the word (any case) in a frontmatter that did not parse cleanly, and a key-like
 # mention (``classification:`` at a line start or after ``{``/``,``, optionally quoted) in one that did.
 _CLASSIFICATION_WORD = re.compile(r"classification", re.IGNORECASE)
 _CLASSIFICATION_KEY = re.compile(r"(?:^|[{,])[ \t]*[\"']?classification[\"']?[ \t]*:", re.IGNORECASE | re.MULTILINE)
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One problem met while reading the vault. ``reason`` is a stable snake_case code."""
-
-    path: str
-    reason: str
-    detail: str = ""
 
 
 @dataclass(frozen=True)
@@ -129,13 +115,6 @@ class ParsedNote:
     body_line: int = 0  # lines of the file before the body (the frontmatter block): file line = body line + this
 
 
-class _Loader(yaml.CSafeLoader if hasattr(yaml, "CSafeLoader") else yaml.SafeLoader):  # type: ignore[misc]
-    """Safe YAML loader that keeps timestamps as strings (dates are normalised here)."""
-
-
-_Loader.add_constructor("tag:yaml.org,2002:timestamp", lambda loader, node: loader.construct_scalar(node))
-
-_FENCE_LINE = re.compile(r"(---|\.\.\.)[ \t]*\r?")
 _TAG = re.compile(r"#([\w/-]+(?:\.[\w/-]+)*)")
 _TAG_NON_DIGIT = re.compile(r"[^\d.]")
 
@@ -163,178 +142,6 @@ def decode_text(rel_path: str, data: bytes) -> tuple[str, list[Problem]]:
         text = data.decode("utf-8", errors="replace")
         problems = [Problem(rel_path, "utf8_invalid", f"invalid byte at offset {exc.start}")]
     return text.removeprefix("\ufeff"), problems
-
-
-# ---------------------------------------------------------------- frontmatter
-
-
-def split_frontmatter(text: str) -> tuple[str | None, str, bool]:
-    """(frontmatter YAML or None, body, unclosed).
-
-    Frontmatter is a first line ``---`` and a later line ``---`` or ``...``. With no
-    closing line the whole text is the body and ``unclosed`` is True.
-    """
-    first_nl = text.find("\n")
-    first = text if first_nl < 0 else text[:first_nl]
-    if first.rstrip(" \t\r") != "---":
-        return None, text, False
-    if first_nl < 0:
-        return None, text, True
-    pos = first_nl + 1
-    while pos <= len(text):
-        nl = text.find("\n", pos)
-        end = len(text) if nl < 0 else nl
-        if _FENCE_LINE.fullmatch(text, pos, end):
-            return text[first_nl + 1 : pos], ("" if nl < 0 else text[nl + 1 :]), False
-        if nl < 0:
-            break
-        pos = nl + 1
-    return None, text, True
-
-
-def load_frontmatter(rel_path: str, yaml_text: str) -> tuple[dict[str, Any], list[Problem]]:
-    """Parse frontmatter YAML into a JSON-safe mapping with string keys (never raises)."""
-    try:
-        loaded = yaml.load(yaml_text, Loader=_Loader)  # noqa: S506 - _Loader is a SafeLoader
-    except (yaml.YAMLError, ValueError, RecursionError) as exc:
-        return {}, [Problem(rel_path, "yaml_invalid", _yaml_error_detail(exc))]
-    if loaded is None:
-        return {}, []
-    if not isinstance(loaded, dict):
-        return {}, [Problem(rel_path, "frontmatter_not_mapping", f"frontmatter is a {type(loaded).__name__}")]
-    budget = [_MAX_YAML_VALUES]
-    safe = _json_safe(loaded, budget, 0)
-    if budget[0] < 0:
-        return {}, [
-            Problem(rel_path, "yaml_invalid", f"frontmatter too large or too deep (over {_MAX_YAML_VALUES} values)")
-        ]
-    return safe, []
-
-
-def _yaml_error_detail(exc: Exception) -> str:
-    """One line: the YAML problem and where it is (line numbers count the opening fence)."""
-    if isinstance(exc, yaml.MarkedYAMLError) and exc.problem:
-        mark = exc.problem_mark
-        where = f" (line {mark.line + 2}, column {mark.column + 1})" if mark is not None else ""
-        return f"{exc.problem}{where}"
-    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
-    return lines[0] if lines else type(exc).__name__
-
-
-def _json_safe(value: Any, budget: list[int], depth: int) -> Any:
-    """A JSON-serialisable copy: str keys, lists for sequences, str for other objects.
-
-    ``budget`` counts down the values walked; it goes negative (and the walk stops) on
-    alias bombs, recursive anchors or absurd depth.
-    """
-    budget[0] -= 1
-    if budget[0] < 0 or depth > _MAX_YAML_DEPTH:
-        budget[0] = -1
-        return None
-    if value is None or isinstance(value, (bool, int, str)):
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else str(value)  # NaN and infinities are not JSON
-    if isinstance(value, dict):
-        return {_key(k): _json_safe(v, budget, depth + 1) for k, v in value.items()}
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return [_json_safe(v, budget, depth + 1) for v in value]
-    if isinstance(value, bytes):
-        return value.decode("utf-8", errors="replace")
-    return str(value)
-
-
-def _key(key: Any) -> str:
-    """A mapping key as a JSON object key (YAML allows ints, bools, null, ... as keys)."""
-    if isinstance(key, str):
-        return key
-    if key is None or isinstance(key, bool):
-        return json_scalar_text(key)
-    return str(key)
-
-
-def json_scalar_text(value: Any) -> str:
-    """Text of a YAML scalar the way it was most likely written (``true``, ``null``, ``3``)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
-# ---------------------------------------------------------------- dates
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_EPOCH_DIGITS = re.compile(r"-?\d{9,}")
-_DATE_FORMATS = (
-    "%Y/%m/%d",
-    "%m/%d/%Y",
-    "%Y/%m/%d %H:%M",
-    "%Y/%m/%d %H:%M:%S",
-    "%m/%d/%Y %H:%M",
-    "%d %b %Y",
-    "%d %B %Y",
-    "%b %d, %Y",
-    "%B %d, %Y",
-    "%b %d %Y",
-    "%B %d %Y",
-)
-
-
-def normalise_date(value: Any) -> str | None:
-    """ISO-8601 text for a frontmatter date value, or None when it is not a date.
-
-    ``date`` -> ``YYYY-MM-DD``; ``datetime`` -> ISO (with its offset when tz-aware);
-    integers are Unix epochs: milliseconds from 1e11 up (Dendron), seconds below, both
-    rendered as UTC datetimes; strings: ISO forms (``Z`` allowed), a run of 9+ digits
-    as an epoch, and a few common forms (``02/14/2023`` is month/day/year, as in
-    ``ms.date``; ``2023/02/14``; ``14 Feb 2023``; ``February 14, 2023``).
-    """
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if isinstance(value, date):
-        return value.isoformat()
-    if isinstance(value, (int, float)):
-        return _from_epoch(value)
-    if isinstance(value, str):
-        return _from_string(value.strip())
-    return None
-
-
-def _from_epoch(number: int | float) -> str | None:
-    """Epoch seconds or milliseconds as UTC ISO; an 8-digit int that is a valid YYYYMMDD is a date."""
-    if isinstance(number, int) and 19_000_101 <= number <= 29_991_231:
-        year, month, day = number // 10_000, number // 100 % 100, number % 100
-        if 1 <= month <= 12 and 1 <= day <= calendar.monthrange(year, month)[1]:
-            return date(year, month, day).isoformat()
-    seconds = number / 1000 if abs(number) >= 1e11 else number
-    try:
-        return (_EPOCH + timedelta(seconds=seconds)).isoformat()
-    except (OverflowError, ValueError):  # out of datetime's range, NaN, inf: not a date
-        return None
-
-
-def _from_string(text: str) -> str | None:
-    """An ISO form, a 9+ digit epoch, or one of ``_DATE_FORMATS``; None when none fits."""
-    if _EPOCH_DIGITS.fullmatch(text):
-        return _from_epoch(int(text))
-    parsers: list[Callable[[str], date | datetime]] = [
-        date.fromisoformat if len(text) <= 10 else datetime.fromisoformat
-    ]
-    parsers += [partial(_strptime, fmt=fmt) for fmt in _DATE_FORMATS]
-    for parse in parsers:
-        try:
-            return parse(text).isoformat()
-        except ValueError:  # this form does not fit: try the next one
-            continue
-    return None
-
-
-def _strptime(text: str, fmt: str) -> date | datetime:
-    parsed = datetime.strptime(text, fmt)
-    return parsed if "%H" in fmt else parsed.date()
 
 
 # ---------------------------------------------------------------- frontmatter fields

@@ -45,7 +45,7 @@ from typing import NamedTuple
 from pathspec import GitIgnoreSpec
 
 from core.errors import UsageError
-from core.vault.notes import Problem
+from core.vault.problems import Problem
 
 MAX_NOTE_BYTES = 16 * 1024 * 1024
 IGNORE_FILE = ".vaultsearchignore"

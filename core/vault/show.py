@@ -18,7 +18,8 @@ from typing import Any
 from core.errors import NoteNotFoundError, UsageError
 from core.index.ownership import check_vault
 from core.vault.chunking import heading_spans, mask_code
-from core.vault.notes import decode_text, load_frontmatter, note_title, split_frontmatter
+from core.vault.frontmatter import load_frontmatter, split_frontmatter
+from core.vault.notes import decode_text, note_title
 from core.vault.scan import MAX_NOTE_BYTES
 
 _LINES = re.compile(r"(\d+)?:(\d+)?|(\d+)")

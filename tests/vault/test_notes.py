@@ -9,15 +9,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from core.vault.dates import normalise_date
+from core.vault.frontmatter import split_frontmatter
 from core.vault.links import Link
 from core.vault.notes import (
     PROBLEM_REASONS,
     ParsedNote,
     is_binary,
-    normalise_date,
     parse_note,
     skip_problem,
-    split_frontmatter,
 )
 from tests import paths
 
