@@ -28,8 +28,9 @@ from typing import Any
 import numpy as np
 
 from bench.common import DATA_DIR, RESULTS_DIR, machine_info, write_json
-from core.dense import Embedder, l2_normalize, mean_pool, open_session
+from core.dense import Embedder, l2_normalize, mean_pool
 from core.models.local import load_local_dir
+from core.models.onnx import open_session
 from tests.minilm_fixture import FP32, INT8, cached_model_dirs
 
 VAULT = DATA_DIR / "scifact" / "vault"

@@ -19,15 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from core.dense import (
-    OnnxTextModel,
-    encodings_to_feeds,
-    length_order,
-    open_tokenizers,
-    select_output,
-)
+from core.dense import OnnxTextModel
 from core.errors import ModelError
 from core.models.local import KIND_RERANKER, ModelFiles
+from core.models.onnx import encodings_to_feeds, length_order, open_tokenizers, select_output
 
 DEFAULT_OUTPUT = "logits"
 

@@ -187,7 +187,7 @@ def test_pad_token_config_that_contradicts_the_vocabulary_is_refused(model_dirs,
 
 
 def test_length_order_is_longest_first_and_stable():
-    from core.dense import length_order
+    from core.models.onnx import length_order
 
     assert length_order([3, 10, 5, 10]).tolist() == [1, 3, 2, 0]
 
