@@ -1,7 +1,8 @@
 """The generation-state database: which generations exist and which one is active.
 
-A small SQLite file (``state.db``) beside ``generations/``. Its tables and their SQL live
-here; ``generations.py`` publishes and verifies through these functions. The first state
+A small SQLite file (``state.db``) beside ``generations/``. What its rows mean lives here (its
+tables and statements are ``core.index.tables.state_db``); ``core.index.publish`` and
+``core.index.verify`` publish and verify through these functions. The first state
 DB is built whole in ``staging/`` and renamed into place, so ``state.db`` either does not
 exist or holds a complete schema with an active generation.
 """
