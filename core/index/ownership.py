@@ -43,10 +43,12 @@ MARKER_MAX_BYTES = 4096
 _STAGING_FILE = re.compile(r"[\w.-]+\.db\.tmp(-journal|-wal|-shm)?")
 _GENERATION_FILE = re.compile(r"g\d{8}T\d{6}-[0-9a-f]{12}\.db")
 _ASIDE_FILE = re.compile(r"state\.db(-journal)?\.corrupt-\d+")
-# What a pre-marker index directory of ours holds at its top level.
+# a verification record's temp file (core.index.state.write_verification): .verified-<pid>-<32 hex>.tmp
+_RECORD_TEMP_FILE = re.compile(r"\.verified-\d+-[0-9a-f]{32}\.tmp")
+# What a pre-marker index directory of ours holds at its top level (verified.json: core.index.state).
 _OUR_ROOT_FILES = frozenset(
     {".gitignore", "state.db", "state.db-journal", "build.lock", "index.db", "index.db-journal"}
-    | {"index.db.building", "index.db.building-journal"}
+    | {"index.db.building", "index.db.building-journal", "verified.json"}
 )
 _OUR_ROOT_DIRS = frozenset({"generations", "staging"})
 
@@ -64,6 +66,10 @@ def is_generation_file(name: str) -> bool:
 def is_aside_file(name: str) -> bool:
     """A state database the builder moved aside as unusable (``state.db.corrupt-<ns>``)."""
     return _ASIDE_FILE.fullmatch(name) is not None
+
+
+def _our_root_file(name: str) -> bool:
+    return name in _OUR_ROOT_FILES or is_aside_file(name) or _RECORD_TEMP_FILE.fullmatch(name) is not None
 
 
 def check_vault(vault: Path) -> None:
@@ -218,7 +224,7 @@ def _recognisably_ours(index_dir: Path, entries: list[str]) -> bool:
                     return False
             except OSError:
                 return False
-        elif not (name in _OUR_ROOT_FILES or is_aside_file(name)) or path.is_symlink() or not path.is_file():
+        elif not _our_root_file(name) or path.is_symlink() or not path.is_file():
             return False
     return True
 

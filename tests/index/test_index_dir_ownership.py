@@ -18,6 +18,7 @@ from conftest import write_files
 from core import generations as gen
 from core.cli import main
 from core.errors import UsageError
+from core.index import verify
 from core.index.builder import build_index
 from core.searcher import search_vault
 
@@ -163,6 +164,22 @@ def test_an_index_built_before_the_marker_is_adopted(vault: Path) -> None:
     build_index(vault)
     layout = gen.layout_for(vault)
     (layout.index_dir / MARKER).unlink()  # what an index of an older vaultsearch looks like
+    (vault / "new.md").write_text(NOTE.format(title="new"))
+    assert build_index(vault).added == 1
+    assert (layout.index_dir / MARKER).is_file()
+
+
+def test_an_index_with_a_verification_record_is_adopted(vault: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reader leaves ``verified.json`` (and, if it died mid-write, a ``.verified-*.tmp``) beside state.db:
+    both are ours, so a pre-marker index holding them is adopted, not refused."""
+    build_index(vault)
+    layout = gen.layout_for(vault)
+    monkeypatch.setattr(verify, "RACY_WINDOW_NS", 0)  # the record is written even right after the build
+    gen.clear_verify_cache()
+    gen.resolve(layout)
+    assert (layout.index_dir / "verified.json").is_file()
+    (layout.index_dir / f".verified-{os.getpid()}-{'0' * 32}.tmp").write_text("{")
+    (layout.index_dir / MARKER).unlink()
     (vault / "new.md").write_text(NOTE.format(title="new"))
     assert build_index(vault).added == 1
     assert (layout.index_dir / MARKER).is_file()
