@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 # FTS5 columns of notes_fts, in order: one row per note holding exactly the texts its
 # sparse term vector counts (its names: title, file name and aliases; description, tags, its

@@ -20,6 +20,7 @@ import numpy as np
 from core.errors import IntegrityError
 from core.index.schema import FTS_COLUMNS
 from core.ranking import scoring, stored
+from core.ranking.expansion import VOCABULARY_ARRAYS, vocabulary_arrays
 from core.ranking.postings import READ_ROWS, TermMajor, row_blocks
 
 
@@ -65,6 +66,9 @@ class SparseIndex:
     bm25: np.ndarray  # float32 [postings] BM25F weight under ``params``
     bm25_idf: np.ndarray  # float32 [max_term_id + 1]
     name_terms: np.ndarray  # uint16 [n_docs] distinct terms in the title field (the note's names)
+    # the query vocabulary's arrays as the build stored them (core.ranking.expansion.vocabulary_arrays);
+    # None: computed from term_id and df on first use (restricted callers, rows-computed indexes)
+    vocabulary: dict[str, np.ndarray] | None = None
 
     @property
     def n_docs(self) -> int:
@@ -154,7 +158,7 @@ def load_sparse(
     A restricted caller's (``visible``) statistics are always computed from its notes' rows."""
     if visible is not None:
         return compute_sparse(conn, params, visible=visible)
-    arrays = stored.load_group(conn, sparse_group(params), (*_SPARSE_ARRAYS, "term_text", "term_ids"))
+    arrays = stored.load_group(conn, sparse_group(params), (*_SPARSE_ARRAYS, *VOCABULARY_ARRAYS, "term_text", "term_ids"))
     if arrays is None:
         return compute_sparse(conn, params)
     index = SparseIndex(
@@ -169,6 +173,7 @@ def load_sparse(
         bm25=arrays["bm25"],
         bm25_idf=arrays["bm25_idf"],
         name_terms=arrays["name_terms"],
+        vocabulary={name: arrays[name] for name in VOCABULARY_ARRAYS},
     )
     postings = int(index.indptr[-1]) if index.indptr.size else 0
     if any(a.shape[0] != postings for a in (index.docs, index.field_mask, index.body_tf, index.bm25)):
@@ -177,9 +182,10 @@ def load_sparse(
 
 
 def store_sparse(conn: sqlite3.Connection, index: SparseIndex) -> None:
-    """Store ``index`` (computed from this database's rows) in the build's database."""
+    """Store ``index`` (computed from this database's rows) and its query vocabulary in the build's database."""
     arrays = {name: getattr(index, name) for name in _SPARSE_ARRAYS}
-    stored.save_group(conn, sparse_group(index.params), {**arrays, **stored.pack_terms(index.term_id)})
+    vocab = vocabulary_arrays(index.term_id, index.df)
+    stored.save_group(conn, sparse_group(index.params), {**arrays, **vocab, **stored.pack_terms(index.term_id)})
 
 
 def compute_sparse(

@@ -34,18 +34,21 @@ folder reached twice through links (a cycle, or two links to one folder) is walk
 from __future__ import annotations
 
 import errno
-import hashlib
 import os
-import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
-
-from pathspec import GitIgnoreSpec
+from typing import TYPE_CHECKING, NamedTuple
 
 from core.errors import UsageError
-from core.vault.notes import Problem
+
+if TYPE_CHECKING:
+    from pathspec import GitIgnoreSpec
+
+    from core.vault.notes import Problem
+
+# The staleness check runs this module before every search: what only a vault with an ignore file
+# (pathspec), a problem (core.vault.notes, which loads YAML) or a read (hashlib) needs is imported there.
 
 MAX_NOTE_BYTES = 16 * 1024 * 1024
 IGNORE_FILE = ".vaultsearchignore"
@@ -83,6 +86,12 @@ class FileRefusedError(OSError):
         self.detail = detail
 
 
+def _problem(rel_path: str, reason: str, detail: str) -> Problem:
+    from core.vault.notes import Problem
+
+    return Problem(rel_path, reason, detail)
+
+
 def load_ignore_spec(vault: Path) -> tuple[GitIgnoreSpec | None, list[Problem]]:
     """The vault's ignore patterns (None when there are none) and any problem with them. A
     ``.vaultsearchignore`` that is not a regular file, or leaves the vault, is not read."""
@@ -92,26 +101,30 @@ def load_ignore_spec(vault: Path) -> tuple[GitIgnoreSpec | None, list[Problem]]:
     except FileNotFoundError:
         return None, []
     except FileRefusedError as exc:
-        return None, [Problem(IGNORE_FILE, exc.reason, exc.detail)]
+        return None, [_problem(IGNORE_FILE, exc.reason, exc.detail)]
     except OSError as exc:
-        return None, [Problem(IGNORE_FILE, "unreadable", _os_detail(exc))]
+        return None, [_problem(IGNORE_FILE, "unreadable", _os_detail(exc))]
     return parse_ignore_spec(raw)
 
 
 def parse_ignore_spec(raw: bytes) -> tuple[GitIgnoreSpec | None, list[Problem]]:
     """Ignore patterns from the bytes of a ``.vaultsearchignore`` (of the working tree or a git tree)."""
+    import re
+
+    from pathspec import GitIgnoreSpec
+
     problems: list[Problem] = []
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         text = raw.decode("utf-8", errors="replace")
-        problems.append(Problem(IGNORE_FILE, "ignore_file_invalid", f"invalid UTF-8 at byte {exc.start}"))
+        problems.append(_problem(IGNORE_FILE, "ignore_file_invalid", f"invalid UTF-8 at byte {exc.start}"))
     good: list[str] = []
     for number, line in enumerate(text.removeprefix("\ufeff").splitlines(), start=1):
         try:
             GitIgnoreSpec.from_lines([line])
         except (ValueError, re.error) as exc:
-            problems.append(Problem(IGNORE_FILE, "ignore_file_invalid", f"line {number}: {line!r}: {exc}"))
+            problems.append(_problem(IGNORE_FILE, "ignore_file_invalid", f"line {number}: {line!r}: {exc}"))
             continue
         good.append(line)
     spec = GitIgnoreSpec.from_lines(good)
@@ -191,14 +204,14 @@ def _walk_folder(walk: _Walk, folder: Path, prefix: str, stack: list[tuple[Path,
         with os.scandir(folder) as listing:
             entries = list(listing)
     except OSError as exc:
-        walk.problems.append(Problem(prefix.rstrip("/") or ".", "unreadable", _os_detail(exc)))
+        walk.problems.append(_problem(prefix.rstrip("/") or ".", "unreadable", _os_detail(exc)))
         return
-    files, spec, max_bytes = walk.files, walk.spec, walk.max_bytes
+    files, spec, max_bytes, hide = walk.files, walk.spec, walk.max_bytes, not walk.include_dot_paths
     for entry in entries:
         name = entry.name
-        rel = prefix + name
-        if walk.hidden(name):
+        if hide and name[0] == ".":  # walk.hidden, inlined
             continue
+        rel = prefix + name
         try:
             if entry.is_file(follow_symlinks=False):
                 if name[-3:].lower() != ".md" or (spec is not None and spec.match_file(rel)):
@@ -215,7 +228,7 @@ def _walk_folder(walk: _Walk, folder: Path, prefix: str, stack: list[tuple[Path,
             elif name[-3:].lower() == ".md" and not (spec is not None and spec.match_file(rel)):
                 walk.problems.append(_not_regular(rel))
         except OSError as exc:
-            walk.problems.append(Problem(rel, "unreadable", _os_detail(exc)))
+            walk.problems.append(_problem(rel, "unreadable", _os_detail(exc)))
 
 
 def _visit_dir(walk: _Walk, entry: os.DirEntry[str], folder: Path, rel: str, stack: list[tuple[Path, str]]) -> None:
@@ -236,7 +249,7 @@ def _visit_symlink(walk: _Walk, entry: os.DirEntry[str], folder: Path, rel: str,
         st = os.stat(entry.path)
     except FileNotFoundError:
         if (is_note or "." not in entry.name) and not walk.ignored(rel):
-            walk.problems.append(Problem(rel, "unreadable", f"broken symlink to {os.readlink(entry.path)}"))
+            walk.problems.append(_problem(rel, "unreadable", f"broken symlink to {os.readlink(entry.path)}"))
         return
     is_dir = stat.S_ISDIR(st.st_mode)
     if (
@@ -247,7 +260,7 @@ def _visit_symlink(walk: _Walk, entry: os.DirEntry[str], folder: Path, rel: str,
         return
     real = os.path.realpath(entry.path)
     if not walk.inside(real):
-        walk.problems.append(Problem(rel, "symlink_outside_vault", f"points to {real}"))
+        walk.problems.append(_problem(rel, "symlink_outside_vault", f"points to {real}"))
         return
     key = (st.st_dev, st.st_ino)
     if is_dir and key not in walk.visited and key not in walk.skip:
@@ -260,7 +273,7 @@ def _visit_symlink(walk: _Walk, entry: os.DirEntry[str], folder: Path, rel: str,
 
 
 def _not_regular(rel: str) -> Problem:
-    return Problem(rel, "not_regular_file", "a FIFO, socket or device, not a file: not read")
+    return _problem(rel, "not_regular_file", "a FIFO, socket or device, not a file: not read")
 
 
 def _add_file(walk: _Walk, path: Path, rel: str, st: os.stat_result) -> None:
@@ -271,7 +284,7 @@ def _add_file(walk: _Walk, path: Path, rel: str, st: os.stat_result) -> None:
 
 
 def _too_large(rel: str, size: int, limit: int) -> Problem:
-    return Problem(rel, "too_large", f"{size} bytes > limit {limit}")
+    return _problem(rel, "too_large", f"{size} bytes > limit {limit}")
 
 
 def _os_detail(exc: OSError) -> str:
@@ -314,6 +327,8 @@ def read_file(path: str | os.PathLike[str], *, root: str | None = None) -> tuple
     Raises ``FileRefusedError`` (an ``OSError``) for a non-regular file or a file outside the
     vault, and ``OSError`` when the file cannot be read (``FileNotFoundError`` when it is gone).
     """
+    import hashlib
+
     fd = _open_confined(os.fspath(path), root)
     try:
         st = os.fstat(fd)
