@@ -504,7 +504,9 @@ def _add_classification(p: argparse.ArgumentParser | argparse._ArgumentGroup) ->
     p.add_argument("--classification", action="append", type=_text_arg, metavar="C", help=VISIBILITY_HELP)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The CLI's parser; ``only`` (a command name) adds just that command's sub-parser: its
+    arguments, help and errors are the same, and a search does not pay for building the others."""
     parser = argparse.ArgumentParser(
         prog="vaultsearch",
         description="Search a Markdown vault through a verified "
@@ -515,109 +517,125 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
+    def want(name: str) -> bool:
+        return only is None or name == only
+
     def command(name: str, help_text: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, description=help_text)
         p.add_argument("--json", action="store_true", help="machine-readable output")
         return p
 
-    p = command("index", "build or update the index and publish a verified generation")
-    p.add_argument("vault")
-    p.add_argument(
-        "--index-dir",
-        help="index directory (default VAULT/.vaultsearch; env VAULTSEARCH_INDEX_DIR): a new or empty folder, or one "
-        "vaultsearch created (marked); never the vault or a folder of notes",
-    )
-    p.add_argument("--in-place", action="store_true", help="single writable index.db (served as legacy_db)")
-    reused = "default: what the index was built with, else "
-    p.add_argument("--chunk-size", type=_positive_int, help=f"chunk size in characters ({reused}600)")
-    p.add_argument("--chunk-overlap", type=_non_negative_int, help=f"chunk overlap in characters ({reused}60)")
-    p.add_argument(
-        "--tokenizer",
-        type=_text_arg,
-        help="FTS5 tokenizer of the full-text table (raw FTS5 queries); ranking analyses each note's language "
-        f"({reused}'porter unicode61 remove_diacritics 2')",
-    )
-    p.add_argument(
-        "--language",
-        type=_text_arg,
-        help="vault default language (a code such as en, de, fr, ja) for notes with no frontmatter lang/language "
-        f"whose language is not detected; part of the index identity ({reused}en)",
-    )
-    p.add_argument(
-        "--source",
-        choices=["worktree", "git"],
-        help="read notes from the working tree or from a git commit (default: what the index was built from, "
-        "else worktree); stored with the index",
-    )
-    p.add_argument(
-        "--rev", type=_text_arg, help="with --source git: the revision to index (default: the stored one, else HEAD)"
-    )
-    p.add_argument(
-        "--dot-paths",
-        choices=["ignore", "index"],
-        help=f"dot-files and dot-folders (.github/, .draft.md): ignored as Obsidian does, or indexed ({reused}ignore)",
-    )
-    p.add_argument("--keep", type=_positive_int, default=2, help="ready generations to retain")
-    p.add_argument("--wait", type=_seconds, default=0.0, help="seconds to wait for another build's lock")
-    p.add_argument("--embed", action="store_true", help="after building, embed every chunk without a vector")
-    p.add_argument(
-        "--embed-only", action="store_true", help="only embed chunks without a vector (newest notes first), no rebuild"
-    )
-    p.add_argument(
-        "--embed-limit",
-        type=_positive_int,
-        metavar="N",
-        help="embed at most N chunks (N >= 1) and publish them as one generation",
-    )
-    p.add_argument(
-        "--model",
-        metavar="M",
-        help="embedding model: preset or directory (default: the index's, "
-        "else the default preset; see `vaultsearch models`)",
-    )
-    p.set_defaults(func=cmd_index)
+    if want("index"):
+        p = command("index", "build or update the index and publish a verified generation")
+        p.add_argument("vault")
+        p.add_argument(
+            "--index-dir",
+            help="index directory (default VAULT/.vaultsearch; env VAULTSEARCH_INDEX_DIR): a new or empty folder, or one "
+            "vaultsearch created (marked); never the vault or a folder of notes",
+        )
+        p.add_argument("--in-place", action="store_true", help="single writable index.db (served as legacy_db)")
+        reused = "default: what the index was built with, else "
+        p.add_argument("--chunk-size", type=_positive_int, help=f"chunk size in characters ({reused}600)")
+        p.add_argument("--chunk-overlap", type=_non_negative_int, help=f"chunk overlap in characters ({reused}60)")
+        p.add_argument(
+            "--tokenizer",
+            type=_text_arg,
+            help="FTS5 tokenizer of the full-text table (raw FTS5 queries); ranking analyses each note's language "
+            f"({reused}'porter unicode61 remove_diacritics 2')",
+        )
+        p.add_argument(
+            "--language",
+            type=_text_arg,
+            help="vault default language (a code such as en, de, fr, ja) for notes with no frontmatter lang/language "
+            f"whose language is not detected; part of the index identity ({reused}en)",
+        )
+        p.add_argument(
+            "--source",
+            choices=["worktree", "git"],
+            help="read notes from the working tree or from a git commit (default: what the index was built from, "
+            "else worktree); stored with the index",
+        )
+        p.add_argument(
+            "--rev",
+            type=_text_arg,
+            help="with --source git: the revision to index (default: the stored one, else HEAD)",
+        )
+        p.add_argument(
+            "--dot-paths",
+            choices=["ignore", "index"],
+            help=f"dot-files and dot-folders (.github/, .draft.md): ignored as Obsidian does, or indexed ({reused}ignore)",
+        )
+        p.add_argument("--keep", type=_positive_int, default=2, help="ready generations to retain")
+        p.add_argument("--wait", type=_seconds, default=0.0, help="seconds to wait for another build's lock")
+        p.add_argument("--embed", action="store_true", help="after building, embed every chunk without a vector")
+        p.add_argument(
+            "--embed-only",
+            action="store_true",
+            help="only embed chunks without a vector (newest notes first), no rebuild",
+        )
+        p.add_argument(
+            "--embed-limit",
+            type=_positive_int,
+            metavar="N",
+            help="embed at most N chunks (N >= 1) and publish them as one generation",
+        )
+        p.add_argument(
+            "--model",
+            metavar="M",
+            help="embedding model: preset or directory (default: the index's, "
+            "else the default preset; see `vaultsearch models`)",
+        )
+        p.set_defaults(func=cmd_index)
 
-    p = command("search", "search the vault")
-    p.add_argument("vault")
-    p.add_argument("query", type=_text_arg)
-    p.add_argument(
-        "--mode",
-        default=DEFAULT_MODE,
-        type=_mode,
-        metavar="{" + ",".join(MODE_NAMES) + "}",
-        help=f"retrieval mode (default {DEFAULT_MODE}); see `vaultsearch modes`",
-    )
-    p.add_argument("-n", type=_results_count, default=10, help=f"number of results (1 to {MAX_RESULTS})")
-    p.add_argument("--raw", action="store_true", help="pass FTS5 query syntax through")
-    p.add_argument("--allow-fallback", action="store_true", help="let dense modes run fts (labelled) when not ready")
-    p.add_argument("--model", type=_text_arg, help="embedding model (preset or directory) instead of the index's")
-    p.add_argument(
-        "--reranker", type=_text_arg, help="cross-encoder for reranked (preset or directory; default bge-reranker-base)"
-    )
-    p.add_argument(
-        "--age-decay",
-        action="store_true",
-        help="down-weight volatile/evolving notes by age (git_date, else updated/date/created); off by default",
-    )
-    p.add_argument("--index-dir")
-    p.add_argument(
-        "--no-freshness",
-        action="store_true",
-        help="skip the check of the vault against the index (says checked: false)",
-    )
-    _add_filters(p)
-    p.set_defaults(func=cmd_search)
+    if want("search"):
+        p = command("search", "search the vault")
+        p.add_argument("vault")
+        p.add_argument("query", type=_text_arg)
+        p.add_argument(
+            "--mode",
+            default=DEFAULT_MODE,
+            type=_mode,
+            metavar="{" + ",".join(MODE_NAMES) + "}",
+            help=f"retrieval mode (default {DEFAULT_MODE}); see `vaultsearch modes`",
+        )
+        p.add_argument("-n", type=_results_count, default=10, help=f"number of results (1 to {MAX_RESULTS})")
+        p.add_argument("--raw", action="store_true", help="pass FTS5 query syntax through")
+        p.add_argument(
+            "--allow-fallback", action="store_true", help="let dense modes run fts (labelled) when not ready"
+        )
+        p.add_argument("--model", type=_text_arg, help="embedding model (preset or directory) instead of the index's")
+        p.add_argument(
+            "--reranker",
+            type=_text_arg,
+            help="cross-encoder for reranked (preset or directory; default bge-reranker-base)",
+        )
+        p.add_argument(
+            "--age-decay",
+            action="store_true",
+            help="down-weight volatile/evolving notes by age (git_date, else updated/date/created); off by default",
+        )
+        p.add_argument("--index-dir")
+        p.add_argument(
+            "--no-freshness",
+            action="store_true",
+            help="skip the check of the vault against the index (says checked: false)",
+        )
+        _add_filters(p)
+        p.set_defaults(func=cmd_search)
 
-    p = command("watch", "rebuild and publish the index whenever notes change (debounced)")
-    p.add_argument("vault")
-    p.add_argument("--index-dir")
-    p.add_argument("--debounce-ms", type=int, default=200, help="collect changes for this long before a build")
-    p.set_defaults(func=cmd_watch)
+    if want("watch"):
+        p = command("watch", "rebuild and publish the index whenever notes change (debounced)")
+        p.add_argument("vault")
+        p.add_argument("--index-dir")
+        p.add_argument("--debounce-ms", type=int, default=200, help="collect changes for this long before a build")
+        p.set_defaults(func=cmd_watch)
 
     for name, help_text, func in (
         ("mcp", "serve the read-only tools over MCP (stdio)", cmd_mcp),
         ("serve", "serve the read-only tools as a JSON API over HTTP (loopback)", cmd_serve),
     ):
+        if not want(name):
+            continue
         p = command(name, help_text)
         p.add_argument("vault")
         p.add_argument("--index-dir")
@@ -638,47 +656,56 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--token-file", help="require this bearer token (else env VAULTSEARCH_TOKEN, if set)")
         p.set_defaults(func=func)
 
-    p = command("show", "print a note of the vault (or one section, or a line range) with line numbers")
-    p.add_argument("vault")
-    p.add_argument("path", type=_text_arg, help="the note's path in the vault (.md optional)")
-    which = p.add_mutually_exclusive_group()
-    which.add_argument("--section", type=_text_arg, metavar="H", help="only the section under this heading")
-    which.add_argument("--lines", type=_text_arg, metavar="A:B", help="only lines A to B (1-based, inclusive)")
-    p.set_defaults(func=cmd_show)
+    if want("show"):
+        p = command("show", "print a note of the vault (or one section, or a line range) with line numbers")
+        p.add_argument("vault")
+        p.add_argument("path", type=_text_arg, help="the note's path in the vault (.md optional)")
+        which = p.add_mutually_exclusive_group()
+        which.add_argument("--section", type=_text_arg, metavar="H", help="only the section under this heading")
+        which.add_argument("--lines", type=_text_arg, metavar="A:B", help="only lines A to B (1-based, inclusive)")
+        p.set_defaults(func=cmd_show)
 
-    p = command("status", "active generation, counts, coverage, problems, staleness")
-    p.add_argument("vault")
-    p.add_argument("--index-dir")
-    p.add_argument("--check", action="store_true", help=f"exit {EXIT_STALE} when the vault changed since")
-    _add_classification(p)
-    p.set_defaults(func=cmd_status)
+    if want("status"):
+        p = command("status", "active generation, counts, coverage, problems, staleness")
+        p.add_argument("vault")
+        p.add_argument("--index-dir")
+        p.add_argument("--check", action="store_true", help=f"exit {EXIT_STALE} when the vault changed since")
+        _add_classification(p)
+        p.set_defaults(func=cmd_status)
 
-    p = command("verify", "full SHA-256 + SQLite integrity check of the active generation")
-    p.add_argument("vault")
-    p.add_argument("--index-dir")
-    p.set_defaults(func=cmd_verify)
+    if want("verify"):
+        p = command("verify", "full SHA-256 + SQLite integrity check of the active generation")
+        p.add_argument("vault")
+        p.add_argument("--index-dir")
+        p.set_defaults(func=cmd_verify)
 
-    p = command("modes", "list the retrieval modes")
-    p.add_argument("--markdown", action="store_true", help="the reference table of docs/architecture.md")
-    p.set_defaults(func=cmd_modes)
+    if want("modes"):
+        p = command("modes", "list the retrieval modes")
+        p.add_argument("--markdown", action="store_true", help="the reference table of docs/architecture.md")
+        p.set_defaults(func=cmd_modes)
 
-    p = command("models", "list the model presets and whether they are present locally; or download one")
-    p.add_argument("action", nargs="?", choices=["list", "download"], default="list")
-    p.add_argument("name", nargs="?", help="preset to download")
-    p.set_defaults(func=cmd_models)
+    if want("models"):
+        p = command("models", "list the model presets and whether they are present locally; or download one")
+        p.add_argument("action", nargs="?", choices=["list", "download"], default="list")
+        p.add_argument("name", nargs="?", help="preset to download")
+        p.set_defaults(func=cmd_models)
 
-    p = command("eval", "nDCG@k, Recall@100, MRR@10, P@k and latency per mode on labelled queries")
-    p.add_argument("vault")
-    p.add_argument("--queries", required=True, help="BEIR queries JSONL ({_id, text} per line)")
-    p.add_argument("--qrels", required=True, help="BEIR qrels TSV (query-id, corpus-id, score; header)")
-    p.add_argument("--mode", action="append", choices=list(MODE_NAMES), help="mode to evaluate (repeatable)")
-    p.add_argument("-k", type=_results_count, default=10)
-    p.add_argument("--failures", action="store_true", help="list queries whose relevant note ranks outside top k")
-    p.add_argument("--model", help="embedding model for the dense modes (preset or directory) instead of the index's")
-    p.add_argument("--reranker", help="cross-encoder for reranked (preset or directory; default bge-reranker-base)")
-    p.add_argument("--index-dir")
-    _add_classification(p)
-    p.set_defaults(func=cmd_eval)
+    if want("eval"):
+        p = command("eval", "nDCG@k, Recall@100, MRR@10, P@k and latency per mode on labelled queries")
+        p.add_argument("vault")
+        p.add_argument("--queries", required=True, help="BEIR queries JSONL ({_id, text} per line)")
+        p.add_argument("--qrels", required=True, help="BEIR qrels TSV (query-id, corpus-id, score; header)")
+        p.add_argument("--mode", action="append", choices=list(MODE_NAMES), help="mode to evaluate (repeatable)")
+        p.add_argument("-k", type=_results_count, default=10)
+        p.add_argument("--failures", action="store_true", help="list queries whose relevant note ranks outside top k")
+        p.add_argument(
+            "--model", help="embedding model for the dense modes (preset or directory) instead of the index's"
+        )
+        p.add_argument("--reranker", help="cross-encoder for reranked (preset or directory; default bge-reranker-base)")
+        p.add_argument("--index-dir")
+        _add_classification(p)
+        p.set_defaults(func=cmd_eval)
+
     return parser
 
 
@@ -708,8 +735,12 @@ def _quiet_broken_pipe() -> int:
     return EXIT_BROKEN_PIPE
 
 
+COMMANDS = ("index", "search", "watch", "mcp", "serve", "show", "status", "verify", "modes", "models", "eval")
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    words = sys.argv[1:] if argv is None else argv
+    parser = build_parser(words[0] if words and words[0] in COMMANDS else None)  # else: the whole CLI's help/errors
     try:
         args = parser.parse_args(argv)
         try:

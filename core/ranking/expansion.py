@@ -106,7 +106,14 @@ class QueryAnalysis:
             self.kinds.append(kind)
 
 
-VOCABULARY_ARRAYS = ("vocab_words", "vocab_reversed", "vocab_chars", "vocab_exact", "vocab_base_indptr", "vocab_base_ids")
+VOCABULARY_ARRAYS = (
+    "vocab_words",
+    "vocab_reversed",
+    "vocab_chars",
+    "vocab_exact",
+    "vocab_base_indptr",
+    "vocab_base_ids",
+)
 
 
 def _vocabulary_lists(term_id: dict[str, int], df: np.ndarray) -> tuple[list[str], list[int], list[int], list[int]]:

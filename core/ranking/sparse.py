@@ -158,7 +158,9 @@ def load_sparse(
     A restricted caller's (``visible``) statistics are always computed from its notes' rows."""
     if visible is not None:
         return compute_sparse(conn, params, visible=visible)
-    arrays = stored.load_group(conn, sparse_group(params), (*_SPARSE_ARRAYS, *VOCABULARY_ARRAYS, "term_text", "term_ids"))
+    arrays = stored.load_group(
+        conn, sparse_group(params), (*_SPARSE_ARRAYS, *VOCABULARY_ARRAYS, "term_text", "term_ids")
+    )
     if arrays is None:
         return compute_sparse(conn, params)
     index = SparseIndex(
