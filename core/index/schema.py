@@ -234,8 +234,9 @@ CREATE TABLE IF NOT EXISTS edges (
 )"""
 
 # Term-major arrays the sparse loaders hold, computed from note_terms / chunk_terms at the end of every
-# build (core.ranking.stored): one BLOB per array, name = '<group>/<array>', covered by the generation's
-# SHA-256 like every other row; a reader loads a group with one query instead of rebuilding it.
+# build (core.ranking.stored): one BLOB per array, name = '<group>/<array>' (an array of more than
+# stored.PIECE_BYTES: a header row of no bytes and pieces '<group>/<array>#000000', ...), covered by the
+# generation's SHA-256 like every other row; a reader loads a group without rebuilding it.
 DDL_TERM_MAJOR = """
 CREATE TABLE IF NOT EXISTS term_major (
     name  TEXT PRIMARY KEY,
@@ -246,7 +247,9 @@ CREATE TABLE IF NOT EXISTS term_major (
 # a group's names are '<group>/...': the range [<group>/, <group>0) ('0' follows '/' in every collation)
 SQL_TERM_MAJOR_DELETE_GROUP = "DELETE FROM term_major WHERE name >= ? AND name < ?"
 SQL_TERM_MAJOR_INSERT = "INSERT INTO term_major (name, dtype, shape, data) VALUES (?, ?, ?, ?)"
-SQL_TERM_MAJOR_READ_GROUP = "SELECT name, dtype, shape, data FROM term_major WHERE name >= ? AND name < ?"
+# length(data) is read from the record header: listing a group reads none of its bytes
+SQL_TERM_MAJOR_READ_GROUP = "SELECT name, dtype, shape, length(data) FROM term_major WHERE name >= ? AND name < ?"
+SQL_TERM_MAJOR_READ_DATA = "SELECT data FROM term_major WHERE name = ?"
 
 DDL_DENSE = """
 CREATE TABLE IF NOT EXISTS chunk_vectors (

@@ -58,12 +58,13 @@ class SparseIndex:
     note_ids: np.ndarray  # int64 [n_docs], row -> note id (ascending)
     term_id: dict[str, int]  # FTS5 token -> term id
     indptr: np.ndarray  # int64 [max_term_id + 2]: postings of term t are indptr[t]:indptr[t+1]
-    docs: np.ndarray  # int32 [postings] row of the document (ascending within a term)
-    field_mask: np.ndarray  # uint8 [postings] bit f set when the term occurs in field f
-    body_tf: np.ndarray  # uint16 [postings] occurrences in the body
+    # the per-posting arrays may be stored arrays read a piece at a time (core.ranking.stored)
+    docs: np.ndarray | stored.StoredArray  # int32 [postings] row of the document (ascending within a term)
+    field_mask: np.ndarray | stored.StoredArray  # uint8 [postings] bit f set when the term occurs in field f
+    body_tf: np.ndarray | stored.StoredArray  # uint16 [postings] occurrences in the body
     df: np.ndarray  # int64 [max_term_id + 1]
     params: RankParams
-    bm25: np.ndarray  # float32 [postings] BM25F weight under ``params``
+    bm25: np.ndarray | stored.StoredArray  # float32 [postings] BM25F weight under ``params``
     bm25_idf: np.ndarray  # float32 [max_term_id + 1]
     name_terms: np.ndarray  # uint16 [n_docs] distinct terms in the title field (the note's names)
     # the query vocabulary's arrays as the build stored them (core.ranking.expansion.vocabulary_arrays);
@@ -142,6 +143,7 @@ def _read_vectors(
     return note_ids, lengths, terms, tf, field_len
 
 
+_POSTING_ARRAYS = ("docs", "field_mask", "body_tf", "bm25")  # one value per posting: stored in pieces
 _SPARSE_ARRAYS = ("note_ids", "indptr", "docs", "field_mask", "body_tf", "df", "bm25", "bm25_idf", "name_terms")
 
 
@@ -151,15 +153,20 @@ def sparse_group(params: RankParams) -> str:
 
 
 def load_sparse(
-    conn: sqlite3.Connection, params: RankParams = DEFAULT_PARAMS, *, visible: tuple[str, list[object]] | None = None
+    conn: sqlite3.Connection,
+    params: RankParams = DEFAULT_PARAMS,
+    *,
+    visible: tuple[str, list[object]] | None = None,
+    reader: stored.Reader | None = None,
 ) -> SparseIndex:
-    """The term-major postings of ``conn``: the arrays the build stored for ``params`` (one query, no
-    rebuild), else computed from the rows (``compute_sparse``: the same numbers, e.g. for other params).
+    """The term-major postings of ``conn``: the arrays the build stored for ``params`` (no rebuild;
+    with a ``reader``, the postings are read a piece at a time as queries need them), else computed
+    from the rows (``compute_sparse``: the same numbers, e.g. for other params).
     A restricted caller's (``visible``) statistics are always computed from its notes' rows."""
     if visible is not None:
         return compute_sparse(conn, params, visible=visible)
     arrays = stored.load_group(
-        conn, sparse_group(params), (*_SPARSE_ARRAYS, *VOCABULARY_ARRAYS, "term_text", "term_ids")
+        conn, sparse_group(params), (*_SPARSE_ARRAYS, *VOCABULARY_ARRAYS, "term_text", "term_ids"), reader=reader
     )
     if arrays is None:
         return compute_sparse(conn, params)
@@ -187,7 +194,9 @@ def store_sparse(conn: sqlite3.Connection, index: SparseIndex) -> None:
     """Store ``index`` (computed from this database's rows) and its query vocabulary in the build's database."""
     arrays = {name: getattr(index, name) for name in _SPARSE_ARRAYS}
     vocab = vocabulary_arrays(index.term_id, index.df)
-    stored.save_group(conn, sparse_group(index.params), {**arrays, **vocab, **stored.pack_terms(index.term_id)})
+    stored.save_group(
+        conn, sparse_group(index.params), {**arrays, **vocab, **stored.pack_terms(index.term_id)}, _POSTING_ARRAYS
+    )
 
 
 def compute_sparse(
