@@ -7,12 +7,17 @@ the verification record). Floors in the same run: ``python -c pass`` and ``pytho
 ``import core.searcher`` is timed with ``python -X importtime`` (median of ten).
 
 ``--code LABEL=DIR`` (repeatable) runs the vaultsearch source tree in DIR (e.g. an export of main
-beside this checkout, for a before/after in one run); each tree gets its own index. All engines run
+beside this checkout, for a before/after in one run); each tree gets its own index (``--index LABEL=DIR``:
+an index already built by that tree, e.g. of the 100k-note synthetic vault). ``--queries FILE`` (a JSON
+list of strings) replaces the PowerShell queries. Every figure is also given as a ratio to the bare
+``import numpy`` process of the same run (``x_numpy``), which is what a loaded machine moves least. All engines run
 interleaved, query by query, so the load of a shared machine falls on each alike. The editable install's import hook
 is removed in the child so that DIR really is what runs.
 
     python -m bench.bench_coldstart                                   # this checkout, as "after"
     python -m bench.bench_coldstart --code before=/tmp/main --code after=.   # both, interleaved
+    python -m bench.bench_coldstart --vault /tmp/synth100k --index after=/tmp/idx100k --queries q.json \
+        --modes fts,vector,hybrid --no-baselines --out bench/results/coldstart_100k.json
 """
 
 from __future__ import annotations
@@ -202,7 +207,25 @@ def import_time_ms(code: Path, runs: int = RUNS) -> dict[str, Any]:
     }
 
 
-def run(trees: dict[str, Path], work: Path, vault: Path, modes: Sequence[str], baselines: bool) -> dict[str, Any]:
+def with_ratios(result: dict[str, Any]) -> dict[str, Any]:
+    """Each engine's median and each tree's import time as a multiple of the bare ``import numpy`` process."""
+    floor = result["engines"]["python -c 'import numpy'"]["median_s"]
+    for figures in result["engines"].values():
+        figures["x_numpy"] = round(figures["median_s"] / floor, 2)
+    for figures in result["import_core_searcher"].values():
+        figures["x_numpy"] = round(figures["median_ms"] / 1000.0 / floor, 2)
+    return result
+
+
+def run(
+    trees: dict[str, Path],
+    work: Path,
+    vault: Path,
+    modes: Sequence[str],
+    baselines: bool,
+    queries: Sequence[str] = QUERIES,
+    indexes: dict[str, Path] | None = None,
+) -> dict[str, Any]:
     work.mkdir(parents=True, exist_ok=True)
     engines: dict[str, Any] = {
         "python -c pass": lambda q: [sys.executable, "-c", "pass"],
@@ -211,7 +234,9 @@ def run(trees: dict[str, Path], work: Path, vault: Path, modes: Sequence[str], b
     builds, imports = {}, {}
     for label, code in trees.items():
         compile_tree(code)
-        index_dir = work / f"vaultsearch-{hashlib.sha256(str(code.resolve()).encode()).hexdigest()[:10]}"
+        index_dir = (indexes or {}).get(
+            label
+        ) or work / f"vaultsearch-{hashlib.sha256(str(code.resolve()).encode()).hexdigest()[:10]}"
         builds[label] = round(build_vaultsearch(code, vault, index_dir), 2)
         imports[label] = import_time_ms(code)
         for mode in modes:
@@ -224,15 +249,18 @@ def run(trees: dict[str, Path], work: Path, vault: Path, modes: Sequence[str], b
         engines["bm25s"] = lambda q: [sys.executable, "-c", BM25S_QUERY, str(work / "bm25s"), q]
         engines["tantivy-py"] = lambda q: [sys.executable, "-c", TANTIVY_QUERY, str(work / "tantivy"), q]
     time.sleep(0.1)  # past the racy window, so each warm-up run may leave a verification record
-    return {
-        "trees": {label: str(code) for label, code in trees.items()},
-        "vault": str(vault),
-        "notes": sum(1 for _ in vault.rglob("*.md")),
-        "queries": list(QUERIES),
-        "index_build_s": builds,
-        "import_core_searcher": imports,
-        "engines": interleaved(engines),
-    }
+    return with_ratios(
+        {
+            "trees": {label: str(code) for label, code in trees.items()},
+            "vault": str(vault),
+            "notes": sum(1 for _ in vault.rglob("*.md")),
+            "queries": list(queries),
+            "index_build_s": builds,
+            "import_core_searcher": imports,
+            "engines": interleaved(engines, queries),
+            "load_avg_after": round(os.getloadavg()[0], 2),
+        }
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -248,16 +276,29 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--modes", default="fts,hybrid")
     parser.add_argument("--no-baselines", action="store_true")
     parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--index", action="append", metavar="LABEL=DIR", help="an existing index for a tree")
+    parser.add_argument("--queries", type=Path, help="a JSON list of query strings (default: the PowerShell ten)")
     args = parser.parse_args(argv)
     trees = dict(item.split("=", 1) for item in args.code) if args.code else {"after": str(REPO_ROOT)}
+    indexes = {k: Path(v) for k, v in (item.split("=", 1) for item in args.index or ())}
+    queries = json.loads(args.queries.read_text(encoding="utf-8")) if args.queries else QUERIES
     result = run(
-        {k: Path(v) for k, v in trees.items()}, args.work, args.vault, args.modes.split(","), not args.no_baselines
+        {k: Path(v) for k, v in trees.items()},
+        args.work,
+        args.vault,
+        args.modes.split(","),
+        not args.no_baselines,
+        queries,
+        indexes,
     )
     data = {"machine": machine_info(), **result, "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     args.out.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     for name, figures in result["engines"].items():
-        print(f"{name:40s} {figures['median_s']:.3f} s")
-    print("import core.searcher:", {k: v["median_ms"] for k, v in result["import_core_searcher"].items()})
+        print(
+            f"{name:40s} {figures['median_s']:.3f} s  cpu {figures['cpu_median_s']:.3f} s  {figures['x_numpy']:.2f}x numpy"
+        )
+    for label, figures in result["import_core_searcher"].items():
+        print(f"import core.searcher ({label}): {figures['median_ms']} ms  {figures['x_numpy']:.2f}x numpy")
 
 
 if __name__ == "__main__":

@@ -83,3 +83,14 @@ def test_embed_cost_section_renders_each_corpus() -> None:
     assert "| powershell | 10 | 4 | 100 | 120 | 16.7% | 102 | 40 | 0.33 |" in text
     data["identity_sample"] = {"corpus": "scifact", "chunks": 8, "max_abs_diff": 0.0, "before_s": 2.0, "after_s": 1.5}
     assert "differ by at most 0 (element-wise)" in "\n".join(report.embed_cost_section({"embed_cost": data}))
+
+
+def test_every_figure_is_also_a_multiple_of_the_numpy_floor() -> None:
+    result = {
+        "engines": {"python -c 'import numpy'": {"median_s": 0.2}, "vaultsearch fts (after)": {"median_s": 0.45}},
+        "import_core_searcher": {"after": {"median_ms": 150.0}},
+    }
+    out = bench_coldstart.with_ratios(result)
+    assert out["engines"]["vaultsearch fts (after)"]["x_numpy"] == 2.25
+    assert out["engines"]["python -c 'import numpy'"]["x_numpy"] == 1.0
+    assert out["import_core_searcher"]["after"]["x_numpy"] == 0.75

@@ -165,3 +165,34 @@ def test_json_output_escapes_del_c1_and_bidi_controls_and_stays_valid_json(tmp_p
     code, out, _ = run(["search", str(root), "lantern", "--json"])
     assert code == 0 and not any(ch in out for ch in "\x7f\x85\u2066")
     assert "\x7f del \u2066 isolate" in json.loads(out)["results"][0]["snippet"]  # the data itself is intact
+
+
+def _described(parser: object) -> list[tuple[object, ...]]:
+    """Every argument of a parser and of its sub-parsers (their help text too), recursively."""
+    import argparse
+
+    out: list[tuple[object, ...]] = []
+    for a in parser._actions:  # type: ignore[attr-defined]
+        if isinstance(a, argparse._SubParsersAction):
+            out += [(name, sub.format_help(), *_described(sub)) for name, sub in a.choices.items()]
+        else:
+            out.append((tuple(a.option_strings), a.dest, repr(a.default), a.type, a.help, a.choices, a.nargs))
+    return out
+
+
+@pytest.mark.parametrize("command", cli.COMMANDS)
+def test_a_command_parser_built_alone_is_the_one_of_the_whole_cli(command: str) -> None:
+    """main builds only the sub-parser of the command it runs (a search does not pay for the others):
+    its arguments, defaults and help are exactly those of the full parser's."""
+    whole = {entry[0]: entry for entry in _described(cli.build_parser()) if isinstance(entry[0], str)}
+    alone = [entry for entry in _described(cli.build_parser(command)) if isinstance(entry[0], str)]
+    assert set(whole) == set(cli.COMMANDS)
+    assert alone == [whole[command]]
+
+
+def test_an_unknown_or_missing_command_gets_the_whole_clis_usage(capsys: pytest.CaptureFixture[str]) -> None:
+    for argv in (["serach", "v", "q"], [], ["--help"]):
+        with pytest.raises(SystemExit):
+            cli.main(argv)
+        text = capsys.readouterr()
+        assert "{index,search,watch,mcp,serve,show,status,verify,modes,models,eval}" in text.out + text.err

@@ -26,6 +26,8 @@ NOT_FOR_LEXICAL_SEARCH = (
     "core.index.builder",
     "core.index.embed",
     "core.vault.scan",
+    "core.vault.notes",
+    "pathspec",
 )
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -40,8 +42,8 @@ def test_import_core_searcher_loads_no_dense_or_build_module() -> None:
     assert not loaded_by("import core.searcher") & set(NOT_FOR_LEXICAL_SEARCH)
 
 
-# The freshness check's stat walk (core.index.freshness) reads the vault with the scanner: loaded on a
-# search that checks. The note parser (and PyYAML) only when a changed file's classification is read.
+# The freshness check's stat walk (core.index.freshness) lists the vault with the scanner; the note
+# parser (and PyYAML) only for a problem found, pathspec only for a .vaultsearchignore.
 FRESHNESS_WALK = {"core.vault.scan"}
 
 

@@ -18,12 +18,12 @@ import os
 import sys
 from pathlib import Path
 
-from core.cli.arguments import build_parser
+from core.cli.arguments import COMMANDS, build_parser
 from core.cli.output import EXIT_BROKEN_PIPE, EXIT_STALE, json_text
 from core.errors import VaultSearchError
 from core.index.ownership import check_vault
 
-__all__ = ["EXIT_BROKEN_PIPE", "EXIT_STALE", "build_parser", "main"]
+__all__ = ["COMMANDS", "EXIT_BROKEN_PIPE", "EXIT_STALE", "build_parser", "main"]
 
 
 def _check_vault(args: argparse.Namespace) -> None:
@@ -53,7 +53,8 @@ def _quiet_broken_pipe() -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    words = sys.argv[1:] if argv is None else argv
+    parser = build_parser(words[0] if words and words[0] in COMMANDS else None)  # else: the whole CLI's help/errors
     try:
         args = parser.parse_args(argv)
         try:

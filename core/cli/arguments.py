@@ -291,21 +291,25 @@ def _eval_command(command: Command) -> None:
     p.set_defaults(func=cmd_eval)
 
 
-COMMANDS: tuple[Callable[[Command], None], ...] = (
-    _index_command,
-    _search_command,
-    _watch_command,
-    _serve_commands,
-    _show_command,
-    _status_command,
-    _verify_command,
-    _modes_command,
-    _models_command,
-    _eval_command,
+# (command names, the function that adds them), in the order `vaultsearch --help` lists them
+_ADDERS: tuple[tuple[tuple[str, ...], Callable[[Command], None]], ...] = (
+    (("index",), _index_command),
+    (("search",), _search_command),
+    (("watch",), _watch_command),
+    (("mcp", "serve"), _serve_commands),
+    (("show",), _show_command),
+    (("status",), _status_command),
+    (("verify",), _verify_command),
+    (("modes",), _modes_command),
+    (("models",), _models_command),
+    (("eval",), _eval_command),
 )
+COMMANDS = tuple(name for names, _ in _ADDERS for name in names)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The CLI's parser; ``only`` (a command name) adds just that command's sub-parser: its
+    arguments, help and errors are the same, and a search does not pay for building the others."""
     parser = argparse.ArgumentParser(
         prog="vaultsearch",
         description="Search a Markdown vault through a verified "
@@ -317,10 +321,13 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     def command(name: str, help_text: str) -> argparse.ArgumentParser:
+        if only is not None and name != only:  # a sibling added by the same function: built, not attached
+            return argparse.ArgumentParser(add_help=False)
         p = sub.add_parser(name, help=help_text, description=help_text)
         p.add_argument("--json", action="store_true", help="machine-readable output")
         return p
 
-    for add in COMMANDS:  # in the order `vaultsearch --help` lists them
-        add(command)
+    for names, add in _ADDERS:
+        if only is None or only in names:
+            add(command)
     return parser

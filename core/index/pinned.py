@@ -173,8 +173,9 @@ def _changed(pinned: PinnedFile, generation_id: str | None, why: str) -> Generat
     )
 
 
-def connect_pinned(pinned: PinnedFile, generation_id: str | None) -> sqlite3.Connection:
-    """A read-only, immutable SQLite connection to the pinned inode (checked by device and inode)."""
+def connect_pinned(pinned: PinnedFile, generation_id: str | None, *, any_thread: bool = False) -> sqlite3.Connection:
+    """A read-only, immutable SQLite connection to the pinned inode (checked by device and inode);
+    ``any_thread``: usable from other threads than this one (the caller serialises its use)."""
     use_fd = FD_DIR.is_dir()
     target = f"{FD_DIR}/{pinned.fd}" if use_fd else str(pinned.path.resolve())
     with _OPEN_LOCK:
@@ -182,7 +183,7 @@ def connect_pinned(pinned: PinnedFile, generation_id: str | None) -> sqlite3.Con
         if not use_fd:
             pinned.check_unchanged(generation_id)
         try:
-            conn = sqlite3.connect(f"file:{target}?mode=ro&immutable=1", uri=True)
+            conn = sqlite3.connect(f"file:{target}?mode=ro&immutable=1", uri=True, check_same_thread=not any_thread)
         except sqlite3.OperationalError as exc:  # the inode's name is gone: nothing left to open by name
             raise _changed(pinned, generation_id, f"cannot be opened ({exc})") from exc
         try:

@@ -63,9 +63,10 @@ def _readonly_uri(path: Path, *, immutable: bool) -> str:
     return f"{path.resolve().as_uri()}?mode=ro" + ("&immutable=1" if immutable else "")
 
 
-def connect_readonly(resolved: ResolvedIndex) -> sqlite3.Connection:
+def connect_readonly(resolved: ResolvedIndex, *, any_thread: bool = False) -> sqlite3.Connection:
     """Open a resolved index read-only. A generation is opened as the very inode ``resolve`` hashed
     (``immutable=1``, checked by device and inode: ``core.index.pinned``); legacy is ``mode=ro`` by path.
+    ``any_thread``: a generation connection other threads may use (the caller serialises them).
 
     The file is read once on open, so a generation removed since it was verified, or a legacy
     index left with a hot journal by a killed ``--in-place`` build, is a typed error here rather
@@ -76,7 +77,7 @@ def connect_readonly(resolved: ResolvedIndex) -> sqlite3.Connection:
     try:
         if resolved.kind == "immutable_generation":
             assert resolved.pinned is not None
-            conn = pinned.connect_pinned(resolved.pinned, resolved.generation_id)
+            conn = pinned.connect_pinned(resolved.pinned, resolved.generation_id, any_thread=any_thread)
         else:
             conn = sqlite3.connect(_readonly_uri(resolved.path, immutable=False), uri=True)
         try:

@@ -11,9 +11,11 @@ from typing import Any
 
 import numpy as np
 
+from core import generations as gen
 from core.index.layout import ResolvedIndex
 from core.index.tables.meta import get_meta
 from core.index.tables.notes import filtered_note_ids, hit_rows
+from core.ranking import stored
 from core.ranking.chunk_vectors import ChunkVectors, load_chunk_vectors
 from core.ranking.expansion import QueryAnalysis, QueryAnalyzer, vocabulary
 from core.ranking.filters import Filters
@@ -120,12 +122,17 @@ class SearchContext:
         restricted = not self.filters.include_superseded and stats.restricted
         return self.filters.where(superseded=stats.superseded_ids() if restricted else None)
 
+    def _reader(self) -> stored.Reader:
+        """A connection of its own to the verified generation, for the postings the cached
+        structures read a piece at a time after this search (core.ranking.stored)."""
+        return stored.Reader(gen.connect_readonly(self.resolved, any_thread=True))
+
     def _full_sparse(self) -> SparseIndex:
         r = self.resolved
-        if r.kind == "legacy_db":  # mutable file: never cached
+        if r.kind == "legacy_db":  # mutable file: never cached, read whole
             return load_sparse(self.conn)
         key = (str(r.path), r.generation_id, r.sha256)
-        return SPARSE_CACHE.get(str(r.layout.index_dir), key, lambda: load_sparse(self.conn))
+        return SPARSE_CACHE.get(str(r.layout.index_dir), key, lambda: load_sparse(self.conn, reader=self._reader()))
 
     def analyzer_terms(self, text: str) -> list[str]:
         """The terms the query analysis gives ``text`` (the words of a raw FTS5 expression)."""
@@ -153,7 +160,9 @@ class SearchContext:
                 if r.kind == "legacy_db":
                     return load_chunk_vectors(self.conn, sp)
                 key = (str(r.path), r.generation_id, r.sha256)
-                return CHUNK_CACHE.get(str(r.layout.index_dir), key, lambda: load_chunk_vectors(self.conn, sp))
+                return CHUNK_CACHE.get(
+                    str(r.layout.index_dir), key, lambda: load_chunk_vectors(self.conn, sp, reader=self._reader())
+                )
 
             self._chunks = self.statistics().chunk_vectors(sp, full)
         return self._chunks

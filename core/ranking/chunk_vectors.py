@@ -43,8 +43,9 @@ class ChunkVectors:
     """Term-major postings over chunks; chunk rows are grouped by note, in SparseIndex row order."""
 
     indptr: np.ndarray  # int64 [n_terms + 1]: postings of term t are indptr[t]:indptr[t+1]
-    chunks: np.ndarray  # int32 [postings] chunk row
-    weights: np.ndarray  # float32 [postings] TF-IDF weight / pivoted chunk length
+    # the per-posting arrays may be stored arrays read a piece at a time (core.ranking.stored)
+    chunks: np.ndarray | stored.StoredArray  # int32 [postings] chunk row
+    weights: np.ndarray | stored.StoredArray  # float32 [postings] TF-IDF weight / pivoted chunk length
     idf: np.ndarray  # float32 [n_terms] smoothed idf over notes
     group_starts: np.ndarray  # int64 [n_groups] first chunk row of each note that has chunks
     group_rows: np.ndarray  # int64 [n_groups] SparseIndex row of that note (-1: not in it)
@@ -155,12 +156,14 @@ def load_chunk_vectors(
     slope: float = VECTOR_PIVOT_SLOPE,
     *,
     visible: tuple[str, list[object]] | None = None,
+    reader: stored.Reader | None = None,
 ) -> ChunkVectors:
-    """The chunk vectors of the generation ``sparse`` was loaded from: the arrays the build stored (one
-    query), else computed from the rows (``compute_chunk_vectors``: the same numbers)."""
+    """The chunk vectors of the generation ``sparse`` was loaded from: the arrays the build stored (with a
+    ``reader``, the postings read a piece at a time as queries need them), else computed from the rows
+    (``compute_chunk_vectors``: the same numbers)."""
     if visible is not None:  # a restricted caller's vectors come from its notes' rows
         return compute_chunk_vectors(conn, sparse, slope, visible=visible)
-    arrays = stored.load_group(conn, chunk_group(slope), _CHUNK_ARRAYS)
+    arrays = stored.load_group(conn, chunk_group(slope), _CHUNK_ARRAYS, reader=reader)
     if arrays is None:
         return compute_chunk_vectors(conn, sparse, slope)
     vectors = ChunkVectors(**{name: arrays[name] for name in _CHUNK_ARRAYS})
@@ -174,7 +177,8 @@ def load_chunk_vectors(
 
 def store_chunk_vectors(conn: sqlite3.Connection, vectors: ChunkVectors, slope: float = VECTOR_PIVOT_SLOPE) -> None:
     """Store ``vectors`` (computed from this database's rows) in the build's database."""
-    stored.save_group(conn, chunk_group(slope), {name: getattr(vectors, name) for name in _CHUNK_ARRAYS})
+    arrays = {name: getattr(vectors, name) for name in _CHUNK_ARRAYS}
+    stored.save_group(conn, chunk_group(slope), arrays, ("chunks", "weights"))  # per posting: in pieces
 
 
 def compute_chunk_vectors(

@@ -30,6 +30,7 @@ Everything expanded is reported (``QueryAnalysis.expansions`` -> ``query_expansi
 from __future__ import annotations
 
 import bisect
+import json
 import math
 import re
 import threading
@@ -40,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from core.errors import IntegrityError
 from core.ranking.analysis import _TERM_WORD, analyzer_for
 from core.ranking.analysis import LANGUAGE_TOKENIZER as _BASE_TOKENIZER
 from core.ranking.languages import STOPWORDS, LanguageAnalysis, cjk_grams, has_cjk, is_cjk_run, script_runs
@@ -104,40 +106,161 @@ class QueryAnalysis:
             self.kinds.append(kind)
 
 
+VOCABULARY_ARRAYS = (
+    "vocab_words",
+    "vocab_reversed",
+    "vocab_chars",
+    "vocab_exact",
+    "vocab_base_indptr",
+    "vocab_base_ids",
+)
+
+
+def _vocabulary_lists(term_id: dict[str, int], df: np.ndarray) -> tuple[list[str], list[int], list[int], list[int]]:
+    """(sorted words, exact term id of each or -1, CSR offsets and ids of each word's base terms in
+    term-dictionary order) over the terms that occur in a note."""
+    keys: dict[str, list[int]] = {}
+    exact: dict[str, int] = {}
+    alive = (df > 0).tolist()  # a list: indexing a numpy array per term costs more than the rest of the loop
+    n = len(alive)
+    for term, tid in term_id.items():
+        if tid >= n or not alive[tid]:
+            continue
+        if term.startswith("="):
+            exact[term[1:]] = tid
+        else:
+            keys.setdefault(term[3:] if term[2:3] == ":" else term, []).append(tid)
+    words = sorted({*keys, *exact})
+    base = [keys.get(w, []) for w in words]
+    indptr = [0]
+    for ids in base:
+        indptr.append(indptr[-1] + len(ids))
+    return words, [exact.get(w, -1) for w in words], indptr, [t for ids in base for t in ids]
+
+
+def _reversed_words(words: list[str]) -> list[str]:
+    return sorted(w[::-1] for w in words)
+
+
+def _letters(words: list[str]) -> set[str]:
+    return {ch for w in words if not has_cjk(w) for ch in w}
+
+
+def _json_bytes(value: object) -> np.ndarray:
+    return np.frombuffer(json.dumps(value, ensure_ascii=False).encode("utf-8"), dtype=np.uint8)
+
+
+def _json_value(array: np.ndarray) -> Any:
+    return json.loads(array.tobytes().decode("utf-8"))
+
+
+def vocabulary_arrays(term_id: dict[str, int], df: np.ndarray) -> dict[str, np.ndarray]:
+    """What a Vocabulary of (``term_id``, ``df``) holds, as the arrays the build stores beside the
+    sparse postings (``core.ranking.sparse.store_sparse``): a new process then loads the vocabulary
+    instead of sorting and splitting every term of the generation (VOCABULARY_ARRAYS)."""
+    words, exact, indptr, ids = _vocabulary_lists(term_id, df)
+    return {
+        "vocab_words": _json_bytes(words),
+        "vocab_reversed": _json_bytes(_reversed_words(words)),
+        "vocab_chars": _json_bytes("".join(sorted(_letters(words)))),
+        "vocab_exact": np.asarray(exact, dtype=np.int64),
+        "vocab_base_indptr": np.asarray(indptr, dtype=np.int64),
+        "vocab_base_ids": np.asarray(ids, dtype=np.int64),
+    }
+
+
 class Vocabulary:
     """The words of one generation, sorted forwards and backwards, for prefix, suffix and typo look-ups.
 
     A *key* is a base term without its language namespace, or an exact term without ``=``; each
     key maps to base term ids (an exact key to the base terms of its word are found by analysis).
+
+    ``stored`` (``vocabulary_arrays`` of the same ``term_id`` and ``df``, as the build stored them)
+    is used instead of computing; the suffix list, the typo alphabet and the id -> term map are
+    built on first use only (most queries need none of them).
     """
 
-    def __init__(self, term_id: dict[str, int], df: np.ndarray, n_docs: int) -> None:
+    def __init__(
+        self, term_id: dict[str, int], df: np.ndarray, n_docs: int, stored: dict[str, np.ndarray] | None = None
+    ) -> None:
         self.n_docs = n_docs
-        keys: dict[str, list[int]] = {}
-        exact: dict[str, int] = {}
-        self.name: dict[int, str] = {}
-        n = df.shape[0]
-        for term, tid in term_id.items():
-            if tid >= n or df[tid] <= 0:
-                continue
-            self.name[tid] = term
-            if term.startswith("="):
-                exact[term[1:]] = tid
-            else:
-                keys.setdefault(term[3:] if term[2:3] == ":" else term, []).append(tid)
-        self.base = keys
-        self.exact = exact
-        words = sorted({*keys, *exact})
-        self.sorted = words
-        self.reversed = sorted(w[::-1] for w in words)
         self.df = df
-        self.chars = {ch for w in words if not has_cjk(w) for ch in w}
+        self._term_id = term_id
+        self._stored = stored
+        self._reversed: list[str] | None = None
+        self._chars: set[str] | None = None
+        self._name: dict[int, str] | None = None
+        if stored is None:
+            self.sorted, self._exact, self._indptr, self._ids = _vocabulary_lists(term_id, df)
+        else:
+            self.sorted = _json_value(stored["vocab_words"])
+            self._exact = stored["vocab_exact"].tolist()
+            self._indptr = stored["vocab_base_indptr"].tolist()
+            self._ids = stored["vocab_base_ids"].tolist()
+            w = len(self.sorted)
+            if len(self._exact) != w or len(self._indptr) != w + 1 or self._indptr[-1] != len(self._ids):
+                raise IntegrityError(f"stored vocabulary arrays disagree on its {w} words")
+
+    @property
+    def reversed(self) -> list[str]:
+        """The words spelt backwards, sorted (suffix look-ups): only a word that is not in the
+        vocabulary (or a one-character CJK word) looks up suffixes."""
+        if self._reversed is None:
+            found = self._stored
+            self._reversed = _json_value(found["vocab_reversed"]) if found else _reversed_words(self.sorted)
+        return self._reversed
+
+    @property
+    def chars(self) -> set[str]:
+        """The letters of the non-CJK words (the typo alphabet)."""
+        if self._chars is None:
+            found = self._stored
+            self._chars = set(_json_value(found["vocab_chars"])) if found else _letters(self.sorted)
+        return self._chars
+
+    @property
+    def name(self) -> dict[int, str]:
+        """Term id -> term, for the terms that occur in a note."""
+        if self._name is None:
+            alive = (self.df > 0).tolist()
+            n = len(alive)
+            self._name = {tid: term for term, tid in self._term_id.items() if tid < n and alive[tid]}
+        return self._name
+
+    @property
+    def base(self) -> dict[str, list[int]]:
+        """key -> its base term ids (``base_ids`` looks one up without building this)."""
+        ptr = self._indptr
+        return {w: self._ids[a:b] for w, a, b in zip(self.sorted, ptr, ptr[1:]) if b > a}
+
+    @property
+    def exact(self) -> dict[str, int]:
+        """exact key -> its term id (``is_exact`` looks one up without building this)."""
+        return {w: e for w, e in zip(self.sorted, self._exact) if e >= 0}
+
+    def _index(self, word: str) -> int:
+        """The position of ``word`` in ``sorted``, -1 when it is not a vocabulary word."""
+        i = bisect.bisect_left(self.sorted, word)
+        return i if i < len(self.sorted) and self.sorted[i] == word else -1
+
+    def is_exact(self, key: str) -> bool:
+        """Is ``key`` the surface form of an exact term (``=key``)?"""
+        i = self._index(key)
+        return i >= 0 and self._exact[i] >= 0
+
+    def base_ids(self, key: str) -> list[int]:
+        """The base term ids of a vocabulary word (empty when it has none)."""
+        i = self._index(key)
+        return self._ids[self._indptr[i] : self._indptr[i + 1]] if i >= 0 else []
 
     def surfaces(self, key: str) -> list[int]:
         """Term ids a vocabulary word stands for: its exact term, else its base terms."""
-        if key in self.exact:
-            return [self.exact[key]]
-        return self.base.get(key, [])
+        i = self._index(key)
+        if i < 0:
+            return []
+        if self._exact[i] >= 0:
+            return [self._exact[i]]
+        return self._ids[self._indptr[i] : self._indptr[i + 1]]
 
     def _range(self, words: list[str], prefix: str) -> list[str]:
         lo = bisect.bisect_left(words, prefix)
@@ -157,7 +280,7 @@ class Vocabulary:
         ``df`` (default: every note's) finds in at least one note."""
         df = df or (lambda t: int(self.df[t]))
         found = [(w, ids[0], d) for w in candidates if (ids := self.surfaces(w)) and (d := df(ids[0])) > 0]
-        found.sort(key=lambda wtd: (-wtd[2], wtd[0] not in self.exact, wtd[0]))  # equals: a surface form first
+        found.sort(key=lambda wtd: (-wtd[2], not self.is_exact(wtd[0]), wtd[0]))  # equals: a surface form first
         return found[:limit]
 
 
@@ -172,7 +295,7 @@ def vocabulary(sparse: Any) -> Vocabulary:
         found = _VOCAB.get(key)
         if found is not None and found[0]() is sparse:
             return found[1]
-    vocab = Vocabulary(sparse.term_id, sparse.df, sparse.n_docs)
+    vocab = Vocabulary(sparse.term_id, sparse.df, sparse.n_docs, getattr(sparse, "vocabulary", None))
     with _VOCAB_LOCK:
         for k in [k for k, (ref, _) in _VOCAB.items() if ref() is None]:
             del _VOCAB[k]
@@ -299,7 +422,7 @@ class QueryAnalyzer:
             longer -= {tok, *keys}
             served |= self._expand(tok, out, sorted(longer)[:MAX_CANDIDATES], "prefix", PREFIX_MISSING_WEIGHT)
             variants = [k[:i] for k in keys for i in range(max(SUBWORD_MIN_CHARS, len(k) - 2), len(k))]
-            variants = [v for v in variants if v in self.vocab.base]
+            variants = [v for v in variants if self.vocab.base_ids(v)]
             served |= self._expand(tok, out, variants, "variant", VARIANT_MISSING_WEIGHT)
         if len(tok) >= SUBWORD_MIN_CHARS:
             ends = [w for w in self.vocab.ending(tok)[:MAX_CANDIDATES] if len(w) >= len(tok) + 3]
@@ -343,7 +466,7 @@ class QueryAnalyzer:
         taken: set[str] = set()  # base terms of the words chosen so far: one form per word
         for f in ranked:
             bases = {la.base([f[0]])[0] for la in self.languages} if not has_cjk(f[0]) else {f[0]}
-            bases |= {self.vocab.name[t] for t in self.vocab.base.get(f[0], ()) if t in self.vocab.name}
+            bases |= {self.vocab.name[t] for t in self.vocab.base_ids(f[0]) if t in self.vocab.name}
             if self.vocab.name[f[1]] not in own and not bases & own and not bases & taken:
                 taken |= bases
                 found.append(f)

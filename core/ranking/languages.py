@@ -24,7 +24,6 @@ docs/architecture.md ("Languages").
 
 from __future__ import annotations
 
-import hashlib
 import re
 import unicodedata
 from collections.abc import Iterable
@@ -124,10 +123,28 @@ _CJK = (
     "\u1100-\u11ff\u2e80-\u2fdf\u3040-\u30ff\u3130-\u318f\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff"
     "\ua960-\ua97f\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f\U00020000-\U0002ffff"
 )
-_CJK_RUN = re.compile(f"[{_CJK}]+|[^{_CJK}]+")
-_HAS_CJK = re.compile(f"[{_CJK}]")
-_KANA = re.compile("[\u3040-\u30ff\u31f0-\u31ff\uff66-\uff9f]")
-_HANGUL = re.compile("[\u1100-\u11ff\u3130-\u318f\ua960-\ua97f\uac00-\ud7af]")
+
+
+class _Lazy:
+    """A regex compiled on first use. re's charset optimiser walks every code point of a class's
+    ranges, so the CJK classes cost several ms each to compile; a process that meets no CJK-range
+    character (every ASCII query: the callers test ``isascii()`` first) never compiles them."""
+
+    def __init__(self, pattern: str) -> None:
+        self.pattern = pattern
+        self._compiled: re.Pattern[str] | None = None
+
+    @property
+    def re(self) -> re.Pattern[str]:
+        if self._compiled is None:
+            self._compiled = re.compile(self.pattern)
+        return self._compiled
+
+
+_CJK_RUN = _Lazy(f"[{_CJK}]+|[^{_CJK}]+")
+_HAS_CJK = _Lazy(f"[{_CJK}]")
+_KANA = _Lazy("[\u3040-\u30ff\u31f0-\u31ff\uff66-\uff9f]")
+_HANGUL = _Lazy("[\u1100-\u11ff\u3130-\u318f\ua960-\ua97f\uac00-\ud7af]")
 _CYRILLIC = re.compile("[\u0400-\u04ff]")
 _GREEK = re.compile("[\u0370-\u03ff]")
 _ARABIC = re.compile("[\u0600-\u06ff]")
@@ -166,7 +183,7 @@ def _script_language(sample: str) -> str | None:
     if sample.isascii():  # most notes: no other script to weigh
         return None
     other = _NON_ASCII.sub("", sample)  # the regexes below then scan only the non-ASCII characters
-    cjk = len(_HAS_CJK.findall(other))
+    cjk = len(_HAS_CJK.re.findall(other))
     counts = {
         "cjk": cjk * _CJK_WEIGHT,
         "ru": len(_CYRILLIC.findall(other)),
@@ -181,7 +198,7 @@ def _script_language(sample: str) -> str | None:
         return None
     if best != "cjk":
         return best
-    kana, hangul = len(_KANA.findall(other)), len(_HANGUL.findall(other))
+    kana, hangul = len(_KANA.re.findall(other)), len(_HANGUL.re.findall(other))
     if hangul >= max(kana, cjk - kana - hangul):
         return "ko"
     return "ja" if kana >= 0.05 * cjk else "zh"
@@ -245,15 +262,17 @@ def cjk_grams(run: str) -> list[str]:
 
 def script_runs(token: str) -> list[str]:
     """A token cut into runs of CJK and of other characters (``東京tower`` -> ``東京``, ``tower``)."""
-    return _CJK_RUN.findall(token)
+    if token.isascii():  # what the regex finds in it, without compiling it
+        return [token] if token else []
+    return _CJK_RUN.re.findall(token)
 
 
 def has_cjk(text: str) -> bool:
-    return _HAS_CJK.search(text) is not None
+    return not text.isascii() and _HAS_CJK.re.search(text) is not None
 
 
 def is_cjk_run(run: str) -> bool:
-    return bool(run) and _HAS_CJK.match(run) is not None
+    return bool(run) and not run.isascii() and _HAS_CJK.re.match(run) is not None
 
 
 @dataclass(frozen=True)
@@ -290,7 +309,7 @@ class LanguageAnalysis:
         for tok in tokens:
             if tok not in out:
                 terms: list[str] = []
-                for run in _CJK_RUN.findall(tok):
+                for run in script_runs(tok):
                     if is_cjk_run(run):
                         terms += cjk_grams(run)
                         if len(run) > 2:  # the whole run too, as FTS5 keeps it: a heading found verbatim
@@ -308,6 +327,8 @@ def _stemmer(algorithm: str) -> snowballstemmer.stemmer:
 
 def analysis_identity(default: str) -> str:
     """What the index terms depend on: a change means a rebuild (part of ``IndexConfig.identity``)."""
+    import hashlib  # the build's identity only, not the read path
+
     backend = type(_stemmer("english")).__module__
     stop = hashlib.sha256(repr(sorted((k, sorted(v)) for k, v in STOPWORDS.items())).encode()).hexdigest()[:12]
     langs = ",".join(f"{k}={STEMMERS.get(k, 'plain')}" for k in LANGUAGES)

@@ -20,6 +20,7 @@ import numpy as np
 from core.errors import IntegrityError
 from core.index.schema import FTS_COLUMNS
 from core.ranking import scoring, stored
+from core.ranking.expansion import VOCABULARY_ARRAYS, vocabulary_arrays
 from core.ranking.postings import READ_ROWS, TermMajor, row_blocks
 
 
@@ -57,14 +58,18 @@ class SparseIndex:
     note_ids: np.ndarray  # int64 [n_docs], row -> note id (ascending)
     term_id: dict[str, int]  # FTS5 token -> term id
     indptr: np.ndarray  # int64 [max_term_id + 2]: postings of term t are indptr[t]:indptr[t+1]
-    docs: np.ndarray  # int32 [postings] row of the document (ascending within a term)
-    field_mask: np.ndarray  # uint8 [postings] bit f set when the term occurs in field f
-    body_tf: np.ndarray  # uint16 [postings] occurrences in the body
+    # the per-posting arrays may be stored arrays read a piece at a time (core.ranking.stored)
+    docs: np.ndarray | stored.StoredArray  # int32 [postings] row of the document (ascending within a term)
+    field_mask: np.ndarray | stored.StoredArray  # uint8 [postings] bit f set when the term occurs in field f
+    body_tf: np.ndarray | stored.StoredArray  # uint16 [postings] occurrences in the body
     df: np.ndarray  # int64 [max_term_id + 1]
     params: RankParams
-    bm25: np.ndarray  # float32 [postings] BM25F weight under ``params``
+    bm25: np.ndarray | stored.StoredArray  # float32 [postings] BM25F weight under ``params``
     bm25_idf: np.ndarray  # float32 [max_term_id + 1]
     name_terms: np.ndarray  # uint16 [n_docs] distinct terms in the title field (the note's names)
+    # the query vocabulary's arrays as the build stored them (core.ranking.expansion.vocabulary_arrays);
+    # None: computed from term_id and df on first use (restricted callers, rows-computed indexes)
+    vocabulary: dict[str, np.ndarray] | None = None
 
     @property
     def n_docs(self) -> int:
@@ -138,6 +143,7 @@ def _read_vectors(
     return note_ids, lengths, terms, tf, field_len
 
 
+_POSTING_ARRAYS = ("docs", "field_mask", "body_tf", "bm25")  # one value per posting: stored in pieces
 _SPARSE_ARRAYS = ("note_ids", "indptr", "docs", "field_mask", "body_tf", "df", "bm25", "bm25_idf", "name_terms")
 
 
@@ -147,14 +153,21 @@ def sparse_group(params: RankParams) -> str:
 
 
 def load_sparse(
-    conn: sqlite3.Connection, params: RankParams = DEFAULT_PARAMS, *, visible: tuple[str, list[object]] | None = None
+    conn: sqlite3.Connection,
+    params: RankParams = DEFAULT_PARAMS,
+    *,
+    visible: tuple[str, list[object]] | None = None,
+    reader: stored.Reader | None = None,
 ) -> SparseIndex:
-    """The term-major postings of ``conn``: the arrays the build stored for ``params`` (one query, no
-    rebuild), else computed from the rows (``compute_sparse``: the same numbers, e.g. for other params).
+    """The term-major postings of ``conn``: the arrays the build stored for ``params`` (no rebuild;
+    with a ``reader``, the postings are read a piece at a time as queries need them), else computed
+    from the rows (``compute_sparse``: the same numbers, e.g. for other params).
     A restricted caller's (``visible``) statistics are always computed from its notes' rows."""
     if visible is not None:
         return compute_sparse(conn, params, visible=visible)
-    arrays = stored.load_group(conn, sparse_group(params), (*_SPARSE_ARRAYS, "term_text", "term_ids"))
+    arrays = stored.load_group(
+        conn, sparse_group(params), (*_SPARSE_ARRAYS, *VOCABULARY_ARRAYS, "term_text", "term_ids"), reader=reader
+    )
     if arrays is None:
         return compute_sparse(conn, params)
     index = SparseIndex(
@@ -169,6 +182,7 @@ def load_sparse(
         bm25=arrays["bm25"],
         bm25_idf=arrays["bm25_idf"],
         name_terms=arrays["name_terms"],
+        vocabulary={name: arrays[name] for name in VOCABULARY_ARRAYS},
     )
     postings = int(index.indptr[-1]) if index.indptr.size else 0
     if any(a.shape[0] != postings for a in (index.docs, index.field_mask, index.body_tf, index.bm25)):
@@ -177,9 +191,12 @@ def load_sparse(
 
 
 def store_sparse(conn: sqlite3.Connection, index: SparseIndex) -> None:
-    """Store ``index`` (computed from this database's rows) in the build's database."""
+    """Store ``index`` (computed from this database's rows) and its query vocabulary in the build's database."""
     arrays = {name: getattr(index, name) for name in _SPARSE_ARRAYS}
-    stored.save_group(conn, sparse_group(index.params), {**arrays, **stored.pack_terms(index.term_id)})
+    vocab = vocabulary_arrays(index.term_id, index.df)
+    stored.save_group(
+        conn, sparse_group(index.params), {**arrays, **vocab, **stored.pack_terms(index.term_id)}, _POSTING_ARRAYS
+    )
 
 
 def compute_sparse(

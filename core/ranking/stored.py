@@ -1,10 +1,18 @@
-"""Term-major arrays stored in the generation (table ``term_major``), read back with one query.
+"""Term-major arrays stored in the generation (table ``term_major``), read back without rebuilding them.
 
 The builder computes the arrays the sparse loaders hold (``core.ranking.sparse``,
 ``core.ranking.chunk_vectors``) from ``note_terms`` / ``chunk_terms`` once per build and stores
-each as a little-endian BLOB inside the generation database, so the generation's SHA-256 covers
-them like every other row. A reader then loads a group of arrays with one ``SELECT`` and
-``np.frombuffer`` (read-only views of the fetched bytes) instead of rebuilding them row by row.
+each as little-endian bytes inside the generation database, so the generation's SHA-256 covers
+them like every other row. A reader then loads a group of arrays with ``np.frombuffer`` (read-only
+views of the fetched bytes) instead of rebuilding them row by row.
+
+A per-posting array (one value per (term, note) or (term, chunk)) of more than ``PIECE_BYTES``
+is stored as a header row ``<group>/<name>`` (its dtype and shape, no bytes) and pieces
+``<group>/<name>#000000``, ... of ``PIECE_BYTES`` each (the last one shorter). Given a
+``Reader`` (a connection of its own to the same verified file), such an array is a ``StoredArray``:
+a query reads the pieces its terms' postings lie in, and keeps them (a long-lived process converges
+on the whole array); a new process answering one query reads kilobytes of a 100k-note index, not
+its gigabyte of postings. Without a reader (a legacy index.db, the build) it is read whole.
 
 A group is keyed by what its numbers depend on (the ranking parameters), so arrays computed
 under other parameters are never served for these; absent a group, the loaders compute the
@@ -15,44 +23,200 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
+from typing import Any
 
 import numpy as np
 
 from core.errors import IntegrityError
-from core.index.schema import SQL_TERM_MAJOR_DELETE_GROUP, SQL_TERM_MAJOR_INSERT, SQL_TERM_MAJOR_READ_GROUP
+from core.index.tables import term_major
 
 SEP = "/"  # between a group and an array name; the SQL range of a group relies on it
+PIECE = "#"  # between an array name and its piece number
+PIECE_BYTES = 64 * 1024  # a query's run of postings touches one or two pieces; a piece is 16 SQLite pages
+MAX_RUNS = 256  # a gather of more separate runs than this reads the whole array once instead
 
 
-def _has_table(conn: sqlite3.Connection) -> bool:
-    return (
-        conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'term_major'").fetchone() is not None
-    )
-
-
-def save_group(conn: sqlite3.Connection, group: str, arrays: dict[str, np.ndarray]) -> None:
-    """Replace the arrays of ``group`` (little-endian, C order); call inside the build's transaction."""
-    conn.execute(SQL_TERM_MAJOR_DELETE_GROUP, (group + "/", group + "0"))
+def save_group(
+    conn: sqlite3.Connection, group: str, arrays: dict[str, np.ndarray], pieced: tuple[str, ...] = ()
+) -> None:
+    """Replace the arrays of ``group`` (little-endian, C order); those named in ``pieced`` (one-dimensional:
+    the per-posting arrays) are stored in pieces when larger than PIECE_BYTES. Call inside the build's
+    transaction."""
     rows = []
     for name, array in arrays.items():
         data = np.ascontiguousarray(array)
         little = data.astype(data.dtype.newbyteorder("<"), copy=False)
-        rows.append((group + SEP + name, little.dtype.str, json.dumps(list(little.shape)), little.tobytes()))
-    conn.executemany(SQL_TERM_MAJOR_INSERT, rows)
+        full, raw = group + SEP + name, little.tobytes()
+        if name in pieced and little.ndim != 1:
+            raise ValueError(f"only a one-dimensional array is stored in pieces, not {name} {little.shape}")
+        if name not in pieced or len(raw) <= PIECE_BYTES:
+            rows.append((full, little.dtype.str, json.dumps(list(little.shape)), raw))
+            continue
+        shape = json.dumps({"shape": list(little.shape), "piece_bytes": PIECE_BYTES})
+        rows.append((full, little.dtype.str, shape, b""))
+        for k in range(0, len(raw), PIECE_BYTES):
+            rows.append((_piece_name(full, k // PIECE_BYTES), little.dtype.str, "[]", raw[k : k + PIECE_BYTES]))
+    term_major.replace_group(conn, group, rows)
 
 
-def load_group(conn: sqlite3.Connection, group: str, names: tuple[str, ...]) -> dict[str, np.ndarray] | None:
-    """The arrays of ``group`` (read-only), or ``None`` when this database holds no such group. A group
-    that lacks one of ``names`` or whose bytes do not fit their shape is an ``IntegrityError``."""
-    if not _has_table(conn):
+def _piece_name(full: str, k: int) -> str:
+    return f"{full}{PIECE}{k:06d}"
+
+
+class Reader:
+    """A read-only connection of its own to the generation the arrays were loaded from (opened by
+    the caller through the verified descriptor, usable from any thread), shared by a group's
+    ``StoredArray`` s; one query at a time."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+        self._lock = threading.Lock()
+
+    def data(self, name: str) -> bytes | None:
+        with self._lock:
+            return term_major.read_data(self._conn, name)
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+
+class StoredArray:
+    """A one-dimensional stored array read a piece at a time (see the module docstring).
+
+    Indexing with a slice, an integer or an array of positions reads only the pieces those
+    positions lie in; anything else numpy does with it (``np.asarray``, arithmetic, comparison)
+    reads the whole array once (``__array__``). The values are those of the stored bytes either way.
+    """
+
+    def __init__(self, reader: Reader, name: str, dtype: np.dtype, length: int, piece_bytes: int) -> None:
+        if piece_bytes <= 0 or piece_bytes % dtype.itemsize:
+            raise IntegrityError(f"stored array {name} has pieces of {piece_bytes} bytes", array=name)
+        self._reader, self._name, self.dtype = reader, name, dtype
+        self.shape = (length,)
+        self._per_piece = piece_bytes // dtype.itemsize
+        self._n_pieces = -(-length // self._per_piece)
+        self._pieces: dict[int, np.ndarray] = {}
+        self._full: np.ndarray | None = None
+        self._lock = threading.Lock()
+
+    ndim = 1
+
+    @property
+    def size(self) -> int:
+        return self.shape[0]
+
+    @property
+    def nbytes(self) -> int:
+        return self.shape[0] * self.dtype.itemsize
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def _piece(self, k: int) -> np.ndarray:
+        found = self._pieces.get(k)
+        if found is not None:
+            return found
+        data = self._reader.data(_piece_name(self._name, k))
+        want = min(self._per_piece, self.shape[0] - k * self._per_piece)
+        if data is None or len(data) != want * self.dtype.itemsize:
+            got = "none" if data is None else f"{len(data)} bytes"
+            raise IntegrityError(f"stored array {self._name}: piece {k} holds {got}", array=self._name, piece=k)
+        piece = np.frombuffer(data, dtype=self.dtype)
+        with self._lock:
+            self._pieces[k] = piece
+        return piece
+
+    def _range(self, a: int, b: int) -> np.ndarray:
+        """The values at positions [a, b), 0 <= a < b <= len."""
+        per = self._per_piece
+        k0, k1 = a // per, (b - 1) // per
+        if k0 == k1:
+            return self._piece(k0)[a - k0 * per : b - k0 * per]
+        return np.concatenate([self._piece(k)[max(a - k * per, 0) : min(b - k * per, per)] for k in range(k0, k1 + 1)])
+
+    def _take(self, positions: np.ndarray) -> np.ndarray:
+        n = self.shape[0]
+        flat = positions.ravel().astype(np.int64, copy=False)
+        if flat.size and (int(flat.min()) < -n or int(flat.max()) >= n):
+            raise IndexError(f"index out of bounds for stored array {self._name} of {n} values")
+        flat = np.where(flat < 0, flat + n, flat)
+        if flat.size == 0:
+            return np.empty(positions.shape, self.dtype)
+        breaks = np.flatnonzero(np.diff(flat) != 1) + 1  # runs of consecutive positions: a term's postings
+        if breaks.size >= MAX_RUNS:
+            return self.__array__()[flat].reshape(positions.shape)
+        out = np.empty(flat.size, self.dtype)
+        bounds = [0, *breaks.tolist(), flat.size]
+        for s, e in zip(bounds, bounds[1:]):
+            out[s:e] = self._range(int(flat[s]), int(flat[e - 1]) + 1)
+        return out.reshape(positions.shape)
+
+    def __getitem__(self, key: Any) -> Any:
+        if self._full is not None:
+            return self._full[key]
+        if isinstance(key, slice):
+            start, stop, step = key.indices(self.shape[0])
+            if step == 1:
+                return self._range(start, stop) if stop > start else np.empty(0, self.dtype)
+        elif isinstance(key, (int, np.integer)):
+            return self._take(np.asarray([key]))[0]
+        else:
+            positions = np.asarray(key)
+            if positions.dtype.kind in "iu":
+                return self._take(positions)
+        return self.__array__()[key]
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        """The whole array (read once, then kept)."""
+        if self._full is None:
+            whole = np.concatenate([self._piece(k) for k in range(self._n_pieces)]) if self._n_pieces else None
+            full = whole if whole is not None else np.empty(0, self.dtype)
+            full.flags.writeable = False
+            with self._lock:
+                self._full, self._pieces = full, {}
+        return self._full if dtype is None else self._full.astype(dtype)
+
+
+def load_group(
+    conn: sqlite3.Connection,
+    group: str,
+    names: tuple[str, ...],
+    *,
+    reader: Reader | None = None,
+) -> dict[str, Any] | None:
+    """The arrays of ``group`` (read-only), or ``None`` when this database holds no such group. With a
+    ``reader`` an array stored in pieces is a ``StoredArray`` (read on demand), else every array is
+    read whole. A group that lacks one of ``names`` or whose bytes do not fit their shape is an
+    ``IntegrityError``."""
+    if not term_major.has_term_major(conn):
         return None
-    out: dict[str, np.ndarray] = {}
-    for full, dtype, shape, data in conn.execute(SQL_TERM_MAJOR_READ_GROUP, (group + "/", group + "0")):
-        dims = tuple(json.loads(shape))
-        array = np.frombuffer(data, dtype=np.dtype(dtype))
+    out: dict[str, Any] = {}
+    pieced: dict[str, tuple[str, np.dtype, tuple[int, ...], int]] = {}
+    rows = term_major.group_listing(conn, group)
+    for full, dtype, shape, size in rows:
+        if PIECE in full[len(group) + 1 :]:
+            continue  # a piece: read through its header's array
+        spec, kind = json.loads(shape), np.dtype(dtype)
+        name = full[len(group) + 1 :]
+        if isinstance(spec, dict):
+            dims, piece_bytes = tuple(spec["shape"]), int(spec["piece_bytes"])
+            if len(dims) != 1 or size != 0:
+                raise IntegrityError(f"stored array {full} is pieced with shape {dims} and {size} bytes", array=full)
+            pieced[name] = (full, kind, dims, piece_bytes)
+            continue
+        dims = tuple(spec)
+        data = term_major.read_data(conn, full)
+        if data is None:
+            raise IntegrityError(f"stored array {full} vanished while its group was read", array=full)
+        array = np.frombuffer(data, dtype=kind)
         if array.size != int(np.prod(dims, dtype=np.int64)):
             raise IntegrityError(f"stored array {full} holds {array.size} values, its shape says {dims}", array=full)
-        out[full[len(group) + 1 :]] = array.reshape(dims)
+        out[name] = array.reshape(dims)
+    for name, (full, kind, dims, piece_bytes) in pieced.items():
+        lazy = StoredArray(reader or Reader(conn), full, kind, dims[0], piece_bytes)
+        out[name] = lazy if reader is not None else np.asarray(lazy)
     if not out:
         return None
     missing = [name for name in names if name not in out]

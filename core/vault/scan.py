@@ -34,18 +34,20 @@ folder reached twice through links (a cycle, or two links to one folder) is walk
 from __future__ import annotations
 
 import errno
-import hashlib
 import os
-import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
-
-from pathspec import GitIgnoreSpec
+from typing import TYPE_CHECKING, NamedTuple
 
 from core.errors import UsageError
 from core.vault.problems import Problem
+
+if TYPE_CHECKING:
+    from pathspec import GitIgnoreSpec
+
+# The staleness check runs this module before every search: what only a vault with an ignore file
+# (pathspec) or a read (hashlib) needs is imported there.
 
 MAX_NOTE_BYTES = 16 * 1024 * 1024
 IGNORE_FILE = ".vaultsearchignore"
@@ -100,6 +102,10 @@ def load_ignore_spec(vault: Path) -> tuple[GitIgnoreSpec | None, list[Problem]]:
 
 def parse_ignore_spec(raw: bytes) -> tuple[GitIgnoreSpec | None, list[Problem]]:
     """Ignore patterns from the bytes of a ``.vaultsearchignore`` (of the working tree or a git tree)."""
+    import re
+
+    from pathspec import GitIgnoreSpec
+
     problems: list[Problem] = []
     try:
         text = raw.decode("utf-8")
@@ -193,12 +199,12 @@ def _walk_folder(walk: _Walk, folder: Path, prefix: str, stack: list[tuple[Path,
     except OSError as exc:
         walk.problems.append(Problem(prefix.rstrip("/") or ".", "unreadable", _os_detail(exc)))
         return
-    files, spec, max_bytes = walk.files, walk.spec, walk.max_bytes
+    files, spec, max_bytes, hide = walk.files, walk.spec, walk.max_bytes, not walk.include_dot_paths
     for entry in entries:
         name = entry.name
-        rel = prefix + name
-        if walk.hidden(name):
+        if hide and name[0] == ".":  # walk.hidden, inlined
             continue
+        rel = prefix + name
         try:
             if entry.is_file(follow_symlinks=False):
                 if name[-3:].lower() != ".md" or (spec is not None and spec.match_file(rel)):
@@ -314,6 +320,8 @@ def read_file(path: str | os.PathLike[str], *, root: str | None = None) -> tuple
     Raises ``FileRefusedError`` (an ``OSError``) for a non-regular file or a file outside the
     vault, and ``OSError`` when the file cannot be read (``FileNotFoundError`` when it is gone).
     """
+    import hashlib
+
     fd = _open_confined(os.fspath(path), root)
     try:
         st = os.fstat(fd)

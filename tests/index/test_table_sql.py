@@ -196,9 +196,15 @@ def test_the_functions_for_pending_files_return_what_their_sql_returns(served: s
     # core/ranking/stored.py
     assert term_major.has_term_major(conn)
     group = "chunks:0.3"
-    assert [tuple(r) for r in term_major.group_rows(conn, group)] == _rows(
-        conn, "SELECT name, dtype, shape, data FROM term_major WHERE name >= ? AND name < ?", (group + "/", group + "0")
+    listing = _rows(
+        conn,
+        "SELECT name, dtype, shape, length(data) FROM term_major WHERE name >= ? AND name < ?",
+        (group + "/", group + "0"),
     )
+    assert listing and [tuple(r) for r in term_major.group_listing(conn, group)] == listing
+    name = listing[0][0]
+    assert term_major.read_data(conn, name) == conn.execute("SELECT data FROM term_major WHERE name = ?", (name,)).fetchone()[0]
+    assert term_major.read_data(conn, group + "/no-such-array") is None
     # core/serve/tools.py
     assert notes.visible_note_at(conn, rel, clause, vals) == tuple(
         conn.execute(

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from core.errors import UsageError
 from core.index.builder import IndexConfig
+from core.ranking import languages
 from core.ranking.analysis import language_analyzer_for
 from core.ranking.languages import (
     LanguageAnalysis,
@@ -18,6 +26,7 @@ from core.ranking.languages import (
     note_language,
 )
 
+ROOT = Path(__file__).resolve().parents[2]
 GERMAN = "Der Kontostand wird in der Übersicht angezeigt, und die Konten sind nach dem Datum sortiert. " * 3
 FRENCH = "Les tableaux sont des objets qui contiennent une liste de valeurs et ils sont dans le code. " * 3
 ENGLISH = "The templates are in the folder and the plugin reads them when you open a note with it. " * 3
@@ -103,3 +112,33 @@ def test_words_of_a_note_in_another_language_are_tagged_and_analysed_in_it():
 def test_the_analysis_identity_names_the_default_language():
     assert analysis_identity("en") != analysis_identity("de")
     assert IndexConfig(language="de").identity()["analysis"] == analysis_identity("de")
+
+
+_CJK_CLASS = f"[{languages._CJK}]"
+_SCRIPT_TEXT = st.text(
+    alphabet=st.sampled_from("aZ9-_ é東京タワー한국어中文\U00020001ß\u3000\u1100\uff70 "), min_size=0, max_size=12
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_SCRIPT_TEXT)
+def test_script_helpers_answer_as_the_regexes_they_compile_on_first_use(text: str) -> None:
+    """has_cjk / is_cjk_run / script_runs: an ASCII word is answered without compiling a CJK class;
+    every answer is what the regexes give."""
+    assert languages.has_cjk(text) == (re.search(_CJK_CLASS, text) is not None)
+    assert languages.is_cjk_run(text) == (bool(text) and re.match(_CJK_CLASS, text) is not None)
+    assert languages.script_runs(text) == re.findall(f"{_CJK_CLASS}+|[^{languages._CJK}]+", text)
+
+
+def test_an_ascii_query_compiles_no_cjk_class() -> None:
+    """The CJK classes take several ms to compile (re walks every code point of their ranges): a new
+    process analysing an ASCII query never compiles them."""
+    code = (
+        "from core.ranking import languages as L\n"
+        "from core.ranking.languages import LanguageAnalysis\n"
+        "LanguageAnalysis('en').terms_of(['remove', 'item', 'force'])\n"
+        "L.has_cjk('remove'); L.script_runs('item'); L.is_cjk_run('force')\n"
+        "print([p._compiled is None for p in (L._CJK_RUN, L._HAS_CJK, L._KANA, L._HANGUL)])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.strip() == "[True, True, True, True]"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -14,8 +15,9 @@ from conftest import note
 
 from core import generations as gen
 from core.errors import IntegrityError
+from core.ranking import stored
 from core.ranking.chunk_vectors import chunk_group, compute_chunk_vectors, load_chunk_vectors
-from core.ranking.sparse import DEFAULT_PARAMS, RankParams, compute_sparse, load_sparse, sparse_group
+from core.ranking.sparse import DEFAULT_PARAMS, RankParams, bm25_scores, compute_sparse, load_sparse, sparse_group
 
 FILES = {
     "a.md": note("Alpha", "# Soil\n\nalpha soil compost " * 40, tags=["x"]),
@@ -85,3 +87,137 @@ def test_missing_array_of_a_group_is_an_integrity_error(vault: Path, tmp_path: P
     db.execute("DELETE FROM term_major WHERE name = ?", (f"{sparse_group(DEFAULT_PARAMS)}/bm25",))
     with pytest.raises(IntegrityError):
         load_sparse(db)
+
+
+# --- postings stored in pieces, read on demand ------------------------------------------------------
+
+POSTINGS = {"sparse": ("docs", "field_mask", "body_tf", "bm25"), "chunks": ("chunks", "weights")}
+
+
+@pytest.fixture(scope="module")
+def pieced(make_vault, tmp_path_factory) -> Path:
+    """A vault built with tiny pieces, so that every posting array is stored in several of them."""
+    words = [f"w{i:03d}" for i in range(300)]
+    files = {f"n{k}.md": note(f"Note {k}", " ".join(words[k::7] * 3) + f" soil{k % 5}") for k in range(40)}
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(stored, "PIECE_BYTES", 256)
+        return make_vault(files)
+
+
+def _reader(vault: Path) -> stored.Reader:
+    return stored.Reader(gen.connect_readonly(gen.resolve(gen.layout_for(vault)), any_thread=True))
+
+
+def test_posting_arrays_are_stored_in_pieces_and_read_back_exactly(pieced: Path) -> None:
+    conn = gen.connect_readonly(gen.resolve(gen.layout_for(pieced)))
+    names = [r[0] for r in conn.execute("SELECT name FROM term_major WHERE name LIKE '%#%'")]
+    for name in POSTINGS["sparse"]:
+        assert sum(n.startswith(f"{sparse_group(DEFAULT_PARAMS)}/{name}#") for n in names) > 2, name
+    assert not [n for n in names if "/note_ids#" in n or "/term_text#" in n]  # per-term/per-note arrays: whole
+    eager, lazy, computed = load_sparse(conn), load_sparse(conn, reader=_reader(pieced)), compute_sparse(conn)
+    same(eager, computed, SPARSE)
+    assert all(isinstance(getattr(lazy, n), stored.StoredArray) for n in POSTINGS["sparse"])
+    same(type("Whole", (), {n: np.asarray(getattr(lazy, n)) for n in SPARSE})(), computed, SPARSE)
+    vectors = load_chunk_vectors(conn, lazy, reader=_reader(pieced))
+    assert isinstance(vectors.chunks, stored.StoredArray)
+    same(
+        type("Whole", (), {n: np.asarray(getattr(vectors, n)) for n in CHUNKS})(),
+        load_chunk_vectors(conn, eager),
+        CHUNKS,
+    )
+
+
+def test_a_stored_array_answers_every_index_as_the_whole_array(pieced: Path) -> None:
+    conn = gen.connect_readonly(gen.resolve(gen.layout_for(pieced)))
+    lazy = load_sparse(conn, reader=_reader(pieced)).bm25
+    whole = load_sparse(conn).bm25
+    n = whole.shape[0]
+    rng = np.random.default_rng(7)
+    keys: list[object] = [
+        slice(None),
+        slice(3, 200),
+        slice(n - 5, n + 10),
+        slice(10, 5),
+        slice(0, n, 3),
+        0,
+        n - 1,
+        -1,
+        np.int64(17),
+        np.arange(40, 180),
+        np.concatenate([np.arange(100, 130), np.arange(5, 9), np.arange(300, 301)]),
+        rng.integers(0, n, 500),  # scattered: more runs than MAX_RUNS
+        rng.integers(-n, n, (4, 6)),
+        np.array([], dtype=np.int64),
+        whole > np.median(whole),
+    ]
+    for key in keys:
+        fresh = load_sparse(conn, reader=_reader(pieced)).bm25  # nothing read yet
+        for array in (fresh, lazy):  # ... and one that has read pieces already
+            got, want = array[key], whole[key]
+            assert np.asarray(got).dtype == want.dtype and np.array_equal(got, want), key
+    with pytest.raises(IndexError):
+        lazy[np.array([n])]
+    assert np.array_equal(np.asarray(lazy), whole) and lazy.shape == whole.shape and lazy.nbytes == whole.nbytes
+
+
+def test_a_query_reads_only_the_pieces_of_its_terms(pieced: Path) -> None:
+    reader = _reader(pieced)
+    read: list[str] = []
+    original = reader.data
+
+    def counting(name: str) -> bytes | None:
+        read.append(name)
+        return original(name)
+
+    reader.data = counting  # type: ignore[method-assign]
+    conn = gen.connect_readonly(gen.resolve(gen.layout_for(pieced)))
+    lazy, whole = load_sparse(conn, reader=reader), load_sparse(conn)
+    assert read == []
+    terms = ["en:w007", "en:soil3"]
+    got, want = bm25_scores(lazy, terms), bm25_scores(whole, terms)
+    assert all(np.array_equal(a, b) for a, b in zip(got, want))
+    total = sum(-(-getattr(lazy, n).nbytes // 256) for n in POSTINGS["sparse"])
+    assert 0 < len(read) < total / 4, (len(read), total)
+
+
+def test_a_missing_or_short_piece_is_an_integrity_error(pieced: Path, tmp_path: Path) -> None:
+    db = writable_copy(pieced, tmp_path)
+    name = f"{sparse_group(DEFAULT_PARAMS)}/docs#000001"
+    db.execute("UPDATE term_major SET data = substr(data, 1, 8) WHERE name = ?", (name,))
+    db.commit()
+    with pytest.raises(IntegrityError):
+        load_sparse(db)  # read whole
+    lazy = load_sparse(db, reader=stored.Reader(db)).docs
+    lazy[:8]  # piece 0 is intact
+    with pytest.raises(IntegrityError):
+        lazy[70:80]
+    db.execute("DELETE FROM term_major WHERE name = ?", (name,))
+    with pytest.raises(IntegrityError):
+        np.asarray(load_sparse(db, reader=stored.Reader(db)).docs)
+
+
+def test_stored_arrays_outlive_the_loading_connection_and_serve_every_thread(pieced: Path) -> None:
+    conn = gen.connect_readonly(gen.resolve(gen.layout_for(pieced)))
+    whole = load_sparse(conn)
+    lazy = load_sparse(conn, reader=_reader(pieced))
+    conn.close()  # the search's connection goes; the reader has its own
+    n = whole.docs.shape[0]
+    starts = list(range(0, n - 50, 37))
+    errors: list[BaseException] = []
+
+    def gather(offset: int) -> None:
+        try:
+            for s in starts[offset::4]:
+                pos = np.arange(s, s + 50)
+                assert np.array_equal(lazy.docs[pos], whole.docs[pos]) and np.array_equal(
+                    lazy.bm25[pos], whole.bm25[pos]
+                )
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=gather, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors

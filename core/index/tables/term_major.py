@@ -1,8 +1,9 @@
 """``term_major``: the term-major arrays the sparse loaders hold, one little-endian BLOB per array.
 
 Computed from note_terms / chunk_terms at the end of every build (``core.ranking.stored``): name =
-``<group>/<array>``, covered by the generation's SHA-256 like every other row; a reader loads a
-group with one query instead of rebuilding it.
+``<group>/<array>``; an array of more than ``stored.PIECE_BYTES`` is a header row of no bytes and
+pieces ``<group>/<array>#000000``, ... read on demand. Covered by the generation's SHA-256 like every
+other row; a reader lists a group without reading its bytes, then reads the arrays (or pieces) it needs.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ CREATE TABLE IF NOT EXISTS term_major (
 # a group's names are '<group>/...': the range [<group>/, <group>0) ('0' follows '/' in every collation)
 SQL_TERM_MAJOR_DELETE_GROUP = "DELETE FROM term_major WHERE name >= ? AND name < ?"
 SQL_TERM_MAJOR_INSERT = "INSERT INTO term_major (name, dtype, shape, data) VALUES (?, ?, ?, ?)"
-SQL_TERM_MAJOR_READ_GROUP = "SELECT name, dtype, shape, data FROM term_major WHERE name >= ? AND name < ?"
+# length(data) is read from the record header: listing a group reads none of its bytes
+SQL_TERM_MAJOR_READ_GROUP = "SELECT name, dtype, shape, length(data) FROM term_major WHERE name >= ? AND name < ?"
+SQL_TERM_MAJOR_READ_DATA = "SELECT data FROM term_major WHERE name = ?"
 
 
 def _range(group: str) -> tuple[str, str]:
@@ -40,6 +43,12 @@ def replace_group(conn: sqlite3.Connection, group: str, rows: list[tuple[str, st
     conn.executemany(SQL_TERM_MAJOR_INSERT, rows)
 
 
-def group_rows(conn: sqlite3.Connection, group: str) -> Iterator[tuple[str, str, str, bytes]]:
-    """(full name, dtype, shape JSON, bytes) of every array of ``group``."""
+def group_listing(conn: sqlite3.Connection, group: str) -> Iterator[tuple[str, str, str, int]]:
+    """(full name, dtype, shape JSON, byte length) of every row of ``group``: none of its bytes are read."""
     return conn.execute(SQL_TERM_MAJOR_READ_GROUP, _range(group))
+
+
+def read_data(conn: sqlite3.Connection, name: str) -> bytes | None:
+    """The bytes of one row (an array or a piece), ``None`` when there is no such row."""
+    row = conn.execute(SQL_TERM_MAJOR_READ_DATA, (name,)).fetchone()
+    return None if row is None else bytes(row[0])

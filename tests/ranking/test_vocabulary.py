@@ -1,0 +1,137 @@
+"""The query vocabulary stored in the generation (core.ranking.expansion.vocabulary_arrays): a new
+process loads what the build computed instead of sorting and splitting every term, and the query
+analysis it gives is exactly the computed one's."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+from conftest import note
+
+from core import generations as gen
+from core.errors import IntegrityError
+from core.ranking import expansion
+from core.ranking.expansion import VOCABULARY_ARRAYS, QueryAnalyzer, Vocabulary, vocabulary
+from core.ranking.sparse import DEFAULT_PARAMS, compute_sparse, load_sparse, sparse_group
+
+FILES = {
+    "en.md": note("Worktrees", "git worktrees and the worktree command; removing items by force " * 5),
+    "de.md": note("Kontostand", "Die Konten und das Konto: die Dateisicherung der Graphansicht " * 5, lang="de"),
+    "fr.md": note("Tableaux", "Les tableaux sont des objets qui contiennent des valeurs " * 5, lang="fr"),
+    "ja.md": note("東京タワー", "東京タワーは東京の電波塔です。東京 タワー " * 5, lang="ja"),
+    "mixed.md": note("Mixed", "konten konto graph removed remove forcing worktreeadd"),
+}
+QUERIES = (
+    "remove item force",  # known words
+    "worktree",  # a known word: longer words it is a prefix of (quiet)
+    "worktr",  # a prefix of words
+    "konten",  # German variants (a shorter stem)
+    "sicherung graphkonto",  # compound parts: suffix look-ups, a split
+    "wroktree removd",  # typos
+    "東",  # a one-character CJK word
+    "東京タワー tableaux",
+    "nothingatall xyzzy",
+)
+
+
+@pytest.fixture(scope="module")
+def vault(make_vault) -> Path:
+    return make_vault(FILES)
+
+
+def _connection(vault: Path) -> sqlite3.Connection:
+    return gen.connect_readonly(gen.resolve(gen.layout_for(vault)))
+
+
+def test_the_stored_vocabulary_is_exactly_the_computed_one(vault: Path) -> None:
+    sp = load_sparse(_connection(vault))
+    assert sp.vocabulary is not None and set(sp.vocabulary) == set(VOCABULARY_ARRAYS)
+    stored = Vocabulary(sp.term_id, sp.df, sp.n_docs, sp.vocabulary)
+    computed = Vocabulary(sp.term_id, sp.df, sp.n_docs)
+    assert stored.sorted == computed.sorted and stored.reversed == computed.reversed
+    assert stored.chars == computed.chars and stored.name == computed.name
+    assert stored.base == computed.base and stored.exact == computed.exact
+    assert any(len(ids) > 1 for ids in computed.base.values())  # a key in two languages: order matters
+    assert computed.exact  # exact forms are there too
+    for word in computed.sorted:
+        assert stored.surfaces(word) == computed.surfaces(word)
+        assert stored.is_exact(word) == computed.is_exact(word) == (word in computed.exact)
+        assert stored.base_ids(word) == computed.base_ids(word) == computed.base.get(word, [])
+    assert stored.surfaces("notaword") == [] and not stored.is_exact("notaword")
+
+
+def test_the_vocabulary_is_what_the_build_computed_from_the_generation(vault: Path) -> None:
+    """The same term dictionary and df (the rows) give the same vocabulary as the build stored."""
+    conn = _connection(vault)
+    sp, rows = load_sparse(conn), compute_sparse(conn)
+    fresh = expansion.vocabulary_arrays(rows.term_id, rows.df)
+    assert sp.vocabulary is not None
+    for name in VOCABULARY_ARRAYS:
+        assert sp.vocabulary[name].tobytes() == fresh[name].tobytes(), name
+
+
+@pytest.mark.parametrize("query", QUERIES)
+def test_a_query_is_analysed_alike_with_the_stored_and_the_computed_vocabulary(vault: Path, query: str) -> None:
+    sp = load_sparse(_connection(vault))
+    languages = ["de", "en", "fr", "ja"]
+    stored = QueryAnalyzer(sp.term_id, Vocabulary(sp.term_id, sp.df, sp.n_docs, sp.vocabulary), languages)
+    computed = QueryAnalyzer(sp.term_id, Vocabulary(sp.term_id, sp.df, sp.n_docs), languages)
+    a, b = stored.analyse(query), computed.analyse(query)
+    assert (a.terms, a.weights, a.cover, a.kinds, a.expansions, a.unmatched, a.quiet) == (
+        b.terms,
+        b.weights,
+        b.cover,
+        b.kinds,
+        b.expansions,
+        b.unmatched,
+        b.quiet,
+    )
+
+
+def test_a_loaded_index_never_computes_its_vocabulary(vault: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    sp = load_sparse(_connection(vault))
+
+    def refuse(*_: object) -> None:
+        raise AssertionError("the vocabulary was computed, not loaded")
+
+    monkeypatch.setattr(expansion, "_vocabulary_lists", refuse)
+    monkeypatch.setattr(expansion, "_reversed_words", refuse)
+    monkeypatch.setattr(expansion, "_letters", refuse)
+    vocab = vocabulary(sp)
+    QueryAnalyzer(sp.term_id, vocab, ["en", "de"]).analyse("wroktree sicherung 東")  # typo, suffix, CJK
+    assert vocab.reversed and vocab.chars
+
+
+def test_a_restricted_callers_index_computes_its_own_vocabulary(vault: Path) -> None:
+    """Statistics over visible notes only (a rows-computed SparseIndex) carry no stored vocabulary."""
+    conn = _connection(vault)
+    visible = load_sparse(conn, visible=("n.rel_path != ?", ["de.md"]))
+    assert visible.vocabulary is None
+    vocab = vocabulary(visible)
+    assert "kontostand" not in vocab.sorted and "worktre" in vocab.sorted
+
+
+def _writable_copy(vault: Path, tmp_path: Path) -> sqlite3.Connection:
+    copy = tmp_path / "copy.db"
+    shutil.copyfile(gen.resolve(gen.layout_for(vault)).path, copy)
+    copy.chmod(0o644)
+    return sqlite3.connect(copy)
+
+
+def test_a_sparse_group_without_its_vocabulary_is_an_integrity_error(vault: Path, tmp_path: Path) -> None:
+    db = _writable_copy(vault, tmp_path)
+    db.execute("DELETE FROM term_major WHERE name = ?", (f"{sparse_group(DEFAULT_PARAMS)}/vocab_words",))
+    with pytest.raises(IntegrityError):
+        load_sparse(db)
+
+
+def test_stored_vocabulary_arrays_that_disagree_are_an_integrity_error(vault: Path, tmp_path: Path) -> None:
+    db = _writable_copy(vault, tmp_path)
+    name = f"{sparse_group(DEFAULT_PARAMS)}/vocab_exact"
+    db.execute("UPDATE term_major SET data = substr(data, 1, 16), shape = '[2]' WHERE name = ?", (name,))
+    sp = load_sparse(db)
+    with pytest.raises(IntegrityError):
+        vocabulary(sp)
