@@ -47,7 +47,6 @@ PENDING_MIGRATION = {
     "core/modes/lexical.py",
     "core/ranking/analysis.py",
     "core/ranking/sparse.py",
-    "core/ranking/stored.py",
     "core/serve/tools.py",
 }
 
@@ -203,7 +202,10 @@ def test_the_functions_for_pending_files_return_what_their_sql_returns(served: s
     )
     assert listing and [tuple(r) for r in term_major.group_listing(conn, group)] == listing
     name = listing[0][0]
-    assert term_major.read_data(conn, name) == conn.execute("SELECT data FROM term_major WHERE name = ?", (name,)).fetchone()[0]
+    assert (
+        term_major.read_data(conn, name)
+        == conn.execute("SELECT data FROM term_major WHERE name = ?", (name,)).fetchone()[0]
+    )
     assert term_major.read_data(conn, group + "/no-such-array") is None
     # core/serve/tools.py
     assert notes.visible_note_at(conn, rel, clause, vals) == tuple(
