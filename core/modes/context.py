@@ -25,6 +25,9 @@ from core.ranking.visibility import CallerStatistics
 # Filter masks of recent (generation, filters) pairs: numbers only, no note text.
 _MASK_CACHE_SIZE = 64
 _MASKS: dict[tuple, np.ndarray] = {}
+# The meta table of recent generations (immutable once published): one read per generation, not per query.
+_META_CACHE_SIZE = 8
+_METAS: dict[tuple, dict[str, Any]] = {}
 
 
 @dataclass(frozen=True)
@@ -79,7 +82,16 @@ class SearchContext:
     @property
     def meta(self) -> dict[str, Any]:
         if self._meta is None:
-            self._meta = get_meta(self.conn)
+            r = self.resolved
+            key = (str(r.path), r.generation_id, r.sha256) if r.kind != "legacy_db" else None
+            found = _METAS.get(key) if key else None
+            if found is None:
+                found = get_meta(self.conn)
+                if key:
+                    if len(_METAS) >= _META_CACHE_SIZE:
+                        _METAS.pop(next(iter(_METAS)))
+                    _METAS[key] = found
+            self._meta = found
         return self._meta
 
     @property

@@ -96,6 +96,9 @@ class Analyzer:
         self._insert = f"INSERT INTO w(rowid, {cols}) VALUES (?{', ?' * _COLS})"
         self._cache: dict[str, tuple[str, ...]] = {}
         self._lock = threading.Lock()
+        # unicode61 without porter: ASCII letters fold to lower case, digits stay, and nothing else
+        # is done to an ASCII letter/digit run (``remove_diacritics`` touches no ASCII letter)
+        self._plain = self.tokenizer.split()[0] == "unicode61"
 
     def _tokenise(self, words: list[str]) -> list[tuple[int, str]]:
         """(index into ``words``, token) of every token, in word order then token order."""
@@ -126,6 +129,10 @@ class Analyzer:
         if missing:
             with self._lock:
                 new = missing.difference(cache)
+                if self._plain:  # an ASCII letter/digit run is one token, case folded: no FTS5 round trip
+                    folded = {w for w in new if w.isascii() and w.isalnum()}
+                    cache.update((w, (w.lower(),)) for w in folded)
+                    new -= folded
                 # ASCII words are one token each: kept apart, they stay on _map_new's fast path
                 self._map_new(sorted(w for w in new if w.isascii()))
                 self._map_new(sorted(w for w in new if not w.isascii()))

@@ -344,6 +344,8 @@ class QueryAnalyzer:
         self.df = df or (lambda t: int(vocab.df[t]))
         self.languages = [LanguageAnalysis(lang) for lang in languages] or [LanguageAnalysis("en")]
         self.stop = frozenset().union(*(STOPWORDS.get(lang, frozenset()) for lang in languages))
+        self._bases: dict[str, list[str]] = {}  # token -> its base term per language (analyse)
+        self._short = False
 
     def analyse(self, text: str) -> QueryAnalysis:
         out = QueryAnalysis()
@@ -356,6 +358,9 @@ class QueryAnalyzer:
         n_stop = sum(t in self.stop for t in tokens)
         self._short = len(tokens) - n_stop <= FOUND_PREFIX_MAX_WORDS
         damp = n_stop > len(tokens) - n_stop > 0  # more stop words than content words, and some content
+        plain = [t for t in tokens if not has_cjk(t)]  # stemmed once per language for the whole query
+        stems = [la.base(plain) for la in self.languages]
+        self._bases = {tok: list(dict.fromkeys(s[i] for s in stems)) for i, tok in enumerate(plain)}
         for tok in tokens:
             out.words.append(tok)
             if has_cjk(tok):
@@ -391,7 +396,7 @@ class QueryAnalyzer:
 
     def _word(self, tok: str, out: QueryAnalysis, *, literal: bool, stop: bool, damp: bool = False) -> None:
         cover, share = (STOP_COVER, STOP_WEIGHT) if damp else (1.0, 1.0)
-        bases = list(dict.fromkeys(la.base([tok])[0] for la in self.languages))
+        bases = self._bases.get(tok) or list(dict.fromkeys(la.base([tok])[0] for la in self.languages))
         # a word counts once in the coverage bonus: its stems in the index's languages share it by df
         dfs = [self.df(self.term_id[b]) if b in self.term_id else 0 for b in bases]
         total = sum(dfs)
@@ -430,7 +435,9 @@ class QueryAnalyzer:
             served |= self._expand(tok, out, self._split(tok), "subword", SUBWORD_MISSING_WEIGHT, each=True)
         if not served and len(tok) >= TYPO_MIN_CHARS:
             alphabet = _script_alphabet(tok, self.vocab.chars)
-            served = self._expand(tok, out, sorted(_edits(tok, alphabet)), "typo", TYPO_WEIGHT, limit=3, by_df=True)
+            v = self.vocab  # only the edits that are vocabulary words can be chosen (Vocabulary.best)
+            edits = sorted(e for e in _edits(tok, alphabet) if e in v.exact or e in v.base)
+            served = self._expand(tok, out, edits, "typo", TYPO_WEIGHT, limit=3, by_df=True)
         if not served:
             out.unmatched.append(tok)
 

@@ -156,16 +156,34 @@ def best_row_per_group(scores: np.ndarray, rows: np.ndarray, groups: np.ndarray,
         take = min(len(rows), take * 4)
 
 
-def name_match(in_name: np.ndarray, name_terms: np.ndarray, n_query_terms: float) -> np.ndarray:
+def name_match(in_name: np.ndarray, n_query_terms: float, matched_idf: np.ndarray, name_idf: np.ndarray) -> np.ndarray:
     """Known-item name match of each document: 0 unless its name field holds all ``n_query_terms``
-    distinct query terms, then (matched name terms / distinct name terms)^2, at most 1.
+    query terms (``in_name`` of them), then the idf-weighted share of the name the query covers,
+    squared: (idf of the matched name terms / idf of all its name terms)^2, at most 1.
 
-    The squared share of the name the query covers (a Jaccard-style overlap restricted to
-    names that contain the whole query; Jaccard, 1901): 1 when the query is exactly the name.
+    A weighted Jaccard-style overlap restricted to names that contain the whole query (Jaccard,
+    1901; weighted by idf like every coverage share of the ranking): 1 when the query is exactly
+    the name, and a name word that nearly every note's name holds (``index`` of ``index.md``, a
+    vault-wide file-name prefix) neither lowers nor raises the share.
     """
-    in_name = np.asarray(in_name, dtype=np.float64)
-    share = np.minimum(in_name / np.maximum(np.asarray(name_terms, dtype=np.float64), 1.0), 1.0)
-    return np.where(in_name >= n_query_terms, share**2, 0.0)
+    matched = np.asarray(matched_idf, dtype=np.float64)
+    total = np.asarray(name_idf, dtype=np.float64)
+    share = np.minimum(matched / np.where(total > 0, total, 1.0), 1.0)
+    held = np.asarray(in_name, dtype=np.float64) >= n_query_terms
+    return np.where(held & (matched > 0), share**2, 0.0)
+
+
+def name_bonus(match: np.ndarray, weight: float, floor: float) -> np.ndarray:
+    """Share of the best score a document gains for its name match (``name_match``):
+    ``weight * match``, and at least ``floor`` for every document whose name holds the query.
+
+    The floor is the heading bonus (``RankParams.heading_coverage_weight``): a note whose name
+    holds every query word is at least as well matched as one whose headings hold them. Without
+    it, a query that is part of a long name (a CJK title substring, one word of a title) earned
+    its note ``weight * share^2``, far below what any note with the words in a heading earned.
+    """
+    m = np.asarray(match, dtype=np.float64)
+    return np.where(m > 0, np.maximum(weight * m, floor), 0.0)
 
 
 def top_k(scores: np.ndarray, k: int, candidates: np.ndarray | None = None) -> np.ndarray:

@@ -36,8 +36,9 @@ class RankParams:
     # A note whose headings hold every query term (its names have their own bonus, below).
     heading_coverage_weight: float = 1.2
     # A note whose names (title, file name, aliases: the title field) hold every query term,
-    # scaled by the share of the name terms the query covers: "dendron topic schema" is the
-    # name of dendron.topic.schema.md more than of dendron.topic.schema.complete.md.
+    # scaled by the idf-weighted share of the name the query covers: "dendron topic schema" is the
+    # name of dendron.topic.schema.md more than of dendron.topic.schema.complete.md. Never below
+    # heading_coverage_weight (scoring.name_bonus): a name is at least as good a place as a heading.
     name_match_weight: float = 2.5
     # A note whose title field and headings together hold every query term.
     title_heading_coverage_weight: float = 0.4
@@ -66,7 +67,7 @@ class SparseIndex:
     params: RankParams
     bm25: np.ndarray | stored.StoredArray  # float32 [postings] BM25F weight under ``params``
     bm25_idf: np.ndarray  # float32 [max_term_id + 1]
-    name_terms: np.ndarray  # uint16 [n_docs] distinct terms in the title field (the note's names)
+    name_idf: np.ndarray  # float64 [n_docs] summed idf of the distinct terms of the title field (the note's names)
     # the query vocabulary's arrays as the build stored them (core.ranking.expansion.vocabulary_arrays);
     # None: computed from term_id and df on first use (restricted callers, rows-computed indexes)
     vocabulary: dict[str, np.ndarray] | None = None
@@ -88,7 +89,7 @@ class SparseIndex:
                 self.df,
                 self.bm25,
                 self.bm25_idf,
-                self.name_terms,
+                self.name_idf,
             )
         )
 
@@ -144,12 +145,14 @@ def _read_vectors(
 
 
 _POSTING_ARRAYS = ("docs", "field_mask", "body_tf", "bm25")  # one value per posting: stored in pieces
-_SPARSE_ARRAYS = ("note_ids", "indptr", "docs", "field_mask", "body_tf", "df", "bm25", "bm25_idf", "name_terms")
+_SPARSE_ARRAYS = ("note_ids", "indptr", "docs", "field_mask", "body_tf", "df", "bm25", "bm25_idf", "name_idf")
+# The arrays' layout: a generation stored with another (v1 held name term counts) computes from its rows.
+SPARSE_LAYOUT = 2
 
 
 def sparse_group(params: RankParams) -> str:
     """The stored group of arrays computed under ``params`` (core.ranking.stored)."""
-    return f"sparse:{params!r}"
+    return f"sparse:v{SPARSE_LAYOUT}:{params!r}"
 
 
 def load_sparse(
@@ -181,7 +184,7 @@ def load_sparse(
         params=params,
         bm25=arrays["bm25"],
         bm25_idf=arrays["bm25_idf"],
-        name_terms=arrays["name_terms"],
+        name_idf=arrays["name_idf"],
         vocabulary={name: arrays[name] for name in VOCABULARY_ARRAYS},
     )
     postings = int(index.indptr[-1]) if index.indptr.size else 0
@@ -237,7 +240,7 @@ def compute_sparse(
     mask = np.empty(terms.shape[0], dtype=np.uint8)
     body_tf = np.empty(terms.shape[0], dtype=np.uint16)
     bm25 = np.empty(terms.shape[0], dtype=np.float32)
-    name_terms = np.zeros(n, dtype=np.uint16)
+    name_idf = np.zeros(n, dtype=np.float64)
     exact_form = np.zeros(layout.counts.shape[0], dtype=bool)  # `=word` terms: not names of their own
     exact_form[[i for t, i in term_id.items() if t.startswith("=") and i < exact_form.shape[0]]] = True
     for r0, r1 in row_blocks(starts):
@@ -254,8 +257,9 @@ def compute_sparse(
         body_tf[dest] = block_tf[order, _BODY]
         bm25[dest] = scoring.bm25_saturate(pseudo, bm25_idf[block_terms], params.k1)[order]
         in_name = (block_tf[:, _TITLE] > 0) & ~exact_form[block_terms]
-        name_terms[r0:r1] = np.minimum(np.bincount(block_docs[in_name] - r0, minlength=r1 - r0), 65535)
-    return SparseIndex(note_ids, term_id, layout.indptr, docs, mask, body_tf, df, params, bm25, bm25_idf, name_terms)
+        idf_in_name = bm25_idf[block_terms[in_name]].astype(np.float64)
+        name_idf[r0:r1] = np.bincount(block_docs[in_name] - r0, weights=idf_in_name, minlength=r1 - r0)
+    return SparseIndex(note_ids, term_id, layout.indptr, docs, mask, body_tf, df, params, bm25, bm25_idf, name_idf)
 
 
 def query_term_ids(index: SparseIndex, terms: list[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -278,8 +282,9 @@ def gather_postings(indptr: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np
     if ids.size == 0 or lengths.sum() == 0:
         return np.empty(0, np.int64), np.empty(0, np.int64)
     owner = np.repeat(np.arange(ids.size), lengths)
-    offsets = np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-    return starts[owner] + offsets, owner
+    # posting i of term j sits at starts[j] + (i - first slot of term j): one repeat of the shifts
+    shift = starts - (np.cumsum(lengths) - lengths)
+    return np.arange(lengths.sum()) + np.repeat(shift, lengths), owner
 
 
 class QueryPostings(NamedTuple):
@@ -319,8 +324,8 @@ def bm25_scores(
     ``matched`` counts the distinct query terms each document contains. The bonus rewards
     documents that match the whole query (idf-weighted coverage), those whose headings hold
     every query term, and those whose names (title field) hold every query term, the more so
-    the closer the name is to the query (``_name_match``), without dropping documents that
-    match only some terms.
+    the closer the name is to the query (``name_match``) and never less than the headings would
+    (``scoring.name_bonus``), without dropping documents that match only some terms.
     All postings of the query are gathered once and summed per document with ``bincount``.
     ``params`` overrides the index's coverage weights (k1, b and field weights are in its postings).
     """
@@ -343,55 +348,72 @@ def bm25_scores(
     )
     if total > 0 and any(weights):
         bonus = np.zeros(n, dtype=np.float64)
+        fields = index.field_mask[pos]
+        term_idf = idf[owner]
+        in_title = np.flatnonzero((fields & _TITLE_BIT) != 0)  # positions, not masks: one pass, then small gathers
+
+        def held(sel: np.ndarray) -> np.ndarray:  # the postings in those fields only: the others' zeros change no sum
+            return np.bincount(docs[sel], weights=term_idf[sel], minlength=n)
+
         if p.coverage_weight:
-            cov = np.bincount(docs, weights=idf[owner], minlength=n)
-            bonus += scoring.coverage_bonus(cov, total, p.coverage_weight)
+            bonus += scoring.coverage_bonus(np.bincount(docs, weights=term_idf, minlength=n), total, p.coverage_weight)
         if p.heading_coverage_weight:
-            in_head = (index.field_mask[pos] & _HEADING_BIT) > 0
-            head = np.bincount(docs, weights=idf[owner] * in_head, minlength=n)
-            bonus += scoring.coverage_bonus(head, total, p.heading_coverage_weight)
+            bonus += scoring.coverage_bonus(
+                held(np.flatnonzero((fields & _HEADING_BIT) != 0)), total, p.heading_coverage_weight
+            )
         if p.title_heading_coverage_weight:
-            in_th = (index.field_mask[pos] & (_HEADING_BIT | _TITLE_BIT)) > 0
-            th = np.bincount(docs, weights=idf[owner] * in_th, minlength=n)
+            th = held(np.flatnonzero((fields & (_HEADING_BIT | _TITLE_BIT)) != 0))
             bonus += scoring.coverage_bonus(th, total, p.title_heading_coverage_weight)
         if p.name_match_weight:
-            bonus += p.name_match_weight * _name_match(index, terms, ids, cover, owner, pos, docs, n)
+            match = _name_match(index, terms, ids, owner, docs, cover, in_title)
+            bonus += scoring.name_bonus(match, p.name_match_weight, p.heading_coverage_weight)
         if p.title_coverage_weight:
-            in_title = (index.field_mask[pos] & _TITLE_BIT) > 0
-            title = np.bincount(docs, weights=idf[owner] * in_title, minlength=n)
-            bonus += scoring.coverage_bonus(title, total, p.title_coverage_weight)
+            bonus += scoring.coverage_bonus(held(in_title), total, p.title_coverage_weight)
         top = float(scores.max()) if n else 0.0
         scores += (bonus * top).astype(np.float32) * (matched > 0)
     return scores, matched
+
+
+def name_match(index: SparseIndex, terms: list[str], postings: QueryPostings | None = None) -> np.ndarray:
+    """Per document: 0 unless its title field holds every word of the query; then the idf-weighted
+    share of its names the query covers, squared (1.0: the query is exactly the note's name;
+    ``scoring.name_match``).
+
+    A query word is analysed in every language of the index, each stem with its share of the
+    word (``cover``, core.ranking.expansion); a word counts as in the name by the shares of its
+    stems there, and half a word of slack lets a word match through the note's own language only.
+    Exact-form terms (``=word``) and expansions with no coverage share are not names the query says."""
+    ids, pos, owner, docs, _, cover = postings if postings is not None else query_postings(index, terms)
+    return _name_match(index, terms, ids, owner, docs, cover, np.flatnonzero((index.field_mask[pos] & _TITLE_BIT) != 0))
 
 
 def _name_match(
     index: SparseIndex,
     terms: list[str],
     ids: np.ndarray,
-    cover: np.ndarray | None,
     owner: np.ndarray,
-    pos: np.ndarray,
     docs: np.ndarray,
-    n: int,
+    cover: np.ndarray | None,
+    in_title: np.ndarray,
 ) -> np.ndarray:
-    """Per document: 0 unless its title field holds every word of the query; then the share of
-    its name terms the query covers, squared (1.0: the query is exactly the note's name).
-
-    A query word is analysed in every language of the index, each stem with its share of the
-    word (``cover``, core.ranking.expansion); a word counts as in the name by the shares of its
-    stems there, and half a word of slack lets a word match through the note's own language only.
-    Exact-form terms (``=word``) and expansions with no coverage share are not names the query says."""
-    known = list(dict.fromkeys(t for t in terms if t in index.term_id))
-    keep = np.asarray([not t.startswith("=") for t in known], dtype=bool)
+    """``name_match`` given the positions (in ``owner`` / ``docs``) of the postings in the title field."""
+    known = [t for t in dict.fromkeys(terms) if t in index.term_id]
+    keep = np.fromiter((not t.startswith("=") for t in known), dtype=bool, count=len(known))
     if keep.size != ids.size:  # terms and postings disagree: count every term (the plain BM25F case)
         keep = np.ones(ids.size, dtype=bool)
     share = np.ones(ids.size, dtype=np.float64) if cover is None else cover.astype(np.float64)
     share = np.where(keep, share, 0.0)
-    sel = (share[owner] > 0) & ((index.field_mask[pos] & _TITLE_BIT) > 0)
-    in_name = np.bincount(docs[sel], weights=share[owner[sel]], minlength=n)
+    title_owner = owner[in_title]
+    named = share[title_owner] > 0
+    title_owner, title_docs = title_owner[named], docs[in_title[named]]
+    in_name = np.bincount(title_docs, weights=share[title_owner], minlength=index.n_docs)
     words = float(share.sum())
-    return scoring.name_match(in_name, index.name_terms, words - 0.5 if cover is not None else words)
+    need = words - 0.5 if cover is not None else words
+    if not in_name.size or in_name.max() < need:  # no name holds the query (most sentences): nothing to weigh
+        return np.zeros(index.n_docs, dtype=np.float64)
+    term_idf = index.bm25_idf[ids].astype(np.float64)
+    matched_idf = np.bincount(title_docs, weights=term_idf[title_owner], minlength=index.n_docs)
+    return scoring.name_match(in_name, need, matched_idf, index.name_idf)
 
 
 def body_term_counts(

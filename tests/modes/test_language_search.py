@@ -198,3 +198,39 @@ def test_expansions_and_unmatched_words_see_only_visible_notes(make_vault):
     assert list(visible) == [] and visible.query_expansions == [] and visible.unmatched_words == ["workt"]
     everyone = search_vault(root, "workt", mode="fts")
     assert [e["to"] for e in everyone.query_expansions] == [["worktree"]]
+
+
+# Notes laid out as MDN lays them out: every file is index.md, so every note's names hold "index".
+NAMED = {
+    "working_with_objects/index.md": note("객체로 작업하기", "객체는 속성의 모음입니다. 속성은 이름과 값을 가집니다."),
+    "using_promises/index.md": note(
+        "Using promises", "## 작업 순서\n\n프로미스는 비동기 작업의 결과입니다. 작업이 끝나면 값을 돌려줍니다."
+    ),
+    "object_assign/index.md": note(
+        "Object.assign()", "## 작업 예제\n\n여러 객체를 합치는 작업입니다. 작업 결과는 대상 객체입니다."
+    ),
+    "closures/index.md": note("Closures", "A closure gives a function access to an outer scope."),
+    "functions/index.md": note(
+        "Functions", "## Closures\n\nFunctions form closures. Closures keep their scope; closures are values."
+    ),
+    **{f"page{i}/index.md": note(f"Page {i}", f"Filler page {i} about nothing in particular.") for i in range(6)},
+}
+
+
+@pytest.fixture(scope="module")
+def named(make_vault):
+    return make_vault(NAMED, name="named")
+
+
+@pytest.mark.parametrize("mode", LEXICAL)
+def test_a_note_whose_name_holds_the_query_ranks_above_notes_whose_headings_hold_it(named, mode):
+    """A CJK title substring finds its note before notes that hold it in a heading and in their text
+    (issue 13: the name bonus of a partial name was far below the heading bonus), in every lexical mode."""
+    assert paths(named, "작업", mode)[:1] == ["working_with_objects/index.md"]
+
+
+def test_a_name_word_every_note_shares_does_not_dilute_the_name(named):
+    """ "index" (of index.md) is in every note's names: the note named "Closures" is named by the
+    query "closures" as much as a note whose only name is "Closures" (idf-weighted name share)."""
+    res = search_vault(named, "closures", mode="fts")
+    assert [r.rel_path for r in res][:1] == ["closures/index.md"]

@@ -164,6 +164,20 @@ def test_generated_text_matches_fts5_tokens(text: str) -> None:
     assert _HYPOTHESIS_ANALYZER.count_terms(text) == _HYPOTHESIS_REFERENCE.counts(doc)
 
 
+_PLAIN = {spec: (Analyzer(spec), Reference(spec)) for spec in (LANGUAGE_TOKENIZER, "unicode61 remove_diacritics 2")}
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(sorted(_PLAIN)), st.text(alphabet=_ALPHABET, max_size=60))
+def test_plain_unicode61_tokens_of_ascii_words_match_fts5(spec: str, text: str) -> None:
+    """unicode61 without porter maps an ASCII letter/digit run to its lower case without asking FTS5
+    (``Analyzer.map_words``): the tokens must still be FTS5's, mixed with words that do go to FTS5."""
+    analyzer, ref = _PLAIN[spec]
+    ref.clear()
+    doc = ref.add(text)
+    assert analyzer.terms(text) == ref.tokens(doc)
+
+
 # --- the stored vectors of a real build ------------------------------------------------------------------
 
 

@@ -174,9 +174,49 @@ def test_best_row_per_group_picks_each_notes_best_row_and_grows_past_duplicates(
 
 
 def test_name_match_hand_computed():
-    # 3 query terms; names with 3 of 3 terms, 3 of 4, 2 of 2 (misses a query term), and no name terms
-    out = scoring.name_match(np.array([3.0, 3.0, 2.0, 0.0]), np.array([3, 4, 2, 0], dtype=np.uint16), 3)
-    assert out.tolist() == [1.0, 0.5625, 0.0, 0.0]
+    # 3 query words (idf 1, 2, 1: matched idf 4); names: exactly the query, the query + a word of idf 4,
+    # the query + a word every note's name holds (idf 0: ``index`` of index.md), 2 of the 3 words, none
+    out = scoring.name_match(
+        np.array([3.0, 3.0, 3.0, 2.0, 0.0]),
+        3,
+        np.array([4.0, 4.0, 4.0, 3.0, 0.0]),
+        np.array([4.0, 8.0, 4.0, 3.0, 0.0]),
+    )
+    assert out.tolist() == [1.0, 0.25, 1.0, 0.0, 0.0]
+
+
+def test_name_bonus_hand_computed():
+    # weight 2.5, floor 1.2 (the heading bonus): a partial name earns the floor, a close one its weight
+    out = scoring.name_bonus(np.array([1.0, 0.64, 0.04, 0.0]), 2.5, 1.2)
+    assert out.tolist() == pytest.approx([2.5, 1.6, 1.2, 0.0])
+
+
+@PROPS
+@given(
+    st.lists(st.tuples(st.floats(0, 8), st.floats(0, 5), st.floats(0, 5)), min_size=1, max_size=20),
+    st.floats(0.5, 8),
+    st.floats(0, 5),
+)
+def test_name_match_is_a_squared_share_of_names_that_hold_the_query(rows, n_words: float, extra: float):
+    """In [0, 1]; 0 unless the name holds every query word; one more name word never raises it."""
+    in_name = np.array([r[0] for r in rows])
+    matched = np.array([r[1] for r in rows])
+    name = matched + np.array([r[2] for r in rows])  # the query's share of its name: matched / name
+    out = scoring.name_match(in_name, n_words, matched, name)
+    assert np.all((out >= 0) & (out <= 1))
+    assert np.all(out[in_name < n_words] == 0)
+    assert np.all(scoring.name_match(in_name, n_words, matched, name + extra) <= out + 1e-12)
+
+
+@PROPS
+@given(st.lists(st.floats(0, 1), min_size=1, max_size=20), st.floats(0, 5), st.floats(0, 5))
+def test_name_bonus_is_at_least_the_floor_for_every_held_name(match: list[float], weight: float, floor: float):
+    m = np.array(match)
+    out = scoring.name_bonus(m, weight, floor)
+    assert np.all(out[m > 0] >= floor) and np.all(out[m > 0] >= weight * m[m > 0])
+    assert np.all(out[m == 0] == 0)
+    order = np.argsort(m, kind="stable")
+    assert np.all(np.diff(out[order]) >= 0)  # monotone in the match
 
 
 def test_rrf_hand_computed():

@@ -161,12 +161,17 @@ def test_the_name_bonus_ranks_the_note_named_by_the_query_first(make_vault):
 
     assert top(with_bonus) == "dendron.topic.schema.md"
     assert top(without) != "dendron.topic.schema.md"  # the bonus is what decides
-    names = {paths[int(i)]: int(t) for i, t in zip(with_bonus.note_ids, with_bonus.name_terms)}
-    assert names == {
-        "dendron.topic.schema.md": 3,
-        "dendron.topic.schema.complete.md": 4,
-        "dendron.topic.schema.lib.md": 4,
-    }
+    # a note's name idf is the summed idf of its name terms: "Schemas dendron topic", "Complete dendron topic schema"
+    idf = {t: float(with_bonus.bm25_idf[i]) for t, i in with_bonus.term_id.items()}
+    names = {paths[int(i)]: float(v) for i, v in zip(with_bonus.note_ids, with_bonus.name_idf)}
+    shared = idf["en:dendron"] + idf["en:topic"] + idf["en:schema"]
+    assert names == pytest.approx(
+        {
+            "dendron.topic.schema.md": shared,
+            "dendron.topic.schema.complete.md": shared + idf["en:complet"],
+            "dendron.topic.schema.lib.md": shared + idf["en:lib"],
+        }
+    )
 
 
 def test_term_weights_scale_each_terms_share_of_the_score(conn):

@@ -25,7 +25,7 @@ FILES = {
     "c.md": note("Gamma", "gamma ünïcödé wörds and soil"),
     "empty.md": "---\ntitle: Bare\n---\n",
 }
-SPARSE = ("note_ids", "indptr", "docs", "field_mask", "body_tf", "df", "bm25", "bm25_idf")
+SPARSE = ("note_ids", "indptr", "docs", "field_mask", "body_tf", "df", "bm25", "bm25_idf", "name_idf")
 CHUNKS = ("indptr", "chunks", "weights", "idf", "group_starts", "group_rows", "chunk_ids", "group_of_row")
 
 
@@ -71,6 +71,18 @@ def test_other_parameters_are_computed_not_taken_from_the_stored_group(vault: Pa
     assert sparse_group(other) != sparse_group(DEFAULT_PARAMS)
     same(load_sparse(conn, other), compute_sparse(conn, other), SPARSE)
     assert not np.array_equal(load_sparse(conn, other).bm25, load_sparse(conn).bm25)
+
+
+def test_a_group_of_an_older_layout_is_not_used(vault: Path, tmp_path: Path) -> None:
+    """A generation stored before the layout changed (v1 held name term counts, no name idf) is
+    computed from its rows, never read as the current layout (which would lack arrays)."""
+    db = writable_copy(vault, tmp_path)
+    group = sparse_group(DEFAULT_PARAMS)
+    old = group.replace("sparse:v2:", "sparse:", 1)
+    assert old != group
+    db.execute("UPDATE term_major SET name = ? || substr(name, ?) WHERE name LIKE 'sparse:v2:%'", (old, len(group) + 1))
+    assert db.execute("SELECT count(*) FROM term_major WHERE name LIKE 'sparse:v2:%'").fetchone()[0] == 0
+    same(load_sparse(db), compute_sparse(db), SPARSE)
 
 
 @pytest.mark.parametrize("array", ["sparse_docs", "chunk_weights"])
