@@ -13,9 +13,10 @@ from urllib.parse import quote
 
 import numpy as np
 
-from core import generations as gen
 from core.errors import SchemaMismatchError
+from core.index import verify
 from core.index.freshness import FreshnessOptions, check_freshness, unchecked
+from core.index.layout import IndexLayout, ResolvedIndex, layout_for
 from core.index.ownership import check_index_dir_for_reading, check_vault
 from core.index.schema import SCHEMA_VERSION
 from core.index.tables.meta import get_meta
@@ -135,20 +136,20 @@ class SearchResults(list):
 _local = threading.local()
 
 
-def _layout(vault: str, index_dir: str | None) -> gen.IndexLayout:
+def _layout(vault: str, index_dir: str | None) -> IndexLayout:
     """The index layout of an absolute vault path, symlinks resolved on every call (never cached by the
     unresolved path: a vault symlink that is retargeted serves its new target). A vault that is not a
     folder, or an index dir that is not a readable folder, is a typed usage error."""
     check_vault(Path(vault))
-    layout = gen.layout_for(Path(vault).resolve(), Path(index_dir) if index_dir else None)
+    layout = layout_for(Path(vault).resolve(), Path(index_dir) if index_dir else None)
     check_index_dir_for_reading(layout)
     return layout
 
 
-def _connection(resolved: gen.ResolvedIndex) -> sqlite3.Connection:
+def _connection(resolved: ResolvedIndex) -> sqlite3.Connection:
     """A read-only connection per thread and generation file (legacy: opened each time)."""
     if resolved.kind == "legacy_db":
-        return gen.connect_readonly(resolved)
+        return verify.connect_readonly(resolved)
     cache: dict[str, sqlite3.Connection] = getattr(_local, "conns", None) or {}
     _local.conns = cache
     key = f"{resolved.path}|{resolved.sha256}"
@@ -157,7 +158,7 @@ def _connection(resolved: gen.ResolvedIndex) -> sqlite3.Connection:
         for old in list(cache):
             if old.startswith(f"{resolved.path.parent}"):
                 cache.pop(old).close()
-        conn = cache[key] = gen.connect_readonly(resolved)
+        conn = cache[key] = verify.connect_readonly(resolved)
         meta = get_meta(conn)
         if meta.get("schema_version") != SCHEMA_VERSION:
             cache.pop(key).close()
@@ -299,7 +300,7 @@ def search_vault(
     )
     fresh = freshness_options(freshness)
     vault = Path(vault_dir)
-    resolved = gen.resolve(_layout(os.path.abspath(vault), os.path.abspath(index_dir) if index_dir else None))
+    resolved = verify.resolve(_layout(os.path.abspath(vault), os.path.abspath(index_dir) if index_dir else None))
     conn = _connection(resolved)
     try:
         ctx = SearchContext(
@@ -329,7 +330,7 @@ def _response(
     query: str,
     mode: str,
     run: ModeRun,
-    resolved: gen.ResolvedIndex,
+    resolved: ResolvedIndex,
     freshness: dict[str, Any],
     analysed: dict[str, Any],
 ) -> SearchResults:
@@ -370,7 +371,7 @@ def _query_words(ctx: SearchContext) -> dict[str, Any]:
     }
 
 
-def _index_info(resolved: gen.ResolvedIndex) -> dict[str, Any]:
+def _index_info(resolved: ResolvedIndex) -> dict[str, Any]:
     """Which index answered: kind, generation, snapshot hash, age."""
     return {
         "kind": resolved.kind,

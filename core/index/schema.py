@@ -10,25 +10,14 @@ from __future__ import annotations
 
 import sqlite3
 
-from core.index.tables import (
-    chunk_vectors,
-    chunks,
-    git_dates,
-    links,
-    meta,
-    notes,
-    notes_fts,
-    problems,
-    skipped_files,
-    tags,
-    term_major,
-    terms,
-)
 from core.index.tables.connection import run_statements
 
 # Names the files still in PENDING_MIGRATION (tests/index/test_table_sql.py) import from here; the
 # integrator drops these lines when it switches those files to core.index.tables.
-from core.index.tables.meta import get_meta  # noqa: F401
+from core.index.tables.meta import (
+    get_meta,  # noqa: F401
+    set_meta,
+)
 from core.index.tables.notes import DATE_FIELDS  # noqa: F401
 from core.index.tables.notes_fts import FTS_COLUMNS  # noqa: F401
 from core.index.tables.term_major import (  # noqa: F401
@@ -42,6 +31,22 @@ SCHEMA_VERSION = 9
 
 def schema_ddl(tokenizer: str) -> tuple[str, ...]:
     """Every statement that creates a generation's tables and indexes, in order."""
+    # imported here: a reader that only compares SCHEMA_VERSION loads no write-only table module
+    from core.index.tables import (
+        chunk_vectors,
+        chunks,
+        git_dates,
+        links,
+        meta,
+        notes,
+        notes_fts,
+        problems,
+        skipped_files,
+        tags,
+        term_major,
+        terms,
+    )
+
     return (
         meta.DDL_META,
         notes.DDL_NOTES,
@@ -67,4 +72,4 @@ def schema_ddl(tokenizer: str) -> tuple[str, ...]:
 
 def create_schema(conn: sqlite3.Connection, tokenizer: str) -> None:
     run_statements(conn, schema_ddl(tokenizer))
-    meta.set_meta(conn, {"schema_version": SCHEMA_VERSION, "tokenizer": tokenizer})
+    set_meta(conn, {"schema_version": SCHEMA_VERSION, "tokenizer": tokenizer})
