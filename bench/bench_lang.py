@@ -14,10 +14,15 @@ SciFact cold build time and index size.
   (fts), beside the same queries without that word at all (what the other words find alone).
 * latency: warm fts p50 per set (``limit=10``, passages on, the realistic call).
 * build: SciFact cold build (fresh index dir, in this process), seconds and generation size.
+* latency: SciFact fts p50 as CPU time (``time.process_time``) of warm ``search_vault`` calls
+  (limit 10, passages on; 150 dev queries x2 after 30 warm-up calls), each code tree named by
+  ``--code name=DIR`` (a directory holding ``core/``, e.g. a ``git archive`` of main) in its own
+  subprocess on an index it built, the trees alternated for ``--rounds`` rounds; this tree is "now".
 
 Timings are taken on whatever load the machine has; the JSON records the load average.
 
-    python -m bench.bench_lang [--work-dir DIR] [--only multilingual,english,typo,prefix,build]
+    python -m bench.bench_lang [--work-dir DIR] [--only multilingual,english,typo,prefix,build,latency]
+                               [--code before=DIR ...] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ import os
 import random
 import re
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -288,19 +295,71 @@ def build(work: Path) -> dict[str, Any]:
     return {"cold_seconds": min(runs), "runs": runs, "generation_bytes": size, "notes": report.notes}
 
 
+# Run in a subprocess whose working directory holds the code tree to time (its ``core`` comes first
+# on sys.path); only the standard library and ``core`` are imported, so any tree of the project works.
+_LATENCY_SCRIPT = """
+import json, statistics, sys, time
+from pathlib import Path
+from core.index.builder import build_index
+from core.searcher import search_vault
+vault, queries, index_dir = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
+if not index_dir.exists():
+    build_index(vault, index_dir=index_dir)
+qs = [json.loads(line)["text"] for line in queries.read_text().splitlines() if line.strip()]
+for q in qs[:30]:
+    search_vault(vault, q, mode="fts", limit=10, index_dir=index_dir)
+times = []
+for q in qs * 2:
+    t = time.process_time()
+    search_vault(vault, q, mode="fts", limit=10, index_dir=index_dir)
+    times.append(time.process_time() - t)
+print(json.dumps({"p50_ms": statistics.median(times) * 1000}))
+"""
+
+
+def latency(work: Path, codes: dict[str, Path], rounds: int) -> dict[str, Any]:
+    """SciFact fts CPU p50 of each code tree ("now" = this one), the trees alternated per round."""
+    vault, queries, _ = ENGLISH["scifact"]
+    trees = {**codes, "now": Path(__file__).resolve().parents[1]}
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONDONTWRITEBYTECODE")}
+    out: dict[str, list[float]] = {name: [] for name in trees}
+    loads = [os.getloadavg()[0]]
+    for _ in range(rounds):
+        for name, tree in trees.items():
+            args = [sys.executable, "-c", _LATENCY_SCRIPT, str(vault), str(queries), str(work / f"latency_{name}")]
+            done = subprocess.run(args, cwd=tree, env=env, capture_output=True, text=True, check=True)
+            out[name].append(round(json.loads(done.stdout.strip().splitlines()[-1])["p50_ms"], 3))
+            loads.append(os.getloadavg()[0])
+        print("latency", {k: v[-1] for k, v in out.items()}, flush=True)
+    return {
+        "how": (
+            "CPU time (time.process_time) per warm search_vault(limit=10, passages on) over 150 SciFact dev"
+            f" queries x2, code trees {', '.join(trees)} alternated {rounds} times, each in its own process"
+            f" on an index it built; 1-minute load average {min(loads):.1f}-{max(loads):.1f}"
+        ),
+        "scifact_fts_p50_ms": out,
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--work-dir", type=Path, default=None)
     ap.add_argument("--only", default="multilingual,english,typo,prefix,build")
     ap.add_argument("--out", type=Path, default=RESULTS_DIR / "lang.json")
+    ap.add_argument("--code", action="append", default=[], help="name=DIR: another code tree for the latency stage")
+    ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="bench_lang_"))
     work.mkdir(parents=True, exist_ok=True)
     stages = args.only.split(",")
     old = json.loads(args.out.read_text()) if args.out.exists() else {}
     result: dict[str, Any] = {**old, "machine": machine_info(), "loadavg": os.getloadavg(), "date": time.time()}
+    codes = {name: Path(tree) for name, _, tree in (c.partition("=") for c in args.code)}
     for stage in stages:
-        result[stage] = globals()[stage](work)
+        if stage == "latency":
+            result["latency_cpu_interleaved"] = latency(work, codes, args.rounds)
+        else:
+            result[stage] = globals()[stage](work)
     write_json(args.out, result)
 
 

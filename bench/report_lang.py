@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from typing import Any
 
 BASELINES = ("fts5-unicode61", "fts5-porter", "fts5-trigram", "fts5-trigram+like", "bm25s", "vaultsearch-fts")
@@ -134,12 +135,10 @@ def lang_section(results: dict[str, dict[str, Any]]) -> list[str]:
     cpu = lang.get("latency_cpu_interleaved")
     if cpu:
         t = cpu["scifact_fts_p50_ms"]
+        series = "; ".join(f"{name} {', '.join(f'{x:.2f}' for x in ms)}" for name, ms in t.items())
         out += [
-            "SciFact fts p50 (warm, limit=10, passages on) as CPU time, before and now alternated: before "
-            + ", ".join(f"{x:.2f}" for x in t["before"])
-            + " ms; now "
-            + ", ".join(f"{x:.2f}" for x in t["now"])
-            + f" ms (target <= {P50_TARGETS_MS['scifact']:.0f} ms). {cpu['how']}.",
+            f"SciFact fts p50 (warm, limit=10, passages on) as CPU time, code trees alternated: {series} ms"
+            f" (target <= {P50_TARGETS_MS['scifact']:.0f} ms). {cpu['how']}.",
             "",
         ]
     return out
@@ -205,9 +204,12 @@ def lang_target_rows(results: dict[str, dict[str, Any]]) -> list[tuple[str, str,
         )
     cpu = lang.get("latency_cpu_interleaved")
     if cpu:
-        now_ms = max(cpu["scifact_fts_p50_ms"]["now"])
+        t = cpu["scifact_fts_p50_ms"]
+        now_ms = statistics.median(t["now"])
         ok = now_ms <= P50_TARGETS_MS["scifact"]
-        rows.append(("lang", "SciFact fts p50 <= 2 ms (CPU time, loaded machine)", f"{now_ms:.2f} ms", _status(ok)))
+        others = ", ".join(f"{name} {statistics.median(ms):.2f}" for name, ms in t.items() if name != "now")
+        measured = f"{now_ms:.2f} ms" + (f" ({others} ms, same rounds)" if others else "")
+        rows.append(("lang", "SciFact fts p50 <= 2 ms (CPU time, median of rounds)", measured, _status(ok)))
     for code, data in lang.get("multilingual", {}).items():
         row = data["sets"].get("substring")
         if row and row["fts"].get("p50_ms") is not None:
