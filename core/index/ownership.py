@@ -45,7 +45,7 @@ _GENERATION_FILE = re.compile(r"g\d{8}T\d{6}-[0-9a-f]{12}\.db")
 _ASIDE_FILE = re.compile(r"state\.db(-journal)?\.corrupt-\d+")
 # What a pre-marker index directory of ours holds at its top level.
 _OUR_ROOT_FILES = frozenset(
-    {".gitignore", "state.db", "state.db-journal", "build.lock", "index.db", "index.db-journal"}
+    {".gitignore", "state.db", "state.db-journal", "build.lock", "index.db", "index.db-journal", "verified.json"}
     | {"index.db.building", "index.db.building-journal"}
 )
 _OUR_ROOT_DIRS = frozenset({"generations", "staging"})
