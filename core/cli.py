@@ -258,7 +258,11 @@ def freshness_warning(fresh: dict[str, Any]) -> str | None:
 def _freshness(args: argparse.Namespace) -> Any:
     from core.index.freshness import FreshnessOptions
 
-    return FreshnessOptions(enabled=not args.no_freshness, window_seconds=args.freshness_window)
+    return FreshnessOptions(
+        enabled=not args.no_freshness,
+        window_seconds=args.freshness_window,
+        walk_budget_seconds=args.freshness_budget or None,
+    )
 
 
 def _visible(args: argparse.Namespace) -> tuple[str, ...]:
@@ -303,7 +307,7 @@ def _start_tools(args: argparse.Namespace, command: str) -> Any:
             Path(args.vault),
             index_dir=_env_index_dir(args),
             debounce_ms=args.debounce_ms,
-            on_publish=lambda: tools.generation_published(),
+            on_publish=lambda: tools.published(),
             on_build=lambda outcome: tools.warm(outcome),
         )
     tools = Tools(config, watch_state=watcher.state if watcher else None)
@@ -631,6 +635,12 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--no-freshness", action="store_true", help="do not check the vault against the index")
         p.add_argument(
             "--freshness-window", type=float, default=2.0, help="seconds a freshness scan is reused (default 2)"
+        )
+        p.add_argument(
+            "--freshness-budget",
+            type=float,
+            default=1.0,
+            help="seconds a freshness walk may take before it is abandoned and says so (default 1; 0: no limit)",
         )
         if name == "serve":
             p.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback)")

@@ -46,6 +46,7 @@ _ASIDE_FILE = re.compile(r"state\.db(-journal)?\.corrupt-\d+")
 # What a pre-marker index directory of ours holds at its top level.
 _OUR_ROOT_FILES = frozenset(
     {".gitignore", "state.db", "state.db-journal", "build.lock", "index.db", "index.db-journal", "verified.json"}
+    | {"watch.json", "watch.lock"}
     | {"index.db.building", "index.db.building-journal"}
 )
 _OUR_ROOT_DIRS = frozenset({"generations", "staging"})
