@@ -675,7 +675,6 @@ def _walk_freshness(
         "scan_age_seconds": round(max(0.0, now - diff.at), 3),
         "reused_scan": reused,
         "window_seconds": options.window_seconds,
-        "walk_seconds": round(diff.seconds, 4),
         **_counts(seen),
         **extra,
     }

@@ -393,6 +393,7 @@ class Watcher:
                     ) from None
                 time.sleep(0.01)
         self._lock_fd = fd
+        self._save()  # no view yet: what a watcher that died left in watch.json is trusted no more
 
     def _release(self) -> None:
         if self._lock_fd is not None:

@@ -102,10 +102,9 @@ def test_a_walk_past_its_time_budget_is_abandoned_and_says_so_without_retrying_a
     assert search_vault(vault, "lighthouse", freshness=NOW).freshness["checked"] is True  # a walk under no budget
 
 
-def test_there_is_no_note_count_cap_by_default_and_a_walk_says_what_it_cost(vault):
+def test_there_is_no_note_count_cap_by_default_and_the_source_is_said(vault):
     fresh = search_vault(vault, "lighthouse", freshness=NOW).freshness
-    assert FreshnessOptions().max_notes is None and fresh["source"] == "stat_walk"
-    assert fresh["walk_seconds"] >= 0 and fresh["reused_scan"] is False
+    assert FreshnessOptions().max_notes is None and fresh["source"] == "stat_walk" and fresh["reused_scan"] is False
 
 
 def test_an_index_of_dot_paths_is_walked_with_its_own_rules(tmp_path: Path):
