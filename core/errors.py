@@ -50,7 +50,8 @@ across the tree: tests/test_errors.py enforces both.
     │   ├── ValidationError               validation_failed
     │   └── GitCommandError               git_command_failed
     │   ├── BuildIOError                  build_io_failed
-    │   └── IndexBusyError                index_busy
+    │   ├── IndexBusyError                index_busy
+    │   └── WatchRunningError             watch_already_running
     ├── ModelError                        model_invalid          exit 7
     │   └── ModelDownloadError            model_download_failed
     └── EvalInputError (ValueError)       eval_input             exit 2
@@ -319,6 +320,13 @@ class IndexBusyError(BuildError):
 
     reason = "index_busy"
     hint = "another process holds a lock on the index database; retry when it is done"
+
+
+class WatchRunningError(BuildError):
+    """Another watcher already keeps this index published (one watcher per index directory)."""
+
+    reason = "watch_already_running"
+    hint = "a `vaultsearch watch` or a server with --watch runs for this index; its freshness serves every reader"
 
 
 class ModelError(VaultSearchError):

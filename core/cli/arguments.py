@@ -224,6 +224,12 @@ def _serve_commands(command: Command) -> None:
         p.add_argument(
             "--freshness-window", type=float, default=2.0, help="seconds a freshness scan is reused (default 2)"
         )
+        p.add_argument(
+            "--freshness-budget",
+            type=float,
+            default=1.0,
+            help="seconds a freshness walk may take before it is abandoned and says so (default 1; 0: no limit)",
+        )
         if name == "serve":
             p.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback)")
             p.add_argument("--port", type=int, default=8765, help="port (0: a free one, printed on stderr)")

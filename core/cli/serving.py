@@ -15,7 +15,11 @@ from core.cli.output import env_index_dir
 def _freshness(args: argparse.Namespace) -> Any:
     from core.index.freshness import FreshnessOptions
 
-    return FreshnessOptions(enabled=not args.no_freshness, window_seconds=args.freshness_window)
+    return FreshnessOptions(
+        enabled=not args.no_freshness,
+        window_seconds=args.freshness_window,
+        walk_budget_seconds=args.freshness_budget or None,
+    )
 
 
 def _visible(args: argparse.Namespace) -> tuple[str, ...]:
@@ -60,7 +64,7 @@ def _start_tools(args: argparse.Namespace, command: str) -> Any:
             Path(args.vault),
             index_dir=env_index_dir(args),
             debounce_ms=args.debounce_ms,
-            on_publish=lambda: tools.generation_published(),
+            on_publish=lambda: tools.published(),
             on_build=lambda outcome: tools.warm(outcome),
         )
     tools = Tools(config, watch_state=watcher.state if watcher else None)

@@ -1,22 +1,41 @@
 """Is the served generation behind the vault? The ``freshness`` object of every search response.
 
-A fast stat walk (``core.vault.scan.scan_vault``: one ``scandir`` per folder, nothing opened)
-is compared with the (path, mtime_ns, size) rows of the served generation. A file whose stat
-differs is hashed (at most ``HASH_BUDGET`` of them) so that a touched-but-identical file is
-not reported. The cost is bounded twice:
+Every answer says where it comes from (``source``) and, when the vault was not checked, why
+(``checked: false`` with a ``reason``): unchecked is said, never implied.
 
-- a scan result is reused for ``window_seconds`` (default 2 s) per process, per index
-  directory and generation: a burst of searches pays for one walk;
-- an index of more than ``max_notes`` notes (default 20,000) is not walked at all: the
-  response says ``checked: false, reason: "vault_too_large"`` instead of implying fresh.
+``source: "watch"``: a watcher (``core.index.watch``: ``vaultsearch watch``, or a server's
+``--watch``) runs for this index directory, in this process or in another one (it holds
+``<index_dir>/watch.lock`` and publishes what it knows in ``watch.json``). It has seen every
+change since the generation it last built, so the answer is a lookup of the few paths with
+events that no successful build has covered yet (stat, then content hash, against the served
+generation's rows): exact and nearly free at any vault size. Changes younger than
+``event_lag_ms`` (the watcher's debounce) may not have reached it yet. It answers for the
+generations it built; for another one (published by someone else, or replaced while this
+search ran), or while a folder or the ignore file changed (only a walk can say what that did),
+the stat walk answers and ``watch_fallback`` says why.
+
+``source: "stat_walk"``: one ``os.scandir`` per folder and one ``DirEntry.stat`` per note,
+compared with the (path, mtime_ns, size) rows of the served generation; a file whose stat
+differs is hashed (at most ``HASH_BUDGET`` per walk) so that a touched-but-identical file is
+not reported. The walk applies the scanner's rules (``core.vault.scan``: dot paths, the ignore
+file, the index dir, symlinks, the size limit). Its cost is linear in the vault (about 3 µs a note,
+see docs/benchmarks.md) and bounded twice:
+
+- a walk is reused for ``window_seconds`` (default 2 s) per process, index directory and
+  generation: a burst of searches pays for one walk (``reused_scan``, ``scan_age_seconds``);
+- a walk that runs longer than ``walk_budget_seconds`` (default 1 s) is abandoned and the
+  response says ``checked: false, reason: "walk_over_budget"`` (with the budget and how many
+  files it got through); the process then does not try again for
+  ``OVER_BUDGET_RETRY_SECONDS``. ``max_notes`` (off by default) is an optional count cap:
+  ``reason: "vault_too_large"``.
 
 Classification-safe: with visible classifications given, a removed or modified note counts
 only when its indexed classification is visible, and an added or modified file only when the
 classification in its current frontmatter is visible (each changed file is parsed once per
 version, then remembered); hidden notes leave no count or path.
 
-The watcher (``core.index.watch``) records a failed build in ``<index_dir>/watch.json``; a
-failure newer than the served generation shows here as ``last_build_failure``.
+A failed watch build (recorded in ``watch.json``) newer than the served generation shows as
+``last_build_failure``; with a watcher, the paths that build did not cover stay stale.
 
 This module is on the read path: the scan and the note parser are imported inside functions.
 """
@@ -29,49 +48,96 @@ import os
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from core.index.freshness_walk import _Diff, _diff_paths, _fast_walk, _Known, _OverBudget, _verify
 from core.index.layout import ResolvedIndex
+from core.index.watch_state import (
+    _failure_of,
+    _read_watch_state,
+    watcher_running,
+)
 
 DEFAULT_WINDOW_SECONDS = 2.0
-DEFAULT_MAX_NOTES = 20_000
-HASH_BUDGET = 256  # stat-changed files hashed per scan; beyond it a stat change counts as modified
+DEFAULT_WALK_BUDGET_SECONDS = 1.0
+OVER_BUDGET_RETRY_SECONDS = 60.0  # an abandoned walk is not retried sooner (a search never pays twice a minute)
 SAMPLE_PATHS = 5
-WATCH_FILE = "watch.json"
 
 
 @dataclass(frozen=True)
 class FreshnessOptions:
-    """How a search checks freshness: ``enabled=False`` says ``checked: false`` (reason ``disabled``)."""
+    """How a search checks freshness: ``enabled=False`` says ``checked: false`` (reason ``disabled``).
+
+    ``walk_budget_seconds``: the longest a stat walk may take (None: no limit); ``max_notes``: an
+    optional cap on the served generation's note count above which no walk is tried (None: none).
+    """
 
     enabled: bool = True
     window_seconds: float = DEFAULT_WINDOW_SECONDS
-    max_notes: int = DEFAULT_MAX_NOTES
+    walk_budget_seconds: float | None = DEFAULT_WALK_BUDGET_SECONDS
+    max_notes: int | None = None
 
 
 @dataclass(frozen=True)
-class _Known:
-    """The served generation's source rows: rel_path -> (sha256, mtime_ns, size, classification)."""
+class WatchView:
+    """What a running watcher knows, as freshness needs it (made by ``core.index.watch``).
 
-    rows: dict[str, tuple[str, int, int, str | None]]
-    max_note_bytes: int | None
+    ``baseline`` is the generation the watcher's last successful build left active; ``pending``
+    the note paths with events that no successful build started after them has covered;
+    ``since`` maps the few generations the watcher built before ``baseline`` to the paths that
+    changed between each and ``baseline``; ``rescan`` says a folder or the ignore file changed
+    (or too many paths to list), which only a walk can resolve.
+    """
 
+    baseline: str | None
+    pending: tuple[str, ...] = ()
+    since: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    rescan: bool = False
+    building: bool = False
+    event_lag_ms: int = 0
 
-@dataclass(frozen=True)
-class _Diff:
-    at: float  # epoch seconds the walk started
-    added: tuple[str, ...]
-    modified: tuple[str, ...]
-    removed: tuple[str, ...]
-    hashed: int
-    unverified: int  # stat changes beyond the hash budget, counted as modified
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "baseline": self.baseline,
+            "pending": list(self.pending),
+            "since": [[gid, list(paths)] for gid, paths in self.since],
+            "rescan": self.rescan,
+            "building": self.building,
+            "event_lag_ms": self.event_lag_ms,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> WatchView:
+        return cls(
+            baseline=data.get("baseline"),
+            pending=tuple(str(p) for p in data.get("pending") or ()),
+            since=tuple((str(g), tuple(str(p) for p in ps)) for g, ps in data.get("since") or ()),
+            rescan=bool(data.get("rescan")),
+            building=bool(data.get("building")),
+            event_lag_ms=int(data.get("event_lag_ms") or 0),
+        )
+
+    def changed_since(self, generation_id: str | None) -> tuple[tuple[str, ...] | None, str | None]:
+        """(paths that may differ from ``generation_id``, None) or (None, why only a walk can say)."""
+        if self.rescan:
+            return None, "folder_or_ignore_file_changed"
+        if generation_id is None or self.baseline is None:
+            return None, "generation_unknown_to_watcher"
+        if generation_id == self.baseline:
+            return self.pending, None
+        for gid, paths in self.since:
+            if gid == generation_id:
+                return tuple(sorted({*paths, *self.pending})), None
+        return None, "generation_unknown_to_watcher"
 
 
 _LOCK = threading.Lock()
 _KNOWN: dict[str, tuple[str, _Known]] = {}  # index_dir -> (generation sha256, rows); no note text
 _DIFFS: dict[tuple[str, str | None], _Diff] = {}  # (index_dir, generation sha256) -> last walk
+_WATCHERS: dict[str, Callable[[], WatchView | None]] = {}  # index_dir -> a watcher of this process
 
 
 def clear_cache() -> None:
@@ -80,6 +146,25 @@ def clear_cache() -> None:
         _KNOWN.clear()
         _DIFFS.clear()
         _LEVELS.clear()
+
+
+def register_watcher(index_dir: Path, view: Callable[[], WatchView | None]) -> None:
+    """A watcher of this process answers freshness for ``index_dir`` (``view`` returns None while it cannot)."""
+    with _LOCK:
+        _WATCHERS[str(index_dir)] = view
+
+
+def unregister_watcher(index_dir: Path, view: Callable[[], WatchView | None]) -> None:
+    with _LOCK:
+        if _WATCHERS.get(str(index_dir)) is view:
+            del _WATCHERS[str(index_dir)]
+
+
+def _settings(conn: sqlite3.Connection) -> tuple[int | None, bool]:
+    meta = dict(conn.execute("SELECT key, value FROM meta WHERE key IN ('max_note_bytes', 'settings')").fetchall())
+    limit = int(json.loads(meta["max_note_bytes"])) if "max_note_bytes" in meta else None
+    settings = json.loads(meta["settings"]) if "settings" in meta else {}
+    return limit, bool(isinstance(settings, dict) and settings.get("include_dot_paths"))
 
 
 def _known(resolved: ResolvedIndex, conn: sqlite3.Connection) -> _Known:
@@ -95,46 +180,37 @@ def _known(resolved: ResolvedIndex, conn: sqlite3.Connection) -> _Known:
             "UNION ALL SELECT rel_path, content_sha256, mtime_ns, size, NULL FROM skipped_files"
         )
     }
-    limit = conn.execute("SELECT value FROM meta WHERE key = 'max_note_bytes'").fetchone()
-    known = _Known(rows, int(json.loads(limit[0])) if limit else None)
+    known = _Known(rows, *_settings(conn))
     if resolved.kind != "legacy_db":
         with _LOCK:
             _KNOWN[key] = (resolved.sha256 or "", known)
     return known
 
 
-def _walk(resolved: ResolvedIndex, known: _Known) -> _Diff:
+def _walk(resolved: ResolvedIndex, known: _Known, budget: float | None = None) -> _Diff:
     """Stat-walk the vault and diff it against the generation (hashing stat-changed files)."""
-    from core.vault.scan import MAX_NOTE_BYTES, read_file, scan_vault
+    from core.vault.scan import MAX_NOTE_BYTES
 
-    started = time.time()
-    root = os.path.realpath(resolved.layout.vault)
-    scan = scan_vault(
-        resolved.layout.vault, index_dir=resolved.layout.index_dir, max_bytes=known.max_note_bytes or MAX_NOTE_BYTES
+    started, t = time.time(), time.perf_counter()
+    vault, index_dir = resolved.layout.vault, resolved.layout.index_dir
+    max_bytes = known.max_note_bytes or MAX_NOTE_BYTES
+    try:
+        added, changed, seen = _fast_walk(vault, index_dir, known, max_bytes, None if budget is None else t + budget)
+    except _OverBudget as over:
+        return _Diff(started, (), (), (), 0, 0, over.walked, time.perf_counter() - t, budget)
+    modified, hashed, unverified = _verify(os.path.realpath(vault), changed, lambda rel: known.rows[rel][0])
+    present = len(seen) - len(added)
+    removed = () if present == len(known.rows) else tuple(sorted(set(known.rows).difference(seen)))
+    return _Diff(
+        started,
+        tuple(sorted(added)),
+        tuple(sorted(modified)),
+        removed,
+        hashed,
+        unverified,
+        None,
+        time.perf_counter() - t,
     )
-    added, modified = [], []
-    hashed = unverified = 0
-    for f in scan.files:
-        old = known.rows.get(f.rel_path)
-        if old is None:
-            added.append(f.rel_path)
-        elif (old[1], old[2]) != (f.mtime_ns, f.size):
-            if hashed >= HASH_BUDGET:
-                unverified += 1
-                modified.append(f.rel_path)
-                continue
-            hashed += 1
-            try:
-                changed = read_file(f.path, root=root)[1] != old[0]
-            except FileNotFoundError:  # deleted between the walk and the read: it is removed
-                continue
-            except OSError:  # unreadable or refused (not a regular file, leaves the vault): changed
-                changed = True
-            if changed:
-                modified.append(f.rel_path)
-    seen = {f.rel_path for f in scan.files}
-    removed = tuple(sorted(k for k in known.rows if k not in seen))
-    return _Diff(started, tuple(added), tuple(modified), removed, hashed, unverified)
 
 
 _LEVELS: dict[tuple[str, int, int], str] = {}  # (path, mtime_ns, size) -> current classification
@@ -172,7 +248,9 @@ def _visible_now(vault: Path, rel_path: str, visible: frozenset[str]) -> bool:
     return _level_now(vault, rel_path) in visible
 
 
-def _visible(diff: _Diff, known: _Known, vault: Path, classifications: tuple[str, ...] | None) -> _Diff:
+def _visible(
+    diff: _Diff, indexed_level: Callable[[str], str | None], vault: Path, classifications: tuple[str, ...] | None
+) -> _Diff:
     """The diff restricted to what a caller with ``classifications`` may know exists."""
     if classifications is None:
         return diff
@@ -181,7 +259,7 @@ def _visible(diff: _Diff, known: _Known, vault: Path, classifications: tuple[str
     visible = frozenset(c.lower() for c in classifications)
 
     def indexed_visible(path: str) -> bool:
-        return (known.rows[path][3] or UNCLASSIFIED) in visible
+        return (indexed_level(path) or UNCLASSIFIED) in visible
 
     return _Diff(
         diff.at,
@@ -190,21 +268,42 @@ def _visible(diff: _Diff, known: _Known, vault: Path, classifications: tuple[str
         tuple(p for p in diff.removed if indexed_visible(p)),
         diff.hashed,
         diff.unverified,
+        diff.over_budget,
+        diff.seconds,
     )
 
 
-def last_build_failure(index_dir: Path, served_created_at: float) -> dict[str, Any] | None:
-    """The watcher's last failed build, when it is newer than the served generation."""
-    try:
-        state = json.loads((index_dir / WATCH_FILE).read_text(encoding="utf-8"))
-    except FileNotFoundError:
+# ---------------------------------------------------------------- the watcher's state
+
+
+def _watch_view(index_dir: Path, state: dict[str, Any] | None) -> WatchView | None:
+    """The view of a watcher of this process, else of a running watcher's ``watch.json``."""
+    with _LOCK:
+        local = _WATCHERS.get(str(index_dir))
+    if local is not None:
+        return local()
+    view = state.get("view") if state is not None else None
+    if not isinstance(view, dict) or not watcher_running(index_dir):
         return None
-    except (OSError, ValueError) as exc:  # a torn or foreign file: said, never ignored
-        return {"reason": "watch_state_unreadable", "message": str(exc), "at": None}
-    failure = state.get("last_failure") if isinstance(state, dict) else None
-    if not isinstance(failure, dict) or float(failure.get("at") or 0.0) < served_created_at:
-        return None
-    return failure
+    return WatchView.from_dict(view)
+
+
+def _rows_of(conn: sqlite3.Connection, paths: tuple[str, ...]) -> dict[str, tuple[str, int, int, str | None]]:
+    rows: dict[str, tuple[str, int, int, str | None]] = {}
+    for i in range(0, len(paths), 500):
+        part = paths[i : i + 500]
+        marks = ",".join("?" * len(part))
+        for r in conn.execute(
+            f"SELECT rel_path, content_sha256, mtime_ns, size, lower(classification) FROM notes "
+            f"WHERE rel_path IN ({marks}) UNION ALL SELECT rel_path, content_sha256, mtime_ns, size, NULL "
+            f"FROM skipped_files WHERE rel_path IN ({marks})",
+            [*part, *part],
+        ):
+            rows[r[0]] = (r[1], r[2], r[3], r[4])
+    return rows
+
+
+# ---------------------------------------------------------------- the response
 
 
 def _iso(epoch: float) -> str:
@@ -216,6 +315,18 @@ def unchecked(reason: str, **detail: Any) -> dict[str, Any]:
     return {"checked": False, "reason": reason, "stale": None, **detail}
 
 
+def _counts(seen: _Diff) -> dict[str, Any]:
+    changed = [*seen.modified, *seen.added, *seen.removed]
+    return {
+        "stale": bool(changed),
+        "added": len(seen.added),
+        "modified": len(seen.modified),
+        "removed": len(seen.removed),
+        "sample_paths": changed[:SAMPLE_PATHS],
+        "modified_unverified": seen.unverified,
+    }
+
+
 def check_freshness(
     resolved: ResolvedIndex,
     conn: sqlite3.Connection,
@@ -225,42 +336,97 @@ def check_freshness(
 ) -> dict[str, Any]:
     """The freshness object for a response served from ``resolved`` (see the module docstring)."""
     options = options or FreshnessOptions()
-    failure = last_build_failure(resolved.layout.index_dir, resolved.created_at)
+    index_dir = resolved.layout.index_dir
+    state = _read_watch_state(index_dir)
+    failure = _failure_of(state, resolved.created_at)
     extra = {"last_build_failure": failure} if failure else {}
     if not options.enabled:
         return unchecked("disabled", **extra)
     meta_source = conn.execute("SELECT value FROM meta WHERE key = 'source'").fetchone()
     if meta_source and json.loads(meta_source[0]) == "git":
         return _git_freshness(resolved, conn, classifications, extra)
-    notes = resolved.record.get("notes")  # from the state row: an oversized index costs no row scan
-    if not isinstance(notes, int):
-        notes = int(conn.execute("SELECT count(*) FROM notes").fetchone()[0])
-    if notes > options.max_notes:
-        return unchecked("vault_too_large", notes=notes, max_notes=options.max_notes, **extra)
-    known = _known(resolved, conn)
+    view = _watch_view(index_dir, state)
+    fallback = None
+    if view is not None:
+        paths, fallback = view.changed_since(resolved.generation_id)
+        if paths is not None:
+            return _watch_freshness(resolved, conn, view, paths, classifications, extra)
+    out = _walk_freshness(resolved, conn, options, classifications, extra)
+    return {**out, "watch_fallback": fallback} if fallback else out
+
+
+def _watch_freshness(
+    resolved: ResolvedIndex,
+    conn: sqlite3.Connection,
+    view: WatchView,
+    paths: tuple[str, ...],
+    classifications: tuple[str, ...] | None,
+    extra: dict[str, Any],
+) -> dict[str, Any]:
+    rows = _rows_of(conn, paths) if paths else {}
+    vault = resolved.layout.vault
+    diff = _diff_paths(vault, rows, paths)
+    seen = _visible(diff, lambda p: rows[p][3], vault, classifications)
+    return {
+        "checked": True,
+        "source": "watch",
+        "checked_at": _iso(diff.at),
+        "event_lag_ms": view.event_lag_ms,
+        "pending_build": bool(view.pending) or view.building,
+        **_counts(seen),
+        **extra,
+    }
+
+
+def _walk_freshness(
+    resolved: ResolvedIndex,
+    conn: sqlite3.Connection,
+    options: FreshnessOptions,
+    classifications: tuple[str, ...] | None,
+    extra: dict[str, Any],
+) -> dict[str, Any]:
+    if options.max_notes is not None:
+        notes = resolved.record.get("notes")  # from the state row: an oversized index costs no row scan
+        if not isinstance(notes, int):
+            notes = int(conn.execute("SELECT count(*) FROM notes").fetchone()[0])
+        if notes > options.max_notes:
+            return unchecked("vault_too_large", source="stat_walk", notes=notes, max_notes=options.max_notes, **extra)
     key = (str(resolved.layout.index_dir), resolved.sha256)
     now = time.time()
     with _LOCK:
         diff = _DIFFS.get(key)
-    reused = diff is not None and now - diff.at <= options.window_seconds
+    reuse_for = options.window_seconds
+    if diff is not None and diff.over_budget is not None:
+        budget = options.walk_budget_seconds
+        # kept for a minute, unless this caller allows more time than the abandoned walk had
+        more_time = budget is None or (diff.budget is not None and budget > diff.budget)
+        reuse_for = -1.0 if more_time else max(reuse_for, OVER_BUDGET_RETRY_SECONDS)
+    reused = diff is not None and now - diff.at <= reuse_for
+    known = _known(resolved, conn)
     if diff is None or not reused:
-        diff = _walk(resolved, known)
+        diff = _walk(resolved, known, options.walk_budget_seconds)
         with _LOCK:
             _DIFFS[key] = diff
-    seen = _visible(diff, known, resolved.layout.vault, classifications)
-    changed = [*seen.modified, *seen.added, *seen.removed]
+    if diff.over_budget is not None:
+        return unchecked(
+            "walk_over_budget",
+            source="stat_walk",
+            walk_budget_seconds=options.walk_budget_seconds,
+            walked_files=diff.over_budget,
+            notes=len(known.rows),
+            checked_at=_iso(diff.at),
+            retry_after_seconds=round(max(0.0, diff.at + reuse_for - now), 3) if reused else reuse_for,
+            **extra,
+        )
+    seen = _visible(diff, lambda p: known.rows[p][3], resolved.layout.vault, classifications)
     return {
         "checked": True,
+        "source": "stat_walk",
         "checked_at": _iso(diff.at),
         "scan_age_seconds": round(max(0.0, now - diff.at), 3),
         "reused_scan": reused,
         "window_seconds": options.window_seconds,
-        "stale": bool(changed),
-        "added": len(seen.added),
-        "modified": len(seen.modified),
-        "removed": len(seen.removed),
-        "sample_paths": changed[:SAMPLE_PATHS],
-        "modified_unverified": seen.unverified,
+        **_counts(seen),
         **extra,
     }
 

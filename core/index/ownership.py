@@ -49,6 +49,7 @@ _RECORD_TEMP_FILE = re.compile(r"\.verified-\d+-[0-9a-f]{32}\.tmp")
 _OUR_ROOT_FILES = frozenset(
     {".gitignore", "state.db", "state.db-journal", "build.lock", "index.db", "index.db-journal"}
     | {"index.db.building", "index.db.building-journal", "verified.json"}
+    | {"watch.json", "watch.lock"}
 )
 _OUR_ROOT_DIRS = frozenset({"generations", "staging"})
 

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from core import generations as gen
-from core.index.freshness import last_build_failure
 from core.index.ownership import check_index_dir_for_reading, check_vault
 from core.index.state import EMBED_RATE_KEY
 from core.index.tables.chunk_vectors import count_vectors, count_vectors_in
@@ -25,6 +24,7 @@ from core.index.tables.meta import get_meta
 from core.index.tables.notes import count_notes, visible_paths
 from core.index.tables.problems import all_problems
 from core.index.tables.skipped_files import count_skipped, count_sources, source_stats
+from core.index.watch_state import last_build_failure
 from core.ranking.filters import UNCLASSIFIED, Filters
 from core.vault.notes import UNREADABLE_CLASSIFICATION, parse_note
 from core.vault.scan import MAX_NOTE_BYTES, read_file, scan_vault

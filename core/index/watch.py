@@ -1,21 +1,39 @@
 """``vaultsearch watch VAULT`` and the servers' ``--watch``: rebuild and publish when notes change.
 
-``watchfiles`` reports batches of file changes (debounced: a burst of edits is one batch);
-each batch that touches a note (``*.md``) or the ignore file runs an incremental
-``build_index`` with the configuration of the active generation, which publishes a new
-generation. Readers move to it on their next call (``generations.resolve`` sees the new state).
+Two threads. The event thread drains ``watchfiles`` (debounced batches of file changes) all
+the time, builds included, and records each changed note path as *pending*. The build thread
+(the caller of :meth:`Watcher.run`) runs an incremental ``build_index`` with the configuration
+of the active generation whenever something is pending, which publishes a new generation;
+readers move to it on their next call. Changes made during a build stay pending and are
+built next (a burst of edits during a long build is one more build, not one each).
 
-A failed build keeps the old generation serving: the failure (its stable ``reason``, message
-and time) is written to ``<index_dir>/watch.json``, where ``status`` and every search's
-``freshness`` find it (:func:`core.index.freshness.last_build_failure`). The next successful
-build clears it. Only build errors (``VaultSearchError``) and I/O errors are caught, and each
-is recorded; anything else stops the watcher.
+What the watcher knows is what freshness serves (``core.index.freshness``, ``source: "watch"``):
+the generation its last successful build left active (the *baseline*) and the pending paths,
+kept in memory for this process and in ``<index_dir>/watch.json`` for others, while the watcher
+holds ``<index_dir>/watch.lock`` (a second watcher of one index is refused:
+``watch_already_running``). A path stops being pending once a build that *started after its
+event* succeeds. The watch is armed before the first build, so the baseline covers every change.
+
+Events that say more than one path changed make the next freshness check walk the vault
+until a build covers them (``rescan``): a folder created, moved or deleted (a folder that held
+notes is found in the baseline generation), the ignore file, or more pending paths than
+``PENDING_MAX``.
+
+A failed build keeps the old generation serving and its paths pending (stale, with the
+failure's stable ``reason``, message and time in ``watch.json``, where ``status`` and every
+search's freshness find it); it is retried after a back-off (2 s, doubling to a minute) or at
+the next change. Only build errors (``VaultSearchError``) and I/O errors are caught and
+recorded; anything else stops the watcher. Every ``CONFIRM_SECONDS`` of quiet the watcher
+checks that the active generation is still its own; one published by someone else (an
+``index`` or ``embed`` run) is confirmed by a build (usually up to date) before the watcher
+answers freshness for it.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import stat
 import tempfile
 import threading
 import time
@@ -25,11 +43,21 @@ from pathlib import Path
 from typing import Any
 
 from core import generations as gen
-from core.errors import VaultSearchError
-from core.index.freshness import WATCH_FILE
+from core.errors import IndexMissingError, VaultSearchError, WatchRunningError
+from core.index.freshness import WatchView, register_watcher, unregister_watcher
+from core.index.tables import notes as notes_table
+from core.index.watch_state import WATCH_FILE, WATCH_LOCK
 
 DEFAULT_DEBOUNCE_MS = 200
+STEP_MS = 50  # watchfiles yields a batch after this long without a new change
 IGNORE_FILE = ".vaultsearchignore"
+PENDING_MAX = 2_000  # more pending paths than this: freshness walks (``rescan``) until a build covers them
+HISTORY = 4  # older generations the watcher still answers freshness for (a search that raced a publish)
+CONFIRM_SECONDS = 2.0
+RETRY_MIN_SECONDS, RETRY_MAX_SECONDS = 2.0, 60.0
+ARM_TIMEOUT_SECONDS = 60.0
+_SKIPPED_PARTS = (".git", ".obsidian", ".trash")
+_RESCAN = "\x00rescan"  # the pending key of an event only a walk can resolve
 
 
 @dataclass(frozen=True)
@@ -62,7 +90,7 @@ def _write_state(index_dir: Path, state: dict[str, Any]) -> None:
     fd, tmp = tempfile.mkstemp(prefix=".watch-", suffix=".json", dir=index_dir)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(state, handle, indent=2)
+            json.dump(state, handle, indent=1)
         os.replace(tmp, index_dir / WATCH_FILE)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -122,26 +150,79 @@ class Watcher:
         self.keep = keep
         self.lock_wait = lock_wait
         self.stop_event = threading.Event()
-        self.ready = threading.Event()  # set once the first build ran and the watch is armed
+        self.ready = threading.Event()  # set once the watch is armed and the first build ran
         self.builds = 0
         self.last: BuildOutcome | None = None
         self._thread: threading.Thread | None = None
-        self._state: dict[str, Any] = {
-            "pid": os.getpid(),
-            "started_at": time.time(),
-            "armed": False,
-            "last_build": None,
-        }
+        self._cond = threading.Condition()
+        self._pending: dict[str, float] = {}  # rel path (or _RESCAN) -> monotonic time its event arrived
+        self._baseline: str | None = None
+        self._since: list[tuple[str, set[str] | None]] = []  # older generation -> paths changed since (None: unknown)
+        self._building_since: float | None = None  # monotonic start of the running build
+        self._armed = threading.Event()
+        self._event_error: BaseException | None = None
+        self._retry_at: float | None = None
+        self._failures = 0
+        self._lock_fd: int | None = None
+        self._published = False  # the running build's new generation is active (set at its retention step)
+        self._save_lock = threading.Lock()  # one snapshot-and-write at a time: watch.json never goes back
+        self._started_at = time.time()
+        self._last_failure: dict[str, Any] | None = None
+
+    # ------------------------------------------------------------ what freshness sees
+
+    def view(self) -> WatchView | None:
+        """What freshness serves from this watcher (None until armed and built, and once stopped)."""
+        with self._cond:
+            if not self._armed.is_set() or self._baseline is None or self.stop_event.is_set():
+                return None
+            pending = sorted(p for p in self._pending if p != _RESCAN)
+            return WatchView(
+                baseline=self._baseline,
+                pending=tuple(pending),
+                since=tuple((gid, tuple(sorted(paths))) for gid, paths in self._since if paths is not None),
+                rescan=_RESCAN in self._pending,
+                building=self._building_since is not None,
+                event_lag_ms=self.debounce_ms + STEP_MS,
+            )
+
+    def state(self) -> dict[str, Any]:
+        """What ``status`` shows about the watcher."""
+        with self._cond:
+            return {
+                "enabled": True,
+                "builds": self.builds,
+                "started_at": self._started_at,
+                "armed": self._armed.is_set(),
+                "generation_id": self._baseline,
+                "pending": len(self._pending),
+                "building": self._building_since is not None,
+                "last_build": self.last.to_dict() if self.last else None,
+                **({"last_failure": self._last_failure} if self._last_failure else {}),
+            }
+
+    def _save(self) -> None:
+        """Mirror the state to ``watch.json`` for readers in other processes."""
+        with self._save_lock:
+            view = self.view()
+            state = {**self.state(), "pid": os.getpid(), "view": view.to_dict() if view is not None else None}
+            _write_state(self.layout.index_dir, state)
 
     # ------------------------------------------------------------ one build
 
     def build_once(self, changed: Iterable[str] = ()) -> BuildOutcome:
-        """An incremental build + publish; a failure is recorded, the old generation keeps serving."""
+        """An incremental build + publish; a failure is recorded, the old generation keeps serving.
+
+        Pending paths whose events arrived before the build started are covered by its success."""
         from core.index.builder import build_index
 
         t = time.perf_counter()
         at = time.time()
-        paths = tuple(sorted(changed))
+        with self._cond:
+            started = time.monotonic()
+            self._building_since = started
+            paths = tuple(sorted({*changed, *(p for p in self._pending if p != _RESCAN)}))
+        self._published = False
         try:
             report = build_index(
                 self.vault,
@@ -149,35 +230,82 @@ class Watcher:
                 config=_config_of_active(self.layout),
                 keep=self.keep,
                 wait_seconds=self.lock_wait,
-                on_step=self._step,
+                on_step=lambda name: self._step(name, started),
             )
             outcome = BuildOutcome(
                 True, at, report.generation_id, report.up_to_date, changed_paths=paths, seconds=time.perf_counter() - t
             )
+            if not self._published:
+                self._covered(started, report.generation_id)
         except VaultSearchError as exc:
             outcome = BuildOutcome(False, at, None, False, exc.reason, exc.message, paths, time.perf_counter() - t)
         except OSError as exc:
             outcome = BuildOutcome(False, at, None, False, "os_error", str(exc), paths, time.perf_counter() - t)
-        self.builds += 1
-        self.last = outcome
-        self._state["last_build"] = outcome.to_dict()
-        if outcome.ok:
-            self._state.pop("last_failure", None)
-        else:
-            self._state["last_failure"] = outcome.to_dict()
-        _write_state(self.layout.index_dir, self._state)
+        with self._cond:
+            self._building_since = None
+            self.builds += 1
+            self.last = outcome
+            if outcome.ok:
+                self._last_failure, self._failures, self._retry_at = None, 0, None
+            else:
+                self._last_failure = outcome.to_dict()
+                self._failures += 1
+                self._retry_at = time.monotonic() + min(
+                    RETRY_MAX_SECONDS, RETRY_MIN_SECONDS * 2 ** (self._failures - 1)
+                )
+        self._save()
         if self.on_build is not None:
             self.on_build(outcome)
         return outcome
 
-    def _step(self, name: str) -> None:
-        if name == "retention" and self.on_publish is not None:  # the first step after the state commit
-            self.on_publish()
+    def _covered(self, started: float, generation_id: str | None) -> None:
+        """A build that started at ``started`` left ``generation_id`` active: it covers every event before."""
+        with self._cond:
+            done = {p for p, t in self._pending.items() if t <= started}
+            for p in done:
+                del self._pending[p]
+            paths = None if _RESCAN in done else done
+            if generation_id != self._baseline:
+                if self._baseline is not None:
+                    self._since.append((self._baseline, set()))
+                self._since = [
+                    (
+                        gid,
+                        None if seen is None or paths is None or len(seen) + len(paths) > PENDING_MAX else seen | paths,
+                    )
+                    for gid, seen in self._since[-HISTORY:]
+                    if gid != generation_id
+                ]
+                self._baseline = generation_id
+        self._save()
 
-    # ------------------------------------------------------------ the loop
+    def _step(self, name: str, started: float) -> None:
+        if name == "retention":  # the first step after the state commit: the new generation is active
+            record = gen.active_record(self.layout)
+            self._published = True
+            self._covered(started, record["generation_id"] if record else None)
+            if self.on_publish is not None:
+                self.on_publish()
+
+    # ------------------------------------------------------------ events
+
+    def _holds_notes_under(self, rel: str) -> bool:
+        """Did the baseline generation index anything under the folder ``rel``?"""
+        try:
+            resolved = gen.resolve(self.layout)
+        except IndexMissingError:
+            return False  # nothing indexed yet: the first build lists everything anyway
+        except VaultSearchError:
+            return True  # the index cannot say: a walk decides
+        conn = gen.connect_readonly(resolved)
+        try:
+            return notes_table.holds_files_under(conn, rel)
+        finally:
+            conn.close()
 
     def _relevant(self, path: str) -> str | None:
-        """The vault-relative path of a change worth a build (a note or the ignore file), else None."""
+        """The vault-relative path of a changed note, ``_RESCAN`` for a change only a walk can
+        resolve (the ignore file, a folder), else None (not a note, or ours)."""
         p = Path(path)
         try:
             rel = p.resolve().relative_to(self.vault) if p.is_absolute() else p
@@ -186,49 +314,154 @@ class Watcher:
                 rel = p.relative_to(self.vault)
             except ValueError:
                 return None
-        if p.is_relative_to(self.layout.index_dir) or any(
-            part in (".git", ".obsidian", ".trash") for part in rel.parts
-        ):
+        if p.is_relative_to(self.layout.index_dir) or any(part in _SKIPPED_PARTS for part in rel.parts):
             return None
-        if rel.name == IGNORE_FILE or rel.suffix.lower() == ".md":
+        if rel.name == IGNORE_FILE and len(rel.parts) == 1:
+            return _RESCAN
+        if rel.suffix.lower() == ".md":
             return rel.as_posix()
-        return None
+        try:
+            is_dir = stat.S_ISDIR(os.stat(p if p.is_absolute() else self.vault / p).st_mode)
+        except FileNotFoundError:  # gone: a deleted file, or a folder moved or deleted
+            return _RESCAN if rel.parts and self._holds_notes_under(rel.as_posix()) else None
+        except OSError:
+            return _RESCAN
+        return _RESCAN if is_dir else None
 
-    def run(self) -> None:
-        """Build once (serve at once), arm the watch, catch up on what changed meanwhile, then
-        rebuild after every debounced batch of note changes until ``stop``."""
+    def _note_changes(self, changes: Iterable[tuple[Any, str]]) -> None:
+        now = time.monotonic()
+        found = {rel for _, path in changes if (rel := self._relevant(path)) is not None}
+        if not found:
+            return
+        with self._cond:
+            for rel in found:
+                self._pending[rel] = now
+            if len(self._pending) > PENDING_MAX:
+                self._pending[_RESCAN] = now
+            self._retry_at = None  # a new change: build now, not after the back-off
+            self._cond.notify_all()
+        self._save()
+
+    def _events(self) -> None:
         from watchfiles import watch
 
-        self.build_once()
-        armed = False
-        for changes in watch(
-            self.vault,
-            debounce=self.debounce_ms,
-            step=50,
-            stop_event=self.stop_event,
-            yield_on_timeout=True,  # the first (maybe empty) batch says the watch is armed
-            rust_timeout=300,
-        ):
-            changed = {rel for _, path in changes if (rel := self._relevant(path)) is not None}
-            if not armed:  # changes between the first build and arming are caught up here
-                armed = True
-                self._state["armed"] = True
-                self.build_once(changed)
-                self.ready.set()
-            elif changed:
-                self.build_once(changed)
+        try:
+            for changes in watch(
+                self.vault,
+                watch_filter=None,  # every path: the scanner, not watchfiles' defaults, says what a note is
+                debounce=self.debounce_ms,
+                step=STEP_MS,
+                stop_event=self.stop_event,
+                yield_on_timeout=True,  # the first (maybe empty) batch says the watch is armed
+                rust_timeout=300,
+            ):
+                self._armed.set()  # every change from here on reaches us
+                if changes:
+                    self._note_changes(changes)
+        except BaseException as exc:  # recorded for the build thread, which stops the watcher with it
+            self._event_error = exc
+        finally:
+            with self._cond:
+                self._cond.notify_all()
+
+    # ------------------------------------------------------------ the loop
+
+    def _claim(self) -> None:
+        """Hold ``watch.lock`` for as long as the watcher runs (a second watcher is refused)."""
+        import fcntl
+
+        if self._lock_fd is not None:
+            return
+        gen.ensure_layout(self.layout)
+        fd = os.open(self.layout.index_dir / WATCH_LOCK, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+        deadline = time.monotonic() + 1.0  # a reader's shared lock lasts microseconds
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    os.close(fd)
+                    raise WatchRunningError(
+                        f"another watcher keeps {self.layout.index_dir} published", index_dir=str(self.layout.index_dir)
+                    ) from None
+                time.sleep(0.01)
+        self._lock_fd = fd
+        self._save()  # no view yet: what a watcher that died left in watch.json is trusted no more
+
+    def _release(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # releases the flock
+            self._lock_fd = None
+
+    def _next_build(self) -> bool:
+        """Wait until a build is due (True) or the watcher stops (False)."""
+        next_confirm = time.monotonic() + CONFIRM_SECONDS
+        while True:
+            with self._cond:
+                if self.stop_event.is_set() or self._event_error is not None:
+                    return False
+                now = time.monotonic()
+                if self._pending and (self._retry_at is None or now >= self._retry_at):
+                    return True
+                confirm = now >= next_confirm and self._retry_at is None
+                if not confirm:
+                    wake = min(next_confirm, self._retry_at or next_confirm)
+                    self._cond.wait(max(0.01, min(0.5, wake - now)))
+                    continue
+            next_confirm = time.monotonic() + CONFIRM_SECONDS
+            if self._foreign():  # outside the lock: freshness never waits on state.db
+                return True
+
+    def _foreign(self) -> bool:
+        """Is the active generation one this watcher did not build (an ``index``/``embed`` run)?"""
+        try:
+            record = gen.active_record(self.layout)
+        except VaultSearchError:
+            return False
+        return record is not None and record.get("generation_id") != self._baseline
+
+    def run(self) -> None:
+        """Arm the watch, build once (this build is the baseline), then build whenever changes are
+        pending, until ``stop``."""
+        self._claim()
+        register_watcher(self.layout.index_dir, self.view)
+        events = threading.Thread(target=self._events, name="vaultsearch-watch-events", daemon=True)
+        events.start()
+        try:
+            while not self._armed.wait(0.1):
+                if self._event_error is not None or not events.is_alive():
+                    break
+                if self.stop_event.is_set():
+                    return
+            if self._event_error is not None:
+                raise self._event_error
+            self.build_once()
+            self.ready.set()
+            while self._next_build():
+                self.build_once()
+            if self._event_error is not None:
+                raise self._event_error
+        finally:
+            self.stop_event.set()
+            events.join(5.0)
+            unregister_watcher(self.layout.index_dir, self.view)
+            try:
+                self._save()  # armed no more: readers in other processes stop trusting the file
+            finally:
+                self._release()
 
     def start(self) -> threading.Thread:
-        """Run in a daemon thread (for the servers); ``ready`` is set after the first build."""
+        """Run in a daemon thread (for the servers); ``ready`` is set after the first build.
+        Raises ``WatchRunningError`` here, before any thread, when another watcher holds the index."""
+        self._claim()
         self._thread = threading.Thread(target=self.run, name="vaultsearch-watch", daemon=True)
         self._thread.start()
         return self._thread
 
     def stop(self, timeout: float = 5.0) -> None:
         self.stop_event.set()
+        with self._cond:
+            self._cond.notify_all()
         if self._thread is not None:
             self._thread.join(timeout)
-
-    def state(self) -> dict[str, Any]:
-        """What ``status`` shows about the watcher."""
-        return {"enabled": True, "builds": self.builds, **{k: v for k, v in self._state.items() if k != "pid"}}

@@ -31,7 +31,8 @@ from core.errors import (
     SectionNotFoundError,
     VaultSearchError,
 )
-from core.index.freshness import FreshnessOptions, check_freshness, last_build_failure
+from core.index.freshness import FreshnessOptions, check_freshness
+from core.index.watch_state import last_build_failure
 from core.ranking.filters import UNCLASSIFIED, Filters
 from core.registry import DEPRECATED_ALIASES, modes_json
 from core.searcher import search_vault
@@ -128,6 +129,7 @@ class Tools:
         self._warm = threading.Event()  # cleared while a generation the watcher just published warms up
         self._warm.set()
         self.warm_failure: dict[str, Any] | None = None
+        self._warmed: str | None = None  # the generation the last warm-up loaded
         self.layout = gen.layout_for(Path(config.vault).resolve(), config.index_dir)
         self.vault_real = self.layout.vault
         self._filters = Filters(classifications=tuple(c.lower() for c in config.classifications))
@@ -154,13 +156,27 @@ class Tools:
         verifying the new file and loading its term matrix in parallel."""
         self._warm.clear()
 
+    def published(self) -> None:
+        """The watcher's ``on_publish``: hold searches and warm the new generation at once, inside the
+        build, before its retention and report (what edit-to-searchable would otherwise wait for)."""
+        self.generation_published()
+        self._warm_active()
+
     def warm(self, outcome: Any) -> None:
         """After a watch build: verify the new generation and load its sparse index once (what the
-        next search would otherwise pay). A failure is kept in ``warm_failure`` (shown by status);
-        the next search raises it to its caller."""
+        next search would otherwise pay), unless :meth:`published` already did. A failure is kept
+        in ``warm_failure`` (shown by status); the next search raises it to its caller."""
+        if outcome.ok and not outcome.up_to_date and outcome.generation_id != self._warmed:
+            self._warm_active()
+        else:
+            self._warm.set()
+
+    def _warm_active(self) -> None:
         try:
-            if outcome.ok and not outcome.up_to_date:
-                search_vault(self.config.vault, "warm", 1, "fts", index_dir=self.config.index_dir, freshness=False)
+            results = search_vault(
+                self.config.vault, "warm", 1, "fts", index_dir=self.config.index_dir, freshness=False
+            )
+            self._warmed = results.index["generation_id"]
             self.warm_failure = None
         except VaultSearchError as exc:
             self.warm_failure = exc.to_dict()

@@ -251,3 +251,12 @@ def test_the_word_scratch_table_tokenises_as_the_analyser_did() -> None:
     assert conn.execute("SELECT count(*) FROM temp.wi").fetchone()[0] == 0  # left empty for the next batch
     with pytest.raises(ValueError):
         word_scratch.create_word_tables(sqlite3.connect(":memory:"), ("c0",), "porter' unicode61")
+
+
+def test_holds_files_under_a_folder_is_by_path_prefix_not_by_name(served: sqlite3.Connection) -> None:
+    """The watcher's question for a changed folder (core/index/watch.py): anything indexed under it?"""
+    rel = served.execute("SELECT rel_path FROM notes WHERE rel_path LIKE '%/%' LIMIT 1").fetchone()[0]
+    folder = rel.rsplit("/", 1)[0]
+    assert notes.holds_files_under(served, folder)
+    assert not notes.holds_files_under(served, folder + "x")  # a sibling whose name extends it
+    assert not notes.holds_files_under(served, "no-such-folder")

@@ -57,3 +57,45 @@ def test_the_report_has_a_serving_section_and_its_targets(tmp_path: Path):
     assert "## Serving agents" in page and "MCP stdio" in page and "edit-to-searchable p50 0.00 s, p95 1.50 s" in page
     assert "| serve | stdio search fts p95 <= 25 ms | 30.0 ms | MISS |" in page
     assert "No `bench/results/serve.json` yet" in report.render({}, tmp_path, tmp_path / "b.md")
+
+
+def test_the_scale_figures_are_judged_and_shown():
+    data = _serve_json(watch=True)
+    data["freshness"]["synthetic_100k"] = {
+        **FRESH,
+        "notes": 100_000,
+        "rows_load_ms": 500.0,
+        "walk": {"fast": {**LAT, "p50_ms": 300.0}, "scan_vault": {**LAT, "p50_ms": 600.0}},
+        "paced_10_per_s": {**LAT, "walks": 15, "over_budget": 0},
+        "watch_in_process": LAT,
+        "watch_other_process": LAT,
+    }
+    data["watch_scale"] = {
+        "notes": 100_000,
+        "edits": 21,
+        "ops": {"edit": 15, "add": 3, "delete": 3},
+        "poll_ms": 20.0,
+        "edit_to_searchable": {**LAT, "p95_ms": 60_000.0},
+        "by_op": {"edit": LAT, "add": LAT, "delete": LAT},
+        "build_seconds": LAT,
+    }
+    data["incremental_scale"] = {
+        "notes": 100_000,
+        "seconds": 50.0,
+        "phases": {"term-major: BM25F postings (compute)": 25.0},
+        "active_pointer_moved_at_s": 45.0,
+    }
+    judged = bench_serve._judge(data)
+    assert judged["--watch edit-to-searchable p95 (100k synthetic)"] == {
+        "target": "<= 5 s",
+        "value": 60.0,
+        "status": "MISS",
+    }
+    data["targets"] = judged
+    page = "\n".join(report.serve_section({"serve": data}))
+    assert (
+        "| synthetic_100k (100,000 notes) | watcher in another process (watch.json) | 4.000 | 30.000 | 5.000 |" in page
+    )
+    assert "defaults, 10 searches/s (15 walks)" in page and "300.0 ms per walk" in page and "600.0 ms" in page
+    assert "15 edits, 3 adds, 3 deletes" in page and "p95 60.00 s" in page
+    assert "| term-major: BM25F postings (compute) | 25.00 | 50% |" in page

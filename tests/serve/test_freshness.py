@@ -90,3 +90,27 @@ def test_cli_text_warns_in_one_line_when_stale_and_json_says_unchecked_with_no_f
     assert first.startswith("warning: STALE index: 0 added, 0 modified, 1 removed") and "c.md" in first
     assert cli.main(["search", str(vault), "lighthouse", "--mode", "fts", "--no-freshness", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["freshness"] == {"checked": False, "reason": "disabled", "stale": None}
+
+
+def test_a_walk_past_its_time_budget_is_abandoned_and_says_so_without_retrying_at_once(vault):
+    tight = FreshnessOptions(window_seconds=0.0, walk_budget_seconds=1e-9)
+    fresh = search_vault(vault, "lighthouse", freshness=tight).freshness
+    assert (fresh["checked"], fresh["reason"], fresh["stale"]) == (False, "walk_over_budget", None)
+    assert fresh["walk_budget_seconds"] == 1e-9 and fresh["notes"] == 4 and fresh["source"] == "stat_walk"
+    again = search_vault(vault, "lighthouse", freshness=tight).freshness  # the verdict is kept, not re-paid
+    assert again["reason"] == "walk_over_budget" and 0 < again["retry_after_seconds"] <= 60
+    assert search_vault(vault, "lighthouse", freshness=NOW).freshness["checked"] is True  # a walk under no budget
+
+
+def test_there_is_no_note_count_cap_by_default_and_the_source_is_said(vault):
+    fresh = search_vault(vault, "lighthouse", freshness=NOW).freshness
+    assert FreshnessOptions().max_notes is None and fresh["source"] == "stat_walk" and fresh["reused_scan"] is False
+
+
+def test_an_index_of_dot_paths_is_walked_with_its_own_rules(tmp_path: Path):
+    root = write_vault(tmp_path / "v", {**FILES, ".drafts/d.md": note("Draft", "The lighthouse draft.")})
+    build_index(root, changes={"include_dot_paths": True})
+    fresh = search_vault(root, "lighthouse", freshness=NOW).freshness
+    assert fresh["stale"] is False and fresh["removed"] == 0  # the dot note is indexed, not "removed"
+    (root / ".drafts/d.md").unlink()
+    assert search_vault(root, "lighthouse", freshness=NOW).freshness["sample_paths"] == [".drafts/d.md"]

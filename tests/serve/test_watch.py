@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from core import generations as gen
-from core.index.freshness import WATCH_FILE
 from core.index.status import index_status
 from core.index.watch import Watcher
+from core.index.watch_state import WATCH_FILE
 from core.searcher import search_vault
 from tests.conftest import note
 from tests.serve.serve_helpers import HttpServer, StdioSession, make_serve_vault, wait_until
@@ -113,10 +113,8 @@ def test_the_watch_command_publishes_on_change_and_reports_each_build(tmp_path: 
     )
     try:
         assert proc.stdout is not None
-        first = json.loads(proc.stdout.readline())  # the catch-up build
+        first = json.loads(proc.stdout.readline())  # the first build, after the watch is armed
         assert first["ok"] is True and first["generation_id"]
-        armed = json.loads(proc.stdout.readline())  # armed: nothing changed meanwhile
-        assert armed["ok"] is True and armed["up_to_date"] is True
         (vault / "notes/gamma.md").write_text(note("Gamma", "A bilby."), encoding="utf-8")
         built = json.loads(proc.stdout.readline())
         assert built["ok"] is True and built["changed_paths"] == ["notes/gamma.md"]
@@ -152,3 +150,170 @@ def test_a_generation_the_watcher_publishes_is_warmed_before_searches_reach_it(t
         "generation_id"
     ] == outcome.generation_id
     assert SPARSE_CACHE.loads == loads + 1  # ... so the search found it warm
+
+
+# ---------------------------------------------------------------- freshness from the watcher's state
+
+
+@pytest.fixture
+def watched(tmp_path: Path):
+    """A vault with a running in-process watcher (debounce 50 ms); yields (vault, watcher)."""
+    from core.index.freshness import clear_cache
+
+    clear_cache()
+    vault = make_serve_vault(tmp_path / "vault", tmp_path / "outside")
+    watcher = Watcher(vault, debounce_ms=50, lock_wait=0.0)
+    watcher.start()
+    assert watcher.ready.wait(60), "the first watch build"
+    yield vault, watcher
+    watcher.stop()
+
+
+def _fresh(vault: Path) -> dict:
+    return search_vault(vault, "harbour", 10, "fts").freshness
+
+
+def _fresh_when(vault: Path, ok) -> dict | None:
+    fresh = _fresh(vault)
+    return fresh if ok(fresh) else None
+
+
+def _hits(vault: Path, query: str) -> set[str]:
+    return {r.rel_path for r in search_vault(vault, query, 10, "fts", freshness=False)}
+
+
+def test_with_a_watcher_freshness_is_its_state_and_a_change_during_a_build_stays_stale_until_built(
+    tmp_path: Path, monkeypatch
+):
+    import threading
+
+    import core.index.builder as builder
+
+    real, gate, entered = builder.build_index, threading.Event(), threading.Event()
+    gate.set()
+
+    def gated(*args, **kwargs):
+        entered.set()
+        assert gate.wait(60)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(builder, "build_index", gated)
+    vault = make_serve_vault(tmp_path / "vault", tmp_path / "outside")
+    watcher = Watcher(vault, debounce_ms=50)
+    watcher.start()
+    try:
+        assert watcher.ready.wait(60)
+        fresh = _fresh(vault)
+        assert (fresh["checked"], fresh["source"], fresh["stale"], fresh["pending_build"]) == (
+            True,
+            "watch",
+            False,
+            False,
+        )
+        gate.clear()
+        entered.clear()
+        (vault / "notes/beta.md").write_text(note("Beta", "Beta mentions a quoll."), encoding="utf-8")
+        assert entered.wait(30)  # its build started, and waits
+        (vault / "notes/new.md").write_text(note("New", "A quoll too."), encoding="utf-8")  # during the build
+        (vault / "notes/old.md").unlink()
+        expect = {"notes/beta.md", "notes/new.md", "notes/old.md"}
+        stale = wait_until(lambda: _fresh_when(vault, lambda f: set(f["sample_paths"]) == expect), what="events")
+        assert (stale["source"], stale["stale"], stale["pending_build"]) == ("watch", True, True)
+        assert (stale["added"], stale["modified"], stale["removed"]) == (1, 1, 1)
+        gate.set()
+        wait_until(lambda: _fresh(vault)["stale"] is False, what="the builds that cover every change")
+        assert _hits(vault, "quoll") == {"notes/beta.md", "notes/new.md"} and _fresh(vault)["source"] == "watch"
+    finally:
+        gate.set()
+        watcher.stop()
+
+
+def test_a_failed_watch_build_leaves_its_changes_stale_with_the_error_then_a_retry_heals(watched):
+    vault, watcher = watched
+    with gen.build_lock(gen.layout_for(vault)):  # another builder holds the lock: the watch build fails
+        (vault / "notes/beta.md").write_text(note("Beta", "Beta mentions a wombat."), encoding="utf-8")
+        wait_until(lambda: watcher.last is not None and not watcher.last.ok, what="the failed build")
+        fresh = _fresh(vault)
+        assert (fresh["source"], fresh["stale"], fresh["sample_paths"]) == ("watch", True, ["notes/beta.md"])
+        assert fresh["last_build_failure"]["reason"] == "build_locked"
+    healed = wait_until(lambda: _fresh_when(vault, lambda f: not f["stale"]), what="the retry")  # no new edit
+    assert "last_build_failure" not in healed and _hits(vault, "wombat") == {"notes/beta.md"}
+
+
+def test_a_second_watcher_of_one_index_is_refused(watched):
+    import subprocess
+
+    from core.errors import WatchRunningError
+    from tests.serve.serve_helpers import VAULTSEARCH
+
+    vault, _ = watched
+    with pytest.raises(WatchRunningError) as info:
+        Watcher(vault).start()
+    assert info.value.reason == "watch_already_running"
+    done = subprocess.run([VAULTSEARCH, "watch", str(vault)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 6 and "watch_already_running" in done.stderr
+
+
+def test_another_process_reads_a_running_watchers_state_and_stops_trusting_it_when_it_ends(tmp_path: Path):
+    import subprocess
+
+    from core.index.freshness import clear_cache
+    from tests.serve.serve_helpers import VAULTSEARCH
+
+    clear_cache()
+    vault = make_serve_vault(tmp_path / "vault", tmp_path / "outside")
+    proc = subprocess.Popen([VAULTSEARCH, "watch", str(vault), "--json", "--debounce-ms", "50"], stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None and json.loads(proc.stdout.readline())["ok"] is True
+        assert _fresh(vault)["source"] == "watch"
+        (vault / "notes/gamma.md").write_text(note("Gamma", "A bilby."), encoding="utf-8")
+        wait_until(lambda: _hits(vault, "bilby") == {"notes/gamma.md"}, what="the build")
+        fresh = _fresh(vault)
+        assert (fresh["source"], fresh["stale"]) == ("watch", False)
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    after = _fresh(vault)
+    assert (after["source"], after["stale"]) == ("stat_walk", False)  # no live watcher: the walk answers
+
+
+def test_a_moved_folder_is_rebuilt_and_only_a_walk_answers_until_then(watched):
+    vault, _ = watched
+    (vault / "notes").rename(vault / "moved")
+    wait_until(lambda: "moved/beta.md" in _hits(vault, "harbour"), what="the folder move")
+    assert not any(p.startswith("notes/") for p in _hits(vault, "harbour"))
+    assert _fresh(vault)["stale"] is False
+
+
+@pytest.mark.parametrize(
+    ("make", "path", "expect"),
+    [
+        ("dir", "newdir", "rescan"),  # a folder created or moved in
+        ("none", "notes", "rescan"),  # a vanished folder that held notes
+        ("none", "gone.txt", None),  # a vanished file that is not a note
+        ("none", "notes/x.md", "notes/x.md"),
+    ],
+)
+def test_folder_events_ask_for_a_walk(tmp_path: Path, make: str, path: str, expect: str | None):
+    vault = make_serve_vault(tmp_path / "vault", tmp_path / "outside")
+    watcher = Watcher(vault)
+    assert watcher.build_once().ok
+    if make == "dir":
+        (vault / path).mkdir()
+    else:
+        import shutil
+
+        shutil.rmtree(vault / "notes")
+    got = watcher._relevant(str(vault.resolve() / path))
+    assert (got if got is None or not got.startswith("\x00") else "rescan") == expect
+
+
+def test_a_generation_published_by_someone_else_is_confirmed_by_the_watcher(watched):
+    from core.index.builder import build_index
+
+    vault, watcher = watched
+    report = build_index(vault, changes={"chunk_size": 300}, wait_seconds=30)  # re-chunks: a new generation
+    assert not report.up_to_date
+    wait_until(lambda: watcher.view() is not None and watcher.view().baseline == report.generation_id, what="confirm")
+    fresh = search_vault(vault, "harbour", 10, "fts")
+    assert fresh.index["generation_id"] == report.generation_id and fresh.freshness["source"] == "watch"

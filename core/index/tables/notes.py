@@ -276,3 +276,16 @@ def decay_rows(conn: sqlite3.Connection, note_ids: list[int], date_fields: Seque
         f"WHERE id IN ({_marks(note_ids)})",
         note_ids,
     )
+
+
+def holds_files_under(conn: sqlite3.Connection, folder: str) -> bool:
+    """Does the generation hold a note (or a skipped source file) anywhere under the vault folder ``folder``?"""
+    lo, hi = folder + "/", folder + "0"  # '0' follows '/': every path under the folder sorts between
+    return (
+        conn.execute(
+            "SELECT 1 FROM notes WHERE rel_path >= ? AND rel_path < ? "
+            "UNION ALL SELECT 1 FROM skipped_files WHERE rel_path >= ? AND rel_path < ? LIMIT 1",
+            (lo, hi, lo, hi),
+        ).fetchone()
+        is not None
+    )
