@@ -43,10 +43,12 @@ MARKER_MAX_BYTES = 4096
 _STAGING_FILE = re.compile(r"[\w.-]+\.db\.tmp(-journal|-wal|-shm)?")
 _GENERATION_FILE = re.compile(r"g\d{8}T\d{6}-[0-9a-f]{12}\.db")
 _ASIDE_FILE = re.compile(r"state\.db(-journal)?\.corrupt-\d+")
+_RECORD_TEMP = re.compile(r"\.verified-\d+-[0-9a-f]{32}\.tmp")  # core.index.state.write_verification
 # What a pre-marker index directory of ours holds at its top level.
 _OUR_ROOT_FILES = frozenset(
     {".gitignore", "state.db", "state.db-journal", "build.lock", "index.db", "index.db-journal"}
     | {"index.db.building", "index.db.building-journal"}
+    | {"verified.json"}  # the verification record any reader may leave (core.index.state)
 )
 _OUR_ROOT_DIRS = frozenset({"generations", "staging"})
 
@@ -218,7 +220,11 @@ def _recognisably_ours(index_dir: Path, entries: list[str]) -> bool:
                     return False
             except OSError:
                 return False
-        elif not (name in _OUR_ROOT_FILES or is_aside_file(name)) or path.is_symlink() or not path.is_file():
+        elif (
+            not (name in _OUR_ROOT_FILES or is_aside_file(name) or _RECORD_TEMP.fullmatch(name))
+            or path.is_symlink()
+            or not path.is_file()
+        ):
             return False
     return True
 

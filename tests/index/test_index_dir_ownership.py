@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -163,6 +164,21 @@ def test_an_index_built_before_the_marker_is_adopted(vault: Path) -> None:
     build_index(vault)
     layout = gen.layout_for(vault)
     (layout.index_dir / MARKER).unlink()  # what an index of an older vaultsearch looks like
+    (vault / "new.md").write_text(NOTE.format(title="new"))
+    assert build_index(vault).added == 1
+    assert (layout.index_dir / MARKER).is_file()
+
+
+def test_an_index_without_marker_that_a_reader_left_a_verification_record_in_is_adopted(vault: Path) -> None:
+    """A search (any process) may leave verified.json (and, killed mid-write, its temp file): still ours."""
+    build_index(vault)
+    layout = gen.layout_for(vault)
+    (layout.index_dir / MARKER).unlink()
+    time.sleep(0.1)  # past the racy window: resolving now leaves the record
+    gen.clear_verify_cache()
+    gen.resolve(layout)
+    assert (layout.index_dir / "verified.json").is_file()
+    (layout.index_dir / f".verified-123-{'ab' * 16}.tmp").write_text("{}")
     (vault / "new.md").write_text(NOTE.format(title="new"))
     assert build_index(vault).added == 1
     assert (layout.index_dir / MARKER).is_file()
