@@ -188,7 +188,9 @@ class _TermNames(Mapping[int, str]):
         return str(term)
 
     def __contains__(self, tid: object) -> bool:
-        return isinstance(tid, (int, np.integer)) and 0 <= tid < self._names.shape[0] and self._names[tid] is not None
+        return bool(
+            isinstance(tid, (int, np.integer)) and 0 <= tid < self._names.shape[0] and self._names[tid] is not None
+        )
 
     def __iter__(self) -> Iterator[int]:
         return iter(np.flatnonzero(self._names != None).tolist())  # noqa: E711 (elementwise)
