@@ -20,13 +20,8 @@ from core.index.tables.meta import (
 )
 from core.index.tables.notes import DATE_FIELDS  # noqa: F401
 from core.index.tables.notes_fts import FTS_COLUMNS  # noqa: F401
-from core.index.tables.term_major import (  # noqa: F401
-    SQL_TERM_MAJOR_DELETE_GROUP,
-    SQL_TERM_MAJOR_INSERT,
-    SQL_TERM_MAJOR_READ_GROUP,
-)
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 
 def schema_ddl(tokenizer: str) -> tuple[str, ...]:
@@ -64,6 +59,7 @@ def schema_ddl(tokenizer: str) -> tuple[str, ...]:
         skipped_files.DDL_SKIPPED,
         problems.DDL_BUILD_PROBLEMS,
         git_dates.DDL_GIT_DATES,
+        *notes.INDEXES,
         *links.INDEXES,
         *tags.INDEXES,
         *problems.INDEXES,

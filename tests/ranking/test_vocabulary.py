@@ -61,6 +61,12 @@ def test_the_stored_vocabulary_is_exactly_the_computed_one(vault: Path) -> None:
         assert stored.is_exact(word) == computed.is_exact(word) == (word in computed.exact)
         assert stored.base_ids(word) == computed.base_ids(word) == computed.base.get(word, [])
     assert stored.surfaces("notaword") == [] and not stored.is_exact("notaword")
+    every = {tid: term for term, tid in sp.term_id.items() if tid < sp.df.shape[0] and sp.df[tid] > 0}
+    assert dict(stored.name.items()) == every and len(stored.name) == len(every)
+    dead = [tid for tid in sp.term_id.values() if tid not in every] + [-1, sp.df.shape[0] + 5]
+    assert all(tid not in stored.name for tid in dead)
+    with pytest.raises(KeyError):
+        stored.name[dead[-1]]
 
 
 def test_the_vocabulary_is_what_the_build_computed_from_the_generation(vault: Path) -> None:

@@ -33,6 +33,8 @@ INDEXES = (
     "CREATE INDEX IF NOT EXISTS links_by_note ON links(note_id)",
     "CREATE INDEX IF NOT EXISTS edges_by_src ON edges(src_id)",
     "CREATE INDEX IF NOT EXISTS edges_by_dst ON edges(dst_id)",
+    # covering the filter mask's supersession test (core.ranking.filters), read by every search process
+    "CREATE INDEX IF NOT EXISTS edges_by_kind ON edges(kind, dst_id)",
 )
 
 # (source note id, its rel_path, target, kind, heading, alias, source, alt_target) of each link

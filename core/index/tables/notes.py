@@ -42,6 +42,14 @@ CREATE TABLE IF NOT EXISTS notes (
     source_date_utc_us INTEGER,
     date_utc_us        INTEGER
 )"""
+# Covering indexes of the two whole-table reads every new search process makes (the notes rows are
+# wide): the filter mask's supersession test (core.ranking.filters) and the freshness check's (path,
+# stat, hash, classification) rows (core.index.freshness). PowerShell docs, loaded machine: 13.0 ->
+# 5.6 ms and 12.5 -> 7.7 ms a process; +0.8 MB.
+INDEXES = (
+    "CREATE INDEX IF NOT EXISTS notes_supersession ON notes(superseded_by, status)",
+    "CREATE INDEX IF NOT EXISTS notes_stat ON notes(rel_path, mtime_ns, size, content_sha256, classification)",
+)
 
 NOTE_COLUMNS = (
     "id",
