@@ -214,7 +214,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         index_dir=_env_index_dir(args),
         options={"reranker": args.reranker} if args.reranker else None,
         decay=AgeDecay() if args.age_decay else None,
-        freshness=not args.no_freshness,
+        freshness=_freshness(args),
         **kw,
     )
     if args.json:
@@ -252,7 +252,16 @@ def freshness_warning(fresh: dict[str, Any]) -> str | None:
             f"warning: STALE index: {fresh['added']} added, {fresh['modified']} modified, {fresh['removed']} removed "
             f"since it was built ({sample}){fail}; run: vaultsearch index VAULT"
         )
+    if fresh.get("reason") in UNCHECKED_WARNINGS:
+        return f"warning: index freshness NOT checked: {UNCHECKED_WARNINGS[fresh['reason']].format(**fresh)}{fail}"
     return f"warning: {fail[2:]}" if fail else None
+
+
+UNCHECKED_WARNINGS = {  # unchecked for a reason the user did not choose: said in text output too
+    "walk_over_budget": "the vault walk took longer than its {walk_budget_seconds:g} s budget "
+    "(run `vaultsearch watch VAULT` beside it for exact freshness at any size)",
+    "vault_too_large": "{notes} notes are more than max_notes {max_notes}",
+}
 
 
 def _freshness(args: argparse.Namespace) -> Any:
@@ -260,8 +269,17 @@ def _freshness(args: argparse.Namespace) -> Any:
 
     return FreshnessOptions(
         enabled=not args.no_freshness,
-        window_seconds=args.freshness_window,
+        window_seconds=getattr(args, "freshness_window", 2.0),  # a one-shot search walks at most once anyway
         walk_budget_seconds=args.freshness_budget or None,
+    )
+
+
+def _add_freshness_budget(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--freshness-budget",
+        type=float,
+        default=1.0,
+        help="seconds the freshness walk may take before it is abandoned and says so (default 1; 0: no limit)",
     )
 
 
@@ -609,6 +627,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="skip the check of the vault against the index (says checked: false)",
     )
+    _add_freshness_budget(p)
     _add_filters(p)
     p.set_defaults(func=cmd_search)
 
@@ -636,12 +655,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument(
             "--freshness-window", type=float, default=2.0, help="seconds a freshness scan is reused (default 2)"
         )
-        p.add_argument(
-            "--freshness-budget",
-            type=float,
-            default=1.0,
-            help="seconds a freshness walk may take before it is abandoned and says so (default 1; 0: no limit)",
-        )
+        _add_freshness_budget(p)
         if name == "serve":
             p.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback)")
             p.add_argument("--port", type=int, default=8765, help="port (0: a free one, printed on stderr)")

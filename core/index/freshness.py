@@ -177,7 +177,7 @@ def register_watcher(index_dir: Path, view: Callable[[], WatchView | None]) -> N
 
 def unregister_watcher(index_dir: Path, view: Callable[[], WatchView | None]) -> None:
     with _LOCK:
-        if _WATCHERS.get(str(index_dir)) is view:
+        if _WATCHERS.get(str(index_dir)) == view:  # a bound method: equal, not identical, each time
             del _WATCHERS[str(index_dir)]
 
 
