@@ -168,11 +168,7 @@ def _old_walk(resolved: Any, known: Any) -> int:
 
     scan = scan_vault(resolved.layout.vault, index_dir=resolved.layout.index_dir)
     seen = {f.rel_path for f in scan.files}
-    changed = [
-        f
-        for f in scan.files
-        if (lambda o: o is None or (o[1], o[2]) != (f.mtime_ns, f.size))(known.rows.get(f.rel_path))
-    ]
+    changed = [f for f in scan.files if known.rows.get(f.rel_path) != (f.mtime_ns, f.size)]
     return len(changed) + sum(1 for k in known.rows if k not in seen)
 
 
@@ -204,7 +200,7 @@ def bench_freshness(vault: Path, index_dir: Path | None, *, calls: int, paced_se
         walks: dict[str, list[float]] = {"fast": [], "scan_vault": []}
         for _ in range(max(3, calls // 3)):  # interleaved: the same load for both
             t = time.perf_counter()
-            diff = _walk(resolved, known)
+            diff = _walk(resolved, conn, known)
             walks["fast"].append(time.perf_counter() - t)
             t = time.perf_counter()
             _old_walk(resolved, known)

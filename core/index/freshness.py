@@ -50,7 +50,7 @@ import stat
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -133,11 +133,15 @@ class WatchView:
         return None, "generation_unknown_to_watcher"
 
 
+Row = tuple[str, int, int, str | None]  # a source row: (sha256, mtime_ns, size, lower(classification))
+
+
 @dataclass(frozen=True)
 class _Known:
-    """The served generation's source rows: rel_path -> (sha256, mtime_ns, size, classification)."""
+    """The served generation's files: rel_path -> (mtime_ns, size); the rest of a row is looked up
+    for the few paths that differ (reading two columns of every row costs half of reading four)."""
 
-    rows: dict[str, tuple[str, int, int, str | None]]
+    rows: dict[str, tuple[int, int]]
     max_note_bytes: int | None
     include_dot_paths: bool
 
@@ -153,6 +157,7 @@ class _Diff:
     over_budget: int | None = None  # files walked when the budget ran out (the walk was abandoned)
     seconds: float = 0.0
     budget: float | None = None  # the budget the walk had
+    rows: dict[str, Row] = field(default_factory=dict)  # the generation's rows of the changed paths
 
 
 _LOCK = threading.Lock()
@@ -194,11 +199,10 @@ def _known(resolved: ResolvedIndex, conn: sqlite3.Connection) -> _Known:
         hit = _KNOWN.get(key)
     if hit is not None and hit[0] == resolved.sha256 and resolved.kind != "legacy_db":
         return hit[1]
-    rows: dict[str, tuple[str, int, int, str | None]] = {
-        r[0]: (r[1], r[2], r[3], r[4])
+    rows = {
+        r[0]: (r[1], r[2])
         for r in conn.execute(
-            "SELECT rel_path, content_sha256, mtime_ns, size, lower(classification) FROM notes "
-            "UNION ALL SELECT rel_path, content_sha256, mtime_ns, size, NULL FROM skipped_files"
+            "SELECT rel_path, mtime_ns, size FROM notes UNION ALL SELECT rel_path, mtime_ns, size FROM skipped_files"
         )
     }
     known = _Known(rows, *_settings(conn))
@@ -256,7 +260,7 @@ class _FastWalk:
         old = self.known.rows.get(rel)
         if old is None:
             self.added.append(rel)
-        elif old[1] != mtime_ns or old[2] != size:
+        elif old[0] != mtime_ns or old[1] != size:
             self.changed.append((rel, path))
 
     def _folder(self, folder: str, prefix: str) -> None:
@@ -286,7 +290,7 @@ class _FastWalk:
                     old = rows.get(rel)
                     if old is None:
                         added.append(rel)
-                    elif old[1] != st.st_mtime_ns or old[2] != st.st_size:
+                    elif old[0] != st.st_mtime_ns or old[1] != st.st_size:
                         changed.append((rel, entry.path))
                 elif entry.is_symlink():
                     self._link(entry, rel)
@@ -361,7 +365,7 @@ def _verify(root: str, changed: Iterable[tuple[str, str]], sha_of: Callable[[str
     return modified, hashed, unverified
 
 
-def _walk(resolved: ResolvedIndex, known: _Known, budget: float | None = None) -> _Diff:
+def _walk(resolved: ResolvedIndex, conn: sqlite3.Connection, known: _Known, budget: float | None = None) -> _Diff:
     """Stat-walk the vault and diff it against the generation (hashing stat-changed files)."""
     from core.vault.scan import MAX_NOTE_BYTES
 
@@ -372,9 +376,10 @@ def _walk(resolved: ResolvedIndex, known: _Known, budget: float | None = None) -
         added, changed, seen = _fast_walk(vault, index_dir, known, max_bytes, None if budget is None else t + budget)
     except _OverBudget as over:
         return _Diff(started, (), (), (), 0, 0, over.walked, time.perf_counter() - t, budget)
-    modified, hashed, unverified = _verify(os.path.realpath(vault), changed, lambda rel: known.rows[rel][0])
     present = len(seen) - len(added)
     removed = () if present == len(known.rows) else tuple(sorted(set(known.rows).difference(seen)))
+    rows = _rows_of(conn, (*(rel for rel, _ in changed), *removed))
+    modified, hashed, unverified = _verify(os.path.realpath(vault), changed, lambda rel: rows[rel][0])
     return _Diff(
         started,
         tuple(sorted(added)),
@@ -384,6 +389,7 @@ def _walk(resolved: ResolvedIndex, known: _Known, budget: float | None = None) -
         unverified,
         None,
         time.perf_counter() - t,
+        rows=rows,
     )
 
 
@@ -444,6 +450,8 @@ def _visible(
         diff.unverified,
         diff.over_budget,
         diff.seconds,
+        diff.budget,
+        diff.rows,
     )
 
 
@@ -506,8 +514,9 @@ def _watch_view(index_dir: Path, state: dict[str, Any] | None) -> WatchView | No
     return WatchView.from_dict(view)
 
 
-def _rows_of(conn: sqlite3.Connection, paths: tuple[str, ...]) -> dict[str, tuple[str, int, int, str | None]]:
-    rows: dict[str, tuple[str, int, int, str | None]] = {}
+def _rows_of(conn: sqlite3.Connection, paths: tuple[str, ...]) -> dict[str, Row]:
+    """The generation's source rows of ``paths`` (those it holds)."""
+    rows: dict[str, Row] = {}
     for i in range(0, len(paths), 500):
         part = paths[i : i + 500]
         marks = ",".join("?" * len(part))
@@ -521,7 +530,7 @@ def _rows_of(conn: sqlite3.Connection, paths: tuple[str, ...]) -> dict[str, tupl
     return rows
 
 
-def _diff_paths(vault: Path, rows: dict[str, tuple[str, int, int, str | None]], paths: tuple[str, ...]) -> _Diff:
+def _diff_paths(vault: Path, rows: dict[str, Row], paths: tuple[str, ...]) -> _Diff:
     """What the watcher's ``paths`` are now, against the generation's ``rows`` of them: gone and
     indexed (removed), new (added: a file the next build may still skip counts until it says so),
     or stat-changed with other content (modified)."""
@@ -548,7 +557,15 @@ def _diff_paths(vault: Path, rows: dict[str, tuple[str, int, int, str | None]], 
             changed.append((rel, path))
     modified, hashed, unverified = _verify(os.path.realpath(vault), changed, lambda rel: rows[rel][0])
     return _Diff(
-        started, tuple(added), tuple(modified), tuple(removed), hashed, unverified, None, time.perf_counter() - t
+        started,
+        tuple(added),
+        tuple(modified),
+        tuple(removed),
+        hashed,
+        unverified,
+        None,
+        time.perf_counter() - t,
+        rows=rows,
     )
 
 
@@ -615,7 +632,7 @@ def _watch_freshness(
     rows = _rows_of(conn, paths) if paths else {}
     vault = resolved.layout.vault
     diff = _diff_paths(vault, rows, paths)
-    seen = _visible(diff, lambda p: rows[p][3], vault, classifications)
+    seen = _visible(diff, lambda p: diff.rows[p][3], vault, classifications)
     return {
         "checked": True,
         "source": "watch",
@@ -653,7 +670,7 @@ def _walk_freshness(
     reused = diff is not None and now - diff.at <= reuse_for
     known = _known(resolved, conn)
     if diff is None or not reused:
-        diff = _walk(resolved, known, options.walk_budget_seconds)
+        diff = _walk(resolved, conn, known, options.walk_budget_seconds)
         with _LOCK:
             _DIFFS[key] = diff
     if diff.over_budget is not None:
@@ -667,7 +684,7 @@ def _walk_freshness(
             retry_after_seconds=round(max(0.0, diff.at + reuse_for - now), 3) if reused else reuse_for,
             **extra,
         )
-    seen = _visible(diff, lambda p: known.rows[p][3], resolved.layout.vault, classifications)
+    seen = _visible(diff, lambda p: diff.rows[p][3], resolved.layout.vault, classifications)
     return {
         "checked": True,
         "source": "stat_walk",
@@ -697,8 +714,8 @@ def _git_freshness(
         from core.ranking.filters import UNCLASSIFIED
 
         visible = frozenset(c.lower() for c in classifications)
-        known = _known(resolved, conn).rows
-        keep = {p for p, row in known.items() if (row[3] or UNCLASSIFIED) in visible}
+        levels = conn.execute("SELECT rel_path, lower(classification) FROM notes")
+        keep = {p for p, level in levels if (level or UNCLASSIFIED) in visible}
         changed = {k: [p for p in v if p in keep] for k, v in changed.items() if k != "added"} | {"added": []}
     paths = [*changed["modified"], *changed["added"], *changed["removed"]]
     return {
