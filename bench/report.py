@@ -614,7 +614,8 @@ def serve_section(results: dict[str, dict[str, Any]]) -> list[str]:
         out += [
             f"Where one incremental build of one edited note goes at {inc['notes']:,} notes "
             f"(in process, {inc['seconds']:.1f} s in all; the active pointer moved at "
-            f"{inc['active_pointer_moved_at_s']:.1f} s; load average {inc.get('load_avg_1m_after', '-')} after): "
+            f"{inc['active_pointer_moved_at_s']:.1f} s; load average {inc.get('load_avg_1m_after', '-')} after; "
+            f"the next reader's first `resolve()` took {_f(inc.get('first_resolve_after_publish_s'))} s): "
             "every phase below is O(vault).",
             "",
             *_table(("phase", "s", "share"), rows, "lrr"),

@@ -62,6 +62,15 @@ def _text_arg(text: str) -> str:
     return text
 
 
+def _add_freshness_budget(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--freshness-budget",
+        type=float,
+        default=1.0,
+        help="seconds the freshness walk may take before it is abandoned and says so (default 1; 0: no limit)",
+    )
+
+
 def _add_filters(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("filters (applied before ranking)")
     g.add_argument("--type", action="append", type=_text_arg, help="note type (repeatable: any of)")
@@ -191,6 +200,7 @@ def _search_command(command: Command) -> None:
         action="store_true",
         help="skip the check of the vault against the index (says checked: false)",
     )
+    _add_freshness_budget(p)
     _add_filters(p)
     p.set_defaults(func=cmd_search)
 
@@ -224,12 +234,7 @@ def _serve_commands(command: Command) -> None:
         p.add_argument(
             "--freshness-window", type=float, default=2.0, help="seconds a freshness scan is reused (default 2)"
         )
-        p.add_argument(
-            "--freshness-budget",
-            type=float,
-            default=1.0,
-            help="seconds a freshness walk may take before it is abandoned and says so (default 1; 0: no limit)",
-        )
+        _add_freshness_budget(p)
         if name == "serve":
             p.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback)")
             p.add_argument("--port", type=int, default=8765, help="port (0: a free one, printed on stderr)")

@@ -112,7 +112,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         index_dir=env_index_dir(args),
         options={"reranker": args.reranker} if args.reranker else None,
         decay=AgeDecay() if args.age_decay else None,
-        freshness=not args.no_freshness,
+        freshness=freshness_options(args),
         **kw,
     )
     if args.json:
@@ -150,7 +150,27 @@ def freshness_warning(fresh: dict[str, Any]) -> str | None:
             f"warning: STALE index: {fresh['added']} added, {fresh['modified']} modified, {fresh['removed']} removed "
             f"since it was built ({sample}){fail}; run: vaultsearch index VAULT"
         )
+    if fresh.get("reason") in UNCHECKED_WARNINGS:
+        return f"warning: index freshness NOT checked: {UNCHECKED_WARNINGS[fresh['reason']].format(**fresh)}{fail}"
     return f"warning: {fail[2:]}" if fail else None
+
+
+UNCHECKED_WARNINGS = {  # unchecked for a reason the user did not choose: said in text output too
+    "walk_over_budget": "the vault walk took longer than its {walk_budget_seconds:g} s budget "
+    "(run `vaultsearch watch VAULT` beside it for exact freshness at any size)",
+    "vault_too_large": "{notes} notes are more than max_notes {max_notes}",
+}
+
+
+def freshness_options(args: argparse.Namespace) -> Any:
+    """The freshness check a search (or a server's searches) runs, from --no-freshness and the budgets."""
+    from core.index.freshness import FreshnessOptions
+
+    return FreshnessOptions(
+        enabled=not args.no_freshness,
+        window_seconds=getattr(args, "freshness_window", 2.0),  # a one-shot search walks at most once anyway
+        walk_budget_seconds=args.freshness_budget or None,
+    )
 
 
 def cmd_status(args: argparse.Namespace) -> int:

@@ -9,17 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from core.cli.commands import freshness_options as _freshness
 from core.cli.output import env_index_dir
-
-
-def _freshness(args: argparse.Namespace) -> Any:
-    from core.index.freshness import FreshnessOptions
-
-    return FreshnessOptions(
-        enabled=not args.no_freshness,
-        window_seconds=args.freshness_window,
-        walk_budget_seconds=args.freshness_budget or None,
-    )
 
 
 def _visible(args: argparse.Namespace) -> tuple[str, ...]:

@@ -53,7 +53,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from core.index.freshness_walk import _Diff, _diff_paths, _fast_walk, _Known, _OverBudget, _verify
+from core.index.freshness_walk import Row, _Diff, _diff_paths, _fast_walk, _Known, _OverBudget, _verify
 from core.index.layout import ResolvedIndex
 from core.index.watch_state import (
     _failure_of,
@@ -156,7 +156,7 @@ def register_watcher(index_dir: Path, view: Callable[[], WatchView | None]) -> N
 
 def unregister_watcher(index_dir: Path, view: Callable[[], WatchView | None]) -> None:
     with _LOCK:
-        if _WATCHERS.get(str(index_dir)) is view:
+        if _WATCHERS.get(str(index_dir)) == view:  # a bound method: equal, not identical, each time
             del _WATCHERS[str(index_dir)]
 
 
@@ -173,11 +173,10 @@ def _known(resolved: ResolvedIndex, conn: sqlite3.Connection) -> _Known:
         hit = _KNOWN.get(key)
     if hit is not None and hit[0] == resolved.sha256 and resolved.kind != "legacy_db":
         return hit[1]
-    rows: dict[str, tuple[str, int, int, str | None]] = {
-        r[0]: (r[1], r[2], r[3], r[4])
+    rows = {
+        r[0]: (r[1], r[2])
         for r in conn.execute(
-            "SELECT rel_path, content_sha256, mtime_ns, size, lower(classification) FROM notes "
-            "UNION ALL SELECT rel_path, content_sha256, mtime_ns, size, NULL FROM skipped_files"
+            "SELECT rel_path, mtime_ns, size FROM notes UNION ALL SELECT rel_path, mtime_ns, size FROM skipped_files"
         )
     }
     known = _Known(rows, *_settings(conn))
@@ -187,7 +186,7 @@ def _known(resolved: ResolvedIndex, conn: sqlite3.Connection) -> _Known:
     return known
 
 
-def _walk(resolved: ResolvedIndex, known: _Known, budget: float | None = None) -> _Diff:
+def _walk(resolved: ResolvedIndex, conn: sqlite3.Connection, known: _Known, budget: float | None = None) -> _Diff:
     """Stat-walk the vault and diff it against the generation (hashing stat-changed files)."""
     from core.vault.scan import MAX_NOTE_BYTES
 
@@ -198,9 +197,10 @@ def _walk(resolved: ResolvedIndex, known: _Known, budget: float | None = None) -
         added, changed, seen = _fast_walk(vault, index_dir, known, max_bytes, None if budget is None else t + budget)
     except _OverBudget as over:
         return _Diff(started, (), (), (), 0, 0, over.walked, time.perf_counter() - t, budget)
-    modified, hashed, unverified = _verify(os.path.realpath(vault), changed, lambda rel: known.rows[rel][0])
     present = len(seen) - len(added)
     removed = () if present == len(known.rows) else tuple(sorted(set(known.rows).difference(seen)))
+    rows = _rows_of(conn, (*(rel for rel, _ in changed), *removed))
+    modified, hashed, unverified = _verify(os.path.realpath(vault), changed, lambda rel: rows[rel][0])
     return _Diff(
         started,
         tuple(sorted(added)),
@@ -210,6 +210,7 @@ def _walk(resolved: ResolvedIndex, known: _Known, budget: float | None = None) -
         unverified,
         None,
         time.perf_counter() - t,
+        rows=rows,
     )
 
 
@@ -270,6 +271,8 @@ def _visible(
         diff.unverified,
         diff.over_budget,
         diff.seconds,
+        diff.budget,
+        diff.rows,
     )
 
 
@@ -288,8 +291,9 @@ def _watch_view(index_dir: Path, state: dict[str, Any] | None) -> WatchView | No
     return WatchView.from_dict(view)
 
 
-def _rows_of(conn: sqlite3.Connection, paths: tuple[str, ...]) -> dict[str, tuple[str, int, int, str | None]]:
-    rows: dict[str, tuple[str, int, int, str | None]] = {}
+def _rows_of(conn: sqlite3.Connection, paths: tuple[str, ...]) -> dict[str, Row]:
+    """The generation's source rows of ``paths`` (those it holds)."""
+    rows: dict[str, Row] = {}
     for i in range(0, len(paths), 500):
         part = paths[i : i + 500]
         marks = ",".join("?" * len(part))
@@ -366,7 +370,7 @@ def _watch_freshness(
     rows = _rows_of(conn, paths) if paths else {}
     vault = resolved.layout.vault
     diff = _diff_paths(vault, rows, paths)
-    seen = _visible(diff, lambda p: rows[p][3], vault, classifications)
+    seen = _visible(diff, lambda p: diff.rows[p][3], vault, classifications)
     return {
         "checked": True,
         "source": "watch",
@@ -404,7 +408,7 @@ def _walk_freshness(
     reused = diff is not None and now - diff.at <= reuse_for
     known = _known(resolved, conn)
     if diff is None or not reused:
-        diff = _walk(resolved, known, options.walk_budget_seconds)
+        diff = _walk(resolved, conn, known, options.walk_budget_seconds)
         with _LOCK:
             _DIFFS[key] = diff
     if diff.over_budget is not None:
@@ -418,7 +422,7 @@ def _walk_freshness(
             retry_after_seconds=round(max(0.0, diff.at + reuse_for - now), 3) if reused else reuse_for,
             **extra,
         )
-    seen = _visible(diff, lambda p: known.rows[p][3], resolved.layout.vault, classifications)
+    seen = _visible(diff, lambda p: diff.rows[p][3], resolved.layout.vault, classifications)
     return {
         "checked": True,
         "source": "stat_walk",
@@ -448,8 +452,8 @@ def _git_freshness(
         from core.ranking.filters import UNCLASSIFIED
 
         visible = frozenset(c.lower() for c in classifications)
-        known = _known(resolved, conn).rows
-        keep = {p for p, row in known.items() if (row[3] or UNCLASSIFIED) in visible}
+        levels = conn.execute("SELECT rel_path, lower(classification) FROM notes")
+        keep = {p for p, level in levels if (level or UNCLASSIFIED) in visible}
         changed = {k: [p for p in v if p in keep] for k, v in changed.items() if k != "added"} | {"added": []}
     paths = [*changed["modified"], *changed["added"], *changed["removed"]]
     return {

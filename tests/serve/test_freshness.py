@@ -114,3 +114,9 @@ def test_an_index_of_dot_paths_is_walked_with_its_own_rules(tmp_path: Path):
     assert fresh["stale"] is False and fresh["removed"] == 0  # the dot note is indexed, not "removed"
     (root / ".drafts/d.md").unlink()
     assert search_vault(root, "lighthouse", freshness=NOW).freshness["sample_paths"] == [".drafts/d.md"]
+
+
+def test_cli_text_says_when_freshness_could_not_be_checked_in_its_budget(vault, capsys):
+    assert cli.main(["search", str(vault), "lighthouse", "--mode", "fts", "--freshness-budget", "1e-9"]) == 0
+    first = capsys.readouterr().out.split("\n")[0]
+    assert first.startswith("warning: index freshness NOT checked: the vault walk took longer than its 1e-09 s budget")

@@ -60,9 +60,9 @@ def test_the_fast_walk_lists_what_scan_vault_lists(hostile: Path, dots: bool, ma
 def test_the_fast_walk_compares_stat_with_the_rows(hostile: Path):
     index_dir = hostile / ".vaultsearch"
     files = {f.rel_path: f for f in scan_vault(hostile, index_dir=index_dir).files}
-    rows = {rel: ("sha", f.mtime_ns, f.size, None) for rel, f in files.items()}
-    rows["a.md"] = ("sha", files["a.md"].mtime_ns + 1, files["a.md"].size, None)
-    rows["gone.md"] = ("sha", 1, 1, None)
+    rows = {rel: (f.mtime_ns, f.size) for rel, f in files.items()}
+    rows["a.md"] = (files["a.md"].mtime_ns + 1, files["a.md"].size)
+    rows["gone.md"] = (1, 1)
     added, changed, seen = _fast_walk(hostile, index_dir, _Known(rows, None, False), 1 << 20, None)
     assert added == [] and [rel for rel, _ in changed] == ["a.md"]
     assert "gone.md" not in seen and len(seen) == len(files)

@@ -317,3 +317,14 @@ def test_a_generation_published_by_someone_else_is_confirmed_by_the_watcher(watc
     wait_until(lambda: watcher.view() is not None and watcher.view().baseline == report.generation_id, what="confirm")
     fresh = search_vault(vault, "harbour", 10, "fts")
     assert fresh.index["generation_id"] == report.generation_id and fresh.freshness["source"] == "watch"
+
+
+def test_a_stopped_watcher_no_longer_answers_for_its_index(tmp_path: Path):
+    from core.index import freshness
+
+    vault = make_serve_vault(tmp_path / "vault", tmp_path / "outside")
+    watcher = Watcher(vault, debounce_ms=50)
+    watcher.start()
+    assert watcher.ready.wait(60) and _fresh(vault)["source"] == "watch"
+    watcher.stop()
+    assert str(watcher.layout.index_dir) not in freshness._WATCHERS and _fresh(vault)["source"] == "stat_walk"
