@@ -79,7 +79,7 @@ def _piece_name(full: str, k: int) -> str:
 class Reader:
     """A read-only connection of its own to the generation the arrays were loaded from (opened by
     the caller through the verified descriptor, usable from any thread), shared by a group's
-    ``StoredArray`` s; one query at a time."""
+    ``StoredArray`` s; one query at a time. The connection closes with the last structure using it."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._conn = conn
@@ -89,10 +89,6 @@ class Reader:
         with self._lock:
             row = self._conn.execute(SQL_TERM_MAJOR_READ_DATA, (name,)).fetchone()
         return None if row is None else bytes(row[0])
-
-    def close(self) -> None:
-        with self._lock:
-            self._conn.close()
 
 
 class StoredArray:
