@@ -67,7 +67,7 @@ def _piece_name(full: str, k: int) -> str:
 class Reader:
     """A read-only connection of its own to the generation the arrays were loaded from (opened by
     the caller through the verified descriptor, usable from any thread), shared by a group's
-    ``StoredArray`` s; one query at a time."""
+    ``StoredArray`` s; one query at a time. The connection closes with the last structure using it."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._conn = conn
@@ -76,10 +76,6 @@ class Reader:
     def data(self, name: str) -> bytes | None:
         with self._lock:
             return term_major.read_data(self._conn, name)
-
-    def close(self) -> None:
-        with self._lock:
-            self._conn.close()
 
 
 class StoredArray:
