@@ -89,6 +89,7 @@ def _write_state(index_dir: Path, state: dict[str, Any]) -> None:
     index_dir.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".watch-", suffix=".json", dir=index_dir)
     try:
+        os.fchmod(fd, 0o644)  # readable by whoever may read the index (mkstemp makes it private)
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             json.dump(state, handle, indent=1)
         os.replace(tmp, index_dir / WATCH_FILE)

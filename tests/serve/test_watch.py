@@ -328,3 +328,19 @@ def test_a_stopped_watcher_no_longer_answers_for_its_index(tmp_path: Path):
     assert watcher.ready.wait(60) and _fresh(vault)["source"] == "watch"
     watcher.stop()
     assert str(watcher.layout.index_dir) not in freshness._WATCHERS and _fresh(vault)["source"] == "stat_walk"
+
+
+def test_a_search_that_raced_a_publish_is_answered_for_the_generation_it_served(tmp_path: Path):
+    from core.index.freshness import WatchView
+
+    watcher = Watcher(tmp_path)
+    watcher._armed.set()
+    watcher._pending = {"a.md": 1.0, "b.md": 2.0, "late.md": 9.0}
+    watcher._covered(0.0, "g1")  # the first build: nothing before it to cover
+    watcher._covered(5.0, "g2")  # a build that started at 5 covers a.md and b.md, not late.md
+    view = watcher.view()
+    assert view is not None and (view.baseline, view.pending) == ("g2", ("late.md",))
+    assert view.changed_since("g2") == (("late.md",), None)
+    assert view.changed_since("g1") == (("a.md", "b.md", "late.md"), None)  # what g1 lacks: both builds' paths
+    assert view.changed_since("g0") == (None, "generation_unknown_to_watcher")
+    assert WatchView("g2", rescan=True).changed_since("g2") == (None, "folder_or_ignore_file_changed")
