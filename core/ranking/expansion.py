@@ -464,7 +464,7 @@ class QueryAnalyzer:
         if not served and len(tok) >= TYPO_MIN_CHARS:
             alphabet = _script_alphabet(tok, self.vocab.chars)
             v = self.vocab  # only the edits that are vocabulary words can be chosen (Vocabulary.best)
-            edits = sorted(e for e in _edits(tok, alphabet) if e in v.exact or e in v.base)
+            edits = sorted(e for e in _edits(tok, alphabet) if v.is_exact(e) or v.base_ids(e))
             served = self._expand(tok, out, edits, "typo", TYPO_WEIGHT, limit=3, by_df=True)
         if not served:
             out.unmatched.append(tok)
