@@ -14,6 +14,7 @@ from conftest import note
 from core import generations as gen
 from core.errors import IntegrityError
 from core.ranking import expansion
+from core.ranking import vocabulary as vocabulary_module
 from core.ranking.expansion import VOCABULARY_ARRAYS, QueryAnalyzer, Vocabulary, vocabulary
 from core.ranking.sparse import DEFAULT_PARAMS, compute_sparse, load_sparse, sparse_group
 
@@ -103,9 +104,9 @@ def test_a_loaded_index_never_computes_its_vocabulary(vault: Path, monkeypatch: 
     def refuse(*_: object) -> None:
         raise AssertionError("the vocabulary was computed, not loaded")
 
-    monkeypatch.setattr(expansion, "_vocabulary_lists", refuse)
-    monkeypatch.setattr(expansion, "_reversed_words", refuse)
-    monkeypatch.setattr(expansion, "_letters", refuse)
+    monkeypatch.setattr(vocabulary_module, "_vocabulary_lists", refuse)
+    monkeypatch.setattr(vocabulary_module, "_reversed_words", refuse)
+    monkeypatch.setattr(vocabulary_module, "_letters", refuse)
     vocab = vocabulary(sp)
     QueryAnalyzer(sp.term_id, vocab, ["en", "de"]).analyse("wroktree sicherung 東")  # typo, suffix, CJK
     assert vocab.reversed and vocab.chars

@@ -1,0 +1,241 @@
+"""The query vocabulary (``core.ranking.expansion``): every analysed term's keys in sorted order, for
+prefix, subword and typo expansion; stored in the generation by the build (``vocabulary_arrays``) and
+read back, or computed from the term dictionary on first use."""
+
+from __future__ import annotations
+
+import bisect
+import json
+import threading
+import weakref
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from core.errors import IntegrityError
+from core.ranking.languages import has_cjk
+
+VOCABULARY_ARRAYS = (
+    "vocab_words",
+    "vocab_reversed",
+    "vocab_chars",
+    "vocab_exact",
+    "vocab_base_indptr",
+    "vocab_base_ids",
+)
+
+
+def _vocabulary_lists(term_id: dict[str, int], df: np.ndarray) -> tuple[list[str], list[int], list[int], list[int]]:
+    """(sorted words, exact term id of each or -1, CSR offsets and ids of each word's base terms in
+    term-dictionary order) over the terms that occur in a note."""
+    keys: dict[str, list[int]] = {}
+    exact: dict[str, int] = {}
+    alive = (df > 0).tolist()  # a list: indexing a numpy array per term costs more than the rest of the loop
+    n = len(alive)
+    for term, tid in term_id.items():
+        if tid >= n or not alive[tid]:
+            continue
+        if term.startswith("="):
+            exact[term[1:]] = tid
+        else:
+            keys.setdefault(term[3:] if term[2:3] == ":" else term, []).append(tid)
+    words = sorted({*keys, *exact})
+    base = [keys.get(w, []) for w in words]
+    indptr = [0]
+    for ids in base:
+        indptr.append(indptr[-1] + len(ids))
+    return words, [exact.get(w, -1) for w in words], indptr, [t for ids in base for t in ids]
+
+
+def _reversed_words(words: list[str]) -> list[str]:
+    return sorted(w[::-1] for w in words)
+
+
+def _letters(words: list[str]) -> set[str]:
+    return {ch for w in words if not has_cjk(w) for ch in w}
+
+
+def _json_bytes(value: object) -> np.ndarray:
+    return np.frombuffer(json.dumps(value, ensure_ascii=False).encode("utf-8"), dtype=np.uint8)
+
+
+def _json_value(array: np.ndarray) -> Any:
+    return json.loads(array.tobytes().decode("utf-8"))
+
+
+def vocabulary_arrays(term_id: dict[str, int], df: np.ndarray) -> dict[str, np.ndarray]:
+    """What a Vocabulary of (``term_id``, ``df``) holds, as the arrays the build stores beside the
+    sparse postings (``core.ranking.sparse.store_sparse``): a new process then loads the vocabulary
+    instead of sorting and splitting every term of the generation (VOCABULARY_ARRAYS)."""
+    words, exact, indptr, ids = _vocabulary_lists(term_id, df)
+    return {
+        "vocab_words": _json_bytes(words),
+        "vocab_reversed": _json_bytes(_reversed_words(words)),
+        "vocab_chars": _json_bytes("".join(sorted(_letters(words)))),
+        "vocab_exact": np.asarray(exact, dtype=np.int64),
+        "vocab_base_indptr": np.asarray(indptr, dtype=np.int64),
+        "vocab_base_ids": np.asarray(ids, dtype=np.int64),
+    }
+
+
+class _TermNames(Mapping[int, str]):
+    """Term id -> term over the terms of ``term_id`` with ``df > 0``: one object array filled by numpy
+    (a dict built term by term costs ~1 us a term, every process)."""
+
+    def __init__(self, term_id: dict[str, int], df: np.ndarray) -> None:
+        names = np.full(df.shape[0], None, dtype=object)
+        ids = np.fromiter(term_id.values(), dtype=np.int64, count=len(term_id))
+        keep = ids < df.shape[0]
+        names[ids[keep]] = np.array(list(term_id), dtype=object)[keep]
+        names[df <= 0] = None
+        self._names = names
+
+    def __getitem__(self, tid: int) -> str:  # an id out of range, or of a term in no note: KeyError
+        term = self._names[tid] if 0 <= tid < self._names.shape[0] else None
+        if term is None:
+            raise KeyError(tid)
+        return str(term)
+
+    def __contains__(self, tid: object) -> bool:
+        return bool(
+            isinstance(tid, (int, np.integer)) and 0 <= tid < self._names.shape[0] and self._names[tid] is not None
+        )
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(np.flatnonzero(self._names != None).tolist())  # noqa: E711 (elementwise)
+
+    def __len__(self) -> int:
+        return int(np.count_nonzero(self._names != None))  # noqa: E711 (elementwise)
+
+
+class Vocabulary:
+    """The words of one generation, sorted forwards and backwards, for prefix, suffix and typo look-ups.
+
+    A *key* is a base term without its language namespace, or an exact term without ``=``; each
+    key maps to base term ids (an exact key to the base terms of its word are found by analysis).
+
+    ``stored`` (``vocabulary_arrays`` of the same ``term_id`` and ``df``, as the build stored them)
+    is used instead of computing; the suffix list, the typo alphabet and the id -> term map are
+    built on first use only (most queries need none of them).
+    """
+
+    def __init__(
+        self, term_id: dict[str, int], df: np.ndarray, n_docs: int, stored: dict[str, np.ndarray] | None = None
+    ) -> None:
+        self.n_docs = n_docs
+        self.df = df
+        self._term_id = term_id
+        self._stored = stored
+        self._reversed: list[str] | None = None
+        self._chars: set[str] | None = None
+        self._name: _TermNames | None = None
+        if stored is None:
+            self.sorted, self._exact, self._indptr, self._ids = _vocabulary_lists(term_id, df)
+        else:
+            self.sorted = _json_value(stored["vocab_words"])
+            self._exact = stored["vocab_exact"].tolist()
+            self._indptr = stored["vocab_base_indptr"].tolist()
+            self._ids = stored["vocab_base_ids"].tolist()
+            w = len(self.sorted)
+            if len(self._exact) != w or len(self._indptr) != w + 1 or self._indptr[-1] != len(self._ids):
+                raise IntegrityError(f"stored vocabulary arrays disagree on its {w} words")
+
+    @property
+    def reversed(self) -> list[str]:
+        """The words spelt backwards, sorted (suffix look-ups): only a word that is not in the
+        vocabulary (or a one-character CJK word) looks up suffixes."""
+        if self._reversed is None:
+            found = self._stored
+            self._reversed = _json_value(found["vocab_reversed"]) if found else _reversed_words(self.sorted)
+        return self._reversed
+
+    @property
+    def chars(self) -> set[str]:
+        """The letters of the non-CJK words (the typo alphabet)."""
+        if self._chars is None:
+            found = self._stored
+            self._chars = set(_json_value(found["vocab_chars"])) if found else _letters(self.sorted)
+        return self._chars
+
+    @property
+    def name(self) -> Mapping[int, str]:
+        """Term id -> term, for the terms that occur in a note."""
+        if self._name is None:
+            self._name = _TermNames(self._term_id, self.df)
+        return self._name
+
+    @property
+    def base(self) -> dict[str, list[int]]:
+        """key -> its base term ids (``base_ids`` looks one up without building this)."""
+        ptr = self._indptr
+        return {w: self._ids[a:b] for w, a, b in zip(self.sorted, ptr, ptr[1:]) if b > a}
+
+    @property
+    def exact(self) -> dict[str, int]:
+        """exact key -> its term id (``is_exact`` looks one up without building this)."""
+        return {w: e for w, e in zip(self.sorted, self._exact) if e >= 0}
+
+    def _index(self, word: str) -> int:
+        """The position of ``word`` in ``sorted``, -1 when it is not a vocabulary word."""
+        i = bisect.bisect_left(self.sorted, word)
+        return i if i < len(self.sorted) and self.sorted[i] == word else -1
+
+    def is_exact(self, key: str) -> bool:
+        """Is ``key`` the surface form of an exact term (``=key``)?"""
+        i = self._index(key)
+        return i >= 0 and self._exact[i] >= 0
+
+    def base_ids(self, key: str) -> list[int]:
+        """The base term ids of a vocabulary word (empty when it has none)."""
+        i = self._index(key)
+        return self._ids[self._indptr[i] : self._indptr[i + 1]] if i >= 0 else []
+
+    def surfaces(self, key: str) -> list[int]:
+        """Term ids a vocabulary word stands for: its exact term, else its base terms."""
+        i = self._index(key)
+        if i < 0:
+            return []
+        if self._exact[i] >= 0:
+            return [self._exact[i]]
+        return self._ids[self._indptr[i] : self._indptr[i + 1]]
+
+    def _range(self, words: list[str], prefix: str) -> list[str]:
+        lo = bisect.bisect_left(words, prefix)
+        hi = bisect.bisect_left(words, prefix + "\U0010ffff")
+        return words[lo:hi]
+
+    def starting(self, prefix: str) -> list[str]:
+        return self._range(self.sorted, prefix)
+
+    def ending(self, suffix: str) -> list[str]:
+        return [w[::-1] for w in self._range(self.reversed, suffix[::-1])]
+
+    def best(
+        self, candidates: Sequence[str], limit: int, df: Callable[[int], int] | None = None
+    ) -> list[tuple[str, int, int]]:
+        """(word, term id, df) of the most frequent candidates (a word's first surface term) that
+        ``df`` (default: every note's) finds in at least one note."""
+        df = df or (lambda t: int(self.df[t]))
+        found = [(w, ids[0], d) for w in candidates if (ids := self.surfaces(w)) and (d := df(ids[0])) > 0]
+        found.sort(key=lambda wtd: (-wtd[2], not self.is_exact(wtd[0]), wtd[0]))  # equals: a surface form first
+        return found[:limit]
+
+
+_VOCAB: dict[int, tuple[weakref.ref, Vocabulary]] = {}
+_VOCAB_LOCK = threading.Lock()
+
+
+def vocabulary(sparse: Any) -> Vocabulary:
+    """The Vocabulary of a SparseIndex, built on first use and kept while the index lives."""
+    key = id(sparse)
+    with _VOCAB_LOCK:
+        found = _VOCAB.get(key)
+        if found is not None and found[0]() is sparse:
+            return found[1]
+    vocab = Vocabulary(sparse.term_id, sparse.df, sparse.n_docs, getattr(sparse, "vocabulary", None))
+    with _VOCAB_LOCK:
+        for k in [k for k, (ref, _) in _VOCAB.items() if ref() is None]:
+            del _VOCAB[k]
+        _VOCAB[key] = (weakref.ref(sparse), vocab)
+    return vocab
