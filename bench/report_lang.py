@@ -213,8 +213,11 @@ def lang_target_rows(results: dict[str, dict[str, Any]]) -> list[tuple[str, str,
     for code, data in lang.get("multilingual", {}).items():
         row = data["sets"].get("substring")
         if row and row["fts"].get("p50_ms") is not None:
-            ok = row["fts"]["p50_ms"] <= P50_TARGETS_MS["cjk"]
-            rows.append(("lang", f"{code} substring fts p50 <= 5 ms", f"{row['fts']['p50_ms']:.2f} ms", _status(ok)))
+            cpu_ms = row["fts"].get("cpu_p50_ms")  # judged on CPU time where measured, like SciFact's
+            ms = cpu_ms if cpu_ms is not None else row["fts"]["p50_ms"]
+            ok = ms <= P50_TARGETS_MS["cjk"]
+            label = f"{code} substring fts p50 <= 5 ms" + (" (CPU time)" if cpu_ms is not None else "")
+            rows.append(("lang", label, f"{ms:.2f} ms", _status(ok)))
     return rows
 
 

@@ -48,6 +48,9 @@ _TERM_WORD = re.compile(
 # times faster, and most vault text is ASCII.
 _ASCII_FOLD = bytes(c + 32 if 65 <= c <= 90 else c if 48 <= c <= 57 or 97 <= c <= 122 else 32 for c in range(256))
 _BATCH = 5000
+# CJK letters (Unicode category Lo, no case, no diacritic to fold): CJK unified ideographs,
+# hiragana and katakana letters (not their marks or the prolonged sound mark), Hangul syllables.
+_CJK_LETTERS = re.compile("[\u4e00-\u9fff\u3041-\u3096\u30a1-\u30fa\uac00-\ud7a3]+")
 _COLS = 16
 _COL_NAMES = tuple(f"c{i}" for i in range(_COLS))
 _COL_NO = {name: i for i, name in enumerate(_COL_NAMES)}
@@ -99,6 +102,8 @@ class Analyzer:
         # unicode61 without porter: ASCII letters fold to lower case, digits stay, and nothing else
         # is done to an ASCII letter/digit run (``remove_diacritics`` touches no ASCII letter)
         self._plain = self.tokenizer.split()[0] == "unicode61"
+        # ... and without diacritic removal, a CJK letter is a token character FTS5 leaves as it is
+        self._plain_cjk = self._plain and self.tokenizer.split()[1:] == ["remove_diacritics", "0"]
 
     def _tokenise(self, words: list[str]) -> list[tuple[int, str]]:
         """(index into ``words``, token) of every token, in word order then token order."""
@@ -133,6 +138,10 @@ class Analyzer:
                     folded = {w for w in new if w.isascii() and w.isalnum()}
                     cache.update((w, (w.lower(),)) for w in folded)
                     new -= folded
+                if self._plain_cjk:  # ... and a run of Han, kana or Hangul letters is one token, itself
+                    same = {w for w in new if _CJK_LETTERS.fullmatch(w)}
+                    cache.update((w, (w,)) for w in same)
+                    new -= same
                 # ASCII words are one token each: kept apart, they stay on _map_new's fast path
                 self._map_new(sorted(w for w in new if w.isascii()))
                 self._map_new(sorted(w for w in new if not w.isascii()))
