@@ -24,6 +24,7 @@ from core.ranking.visibility import CallerStatistics
 # Filter masks of recent (generation, filters) pairs: numbers only, no note text.
 _MASK_CACHE_SIZE = 64
 _MASKS: dict[tuple, np.ndarray] = {}
+_NO_FILTERS = Filters()
 
 
 @dataclass(frozen=True)
@@ -173,6 +174,8 @@ class SearchContext:
             r = self.resolved
             key = (str(r.path), r.sha256, self.filters) if r.kind != "legacy_db" else None
             found = _MASKS.get(key) if key else None
+            if found is None and sp.default_mask is not None and self.filters == _NO_FILTERS:
+                found = sp.default_mask  # what the query below gives with no filter set, stored by the build
             if found is None:
                 clause, vals = self.where()
                 ids = [row[0] for row in self.conn.execute(f"SELECT n.id FROM notes n WHERE {clause}", vals)]
