@@ -94,3 +94,23 @@ def test_every_figure_is_also_a_multiple_of_the_numpy_floor() -> None:
     assert out["engines"]["vaultsearch fts (after)"]["x_numpy"] == 2.25
     assert out["engines"]["python -c 'import numpy'"]["x_numpy"] == 1.0
     assert out["import_core_searcher"]["after"]["x_numpy"] == 0.75
+
+
+def test_the_100k_and_overlap_sections_render_their_runs() -> None:
+    machine = {"date": "2026-12-02", "load_avg_1m": 8.0}
+    cold = {
+        "machine": machine,
+        "notes": 100000,
+        "queries": ["q"] * 10,
+        "engines": {
+            "python -c 'import numpy'": {"median_s": 0.325, "x_numpy": 1.0},
+            "vaultsearch fts (after)": {"median_s": 1.04, "cpu_median_s": 0.55, "x_numpy": 3.2},
+        },
+    }
+    text = "\n".join(report.coldstart_100k_section({"coldstart_100k": cold}))
+    assert "| vaultsearch fts (after) | 1.040 | 0.550 | 3.20 | 0.208 | <= 1.0 s |" in text
+    run = {"overlap": 60, "chunks": 10, "tokens_fed": 100, "chunks_per_s": 3.0, "dev": {"semantic": {"ndcg@10": 0.7}}}
+    overlap = {"machine": machine, "runs": [run, {**run, "overlap": 0, "chunks": 9}]}
+    text = "\n".join(report.chunk_overlap_section({"chunk_overlap": overlap}))
+    assert "| 0 | 9 | 100 | 3.0 | 0.7000 |" in text
+    assert report.coldstart_100k_section({}) == [] and report.chunk_overlap_section({}) == []

@@ -28,6 +28,7 @@ _MASKS: dict[tuple, np.ndarray] = {}
 # The meta table of recent generations (immutable once published): one read per generation, not per query.
 _META_CACHE_SIZE = 8
 _METAS: dict[tuple, dict[str, Any]] = {}
+_NO_FILTERS = Filters()
 
 
 @dataclass(frozen=True)
@@ -186,6 +187,8 @@ class SearchContext:
             r = self.resolved
             key = (str(r.path), r.sha256, self.filters) if r.kind != "legacy_db" else None
             found = _MASKS.get(key) if key else None
+            if found is None and sp.default_mask is not None and self.filters == _NO_FILTERS:
+                found = sp.default_mask  # what the query below gives with no filter set, stored by the build
             if found is None:
                 clause, vals = self.where()
                 ids = filtered_note_ids(self.conn, clause, vals)

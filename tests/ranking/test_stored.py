@@ -17,7 +17,9 @@ from core import generations as gen
 from core.errors import IntegrityError
 from core.ranking import stored
 from core.ranking.chunk_vectors import chunk_group, compute_chunk_vectors, load_chunk_vectors
+from core.ranking.filters import Filters
 from core.ranking.sparse import DEFAULT_PARAMS, RankParams, bm25_scores, compute_sparse, load_sparse, sparse_group
+from core.searcher import search_vault
 
 FILES = {
     "a.md": note("Alpha", "# Soil\n\nalpha soil compost " * 40, tags=["x"]),
@@ -233,3 +235,37 @@ def test_stored_arrays_outlive_the_loading_connection_and_serve_every_thread(pie
     for t in threads:
         t.join()
     assert not errors
+
+
+def test_the_stored_default_mask_is_what_the_filter_sql_gives(make_vault) -> None:
+    """The build stores which notes the default filters let through (not superseded); a search without
+    filters uses it instead of querying every note (core.modes.context.mask)."""
+    files = {
+        "old.md": note("Old", "orchid clay", superseded_by="new"),
+        "new.md": note("New", "orchid bark", supersedes="old"),
+        "gone.md": note("Gone", "orchid nobody follows", status="superseded"),
+        "linked.md": note("Linked", "orchid linked away"),
+        "later.md": note("Later", "orchid later", supersedes="[[linked]]"),
+        "plain.md": note("Plain", "orchid plain"),
+    }
+    vault = make_vault(files)
+    conn = gen.connect_readonly(gen.resolve(gen.layout_for(vault)))
+    sp = load_sparse(conn)
+    rows = dict(conn.execute("SELECT id, rel_path FROM notes"))
+    clause, vals = Filters().where()
+    allowed = {r[0] for r in conn.execute(f"SELECT n.id FROM notes n WHERE {clause}", vals)}
+    assert sp.default_mask is not None and sp.default_mask.dtype == bool
+    assert (
+        {rows[i] for i, keep in zip(sp.note_ids.tolist(), sp.default_mask.tolist()) if keep}
+        == {rows[i] for i in allowed}
+        == {"new.md", "later.md", "plain.md"}
+    )
+    assert np.array_equal(sp.default_mask, stored_mask_of(conn, sp))
+    assert {r.rel_path for r in search_vault(vault, "orchid", freshness=False)} == {"new.md", "later.md", "plain.md"}
+    assert len(search_vault(vault, "orchid", include_superseded=True, freshness=False)) == 6
+
+
+def stored_mask_of(conn: sqlite3.Connection, sp: object) -> np.ndarray:
+    from core.ranking.sparse import default_filter_mask
+
+    return default_filter_mask(conn, sp.note_ids)  # type: ignore[attr-defined]

@@ -9,7 +9,8 @@ other row; a reader lists a group without reading its bytes, then reads the arra
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 DDL_TERM_MAJOR = """
 CREATE TABLE IF NOT EXISTS term_major (
@@ -37,9 +38,14 @@ def has_term_major(conn: sqlite3.Connection) -> bool:
     )
 
 
-def replace_group(conn: sqlite3.Connection, group: str, rows: list[tuple[str, str, str, bytes]]) -> None:
-    """The arrays of ``group``, (full name, dtype, shape JSON, bytes) each, instead of the ones stored."""
+def delete_group(conn: sqlite3.Connection, group: str) -> None:
+    """Remove every array (and piece) of ``group``."""
     conn.execute(SQL_TERM_MAJOR_DELETE_GROUP, _range(group))
+
+
+def insert_rows(conn: sqlite3.Connection, rows: Iterable[tuple[str, str, str, Any]]) -> None:
+    """Insert (full name, dtype, shape JSON, bytes or a buffer) rows; an iterator is consumed row by row, so a
+    caller can bind views of its arrays without a list of copies."""
     conn.executemany(SQL_TERM_MAJOR_INSERT, rows)
 
 
