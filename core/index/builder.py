@@ -99,6 +99,7 @@ class _Run:
     progress: bool
     workers: int | None
     source: NoteSource
+    source_may_change: bool = False  # a file changed during the build is kept as read (no source_changed)
     started: float = field(default_factory=time.perf_counter)
     timings: dict[str, float] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)  # index-level problems (e.g. a recovered state DB)
@@ -354,7 +355,8 @@ def _stage(conn: sqlite3.Connection, plan: _Plan, run: _Run) -> dict[str, int]:
         store_chunk_vectors(conn, compute_chunk_vectors(conn, sparse))
     t = run.lap("write", t)
     _validate(conn, plan)
-    run.source.check_unchanged(plan.scan)
+    if not run.source_may_change:
+        run.source.check_unchanged(plan.scan)
     run.lap("validate", t)
     return extra
 
@@ -374,6 +376,7 @@ def build_index(
     rev: str | None = None,
     before_publish: Callable[[sqlite3.Connection], int] | None = None,
     changes: Mapping[str, Any] | None = None,
+    source_may_change: bool = False,
 ) -> BuildReport:
     """Index ``vault`` and publish a verified generation (or update ``index.db`` in place).
 
@@ -391,6 +394,9 @@ def build_index(
     ``before_publish`` runs on the staged, validated database just before it is
     recorded and published (``core.index.build_embed`` embeds a small change's chunks there, so that
     text and vectors arrive in one generation); it returns how many chunks it embedded.
+    ``source_may_change=True`` (the watcher, which rebuilds whatever changes next) publishes
+    the notes as they were read even when a file changed during the build, instead of failing
+    with ``source_changed``.
     """
     check_vault(Path(vault))  # never created: a missing vault is a usage error, not an empty index
     vault = Path(vault).resolve()
@@ -408,7 +414,7 @@ def build_index(
         recovered = None if in_place else gstate.move_aside_unusable_state(layout)
         t = time.perf_counter()
         src = _make_source(vault, layout.index_dir, config, chosen, chosen_rev)
-        run = _Run(vault, layout, config, progress, workers, src)
+        run = _Run(vault, layout, config, progress, workers, src, source_may_change)
         if recovered is not None:
             run.problems.append(Problem(*recovered))
         start = None if in_place else _open_base(layout, config)
