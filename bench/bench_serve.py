@@ -105,21 +105,30 @@ def bench_stdio(vault: Path, index_dir: Path, queries: list[str], rounds: int) -
 
 
 class _Serve:
-    """``vaultsearch serve`` on a free loopback port."""
+    """``vaultsearch serve`` on a free loopback port (the tail of its stderr kept for a failure's report)."""
 
     def __init__(self, args: list[str]) -> None:
         self.proc = subprocess.Popen(
             [VAULTSEARCH, "serve", *args, "--port", "0"], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True
         )
         assert self.proc.stderr is not None
+        self.lines: list[str] = []
         for line in self.proc.stderr:
+            self.lines.append(line)
             m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
             if m:
                 self.base = f"http://127.0.0.1:{m.group(1)}"
                 break
         else:
-            raise RuntimeError("vaultsearch serve did not start")
-        threading.Thread(target=lambda: [None for _ in self.proc.stderr or ()], daemon=True).start()
+            raise RuntimeError("vaultsearch serve did not start: " + "".join(self.lines))
+        threading.Thread(target=self._drain, daemon=True).start()
+
+    def _drain(self) -> None:
+        for line in self.proc.stderr or ():
+            self.lines = [*self.lines[-200:], line]
+
+    def tail(self) -> str:
+        return "".join(self.lines[-40:])
 
     def close(self) -> None:
         self.proc.terminate()
@@ -296,7 +305,8 @@ def bench_watch(vault: Path, ops: int) -> dict[str, Any]:
     times: dict[str, list[float]] = {"edit": [], "add": [], "delete": []}
     builds: list[float] = []
     sources: dict[str, int] = {}
-    srv = _Serve([str(vault), "--watch"])
+    errors: list[dict[str, Any]] = []
+    srv = _Serve([str(vault), "--watch", "--classification", "lan"])  # every synthetic note visible
     try:
         with httpx.Client(base_url=srv.base, timeout=600) as client:
             _wait_up(client, 1800)
@@ -320,11 +330,18 @@ def bench_watch(vault: Path, ops: int) -> dict[str, Any]:
                 rel = target.relative_to(vault).as_posix()
                 t = time.perf_counter()
                 while True:  # by path: a word the index lacks is expanded to similar ones, which match
-                    env = client.post("/search", json={"query": word, "mode": "fts", "max_results": 10}).json()
-                    if any(h["path"] == rel for h in env.get("hits", ())) is (kind != "delete"):
+                    response = client.post("/search", json={"query": word, "mode": "fts", "max_results": 10})
+                    env = response.json()
+                    if response.status_code != 200:
+                        errors.append({"op": i, "status": response.status_code, "error": env.get("error")})
+                    elif any(h["path"] == rel for h in env["hits"]) is (kind != "delete"):
                         break
                     if time.perf_counter() - t > 900:
-                        raise RuntimeError(f"{kind} {i} not searchable after 900 s")
+                        status = client.get("/status").json()
+                        raise RuntimeError(
+                            f"{kind} {i} of {rel} not reflected after 900 s; last response {json.dumps(env)[:2000]}; "
+                            f"errors {errors[-3:]}; status {json.dumps(status)[:3000]}; server stderr:\n{srv.tail()}"
+                        )
                     time.sleep(POLL_S)
                 times[kind].append(time.perf_counter() - t)
                 source = str(env.get("freshness", {}).get("source"))
@@ -347,6 +364,7 @@ def bench_watch(vault: Path, ops: int) -> dict[str, Any]:
         "by_op": {k: latency_stats(v) for k, v in times.items() if v},
         "build_seconds": latency_stats(builds),
         "freshness_sources": sources,
+        "search_errors": errors[:20],
         "load_avg_1m_after": round(os.getloadavg()[0], 2),
     }
 
