@@ -105,21 +105,30 @@ def bench_stdio(vault: Path, index_dir: Path, queries: list[str], rounds: int) -
 
 
 class _Serve:
-    """``vaultsearch serve`` on a free loopback port."""
+    """``vaultsearch serve`` on a free loopback port (the tail of its stderr kept for a failure's report)."""
 
     def __init__(self, args: list[str]) -> None:
         self.proc = subprocess.Popen(
             [VAULTSEARCH, "serve", *args, "--port", "0"], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True
         )
         assert self.proc.stderr is not None
+        self.lines: list[str] = []
         for line in self.proc.stderr:
+            self.lines.append(line)
             m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
             if m:
                 self.base = f"http://127.0.0.1:{m.group(1)}"
                 break
         else:
-            raise RuntimeError("vaultsearch serve did not start")
-        threading.Thread(target=lambda: [None for _ in self.proc.stderr or ()], daemon=True).start()
+            raise RuntimeError("vaultsearch serve did not start: " + "".join(self.lines))
+        threading.Thread(target=self._drain, daemon=True).start()
+
+    def _drain(self) -> None:
+        for line in self.proc.stderr or ():
+            self.lines = [*self.lines[-200:], line]
+
+    def tail(self) -> str:
+        return "".join(self.lines[-40:])
 
     def close(self) -> None:
         self.proc.terminate()
@@ -207,9 +216,9 @@ def bench_freshness(vault: Path, index_dir: Path | None, *, calls: int, paced_se
             walks["scan_vault"].append(time.perf_counter() - t)
         assert not (diff.added or diff.modified or diff.removed), "the vault must be fresh for this bench"
         out["walk"] = {k: latency_stats(v) for k, v in walks.items()}
-        for label, options in (
+        for label, options in (  # no budget here: these measure the walk and the reuse (the paced run has one)
             ("walk_every_call", FreshnessOptions(window_seconds=0.0, walk_budget_seconds=None)),
-            ("window_2s", FreshnessOptions()),
+            ("window_2s", FreshnessOptions(walk_budget_seconds=None)),
         ):
             clear_cache()
             check_freshness(resolved, conn, options=options)  # rows loaded (and, for the window, a walk)
@@ -285,8 +294,8 @@ def _note_text(word: str) -> str:
 def bench_watch(vault: Path, ops: int) -> dict[str, Any]:
     """Edit-to-searchable through ``vaultsearch serve --watch`` (freshness on): each operation is an
     edit (a unique word appended to a note), an add (a new note with a unique word) or a delete
-    (of a note added before); the time from the write to the first ``/search`` response that
-    finds the word (or, for a delete, no longer finds it), polled every 20 ms. The vault's notes
+    (of a note added before); the time from the write to the first ``/search`` response for the
+    word that holds the note (or, for a delete, no longer does), polled every 20 ms. The vault's notes
     are restored afterwards."""
     import httpx
 
@@ -296,7 +305,8 @@ def bench_watch(vault: Path, ops: int) -> dict[str, Any]:
     times: dict[str, list[float]] = {"edit": [], "add": [], "delete": []}
     builds: list[float] = []
     sources: dict[str, int] = {}
-    srv = _Serve([str(vault), "--watch"])
+    errors: list[dict[str, Any]] = []
+    srv = _Serve([str(vault), "--watch", "--classification", "lan"])  # every synthetic note visible
     try:
         with httpx.Client(base_url=srv.base, timeout=600) as client:
             _wait_up(client, 1800)
@@ -317,13 +327,21 @@ def bench_watch(vault: Path, ops: int) -> dict[str, Any]:
                 else:
                     target, word = added.pop()
                     target.unlink()
+                rel = target.relative_to(vault).as_posix()
                 t = time.perf_counter()
-                while True:
-                    env = client.post("/search", json={"query": word, "mode": "fts", "max_results": 1}).json()
-                    if bool(env.get("hits")) is (kind != "delete"):
+                while True:  # by path: a word the index lacks is expanded to similar ones, which match
+                    response = client.post("/search", json={"query": word, "mode": "fts", "max_results": 10})
+                    env = response.json()
+                    if response.status_code != 200:
+                        errors.append({"op": i, "status": response.status_code, "error": env.get("error")})
+                    elif any(h["path"] == rel for h in env["hits"]) is (kind != "delete"):
                         break
                     if time.perf_counter() - t > 900:
-                        raise RuntimeError(f"{kind} {i} not searchable after 900 s")
+                        status = client.get("/status").json()
+                        raise RuntimeError(
+                            f"{kind} {i} of {rel} not reflected after 900 s; last response {json.dumps(env)[:2000]}; "
+                            f"errors {errors[-3:]}; status {json.dumps(status)[:3000]}; server stderr:\n{srv.tail()}"
+                        )
                     time.sleep(POLL_S)
                 times[kind].append(time.perf_counter() - t)
                 source = str(env.get("freshness", {}).get("source"))
@@ -346,6 +364,7 @@ def bench_watch(vault: Path, ops: int) -> dict[str, Any]:
         "by_op": {k: latency_stats(v) for k, v in times.items() if v},
         "build_seconds": latency_stats(builds),
         "freshness_sources": sources,
+        "search_errors": errors[:20],
         "load_avg_1m_after": round(os.getloadavg()[0], 2),
     }
 
@@ -453,9 +472,12 @@ def run(
     synth_dir: Path | None,
     parts: tuple[str, ...] = PARTS,
     calls: int = 30,
+    save: Any = None,
 ) -> dict[str, Any]:
-    """The parts asked for (each records the machine and its load when it starts)."""
+    """The parts asked for (each records the machine and its load when it starts); ``save(result)``
+    after each part, so that a part that fails later loses nothing measured before it."""
     result: dict[str, Any] = {"machine": machine_info(), "runs": {}}
+    save = save or (lambda r: None)
     if "tools" in parts:
         result["runs"]["tools"] = machine_info()
         index_dir = work / "scifact-index"
@@ -465,15 +487,18 @@ def run(
         result.update(bench_in_process(SCIFACT / "vault", index_dir, queries, rounds))
         result["stdio"] = bench_stdio(SCIFACT / "vault", index_dir, queries, rounds)
         result["http"] = bench_http(SCIFACT / "vault", index_dir, queries, rounds)
+        save(result)
     if "freshness" in parts or "watch" in parts:
         ps = copy_vault(POWERSHELL, work / "powershell")
         build_index(ps)
         if "freshness" in parts:
             result["runs"]["freshness"] = machine_info()
             result.setdefault("freshness", {})["powershell"] = bench_freshness(ps, None, calls=calls, paced_seconds=20)
+            save(result)
         if "watch" in parts:
             result["runs"]["watch"] = machine_info()
             result["watch"] = bench_watch(ps, edits) if edits else None
+            save(result)
     if "scale" in parts:
         from bench.synth import cached_vault
 
@@ -484,8 +509,10 @@ def run(
         result.setdefault("freshness", {})[label] = bench_freshness(
             vault, None, calls=max(5, calls // 3), paced_seconds=30
         )
+        save(result)
         result["runs"]["scale_watch"] = machine_info()
         result["watch_scale"] = bench_watch(vault, scale_edits) if scale_edits else None
+        save(result)
         result["incremental_scale"] = profile_incremental(vault)
     return result
 
@@ -513,6 +540,15 @@ def main(argv: list[str] | None = None) -> None:
     parts = tuple(p for p in args.parts.split(",") if p)
     if unknown := set(parts) - set(PARTS):
         parser.error(f"unknown parts: {sorted(unknown)}")
+    path = RESULTS_DIR / "serve.json"
+    previous = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+
+    def save(fresh: dict[str, Any]) -> dict[str, Any]:
+        result = _merge(previous, fresh, parts)
+        result["targets"] = _judge(result)
+        write_json(path, result)
+        return result
+
     with tempfile.TemporaryDirectory(prefix="bench-serve-") as tmp:
         fresh = run(
             args.work_dir or Path(tmp),
@@ -522,12 +558,9 @@ def main(argv: list[str] | None = None) -> None:
             scale_edits=args.scale_edits,
             synth_dir=args.synth_dir,
             parts=parts,
+            save=save,
         )
-    path = RESULTS_DIR / "serve.json"
-    previous = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
-    result = _merge(previous, fresh, parts)
-    result["targets"] = _judge(result)
-    write_json(path, result)
+    result = save(fresh)
     for name, t in result["targets"].items():
         print(f"{t['status']:<8} {name}: {t['value']} (target {t['target']})")
     print(f"wrote {path}")

@@ -180,7 +180,8 @@ def _stage(conn: sqlite3.Connection, plan: BuildPlan, run: BuildRun) -> dict[str
         store_chunk_vectors(conn, compute_chunk_vectors(conn, sparse))
     t = run.lap("write", t)
     _validate(conn, plan)
-    run.source.check_unchanged(plan.scan)
+    if not run.source_may_change:
+        run.source.check_unchanged(plan.scan)
     run.lap("validate", t)
     return extra
 
@@ -200,6 +201,7 @@ def build_index(
     rev: str | None = None,
     before_publish: Callable[[sqlite3.Connection], int] | None = None,
     changes: Mapping[str, Any] | None = None,
+    source_may_change: bool = False,
 ) -> BuildReport:
     """Index ``vault`` and publish a verified generation (or update ``index.db`` in place).
 
@@ -217,6 +219,9 @@ def build_index(
     ``before_publish`` runs on the staged, validated database just before it is
     recorded and published (``core.index.build_embed`` embeds a small change's chunks there, so that
     text and vectors arrive in one generation); it returns how many chunks it embedded.
+    ``source_may_change=True`` (the watcher, which rebuilds whatever changes next) publishes
+    the notes as they were read even when a file changed during the build, instead of failing
+    with ``source_changed``.
     """
     vault, layout, config, (chosen, chosen_rev) = _requested(vault, index_dir, config, changes, source, rev, in_place)
     gen.ensure_layout(layout)  # refuses an index dir that is not ours before anything is written
@@ -224,7 +229,7 @@ def build_index(
         recovered = None if in_place else gstate.move_aside_unusable_state(layout)
         t = time.perf_counter()
         src = _make_source(vault, layout.index_dir, config, chosen, chosen_rev)
-        run = BuildRun(vault, layout, config, progress, workers, src)
+        run = BuildRun(vault, layout, config, progress, workers, src, source_may_change)
         if recovered is not None:
             run.problems.append(Problem(*recovered))
         start = None if in_place else _open_base(layout, config)

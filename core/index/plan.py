@@ -52,6 +52,7 @@ class BuildRun:
     progress: bool
     workers: int | None
     source: NoteSource
+    source_may_change: bool = False  # a file changed during the build is kept as read (no source_changed)
     started: float = field(default_factory=time.perf_counter)
     timings: dict[str, float] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)  # index-level problems (e.g. a recovered state DB)

@@ -232,6 +232,7 @@ class Watcher:
                 keep=self.keep,
                 wait_seconds=self.lock_wait,
                 on_step=lambda name: self._step(name, started),
+                source_may_change=True,  # what changes meanwhile is pending: built next, never a failed build
             )
             outcome = BuildOutcome(
                 True, at, report.generation_id, report.up_to_date, changed_paths=paths, seconds=time.perf_counter() - t

@@ -137,6 +137,26 @@ def test_a_file_edited_during_the_build_fails_it_and_the_old_index_serves(
     assert build_index(root, in_place=in_place).changed == 2  # the next build picks both edits up
 
 
+def test_a_build_that_may_see_the_source_change_publishes_what_it_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = write(tmp_path / "vault", NOTES)
+    build_index(root)
+    write(root, {"note1.md": "# Note 1\n\nedited before the build\n"})
+    real_validate = builder._validate
+
+    def validate_then_edit(conn, scan):  # the user saves a note while the watcher's build runs
+        real_validate(conn, scan)
+        write(root, {"note2.md": "# Note 2\n\nedited during the build, longer than before\n"})
+
+    monkeypatch.setattr(builder, "_validate", validate_then_edit)
+    report = build_index(root, source_may_change=True)  # the watcher: note2.md is pending, built next
+    assert not report.up_to_date and report.changed == 1
+    monkeypatch.undo()
+    again = build_index(root)
+    assert again.changed == 1 and again.generation_id != report.generation_id  # note2.md, now
+
+
 def test_a_file_deleted_before_it_is_read_is_source_changed(vault: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     write(vault, {"late.md": "# Late\n"})
     before = served(vault)

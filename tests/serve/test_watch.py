@@ -344,3 +344,31 @@ def test_a_search_that_raced_a_publish_is_answered_for_the_generation_it_served(
     assert view.changed_since("g1") == (("a.md", "b.md", "late.md"), None)  # what g1 lacks: both builds' paths
     assert view.changed_since("g0") == (None, "generation_unknown_to_watcher")
     assert WatchView("g2", rescan=True).changed_since("g2") == (None, "folder_or_ignore_file_changed")
+
+
+def test_a_note_saved_while_a_watch_build_runs_is_built_next_and_no_build_fails(tmp_path: Path, monkeypatch):
+    import threading
+
+    import core.index.builder as builder
+
+    vault = make_serve_vault(tmp_path / "vault", tmp_path / "outside")
+    outcomes: list = []
+    watcher = Watcher(vault, debounce_ms=50, on_build=outcomes.append)
+    watcher.start()
+    try:
+        assert watcher.ready.wait(60)
+        real, saved = builder._validate, threading.Event()
+
+        def validate_then_save(conn, plan):  # inside the build, after its scan and reads
+            real(conn, plan)
+            if not saved.is_set():
+                saved.set()
+                (vault / "notes/alpha.md").write_text(note("Alpha", "Alpha mentions a potoroo."), encoding="utf-8")
+
+        monkeypatch.setattr(builder, "_validate", validate_then_save)
+        (vault / "notes/beta.md").write_text(note("Beta", "Beta mentions a potoroo."), encoding="utf-8")
+        wait_until(lambda: _hits(vault, "potoroo") == {"notes/alpha.md", "notes/beta.md"}, what="both saves")
+        wait_until(lambda: not _fresh(vault)["stale"], what="fresh")
+        assert all(o.ok for o in outcomes), [o.reason for o in outcomes if not o.ok]
+    finally:
+        watcher.stop()
