@@ -205,6 +205,20 @@ def _base_postings(ctx: SearchContext) -> QueryPostings:
     return QueryPostings(p.ids, p.pos[sel], p.owner[sel], p.docs[sel])
 
 
+def _without_extensions(words: dict[str, float]) -> list[str]:
+    """The words (in their order) that no other word is a prefix of: a longer word adds nothing to
+    substring counts (``templat`` covers ``templates``). In sorted order the words that begin with a
+    word follow it directly, so one pass over the sorted words finds them."""
+    covered: set[str] = set()
+    kept = None
+    for w in sorted(words):
+        if kept is not None and w.startswith(kept):
+            covered.add(w)
+        else:
+            kept = w
+    return [w for w in words if w not in covered]
+
+
 def _results(ctx: SearchContext, run: ModeRun, with_passages: bool) -> list[SearchResult]:
     ids = [h.note_id for h in run.hits]
     fields = note_fields(ctx.conn, ids)
@@ -214,8 +228,7 @@ def _results(ctx: SearchContext, run: ModeRun, with_passages: bool) -> list[Sear
     for t in ctx.terms:
         if t in sp.term_id and t not in ctx.analysis.quiet:
             weights[surface(t)] = max(weights.get(surface(t), 0.0), float(sp.bm25_idf[sp.term_id[t]]))
-    # a word another one is a prefix of adds nothing to substring counts (``templat`` covers ``templates``)
-    shown = [w for w in weights if not any(o != w and w.startswith(o) for o in weights)]
+    shown = _without_extensions(weights)
     words = QueryWords(shown, {w: weights[w] for w in shown})
     preferred = {h.note_id: h.chunk_id for h in run.hits if h.chunk_id is not None}
     passages = best_passages(ctx.conn, words, ids, preferred) if with_passages else {}

@@ -35,6 +35,9 @@ SEP = "/"  # between a group and an array name; the SQL range of a group relies 
 PIECE = "#"  # between an array name and its piece number
 PIECE_BYTES = 64 * 1024  # a query's run of postings touches one or two pieces; a piece is 16 SQLite pages
 MAX_RUNS = 256  # a gather of more separate runs than this reads the whole array once instead
+# A process that has gathered from an array this many times is a long-lived one (a server, an evaluation):
+# it reads the whole array once and indexes it directly from then on (a one-shot search stays at its pieces).
+WHOLE_AFTER_GATHERS = 16
 
 
 def save_group(
@@ -100,6 +103,7 @@ class StoredArray:
         self._n_pieces = -(-length // self._per_piece)
         self._pieces: dict[int, np.ndarray] = {}
         self._full: np.ndarray | None = None
+        self._gathers = 0
         self._lock = threading.Lock()
 
     ndim = 1
@@ -145,6 +149,9 @@ class StoredArray:
         flat = np.where(flat < 0, flat + n, flat)
         if flat.size == 0:
             return np.empty(positions.shape, self.dtype)
+        self._gathers += 1
+        if self._gathers > WHOLE_AFTER_GATHERS:
+            return self.__array__()[flat].reshape(positions.shape)
         breaks = np.flatnonzero(np.diff(flat) != 1) + 1  # runs of consecutive positions: a term's postings
         if breaks.size >= MAX_RUNS:
             return self.__array__()[flat].reshape(positions.shape)

@@ -269,3 +269,17 @@ def stored_mask_of(conn: sqlite3.Connection, sp: object) -> np.ndarray:
     from core.ranking.sparse import default_filter_mask
 
     return default_filter_mask(conn, sp.note_ids)  # type: ignore[attr-defined]
+
+
+def test_a_long_lived_process_reads_the_whole_array_after_many_gathers(pieced: Path) -> None:
+    """A one-shot search reads the pieces it needs; after WHOLE_AFTER_GATHERS gathers the array is read
+    once whole and indexed directly (a server's warm queries skip the run bookkeeping), same values."""
+    conn = gen.connect_readonly(gen.resolve(gen.layout_for(pieced)))
+    lazy, whole = load_sparse(conn, reader=_reader(pieced)).bm25, load_sparse(conn).bm25
+    for k in range(stored.WHOLE_AFTER_GATHERS):
+        positions = np.arange(k, k + 3)
+        assert np.array_equal(lazy[positions], whole[positions])
+    assert lazy._full is None and len(lazy._pieces) < -(-lazy.nbytes // 256)
+    positions = np.array([5, 1, whole.shape[0] - 1])
+    assert np.array_equal(lazy[positions], whole[positions])
+    assert lazy._full is not None and np.array_equal(lazy._full, whole)
