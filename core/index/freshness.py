@@ -442,7 +442,7 @@ def _git_freshness(
     revision resolves to (``core.index.gitstatus``). Uncommitted edits are not staleness (they
     are not indexed by design); a restricted caller sees changed paths of visible notes only."""
     from core.index.gitstatus import git_freshness
-    from core.index.schema import get_meta
+    from core.index.tables.meta import get_meta
 
     now = time.time()
     info = git_freshness(resolved.layout.vault, get_meta(conn), index_dir=resolved.layout.index_dir, uncommitted=False)

@@ -9,7 +9,7 @@ from dataclasses import replace
 import numpy as np
 
 from core.errors import QuerySyntaxError, UsageError
-from core.index.schema import FTS_COLUMNS
+from core.index.tables.notes_fts import FTS_COLUMNS
 from core.modes.context import Hit, ModeRun, SearchContext
 from core.ranking import scoring
 from core.ranking.chunk_vectors import best_chunk_ids, vector_scores

@@ -18,8 +18,8 @@ from typing import Any, NamedTuple, TypeVar
 import numpy as np
 
 from core.errors import IntegrityError
-from core.index.schema import FTS_COLUMNS
 from core.index.tables import notes
+from core.index.tables.notes_fts import FTS_COLUMNS
 from core.ranking import scoring, stored
 from core.ranking.expansion import VOCABULARY_ARRAYS, vocabulary_arrays
 from core.ranking.filters import Filters
