@@ -44,9 +44,7 @@ TABLES = CORE / "index" / "tables"
 # functions when they are merged. The integrator empties this set after merging them.
 PENDING_MIGRATION = {
     "core/index/freshness.py",
-    "core/modes/lexical.py",
     "core/ranking/analysis.py",
-    "core/ranking/sparse.py",
     "core/serve/tools.py",
 }
 
