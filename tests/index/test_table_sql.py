@@ -44,7 +44,6 @@ TABLES = CORE / "index" / "tables"
 # functions when they are merged. The integrator empties this set after merging them.
 PENDING_MIGRATION = {
     "core/index/freshness.py",
-    "core/serve/tools.py",
 }
 
 _STATEMENT = re.compile(r"\s*(SELECT|INSERT|UPDATE|DELETE|CREATE|WITH|REPLACE|DROP|ALTER)\s")
