@@ -43,7 +43,6 @@ This module is on the read path: the scan and the note parser are imported insid
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 import sqlite3
 import threading
@@ -55,6 +54,9 @@ from typing import Any
 
 from core.index.freshness_walk import Row, _Diff, _diff_paths, _fast_walk, _Known, _OverBudget, _verify
 from core.index.layout import ResolvedIndex
+from core.index.tables.meta import meta_value
+from core.index.tables.notes import count_notes, note_classifications
+from core.index.tables.skipped_files import classified_source_stats_of, source_mtime_sizes
 from core.index.watch_state import (
     _failure_of,
     _read_watch_state,
@@ -161,10 +163,10 @@ def unregister_watcher(index_dir: Path, view: Callable[[], WatchView | None]) ->
 
 
 def _settings(conn: sqlite3.Connection) -> tuple[int | None, bool]:
-    meta = dict(conn.execute("SELECT key, value FROM meta WHERE key IN ('max_note_bytes', 'settings')").fetchall())
-    limit = int(json.loads(meta["max_note_bytes"])) if "max_note_bytes" in meta else None
-    settings = json.loads(meta["settings"]) if "settings" in meta else {}
-    return limit, bool(isinstance(settings, dict) and settings.get("include_dot_paths"))
+    limit = meta_value(conn, "max_note_bytes")
+    settings = meta_value(conn, "settings")
+    dot_paths = isinstance(settings, dict) and settings.get("include_dot_paths")
+    return (None if limit is None else int(limit)), bool(dot_paths)
 
 
 def _known(resolved: ResolvedIndex, conn: sqlite3.Connection) -> _Known:
@@ -173,12 +175,7 @@ def _known(resolved: ResolvedIndex, conn: sqlite3.Connection) -> _Known:
         hit = _KNOWN.get(key)
     if hit is not None and hit[0] == resolved.sha256 and resolved.kind != "legacy_db":
         return hit[1]
-    rows = {
-        r[0]: (r[1], r[2])
-        for r in conn.execute(
-            "SELECT rel_path, mtime_ns, size FROM notes UNION ALL SELECT rel_path, mtime_ns, size FROM skipped_files"
-        )
-    }
+    rows = {r[0]: (r[1], r[2]) for r in source_mtime_sizes(conn)}
     known = _Known(rows, *_settings(conn))
     if resolved.kind != "legacy_db":
         with _LOCK:
@@ -293,18 +290,7 @@ def _watch_view(index_dir: Path, state: dict[str, Any] | None) -> WatchView | No
 
 def _rows_of(conn: sqlite3.Connection, paths: tuple[str, ...]) -> dict[str, Row]:
     """The generation's source rows of ``paths`` (those it holds)."""
-    rows: dict[str, Row] = {}
-    for i in range(0, len(paths), 500):
-        part = paths[i : i + 500]
-        marks = ",".join("?" * len(part))
-        for r in conn.execute(
-            f"SELECT rel_path, content_sha256, mtime_ns, size, lower(classification) FROM notes "
-            f"WHERE rel_path IN ({marks}) UNION ALL SELECT rel_path, content_sha256, mtime_ns, size, NULL "
-            f"FROM skipped_files WHERE rel_path IN ({marks})",
-            [*part, *part],
-        ):
-            rows[r[0]] = (r[1], r[2], r[3], r[4])
-    return rows
+    return {r[0]: (r[1], r[2], r[3], r[4]) for r in classified_source_stats_of(conn, paths)}
 
 
 # ---------------------------------------------------------------- the response
@@ -346,8 +332,7 @@ def check_freshness(
     extra = {"last_build_failure": failure} if failure else {}
     if not options.enabled:
         return unchecked("disabled", **extra)
-    meta_source = conn.execute("SELECT value FROM meta WHERE key = 'source'").fetchone()
-    if meta_source and json.loads(meta_source[0]) == "git":
+    if meta_value(conn, "source") == "git":
         return _git_freshness(resolved, conn, classifications, extra)
     view = _watch_view(index_dir, state)
     fallback = None
@@ -392,7 +377,7 @@ def _walk_freshness(
     if options.max_notes is not None:
         notes = resolved.record.get("notes")  # from the state row: an oversized index costs no row scan
         if not isinstance(notes, int):
-            notes = int(conn.execute("SELECT count(*) FROM notes").fetchone()[0])
+            notes = count_notes(conn)
         if notes > options.max_notes:
             return unchecked("vault_too_large", source="stat_walk", notes=notes, max_notes=options.max_notes, **extra)
     key = (str(resolved.layout.index_dir), resolved.sha256)
@@ -442,7 +427,7 @@ def _git_freshness(
     revision resolves to (``core.index.gitstatus``). Uncommitted edits are not staleness (they
     are not indexed by design); a restricted caller sees changed paths of visible notes only."""
     from core.index.gitstatus import git_freshness
-    from core.index.schema import get_meta
+    from core.index.tables.meta import get_meta
 
     now = time.time()
     info = git_freshness(resolved.layout.vault, get_meta(conn), index_dir=resolved.layout.index_dir, uncommitted=False)
@@ -452,7 +437,7 @@ def _git_freshness(
         from core.ranking.filters import UNCLASSIFIED
 
         visible = frozenset(c.lower() for c in classifications)
-        levels = conn.execute("SELECT rel_path, lower(classification) FROM notes")
+        levels = note_classifications(conn)
         keep = {p for p, level in levels if (level or UNCLASSIFIED) in visible}
         changed = {k: [p for p in v if p in keep] for k, v in changed.items() if k != "added"} | {"added": []}
     paths = [*changed["modified"], *changed["added"], *changed["removed"]]

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from core import generations as gen
-from core.index.schema import get_meta
+from core.index.tables.meta import get_meta
 
 
 def _active_meta(layout: gen.IndexLayout) -> dict[str, Any] | None:

@@ -11,15 +11,7 @@ from __future__ import annotations
 import sqlite3
 
 from core.index.tables.connection import run_statements
-
-# Names the files still in PENDING_MIGRATION (tests/index/test_table_sql.py) import from here; the
-# integrator drops these lines when it switches those files to core.index.tables.
-from core.index.tables.meta import (
-    get_meta,  # noqa: F401
-    set_meta,
-)
-from core.index.tables.notes import DATE_FIELDS  # noqa: F401
-from core.index.tables.notes_fts import FTS_COLUMNS  # noqa: F401
+from core.index.tables.meta import set_meta
 
 SCHEMA_VERSION = 10
 

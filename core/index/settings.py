@@ -15,7 +15,8 @@ from typing import Any
 
 from core import generations as gen
 from core.errors import IntegrityError, UsageError
-from core.index.schema import SCHEMA_VERSION, get_meta
+from core.index.schema import SCHEMA_VERSION
+from core.index.tables.meta import get_meta
 from core.ranking.analysis import check_tokenizer
 from core.ranking.languages import analysis_identity, check_language
 from core.vault.chunking import CHUNKER_VERSION, chunk_body

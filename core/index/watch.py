@@ -108,7 +108,7 @@ def read_state(index_dir: Path) -> dict[str, Any] | None:
 def _config_of_active(layout: gen.IndexLayout) -> Any:
     """The IndexConfig the active generation was built with (so a watch build never re-chunks it all)."""
     from core.index.builder import IndexConfig
-    from core.index.schema import get_meta
+    from core.index.tables.meta import get_meta
 
     try:
         resolved = gen.resolve(layout)

@@ -9,7 +9,7 @@ from dataclasses import replace
 import numpy as np
 
 from core.errors import QuerySyntaxError, UsageError
-from core.index.schema import FTS_COLUMNS
+from core.index.tables import notes_fts
 from core.modes.context import Hit, ModeRun, SearchContext
 from core.ranking import scoring
 from core.ranking.chunk_vectors import best_chunk_ids, vector_scores
@@ -78,9 +78,7 @@ def _add_identifier_bonus(
     coverage = sum(len(w) for w in groups) / max(len(_WORD.findall(ctx.text)), 1)
     share = scoring.identifier_share(share, coverage, IDENTIFIER_COVERAGE_POWER)
     for words in groups:
-        rows = ctx.conn.execute(
-            "SELECT rowid FROM notes_fts WHERE notes_fts MATCH ?", (phrase_expression(words),)
-        ).fetchall()
+        rows = notes_fts.matching_rowids(ctx.conn, phrase_expression(words))
         found = sp.rows_of(np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)))
         scores[found[found >= 0]] += np.float32(share * top / len(groups))
 
@@ -125,12 +123,8 @@ def raw_fts_ranking(ctx: SearchContext, k: int) -> list[tuple[int, float]]:
     Not FTS5's own bm25(): its N, document frequencies and average lengths count every row of
     the table, hidden notes included, so a restricted caller's scores would move with them."""
     clause, vals = ctx.where()
-    sql = (
-        f"SELECT n.id FROM notes_fts JOIN notes n ON n.id = notes_fts.rowid "
-        f"WHERE notes_fts MATCH ? AND {clause} ORDER BY n.id"
-    )
     try:
-        ids = [r[0] for r in ctx.conn.execute(sql, [ctx.text, *vals])]
+        ids = notes_fts.matching_note_ids(ctx.conn, ctx.text, clause, vals)
     except sqlite3.OperationalError as exc:
         raise QuerySyntaxError(
             f"invalid FTS5 query {ctx.text!r}: {exc}",
@@ -214,4 +208,4 @@ def run_hybrid(ctx: SearchContext) -> ModeRun:
     return ModeRun(_hits(fusion, "rrf", ctx.limit, ctx))
 
 
-BODY_COLUMN = FTS_COLUMNS.index("body")
+BODY_COLUMN = notes_fts.FTS_COLUMNS.index("body")

@@ -35,6 +35,7 @@ from itertools import accumulate, repeat
 import numpy as np
 
 from core.errors import UsageError
+from core.index.tables import word_scratch
 from core.ranking.languages import LanguageAnalysis
 
 # Lower-cased letter/digit runs: the words snippet highlighting looks at (not the index's terms).
@@ -91,12 +92,8 @@ class Analyzer:
     def __init__(self, tokenizer: str) -> None:
         self.tokenizer = check_tokenizer(tokenizer)
         self._conn = sqlite3.connect(":memory:", check_same_thread=False)
-        # contentless: only the index is needed, and 'delete-all' empties it without re-tokenising.
         # _COLS words per row (one per column): far fewer rows than one word per row.
-        cols = ", ".join(_COL_NAMES)
-        self._conn.execute(f"CREATE VIRTUAL TABLE w USING fts5({cols}, content='', tokenize='{tokenizer}')")
-        self._conn.execute("CREATE VIRTUAL TABLE temp.wi USING fts5vocab(main, w, instance)")
-        self._insert = f"INSERT INTO w(rowid, {cols}) VALUES (?{', ?' * _COLS})"
+        self._insert = word_scratch.create_word_tables(self._conn, _COL_NAMES, tokenizer)
         self._cache: dict[str, tuple[str, ...]] = {}
         self._lock = threading.Lock()
         # unicode61 without porter: ASCII letters fold to lower case, digits stay, and nothing else
@@ -109,10 +106,7 @@ class Analyzer:
         """(index into ``words``, token) of every token, in word order then token order."""
         rows = [(i, *words[i * _COLS : (i + 1) * _COLS]) for i in range(-(-len(words) // _COLS))]
         rows[-1] += ("",) * (_COLS + 1 - len(rows[-1]))
-        with self._conn:
-            self._conn.executemany(self._insert, rows)
-            found = self._conn.execute("SELECT doc, col, term FROM temp.wi ORDER BY doc, col, offset").fetchall()
-            self._conn.execute("INSERT INTO w(w) VALUES ('delete-all')")
+        found = word_scratch.tokenise_rows(self._conn, self._insert, rows)
         return [(doc * _COLS + _COL_NO[col], term) for doc, col, term in found]
 
     def _map_new(self, words: list[str]) -> None:
@@ -215,51 +209,12 @@ class WordTable:
         The vectors come in document order, a group in the place of its first document.
         ``tags[i]`` (if given and not empty) prefixes every word of piece i: its note's language.
         """
-        words: list[bytes] = []
-        sizes: list[int] = []
-        targets: list[int] = []
-        fanout: list[int] = []
-        for i, (text, piece_targets) in enumerate(pieces):
-            found = term_words(text) if text else []
-            if found and tags and tags[i]:
-                found = [tags[i] + w for w in found]
-            if found:
-                words += found
-                sizes.append(len(found))
-                targets += piece_targets
-                fanout.append(len(piece_targets))
+        words, sizes, targets, fanout = _cut_pieces(pieces, tags)
         numbers, new = self._numbers(words)
-        span, nf = max(len(self._word_no), 1), self.n_fields
+        span = max(len(self._word_no), 1)
         target, word = np.divmod(self._slot_words(numbers, sizes, targets, fanout, span), span)
-        doc, field = np.divmod(target, nf)
-        # one sort, by (doc, word, field): a (doc, word) pair's fields are then neighbours
-        keys, counts = np.unique((doc * span + word) * nf + field, return_counts=True)
-        doc_word, field = np.divmod(keys, nf)
-        first = np.flatnonzero(np.diff(doc_word, prepend=-1)) if keys.size else np.zeros(0, np.int64)
-        row = np.cumsum(np.diff(doc_word, prepend=-1) != 0) - 1
-        per_note = doc_word[first]
-        tf = np.zeros((per_note.size, nf), dtype="<u4")
-        tf[row, field] = counts
-        id_bytes, tf_bytes = (per_note % span).astype("<i4").tobytes(), tf.tobytes()
-        w_bytes = (tf @ np.asarray(weights, dtype=np.uint32)).astype("<u4").tobytes() if groups else b""
-        bounds_arr = np.searchsorted(per_note // span, np.arange(n_docs + 1))
-        per_doc = np.diff(bounds_arr).astype("<u4").tobytes()
-        bounds = bounds_arr.tolist()
-        group_end = dict(groups)
-        out: list[LocalVector] = []
-        d, width = 0, 4 * nf
-        while d < n_docs:
-            a = bounds[d]
-            if d in group_end:
-                end = group_end[d]
-                b = bounds[end]
-                out.append(LocalVector(id_bytes[4 * a : 4 * b], w_bytes[4 * a : 4 * b], per_doc[4 * d : 4 * end]))
-                d = end
-            else:
-                b = bounds[d + 1]
-                out.append(LocalVector(id_bytes[4 * a : 4 * b], tf_bytes[width * a : width * b]))
-                d += 1
-        return new, out
+        pairs, tf = _doc_word_frequencies(target, word, span, self.n_fields)
+        return new, _local_vectors(n_docs, pairs, tf, span, groups, weights)
 
     @staticmethod
     def _slot_words(
@@ -276,6 +231,70 @@ class WordTable:
         first = (np.cumsum(size) - size)[piece]  # the piece's first word in ``numbers``
         within = np.arange(pair.size) - np.repeat(np.cumsum(length) - length, length)
         return target[pair] * span + numbers[first[pair] + within]
+
+
+def _cut_pieces(
+    pieces: Sequence[tuple[str, Sequence[int]]], tags: Sequence[bytes]
+) -> tuple[list[bytes], list[int], list[int], list[int]]:
+    """(the words of every piece with words, in order; words per such piece; their targets, in
+    order; targets per such piece). ``tags[i]`` (if given and not empty) prefixes piece i's words."""
+    words: list[bytes] = []
+    sizes: list[int] = []
+    targets: list[int] = []
+    fanout: list[int] = []
+    for i, (text, piece_targets) in enumerate(pieces):
+        found = term_words(text) if text else []
+        if found and tags and tags[i]:
+            found = [tags[i] + w for w in found]
+        if found:
+            words += found
+            sizes.append(len(found))
+            targets += piece_targets
+            fanout.append(len(piece_targets))
+    return words, sizes, targets, fanout
+
+
+def _doc_word_frequencies(target: np.ndarray, word: np.ndarray, span: int, nf: int) -> tuple[np.ndarray, np.ndarray]:
+    """(``doc * span + word`` of each distinct (doc, word) pair, ascending; its uint32 frequency per
+    field [pairs, nf]) of the (target, word number) pairs, a target being ``doc * nf + field``."""
+    doc, field = np.divmod(target, nf)
+    # one sort, by (doc, word, field): a (doc, word) pair's fields are then neighbours
+    keys, counts = np.unique((doc * span + word) * nf + field, return_counts=True)
+    doc_word, field = np.divmod(keys, nf)
+    first = np.flatnonzero(np.diff(doc_word, prepend=-1)) if keys.size else np.zeros(0, np.int64)
+    row = np.cumsum(np.diff(doc_word, prepend=-1) != 0) - 1
+    pairs = doc_word[first]
+    tf = np.zeros((pairs.size, nf), dtype="<u4")
+    tf[row, field] = counts
+    return pairs, tf
+
+
+def _local_vectors(
+    n_docs: int, pairs: np.ndarray, tf: np.ndarray, span: int, groups: Sequence[tuple[int, int]], weights: Sequence[int]
+) -> list[LocalVector]:
+    """One ``LocalVector`` per document, or per ``[first, end)`` group in the place of its first
+    document (its per-field frequencies times ``weights``, summed), from ``_doc_word_frequencies``."""
+    nf = tf.shape[1]
+    id_bytes, tf_bytes = (pairs % span).astype("<i4").tobytes(), tf.tobytes()
+    w_bytes = (tf @ np.asarray(weights, dtype=np.uint32)).astype("<u4").tobytes() if groups else b""
+    bounds_arr = np.searchsorted(pairs // span, np.arange(n_docs + 1))
+    per_doc = np.diff(bounds_arr).astype("<u4").tobytes()
+    bounds = bounds_arr.tolist()
+    group_end = dict(groups)
+    out: list[LocalVector] = []
+    d, width = 0, 4 * nf
+    while d < n_docs:
+        a = bounds[d]
+        if d in group_end:
+            end = group_end[d]
+            b = bounds[end]
+            out.append(LocalVector(id_bytes[4 * a : 4 * b], w_bytes[4 * a : 4 * b], per_doc[4 * d : 4 * end]))
+            d = end
+        else:
+            b = bounds[d + 1]
+            out.append(LocalVector(id_bytes[4 * a : 4 * b], tf_bytes[width * a : width * b]))
+            d += 1
+    return out
 
 
 class _Ints:

@@ -18,8 +18,10 @@ from typing import Any, NamedTuple, TypeVar
 import numpy as np
 
 from core.errors import IntegrityError
-from core.index.schema import FTS_COLUMNS
 from core.index.tables import notes
+from core.index.tables.connection import read_snapshot
+from core.index.tables.notes_fts import FTS_COLUMNS
+from core.index.tables.terms import note_term_rows, note_terms_size, term_dictionary
 from core.ranking import scoring, stored
 from core.ranking.expansion import VOCABULARY_ARRAYS, vocabulary_arrays
 from core.ranking.filters import Filters
@@ -111,29 +113,18 @@ T = TypeVar("T")
 _BODY = FTS_COLUMNS.index("body")
 
 
-def visible_rows(visible: tuple[str, list[object]] | None, column: str = "note_id") -> tuple[str, list[object]]:
-    """``WHERE`` text (with its values) keeping the rows of the notes the ``visible`` clause (over
-    ``notes n``) allows; empty when every note is read (core.ranking.visibility)."""
-    if visible is None:
-        return "", []
-    return f" WHERE {column} IN (SELECT n.id FROM notes n WHERE {visible[0]})", list(visible[1])
-
-
 def _read_vectors(
     conn: sqlite3.Connection, n_fields: int, visible: tuple[str, list[object]] | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(note_ids, postings per note, terms, tf [P, fields], field lengths [notes, fields]) in
     note order, read ``READ_ROWS`` notes at a time into preallocated arrays."""
-    where, vals = visible_rows(visible)
-    n, total = conn.execute(
-        f"SELECT count(*), coalesce(sum(length(term_ids)), 0) FROM note_terms{where}", vals
-    ).fetchone()
+    n, total = note_terms_size(conn, visible)
     note_ids, lengths = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
     terms = np.empty(total // 4, dtype=np.int32)
     tf = np.empty((total // 4, n_fields), dtype=np.uint16)
     field_len = np.zeros((n, n_fields), dtype=np.float32)
     pos = row = 0
-    rows = conn.execute(f"SELECT note_id, term_ids, tf FROM note_terms{where} ORDER BY note_id", vals)
+    rows = note_term_rows(conn, visible)
     while batch := rows.fetchmany(READ_ROWS):
         ids, term_blobs, tf_blobs = zip(*batch)
         k, r = sum(map(len, term_blobs)) // 4, len(batch)
@@ -239,15 +230,9 @@ def compute_sparse(
     into their term-major slots (11 bytes per posting, what is held).
     """
     n_fields = len(FTS_COLUMNS)
-    snapshot = not conn.in_transaction  # a legacy index.db may change between the reads below
-    if snapshot:
-        conn.execute("BEGIN")
-    try:
+    with read_snapshot(conn):  # a legacy index.db may change between the reads below
         note_ids, lengths, terms, tf, field_len = _read_vectors(conn, n_fields, visible)
-        term_id = dict(conn.execute("SELECT term, id FROM terms"))
-    finally:
-        if snapshot:
-            conn.execute("ROLLBACK")
+        term_id = term_dictionary(conn)
     n = int(note_ids.shape[0])
     layout = TermMajor(terms, max(max(term_id.values(), default=0), int(terms.max(initial=0))) + 1)
     df = layout.counts.astype(np.int64)

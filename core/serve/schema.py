@@ -14,7 +14,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from core.errors import InvalidArgumentError
-from core.index.schema import DATE_FIELDS
+from core.index.tables.notes import DATE_FIELDS
 from core.ranking.filters import Filters
 from core.registry import DEFAULT_MODE, DEPRECATED_ALIASES, MODE_NAMES
 

@@ -32,6 +32,10 @@ from core.errors import (
     VaultSearchError,
 )
 from core.index.freshness import FreshnessOptions, check_freshness
+from core.index.tables.chunk_vectors import count_visible_vectors
+from core.index.tables.chunks import count_visible_chunks
+from core.index.tables.links import in_edges, out_edges, unresolved_targets
+from core.index.tables.notes import count_visible_notes, visible_note_at, visible_titles
 from core.index.watch_state import last_build_failure
 from core.ranking.filters import UNCLASSIFIED, Filters
 from core.registry import DEPRECATED_ALIASES, modes_json
@@ -265,14 +269,10 @@ class Tools:
 
     def _note_row(self, conn: sqlite3.Connection, rel: str) -> tuple[Any, ...]:
         clause, vals = self._visible_sql()
-        row = conn.execute(
-            f"SELECT n.id, n.rel_path, n.title, n.content_sha256, n.body_line FROM notes n "
-            f"WHERE n.rel_path = ? AND {clause}",
-            [rel, *vals],
-        ).fetchone()
+        row = visible_note_at(conn, rel, clause, vals)
         if row is None:
             raise NoteNotFoundError(f"no note {rel!r} in the served index", path=rel)
-        return tuple(row)
+        return row
 
     def _visible_now(self, frontmatter: dict[str, Any]) -> bool:
         value = frontmatter.get("classification")
@@ -364,29 +364,19 @@ class Tools:
         try:
             note_id, rel, title, _, _ = self._note_row(conn, rel)
             clause, vals = self._visible_sql()
-            visible = {
-                r[0]: (r[1], r[2])
-                for r in conn.execute(f"SELECT n.id, n.rel_path, n.title FROM notes n WHERE {clause}", vals)
-            }
+            visible = visible_titles(conn, clause, vals)
             links: list[dict[str, Any]] = []
             backlinks: list[dict[str, Any]] = []
             seen, frontier = {note_id}, [note_id]
             for depth in range(1, a["depth"] + 1):
                 nxt: list[int] = []
                 for src in frontier:
-                    for kind, dst in conn.execute(
-                        "SELECT kind, dst_id FROM edges WHERE src_id = ? AND dst_id IS NOT NULL", [src]
-                    ):
+                    for kind, dst in out_edges(conn, src):
                         self._hop(links, visible, seen, nxt, dst, kind, depth, visible[src][0])
-                    for kind, back in conn.execute("SELECT kind, src_id FROM edges WHERE dst_id = ?", [src]):
+                    for kind, back in in_edges(conn, src):
                         self._hop(backlinks, visible, seen, nxt, back, kind, depth, visible[src][0])
                 frontier = nxt
-            unresolved = [
-                {"target": t, "kind": k}
-                for t, k in conn.execute(
-                    "SELECT target, kind FROM edges WHERE src_id = ? AND dst_id IS NULL", [note_id]
-                )
-            ]
+            unresolved = [{"target": t, "kind": k} for t, k in unresolved_targets(conn, note_id)]
             fresh = self._freshness(resolved, conn)
         finally:
             conn.close()
@@ -414,13 +404,9 @@ class Tools:
         resolved, conn = self._open()
         try:
             clause, vals = self._visible_sql()
-            one = lambda sql: conn.execute(sql.format(w=clause), vals).fetchone()[0]  # noqa: E731
-            notes = one("SELECT count(*) FROM notes n WHERE {w}")
-            chunks = one("SELECT count(*) FROM chunks c JOIN notes n ON n.id = c.note_id WHERE {w}")
-            vectors = one(
-                "SELECT count(*) FROM chunk_vectors v JOIN chunks c ON c.id = v.chunk_id "
-                "JOIN notes n ON n.id = c.note_id WHERE {w}"
-            )
+            notes = count_visible_notes(conn, clause, vals)
+            chunks = count_visible_chunks(conn, clause, vals)
+            vectors = count_visible_vectors(conn, clause, vals)
             fresh = self._freshness(resolved, conn)
         finally:
             conn.close()

@@ -6,8 +6,8 @@ CREATE, WITH, REPLACE, DROP or ALTER and names a table, or it is a PRAGMA or a t
 statement - and every direct ``execute`` / ``executemany`` / ``executescript`` call: call sites
 call the named functions of the table modules instead.
 
-The files in ``PENDING_MIGRATION`` are owned by other work in flight; the table functions they are
-to call already exist (``test_the_functions_for_pending_files_return_what_their_sql_returns``).
+The functions that replaced the inline statements of the last files to move return what those
+statements returned (``test_the_table_functions_return_what_the_inline_sql_returned``).
 """
 
 from __future__ import annotations
@@ -39,16 +39,6 @@ from core.ranking.filters import Filters
 ROOT = Path(__file__).resolve().parents[2]
 CORE = ROOT / "core"
 TABLES = CORE / "index" / "tables"
-
-# Files other helpers are changing while the tables package lands; their SQL moves to the table
-# functions when they are merged. The integrator empties this set after merging them.
-PENDING_MIGRATION = {
-    "core/index/freshness.py",
-    "core/modes/lexical.py",
-    "core/ranking/analysis.py",
-    "core/ranking/sparse.py",
-    "core/serve/tools.py",
-}
 
 _STATEMENT = re.compile(r"\s*(SELECT|INSERT|UPDATE|DELETE|CREATE|WITH|REPLACE|DROP|ALTER)\s")
 _NAMES_TABLE = re.compile(r"\b(FROM|INTO|TABLE|INDEX|VIEW|TRIGGER|JOIN)\s|^\s*UPDATE\s+[\w.]+\s+SET\b")
@@ -109,14 +99,9 @@ def sites_by_file() -> dict[str, list[tuple[int, str]]]:
 
 
 def test_no_sql_outside_the_table_modules() -> None:
-    stray = {f: s for f, s in sites_by_file().items() if f not in PENDING_MIGRATION}
+    stray = sites_by_file()
     listing = "\n".join(f"  {f}:{line}: {what}" for f, sites in stray.items() for line, what in sites)
     assert not stray, f"SQL outside core/index/tables/ (call a table module's function instead):\n{listing}"
-
-
-def test_pending_migration_names_exactly_the_files_that_still_hold_sql() -> None:
-    done = sorted(PENDING_MIGRATION - set(sites_by_file()))
-    assert not done, f"no SQL left in {done}: remove them from PENDING_MIGRATION"
 
 
 def test_the_scan_finds_statements_and_leaves_text_and_clauses_alone() -> None:
@@ -134,7 +119,7 @@ conn.executemany(INSERT, rows)
     assert [line for line, _ in sql_sites(source)] == [3, 4, 5, 6, 10]
 
 
-# ---------------------------------------------------------------- the functions the pending files are to call
+# ---------------------------------------------------------------- the functions that replaced inline SQL
 
 
 def _rows(conn: sqlite3.Connection, sql: str, args: object = ()) -> list[tuple]:
@@ -148,22 +133,36 @@ def served(example_vault: Path) -> sqlite3.Connection:
     conn.close()
 
 
-def test_the_functions_for_pending_files_return_what_their_sql_returns(served: sqlite3.Connection) -> None:
-    """Each function against the statement its pending call site runs today (copied verbatim)."""
+def test_the_table_functions_return_what_the_inline_sql_returned(served: sqlite3.Connection) -> None:
+    """Each function against the statement its call site ran before it moved (copied verbatim)."""
     conn = served
     clause, vals = Filters.make(classifications=["public"]).visible_classification_clause()
     visible = (clause, list(vals))
     note_id, rel = _rows(conn, "SELECT id, rel_path FROM notes ORDER BY id LIMIT 1")[0]
     # core/index/freshness.py
-    assert [tuple(r) for r in skipped_files.classified_source_stats(conn)] == _rows(
-        conn,
-        "SELECT rel_path, content_sha256, mtime_ns, size, lower(classification) FROM notes "
-        "UNION ALL SELECT rel_path, content_sha256, mtime_ns, size, NULL FROM skipped_files",
+    assert [tuple(r) for r in skipped_files.source_mtime_sizes(conn)] == _rows(
+        conn, "SELECT rel_path, mtime_ns, size FROM notes UNION ALL SELECT rel_path, mtime_ns, size FROM skipped_files"
     )
+    skipped = _rows(conn, "SELECT rel_path FROM skipped_files")
+    paths = (rel, *(p for (p,) in skipped), "no/such.md", *(f"x{i}.md" for i in range(600)))  # two statements
+    marks = ",".join("?" * len(paths))
+    assert [tuple(r) for r in skipped_files.classified_source_stats_of(conn, paths)] == _rows(
+        conn,
+        f"SELECT rel_path, content_sha256, mtime_ns, size, lower(classification) FROM notes "
+        f"WHERE rel_path IN ({marks}) UNION ALL SELECT rel_path, content_sha256, mtime_ns, size, NULL "
+        f"FROM skipped_files WHERE rel_path IN ({marks})",
+        [*paths, *paths],
+    )
+    assert list(skipped_files.classified_source_stats_of(conn, ())) == []
     limit = conn.execute("SELECT value FROM meta WHERE key = 'max_note_bytes'").fetchone()
     assert meta.meta_value(conn, "max_note_bytes") == json.loads(limit[0])
     assert meta.meta_value(conn, "no such key") is None
+    source = conn.execute("SELECT value FROM meta WHERE key = 'source'").fetchone()
+    assert meta.meta_value(conn, "source") == (json.loads(source[0]) if source else None)
     assert notes.count_notes(conn) == conn.execute("SELECT count(*) FROM notes").fetchone()[0]
+    assert [tuple(r) for r in notes.note_classifications(conn)] == _rows(
+        conn, "SELECT rel_path, lower(classification) FROM notes"
+    )
     # core/modes/lexical.py
     assert notes_fts.matching_rowids(conn, '"postgres"') == _rows(
         conn, "SELECT rowid FROM notes_fts WHERE notes_fts MATCH ?", ('"postgres"',)

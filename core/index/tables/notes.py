@@ -89,6 +89,8 @@ NOTE_COLUMNS = (
 DATE_FIELDS = ("created", "updated", "source_date", "date", "mtime", "git_date", "git_created")
 GIT_DATE_FIELDS = ("git_date", "git_created")
 
+SQL_NOTE_CLASSIFICATIONS = "SELECT rel_path, lower(classification) FROM notes"
+
 SQL_INSERT_NOTE = f"INSERT INTO notes({', '.join(NOTE_COLUMNS)}) VALUES ({', '.join('?' * len(NOTE_COLUMNS))})"
 
 # The tables whose rows a note's removal drops with it (the column naming the note), notes last.
@@ -187,6 +189,11 @@ def note_names(conn: sqlite3.Connection) -> Iterator[tuple[str, str]]:
 
 def note_ids_by_path(conn: sqlite3.Connection) -> dict[str, int]:
     return dict(conn.execute("SELECT rel_path, id FROM notes"))
+
+
+def note_classifications(conn: sqlite3.Connection) -> Iterator[tuple[str, str | None]]:
+    """(rel_path, lower-cased classification, None when none is set) of every note."""
+    return conn.execute(SQL_NOTE_CLASSIFICATIONS)
 
 
 # ---------------------------------------------------------------- reading: the notes a caller may see

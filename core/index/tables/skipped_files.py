@@ -5,7 +5,7 @@ read (``notes`` and ``skipped_files`` together)."""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 DDL_SKIPPED = """
 CREATE TABLE IF NOT EXISTS skipped_files (
@@ -16,6 +16,17 @@ CREATE TABLE IF NOT EXISTS skipped_files (
     reason         TEXT NOT NULL,
     detail         TEXT NOT NULL
 )"""
+
+# The stat walk's rows of every source file (two columns: reading four of every row costs twice as
+# much), and the rest of the rows of the few paths that differ (``{marks}``: one ``?`` per path).
+SQL_SOURCE_MTIME_SIZES = (
+    "SELECT rel_path, mtime_ns, size FROM notes UNION ALL SELECT rel_path, mtime_ns, size FROM skipped_files"
+)
+SQL_CLASSIFIED_SOURCE_STATS_OF = (
+    "SELECT rel_path, content_sha256, mtime_ns, size, lower(classification) FROM notes "
+    "WHERE rel_path IN ({marks}) UNION ALL SELECT rel_path, content_sha256, mtime_ns, size, NULL "
+    "FROM skipped_files WHERE rel_path IN ({marks})"
+)
 
 
 # ---------------------------------------------------------------- skipped_files
@@ -72,12 +83,19 @@ def source_stats(conn: sqlite3.Connection) -> Iterator[tuple[str, str, int, int]
     )
 
 
-def classified_source_stats(conn: sqlite3.Connection) -> Iterator[tuple[str, str, int, int, str | None]]:
-    """``source_stats`` with each note's lower-cased classification (None for a skipped file or none set)."""
-    return conn.execute(
-        "SELECT rel_path, content_sha256, mtime_ns, size, lower(classification) FROM notes "
-        "UNION ALL SELECT rel_path, content_sha256, mtime_ns, size, NULL FROM skipped_files"
-    )
+def source_mtime_sizes(conn: sqlite3.Connection) -> Iterator[tuple[str, int, int]]:
+    """(rel_path, mtime_ns, size) of every source file read: what a stat walk compares first."""
+    return conn.execute(SQL_SOURCE_MTIME_SIZES)
+
+
+def classified_source_stats_of(
+    conn: sqlite3.Connection, rel_paths: Sequence[str]
+) -> Iterator[tuple[str, str, int, int, str | None]]:
+    """(rel_path, content sha256, mtime_ns, size, lower-cased classification: None for a skipped file or
+    none set) of those of ``rel_paths`` the generation holds, 500 paths a statement."""
+    for at in range(0, len(rel_paths), 500):
+        part = list(rel_paths[at : at + 500])
+        yield from conn.execute(SQL_CLASSIFIED_SOURCE_STATS_OF.format(marks=",".join("?" * len(part))), [*part, *part])
 
 
 def count_sources(conn: sqlite3.Connection) -> int:
