@@ -247,6 +247,9 @@ class Tools:
             "index": results.index,
             "freshness": results.freshness,
             "visible_classifications": self.config.visible_label(),
+            # which query words were widened (prefix, subword, typo) and which matched nothing: never silent
+            "query_expansions": results.query_expansions,
+            "unmatched_words": results.unmatched_words,
             "hits": hits,
         }
         return s.fit_budget(envelope, a["budget_bytes"])

@@ -100,7 +100,9 @@ def test_a_body_that_is_not_json_is_a_400(client):
 
 def test_a_hidden_classification_leaves_no_trace(client):
     env = client.post("/search", json={"q": f"{HIDDEN_WORD} lighthouse", "mode": "hybrid", "max_results": 50}).json()
-    env.pop("query")
+    env.pop("query")  # the caller's own words
+    # its hidden word matched nothing the caller may see: said as unmatched, as for a word no note holds
+    assert env.pop("unmatched_words") == [HIDDEN_WORD]
     assert HIDDEN_WORD not in json.dumps(env).lower() and "private/" not in json.dumps(env)
     hidden = client.post("/read_note", json={"path": "private/secret.md"}).json()["error"]
     absent = client.post("/read_note", json={"path": "private/nothing.md"}).json()["error"]

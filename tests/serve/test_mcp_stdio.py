@@ -145,6 +145,8 @@ def test_related_lists_links_and_backlinks(mcp):
 def test_a_hidden_classification_leaves_no_trace_in_any_tool(mcp):
     env = mcp.call("search", {"q": f"{HIDDEN_WORD} lighthouse", "mode": "graph_assisted", "max_results": 50})
     env.pop("query")  # the caller's own words
+    # its hidden word matched nothing the caller may see: said as unmatched, as for a word no note holds
+    assert env.pop("unmatched_words") == [HIDDEN_WORD]
     assert HIDDEN_WORD not in json.dumps(env).lower() and "private/" not in json.dumps(env)
     assert {h["path"] for h in env["hits"]} == {"notes/alpha.md", "notes/beta.md"}
     for path in ("private/secret.md", "notes/lan-only.md"):

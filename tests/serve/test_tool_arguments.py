@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from core.errors import InvalidArgumentError
@@ -66,3 +68,20 @@ def test_read_note_pages_forward_even_past_a_line_longer_than_max_bytes(tmp_path
     assert page["text"].startswith("3: word") and len(page["text"].encode()) <= 256
     rest = tools.call("read_note", {"path": "long.md", "from_line": page["next_from_line"], "max_bytes": 256})
     assert rest["text"] == "4: last line" and rest["truncated"] is False and rest["next_from_line"] is None
+
+
+def test_the_search_tool_says_which_words_were_expanded_and_which_matched_nothing(tmp_path):
+    """An agent sees a typo correction or a prefix widening (issue #13: never silently)."""
+    from core.index.builder import build_index
+    from core.serve.tools import ServeConfig, Tools
+
+    (tmp_path / "a.md").write_text("# Attachments\n\nWhere attachments are stored.\n", encoding="utf-8")
+    (tmp_path / "b.md").write_text("# Templates\n\nTemplates for daily notes.\n", encoding="utf-8")
+    build_index(tmp_path)
+    tools = Tools(ServeConfig(tmp_path))
+    typo = tools.call("search", {"query": "atachments", "mode": "fts"})
+    assert [h["path"] for h in typo["hits"]][:1] == ["a.md"]
+    assert typo["query_expansions"] and typo["query_expansions"][0]["word"] == "atachments"
+    assert "attachments" in json.dumps(typo["query_expansions"])
+    exact = tools.call("search", {"query": "templates zzqqxx", "mode": "fts"})
+    assert exact["query_expansions"] == [] and exact["unmatched_words"] == ["zzqqxx"]
