@@ -76,7 +76,7 @@ def load_results(results_dir: Path) -> dict[str, dict[str, Any]]:
 
 def machine_section(results: dict[str, dict[str, Any]]) -> list[str]:
     """The machine of the newest result (all stages run on one machine in one suite run)."""
-    runs = [r["machine"] for r in results.values() if "machine" in r]
+    runs = [r["machine"] for r in results.values() if isinstance(r.get("machine"), dict)]  # some say it in words
     if not runs:
         return ["## Machine", "", "No results yet: run `./run bench`.", ""]
     m = max(runs, key=lambda x: x["date"])

@@ -454,3 +454,11 @@ def test_the_build_floor_fills_notes_fts_exactly_as_the_real_build_does(tmp_path
     assert floor.execute(sql).fetchall() == real.execute(sql).fetchall()
     query = "SELECT rowid FROM notes_fts WHERE notes_fts MATCH 'survives' ORDER BY rowid"
     assert floor.execute(query).fetchall() == real.execute(query).fetchall() != []
+
+
+def test_the_machine_section_skips_a_result_that_describes_its_machine_in_words() -> None:
+    from bench import report
+
+    machine = {"cores": 2, "cpu_model": "X", "ram_gib": 1, "python": "3", "sqlite_version": "3", "platform": "p"}
+    results = {"a": {"machine": "2 shared cores"}, "b": {"machine": {**machine, "date": "2026-12-02"}}}
+    assert "| CPU | X |" in "\n".join(report.machine_section(results))

@@ -18,7 +18,7 @@ the stat walk answers and ``watch_fallback`` says why.
 compared with the (path, mtime_ns, size) rows of the served generation; a file whose stat
 differs is hashed (at most ``HASH_BUDGET`` per walk) so that a touched-but-identical file is
 not reported. The walk applies the scanner's rules (``core.vault.scan``: dot paths, the ignore
-file, the index dir, symlinks, the size limit). Its cost is linear in the vault (about 3 µs a note,
+file, the index dir, symlinks, the size limit). Its cost is linear in the vault (about 4-5 µs a note,
 see docs/benchmarks.md) and bounded twice:
 
 - a walk is reused for ``window_seconds`` (default 2 s) per process, index directory and
