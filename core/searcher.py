@@ -236,7 +236,7 @@ def _results(ctx: SearchContext, run: ModeRun, with_passages: bool) -> list[Sear
     counts = body_term_counts(sp, [], ids, _base_postings(ctx)) if with_passages else {}
     r = ctx.resolved
     age = max(0.0, time.time() - r.created_at)
-    vault_name = Path(os.path.abspath(ctx.vault)).resolve().name
+    vault_name = r.layout.vault.name  # the vault as resolved for this search (`_layout`)
     order = ctx.filters.date_label_order()
     out = []
     for h in run.hits:
