@@ -487,7 +487,7 @@ def recompute_edges(conn: sqlite3.Connection, *, new_from_id: int | None = None)
     key = _targets_key(conn)
     incremental = new_from_id is not None and get_meta(conn).get("link_targets") == key
     if incremental:
-        repoint_edges(conn)
+        repoint_edges(conn, new_from_id)  # the same set of paths: only the re-inserted notes have new ids
         rows = _resolve_links(conn, new_from_id)
     else:
         delete_all_edges(conn)

@@ -72,10 +72,20 @@ def visible_links(conn: sqlite3.Connection, clause: str, values: Sequence[object
 # ---------------------------------------------------------------- edges: writing
 
 
-def repoint_edges(conn: sqlite3.Connection) -> None:
-    """Every resolved edge follows its target path to that note's current id."""
+def repoint_edges(conn: sqlite3.Connection, first_new_id: int | None = None) -> None:
+    """Resolved edges follow their target path to that note's current id: every one, or (``first_new_id``)
+    those into the notes with ids >= it, the re-inserted ones (a build whose set of paths did not change:
+    every other note kept its id; at 100k notes repointing all 261k edges took 2.4 s)."""
+    if first_new_id is None:
+        conn.execute(
+            "UPDATE edges SET dst_id = (SELECT id FROM notes WHERE rel_path = edges.dst_path) "
+            "WHERE dst_path IS NOT NULL"
+        )
+        return
     conn.execute(
-        "UPDATE edges SET dst_id = (SELECT id FROM notes WHERE rel_path = edges.dst_path) WHERE dst_path IS NOT NULL"
+        "UPDATE edges SET dst_id = (SELECT id FROM notes WHERE rel_path = edges.dst_path) "
+        "WHERE dst_path IN (SELECT rel_path FROM notes WHERE id >= ?)",
+        (first_new_id,),
     )
 
 
