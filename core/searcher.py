@@ -141,7 +141,7 @@ def _layout(vault: str, index_dir: str | None) -> IndexLayout:
     unresolved path: a vault symlink that is retargeted serves its new target). A vault that is not a
     folder, or an index dir that is not a readable folder, is a typed usage error."""
     check_vault(Path(vault))
-    layout = layout_for(Path(vault).resolve(), Path(index_dir) if index_dir else None)
+    layout = layout_for(Path(vault), Path(index_dir) if index_dir else None)  # which resolves both
     check_index_dir_for_reading(layout)
     return layout
 

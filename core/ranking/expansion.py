@@ -233,7 +233,7 @@ class QueryAnalyzer:
         if not served and len(tok) >= TYPO_MIN_CHARS:
             alphabet = _script_alphabet(tok, self.vocab.chars)
             v = self.vocab  # only the edits that are vocabulary words can be chosen (Vocabulary.best)
-            edits = sorted(e for e in _edits(tok, alphabet) if v.is_exact(e) or v.base_ids(e))
+            edits = sorted(v.known(_edits(tok, alphabet)))
             served = self._expand(tok, out, edits, "typo", TYPO_WEIGHT, limit=3, by_df=True)
         if not served:
             out.unmatched.append(tok)

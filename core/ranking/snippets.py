@@ -56,9 +56,18 @@ class QueryWords:
 
     def __init__(self, terms: list[str], weights: dict[str, float]) -> None:
         self.weights = {t: weights.get(t, 1.0) for t in terms if t}
-        # one pass for every term: a word start, then the longest term that fits there
-        alternatives = "|".join(re.escape(t) for t in sorted(self.weights, key=lambda t: (-len(t), t)))
-        self._starts = re.compile(f"(?<![^\\W_])(?:{alternatives})") if alternatives else None
+        # terms of word characters only (all analysed terms) are found with str.find; any other
+        # (raw FTS5 input) by one regex, compiled when first needed: compiling an alternation of a
+        # dozen terms costs more than finding them in all ten hits
+        self._plain = all(t.isalnum() for t in self.weights)
+        self._regex: re.Pattern[str] | None = None
+
+    def _starts(self) -> re.Pattern[str]:
+        if self._regex is None:
+            # one pass for every term: a word start, then the longest term that fits there
+            alternatives = "|".join(re.escape(t) for t in sorted(self.weights, key=lambda t: (-len(t), t)))
+            self._regex = re.compile(f"(?<![^\\W_])(?:{alternatives})")
+        return self._regex
 
     def chunk_score(self, text: str) -> float:
         """Cheap passage score: idf of the distinct terms the text contains (as substrings of its
@@ -73,12 +82,24 @@ class QueryWords:
 
     def matches(self, text: str) -> list[tuple[int, str]]:
         """(offset, term) of every word of ``text`` that starts with a query term, in text order."""
-        if self._starts is None:
+        if not self.weights:
             return []
         low = text.lower()
         if len(low) != len(text):  # a few characters change length when lower-cased: keep offsets true
             low = "".join(ch.lower() if len(ch.lower()) == 1 else ch for ch in text)
-        return [(m.start(), m.group()) for m in self._starts.finditer(low)]
+        if not self._plain:
+            return [(m.start(), m.group()) for m in self._starts().finditer(low)]
+        # A term of word characters that starts at a word start ends inside that word, so two such
+        # matches never overlap: at each word start the longest term that fits there is the match
+        # (what the regex's longest-first alternation picks).
+        found: dict[int, str] = {}
+        for term in self.weights:
+            i = low.find(term)
+            while i >= 0:
+                if (i == 0 or not low[i - 1].isalnum()) and len(term) > len(found.get(i, "")):
+                    found[i] = term
+                i = low.find(term, i + 1)
+        return sorted(found.items())
 
 
 def best_passages(
@@ -91,7 +112,8 @@ def best_passages(
     out: dict[int, Passage] = {}
     rows, bodies = _chunk_rows(conn, note_ids)
     for note_id, chunks in rows.items():
-        best = max(chunks, key=lambda c: words.chunk_score(c[2]))  # first of equals: earliest chunk
+        # first of equals: the earliest chunk; a note of one chunk is not scored
+        best = chunks[0] if len(chunks) == 1 else max(chunks, key=lambda c: words.chunk_score(c[2]))
         if preferred and note_id in preferred:
             best = next((c for c in chunks if c[0] == preferred[note_id]), best)
         out[note_id] = Passage(best[0], best[1], best[2], _line_span(bodies[note_id], best[3], best[4]))

@@ -8,13 +8,16 @@ import bisect
 import json
 import threading
 import weakref
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from core.errors import IntegrityError
 from core.ranking.languages import has_cjk
+
+# typo look-ups (Vocabulary.known) after which a process keeps the set of words
+KNOWN_SET_AFTER = 8
 
 VOCABULARY_ARRAYS = (
     "vocab_words",
@@ -130,6 +133,8 @@ class Vocabulary:
         self._reversed: list[str] | None = None
         self._chars: set[str] | None = None
         self._name: _TermNames | None = None
+        self._known_calls = 0
+        self._known_set: frozenset[str] | None = None
         if stored is None:
             self.sorted, self._exact, self._indptr, self._ids = _vocabulary_lists(term_id, df)
         else:
@@ -180,6 +185,20 @@ class Vocabulary:
         """The position of ``word`` in ``sorted``, -1 when it is not a vocabulary word."""
         i = bisect.bisect_left(self.sorted, word)
         return i if i < len(self.sorted) and self.sorted[i] == word else -1
+
+    def known(self, candidates: Iterable[str]) -> list[str]:
+        """The candidates that are vocabulary words, in their order (typo edits: hundreds per word).
+
+        One bisect each; a process that has looked up ``KNOWN_SET_AFTER`` batches builds the set of
+        words once and uses it from then on (a server; a one-shot search does not pay for it)."""
+        self._known_calls += 1
+        if self._known_set is None and self._known_calls > KNOWN_SET_AFTER:
+            self._known_set = frozenset(self.sorted)
+        found = self._known_set
+        if found is not None:
+            return [c for c in candidates if c in found]
+        words, n = self.sorted, len(self.sorted)
+        return [c for c in candidates if (i := bisect.bisect_left(words, c)) < n and words[i] == c]
 
     def is_exact(self, key: str) -> bool:
         """Is ``key`` the surface form of an exact term (``=key``)?"""
