@@ -14,6 +14,9 @@ SciFact cold build time and index size.
   (fts), beside the same queries without that word at all (what the other words find alone).
 * latency: warm fts p50 per set (``limit=10``, passages on, the realistic call), wall clock and CPU time.
 * build: SciFact cold build (fresh index dir, in this process), seconds and generation size.
+* build_vs: the same against the first ``--code`` tree (the "before" of the build ratio), the trees
+  alternated for ``--rounds`` rounds in subprocesses: wall clock (default workers) and CPU time of a
+  build with workers=1 (what the ratio is judged on: wall clock swings with the machine's load).
 * latency: SciFact fts p50 as CPU time (``time.process_time``) of warm ``search_vault`` calls
   (limit 10, passages on; 150 dev queries x2 after 30 warm-up calls), each code tree named by
   ``--code name=DIR`` (a directory holding ``core/``, e.g. a ``git archive`` of main) in its own
@@ -21,7 +24,7 @@ SciFact cold build time and index size.
 
 Timings are taken on whatever load the machine has; the JSON records the load average.
 
-    python -m bench.bench_lang [--work-dir DIR] [--only multilingual,english,typo,prefix,build,latency]
+    python -m bench.bench_lang [--work-dir DIR] [--only multilingual,english,typo,prefix,build,build_vs,latency]
                                [--code before=DIR ...] [--rounds 3]
 """
 
@@ -297,6 +300,71 @@ def build(work: Path) -> dict[str, Any]:
     return {"cold_seconds": min(runs), "runs": runs, "generation_bytes": size, "notes": report.notes}
 
 
+# A SciFact cold build in a subprocess whose working directory holds the code tree to time: wall
+# clock with the default workers, then CPU time (time.process_time) of a second build with workers=1,
+# where all the work is in the process (wall clock of the same code swings with the machine's load).
+_BUILD_SCRIPT = """
+import json, sys, time
+from pathlib import Path
+from core import generations as gen
+from core.index.builder import build_index
+vault, work = Path(sys.argv[1]), Path(sys.argv[2])
+t = time.perf_counter()
+report = build_index(vault, index_dir=work / "wall")
+wall = time.perf_counter() - t
+size = gen.resolve(gen.layout_for(vault.resolve(), work / "wall")).path.stat().st_size
+t = time.process_time()
+build_index(vault, index_dir=work / "cpu", workers=1)
+print(json.dumps({"wall": wall, "cpu": time.process_time() - t, "bytes": size, "notes": report.notes}))
+"""
+
+
+def build_vs(work: Path, codes: dict[str, Path], rounds: int) -> dict[str, dict[str, Any]]:
+    """SciFact cold build of this tree ("now") and of the first ``--code`` tree ("before"), alternated
+    for ``rounds`` rounds, each build in a fresh index dir: the ``build`` and ``build_today`` results."""
+    if not codes:
+        raise SystemExit("build_vs needs a --code tree to compare with")
+    name, before = next(iter(codes.items()))
+    vault = ENGLISH["scifact"][0]
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONDONTWRITEBYTECODE")}
+    got: dict[str, list[dict[str, Any]]] = {"before": [], "now": []}
+    loads = [os.getloadavg()[0]]
+    for i in range(rounds):
+        for key, tree in (("before", before), ("now", Path(__file__).resolve().parents[1])):
+            out = work / f"build_vs_{key}_{i}"
+            done = subprocess.run(
+                [sys.executable, "-c", _BUILD_SCRIPT, str(vault), str(out)],
+                cwd=tree,
+                env=env,
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            got[key].append(json.loads(done.stdout.strip().splitlines()[-1]))
+            loads.append(os.getloadavg()[0])
+        print("build", {k: v[-1] for k, v in got.items()}, flush=True)
+    how = (
+        f"{rounds} interleaved rounds ({name}, now), a fresh index dir each, in subprocesses; wall clock with"
+        f" the default workers, CPU time of a second build with workers=1; 1-minute load {min(loads):.1f}-{max(loads):.1f}"
+    )
+
+    def summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
+        return {
+            "cold_seconds": round(min(r["wall"] for r in runs), 3),
+            "runs": [round(r["wall"], 3) for r in runs],
+            "generation_bytes": runs[-1]["bytes"],
+            "notes": runs[-1]["notes"],
+        }
+
+    now = {
+        **summary(got["now"]),
+        "interleaved_ratios": [round(n["wall"] / b["wall"], 3) for n, b in zip(got["now"], got["before"])],
+        "cpu_seconds_in_process": {k: [round(r["cpu"], 3) for r in v] for k, v in got.items()},
+        "note": how,
+    }
+    return {"build": now, "build_today": {**summary(got["before"]), "source": f"{name} ({before}), the same run"}}
+
+
 # Run in a subprocess whose working directory holds the code tree to time (its ``core`` comes first
 # on sys.path); only the standard library and ``core`` are imported, so any tree of the project works.
 _LATENCY_SCRIPT = """
@@ -360,6 +428,8 @@ def main() -> None:
     for stage in stages:
         if stage == "latency":
             result["latency_cpu_interleaved"] = latency(work, codes, args.rounds)
+        elif stage == "build_vs":
+            result.update(build_vs(work, codes, args.rounds))
         else:
             result[stage] = globals()[stage](work)
     write_json(args.out, result)

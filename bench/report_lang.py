@@ -94,10 +94,13 @@ def lang_section(results: dict[str, dict[str, Any]]) -> list[str]:
         "language folder its own vault, default settings, notes' languages detected), beside the",
         "baselines measured with the data set (its `baselines_dev.json`; `vaultsearch-fts` is the engine",
         "before this change). Each cell: nDCG@10 / share of queries with no hit. n = 21-100 per cell, so",
-        "differences under ~0.05 are noise; the holdout halves are kept for acceptance. Timings were taken",
-        f"on a shared, loaded machine (load average {', '.join(f'{x:.1f}' for x in lang.get('loadavg', []))}).",
+        "differences under ~0.05 are noise; the holdout halves are kept for acceptance. Load average at the",
+        f"end of the latest stage's run: {', '.join(f'{x:.1f}' for x in lang.get('loadavg', []))} (each timing",
+        "below names its own).",
         "",
         "    python -m bench.bench_lang        # results in bench/results/lang.json",
+        "    # build ratio and SciFact p50 against the tree before the language work (a worktree of 2a0ba5a):",
+        "    python -m bench.bench_lang --only build_vs,latency --code pre_lang=DIR --rounds 5",
         "",
     ]
     if "multilingual" in lang:

@@ -389,9 +389,11 @@ class NoteWriter:
     def __init__(self, conn: sqlite3.Connection, analyzer: LanguageAnalyzer) -> None:
         self.next_note_id = next_note_id(conn)
         self.next_chunk_id = next_chunk_id(conn)
-        self.vectors = TermVectors(
-            analyzer, len(FTS_COLUMNS), next_id=next_term_id(conn), known=partial(term_ids, conn)
-        )
+        first_term = next_term_id(conn)
+        # a build that starts from an empty dictionary (a cold build) knows every term it meets: the
+        # terms it gave ids to; only a carried-over index is asked for the ids it already has
+        known = partial(term_ids, conn) if first_term > 1 else None
+        self.vectors = TermVectors(analyzer, len(FTS_COLUMNS), next_id=first_term, known=known)
         self._rows: dict[str, list[tuple]] = {name: [] for name in _INSERTS}
         self._terms: list[tuple[int, tuple[int, str], LocalVector]] = []  # note id, table, vector
         self._chunk_terms: list[tuple[int, tuple[int, str], LocalVector]] = []  # note id, table, vector

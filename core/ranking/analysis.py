@@ -335,10 +335,11 @@ class TermVectors:
         n_fields: int,
         *,
         next_id: int = 1,
-        known: Callable[[list[str]], dict[str, int]] = lambda terms: {},
+        known: Callable[[list[str]], dict[str, int]] | None = None,
     ) -> None:
         """``known(terms)`` returns the ids the index already has for some of ``terms``; terms it
-        does not know get ids from ``next_id`` on (only the terms met are ever looked up)."""
+        does not know get ids from ``next_id`` on (only the terms met are ever looked up). None:
+        the index has no terms yet."""
         self.analyzer = analyzer
         self.n_fields = n_fields
         self._known = known
@@ -356,7 +357,7 @@ class TermVectors:
         mapping = self.analyzer.map_words(texts)
         ids = self._term_ids
         unseen = {t for w in texts for t in mapping[w]}.difference(ids)
-        found = self._known(sorted(unseen))
+        found = self._known(sorted(unseen)) if self._known is not None else {}
         ids.update(found)
         for term in sorted(unseen.difference(found)):
             ids[term] = self._next_term
