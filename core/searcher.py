@@ -27,7 +27,7 @@ from core.ranking.expansion import surface
 from core.ranking.filters import Filters
 from core.ranking.query import clean_text
 from core.ranking.snippets import QueryWords, best_passages, matched_text, snippet
-from core.ranking.sparse import QueryPostings, body_term_counts
+from core.ranking.sparse import body_term_counts
 from core.registry import DEFAULT_MODE, ModeSpec, dispatch
 from core.search_arguments import check_keywords, check_search_arguments, freshness_options, max_results_argument
 
@@ -197,12 +197,10 @@ def _decided_date(dates: dict[str, str | None], order: tuple[str, ...]) -> tuple
     return None, None
 
 
-def _base_postings(ctx: SearchContext) -> QueryPostings:
-    """The query's postings of its words' base terms only (not their exact forms or expansions)."""
-    a, p, sp = ctx.analysis, ctx.postings(), ctx.sparse()
-    base = np.asarray([k == "base" for t, k in zip(a.terms, a.kinds) if t in sp.term_id], dtype=bool)
-    sel = base[p.owner] if base.size else np.zeros(p.owner.shape, dtype=bool)
-    return QueryPostings(p.ids, p.pos[sel], p.owner[sel], p.docs[sel])
+def _base_terms(ctx: SearchContext) -> np.ndarray:
+    """Per id of the query's postings: is it a base term of a query word (not an exact form or an expansion)?"""
+    a, sp = ctx.analysis, ctx.sparse()
+    return np.asarray([k == "base" for t, k in zip(a.terms, a.kinds) if t in sp.term_id], dtype=bool)
 
 
 def _without_extensions(words: dict[str, float]) -> list[str]:
@@ -233,7 +231,7 @@ def _results(ctx: SearchContext, run: ModeRun, with_passages: bool) -> list[Sear
     preferred = {h.note_id: h.chunk_id for h in run.hits if h.chunk_id is not None}
     passages = best_passages(ctx.conn, words, ids, preferred) if with_passages else {}
     # occurrences of the query's words: their base terms only (an exact form also counted would count twice)
-    counts = body_term_counts(sp, [], ids, _base_postings(ctx)) if with_passages else {}
+    counts = body_term_counts(sp, [], ids, ctx.postings(), _base_terms(ctx)) if with_passages else {}
     r = ctx.resolved
     age = max(0.0, time.time() - r.created_at)
     vault_name = r.layout.vault.name  # the vault as resolved for this search (`_layout`)

@@ -426,16 +426,29 @@ def _name_match(
 
 
 def body_term_counts(
-    index: SparseIndex, terms: list[str], note_ids: list[int], postings: QueryPostings | None = None
+    index: SparseIndex,
+    terms: list[str],
+    note_ids: list[int],
+    postings: QueryPostings | None = None,
+    counted: np.ndarray | None = None,
 ) -> dict[int, int]:
-    """Occurrences of the query's terms in each given note's body (exact, from the stored vectors)."""
+    """Occurrences of the query's terms in each given note's body (exact, from the stored vectors).
+
+    ``counted`` (bool per id of ``postings.ids``) limits the count to some of the query's terms.
+    Only the given notes' postings are looked at: a few hundred of a query's many thousands."""
     if not note_ids:
         return {}
     found = postings if postings is not None else query_postings(index, terms)
-    pos, docs = found.pos, found.docs
-    per_doc = np.bincount(docs, weights=index.body_tf[pos], minlength=index.n_docs)
     rows = index.rows_of(np.asarray(note_ids, dtype=np.int64))
-    return {nid: int(per_doc[r]) if r >= 0 else 0 for nid, r in zip(note_ids, rows.tolist())}
+    notes = np.unique(rows[rows >= 0])
+    mine = np.flatnonzero(np.isin(found.docs, notes))
+    if counted is not None:
+        mine = mine[counted[found.owner[mine]]]
+    per_note = np.bincount(
+        np.searchsorted(notes, found.docs[mine]), weights=index.body_tf[found.pos[mine]], minlength=notes.size
+    )
+    count = dict(zip(notes.tolist(), per_note.tolist()))
+    return {nid: int(count[r]) if r >= 0 else 0 for nid, r in zip(note_ids, rows.tolist())}
 
 
 class GenerationCache:

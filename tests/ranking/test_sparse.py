@@ -198,3 +198,26 @@ def test_the_title_coverage_bonus_rewards_only_notes_whose_title_holds_the_query
     }
     assert title_rows and all(boosted[r] > base[r] for r in title_rows)
     assert all(boosted[r] == base[r] for r in range(index.n_docs) if r not in title_rows and matched[r])
+
+
+@pytest.mark.parametrize("query", QUERIES)
+def test_body_term_counts_count_the_given_notes_body_occurrences(built, query):
+    """Counts only the notes asked for (in their order, an unknown id 0), from their bodies; with
+    ``counted``, only the terms it marks."""
+    from core.ranking.sparse import body_term_counts, query_postings
+
+    vault, conn = built
+    index = load_sparse(conn, PARAMS)
+    analyzer = language_analyzer_for("en")
+    terms = list(dict.fromkeys(analyzer.terms(query)))
+    id_of = {rel: nid for nid, rel in conn.execute("SELECT id, rel_path FROM notes")}
+    body = {rel: Counter(analyzer.terms(parse_note(rel, (vault / rel).read_bytes()).body)) for rel in FILES}
+    asked = [id_of["worms.md"], 10_000, id_of["garden.md"]]  # not in row order; one id no note has
+    rels = ["worms.md", None, "garden.md"]
+    want = {nid: sum(body[rel][t] for t in terms) if rel else 0 for nid, rel in zip(asked, rels)}
+    assert body_term_counts(index, terms, asked) == want
+    postings = query_postings(index, terms)
+    known = [t for t in terms if t in index.term_id]
+    first = np.asarray([i == 0 for i in range(len(known))], dtype=bool)
+    only_first = {nid: body[rel][known[0]] if rel and known else 0 for nid, rel in zip(asked, rels)}
+    assert body_term_counts(index, terms, asked, postings, first) == only_first
