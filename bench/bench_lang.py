@@ -17,6 +17,8 @@ SciFact cold build time and index size.
 * build_vs: the same against the first ``--code`` tree (the "before" of the build ratio), the trees
   alternated for ``--rounds`` rounds in subprocesses: wall clock (default workers) and CPU time of a
   build with workers=1 (what the ratio is judged on: wall clock swings with the machine's load).
+* instructions: instructions (valgrind's callgrind) per warm SciFact fts query and per SciFact cold
+  build (workers=1), per code tree: repeatable where CPU time is not (needs ``valgrind``).
 * latency: SciFact fts p50 as CPU time (``time.process_time``) of warm ``search_vault`` calls
   (limit 10, passages on; 150 dev queries x2 after 30 warm-up calls), each code tree named by
   ``--code name=DIR`` (a directory holding ``core/``, e.g. a ``git archive`` of main) in its own
@@ -24,7 +26,7 @@ SciFact cold build time and index size.
 
 Timings are taken on whatever load the machine has; the JSON records the load average.
 
-    python -m bench.bench_lang [--work-dir DIR] [--only multilingual,english,typo,prefix,build,build_vs,latency]
+    python -m bench.bench_lang [--work-dir DIR] [--only multilingual,english,typo,prefix,build,build_vs,latency,instructions]
                                [--code before=DIR ...] [--rounds 3]
 """
 
@@ -35,6 +37,7 @@ import json
 import os
 import random
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -411,6 +414,86 @@ def latency(work: Path, codes: dict[str, Path], rounds: int) -> dict[str, Any]:
     }
 
 
+# Instructions counted by callgrind (valgrind): the same count for the same code and input whatever
+# the machine's load, where CPU time here swings by half between rounds of the same code. The script
+# runs the work (``search``: 150 SciFact dev queries after 30 warm-ups; ``build``: a cold build with
+# workers=1) or, with ``skip``, everything but the work: the difference is the work's count.
+_COUNT_SCRIPT = """
+import json, sys
+from pathlib import Path
+from core.index.builder import build_index
+from core.searcher import search_vault
+what, vault, queries, index_dir, skip = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3]), Path(sys.argv[4]), sys.argv[5] == "skip"
+kw = {}
+try:  # one stat walk (in the warm-up), then reused: no path that depends on the clock
+    from core.index.freshness import FreshnessOptions
+    kw = {"freshness": FreshnessOptions(window_seconds=1e9)}
+except ImportError:  # a tree from before freshness checks
+    pass
+if what == "build":
+    if not skip:
+        build_index(vault, index_dir=index_dir, workers=1)
+else:
+    qs = [json.loads(line)["text"] for line in queries.read_text().splitlines() if line.strip()]
+    for q in qs[:30]:
+        search_vault(vault, q, mode="fts", limit=10, index_dir=index_dir, **kw)
+    for q in ([] if skip else qs[:150]):
+        search_vault(vault, q, mode="fts", limit=10, index_dir=index_dir, **kw)
+"""
+COUNTED_QUERIES = 150
+
+
+def _instructions(tree: Path, what: str, index_dir: Path, env: dict[str, str]) -> int:
+    """Instructions of ``what`` in ``tree``: the run with the work minus the run without (in parallel)."""
+    vault, queries, _ = ENGLISH["scifact"]
+    runs = []
+    for skip in ("work", "skip"):
+        out = index_dir.parent / f"{index_dir.name}.{what}.{skip}.callgrind"
+        args = [str(a) for a in (sys.executable, "-c", _COUNT_SCRIPT, what, vault, queries, index_dir, skip)]
+        cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *args]
+        runs.append((out, subprocess.Popen(cmd, cwd=tree, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)))
+    counts = []
+    for out, proc in runs:
+        _, err = proc.communicate()
+        if proc.returncode != 0:
+            raise RuntimeError(f"callgrind run in {tree} failed: {err.decode(errors='replace')[-2000:]}")
+        summary = next(line for line in out.read_text().splitlines() if line.startswith("summary:"))
+        counts.append(int(summary.split()[1]))
+        out.unlink()
+    return counts[0] - counts[1]
+
+
+def instructions(work: Path, codes: dict[str, Path]) -> dict[str, Any]:
+    """Instructions per warm SciFact fts query and per SciFact cold build (workers=1), per code tree."""
+    vault, queries, _ = ENGLISH["scifact"]
+    trees = {**codes, "now": Path(__file__).resolve().parents[1]}
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONDONTWRITEBYTECODE")}
+    per_query, build = {}, {}
+    for name, tree in trees.items():
+        index_dir = work / f"count_{name}"
+        shutil.rmtree(index_dir, ignore_errors=True)
+        subprocess.run(  # the index the queries run on, built outside valgrind
+            [sys.executable, "-c", _COUNT_SCRIPT, "build", str(vault), str(queries), str(index_dir), "work"],
+            cwd=tree,
+            env=env,
+            check=True,
+        )
+        per_query[name] = _instructions(tree, "search", index_dir, env) // COUNTED_QUERIES
+        shutil.rmtree(work / f"count_build_{name}", ignore_errors=True)
+        build[name] = _instructions(tree, "build", work / f"count_build_{name}", env)
+        shutil.rmtree(work / f"count_build_{name}", ignore_errors=True)
+        print("instructions", name, per_query[name], build[name], flush=True)
+    return {
+        "how": (
+            f"valgrind --tool=callgrind: a process running the work minus one running all but it; search: "
+            f"{COUNTED_QUERIES} SciFact dev fts queries (limit=10, passages on) after 30 warm-ups, per query;"
+            f" build: a SciFact cold build with workers=1; code trees {', '.join(trees)}"
+        ),
+        "scifact_fts_per_query": per_query,
+        "scifact_cold_build": build,
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--work-dir", type=Path, default=None)
@@ -428,6 +511,8 @@ def main() -> None:
     for stage in stages:
         if stage == "latency":
             result["latency_cpu_interleaved"] = latency(work, codes, args.rounds)
+        elif stage == "instructions":
+            result["instructions"] = instructions(work, codes)
         elif stage == "build_vs":
             result.update(build_vs(work, codes, args.rounds))
         else:

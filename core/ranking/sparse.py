@@ -441,7 +441,9 @@ def body_term_counts(
     found = postings if postings is not None else query_postings(index, terms)
     rows = index.rows_of(np.asarray(note_ids, dtype=np.int64))
     notes = np.unique(rows[rows >= 0])
-    mine = np.flatnonzero(np.isin(found.docs, notes))
+    asked = np.zeros(index.n_docs, dtype=bool)
+    asked[notes] = True
+    mine = np.flatnonzero(asked[found.docs])
     if counted is not None:
         mine = mine[counted[found.owner[mine]]]
     per_note = np.bincount(
