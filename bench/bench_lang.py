@@ -463,6 +463,11 @@ def _instructions(tree: Path, what: str, index_dir: Path, env: dict[str, str]) -
     return counts[0] - counts[1]
 
 
+def _remove(path: Path) -> None:
+    if path.exists():
+        shutil.rmtree(path)
+
+
 def instructions(work: Path, codes: dict[str, Path]) -> dict[str, Any]:
     """Instructions per warm SciFact fts query and per SciFact cold build (workers=1), per code tree."""
     vault, queries, _ = ENGLISH["scifact"]
@@ -471,7 +476,7 @@ def instructions(work: Path, codes: dict[str, Path]) -> dict[str, Any]:
     per_query, build = {}, {}
     for name, tree in trees.items():
         index_dir = work / f"count_{name}"
-        shutil.rmtree(index_dir, ignore_errors=True)
+        _remove(index_dir)
         subprocess.run(  # the index the queries run on, built outside valgrind
             [sys.executable, "-c", _COUNT_SCRIPT, "build", str(vault), str(queries), str(index_dir), "work"],
             cwd=tree,
@@ -479,15 +484,16 @@ def instructions(work: Path, codes: dict[str, Path]) -> dict[str, Any]:
             check=True,
         )
         per_query[name] = _instructions(tree, "search", index_dir, env) // COUNTED_QUERIES
-        shutil.rmtree(work / f"count_build_{name}", ignore_errors=True)
+        _remove(work / f"count_build_{name}")
         build[name] = _instructions(tree, "build", work / f"count_build_{name}", env)
-        shutil.rmtree(work / f"count_build_{name}", ignore_errors=True)
+        _remove(work / f"count_build_{name}")
         print("instructions", name, per_query[name], build[name], flush=True)
     return {
         "how": (
             f"valgrind --tool=callgrind: a process running the work minus one running all but it; search: "
             f"{COUNTED_QUERIES} SciFact dev fts queries (limit=10, passages on) after 30 warm-ups, per query;"
-            f" build: a SciFact cold build with workers=1; code trees {', '.join(trees)}"
+            f" build: a SciFact cold build with workers=1; code trees {', '.join(trees)} (a tree from before"
+            " freshness checks searches without them)"
         ),
         "scifact_fts_per_query": per_query,
         "scifact_cold_build": build,
