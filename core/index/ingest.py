@@ -30,6 +30,7 @@ from functools import partial
 
 from core.errors import SourceChangedError
 from core.index.bounds import bound_vocabulary, die_with_parent
+from core.index.tables import notes as notes_table
 from core.index.tables.chunks import insert_chunks, next_chunk_id
 from core.index.tables.links import (
     delete_all_edges,
@@ -78,8 +79,6 @@ _BATCH_NOTES = 256
 _BATCH_CHUNKS = 4096
 POOL_MIN_NOTES = 1000  # fewer notes than this are prepared in process: forking would not pay off
 _PREPARE_BATCH = 64  # notes per prepare_notes call (per worker task)
-# json.dumps(value, ensure_ascii=False, sort_keys=True) without building an encoder per call
-_json = json.JSONEncoder(ensure_ascii=False, sort_keys=True).encode
 
 # rel_path, path, content and sha256 (None: not read yet), mtime_ns, size
 NoteFile = tuple[str, str, "bytes | None", "str | None", int, int]
@@ -150,7 +149,7 @@ def _chunk_rows(note: ParsedNote, chunk_size: int, chunk_overlap: int) -> tuple[
     for chunk in chunks:
         heading = ""
         if chunk.heading_path != prev_path:  # a section's first chunk; its chunks share the path's JSON
-            prev_path, path_json = chunk.heading_path, _json(list(chunk.heading_path))
+            prev_path, path_json = chunk.heading_path, notes_table.json_cell(chunk.heading_path)
             heading = chunk.heading_path[-1] if chunk.heading_path else ""
         rows.append(
             (chunk.ord, path_json, chunk.start, chunk.end, hashlib.sha256(chunk.text.encode("utf-8")).hexdigest())
@@ -259,7 +258,7 @@ def _prepared(
         note.title,
         note.description,
         note.note_type,
-        _json(list(note.tags)),
+        notes_table.json_cell(note.tags),
         d.get("created"),
         d.get("updated"),
         d.get("source_date"),
@@ -268,11 +267,11 @@ def _prepared(
         note.status,
         note.classification,
         note.namespace,
-        _json(list(note.supersedes)),
-        _json(list(note.superseded_by)),
-        _json(list(note.aliases)),
+        notes_table.json_cell(note.supersedes),
+        notes_table.json_cell(note.superseded_by),
+        notes_table.json_cell(note.aliases),
         note.frontmatter_id,
-        _json(note.extra),
+        notes_table.json_cell(note.extra),
         sha256,
         mtime_ns,
         size,

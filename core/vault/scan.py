@@ -286,6 +286,7 @@ def _os_detail(exc: OSError) -> str:
 
 _OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0)
 _FD_DIR = "/proc/self/fd"
+_READ_BLOCK = 1 << 20  # a file that grew since its fstat is read on in blocks of this size
 _HAS_FD_DIR = os.path.isdir(_FD_DIR)
 
 
@@ -331,8 +332,10 @@ def read_file(path: str | os.PathLike[str], *, root: str | None = None) -> tuple
             opened = os.readlink(f"{_FD_DIR}/{fd}")
             if not _inside(root, opened):
                 raise FileRefusedError("symlink_outside_vault", f"opened {opened}, outside the vault: not read")
-        with os.fdopen(os.dup(fd), "rb") as handle:
-            data = handle.read()
+        parts = [os.read(fd, st.st_size + 1)]  # the whole file, then the empty read of its end
+        while parts[-1]:
+            parts.append(os.read(fd, _READ_BLOCK))
+        data = b"".join(parts)
     finally:
         os.close(fd)
     return data, hashlib.sha256(data).hexdigest()

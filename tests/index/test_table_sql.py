@@ -19,6 +19,8 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from core import generations as gen
 from core.index.tables import (
@@ -278,3 +280,19 @@ def test_repointing_after_a_content_only_build_touches_only_the_edges_into_reins
     assert sorted(conn.execute("SELECT dst_path, dst_id FROM edges"), key=repr) == sorted(
         [("b.md", 2), ("c.md", 7), (None, None)], key=repr
     )
+
+
+_JSON_VALUES = st.one_of(
+    st.lists(st.text(max_size=8), max_size=5).map(tuple),
+    st.lists(st.text(max_size=8), max_size=5),
+    st.dictionaries(st.text(max_size=5), st.one_of(st.none(), st.integers(), st.text(max_size=5)), max_size=4),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_JSON_VALUES)
+def test_a_json_cell_is_the_text_json_dumps_gives(value) -> None:
+    """Tags, aliases, extra and heading paths keep exactly the text ``json.dumps`` wrote before the
+    joined fast path (non-ASCII, quotes, control characters and lone surrogates included)."""
+    expected = json.dumps(list(value) if isinstance(value, tuple) else value, ensure_ascii=False, sort_keys=True)
+    assert notes.json_cell(value) == expected

@@ -142,3 +142,41 @@ def test_an_ascii_query_compiles_no_cjk_class() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == "[True, True, True, True]"
+
+
+_PROFILE_TEXT = st.lists(
+    st.sampled_from([*"aeiouAEZßéèüÀÿ×÷ '’-.,\n0\u00a0«»°≥βœŁıİ東", "die ", "the ", "und ", "les ", "für ", "être "]),
+    max_size=80,
+).map("".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_PROFILE_TEXT)
+def test_profile_words_are_the_latin_words_the_regex_finds(text: str) -> None:
+    """The C cut (Latin-1 bytes, translate, split) finds exactly the words of ``[A-Za-z\\u00c0-\\u024f]+``."""
+    head = text.lower()
+    words, _ = languages._profile_words(head)
+    as_text = [w.decode("latin-1") if isinstance(w, bytes) else w for w in words]
+    assert as_text == re.findall("[A-Za-z\u00c0-\u024f]+", head)
+
+
+def _profile_by_loop(sample: str) -> str | None:
+    """The profile as a plain loop over the words: one count per (word, language of its list)."""
+    words = re.findall("[A-Za-z\u00c0-\u024f]+", sample[: languages.PROFILE_CHARS].lower())
+    if len(words) < 8:
+        return None
+    hits = {lang: sum(w in languages.STOPWORDS[lang] for w in words) for lang in languages._PROFILE_LANGUAGES}
+    (best, n), (_, second) = sorted(hits.items(), key=lambda kv: (-kv[1], kv[0]))[:2]
+    return None if n < 0.08 * len(words) or n <= 1.2 * second else best
+
+
+_FUNCTION_WORDS = sorted({w for lang, ws in languages.STOPWORDS.items() if lang != "ru" for w in ws})
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from([*_FUNCTION_WORDS, "Tabelle", "objet", "x", "über", "≥", "Łódź"]), max_size=400))
+def test_the_packed_function_word_count_decides_as_a_plain_count(words: list[str]) -> None:
+    """Every language's hits summed in one packed int decide as counting each language apart does,
+    up to the sample's length (up to 400 words: many more than a 16-bit field could overflow on)."""
+    sample = " ".join(words)
+    assert languages._profile_language(sample) == _profile_by_loop(sample)

@@ -176,3 +176,23 @@ def test_listing_errors_become_unreadable_problems(tmp_path, monkeypatch):
     assert rels(result) == ["note.md"]
     assert problems(result) == [("locked", "unreadable")]
     assert "Permission denied" in result.problems[0].detail
+
+
+def test_a_file_that_grew_after_its_fstat_is_read_whole(tmp_path, monkeypatch):
+    """The read goes on to the file's end, not to the size fstat gave (a note being written)."""
+    import core.vault.scan as scan
+
+    text = "x" * 5000 + "end"
+    path = write(tmp_path, "a.md", text)
+    real_fstat = os.fstat
+
+    def smaller(fd):
+        st = real_fstat(fd)
+        return os.stat_result((*st[:6], 10, *st[7:]))  # st_size = 10
+
+    monkeypatch.setattr(scan.os, "fstat", smaller)
+    monkeypatch.setattr(scan, "_READ_BLOCK", 7)
+    data, digest = read_file(path, root=str(tmp_path.resolve()))
+    assert data == text.encode()
+    assert digest == hashlib.sha256(data).hexdigest()
+    assert read_file(write(tmp_path, "empty.md", ""))[0] == b""

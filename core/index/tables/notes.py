@@ -6,8 +6,25 @@ as ``(clause, values)``; the values are always bound.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
+from json.encoder import encode_basestring
+from typing import Any
+
+_encode_json = json.JSONEncoder(ensure_ascii=False, sort_keys=True).encode
+
+
+def json_cell(value: list[str] | tuple[str, ...] | dict[str, Any]) -> str:
+    """``json.dumps(value, ensure_ascii=False, sort_keys=True)``, the text of a JSON column (tags,
+    aliases, extra, a chunk's heading path). A list of strings, nearly every cell, is joined from
+    the encoder's own string quoting: the encoder's set-up per call cost more than the encoding."""
+    if isinstance(value, dict):
+        return _encode_json(value) if value else "{}"
+    if all(type(item) is str for item in value):
+        return "[" + ", ".join(map(encode_basestring, value)) + "]"
+    return _encode_json(list(value))
+
 
 DDL_NOTES = """
 CREATE TABLE IF NOT EXISTS notes (
