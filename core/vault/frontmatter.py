@@ -52,10 +52,51 @@ def split_frontmatter(text: str) -> tuple[str | None, str, bool]:
     return None, text, True
 
 
+_STR, _SEQ, _MAP = "tag:yaml.org,2002:str", "tag:yaml.org,2002:seq", "tag:yaml.org,2002:map"
+
+
+def _plain(node: yaml.Node) -> Any:
+    """The value of a composed node when it is a string, or a sequence of strings (what the safe
+    constructor makes of it, built without it); ``_NOT_PLAIN`` for anything else."""
+    if isinstance(node, yaml.ScalarNode):
+        return node.value if node.tag == _STR else _NOT_PLAIN
+    if isinstance(node, yaml.SequenceNode) and node.tag == _SEQ:  # not !!python/..., !!omap, a local tag
+        items = node.value
+        if all(isinstance(item, yaml.ScalarNode) and item.tag == _STR for item in items):
+            return [item.value for item in items]
+    return _NOT_PLAIN
+
+
+_NOT_PLAIN = object()
+
+
+def _load_yaml(yaml_text: str) -> Any:
+    """``yaml.load`` with ``_Loader``. A mapping of string keys to strings and lists of strings (most
+    frontmatter) is built straight from the nodes libyaml composed: the safe constructor would make
+    the same values, one Python call per node. Aliases (a node met twice) take the constructor."""
+    loader = _Loader(yaml_text)
+    try:
+        node = loader.get_single_node()
+        if isinstance(node, yaml.MappingNode) and node.tag == _MAP and len(node.value) <= _MAX_YAML_VALUES:
+            out: dict[str, Any] = {}
+            seen: set[int] = set()
+            for key, value in node.value:
+                plain = _plain(value)
+                if key.tag != _STR or not isinstance(key, yaml.ScalarNode) or plain is _NOT_PLAIN or id(value) in seen:
+                    break
+                seen.add(id(value))
+                out[key.value] = plain
+            else:
+                return out
+        return None if node is None else loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
 def load_frontmatter(rel_path: str, yaml_text: str) -> tuple[dict[str, Any], list[Problem]]:
     """Parse frontmatter YAML into a JSON-safe mapping with string keys (never raises)."""
     try:
-        loaded = yaml.load(yaml_text, Loader=_Loader)  # noqa: S506 - _Loader is a SafeLoader
+        loaded = _load_yaml(yaml_text)
     except (yaml.YAMLError, ValueError, RecursionError) as exc:
         return {}, [Problem(rel_path, "yaml_invalid", _yaml_error_detail(exc))]
     if loaded is None:
