@@ -18,7 +18,8 @@ SciFact cold build time and index size.
   alternated for ``--rounds`` rounds in subprocesses: wall clock (default workers) and CPU time of a
   build with workers=1 (what the ratio is judged on: wall clock swings with the machine's load).
 * instructions: instructions (valgrind's callgrind) per warm SciFact fts query and per SciFact cold
-  build (workers=1), per code tree: repeatable where CPU time is not (needs ``valgrind``).
+  build (workers=1), per code tree: repeatable where CPU time is not (needs ``valgrind``); for a tree
+  that stores term-major arrays for readers (issue 14), also its build without storing them.
 * latency: SciFact fts p50 as CPU time (``time.process_time``) of warm ``search_vault`` calls
   (limit 10, passages on; 150 dev queries x2 after 30 warm-up calls), each code tree named by
   ``--code name=DIR`` (a directory holding ``core/``, e.g. a ``git archive`` of main) in its own
@@ -430,7 +431,12 @@ try:  # one stat walk (in the warm-up), then reused: no path that depends on the
     kw = {"freshness": FreshnessOptions(window_seconds=1e9)}
 except ImportError:  # a tree from before freshness checks
     pass
-if what == "build":
+if what == "build_without_arrays":  # the build minus the arrays it stores for readers (issue 14)
+    import core.index.builder as builder
+    builder.compute_sparse = lambda conn: None
+    builder.store_sparse = builder.store_chunk_vectors = lambda conn, arrays: None
+    builder.compute_chunk_vectors = lambda conn, sparse: None
+if what.startswith("build"):
     if not skip:
         build_index(vault, index_dir=index_dir, workers=1)
 else:
@@ -473,7 +479,7 @@ def instructions(work: Path, codes: dict[str, Path]) -> dict[str, Any]:
     vault, queries, _ = ENGLISH["scifact"]
     trees = {**codes, "now": Path(__file__).resolve().parents[1]}
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONDONTWRITEBYTECODE")}
-    per_query, build = {}, {}
+    per_query, build, without = {}, {}, {}
     for name, tree in trees.items():
         index_dir = work / f"count_{name}"
         _remove(index_dir)
@@ -487,7 +493,10 @@ def instructions(work: Path, codes: dict[str, Path]) -> dict[str, Any]:
         _remove(work / f"count_build_{name}")
         build[name] = _instructions(tree, "build", work / f"count_build_{name}", env)
         _remove(work / f"count_build_{name}")
-        print("instructions", name, per_query[name], build[name], flush=True)
+        if "store_sparse" in (tree / "core" / "index" / "builder.py").read_text():
+            without[name] = _instructions(tree, "build_without_arrays", work / f"count_build_{name}", env)
+            _remove(work / f"count_build_{name}")
+        print("instructions", name, per_query[name], build[name], without.get(name), flush=True)
     return {
         "how": (
             f"valgrind --tool=callgrind: a process running the work minus one running all but it; search: "
@@ -497,6 +506,9 @@ def instructions(work: Path, codes: dict[str, Path]) -> dict[str, Any]:
         ),
         "scifact_fts_per_query": per_query,
         "scifact_cold_build": build,
+        # the same build with the term-major arrays, vocabulary and filter mask it stores for readers
+        # (issue 14; a tree without them builds none) replaced by nothing: readers then compute them
+        "scifact_cold_build_without_stored_arrays": without,
     }
 
 
