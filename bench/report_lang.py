@@ -206,16 +206,16 @@ def build_rows(lang: dict[str, Any]) -> list[str]:
         rounds = ", ".join(f"{r:.2f}x" for r in now.get("interleaved_ratios", []))
         cpu = now.get("cpu_seconds_in_process")
         cpu_text = (
-            f"CPU time in process (workers=1): before {', '.join(f'{x:.2f}' for x in cpu['before'])} s, now "
-            f"{', '.join(f'{x:.2f}' for x in cpu['now'])} s"
+            f" CPU time in process (workers=1): before {', '.join(f'{x:.2f}' for x in cpu['before'])} s, now "
+            f"{', '.join(f'{x:.2f}' for x in cpu['now'])} s."
             if cpu
-            else ""
+            else " One run each, not interleaved (no `build_vs` stage in these results)."
         )
         out += [
             "",
             f"Build time ratio {ratio:.2f}x (target <= {BUILD_RATIO_TARGET}x: {_status(ratio <= BUILD_RATIO_TARGET)},"
             " judged on CPU time where measured: the wall-clock rounds of the same code swing with the machine's load;"
-            f" wall-clock interleaved rounds {rounds or '-'}). {cpu_text}. Index size {100 * growth:+.0f}%"
+            f" wall-clock interleaved rounds {rounds or 'not run'}).{cpu_text} Index size {100 * growth:+.0f}%"
             " (exact-form terms beside the stems, CJK bigrams).",
         ]
     return [*out, ""]
@@ -268,6 +268,19 @@ def lang_target_rows(results: dict[str, dict[str, Any]]) -> list[tuple[str, str,
                 _status(b <= BUILD_RATIO_TARGET),
             )
         )
+        counted = lang["instructions"]
+        without = counted.get("scifact_cold_build_without_stored_arrays", {}).get("now")
+        if without:  # informative: the row above is the target as written (issue 13 asks which counts)
+            ratio = without / counted["scifact_cold_build"][BEFORE_TREE]
+            rows.append(
+                (
+                    "lang",
+                    f"SciFact cold build <= {BUILD_RATIO_TARGET}x before, as instructions, without the arrays stored"
+                    " for readers (issue 14; whether they count is undecided)",
+                    f"{ratio:.3f}x",
+                    _status(ratio <= BUILD_RATIO_TARGET),
+                )
+            )
     cpu = lang.get("latency_cpu_interleaved")
     if cpu:
         t = cpu["scifact_fts_p50_ms"]

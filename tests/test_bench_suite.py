@@ -462,3 +462,26 @@ def test_the_machine_section_skips_a_result_that_describes_its_machine_in_words(
     machine = {"cores": 2, "cpu_model": "X", "ram_gib": 1, "python": "3", "sqlite_version": "3", "platform": "p"}
     results = {"a": {"machine": "2 shared cores"}, "b": {"machine": {**machine, "date": "2026-12-02"}}}
     assert "| CPU | X |" in "\n".join(report.machine_section(results))
+
+
+def test_lang_report_judges_the_build_as_written_and_states_it_without_the_stored_arrays() -> None:
+    from bench.report_lang import instruction_rows, lang_target_rows
+
+    counted = {
+        "how": "callgrind",
+        "scifact_fts_per_query": {"pre_lang": 10e6, "now": 12e6},
+        "scifact_cold_build": {"pre_lang": 10e9, "now": 15e9},
+        "scifact_cold_build_without_stored_arrays": {"now": 12e9},
+    }
+    rows = {
+        target: (measured, status)
+        for _, target, measured, status in lang_target_rows({"lang": {"instructions": counted}})
+    }
+    assert rows["SciFact cold build <= 1.3x before, as instructions (workers=1)"] == ("1.500x", "MISS")
+    without = [v for k, v in rows.items() if "without the arrays" in k]
+    assert without == [("1.200x", "PASS")]
+    text = "\n".join(instruction_rows({"instructions": counted}))
+    assert "12.00 G, 1.200x pre_lang" in text and "20.0% of the build" in text
+    # a tree that stores no arrays for readers: no such row, and the build is judged as written only
+    del counted["scifact_cold_build_without_stored_arrays"]
+    assert not [k for _, k, _, _ in lang_target_rows({"lang": {"instructions": counted}}) if "without the arrays" in k]
