@@ -161,6 +161,15 @@ def instruction_ratios(lang: dict[str, Any]) -> tuple[float, float] | None:
     return q["now"] / q[BEFORE_TREE], b["now"] / b[BEFORE_TREE]
 
 
+def without_arrays_ratio(lang: dict[str, Any]) -> tuple[float, float] | None:
+    """(instructions, ratio to the tree before the language work) of this tree's build without the
+    arrays it stores for readers (issue 14), when counted."""
+    counted = lang.get("instructions") or {}
+    without = counted.get("scifact_cold_build_without_stored_arrays", {}).get("now")
+    before = counted.get("scifact_cold_build", {}).get(BEFORE_TREE)
+    return (without, without / before) if without and before else None
+
+
 def instruction_rows(lang: dict[str, Any]) -> list[str]:
     counted, ratios = lang.get("instructions"), instruction_ratios(lang)
     if not counted:
@@ -179,14 +188,14 @@ def instruction_rows(lang: dict[str, Any]) -> list[str]:
             f"now / {BEFORE_TREE}: {ratios[0]:.3f}x per query (at the filing machine's {FILING_P50_MS} ms for"
             f" {BEFORE_TREE}: {ratios[0] * FILING_P50_MS:.2f} ms), {ratios[1]:.3f}x per cold build. {counted['how']}.",
         ]
-    without = counted.get("scifact_cold_build_without_stored_arrays", {}).get("now")
+    without = without_arrays_ratio(lang)
     if ratios and without:
         out += [
             "",
             f"The same build without the arrays it stores for readers (issue 14: term-major postings, the query"
             f" vocabulary, the default filter mask; {BEFORE_TREE} stores none, and a reader computes them when"
-            f" absent): {without / 1e9:.2f} G, {without / b[BEFORE_TREE]:.3f}x {BEFORE_TREE}; the stored arrays"
-            f" are {1 - without / b['now']:.1%} of the build.",
+            f" absent): {without[0] / 1e9:.2f} G, {without[1]:.3f}x {BEFORE_TREE}; the stored arrays"
+            f" are {1 - without[0] / b['now']:.1%} of the build.",
         ]
     return [*out, ""]
 
@@ -268,10 +277,9 @@ def lang_target_rows(results: dict[str, dict[str, Any]]) -> list[tuple[str, str,
                 _status(b <= BUILD_RATIO_TARGET),
             )
         )
-        counted = lang["instructions"]
-        without = counted.get("scifact_cold_build_without_stored_arrays", {}).get("now")
+        without = without_arrays_ratio(lang)
         if without:  # informative: the row above is the target as written (issue 13 asks which counts)
-            ratio = without / counted["scifact_cold_build"][BEFORE_TREE]
+            ratio = without[1]
             rows.append(
                 (
                     "lang",

@@ -18,6 +18,7 @@ import pytest
 
 from bench import bench_scale, bench_search, plots, report
 from bench.common import latency_stats, time_interleaved
+from bench.report_lang import instruction_rows, lang_target_rows
 from bench.synth import TextPool, cached_vault
 from core.errors import DenseIndexUnavailableError
 
@@ -465,8 +466,6 @@ def test_the_machine_section_skips_a_result_that_describes_its_machine_in_words(
 
 
 def test_lang_report_judges_the_build_as_written_and_states_it_without_the_stored_arrays() -> None:
-    from bench.report_lang import instruction_rows, lang_target_rows
-
     counted = {
         "how": "callgrind",
         "scifact_fts_per_query": {"pre_lang": 10e6, "now": 12e6},
