@@ -16,6 +16,8 @@ across the tree: tests/test_errors.py enforces both.
     │   ├── PathOutsideVaultError         path_outside_vault
     │   ├── NoteNotFoundError             note_not_found
     │   ├── SectionNotFoundError          section_not_found
+    │   ├── NotRegularFileError           not_regular_file
+    │   ├── NoteTooLargeError             note_too_large
     │   ├── VaultPathError                vault_path_invalid
     │   │   ├── VaultMissingError         vault_missing
     │   │   └── VaultNotDirectoryError    vault_not_directory
@@ -181,6 +183,18 @@ class NoteNotFoundError(UsageError):
 
 class SectionNotFoundError(UsageError):
     reason = "section_not_found"
+
+
+class NotRegularFileError(UsageError):
+    """A note path that is now a FIFO, socket or device: refused at once, never opened blocking."""
+
+    reason = "not_regular_file"
+
+
+class NoteTooLargeError(UsageError):
+    """A note over the build's size limit: the build excludes it, so ``show``/``read_note`` refuse it unread."""
+
+    reason = "note_too_large"
 
 
 class IndexMissingError(VaultSearchError):

@@ -28,24 +28,23 @@ from core.errors import (
     InvalidArgumentError,
     NoteNotFoundError,
     PathOutsideVaultError,
-    SectionNotFoundError,
     VaultSearchError,
 )
 from core.index.freshness import FreshnessOptions, check_freshness
 from core.index.tables.chunk_vectors import count_visible_vectors
 from core.index.tables.chunks import count_visible_chunks
 from core.index.tables.links import in_edges, out_edges, unresolved_targets
+from core.index.tables.meta import meta_value
 from core.index.tables.notes import count_visible_notes, visible_note_at, visible_titles
 from core.index.watch_state import last_build_failure
 from core.ranking.filters import UNCLASSIFIED, Filters
 from core.registry import DEPRECATED_ALIASES, modes_json
 from core.searcher import search_vault
 from core.serve import schema as s
+from core.serve.note_window import NoteLines, fit_lines, json_bytes, line_range
 
 DEFAULT_CLASSIFICATIONS = (UNCLASSIFIED,)  # notes without a classification count as "public"
 WARM_WAIT_SECONDS = 10.0  # bounded: a search never waits on a warm-up longer than this
-_HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t#]*$")
-_FENCE = re.compile(r"^[ \t]{0,3}(```|~~~)")
 
 
 @dataclass(frozen=True)
@@ -265,7 +264,10 @@ class Tools:
         if p.is_absolute() or re.match(r"^[A-Za-z]:", posix) or ".." in p.parts:
             raise PathOutsideVaultError(f"{rel!r} is not a path inside the vault", path=rel)
         norm = p.as_posix()
-        real = (self.vault_real / norm).resolve()
+        try:
+            real = (self.vault_real / norm).resolve()
+        except OSError:  # a link removed while it was resolved (resolve races with the vault)
+            raise NoteNotFoundError(f"no note {rel!r} in the served index", path=rel) from None
         if not real.is_relative_to(self.vault_real):
             raise PathOutsideVaultError(f"{rel!r} resolves outside the vault", path=rel)
         return norm
@@ -277,89 +279,59 @@ class Tools:
             raise NoteNotFoundError(f"no note {rel!r} in the served index", path=rel)
         return row
 
-    def _visible_now(self, frontmatter: dict[str, Any]) -> bool:
-        value = frontmatter.get("classification")
-        level = str(value).strip().lower() if value not in (None, "") else UNCLASSIFIED
-        return level in (self._filters.classifications or ())
+    def _hidden(self, rel: str) -> NoteNotFoundError:
+        """What a caller who may not see ``rel`` gets: the answer for a path that was never there."""
+        return NoteNotFoundError(f"no note {rel!r} in the served index", path=rel)
 
     def read_note(self, a: dict[str, Any]) -> dict[str, Any]:
-        import hashlib
-
-        from core.vault.notes import decode_text, load_frontmatter, split_frontmatter
+        """The note as the vault holds it now, read through one confined, pinned open and served only
+        when the build would serve it (its classification read by the build's own reader)."""
+        from core.vault.notes import decode_text, is_binary, read_frontmatter
+        from core.vault.scan import MAX_NOTE_BYTES
+        from core.vault.show import read_confined
 
         rel = self._confine(a["path"])
         resolved, conn = self._open()
         try:
             note_id, rel, title, indexed_sha, _ = self._note_row(conn, rel)
+            limit = int(meta_value(conn, "max_note_bytes") or MAX_NOTE_BYTES)  # the build's size limit
             fresh = self._freshness(resolved, conn)
         finally:
             conn.close()
-        try:
-            data = (self.vault_real / rel).read_bytes()
-        except FileNotFoundError:
-            raise NoteNotFoundError(f"{rel!r} was deleted since the index was built", path=rel) from None
+        data, sha = read_confined(str(self.vault_real), rel, limit=limit)
+        if is_binary(data):  # the build skips a binary file: not a note
+            raise self._hidden(rel)
         text, _ = decode_text(rel, data)
-        yaml_text, body, _ = split_frontmatter(text)
-        frontmatter = load_frontmatter(rel, yaml_text)[0] if yaml_text is not None else {}
-        if not self._visible_now(frontmatter):  # reclassified since the build: hidden now
-            raise NoteNotFoundError(f"no note {rel!r} in the served index", path=rel)
-        lines = text.split("\n")
-        if lines and lines[-1] == "":
-            lines.pop()
-        body_first = text.count("\n", 0, len(text) - len(body)) + 1
-        first, last, section = self._range(lines, max(1, body_first), a)
-        out_lines: list[str] = []
-        used, end = 0, first - 1
-        for n in range(first, last + 1):
-            entry = f"{n}: {lines[n - 1]}"
-            size = len(entry.encode("utf-8")) + 1
-            if used + size > a["max_bytes"]:
-                if not out_lines:  # one line longer than the budget: cut, so that paging always moves on
-                    out_lines.append(entry.encode("utf-8")[: a["max_bytes"] - 4].decode("utf-8", "ignore") + " …")
-                    end = n
-                break
-            out_lines.append(entry)
-            used, end = used + size, n
-        sha = hashlib.sha256(data).hexdigest()
+        del data
+        front = read_frontmatter(rel, text)
+        if (front.classification or UNCLASSIFIED) not in (self._filters.classifications or ()):
+            raise self._hidden(rel)  # reclassified (or made unreadable) since the build: hidden now
+        lines = NoteLines(text)
+        body_first = text.count("\n", 0, len(text) - len(front.body)) + 1
+        first, last, section = line_range(lines, max(1, body_first), a)
+        frontmatter, fm_bytes = front.mapping, json_bytes(front.mapping)
+        omitted = fm_bytes > a["max_bytes"] // 2  # the frontmatter is also readable as lines from line 1
+        if omitted:
+            frontmatter, fm_bytes = {}, json_bytes({})
+        text_out, end = fit_lines(lines, first, last, a["max_bytes"] - fm_bytes)
         return {
             "path": rel,
             "title": title,
             "frontmatter": frontmatter,
+            "frontmatter_omitted": omitted,
             "section": section,
             "line_start": first,
             "line_end": end,
-            "total_lines": len(lines),
+            "total_lines": lines.total,
             "body_line_start": body_first,
-            "text": "\n".join(out_lines),
-            "truncated": end < last,
-            "next_from_line": end + 1 if end < len(lines) else None,
+            "text": text_out,
+            "truncated": end < last or omitted,
+            "next_from_line": end + 1 if end < lines.total else None,
             "content_sha256": sha,
             "changed_since_index": sha != indexed_sha,
             "index": {"generation_id": resolved.generation_id, "kind": resolved.kind},
             "freshness": fresh,
         }
-
-    def _range(self, lines: list[str], body_first: int, a: dict[str, Any]) -> tuple[int, int, str | None]:
-        """(first, last) 1-based file lines to return, and the section heading when one was asked for."""
-        if "section" not in a:
-            first = a.get("from_line", body_first)
-            return first, min(len(lines), first + a["max_lines"] - 1), None
-        heads, fence = [], False
-        for n in range(body_first, len(lines) + 1):
-            if _FENCE.match(lines[n - 1]):
-                fence = not fence
-            m = None if fence else _HEADING.match(lines[n - 1])
-            if m:
-                heads.append((n, len(m.group(1)), m.group(2).strip()))
-        want = a["section"].strip().lstrip("#").strip().lower()
-        for i, (n, level, name) in enumerate(heads):
-            if name.lower() == want:
-                end = next((h[0] - 1 for h in heads[i + 1 :] if h[1] <= level), len(lines))
-                first = a.get("from_line", n)
-                return first, min(end, first + a["max_lines"] - 1), name
-        raise SectionNotFoundError(
-            f"no heading {a['section']!r} in the note", headings=[h[2] for h in heads][:50], section=a["section"]
-        )
 
     def related(self, a: dict[str, Any]) -> dict[str, Any]:
         rel = self._confine(a["path"])

@@ -341,6 +341,40 @@ def read_classification(
     return None, None
 
 
+@dataclass(frozen=True)
+class Frontmatter:
+    """A note's frontmatter as the build reads it, classification included."""
+
+    yaml_text: str | None  # the text between the fences (None: no closed frontmatter)
+    body: str  # the text after it
+    mapping: dict[str, Any]  # the YAML as data ({} when absent or unreadable)
+    problems: tuple[Problem, ...]  # frontmatter_unclosed, yaml_invalid, frontmatter_not_mapping
+    classification: str | None  # lower-cased; UNREADABLE_CLASSIFICATION when it cannot be read exactly
+    classification_problem: Problem | None
+
+
+def read_frontmatter(rel_path: str, text: str) -> Frontmatter:
+    """The frontmatter and classification of a note's decoded text: the one reader of both, used by
+    the build (``parse_note``) and by every tool that reads a note from the vault again."""
+    yaml_text, body, unclosed = split_frontmatter(text)
+    problems: list[Problem] = []
+    if unclosed:
+        problems.append(Problem(rel_path, "frontmatter_unclosed", "no closing '---' or '...' line"))
+    mapping: dict[str, Any] = {}
+    if yaml_text is not None:
+        mapping, yaml_problems = load_frontmatter(rel_path, yaml_text)
+        problems += yaml_problems
+    classification, unreadable = read_classification(
+        rel_path,
+        text,
+        yaml_text,
+        mapping,
+        clean=not any(p.reason in _YAML_FAILURES for p in problems),
+        unclosed=unclosed,
+    )
+    return Frontmatter(yaml_text, body, mapping, tuple(problems), classification, unreadable)
+
+
 # ---------------------------------------------------------------- body: code, tags, links
 
 
@@ -412,29 +446,18 @@ def parse_note(rel_path: str, data: bytes) -> ParsedNote | None:
     text, problems = decode_text(rel_path, data)
     if not text.strip():
         problems.append(Problem(rel_path, "empty", "file is empty or whitespace only"))
-    yaml_text, body, unclosed = split_frontmatter(text)
-    if unclosed:
-        problems.append(Problem(rel_path, "frontmatter_unclosed", "no closing '---' or '...' line"))
-    mapping: dict[str, Any] = {}
-    if yaml_text is not None:
-        mapping, yaml_problems = load_frontmatter(rel_path, yaml_text)
-        problems += yaml_problems
-    meta = _Meta(rel_path, dict(mapping))
+    front = read_frontmatter(rel_path, text)
+    body = front.body
+    problems += front.problems
+    meta = _Meta(rel_path, dict(front.mapping))
     fields = _extract_fields(meta)
     problems += meta.problems
     fences, _heads = scan_blocks(body)
     masked = mask_code(body, fences)
     meta.extra.pop("classification", None)
-    classification, unreadable = read_classification(
-        rel_path,
-        text,
-        yaml_text,
-        mapping,
-        clean=not any(p.reason in _YAML_FAILURES for p in problems),
-        unclosed=unclosed,
-    )
-    if unreadable is not None:
-        problems.append(unreadable)
+    classification = front.classification
+    if front.classification_problem is not None:
+        problems.append(front.classification_problem)
     fields.update(
         classification=classification,
         title=note_title(fields["title"], rel_path),

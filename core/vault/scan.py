@@ -25,7 +25,10 @@ Reading (``read_file``) is as careful as scanning, because the vault can change 
 the file is opened with ``O_NONBLOCK | O_NOFOLLOW`` (a FIFO never blocks, a last component
 swapped for a symlink is not followed), checked with ``fstat`` to be a regular file, and,
 given the vault's real root, the opened descriptor's real path must lie inside the vault
-(``/proc/self/fd``), so "nothing outside the vault is read" holds at read time.
+(``/proc/self/fd``; where that is missing, every component is opened with ``O_NOFOLLOW`` from a
+descriptor of the root), so "nothing outside the vault is read" holds at read time, and the bytes
+returned are those of the descriptor that was checked. Every read of a note uses it: the build,
+freshness, ``show`` and ``read_note``.
 
 Symlinks (to files or folders) whose real path stays inside the vault are followed; a
 folder reached twice through links (a cycle, or two links to one folder) is walked once.
@@ -295,9 +298,13 @@ def _open_confined(target: str, root: str | None) -> int:
 
     The common case (a plain file) is one ``open`` with ``O_NOFOLLOW``; a note that is a symlink
     (``ELOOP``) is opened at its real path, which must lie inside ``root``, again with ``O_NOFOLLOW``.
+    Where ``/proc/self/fd`` cannot show what was opened, every component below ``root`` is opened
+    with ``O_NOFOLLOW`` from a descriptor of ``root`` (``_open_beneath``) instead.
     """
     if root is None:
         return os.open(target, _OPEN_FLAGS)
+    if not _HAS_FD_DIR:
+        return _open_beneath(root, target)
     try:
         return os.open(target, _OPEN_FLAGS | os.O_NOFOLLOW)
     except OSError as exc:
@@ -309,17 +316,52 @@ def _open_confined(target: str, root: str | None) -> int:
     return os.open(real, _OPEN_FLAGS | os.O_NOFOLLOW)
 
 
+def _open_beneath(root: str, target: str) -> int:
+    """Open ``target``'s real path walking down from a descriptor of ``root``, each folder and the
+    file itself opened with ``O_NOFOLLOW`` relative to the previous descriptor: a component that
+    became a symlink since ``realpath`` fails the open (``ELOOP``/``ENOTDIR``) instead of leaving."""
+    real = os.path.realpath(target)
+    if not _inside(root, real):
+        raise FileRefusedError("symlink_outside_vault", f"points to {real}: not read")
+    *folders, name = os.path.relpath(real, root).split(os.sep)
+    dir_flags = os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(root, dir_flags)
+    try:
+        for folder in folders:
+            try:
+                below = os.open(folder, dir_flags, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
+                    raise FileRefusedError(
+                        "symlink_outside_vault", f"{folder!r} changed into a link: not read"
+                    ) from exc
+                raise
+            os.close(fd)
+            fd = below
+        try:
+            return os.open(name, _OPEN_FLAGS | os.O_NOFOLLOW, dir_fd=fd)
+        except OSError as exc:
+            if exc.errno in (errno.ELOOP, errno.EMLINK):
+                raise FileRefusedError("symlink_outside_vault", f"{name!r} changed into a link: not read") from exc
+            raise
+    finally:
+        os.close(fd)
+
+
 def _inside(root: str, real: str) -> bool:
     return real == root or real.startswith(root.rstrip(os.sep) + os.sep)
 
 
-def read_file(path: str | os.PathLike[str], *, root: str | None = None) -> tuple[bytes, str]:
+def read_file(path: str | os.PathLike[str], *, root: str | None = None, limit: int | None = None) -> tuple[bytes, str]:
     """Read a regular file without blocking and return (data, sha256 hex).
 
-    With ``root`` (the vault's real path) the file must lie inside it when it is opened: its
-    real path is opened with ``O_NOFOLLOW`` and the opened descriptor's path is checked again.
-    Raises ``FileRefusedError`` (an ``OSError``) for a non-regular file or a file outside the
-    vault, and ``OSError`` when the file cannot be read (``FileNotFoundError`` when it is gone).
+    With ``root`` (the vault's real path) the file must lie inside it when it is opened: the
+    bytes returned are those of the one descriptor whose path was checked (``/proc/self/fd``, or
+    opened component by component without following links). With ``limit``, a file of more than
+    ``limit`` bytes is refused (``too_large``) having read at most ``limit + 1`` bytes.
+    Raises ``FileRefusedError`` (an ``OSError``) for a non-regular file, a file outside the
+    vault or over ``limit``, and ``OSError`` when the file cannot be read (``FileNotFoundError``
+    when it is gone).
     """
     import hashlib
 
@@ -332,9 +374,15 @@ def read_file(path: str | os.PathLike[str], *, root: str | None = None) -> tuple
             opened = os.readlink(f"{_FD_DIR}/{fd}")
             if not _inside(root, opened):
                 raise FileRefusedError("symlink_outside_vault", f"opened {opened}, outside the vault: not read")
+        if limit is not None and st.st_size > limit:
+            raise FileRefusedError("too_large", f"{st.st_size} bytes > limit {limit}")
         parts = [os.read(fd, st.st_size + 1)]  # the whole file, then the empty read of its end
-        while parts[-1]:
-            parts.append(os.read(fd, _READ_BLOCK))
+        got = len(parts[0])
+        while parts[-1] and (limit is None or got <= limit):
+            parts.append(os.read(fd, _READ_BLOCK if limit is None else min(_READ_BLOCK, limit + 1 - got)))
+            got += len(parts[-1])
+        if limit is not None and got > limit:
+            raise FileRefusedError("too_large", f"over {limit} bytes (grew while read)")
         data = b"".join(parts)
     finally:
         os.close(fd)

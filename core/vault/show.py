@@ -5,6 +5,12 @@ Obsidian opens. Line numbers are 1-based and count every line of the file (front
 included), the same numbering as a hit's line range. The path must name a Markdown file
 inside the vault: ``..``, absolute paths and symlinks that leave the vault are refused with
 ``NoteNotFoundError``, as are a section or a line range the note does not have.
+
+Every read of a note by path (``show`` and the servers' ``read_note``) goes through
+:func:`read_confined`: one open, confined to the vault and pinned (``core.vault.scan.read_file``:
+no-follow, non-blocking, a regular file, the opened descriptor's path checked), whose bytes are
+what is served; a folder or link flipped out of the vault after the path was checked is
+``path_outside_vault``, a FIFO ``not_regular_file``, a note over the size limit ``note_too_large``.
 """
 
 from __future__ import annotations
@@ -15,12 +21,18 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from core.errors import NoteNotFoundError, UsageError
+from core.errors import (
+    NoteNotFoundError,
+    NoteTooLargeError,
+    NotRegularFileError,
+    PathOutsideVaultError,
+    UsageError,
+)
 from core.index.ownership import check_vault
 from core.vault.chunking import heading_spans, mask_code
 from core.vault.frontmatter import load_frontmatter, split_frontmatter
 from core.vault.notes import decode_text, note_title
-from core.vault.scan import MAX_NOTE_BYTES
+from core.vault.scan import MAX_NOTE_BYTES, FileRefusedError, read_file
 
 _LINES = re.compile(r"(\d+)?:(\d+)?|(\d+)")
 
@@ -65,12 +77,32 @@ def confined_note_path(vault: Path, rel_path: str) -> tuple[Path, str]:
         raise NoteNotFoundError(f"not a note path: {rel_path!r}", path=rel_path)
     if not candidate.lower().endswith(".md"):
         candidate += ".md"  # Obsidian names a note without its extension
-    real = os.path.realpath(os.path.join(root, candidate))
+    try:
+        real = os.path.realpath(os.path.join(root, candidate))
+    except OSError:  # a link removed while it was resolved (realpath races with the vault)
+        raise NoteNotFoundError(f"no note {candidate!r} in the vault", path=candidate) from None
     if real != root and not real.startswith(root.rstrip(os.sep) + os.sep):
         raise NoteNotFoundError(f"{rel_path!r} is outside the vault", path=rel_path)
     if not os.path.isfile(real):
         raise NoteNotFoundError(f"no note {candidate!r} in the vault", path=candidate)
     return Path(real), Path(os.path.relpath(real, root)).as_posix()
+
+
+def read_confined(root: str, rel: str, *, limit: int) -> tuple[bytes, str]:
+    """(bytes, SHA-256) of the note at ``rel`` under the vault's real path ``root``, read through
+    one confined, pinned open (``read_file``) of at most ``limit`` bytes; typed errors otherwise."""
+    try:
+        return read_file(os.path.join(root, rel), root=root, limit=limit)
+    except FileNotFoundError:
+        raise NoteNotFoundError(f"{rel!r} is no longer in the vault", path=rel) from None
+    except FileRefusedError as exc:
+        if exc.reason == "not_regular_file":
+            raise NotRegularFileError(f"{rel!r} is a FIFO, socket or device, not a note: not read", path=rel) from None
+        if exc.reason == "too_large":
+            raise NoteTooLargeError(f"{rel!r} is larger than {limit} bytes: not read", path=rel, limit=limit) from None
+        raise PathOutsideVaultError(f"{rel!r} resolves outside the vault", path=rel) from None
+    except OSError as exc:
+        raise NoteNotFoundError(f"{rel!r} cannot be read: {exc.strerror or exc}", path=rel) from None
 
 
 def _section_lines(text: str, body_offset: int, section: str) -> tuple[int, int]:
@@ -95,11 +127,8 @@ def show_note(
     """The note at ``rel_path`` (confined to ``vault``): all of it, one section, or a line range."""
     if section is not None and lines is not None:
         raise UsageError("give --section or --lines, not both")
-    real, rel = confined_note_path(Path(vault), rel_path)
-    with open(real, "rb") as handle:
-        data = handle.read(MAX_NOTE_BYTES + 1)
-    if len(data) > MAX_NOTE_BYTES:
-        raise NoteNotFoundError(f"{rel} is larger than {MAX_NOTE_BYTES} bytes", path=rel)
+    _real, rel = confined_note_path(Path(vault), rel_path)
+    data, _ = read_confined(os.path.realpath(vault), rel, limit=MAX_NOTE_BYTES)
     text, _ = decode_text(rel, data)
     yaml_text, body, _ = split_frontmatter(text)
     frontmatter = load_frontmatter(rel, yaml_text)[0] if yaml_text is not None else {}
