@@ -138,7 +138,12 @@ READ_PARAMS: dict[str, Param] = {
     "from_line": Param("integer", "first file line to return (1-based; default: the body's first line)", minimum=1),
     "max_lines": Param("integer", "lines to return at most", minimum=1, maximum=5000, default=200),
     "max_bytes": Param(
-        "integer", "bytes of text to return at most", minimum=256, maximum=MAX_BUDGET_BYTES, default=16384
+        "integer",
+        "bytes of the note to return at most: its text and frontmatter together, as JSON (a frontmatter over "
+        "half of it is omitted, and said so: it is readable as lines from line 1)",
+        minimum=256,
+        maximum=MAX_BUDGET_BYTES,
+        default=16384,
     ),
 }
 RELATED_PARAMS: dict[str, Param] = {

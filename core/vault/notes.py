@@ -55,6 +55,7 @@ Decisions worth knowing:
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -294,6 +295,20 @@ _YAML_FAILURES = frozenset({"yaml_invalid", "frontmatter_not_mapping"})
 _FENCE_CHARS = ("---", "...")
 
 
+# What str.splitlines splits on: the loose region is found line by line without a list of all lines.
+_LINE_BREAK = re.compile("\r\n|[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+
+
+def _line_spans(text: str) -> Iterator[tuple[int, int]]:
+    """(start, end) of each line of ``text``, the lines ``text.splitlines()`` gives, found lazily."""
+    pos = 0
+    for brk in _LINE_BREAK.finditer(text):
+        yield pos, brk.start()
+        pos = brk.end()
+    if pos < len(text):
+        yield pos, len(text)
+
+
 def _loose_region(text: str, yaml_text: str | None, unclosed: bool) -> str:
     """The text that may be frontmatter when none parsed cleanly: the fenced YAML, the whole text
     after an unclosed fence, an indented (or blank-line-preceded) fenced block, or a first line
@@ -302,14 +317,15 @@ def _loose_region(text: str, yaml_text: str | None, unclosed: bool) -> str:
         return yaml_text
     if unclosed:
         return text
-    lines = text.splitlines()
-    first = next((i for i, line in enumerate(lines) if line.strip()), None)
+    spans = _line_spans(text)
+    first = next(((a, b) for a, b in spans if text[a:b].strip()), None)
     if first is None:
         return ""
-    if lines[first].strip().startswith("---"):
-        end = next((j for j in range(first + 1, len(lines)) if lines[j].strip() in _FENCE_CHARS), len(lines))
-        return "\n".join(lines[first + 1 : end])
-    return lines[first] if _CLASSIFICATION_KEY.match(lines[first].lstrip()) else ""
+    line = text[first[0] : first[1]]
+    if line.strip().startswith("---"):
+        end = next((a for a, b in spans if text[a:b].strip() in _FENCE_CHARS), len(text))
+        return text[first[1] : end]
+    return line if _CLASSIFICATION_KEY.match(line.lstrip()) else ""
 
 
 def read_classification(

@@ -224,3 +224,19 @@ def test_read_note_of_a_note_over_the_build_limit_is_refused_without_reading_it(
         tracemalloc.stop()
     assert info.value.reason == "note_too_large"
     assert peak < 4 * 1024 * 1024
+
+
+def test_read_note_serves_a_window_of_a_large_note_without_a_list_of_its_lines(served):
+    """A note of 900 kB of short lines under the build's limit: the window is found by counting,
+    not by splitting the note (a list of its lines would cost ~20 times its size)."""
+    vault, tools = served
+    data = "# Plans\n\n" + "xy\n" * 300_000
+    (vault / "plans.md").write_text(data, encoding="utf-8")
+    tracemalloc.start()
+    try:
+        out = tools.call("read_note", {"path": "plans.md", "from_line": 200_000, "max_lines": 2})
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert out["text"] == "200000: xy\n200001: xy" and out["total_lines"] == 300_002
+    assert peak < 4 * len(data)
