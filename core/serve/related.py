@@ -44,34 +44,47 @@ class StoredGraph:
         return list(unresolved_targets(self.conn, src))
 
 
-class VisibleGraph:
-    """The visible notes' links resolved among the visible notes (a caller some note is hidden from)."""
+class Adjacency:
+    """The visible notes' links resolved among the visible notes, by note (ids and link rowids only:
+    no note text), built once per generation and visible set."""
 
-    def __init__(self, conn: sqlite3.Connection, rows: list[LinkRow]) -> None:
-        self.conn = conn
-        self._out: dict[int, list[tuple[str, int]]] = defaultdict(list)
-        self._into: dict[int, list[tuple[str, int]]] = defaultdict(list)
-        self._unresolved: dict[int, list[int]] = defaultdict(list)
+    def __init__(self, rows: list[LinkRow]) -> None:
+        self.out: dict[int, list[tuple[str, int]]] = defaultdict(list)
+        self.into: dict[int, list[tuple[str, int]]] = defaultdict(list)
+        self.unresolved: dict[int, list[int]] = defaultdict(list)
         for src, dst, kind, rowid in rows:
             if dst is None:
-                self._unresolved[src].append(rowid)
+                self.unresolved[src].append(rowid)
             else:
-                self._out[src].append((kind, dst))
-                self._into[dst].append((kind, src))
+                self.out[src].append((kind, dst))
+                self.into[dst].append((kind, src))
+
+
+class VisibleGraph:
+    """The graph of a caller some note is hidden from (see the module docstring)."""
+
+    def __init__(self, conn: sqlite3.Connection, adjacency: Adjacency) -> None:
+        self.conn, self.adjacency = conn, adjacency
 
     def out(self, src: int) -> list[tuple[str, int]]:
-        return self._out.get(src, [])
+        return self.adjacency.out.get(src, [])
 
     def into(self, dst: int) -> list[tuple[str, int]]:
-        return self._into.get(dst, [])
+        return self.adjacency.into.get(dst, [])
 
     def unresolved(self, src: int) -> list[tuple[str, str]]:
-        return link_targets(self.conn, self._unresolved.get(src, []))
+        return link_targets(self.conn, self.adjacency.unresolved.get(src, []))
 
 
 def caller_graph(conn: sqlite3.Connection, stats: CallerStatistics) -> LinkGraph:
     """The link graph this caller may see (see the module docstring)."""
-    return VisibleGraph(conn, stats.link_rows()) if stats.restricted else StoredGraph(conn)
+    if not stats.restricted:
+        return StoredGraph(conn)
+    return VisibleGraph(conn, stats.cached("related", _no_full, lambda _: Adjacency(stats.link_rows())))
+
+
+def _no_full() -> Adjacency:
+    raise AssertionError("only a caller some note is hidden from reads the visible adjacency")
 
 
 def walk(

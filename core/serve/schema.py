@@ -279,9 +279,10 @@ def fit_budget(envelope: dict[str, Any], budget: int) -> dict[str, Any]:
 def fit_lists(envelope: dict[str, Any], budget: int, keys: tuple[str, ...]) -> dict[str, Any]:
     """Drop entries of the lists ``envelope[key]`` until the JSON of ``envelope`` fits ``budget`` bytes.
 
-    Entries are kept in the order (hop, list, position): every entry of hop 1 (``depth`` 1, or no
-    ``depth``) of the first list, then of the next list, then hop 2, and so on, so that a cut answer
-    is the nearest part of the whole one. What was cut is said in ``envelope["budget"]`` (``dropped``
+    Entries are kept in the order (hop, position, list): the entries of hop 1 (``depth`` 1, or no
+    ``depth``) taken from the lists in turn (the first of each, then the second of each, ...), then
+    those of hop 2, and so on: a cut answer is the nearest part of the whole one, and each list keeps
+    a prefix of itself. What was cut is said in ``envelope["budget"]`` (``dropped``
     per list) and ``envelope["total"]`` (each list's length before the cut); a budget too small even
     for empty lists is an error, as for :func:`fit_budget`."""
     lists: dict[str, list[dict[str, Any]]] = {k: envelope[k] for k in keys}
@@ -296,13 +297,13 @@ def fit_lists(envelope: dict[str, Any], budget: int, keys: tuple[str, ...]) -> d
     if size() <= budget:  # the usual case: one encoding
         return envelope
     order = sorted(
-        ((entry.get("depth", 1), rank, i) for rank, k in enumerate(keys) for i, entry in enumerate(lists[k])),
+        ((entry.get("depth", 1), i, rank) for rank, k in enumerate(keys) for i, entry in enumerate(lists[k])),
     )
     for k in keys:
         envelope[k] = []
     room = budget - size() - 32  # what the "dropped" counts may still grow by
     kept: dict[str, int] = dict.fromkeys(keys, 0)
-    for _, rank, i in order:
+    for _, i, rank in order:
         need = len(dumps(lists[keys[rank]][i]).encode("utf-8")) + 1
         if need > room:
             break
