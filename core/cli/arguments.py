@@ -102,7 +102,8 @@ def _add_filters(p: argparse.ArgumentParser) -> None:
 VISIBILITY_HELP = (
     "visible classification (repeatable); notes outside leave no trace. Default: every note is visible, "
     "secret ones included. A note without one counts as 'public'; 'unreadable' names notes whose "
-    "classification could not be read exactly (hidden unless listed)"
+    "classification could not be read exactly (hidden unless listed). An empty value (--classification '') "
+    "names none: every note is hidden"
 )
 
 

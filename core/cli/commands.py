@@ -187,9 +187,10 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def _visibility_line(classifications: list[str] | None) -> str:
-    if not classifications:
+    if classifications is None:
         return "every note (no --classification given: secret ones included)"
-    return f"only classifications {', '.join(sorted({c.lower() for c in classifications}))}"
+    named = sorted({c.strip().lower() for c in classifications if c.strip()})
+    return f"only classifications {', '.join(named)}" if named else "no note (--classification '': nothing visible)"
 
 
 def cmd_verify(args: argparse.Namespace) -> int:

@@ -19,13 +19,14 @@ from core.index.ownership import check_index_dir_for_reading, check_vault
 from core.index.state import EMBED_RATE_KEY
 from core.index.tables.chunk_vectors import count_vectors, count_vectors_in
 from core.index.tables.chunks import count_chunks, count_chunks_in
-from core.index.tables.links import count_edges, count_unresolved_edges, edge_counts_in
+from core.index.tables.links import count_edges, count_unresolved_edges
 from core.index.tables.meta import get_meta
 from core.index.tables.notes import count_notes, visible_paths
 from core.index.tables.problems import all_problems
 from core.index.tables.skipped_files import count_skipped, count_sources, source_stats
 from core.index.watch_state import last_build_failure
 from core.ranking.filters import UNCLASSIFIED, Filters
+from core.ranking.visibility import CallerStatistics
 from core.vault.notes import UNREADABLE_CLASSIFICATION, parse_note
 from core.vault.scan import MAX_NOTE_BYTES, read_file, scan_vault
 
@@ -122,7 +123,27 @@ def _visibility(classifications: Sequence[str] | None) -> dict[str, Any]:
 _GENERATION_KEYS = ("generation_id", "status", "active", "created_at")
 
 
-def _restrict(out: dict[str, Any], conn: sqlite3.Connection, vault: Path, filters: Filters) -> None:
+def _link_counts(conn: sqlite3.Connection, resolved: gen.ResolvedIndex, filters: Filters) -> tuple[int, int]:
+    """(links, unresolved links) a restricted caller may know of: its visible notes' links resolved among
+    its visible notes (core.ranking.visibility), so a link to a hidden note counts as unresolved and a
+    link a hidden note captured resolves as it would without it - the counts of the vault without them."""
+    generation = None if resolved.kind == "legacy_db" else (str(resolved.path), resolved.generation_id, resolved.sha256)
+    stats = CallerStatistics(
+        conn,
+        filters.visible_classification_clause(),
+        str(resolved.layout.index_dir),
+        generation,
+        filters.classifications,
+    )
+    if not stats.restricted:  # nothing hidden: the build's own counts
+        return count_edges(conn), count_unresolved_edges(conn)
+    rows = stats.link_rows()
+    return len(rows), sum(1 for _, dst, _, _ in rows if dst is None)
+
+
+def _restrict(
+    out: dict[str, Any], conn: sqlite3.Connection, vault: Path, filters: Filters, resolved: gen.ResolvedIndex
+) -> None:
     """Narrow a status to what a restricted caller may see: counts over its visible notes, problems
     and staleness of those notes only; skipped files (no readable classification) are left out."""
     clause, vals = filters.visible_classification_clause()
@@ -130,7 +151,7 @@ def _restrict(out: dict[str, Any], conn: sqlite3.Connection, vault: Path, filter
     ids = json.dumps(sorted(visible))
     chunks = count_chunks_in(conn, ids)
     vectors = count_vectors_in(conn, ids)
-    edges = edge_counts_in(conn, ids)
+    edges = _link_counts(conn, resolved, filters)
     paths = set(visible.values())
     stale = out["staleness"]
     added = [p for p in stale["added"] if _visible_file(vault, p, filters)]
@@ -222,7 +243,7 @@ def index_status(
             "generations": gen.list_generations(layout) if resolved.kind != "legacy_db" else [],
         }
         if filters.classifications is not None:
-            _restrict(out, conn, vault, filters)
+            _restrict(out, conn, vault, filters, resolved)
     finally:
         conn.close()
     return out

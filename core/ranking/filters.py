@@ -111,7 +111,7 @@ class Filters:
     volatility: tuple[str, ...] = ()
     status: tuple[str, ...] = ()
     include_superseded: bool = False
-    classifications: tuple[str, ...] | None = None  # None = no restriction
+    classifications: tuple[str, ...] | None = None  # None = no restriction; () = nothing visible
 
     @classmethod
     def make(cls, **kw: object) -> Filters:
@@ -124,8 +124,10 @@ class Filters:
             if k in tuples:
                 tuples[k] = tuple(_tag(t) for t in tuples[k])
         args: dict[str, object] = dict(tuples)
-        if kw.get("classifications") is not None:
-            args["classifications"] = tuple(c.lower() for c in _as_tuple(kw["classifications"], "classifications"))
+        if kw.get("classifications") is not None:  # () is not None: an empty list hides every note
+            args["classifications"] = tuple(
+                c.strip().lower() for c in _as_tuple(kw["classifications"], "classifications") if c.strip()
+            )  # a blank value names no classification (the CLI's `--classification ''` is the empty list)
         for k in _SCALAR_FIELDS:
             if kw.get(k) is not None:
                 args[k] = kw[k]

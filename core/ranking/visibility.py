@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -101,23 +102,32 @@ def visible_chunk_vectors(conn: sqlite3.Connection, sparse: SparseIndex, visible
     return load_chunk_vectors(conn, sparse, visible=visible)
 
 
-def visible_edges(conn: sqlite3.Connection, visible: Clause) -> list[tuple[int, int, str]]:
-    """(src, dst, kind) of the visible notes' links resolved among the visible notes only, as a build
-    of the vault without the hidden notes would resolve them, in the stored links' order: a hidden
-    note that shares a name or alias with a visible one captures no link (graph, supersession)."""
+# (source note id, target note id or None when unresolved, kind, the link's rowid in ``links``)
+LinkRow = tuple[int, int | None, str, int]
+
+
+def visible_link_rows(conn: sqlite3.Connection, visible: Clause) -> list[LinkRow]:
+    """Every link of the visible notes resolved among the visible notes only, as a build of the vault
+    without the hidden notes would resolve it, in the stored links' order: a link to a hidden note is
+    unresolved (like a link to a missing note), and a hidden note that shares a name or alias with a
+    visible one captures no link (graph, supersession, ``related``, status counts). The link's text is
+    not kept: its ``links`` rowid is (core.index.tables.links.link_targets)."""
     from core.vault.links import Link, LinkResolver  # the build's resolver; loaded only for a restricted caller
 
     clause, vals = visible
     notes = visible_names(conn, clause, vals)
     resolver = LinkResolver([(rel, tuple(json.loads(aliases))) for _, rel, aliases in notes])
     id_of = {rel: nid for nid, rel, _ in notes}
-    out: list[tuple[int, int, str]] = []
-    for src, src_path, target, kind, heading, alias, source, alt in visible_links(conn, clause, vals):
+    out: list[LinkRow] = []
+    for rowid, src, src_path, target, kind, heading, alias, source, alt in visible_links(conn, clause, vals):
         found = resolver.resolve(Link(target, kind, heading, alias, source, alt), src_path)
-        dst = id_of.get(found) if found else None
-        if dst is not None:
-            out.append((src, dst, kind))
+        out.append((src, id_of.get(found) if found else None, sys.intern(kind), rowid))
     return out
+
+
+def visible_edges(conn: sqlite3.Connection, visible: Clause) -> list[tuple[int, int, str]]:
+    """(src, dst, kind) of the visible notes' resolved links (:func:`visible_link_rows`)."""
+    return [(src, dst, kind) for src, dst, kind, _ in visible_link_rows(conn, visible) if dst is not None]
 
 
 class CallerStatistics:
@@ -167,10 +177,16 @@ class CallerStatistics:
             return visible_loader(visible)
         return VISIBILITY_CACHE.get(self._entry, name, lambda: visible_loader(visible))
 
+    def link_rows(self) -> list[LinkRow]:
+        """The restricted caller's links, resolved among its visible notes (:func:`visible_link_rows`);
+        only when ``restricted``."""
+        assert self.restricted
+        return self.cached("links", list, lambda visible: visible_link_rows(self.conn, visible))
+
     def edges(self) -> list[tuple[int, int, str]]:
         """The restricted caller's resolved links (:func:`visible_edges`); only when ``restricted``."""
         assert self.restricted
-        return self.cached("edges", list, lambda visible: visible_edges(self.conn, visible))
+        return self.cached("edges", list, lambda _: [(s, d, k) for s, d, k, _ in self.link_rows() if d is not None])
 
     def superseded_ids(self) -> list[int]:
         """Notes a visible note supersedes (links resolved among visible notes); only when ``restricted``."""

@@ -149,6 +149,13 @@ READ_PARAMS: dict[str, Param] = {
 RELATED_PARAMS: dict[str, Param] = {
     "path": Param("string", "the note's vault-relative path", required=True),
     "depth": Param("integer", "hops to follow (links and backlinks)", minimum=1, maximum=3, default=1),
+    "budget_bytes": Param(
+        "integer",
+        "the whole JSON result fits in this many bytes (the farthest links dropped first, and said so)",
+        minimum=MIN_BUDGET_BYTES,
+        maximum=MAX_BUDGET_BYTES,
+        default=DEFAULT_BUDGET_BYTES,
+    ),
 }
 
 
@@ -274,6 +281,53 @@ def fit_budget(envelope: dict[str, Any], budget: int) -> dict[str, Any]:
     return envelope
 
 
+def fit_lists(envelope: dict[str, Any], budget: int, keys: tuple[str, ...]) -> dict[str, Any]:
+    """Drop entries of the lists ``envelope[key]`` until the JSON of ``envelope`` fits ``budget`` bytes.
+
+    Entries are kept in the order (hop, position, list): the entries of hop 1 (``depth`` 1, or no
+    ``depth``) taken from the lists in turn (the first of each, then the second of each, ...), then
+    those of hop 2, and so on: a cut answer is the nearest part of the whole one, and each list keeps
+    a prefix of itself. What was cut is said in ``envelope["budget"]`` (``dropped``
+    per list) and ``envelope["total"]`` (each list's length before the cut); a budget too small even
+    for empty lists is an error, as for :func:`fit_budget`."""
+    lists: dict[str, list[dict[str, Any]]] = {k: envelope[k] for k in keys}
+    info: dict[str, Any] = {"budget_bytes": budget, "bytes": 0, "truncated": False, "dropped": dict.fromkeys(keys, 0)}
+    envelope["budget"], envelope["total"] = info, {k: len(v) for k, v in lists.items()}
+
+    def size() -> int:
+        info["bytes"] = 0
+        info["bytes"] = len(dumps(envelope).encode("utf-8")) + 8  # room for the digits of "bytes" itself
+        return int(info["bytes"])
+
+    if size() <= budget:  # the usual case: one encoding
+        return envelope
+    order = sorted(
+        ((entry.get("depth", 1), i, rank) for rank, k in enumerate(keys) for i, entry in enumerate(lists[k])),
+    )
+    for k in keys:
+        envelope[k] = []
+    room = budget - size() - 32  # what the "dropped" counts may still grow by
+    kept: dict[str, int] = dict.fromkeys(keys, 0)
+    for _, i, rank in order:
+        need = len(dumps(lists[keys[rank]][i]).encode("utf-8")) + 1
+        if need > room:
+            break
+        room -= need
+        kept[keys[rank]] = i + 1  # a list's kept entries are a prefix of it: its order is by hop
+    for k in keys:
+        envelope[k] = lists[k][: kept[k]]
+        info["dropped"][k] = len(lists[k]) - kept[k]
+    info["truncated"] = any(info["dropped"].values())
+    while size() > budget and any(envelope[k] for k in keys):  # the estimate was short: cut the last kept
+        last = max((k for k in keys if envelope[k]), key=lambda k: (envelope[k][-1].get("depth", 1), keys.index(k)))
+        envelope[last].pop()
+        info["dropped"][last] += 1
+        info["truncated"] = True
+    if size() > budget:
+        raise InvalidArgumentError(f"budget_bytes={budget} cannot hold even an empty result ({info['bytes']} bytes)")
+    return envelope
+
+
 _NULLABLE_STR = {"type": ["string", "null"]}
 _HIT = {
     "type": "object",
@@ -352,7 +406,10 @@ OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {
             "freshness",
         ],
     },
-    "related": {"type": "object", "required": ["path", "links", "backlinks", "unresolved", "freshness"]},
+    "related": {
+        "type": "object",
+        "required": ["path", "links", "backlinks", "unresolved", "freshness", "budget", "total"],
+    },
     "status": {"type": "object", "required": ["generation_id", "freshness", "visible_classifications", "legs"]},
     "modes": {"type": "object", "required": ["modes"]},
 }

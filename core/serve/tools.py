@@ -33,15 +33,16 @@ from core.errors import (
 from core.index.freshness import FreshnessOptions, check_freshness
 from core.index.tables.chunk_vectors import count_visible_vectors
 from core.index.tables.chunks import count_visible_chunks
-from core.index.tables.links import in_edges, out_edges, unresolved_targets
 from core.index.tables.meta import meta_value
 from core.index.tables.notes import count_visible_notes, visible_note_at, visible_titles
 from core.index.watch_state import last_build_failure
 from core.ranking.filters import UNCLASSIFIED, Filters
+from core.ranking.visibility import CallerStatistics
 from core.registry import DEPRECATED_ALIASES, modes_json
 from core.searcher import search_vault
 from core.serve import schema as s
 from core.serve.note_window import NoteLines, fit_lines, json_bytes, line_range
+from core.serve.related import caller_graph, walk
 
 DEFAULT_CLASSIFICATIONS = (UNCLASSIFIED,)  # notes without a classification count as "public"
 WARM_WAIT_SECONDS = 10.0  # bounded: a search never waits on a warm-up longer than this
@@ -55,9 +56,11 @@ class ServeConfig:
     freshness: FreshnessOptions = field(default_factory=FreshnessOptions)
 
     def visible_label(self) -> list[str]:
-        """What a client can see, as said at start-up and in ``status``."""
-        extra = [c for c in self.classifications if c != UNCLASSIFIED]
-        return ["(unclassified)", *([UNCLASSIFIED] if UNCLASSIFIED in self.classifications else []), *extra]
+        """What a client can see, as said at start-up and in ``status`` (a note without a classification
+        counts as ``public``: visible only with it)."""
+        levels = [c.lower() for c in self.classifications]
+        extra = [c for c in levels if c != UNCLASSIFIED]
+        return [*(["(unclassified)", UNCLASSIFIED] if UNCLASSIFIED in levels else []), *extra]
 
 
 @dataclass(frozen=True)
@@ -334,28 +337,19 @@ class Tools:
         }
 
     def related(self, a: dict[str, Any]) -> dict[str, Any]:
+        """Links, backlinks and unresolved links (core.serve.related), equal for a restricted caller to
+        the answer from the vault without the notes it may not see, within ``budget_bytes``."""
         rel = self._confine(a["path"])
         resolved, conn = self._open()
         try:
             note_id, rel, title, _, _ = self._note_row(conn, rel)
             clause, vals = self._visible_sql()
-            visible = visible_titles(conn, clause, vals)
-            links: list[dict[str, Any]] = []
-            backlinks: list[dict[str, Any]] = []
-            seen, frontier = {note_id}, [note_id]
-            for depth in range(1, a["depth"] + 1):
-                nxt: list[int] = []
-                for src in frontier:
-                    for kind, dst in out_edges(conn, src):
-                        self._hop(links, visible, seen, nxt, dst, kind, depth, visible[src][0])
-                    for kind, back in in_edges(conn, src):
-                        self._hop(backlinks, visible, seen, nxt, back, kind, depth, visible[src][0])
-                frontier = nxt
-            unresolved = [{"target": t, "kind": k} for t, k in unresolved_targets(conn, note_id)]
+            graph = caller_graph(conn, self._statistics(resolved, conn))
+            links, backlinks, unresolved = walk(graph, note_id, visible_titles(conn, clause, vals), a["depth"])
             fresh = self._freshness(resolved, conn)
         finally:
             conn.close()
-        return {
+        envelope = {
             "path": rel,
             "title": title,
             "links": links,
@@ -364,14 +358,16 @@ class Tools:
             "index": {"generation_id": resolved.generation_id, "kind": resolved.kind},
             "freshness": fresh,
         }
+        return s.fit_lists(envelope, a["budget_bytes"], ("links", "backlinks", "unresolved"))
 
-    @staticmethod
-    def _hop(out: list, visible: dict, seen: set, nxt: list, other: int, kind: str, depth: int, via: str) -> None:
-        if other not in visible or other in seen:  # a hidden note is neither listed nor walked through
-            return
-        seen.add(other)
-        nxt.append(other)
-        out.append({"path": visible[other][0], "title": visible[other][1], "kind": kind, "depth": depth, "via": via})
+    def _statistics(self, resolved: gen.ResolvedIndex, conn: sqlite3.Connection) -> CallerStatistics:
+        """What this server's callers may see of the generation (cached per generation and visible set)."""
+        generation = (
+            None if resolved.kind == "legacy_db" else (str(resolved.path), resolved.generation_id, resolved.sha256)
+        )
+        return CallerStatistics(
+            conn, self._visible_sql(), str(resolved.layout.index_dir), generation, self._filters.classifications
+        )
 
     # ------------------------------------------------------------ status, modes
 

@@ -4,6 +4,7 @@ same path - without resolving every link again)."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterator, Sequence
 
@@ -64,9 +65,25 @@ def links_from(conn: sqlite3.Connection, first_note_id: int | None) -> Iterator[
 
 
 def visible_links(conn: sqlite3.Connection, clause: str, values: Sequence[object]) -> Iterator[tuple]:
-    """The links (with their source note's path) of the notes the condition (over ``notes n``) allows,
-    in the order they were stored."""
-    return conn.execute(_LINKS_WITH_PATHS + f"{clause} ORDER BY l.rowid", values)
+    """(link rowid, source note id, its rel_path, target, kind, heading, alias, source, alt_target) of the
+    links of the notes the condition (over ``notes n``) allows, in the order they were stored."""
+    return conn.execute(
+        "SELECT l.rowid, l.note_id, n.rel_path, l.target, l.kind, l.heading, l.alias, l.source, l.alt_target "
+        f"FROM links l JOIN notes n ON n.id = l.note_id WHERE {clause} ORDER BY l.rowid",
+        values,
+    )
+
+
+def link_targets(conn: sqlite3.Connection, rowids: Sequence[int]) -> list[tuple[str, str]]:
+    """(target, kind) of the links with these rowids, in the order given."""
+    found = dict(
+        (r[0], (r[1], r[2]))
+        for r in conn.execute(
+            "SELECT rowid, target, kind FROM links WHERE rowid IN (SELECT value FROM json_each(?))",
+            (json.dumps(list(rowids)),),
+        )
+    )
+    return [found[r] for r in rowids]
 
 
 # ---------------------------------------------------------------- edges: writing
@@ -132,15 +149,17 @@ def graph_edges(conn: sqlite3.Connection) -> Iterator[tuple[int, int, str]]:
 
 
 def out_edges(conn: sqlite3.Connection, note_id: int) -> Iterator[tuple[str, int]]:
-    """(kind, dst id) of the resolved edges from a note."""
-    return conn.execute("SELECT kind, dst_id FROM edges WHERE src_id = ? AND dst_id IS NOT NULL", [note_id])
+    """(kind, dst id) of the resolved edges from a note, in the order they were stored (that of the links)."""
+    return conn.execute(
+        "SELECT kind, dst_id FROM edges WHERE src_id = ? AND dst_id IS NOT NULL ORDER BY rowid", [note_id]
+    )
 
 
 def in_edges(conn: sqlite3.Connection, note_id: int) -> Iterator[tuple[str, int]]:
-    """(kind, src id) of the edges to a note."""
-    return conn.execute("SELECT kind, src_id FROM edges WHERE dst_id = ?", [note_id])
+    """(kind, src id) of the edges to a note, in the order they were stored (that of the links)."""
+    return conn.execute("SELECT kind, src_id FROM edges WHERE dst_id = ? ORDER BY rowid", [note_id])
 
 
 def unresolved_targets(conn: sqlite3.Connection, note_id: int) -> Iterator[tuple[str, str]]:
-    """(target, kind) of a note's links that resolve to no note."""
-    return conn.execute("SELECT target, kind FROM edges WHERE src_id = ? AND dst_id IS NULL", [note_id])
+    """(target, kind) of a note's links that resolve to no note, in the order they were stored."""
+    return conn.execute("SELECT target, kind FROM edges WHERE src_id = ? AND dst_id IS NULL ORDER BY rowid", [note_id])
