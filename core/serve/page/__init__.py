@@ -44,7 +44,7 @@ _TYPES = {
     ".css": "text/css; charset=utf-8",
     ".svg": "image/svg+xml",
 }
-ASSETS = ("app.js", "api.js", "dom.js", "note.js", "style.css", "icon.svg")
+ASSETS = ("app.js", "api.js", "dom.js", "note.js", "theme.js", "style.css", "icon.svg")
 PUBLIC_PATHS = frozenset({"/", *(f"/page/{name}" for name in ASSETS)})
 
 

@@ -121,6 +121,7 @@ function summary(data) {
   if (data.fallback_reason) out.push(" · ", el("span", { class: "fallback", id: "fallback" }, "fallback: " + data.fallback_reason));
   const widened = (data.query_expansions || []).map((e) => `${e.word} → ${e.to.join(", ")}`);
   if (widened.length) out.push(" · ", el("span", { class: "muted", title: "query words widened (prefix, subword, typo)" }, widened.join("; ")));
+  if (data.budget && data.budget.hits_dropped) out.push(" · ", el("span", { class: "fallback" }, `${data.budget.hits_dropped} more not shown (size budget)`));
   if ((data.unmatched_words || []).length) out.push(" · ", el("span", { class: "muted" }, "no match: " + data.unmatched_words.join(", ")));
   return out;
 }
