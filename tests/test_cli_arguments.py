@@ -195,4 +195,4 @@ def test_an_unknown_or_missing_command_gets_the_whole_clis_usage(capsys: pytest.
         with pytest.raises(SystemExit):
             cli.main(argv)
         text = capsys.readouterr()
-        assert "{index,search,watch,mcp,serve,show,status,verify,modes,models,eval}" in text.out + text.err
+        assert "{index,search,watch,mcp,serve,open,show,status,verify,modes,models,eval}" in text.out + text.err

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from core.cli.commands import cmd_eval, cmd_index, cmd_models, cmd_modes, cmd_search, cmd_show, cmd_status, cmd_verify
 from core.cli.output import EXIT_STALE
-from core.cli.serving import cmd_mcp, cmd_serve, cmd_watch
+from core.cli.serving import cmd_mcp, cmd_open, cmd_serve, cmd_watch
 from core.registry import DEFAULT_MODE, DEPRECATED_ALIASES, MODE_NAMES
 
 MAX_RESULTS = 10_000
@@ -216,10 +216,11 @@ def _watch_command(command: Command) -> None:
 
 
 def _serve_commands(command: Command) -> None:
-    """``mcp`` and ``serve``: the read-only tools, over stdio or HTTP."""
+    """``mcp``, ``serve`` and ``open``: the read-only tools, over stdio or HTTP (with the search page)."""
     for name, help_text, func in (
         ("mcp", "serve the read-only tools over MCP (stdio)", cmd_mcp),
-        ("serve", "serve the read-only tools as a JSON API over HTTP (loopback)", cmd_serve),
+        ("serve", "serve the read-only tools as a JSON API and a search page at / over HTTP (loopback)", cmd_serve),
+        ("open", "serve, as `serve` does, and open the search page in a browser", cmd_open),
     ):
         p = command(name, help_text)
         p.add_argument("vault")
@@ -236,7 +237,7 @@ def _serve_commands(command: Command) -> None:
             "--freshness-window", type=float, default=2.0, help="seconds a freshness scan is reused (default 2)"
         )
         _add_freshness_budget(p)
-        if name == "serve":
+        if name != "mcp":
             p.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback)")
             p.add_argument("--port", type=int, default=8765, help="port (0: a free one, printed on stderr)")
             p.add_argument("--token-file", help="require this bearer token (else env VAULTSEARCH_TOKEN, if set)")
@@ -308,7 +309,7 @@ _ADDERS: tuple[tuple[tuple[str, ...], Callable[[Command], None]], ...] = (
     (("index",), _index_command),
     (("search",), _search_command),
     (("watch",), _watch_command),
-    (("mcp", "serve"), _serve_commands),
+    (("mcp", "serve", "open"), _serve_commands),
     (("show",), _show_command),
     (("status",), _status_command),
     (("verify",), _verify_command),

@@ -1,4 +1,5 @@
-"""The serving commands: ``mcp`` (stdio), ``serve`` (HTTP) and ``watch``; their optional extras fail typed."""
+"""The serving commands: ``mcp`` (stdio), ``serve`` (HTTP), ``open`` (``serve`` and a browser on its
+search page) and ``watch``; their optional extras fail typed."""
 
 from __future__ import annotations
 
@@ -20,7 +21,12 @@ def _visible(args: argparse.Namespace) -> tuple[str, ...]:
     return tuple(dict.fromkeys([*DEFAULT_CLASSIFICATIONS, *extra]))
 
 
-SERVE_MODULES = {"mcp": ("mcp",), "serve": ("starlette", "uvicorn"), "watch": ("watchfiles",)}
+SERVE_MODULES = {
+    "mcp": ("mcp",),
+    "serve": ("starlette", "uvicorn"),
+    "open": ("starlette", "uvicorn"),
+    "watch": ("watchfiles",),
+}
 
 
 def _require_serve(command: str, watch: bool) -> None:
@@ -81,22 +87,48 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_serve(args: argparse.Namespace) -> int:
-    """The JSON API on HOST:PORT until interrupted."""
-    _require_serve("serve", args.watch)
+def _page_url(host: str, port: int) -> str:
+    """The search page's address: a wildcard bind is reached through loopback."""
+    host = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host, host)
+    return f"http://{f'[{host}]' if ':' in host else host}:{port}/"
+
+
+def _browse(url: str) -> None:
+    """Open ``url`` in the user's browser (``webbrowser``: $BROWSER, else the platform's), or say where to go."""
+    import webbrowser
+
+    opened = webbrowser.open(url)
+    print(
+        f"vaultsearch open: {'opened' if opened else 'no browser found; open'} {url}",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def cmd_open(args: argparse.Namespace) -> int:
+    """``serve``, then the search page in a browser once the port is bound."""
+    return cmd_serve(args, browse=True)
+
+
+def cmd_serve(args: argparse.Namespace, *, browse: bool = False) -> int:
+    """The JSON API and the search page on HOST:PORT until interrupted."""
+    command = "open" if browse else "serve"
+    _require_serve(command, args.watch)
     from core.serve.http_api import serve
 
     token = os.environ.get("VAULTSEARCH_TOKEN") or None
     if args.token_file:
         token = Path(args.token_file).read_text(encoding="utf-8").strip() or None
-    tools = _start_tools(args, "serve")
+    tools = _start_tools(args, command)
 
     def listening(port: int) -> None:
         print(
-            f"vaultsearch serve: listening on http://{args.host}:{port} (token {'required' if token else 'off'})",
+            f"vaultsearch {command}: listening on http://{args.host}:{port} (token {'required' if token else 'off'})",
             file=sys.stderr,
             flush=True,
         )
+        if browse:  # the socket listens already: the browser's request waits until uvicorn serves it
+            _browse(_page_url(args.host, port))
 
     serve(tools, host=args.host, port=args.port, token=token, on_listen=listening)
     return 0

@@ -7,7 +7,9 @@ at ``/mcp/``. Bound to loopback by default. Every request is checked before it r
 
 - ``Host`` must name the address the server listens on (DNS rebinding): otherwise 421;
 - an ``Origin`` header, when present, must be that same loopback origin: otherwise 403;
-- with a bearer token configured, ``Authorization: Bearer <token>`` is required: otherwise 401.
+- with a bearer token configured, ``Authorization: Bearer <token>`` is required: otherwise 401
+  (except for the search page's static files at ``/`` and ``/page/``, which hold no vault data
+  and which a browser fetches without headers of its own: ``core.serve.page``).
 
 A tool error is ``{"error": {"reason", "message", "hint", "evidence"}}`` with a status from the
 error's class (400 bad arguments, 404 no such note, 422 a mode that fails closed, 503 index
@@ -40,6 +42,7 @@ from core.errors import (
     UsageError,
     VaultSearchError,
 )
+from core.serve.page import PUBLIC_PATHS, page_routes
 from core.serve.schema import OUTPUT_SCHEMAS, dumps
 from core.serve.tools import TOOL_SPECS, Tools
 
@@ -75,7 +78,8 @@ class GuardMiddleware:
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        problem = self._check(headers)
+        public = scope["method"] in ("GET", "HEAD") and scope["path"] in PUBLIC_PATHS
+        problem = self._check(headers, public)
         if problem is not None:
             code, reason, message = problem
             extra = {"www-authenticate": "Bearer"} if code == 401 else None
@@ -85,14 +89,14 @@ class GuardMiddleware:
             return
         await self.app(scope, receive, send)
 
-    def _check(self, headers: dict[str, str]) -> tuple[int, str, str] | None:
+    def _check(self, headers: dict[str, str], public: bool = False) -> tuple[int, str, str] | None:
         host = headers.get("host", "").lower()
         if host not in self.hosts:
             return 421, "host_not_allowed", f"Host {host!r} is not this server's address"
         origin = headers.get("origin")
         if origin is not None and origin.lower() not in self.origins:
             return 403, "origin_not_allowed", f"Origin {origin!r} may not call this server"
-        if self.token is not None:
+        if self.token is not None and not public:
             given = headers.get("authorization", "")
             if not hmac.compare_digest(given.encode("utf-8"), f"Bearer {self.token}".encode()):
                 return 401, "unauthorized", "a bearer token is required (Authorization: Bearer <token>)"
@@ -187,6 +191,7 @@ def build_app(tools: Tools, *, port: int, token: str | None = None, extra_hosts:
         Route(f"/{name}", call, methods=["POST", *(["GET"] if name in _GET_TOOLS else [])]) for name in TOOL_SPECS
     ]
     routes.append(Route("/openapi.json", spec, methods=["GET"]))
+    routes += page_routes()
     mount, lifespan = _mcp_mount(tools)
     names = (*LOOPBACK_NAMES, *extra_hosts)
     return GuardMiddleware(
@@ -208,6 +213,7 @@ def bind_socket(host: str, port: int) -> socket.socket:
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
+    sock.listen()  # a browser that `vaultsearch open` starts before uvicorn runs waits in the backlog
     return sock
 
 
