@@ -16,6 +16,7 @@ from core.index.status import index_status
 from core.searcher import search_vault
 from core.vault.names import abbreviations
 from core.vault.notes import names_text, note_names, parse_note
+from core.vault.show import show_note
 
 
 def parse(text: str, rel: str):
@@ -49,6 +50,12 @@ def test_an_index_note_is_shown_by_its_h1_and_found_by_its_folder_name(course):
         assert search_vault(course, title, mode="fts")[0].rel_path == rel
     intro = search_vault(course, "intro", mode="fts")[0]
     assert (intro.rel_path, intro.title) == ("book/intro/index.md", "intro")
+
+
+def test_show_names_a_note_as_search_does(course, laws):
+    assert show_note(course, "book/ownership/index.md").title == "所有权"
+    assert show_note(course, "book/intro/index.md").title == "intro"
+    assert show_note(laws, "stvo/index.md").title == "Straßenverkehrs-Ordnung"  # TITLE: in capitals
 
 
 def test_a_folder_slug_shared_by_two_sections_does_not_decide_between_them(make_vault):
