@@ -239,6 +239,17 @@ def _time_left(dense: dict[str, Any]) -> str:
     return ""
 
 
+def _names_lines(names: dict[str, dict[str, int]] | None) -> list[str]:
+    """Which rule gave how many notes their shown title, and how many notes have a name of each rule."""
+    if not names:
+        return []
+
+    def counts(d: dict[str, int]) -> str:
+        return ", ".join(f"{rule} {n}" for rule, n in d.items()) or "none"
+
+    return [f"titles     from {counts(names['shown'])}", f"names      notes named by {counts(names['names'])}"]
+
+
 def format_status(s: dict[str, Any]) -> str:
     st = s["staleness"]
     dense = s["dense"]
@@ -247,6 +258,7 @@ def format_status(s: dict[str, Any]) -> str:
         f"index      {s['index_kind']} {s['generation_id'] or ''} ({s['age_seconds']:.0f} s old)",
         f"notes      {s['notes']} indexed of {s['coverage']['source_files']} source files; {s['chunks']} chunks",
         f"links      {s['links']} ({s['unresolved_links']} unresolved)",
+        *_names_lines(s.get("names")),
         f"dense      {dense['chunks_with_vectors']}/{dense['chunks']} chunks"
         + (f" ({dense['model']})" if dense["model"] else "")
         + _time_left(dense),

@@ -59,7 +59,7 @@ class SearchResult:
     content_sha256: str = ""  # SHA-256 of the note file as indexed
     date: str | None = None  # the note's date under the filters' date field (ISO-8601)
     date_field: str | None = None  # which field gave ``date``: the named one, else the first of
-    # updated, date, created, mtime the note has
+    # updated, date, created, mtime the note has; named by the key it was read from (``lastmod``)
     obsidian_uri: str = ""  # obsidian://open?vault=...&file=... (opens the note in Obsidian)
 
     def to_dict(self) -> dict[str, Any]:
@@ -189,11 +189,14 @@ def obsidian_uri(vault_name: str, rel_path: str) -> str:
     return f"obsidian://open?vault={quote(vault_name, safe='')}&file={quote(file, safe='')}"
 
 
-def _decided_date(dates: dict[str, str | None], order: tuple[str, ...]) -> tuple[str | None, str | None]:
-    """(date, field): the first field of ``order`` the note has."""
+def _decided_date(
+    dates: dict[str, str | None], order: tuple[str, ...], keys: dict[str, str]
+) -> tuple[str | None, str | None]:
+    """(date, key): the first field of ``order`` the note has, named by the frontmatter key it was read
+    from (``keys``: ``lastmod`` for an ``updated`` read from it)."""
     for name in order:
         if dates.get(name):
-            return dates[name], name
+            return dates[name], keys.get(name, name)
     return None, None
 
 
@@ -241,7 +244,7 @@ def _results(ctx: SearchContext, run: ModeRun, with_passages: bool) -> list[Sear
         f, p = fields[h.note_id], passages.get(h.note_id)
         text = p.text if p else ""
         sha256, body_line = files[h.note_id]
-        date, date_field = _decided_date(f["dates"], order)
+        date, date_field = _decided_date(f["dates"], order, f["date_keys"])
         out.append(
             SearchResult(
                 rel_path=f["rel_path"],

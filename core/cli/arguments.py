@@ -90,8 +90,8 @@ def _add_filters(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--date-field",
         type=_text_arg,
-        help="updated | date | created | source_date | mtime | git_date | git_created (default: the first of "
-        "updated, date, created, mtime the note has)",
+        help="updated (or its keys modified, lastmod, last_modified, updated_at, date_modified) | date | created | "
+        "source_date | mtime | git_date | git_created (default: the first of updated, date, created, mtime the note has)",
     )
     g.add_argument("--status", action="append", type=_text_arg, help="note status (repeatable: any of)")
     g.add_argument("--volatility", action="append", type=_text_arg, help="note volatility (repeatable: any of)")

@@ -32,15 +32,9 @@ from core.errors import SourceChangedError
 from core.index.bounds import bound_vocabulary, die_with_parent
 from core.index.tables import notes as notes_table
 from core.index.tables.chunks import insert_chunks, next_chunk_id
-from core.index.tables.links import (
-    delete_all_edges,
-    edge_counts,
-    insert_edges,
-    insert_links,
-    links_from,
-    repoint_edges,
-)
+from core.index.tables.links import delete_all_edges, edge_counts, insert_edges, insert_links, links_from, repoint_edges
 from core.index.tables.meta import get_meta, set_meta
+from core.index.tables.names import insert_names
 from core.index.tables.notes import insert_notes, next_note_id, note_ids_by_path, note_names, note_names_by_path
 from core.index.tables.notes_fts import FTS_COLUMNS, insert_fts_rows
 from core.index.tables.problems import insert_note_problems
@@ -59,6 +53,7 @@ from core.ranking.filters import utc_microseconds
 from core.ranking.languages import note_language
 from core.vault.chunking import chunk_body, headings
 from core.vault.links import LinkResolver
+from core.vault.names import name_rows
 from core.vault.notes import Link, ParsedNote, names_text, parse_note, skip_problem
 from core.vault.scan import FileRefusedError, read_file
 
@@ -66,6 +61,7 @@ from core.vault.scan import FileRefusedError, read_file
 _INSERTS = {
     "notes": insert_notes,
     "tags": insert_tags,
+    "names": insert_names,
     "problems": insert_note_problems,
     "chunks": insert_chunks,
     "fts": insert_fts_rows,
@@ -104,6 +100,7 @@ class PreparedNote:
     terms: LocalVector
     chunk_terms: LocalVector  # its chunks' vectors, one group (``_pieces`` says what)
     language: str = ""  # the language its terms were analysed in (core.ranking.languages)
+    names: tuple[tuple[str, str, int], ...] = ()  # (name key, rule, ord) of its names (core.vault.names)
 
 
 @dataclass(frozen=True)
@@ -278,6 +275,7 @@ def _prepared(
         len(note.body),
         note.body_line,
         *(_utc_key(d.get(name)) for name in ("created", "updated", "source_date", "date")),
+        note.date_keys.get("updated"),
     )
     return PreparedNote(
         values=values,
@@ -289,6 +287,7 @@ def _prepared(
         terms=terms,
         chunk_terms=chunk_terms,
         language=language,
+        names=name_rows(note.names),
     )
 
 
@@ -422,6 +421,7 @@ class NoteWriter:
         rows = self._rows
         rows["notes"].append((note_id, *note.values))
         rows["tags"].extend((tag, note_id) for tag in note.tags)
+        rows["names"].extend((key, note_id, rule, ord_) for key, rule, ord_ in note.names)
         rows["problems"].extend((note_id, *p) for p in note.problems)
         rows["links"].extend((note_id, *ln) for ln in note.links)
         rows["fts"].append((note_id, *note.cells))

@@ -13,7 +13,7 @@ import sqlite3
 from core.index.tables.connection import run_statements
 from core.index.tables.meta import set_meta
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 
 def schema_ddl(tokenizer: str) -> tuple[str, ...]:
@@ -25,6 +25,7 @@ def schema_ddl(tokenizer: str) -> tuple[str, ...]:
         git_dates,
         links,
         meta,
+        names,
         notes,
         notes_fts,
         problems,
@@ -38,6 +39,7 @@ def schema_ddl(tokenizer: str) -> tuple[str, ...]:
         meta.DDL_META,
         notes.DDL_NOTES,
         tags.DDL_NOTE_TAGS,
+        names.DDL_NOTE_NAMES,
         problems.DDL_NOTE_PROBLEMS,
         chunks.DDL_CHUNKS,
         notes_fts.ddl_notes_fts(tokenizer),
@@ -54,6 +56,7 @@ def schema_ddl(tokenizer: str) -> tuple[str, ...]:
         *notes.INDEXES,
         *links.INDEXES,
         *tags.INDEXES,
+        *names.INDEXES,
         *problems.INDEXES,
     )
 

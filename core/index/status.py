@@ -21,6 +21,7 @@ from core.index.tables.chunk_vectors import count_vectors, count_vectors_in
 from core.index.tables.chunks import count_chunks, count_chunks_in
 from core.index.tables.links import count_edges, count_unresolved_edges
 from core.index.tables.meta import get_meta
+from core.index.tables.names import name_rule_counts
 from core.index.tables.notes import count_notes, visible_paths
 from core.index.tables.problems import all_problems
 from core.index.tables.skipped_files import count_skipped, count_sources, source_stats
@@ -159,6 +160,7 @@ def _restrict(
     present = len(paths) - len(kept["removed"]) + len(added)
     out.update(
         notes=len(visible),
+        names=name_rule_counts(conn, list(visible)),
         chunks=chunks,
         skipped_files=None,
         coverage={"indexed_notes": len(visible), "source_files": present},
@@ -226,6 +228,8 @@ def index_status(
             "coverage": {"indexed_notes": notes, "source_files": stale["source_files"]},
             "links": count_edges(conn),
             "unresolved_links": count_unresolved_edges(conn),
+            # which rule named how many notes (core.vault.names): the shown title's, and every name's
+            "names": name_rule_counts(conn),
             "dense": {
                 "chunks_with_vectors": vectors,
                 "chunks": chunks,

@@ -14,11 +14,13 @@ import numpy as np
 from core import generations as gen
 from core.index.layout import ResolvedIndex
 from core.index.tables.meta import get_meta
+from core.index.tables.names import named_note_ids
 from core.index.tables.notes import filtered_note_ids, hit_rows
 from core.ranking import stored
 from core.ranking.chunk_vectors import ChunkVectors, load_chunk_vectors
 from core.ranking.expansion import QueryAnalysis, QueryAnalyzer, vocabulary
 from core.ranking.filters import Filters
+from core.ranking.names import name_key
 from core.ranking.sparse import CHUNK_CACHE, SPARSE_CACHE, QueryPostings, SparseIndex, load_sparse, query_postings
 from core.ranking.visibility import CallerStatistics
 
@@ -79,6 +81,7 @@ class SearchContext:
     _analysis: QueryAnalysis | None = None
     _meta: dict[str, Any] | None = None
     _statistics: CallerStatistics | None = None
+    _named: np.ndarray | None = None
 
     @property
     def meta(self) -> dict[str, Any]:
@@ -164,6 +167,15 @@ class SearchContext:
             self._postings = query_postings(self.sparse(), a.terms, a.weights, a.cover)
         return self._postings
 
+    def named_rows(self) -> np.ndarray:
+        """The sparse rows of the notes one of whose names the query is exactly (``core.ranking.names``)."""
+        if self._named is None:
+            key = name_key(self.text)
+            ids = named_note_ids(self.conn, key) if key else []
+            rows = self.sparse().rows_of(np.asarray(ids, dtype=np.int64))
+            self._named = rows[rows >= 0]
+        return self._named
+
     def chunk_vectors(self) -> ChunkVectors:
         """The vector mode's chunk vectors, loaded on first use and cached like ``sparse``."""
         if self._chunks is None:
@@ -217,6 +229,7 @@ def note_fields(conn: sqlite3.Connection, note_ids: list[int]) -> dict[int, dict
                 **{k: v for k, v in zip(_ROW_DATES, r[6:12]) if v is not None},
                 "mtime": _mtime_iso(r[12]),
             },
+            "date_keys": {"updated": r[13]} if r[13] else {},  # a field read from another key (lastmod)
         }
         for r in rows
     }

@@ -53,7 +53,7 @@ def fts_ranking(ctx: SearchContext, k: int) -> list[tuple[int, float]]:
         return raw_fts_ranking(ctx, k)
     sp = ctx.sparse()
     params = replace(sp.params, title_coverage_weight=CJK_TITLE_COVERAGE) if ctx.analysis.cjk_only else None
-    scores, matched = bm25_scores(sp, ctx.terms, ctx.postings(), params)
+    scores, matched = bm25_scores(sp, ctx.terms, ctx.postings(), params, ctx.named_rows())
     _add_identifier_bonus(ctx, sp, scores, matched)
     return _ranked(sp, scores, matched, ctx.mask(), k)
 
@@ -93,7 +93,7 @@ def _vector(ctx: SearchContext, k: int, *, with_chunks: bool = True) -> tuple[li
         raise UsageError("raw FTS5 syntax applies to the fts-based modes, not to vector")
     sp, chunks = ctx.sparse(), ctx.chunk_vectors()
     scores, matched, per_chunk = vector_scores(sp, chunks, ctx.terms, ctx.postings())
-    _add_name_bonus(sp, ctx.terms, ctx.postings(), scores, matched)
+    _add_name_bonus(sp, ctx.terms, ctx.postings(), scores, matched, ctx.named_rows())
     _add_identifier_bonus(ctx, sp, scores, matched, VECTOR_IDENTIFIER_BONUS)
     cand = np.flatnonzero((matched > 0) & ctx.mask())
     rows = scoring.top_k(scores, k, cand).tolist()
@@ -103,7 +103,12 @@ def _vector(ctx: SearchContext, k: int, *, with_chunks: bool = True) -> tuple[li
 
 
 def _add_name_bonus(
-    sp: SparseIndex, terms: list[str], postings: QueryPostings, scores: np.ndarray, matched: np.ndarray
+    sp: SparseIndex,
+    terms: list[str],
+    postings: QueryPostings,
+    scores: np.ndarray,
+    matched: np.ndarray,
+    named: np.ndarray | None = None,
 ) -> None:
     """vector's scores plus fts's name bonus (``scoring.name_bonus`` of ``name_match``, the same
     weights, times the best score): a chunk cosine cannot tell a note's name from a passing mention.
@@ -112,7 +117,7 @@ def _add_name_bonus(
     p = sp.params
     if not p.name_match_weight or not matched.any():
         return
-    bonus = scoring.name_bonus(name_match(sp, terms, postings), p.name_match_weight, p.heading_coverage_weight)
+    bonus = scoring.name_bonus(name_match(sp, terms, postings, named), p.name_match_weight, p.heading_coverage_weight)
     scores += (bonus * float(scores.max())).astype(np.float32) * (matched > 0)
 
 

@@ -22,7 +22,7 @@ import json
 from dataclasses import dataclass
 
 from core.errors import FilterError
-from core.index.tables.notes import DATE_FIELDS, date_key_column
+from core.index.tables.notes import DATE_FIELD_NAMES, date_key_column
 
 # The date a note is filtered and labelled by when no date field is named: the first it has.
 DEFAULT_DATE_ORDER = ("updated", "date", "created", "mtime")
@@ -164,16 +164,23 @@ class Filters:
         """The SQL expression (alias ``n``) of the UTC key the date bounds compare against."""
         if self.date_field is None:
             return f"coalesce({', '.join(date_key_column(f) for f in DEFAULT_DATE_ORDER)})"
-        if self.date_field not in DATE_FIELDS:
+        return date_key_column(self._named_date_field())
+
+    def _named_date_field(self) -> str:
+        """The index's date field ``date_field`` names (``modified`` names ``updated``); a FilterError
+        listing every accepted name otherwise."""
+        name = DATE_FIELD_NAMES.get(str(self.date_field))
+        if name is None:
             raise FilterError(
-                f"unknown date field {self.date_field!r}; choose one of {', '.join(DATE_FIELDS)}",
+                f"unknown date field {self.date_field!r}; choose one of {', '.join(DATE_FIELD_NAMES)}",
                 field=str(self.date_field),
+                choices=list(DATE_FIELD_NAMES),
             )
-        return date_key_column(self.date_field)
+        return name
 
     def date_label_order(self) -> tuple[str, ...]:
         """The date fields that decide a hit's date, in order (the named one, or the default order)."""
-        return DEFAULT_DATE_ORDER if self.date_field is None else (self.date_field,)
+        return DEFAULT_DATE_ORDER if self.date_field is None else (self._named_date_field(),)
 
     def where(self, superseded: list[int] | None = None) -> tuple[str, list[object]]:
         """(SQL condition over table alias ``n`` = notes, bound values).

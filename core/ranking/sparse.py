@@ -326,7 +326,11 @@ def query_postings(
 
 
 def bm25_scores(
-    index: SparseIndex, terms: list[str], postings: QueryPostings | None = None, params: RankParams | None = None
+    index: SparseIndex,
+    terms: list[str],
+    postings: QueryPostings | None = None,
+    params: RankParams | None = None,
+    named: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(scores, matched) over all documents: BM25F plus the coverage bonuses of RankParams.
 
@@ -336,8 +340,8 @@ def bm25_scores(
     the closer the name is to the query (``name_match``) and never less than the headings would
     (``scoring.name_bonus``), without dropping documents that match only some terms.
     All postings of the query are gathered once and summed per document with ``bincount``.
-    ``params`` overrides the index's coverage weights (k1, b and field weights are in its postings).
-    """
+    ``params`` overrides the index's coverage weights (k1, b and field weights are in its postings);
+    ``named`` holds the rows of the notes one of whose names the query is exactly (name match 1)."""
     ids, pos, owner, docs, weight, cover = postings if postings is not None else query_postings(index, terms)
     n = index.n_docs
     contribution = index.bm25[pos] if weight is None else index.bm25[pos] * weight[owner]
@@ -374,7 +378,7 @@ def bm25_scores(
             th = held(np.flatnonzero((fields & (_HEADING_BIT | _TITLE_BIT)) != 0))
             bonus += scoring.coverage_bonus(th, total, p.title_heading_coverage_weight)
         if p.name_match_weight:
-            match = _name_match(index, terms, ids, owner, docs, cover, in_title)
+            match = _name_match(index, terms, ids, owner, docs, cover, in_title, named)
             bonus += scoring.name_bonus(match, p.name_match_weight, p.heading_coverage_weight)
         if p.title_coverage_weight:
             bonus += scoring.coverage_bonus(held(in_title), total, p.title_coverage_weight)
@@ -383,7 +387,9 @@ def bm25_scores(
     return scores, matched
 
 
-def name_match(index: SparseIndex, terms: list[str], postings: QueryPostings | None = None) -> np.ndarray:
+def name_match(
+    index: SparseIndex, terms: list[str], postings: QueryPostings | None = None, named: np.ndarray | None = None
+) -> np.ndarray:
     """Per document: 0 unless its title field holds every word of the query; then the idf-weighted
     share of its names the query covers, squared (1.0: the query is exactly the note's name;
     ``scoring.name_match``).
@@ -391,9 +397,12 @@ def name_match(index: SparseIndex, terms: list[str], postings: QueryPostings | N
     A query word is analysed in every language of the index, each stem with its share of the
     word (``cover``, core.ranking.expansion); a word counts as in the name by the shares of its
     stems there, and half a word of slack lets a word match through the note's own language only.
-    Exact-form terms (``=word``) and expansions with no coverage share are not names the query says."""
+    Exact-form terms (``=word``) and expansions with no coverage share are not names the query says.
+    A query that is exactly one of a note's names (``named``: rows, core.index.tables.names) is that
+    note's name: 1.0, however many other names the note has (``BGB`` of "Bürgerliches Gesetzbuch (BGB)")."""
     ids, pos, owner, docs, _, cover = postings if postings is not None else query_postings(index, terms)
-    return _name_match(index, terms, ids, owner, docs, cover, np.flatnonzero((index.field_mask[pos] & _TITLE_BIT) != 0))
+    in_title = np.flatnonzero((index.field_mask[pos] & _TITLE_BIT) != 0)
+    return _name_match(index, terms, ids, owner, docs, cover, in_title, named)
 
 
 def _name_match(
@@ -404,8 +413,10 @@ def _name_match(
     docs: np.ndarray,
     cover: np.ndarray | None,
     in_title: np.ndarray,
+    exact: np.ndarray | None = None,
 ) -> np.ndarray:
-    """``name_match`` given the positions (in ``owner`` / ``docs``) of the postings in the title field."""
+    """``name_match`` given the positions (in ``owner`` / ``docs``) of the postings in the title field;
+    1.0 at the ``exact`` rows (the query is one of their names)."""
     known = [t for t in dict.fromkeys(terms) if t in index.term_id]
     keep = np.fromiter((not t.startswith("=") for t in known), dtype=bool, count=len(known))
     if keep.size != ids.size:  # terms and postings disagree: count every term (the plain BM25F case)
@@ -418,11 +429,14 @@ def _name_match(
     in_name = np.bincount(title_docs, weights=share[title_owner], minlength=index.n_docs)
     words = float(share.sum())
     need = words - 0.5 if cover is not None else words
-    if not in_name.size or in_name.max() < need:  # no name holds the query (most sentences): nothing to weigh
-        return np.zeros(index.n_docs, dtype=np.float64)
-    term_idf = index.bm25_idf[ids].astype(np.float64)
-    matched_idf = np.bincount(title_docs, weights=term_idf[title_owner], minlength=index.n_docs)
-    return scoring.name_match(in_name, need, matched_idf, index.name_idf)
+    match = np.zeros(index.n_docs, dtype=np.float64)
+    if in_name.size and in_name.max() >= need:  # else no name holds the query (most sentences): nothing to weigh
+        term_idf = index.bm25_idf[ids].astype(np.float64)
+        matched_idf = np.bincount(title_docs, weights=term_idf[title_owner], minlength=index.n_docs)
+        match = scoring.name_match(in_name, need, matched_idf, index.name_idf)
+    if exact is not None and exact.size:
+        match[exact] = 1.0
+    return match
 
 
 def body_term_counts(

@@ -14,7 +14,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from core.errors import InvalidArgumentError
-from core.index.tables.notes import DATE_FIELDS
+from core.index.tables.notes import DATE_FIELD_NAMES
 from core.ranking.filters import Filters
 from core.registry import DEFAULT_MODE, DEPRECATED_ALIASES, MODE_NAMES
 
@@ -105,7 +105,7 @@ def _filter_param(name: str, annotation: str, default: Any) -> Param:
     if annotation == "bool":
         return Param("boolean", help_text, default=default)
     if name == "date_field":
-        return Param("string", help_text, enum=DATE_FIELDS, default=default)
+        return Param("string", help_text, enum=tuple(DATE_FIELD_NAMES), default=default)
     if annotation in ("str", "str | None"):
         return Param("string", help_text)
     raise RuntimeError(f"Filters.{name}: no tool argument type for {annotation!r}")  # a new field needs a mapping

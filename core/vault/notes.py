@@ -59,10 +59,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.index.tables.notes import DATE_FIELD_KEYS
 from core.vault.chunking import mask_code, scan_blocks
 from core.vault.dates import normalise_date
 from core.vault.frontmatter import json_scalar_text, load_frontmatter, split_frontmatter
 from core.vault.links import Link, body_links, parse_wikilink_inner
+from core.vault.names import abbreviations, file_stem, leading_h1, reader_names, title_keys
 from core.vault.problems import Problem
 
 PROBLEM_REASONS: frozenset[str] = frozenset(
@@ -83,7 +85,7 @@ PROBLEM_REASONS: frozenset[str] = frozenset(
     }
 )
 BINARY_SNIFF_BYTES = 8192
-DATE_FIELDS = ("created", "updated", "source_date", "date")
+DATE_FIELDS = tuple(DATE_FIELD_KEYS)  # created, updated, source_date, date; each read from its keys
 RELATION_FIELDS = ("related", "links", "parent")
 # The classification a note gets when its frontmatter mentions one that cannot be read exactly.
 UNREADABLE_CLASSIFICATION = "unreadable"
@@ -114,6 +116,9 @@ class ParsedNote:
     problems: tuple[Problem, ...] = field(default=())
     frontmatter_id: str | None = None  # frontmatter 'id' (also kept in extra)
     body_line: int = 0  # lines of the file before the body (the frontmatter block): file line = body line + this
+    # every name a reader knows the note by, with the rule that gave it (NAME_RULES), the shown title first
+    names: tuple[tuple[str, str], ...] = ()
+    date_keys: dict[str, str] = field(default_factory=dict)  # date field -> the other key it was read from
 
 
 _TAG = re.compile(r"#([\w/-]+(?:\.[\w/-]+)*)")
@@ -222,20 +227,28 @@ def _frontmatter_tags(meta: _Meta) -> list[str]:
     return [tag for tag in tags if tag]
 
 
-def _frontmatter_dates(meta: _Meta) -> dict[str, str]:
-    """The four date fields as ISO text; an unreadable one stays raw in ``extra``."""
+def _frontmatter_dates(meta: _Meta) -> tuple[dict[str, str], dict[str, str]]:
+    """The four date fields as ISO text, and the key each was read from where that is not the field's
+    own name (``updated`` from ``lastmod``): per field the first of its keys (``DATE_FIELD_KEYS``)
+    present with a readable date; an unreadable one stays raw in ``extra`` (``date_invalid``), and so
+    do the keys after the one that won."""
     dates: dict[str, str] = {}
-    for key in DATE_FIELDS:
-        if key not in meta.extra or meta.extra[key] in (None, ""):
-            meta.extra.pop(key, None)
-            continue
-        iso = normalise_date(meta.extra[key])
-        if iso is None:
-            meta.problems.append(Problem(meta.rel_path, "date_invalid", f"{key}: {meta.extra[key]!r}"[:200]))
-            continue
-        dates[key] = iso
-        del meta.extra[key]
-    return dates
+    keys: dict[str, str] = {}
+    for name, names in DATE_FIELD_KEYS.items():
+        for key in names:
+            if key not in meta.extra or meta.extra[key] in (None, ""):
+                meta.extra.pop(key, None)
+                continue
+            iso = normalise_date(meta.extra[key])
+            if iso is None:
+                meta.problems.append(Problem(meta.rel_path, "date_invalid", f"{key}: {meta.extra[key]!r}"[:200]))
+                continue
+            dates[name] = iso
+            del meta.extra[key]
+            if key != name:
+                keys[name] = key
+            break
+    return dates, keys
 
 
 def _relation_links(meta: _Meta) -> list[Link]:
@@ -267,12 +280,14 @@ def _extract_fields(meta: _Meta) -> dict[str, Any]:
     Returns ParsedNote keyword arguments, plus ``title`` (None when the frontmatter has none).
     """
     raw_id = meta.extra.get("id")
+    dates, date_keys = _frontmatter_dates(meta)
     fields: dict[str, Any] = dict(
-        title=meta.text("title"),
+        title=meta.text(*title_keys(meta.extra)),
         description=meta.text("description", "summary", "desc"),
         note_type=_lower(meta.text("type", "kind")),
         tags=tuple(_frontmatter_tags(meta)),
-        dates=_frontmatter_dates(meta),
+        dates=dates,
+        date_keys=date_keys,
         volatility=_lower(meta.text("volatility")),
         status=_lower(meta.text("status")),
         classification=None,  # read_classification decides (fails closed)
@@ -411,43 +426,36 @@ def inline_tags(masked: str) -> set[str]:
 
 def stem(rel_path: str) -> str:
     """The file name without ``.md``: the note's name in Obsidian."""
-    name = rel_path.rsplit("/", 1)[-1]
-    return name[:-3] if name.lower().endswith(".md") else name
+    return file_stem(rel_path)
 
 
-_PLACEHOLDER = re.compile(r"\{\{.*?\}\}|<%.*?%>", re.DOTALL)
-
-
-def is_placeholder_title(title: str) -> bool:
-    """True for an unrendered template title (``{{title}}``, ``Daily {{date}}``, Templater ``<% tp.file.title %>``)."""
-    return _PLACEHOLDER.search(title) is not None
-
-
-def note_title(title: str | None, rel_path: str) -> str:
-    """The displayed name, as Obsidian shows it: the frontmatter title, else the file name (stem).
-
-    A leading ``# H1`` is a heading of the note, not its name; a template placeholder is not a title.
-    """
-    if title and not is_placeholder_title(title):
-        return title
-    return stem(rel_path)
+def note_title(title: str | None, rel_path: str, h1: str | None = None) -> str:
+    """The displayed name (``core.vault.names``): the frontmatter title; else, for an index note
+    (``index.md``/``README.md``/``_index.md`` in a folder), its leading H1, else its folder's name;
+    else the file name (stem), as Obsidian shows it. A template placeholder is not a title."""
+    return reader_names(rel_path, title, h1, (), ())[0][0]
 
 
 def note_names(note: ParsedNote) -> tuple[str, ...]:
-    """Every name a note is known by: its title, its file name (stem) and its aliases, without repeats."""
-    return tuple(dict.fromkeys((note.title, stem(note.rel_path), *note.aliases)))
+    """Every name a note is known by (``ParsedNote.names``: title, file or folder name, H1, aliases,
+    abbreviations), without repeats."""
+    if not note.names:  # a ParsedNote made by hand: Obsidian's names
+        return tuple(dict.fromkeys((note.title, stem(note.rel_path), *note.aliases)))
+    return tuple(dict.fromkeys((note.title, *(name for name, _ in note.names))))
 
 
 _NAME_WORD = re.compile(r"[^\W_]+")
 
 
 def names_text(note: ParsedNote) -> str:
-    """The text of the note's name field: title, aliases, and the words of the file name that they
-    do not already hold (``dendron.topic.schema`` under the title "Schemas" adds "dendron topic
-    schema"; a file named like its title adds nothing, so a name does not count twice)."""
+    """The text of the note's name field: title, aliases, and the words of its other names (file or
+    folder name, H1, abbreviations) that they do not already hold (``dendron.topic.schema`` under the
+    title "Schemas" adds "dendron topic schema"; a file named like its title adds nothing, so a name
+    does not count twice)."""
     named = " ".join((note.title, *note.aliases))
     have = {w.casefold() for w in _NAME_WORD.findall(named)}
-    extra = [w for w in _NAME_WORD.findall(stem(note.rel_path)) if w.casefold() not in have]
+    others = [n for n in note_names(note) if n != note.title and n not in note.aliases]
+    extra = [w for n in others for w in _NAME_WORD.findall(n) if w.casefold() not in have]
     return " ".join([named, *dict.fromkeys(extra)]) if extra else named
 
 
@@ -468,15 +476,18 @@ def parse_note(rel_path: str, data: bytes) -> ParsedNote | None:
     meta = _Meta(rel_path, dict(front.mapping))
     fields = _extract_fields(meta)
     problems += meta.problems
-    fences, _heads = scan_blocks(body)
+    fences, heads = scan_blocks(body)
     masked = mask_code(body, fences)
     meta.extra.pop("classification", None)
     classification = front.classification
     if front.classification_problem is not None:
         problems.append(front.classification_problem)
+    h1 = leading_h1(body, heads)
+    names = reader_names(rel_path, fields["title"], h1, fields["aliases"], abbreviations(front.mapping, h1))
     fields.update(
         classification=classification,
-        title=note_title(fields["title"], rel_path),
+        title=names[0][0],
+        names=names,
         tags=tuple(sorted(set(fields["tags"]) | inline_tags(masked))),
         links=fields["links"] + tuple(body_links(masked)),
     )

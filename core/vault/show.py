@@ -31,6 +31,7 @@ from core.errors import (
 from core.index.ownership import check_vault
 from core.vault.chunking import heading_spans, mask_code
 from core.vault.frontmatter import load_frontmatter, split_frontmatter
+from core.vault.names import leading_h1, title_keys
 from core.vault.notes import decode_text, note_title
 from core.vault.scan import MAX_NOTE_BYTES, FileRefusedError, read_file
 
@@ -141,10 +142,11 @@ def show_note(
         first, last = start or 1, min(end or total, total)
         if total and first > total:
             raise NoteNotFoundError(f"{rel} has {total} lines; --lines starts at {first}", path=rel)
-    title = frontmatter.get("title") if isinstance(frontmatter.get("title"), str) else None
+    titles = (frontmatter.get(key) for key in title_keys(frontmatter))
+    title = next((t.strip() for t in titles if isinstance(t, str) and t.strip()), None)
     return NoteView(
         rel_path=rel,
-        title=note_title(title, rel),
+        title=note_title(title, rel, leading_h1(body, heading_spans(body))),
         frontmatter=frontmatter,
         line_start=first,
         line_end=last,

@@ -19,7 +19,7 @@ from core import generations as gen
 from core.index.tables.notes_fts import FTS_COLUMNS
 from core.ranking.analysis import language_analyzer_for
 from core.ranking.postings import TermMajor, stable_order
-from core.ranking.sparse import RankParams, bm25_scores, load_sparse
+from core.ranking.sparse import RankParams, bm25_scores, load_sparse, name_match
 from core.vault.chunking import headings
 from core.vault.notes import names_text, parse_note
 
@@ -221,3 +221,17 @@ def test_body_term_counts_count_the_given_notes_body_occurrences(built, query):
     first = np.asarray([i == 0 for i in range(len(known))], dtype=bool)
     only_first = {nid: body[rel][known[0]] if rel and known else 0 for nid, rel in zip(asked, rels)}
     assert body_term_counts(index, terms, asked, postings, first) == only_first
+
+
+def test_a_query_that_is_exactly_a_name_has_name_match_one_and_only_there(conn):
+    """``named`` rows (the notes one of whose names the query is exactly, core.index.tables.names)
+    get name match 1.0 however many other names they have; every other row keeps its bag-of-names share."""
+    sp = load_sparse(conn)
+    terms = language_analyzer_for("en").terms("garden")
+    plain = name_match(sp, terms)
+    kitchen = sp.rows_of(np.asarray([r[0] for r in conn.execute("SELECT id FROM notes WHERE rel_path='kitchen.md'")]))
+    exact = name_match(sp, terms, named=kitchen)
+    assert exact[kitchen[0]] == 1.0 and plain[kitchen[0]] == 0.0
+    others = np.arange(sp.n_docs) != kitchen[0]
+    np.testing.assert_array_equal(exact[others], plain[others])
+    assert 0 < plain.max() < 1  # "garden" is part of garden.md's name "Garden soil": a share below 1 stays

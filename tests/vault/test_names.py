@@ -10,7 +10,8 @@ import pytest
 
 from core.index.builder import build_index
 from core.searcher import search_vault
-from core.vault.notes import is_placeholder_title, names_text, note_names, parse_note
+from core.vault.names import is_placeholder_title
+from core.vault.notes import names_text, note_names, parse_note
 from tests.index.test_builder import copy_corpus, dendron_subset
 from tests.paths import DENDRON, POWERSHELL
 

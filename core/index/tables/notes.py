@@ -57,7 +57,8 @@ CREATE TABLE IF NOT EXISTS notes (
     created_utc_us     INTEGER,
     updated_utc_us     INTEGER,
     source_date_utc_us INTEGER,
-    date_utc_us        INTEGER
+    date_utc_us        INTEGER,
+    updated_key    TEXT
 )"""
 # Covering indexes of the two whole-table reads every new search process makes (the notes rows are
 # wide): the filter mask's supersession test (core.ranking.filters) and the freshness check's (path,
@@ -97,6 +98,7 @@ NOTE_COLUMNS = (
     "updated_utc_us",
     "source_date_utc_us",
     "date_utc_us",
+    "updated_key",
 )
 
 # Date fields a filter may name: the frontmatter dates (ISO text in the column of that name,
@@ -104,6 +106,20 @@ NOTE_COLUMNS = (
 # modification time (``mtime_ns``) and, for a git-sourced index, git_date / git_created (UTC ISO,
 # set by ``core.index.gitbuild`` after the rows are written: NOTE_COLUMNS does not list them).
 DATE_FIELDS = ("created", "updated", "source_date", "date", "mtime", "git_date", "git_created")
+# The frontmatter keys a date field is read from, the first present (and readable) one winning; its
+# key is kept (``updated_key``: NULL for ``updated`` itself) and a hit's ``date_field`` names it. A
+# filter may name a field by any of its keys (``modified`` filters on ``updated``).
+DATE_FIELD_KEYS = {
+    "created": ("created",),
+    "updated": ("updated", "modified", "lastmod", "last_modified", "updated_at", "date_modified"),
+    "source_date": ("source_date",),
+    "date": ("date",),
+}
+# Every name a filter accepts for a date field, and the field each one names.
+DATE_FIELD_NAMES = {
+    **{key: name for name, keys in DATE_FIELD_KEYS.items() for key in keys},
+    **{name: name for name in DATE_FIELDS},
+}
 GIT_DATE_FIELDS = ("git_date", "git_created")
 
 SQL_NOTE_CLASSIFICATIONS = "SELECT rel_path, lower(classification) FROM notes"
@@ -114,6 +130,7 @@ SQL_INSERT_NOTE = f"INSERT INTO notes({', '.join(NOTE_COLUMNS)}) VALUES ({', '.j
 DERIVED_ROWS = (
     ("chunks", "note_id"),
     ("note_tags", "note_id"),
+    ("note_names", "note_id"),
     ("note_problems", "note_id"),
     ("note_terms", "note_id"),
     ("chunk_terms", "note_id"),
@@ -281,10 +298,10 @@ def count_visible_notes(conn: sqlite3.Connection, clause: str, values: Sequence[
 
 def hit_rows(conn: sqlite3.Connection, note_ids: list[int]) -> Iterator[tuple]:
     """(id, rel_path, title, description, note_type, tags JSON, created, updated, source_date, date,
-    git_date, git_created, mtime_ns) of the given notes (a result's fields)."""
+    git_date, git_created, mtime_ns, updated_key) of the given notes (a result's fields)."""
     return conn.execute(
         f"SELECT id, rel_path, title, description, note_type, tags, created, updated, source_date, date, "
-        f"git_date, git_created, mtime_ns FROM notes WHERE id IN ({_marks(note_ids)})",
+        f"git_date, git_created, mtime_ns, updated_key FROM notes WHERE id IN ({_marks(note_ids)})",
         note_ids,
     )
 
