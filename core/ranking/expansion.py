@@ -328,9 +328,12 @@ class QueryAnalyzer:
         # the query's own terms that some note holds: a candidate sharing one adds nothing new
         own = {t for t, k in zip(out.terms, out.kinds) if k in ("base", "exact") and self._known(t)}
         ranked = self.vocab.best(candidates, len(candidates), self.df)
-        in_names, named = self.names, set()
+        in_names, named = self.names, {}
         if names and in_names is not None:  # the last word's word starts that are names come first
-            named = {f[1] for f in ranked if in_names(f[1]) > 0}
+            for f in ranked:  # a word's terms in some name: its surface, or its base in a language
+                ids = [t for t in dict.fromkeys([f[1], *self.vocab.base_ids(f[0])]) if in_names(t) > 0]
+                if ids:
+                    named[f[1]] = ids
             ranked.sort(key=lambda f: f[1] not in named)  # stable: by df within each group
         found: list[tuple[str, int, int]] = []
         taken: set[str] = set()  # base terms of the words chosen so far: one form per word
@@ -351,8 +354,9 @@ class QueryAnalyzer:
             out.add(self.vocab.name[tid], w, 0.0, kind)
             if quiet:
                 out.quiet.add(self.vocab.name[tid])
-            if tid in named and not quiet:
-                out.name_starts.append(self.vocab.name[tid])
+            for t in named.get(tid, []) if not quiet else []:  # the name's own term is matched too
+                out.add(self.vocab.name[t], w, 0.0, kind)
+                out.name_starts.append(self.vocab.name[t])
         out.expansions.append({"word": tok, "kind": kind, "to": [w for w, _, _ in found]})
         return True
 

@@ -168,3 +168,18 @@ def test_a_compound_is_split_only_into_parts_of_one_language(make_vault):
     subword = [e["to"] for e in res.query_expansions if e["kind"] == "subword"]
     assert ["first", "kündigung"] not in [sorted(t) for t in subword]
     assert [r.rel_path for r in res][:1] == ["f.md"]
+
+
+def test_a_passage_holding_the_query_words_together_lifts_a_long_note(make_vault):
+    filler = "The garden needs water in summer and the roses want sun all day long. "
+    scattered = "Rotate the tyres. " + filler * 6 + "Encryption is math. " + filler * 6 + "Keys open doors."
+    vault = make_vault(
+        {
+            "manual.md": note(
+                "Operations manual", filler * 40 + "Rotate the encryption keys every year. " + filler * 40
+            ),
+            **{f"s{i}.md": note(f"Notes {i}", scattered) for i in range(3)},
+        },
+        name="passage",
+    )
+    assert paths(vault, "rotate encryption keys")[:1] == ["manual.md"]
