@@ -87,6 +87,7 @@ class QueryAnalysis:
     name_starts: list[str] = field(default_factory=list)
     name_word: set[str] = field(default_factory=set)  # the base terms of the word they start
     stop: set[str] = field(default_factory=set)  # the tokens that are stop words of the index's languages
+    stems: dict[str, str] = field(default_factory=dict)  # token -> its shortest stem in the index's languages
 
     @property
     def cjk_only(self) -> bool:
@@ -170,6 +171,7 @@ class QueryAnalyzer:
         plain = [t for t in tokens if not has_cjk(t)]  # stemmed once per language for the whole query
         stems = [la.base(plain) for la in self.languages]
         self._bases = {tok: list(dict.fromkeys(s[i] for s in stems)) for i, tok in enumerate(plain)}
+        out.stems = {tok: min((surface(b) for b in bases), key=len) for tok, bases in self._bases.items() if bases}
         for i, tok in enumerate(tokens):
             out.words.append(tok)
             if has_cjk(tok):
@@ -232,7 +234,7 @@ class QueryAnalyzer:
             # the word is in the vocabulary: only longer words it is a prefix of, at a low weight
             if len(tok) >= FOUND_PREFIX_MIN_CHARS and self._short:
                 starts = [w for w in self.vocab.starting(tok)[:MAX_CANDIDATES] if w != tok and w not in keys]
-                self._expand(tok, out, starts, "prefix", PREFIX_WEIGHT, quiet=True, names=last)
+                self._expand(tok, out, starts, "prefix", PREFIX_WEIGHT, quiet=True)
             return
         served = False
         if len(tok) >= PREFIX_MIN_CHARS:

@@ -6,7 +6,8 @@
   token per run, is matched as a substring of the text of the notes that hold all its bigrams. A
   note holding a phrase ranks above every note that only holds its words (``lexical``).
 * A passage: without quotes, a query of PASSAGE_MIN_WORDS to PASSAGE_MAX_WORDS content words whose
-  words all occur within PASSAGE_SPAN tokens of each other in one note (FTS5 ``NEAR``): that note's
+  words (any form of their stems) all occur within PASSAGE_SPAN tokens of each other in one note
+  (FTS5 ``NEAR``): that note's
   best passage holds the whole query, which its length normalisation would otherwise bury.
 """
 
@@ -25,6 +26,7 @@ _WORD = re.compile(r"[^\W_]+")
 MAX_PHRASES = 4
 PASSAGE_MIN_WORDS = 2
 PASSAGE_MAX_WORDS = 6
+PASSAGE_MIN_STEM = 4
 PASSAGE_SPAN = 8  # tokens between the first and the last query word (FTS5 NEAR's distance)
 
 
@@ -61,9 +63,12 @@ def phrase_grams(phrase: str) -> list[str]:
     ]
 
 
-def passage_note_ids(conn: sqlite3.Connection, words: Sequence[str]) -> set[int]:
-    """The note ids in which the ``words`` all occur within PASSAGE_SPAN tokens (FTS5 NEAR)."""
-    if not PASSAGE_MIN_WORDS <= len(words) <= PASSAGE_MAX_WORDS or any(has_cjk(w) for w in words):
+def passage_note_ids(conn: sqlite3.Connection, stems: Sequence[str]) -> set[int]:
+    """The note ids in which a word starting with each of ``stems`` (a query word's shortest stem
+    in the index's languages: any form of it, ``blöcke`` for ``block``) occurs, all within
+    PASSAGE_SPAN tokens (FTS5 NEAR of prefix tokens; a stem under PASSAGE_MIN_STEM letters is the
+    word itself)."""
+    if not PASSAGE_MIN_WORDS <= len(stems) <= PASSAGE_MAX_WORDS or any(has_cjk(w) for w in stems):
         return set()
-    expression = f"NEAR({' '.join(fts_quote(w) for w in words)}, {PASSAGE_SPAN})"
-    return {r[0] for r in notes_fts.matching_rowids(conn, expression)}
+    tokens = [fts_quote(w) + ("*" if len(w) >= PASSAGE_MIN_STEM else "") for w in stems]
+    return {r[0] for r in notes_fts.matching_rowids(conn, f"NEAR({' '.join(tokens)}, {PASSAGE_SPAN})")}

@@ -176,7 +176,7 @@ def test_a_passage_holding_the_query_words_together_lifts_a_long_note(make_vault
     vault = make_vault(
         {
             "manual.md": note(
-                "Operations manual", filler * 40 + "Rotate the encryption keys every year. " + filler * 40
+                "Operations manual", filler * 12 + "Rotate the encryption keys every year. " + filler * 12
             ),
             **{f"s{i}.md": note(f"Notes {i}", scattered) for i in range(3)},
         },
