@@ -3,6 +3,7 @@ bench/results/lang.json (``bench.bench_sets`` through ``bench.bench_lang --only 
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 BASELINES = ("fts5-trigram", "bm25s")
@@ -30,20 +31,27 @@ def target(kind: str, row: dict[str, Any]) -> tuple[str, bool] | None:
     return f">= {today - SLACK:.3f} (today - {SLACK})", now >= today - SLACK
 
 
+def _run_line(run: dict[str, Any] | None) -> list[str]:
+    if not run:
+        return []
+    when = datetime.fromtimestamp(run["date"], tz=UTC).isoformat(timespec="seconds")
+    return [f"Run {when}, 1-minute load average {run['loadavg'][0]:.1f} (quality only: no timing is taken)."]
+
+
 def sets_section(lang: dict[str, Any]) -> list[str]:
     sets = lang.get("sets")
     if not sets:
         return []
-    codes = lang.get("sets_codes", {})
     out = [
         "### Query sets, today and now (issue 26)",
         "",
         "Every title, heading, typo, prefix and word-start set, vaultsearch `fts` of the code at main",
-        f"1017973 (`{TODAY}`, {codes.get(TODAY, 'not run')}) and of this tree (`now`), beside FTS5 trigram and",
+        f"1017973 (`{TODAY}`) and of this tree (`now`), beside FTS5 trigram and",
         "bm25s, all in the same run (`bench/bench_sets.py` says how each is made and run). Each cell: nDCG@10 /",
         "share of queries with no hit. `word_start`: a title word of >= 8 letters cut after 5-6 letters",
         "that starts a word of no other title (seeded); `prefix`: a known-item query with its rarest word",
         "cut to 3-5 letters; `typo`: one edit in one word of >= 5 letters.",
+        *_run_line(lang.get("sets_run")),
         "",
         "    git archive 1017973 | tar -x -C /tmp/today      # the code before (any tree holding core/)",
         "    python -m bench.bench_lang --only sets --code today=/tmp/today",
