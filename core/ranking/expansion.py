@@ -9,12 +9,16 @@ generation's own vocabulary (``Vocabulary``, built once per SparseIndex):
     prefix      longer vocabulary words that start with the word (``worktree`` ->
                 ``worktrees``): PREFIX_WEIGHT, low, and not highlighted. A word that is not in the
                 vocabulary also gets everything below, at the higher *_MISSING_WEIGHT s:
-    prefix      ... words starting with it or its stem (``worktr`` -> ``worktree``);
-    variant     stems that are a proper prefix of the word's stem, at most two letters shorter
-                (German ``konten`` -> ``kont``..., ``konto`` of ``Konten``: Snowball does not merge them);
+    prefix      ... words starting with it (``worktr`` -> ``worktree``), only when there is none with
+                one of its stems; so is the query's LAST word when it is rarer than a word it starts
+                (a word being typed: ``cheat`` -> ``cheatsheet``), its completions that are some
+                visible note's name first (``name_starts``: core.modes.lexical lifts those notes);
+    variant     stems that are a proper prefix of the word's stem in the same stemmed language, at
+                most two letters shorter (German ``konten`` -> ``kont``..., ``konto`` of ``Konten``:
+                Snowball does not merge them); none for a language without a stemmer;
     subword     vocabulary words that end with the word (compound heads: ``sicherung`` ->
-                ``dateisicherung``), and the word split into two vocabulary words
-                (``graphansicht`` -> ``graph`` + ``ansicht``).
+                ``dateisicherung``), and the word split into two vocabulary words of one language
+                (``graphansicht`` -> ``graph`` + ``ansicht``; not German + English parts).
     cjk_unigram a one-character CJK query word, which the bigram terms cannot serve, matches the
                 bigrams that hold it.
     typo        a word of >= TYPO_MIN_CHARS letters that nothing above finds is corrected to
