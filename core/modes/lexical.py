@@ -115,7 +115,7 @@ def _add_passage_bonus(ctx: SearchContext, sp: SparseIndex, scores: np.ndarray, 
     words = [w for w in content if w not in a.unmatched and not has_cjk(w) and not w.isdigit()]
     if not PASSAGE_BONUS or len(words) != len(content) or not matched.any():
         return
-    held = phrases.passage_note_ids(ctx.conn, [a.stems.get(w, w) for w in words])
+    held = phrases.passage_note_ids(ctx.conn, [a.stems.get(w) or w for w in words])
     if not held:
         return
     rows = sp.rows_of(np.fromiter(held, dtype=np.int64, count=len(held)))
