@@ -12,6 +12,9 @@ SciFact cold build time and index size.
 * prefix: each known-item dev query with its rarest word of >= 6 letters (that its note holds)
   cut to its first 3, 4 or 5 letters (seeded); share of queries whose note is in the top 10
   (fts), beside the same queries without that word at all (what the other words find alone).
+* sets (issue 26, ``bench.bench_sets``): nDCG@10 and zero-hit rate of every query set (MDN, known-item
+  heading / typo / prefix / word start, SciFact dev and train), each ``--code`` tree and this one
+  beside FTS5 trigram and bm25s measured in the same run (``--corpora`` runs some corpora only).
 * latency: warm fts p50 per set (``limit=10``, passages on, the realistic call), wall clock and CPU time.
 * build: SciFact cold build (fresh index dir, in this process), seconds and generation size.
 * build_vs: the same against the first ``--code`` tree (the "before" of the build ratio), the trees
@@ -27,7 +30,7 @@ SciFact cold build time and index size.
 
 Timings are taken on whatever load the machine has; the JSON records the load average.
 
-    python -m bench.bench_lang [--work-dir DIR] [--only multilingual,english,typo,prefix,build,build_vs,latency,instructions]
+    python -m bench.bench_lang [--work-dir DIR] [--only multilingual,english,typo,prefix,build,build_vs,latency,instructions,sets]
                                [--code before=DIR ...] [--rounds 3]
 """
 
@@ -521,18 +524,28 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=RESULTS_DIR / "lang.json")
     ap.add_argument("--code", action="append", default=[], help="name=DIR: another code tree for the latency stage")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--corpora", default="", help="sets stage: only these corpora (mdn-en, dendron, scifact, ...)")
     args = ap.parse_args()
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="bench_lang_"))
     work.mkdir(parents=True, exist_ok=True)
     stages = args.only.split(",")
     old = json.loads(args.out.read_text()) if args.out.exists() else {}
-    result: dict[str, Any] = {**old, "machine": machine_info(), "loadavg": os.getloadavg(), "date": time.time()}
+    when = {"machine": machine_info(), "loadavg": os.getloadavg(), "date": time.time()}
+    # the sets stage measures quality only: the load and date the page gives the timings stay theirs
+    result: dict[str, Any] = {**old, **({} if old and set(stages) <= {"sets"} else when)}
     codes = {name: Path(tree) for name, _, tree in (c.partition("=") for c in args.code)}
     for stage in stages:
         if stage == "latency":
             result["latency_cpu_interleaved"] = latency(work, codes, args.rounds)
         elif stage == "instructions":
             result["instructions"] = instructions(work, codes)
+        elif stage == "sets":  # issue 26: every query set, code trees beside trigram and bm25s
+            from bench.bench_sets import run_sets
+
+            only = set(filter(None, args.corpora.split(",")))
+            result["sets"] = {**((result.get("sets") or {}) if only else {}), **run_sets(work, codes, only or None)}
+            result["sets_codes"] = {name: str(tree) for name, tree in codes.items()}
+            result["sets_run"] = {"date": when["date"], "loadavg": when["loadavg"]}
         elif stage == "build_vs":
             result.update(build_vs(work, codes, args.rounds))
         else:

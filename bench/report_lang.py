@@ -5,6 +5,8 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+from bench.report_sets import sets_section, sets_target_rows
+
 BASELINES = ("fts5-unicode61", "fts5-porter", "fts5-trigram", "fts5-trigram+like", "bm25s", "vaultsearch-fts")
 # Issue 13 targets on the dev sets.
 CJK_SUBSTRING_TARGET = 0.90
@@ -138,6 +140,7 @@ def lang_section(results: dict[str, dict[str, Any]]) -> list[str]:
                 f">= {PREFIX_TOP10_TARGET} | {_status(ok)} |"
             )
         out.append("")
+    out += sets_section(lang)
     out += build_rows(lang)
     out += instruction_rows(lang)
     cpu = lang.get("latency_cpu_interleaved")
@@ -252,6 +255,7 @@ def lang_target_rows(results: dict[str, dict[str, Any]]) -> list[tuple[str, str,
     for name, r in lang.get("prefix", {}).items():
         ok = r["top10_share"] >= PREFIX_TOP10_TARGET
         rows.append(("lang", f"prefix set {name}: top 10 >= {PREFIX_TOP10_TARGET}", _f(r["top10_share"]), _status(ok)))
+    rows += sets_target_rows(lang)
     now, today = lang.get("build"), lang.get("build_today")
     if now and today:
         ratio = build_ratio(now, today)

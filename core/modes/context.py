@@ -21,7 +21,15 @@ from core.ranking.chunk_vectors import ChunkVectors, load_chunk_vectors
 from core.ranking.expansion import QueryAnalysis, QueryAnalyzer, vocabulary
 from core.ranking.filters import Filters
 from core.ranking.names import name_key
-from core.ranking.sparse import CHUNK_CACHE, SPARSE_CACHE, QueryPostings, SparseIndex, load_sparse, query_postings
+from core.ranking.sparse import (
+    CHUNK_CACHE,
+    SPARSE_CACHE,
+    QueryPostings,
+    SparseIndex,
+    load_sparse,
+    name_counter,
+    query_postings,
+)
 from core.ranking.visibility import CallerStatistics
 
 # Filter masks of recent (generation, filters) pairs: numbers only, no note text.
@@ -82,6 +90,8 @@ class SearchContext:
     _meta: dict[str, Any] | None = None
     _statistics: CallerStatistics | None = None
     _named: np.ndarray | None = None
+    # note id -> how many of the query's quoted phrases it holds (core.modes.lexical, once per search)
+    phrase_notes: dict[int, int] | None = None
 
     @property
     def meta(self) -> dict[str, Any]:
@@ -114,7 +124,7 @@ class SearchContext:
             def visible(tid: int) -> int:
                 return int(mask[sp.docs[sp.indptr[tid] : sp.indptr[tid + 1]]].sum())
 
-        return QueryAnalyzer(sp.term_id, vocabulary(sp), languages, visible).analyse(text)
+        return QueryAnalyzer(sp.term_id, vocabulary(sp), languages, visible, name_counter(sp, mask)).analyse(text)
 
     @property
     def terms(self) -> list[str]:

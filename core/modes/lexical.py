@@ -11,10 +11,11 @@ import numpy as np
 from core.errors import QuerySyntaxError, UsageError
 from core.index.tables import notes_fts
 from core.modes.context import Hit, ModeRun, SearchContext
-from core.ranking import scoring
+from core.ranking import phrases, scoring
 from core.ranking.chunk_vectors import best_chunk_ids, vector_scores
+from core.ranking.languages import has_cjk
 from core.ranking.query import phrase_expression
-from core.ranking.sparse import QueryPostings, SparseIndex, bm25_scores, name_match, query_postings
+from core.ranking.sparse import TITLE_BIT, QueryPostings, SparseIndex, bm25_scores, name_match, query_postings
 
 # Candidates taken from each list before fusion.
 FUSION_DEPTH = 100
@@ -37,6 +38,14 @@ HYBRID_WEIGHTS = (1.0, 0.4)
 # form, no stem tells a name from a passing mention, so a title that holds the whole query counts
 # extra (RankParams.title_coverage_weight; the multilingual dev sets, docs/architecture.md "Languages").
 CJK_TITLE_COVERAGE = 0.5
+# A note whose name holds a word the query's last word starts (_add_name_start_bonus): below
+# RankParams.name_match_weight (a name that is the whole query) so that an exact name stays above.
+NAME_START_BONUS = 1.0
+# A note whose passage holds every word of a short query close together (_add_passage_bonus), words
+# matched by their stems: Dendron headings 0.940 -> 0.947, PowerShell 0.926 -> 0.933, MDN sets within
+# 0.005 or better; 0.6 gave Dendron 0.953 but cost MDN ru headings 0.007 (dev sets); SciFact dev and
+# train unchanged (its claims are longer than PASSAGE_MAX_WORDS).
+PASSAGE_BONUS = 0.3
 
 
 def _ranked(
@@ -55,7 +64,86 @@ def fts_ranking(ctx: SearchContext, k: int) -> list[tuple[int, float]]:
     params = replace(sp.params, title_coverage_weight=CJK_TITLE_COVERAGE) if ctx.analysis.cjk_only else None
     scores, matched = bm25_scores(sp, ctx.terms, ctx.postings(), params, ctx.named_rows())
     _add_identifier_bonus(ctx, sp, scores, matched)
+    _add_name_start_bonus(ctx, sp, scores, matched)
+    _add_passage_bonus(ctx, sp, scores, matched)
+    _add_phrase_bonus(ctx, sp, scores, matched)
     return _ranked(sp, scores, matched, ctx.mask(), k)
+
+
+def phrase_notes(ctx: SearchContext) -> dict[int, int]:
+    """note id -> how many of the query's quoted phrases it holds (``core.ranking.phrases``); each
+    phrase is reported in ``query_expansions`` (kind ``phrase``, ``to``: the phrase as matched)."""
+    if ctx.phrase_notes is None:
+        found: dict[int, int] = {}
+        sp = ctx.sparse()
+        for phrase in phrases.quoted_phrases(ctx.text):
+            candidates: list[int] = []
+            if has_cjk(phrase):  # the notes holding every bigram of it
+                ids = [sp.term_id.get(g, -1) for g in phrases.phrase_grams(phrase)]
+                rows = None
+                for tid in ids:
+                    held = np.asarray(sp.docs[sp.indptr[tid] : sp.indptr[tid + 1]]) if tid >= 0 else np.zeros(0, int)
+                    rows = held if rows is None else np.intersect1d(rows, held)
+                candidates = sp.note_ids[rows].tolist() if rows is not None else []
+            holding = phrases.phrase_note_ids(ctx.conn, phrase, candidates)
+            for nid in holding:
+                found[nid] = found.get(nid, 0) + 1
+            ctx.analysis.expansions.append({"word": phrase, "kind": "phrase", "to": [phrase]})
+        ctx.phrase_notes = found
+    return ctx.phrase_notes
+
+
+def _add_phrase_bonus(ctx: SearchContext, sp: SparseIndex, scores: np.ndarray, matched: np.ndarray) -> None:
+    """A note holding a quoted phrase gains the best score once per phrase it holds: it ranks above
+    every note that holds only the phrase's words, however long it is (BM25's length normalisation
+    would bury it: one sentence in a law of 100,000 words)."""
+    found = phrase_notes(ctx)
+    if not found or not matched.any():
+        return
+    rows = sp.rows_of(np.fromiter(found, dtype=np.int64, count=len(found)))
+    count = np.fromiter(found.values(), dtype=np.float32, count=len(found))
+    top = float(scores.max())
+    scores[rows[rows >= 0]] += np.float32(top) * count[rows >= 0]
+
+
+def _add_passage_bonus(ctx: SearchContext, sp: SparseIndex, scores: np.ndarray, matched: np.ndarray) -> None:
+    """A note with a passage holding every content word of a short query close together
+    (``phrases.passage_note_ids``) gains PASSAGE_BONUS of the best score: its best passage counts,
+    not only its length-normalised whole."""
+    a = ctx.analysis
+    content = [w for w in a.words if w not in a.stop]
+    words = [w for w in content if w not in a.unmatched and not has_cjk(w) and not w.isdigit()]
+    if not PASSAGE_BONUS or len(words) != len(content) or not matched.any():
+        return
+    held = phrases.passage_note_ids(ctx.conn, [a.stems.get(w) or w for w in words])
+    if not held:
+        return
+    rows = sp.rows_of(np.fromiter(held, dtype=np.int64, count=len(held)))
+    scores[rows[rows >= 0]] += np.float32(PASSAGE_BONUS * float(scores.max()))
+
+
+def _add_name_start_bonus(ctx: SearchContext, sp: SparseIndex, scores: np.ndarray, matched: np.ndarray) -> None:
+    """A note whose name holds a word the query's last word starts (``cumula`` -> "Cumulative
+    Layout Shift"; ``QueryAnalysis.name_starts``) gains NAME_START_BONUS of the best score, times
+    the idf share of the query's other words its name holds: the name being typed comes first, the way a
+    name that is the query does (``name_match``), but a word start ranks below the whole word."""
+    a = ctx.analysis
+    if not a.name_starts or not matched.any():
+        return
+    p = ctx.postings()
+    known = [t for t in a.terms if t in sp.term_id]  # aligned with the postings' ids
+    starts = np.fromiter((t in a.name_starts for t in known), dtype=bool, count=len(known))
+    in_title = (np.asarray(sp.field_mask[p.pos]) & TITLE_BIT) != 0
+    named = np.zeros(sp.n_docs, dtype=bool)
+    named[p.docs[np.flatnonzero(starts[p.owner] & in_title)]] = True
+    kinds = dict(zip(a.terms, a.kinds))
+    other = np.fromiter((kinds[t] == "base" and t not in a.name_word for t in known), dtype=bool, count=len(known))
+    idf = sp.bm25_idf[p.ids].astype(np.float64) * (p.cover if p.cover is not None else 1.0) * other
+    total = float(idf.sum())
+    held = np.bincount(p.docs, weights=idf[p.owner] * in_title, minlength=sp.n_docs)  # in the name too
+    share = held / total if total > 0 else 1.0
+    bonus = NAME_START_BONUS * float(scores.max()) * np.asarray(share) * named
+    scores += bonus.astype(np.float32)
 
 
 def _add_identifier_bonus(
@@ -166,6 +254,8 @@ _RAW_SYNTAX = re.compile(r"\b(?:AND|OR|NOT|NEAR)\b|\{[^}]*\}\s*:|\b\w+\s*:|\^|\b
 
 def _hits(ranking: list[tuple[int, float]], source: str, limit: int, ctx: SearchContext | None = None) -> list[Hit]:
     labels = expansion_labels(ctx, [nid for nid, _ in ranking[:limit]]) if ctx is not None and not ctx.raw else {}
+    for nid in ctx.phrase_notes or {} if ctx is not None else {}:
+        labels[nid] = labels.get(nid, "") + "+phrase"
     return [Hit(nid, score, source + labels.get(nid, "")) for nid, score in ranking[:limit]]
 
 

@@ -9,12 +9,16 @@ generation's own vocabulary (``Vocabulary``, built once per SparseIndex):
     prefix      longer vocabulary words that start with the word (``worktree`` ->
                 ``worktrees``): PREFIX_WEIGHT, low, and not highlighted. A word that is not in the
                 vocabulary also gets everything below, at the higher *_MISSING_WEIGHT s:
-    prefix      ... words starting with it or its stem (``worktr`` -> ``worktree``);
-    variant     stems that are a proper prefix of the word's stem, at most two letters shorter
-                (German ``konten`` -> ``kont``..., ``konto`` of ``Konten``: Snowball does not merge them);
+    prefix      ... words starting with it (``worktr`` -> ``worktree``), only when there is none with
+                one of its stems; so is the query's LAST word when it is rarer than a word it starts
+                (a word being typed: ``cheat`` -> ``cheatsheet``), its completions that are some
+                visible note's name first (``name_starts``: core.modes.lexical lifts those notes);
+    variant     stems that are a proper prefix of the word's stem in the same stemmed language, at
+                most two letters shorter (German ``konten`` -> ``kont``..., ``konto`` of ``Konten``:
+                Snowball does not merge them); none for a language without a stemmer;
     subword     vocabulary words that end with the word (compound heads: ``sicherung`` ->
-                ``dateisicherung``), and the word split into two vocabulary words
-                (``graphansicht`` -> ``graph`` + ``ansicht``).
+                ``dateisicherung``), and the word split into two vocabulary words of one language
+                (``graphansicht`` -> ``graph`` + ``ansicht``; not German + English parts).
     cjk_unigram a one-character CJK query word, which the bigram terms cannot serve, matches the
                 bigrams that hold it.
     typo        a word of >= TYPO_MIN_CHARS letters that nothing above finds is corrected to
@@ -60,6 +64,9 @@ SPLIT_EXPANSION_WEIGHT = True
 PREFIX_MIN_CHARS = 3
 FOUND_PREFIX_MIN_CHARS = 4  # a word in the vocabulary is expanded as a prefix from this length on,
 FOUND_PREFIX_MAX_WORDS = 4  # in a query of at most this many content words (a name being typed, not a sentence)
+# The last word of a query is expanded as a word start at PREFIX_MISSING_WEIGHT when it is rare: in fewer
+# notes than this share of the notes of the most frequent longer word it starts (``cheat`` -> ``cheatsheet``).
+RARE_PREFIX_SHARE = 1.0
 MAX_CANDIDATES = 256  # vocabulary words looked at per word and kind (in sorted order)
 SUBWORD_MIN_CHARS = 4
 TYPO_MIN_CHARS = 5
@@ -80,6 +87,11 @@ class QueryAnalysis:
     expansions: list[dict[str, Any]] = field(default_factory=list)
     unmatched: list[str] = field(default_factory=list)  # tokens no index term serves
     quiet: set[str] = field(default_factory=set)  # low-weight expansions: not highlighted in snippets
+    # the last word's word-start completions that are some visible note's name (``name_starts``)
+    name_starts: list[str] = field(default_factory=list)
+    name_word: set[str] = field(default_factory=set)  # the base terms of the word they start
+    stop: set[str] = field(default_factory=set)  # the tokens that are stop words of the index's languages
+    stems: dict[str, str] = field(default_factory=dict)  # token -> its shortest stem in the index's languages
 
     @property
     def cjk_only(self) -> bool:
@@ -132,13 +144,17 @@ class QueryAnalyzer:
         vocab: Vocabulary,
         languages: Sequence[str],
         df: Callable[[int], int] | None = None,
+        names: Callable[[int], int] | None = None,
     ) -> None:
         """``df(term id)``: in how many notes the caller may see the term occurs (default: all notes).
         Expansions and "is this word in the vocabulary" use it, so that nothing the response
-        reports (``expansions``, ``unmatched``) depends on notes the caller may not see."""
+        reports (``expansions``, ``unmatched``) depends on notes the caller may not see.
+        ``names(term id)``: in how many of those notes' names (title field) it occurs (default: none
+        known): the last word's word starts that are names come first (``name_starts``)."""
         self.term_id = term_id
         self.vocab = vocab
         self.df = df or (lambda t: int(vocab.df[t]))
+        self.names = names
         self.languages = [LanguageAnalysis(lang) for lang in languages] or [LanguageAnalysis("en")]
         self.stop = frozenset().union(*(STOPWORDS.get(lang, frozenset()) for lang in languages))
         self._bases: dict[str, list[str]] = {}  # token -> its base term per language (analyse)
@@ -152,19 +168,22 @@ class QueryAnalyzer:
         words = _TERM_WORD.findall(text)
         mapping = base.map_words(words)
         tokens = list(dict.fromkeys(t for w in words for t in mapping[w]))[:MAX_QUERY_TERMS]
-        n_stop = sum(t in self.stop for t in tokens)
+        out.stop = {t for t in tokens if t in self.stop}
+        n_stop = len(out.stop)
         self._short = len(tokens) - n_stop <= FOUND_PREFIX_MAX_WORDS
         damp = n_stop > len(tokens) - n_stop > 0  # more stop words than content words, and some content
         plain = [t for t in tokens if not has_cjk(t)]  # stemmed once per language for the whole query
         stems = [la.base(plain) for la in self.languages]
         self._bases = {tok: list(dict.fromkeys(s[i] for s in stems)) for i, tok in enumerate(plain)}
-        for tok in tokens:
+        out.stems = {tok: min((surface(b) for b in bases), key=len) for tok, bases in self._bases.items() if bases}
+        for i, tok in enumerate(tokens):
             out.words.append(tok)
             if has_cjk(tok):
                 self._cjk(tok, out, alone=len(tokens) == 1)
             else:
-                stop = tok in self.stop
-                self._word(tok, out, literal=tok in identifiers or tok.isdigit(), stop=stop, damp=stop and damp)
+                stop, last = tok in self.stop, i == len(tokens) - 1
+                literal = tok in identifiers or tok.isdigit()
+                self._word(tok, out, literal=literal, stop=stop, damp=stop and damp, last=last)
         return out
 
     def _known(self, term: str) -> bool:
@@ -191,7 +210,9 @@ class QueryAnalyzer:
             if not any(self._known(g) for g in grams) and not (len(run) == 1 and out.expansions):
                 out.unmatched.append(run)
 
-    def _word(self, tok: str, out: QueryAnalysis, *, literal: bool, stop: bool, damp: bool = False) -> None:
+    def _word(
+        self, tok: str, out: QueryAnalysis, *, literal: bool, stop: bool, damp: bool = False, last: bool = False
+    ) -> None:
         cover, share = (STOP_COVER, STOP_WEIGHT) if damp else (1.0, 1.0)
         bases = self._bases.get(tok) or list(dict.fromkeys(la.base([tok])[0] for la in self.languages))
         # a word counts once in the coverage bonus: its stems in the index's languages share it by df
@@ -213,18 +234,20 @@ class QueryAnalyzer:
             if not found:
                 out.unmatched.append(tok)
             return
-        if found:  # the word is in the vocabulary: only longer words it is a prefix of, at a low weight
+        if found and not (last and self._rare(tok, sum(dfs))):
+            # the word is in the vocabulary: only longer words it is a prefix of, at a low weight
             if len(tok) >= FOUND_PREFIX_MIN_CHARS and self._short:
                 starts = [w for w in self.vocab.starting(tok)[:MAX_CANDIDATES] if w != tok and w not in keys]
                 self._expand(tok, out, starts, "prefix", PREFIX_WEIGHT, quiet=True)
             return
         served = False
         if len(tok) >= PREFIX_MIN_CHARS:
-            longer = {w for k in (tok, *keys) if len(k) >= PREFIX_MIN_CHARS for w in self.vocab.starting(k)}
-            longer -= {tok, *keys}
-            served |= self._expand(tok, out, sorted(longer)[:MAX_CANDIDATES], "prefix", PREFIX_MISSING_WEIGHT)
-            variants = [k[:i] for k in keys for i in range(max(SUBWORD_MIN_CHARS, len(k) - 2), len(k))]
-            variants = [v for v in variants if self.vocab.base_ids(v)]
+            served |= self._expand(tok, out, self._starts(tok, keys), "prefix", PREFIX_MISSING_WEIGHT, names=last)
+            if out.name_starts:
+                out.name_word = set(bases)
+            if found:  # a rare last word: a word being typed; its own matches stay above (weight 1)
+                return
+            variants = self._variants(bases)
             served |= self._expand(tok, out, variants, "variant", VARIANT_MISSING_WEIGHT)
         if len(tok) >= SUBWORD_MIN_CHARS:
             ends = [w for w in self.vocab.ending(tok)[:MAX_CANDIDATES] if len(w) >= len(tok) + 3]
@@ -238,6 +261,49 @@ class QueryAnalyzer:
         if not served:
             out.unmatched.append(tok)
 
+    def _starts(self, tok: str, keys: set[str]) -> list[str]:
+        """Vocabulary words that start with ``tok`` (a word being typed); only when there is none,
+        those that start with one of its stems (``kontos`` -> ``konto``)."""
+        longer = [w for w in self.vocab.starting(tok)[:MAX_CANDIDATES] if w != tok and w not in keys]
+        if longer:
+            return longer
+        stems = {w for k in keys if len(k) >= PREFIX_MIN_CHARS and k != tok for w in self.vocab.starting(k)}
+        return sorted(stems - {tok, *keys})[:MAX_CANDIDATES]
+
+    def _variants(self, bases: list[str]) -> list[str]:
+        """Shorter stems of the word's stem in a language with a stemmer, by at most two letters,
+        that the same language's notes hold (``de:konten`` -> ``de:kont``): a language without one
+        (its words only folded: English words in a Chinese vault) has no variants (``ownershp`` is a
+        typo of ``ownership``, not a form of ``owners``)."""
+        out = []
+        for b in bases:
+            if b[2:3] != ":":
+                continue
+            key = b[3:]
+            for i in range(max(SUBWORD_MIN_CHARS, len(key) - 2), len(key)):
+                if self._known(b[:3] + key[:i]):
+                    out.append(key[:i])
+        return list(dict.fromkeys(out))
+
+    def _same_language(self, head: str, right: str) -> bool:
+        """Do two parts of a compound have base terms in one language (``kündigung`` + ``frist``, not
+        German ``kündigung`` + English ``first``)?"""
+        return bool(self._base_languages(head) & self._base_languages(right))
+
+    def _base_languages(self, key: str) -> set[str]:
+        """The languages of the index in whose analysis a vocabulary word is a word of some note
+        ('' for every language without a stemmer: their terms share one namespace)."""
+        return {la.language if la.algorithm else "" for la in self.languages if self._known(la.base([key])[0])}
+
+    def _rare(self, tok: str, df: int) -> bool:
+        """Is a vocabulary word rarer than a longer word it starts (``cheat``: ``cheatsheet``)? Then
+        the word is more likely being typed than meant (``RARE_PREFIX_SHARE``)."""
+        if len(tok) < FOUND_PREFIX_MIN_CHARS:
+            return False
+        longer = [w for w in self.vocab.starting(tok)[:MAX_CANDIDATES] if w != tok]
+        best = self.vocab.best(longer, 1, self.df)
+        return bool(best) and df * RARE_PREFIX_SHARE < best[0][2]
+
     def _split(self, tok: str) -> list[str]:
         """Two vocabulary words (a linking ``s`` allowed) that make up ``tok``, the most frequent pair."""
         best: tuple[int, list[str]] = (0, [])
@@ -245,7 +311,7 @@ class QueryAnalyzer:
         for i in range(3, len(tok) - 2):
             left, right = tok[:i], tok[i:]
             for head in (left, left[:-1] if left.endswith("s") and len(left) > 4 else None):
-                if head and v.surfaces(head) and v.surfaces(right):
+                if head and v.surfaces(head) and v.surfaces(right) and self._same_language(head, right):
                     score = min(self.df(v.surfaces(head)[0]), self.df(v.surfaces(right)[0]))
                     if score > best[0]:
                         best = (score, [head, right])
@@ -263,9 +329,18 @@ class QueryAnalyzer:
         by_df: bool = False,
         each: bool = False,
         quiet: bool = False,
+        names: bool = False,
     ) -> bool:
-        own = {t for t, k in zip(out.terms, out.kinds) if k in ("base", "exact")}
+        # the query's own terms that some note holds: a candidate sharing one adds nothing new
+        own = {t for t, k in zip(out.terms, out.kinds) if k in ("base", "exact") and self._known(t)}
         ranked = self.vocab.best(candidates, len(candidates), self.df)
+        in_names, named = self.names, {}
+        if names and in_names is not None:  # the last word's word starts that are names come first
+            for f in ranked:  # a word's terms in some name: its surface, or its base in a language
+                ids = [t for t in dict.fromkeys([f[1], *self.vocab.base_ids(f[0])]) if in_names(t) > 0]
+                if ids:
+                    named[f[1]] = ids
+            ranked.sort(key=lambda f: f[1] not in named)  # stable: by df within each group
         found: list[tuple[str, int, int]] = []
         taken: set[str] = set()  # base terms of the words chosen so far: one form per word
         for f in ranked:
@@ -285,6 +360,9 @@ class QueryAnalyzer:
             out.add(self.vocab.name[tid], w, 0.0, kind)
             if quiet:
                 out.quiet.add(self.vocab.name[tid])
+            for t in named.get(tid, []) if not quiet else []:  # the name's own term is matched too
+                out.add(self.vocab.name[t], w, 0.0, kind)
+                out.name_starts.append(self.vocab.name[t])
         out.expansions.append({"word": tok, "kind": kind, "to": [w for w, _, _ in found]})
         return True
 

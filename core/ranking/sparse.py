@@ -53,6 +53,7 @@ class RankParams:
 DEFAULT_PARAMS = RankParams()
 _TITLE = FTS_COLUMNS.index("title")
 _TITLE_BIT = np.uint8(1 << _TITLE)
+TITLE_BIT = _TITLE_BIT  # a posting's field_mask bit of the title field (the note's names)
 _HEADING_BIT = np.uint8(1 << FTS_COLUMNS.index("headings"))
 
 
@@ -403,6 +404,19 @@ def name_match(
     ids, pos, owner, docs, _, cover = postings if postings is not None else query_postings(index, terms)
     in_title = np.flatnonzero((index.field_mask[pos] & _TITLE_BIT) != 0)
     return _name_match(index, terms, ids, owner, docs, cover, in_title, named)
+
+
+def name_counter(index: SparseIndex, mask: np.ndarray) -> Callable[[int], int]:
+    """term id -> in how many notes of ``mask`` the term is in the title field (a name)."""
+
+    def count(tid: int) -> int:
+        a, b = int(index.indptr[tid]), int(index.indptr[tid + 1])
+        if b <= a:
+            return 0
+        in_title = (np.asarray(index.field_mask[a:b]) & _TITLE_BIT) != 0
+        return int(mask[np.asarray(index.docs[a:b])[in_title]].sum())
+
+    return count
 
 
 def _name_match(

@@ -52,6 +52,19 @@ def note_bodies(conn: sqlite3.Connection, note_ids: Iterable[int]) -> dict[int, 
     return out
 
 
+def note_texts(conn: sqlite3.Connection, note_ids: Iterable[int]) -> dict[int, str]:
+    """note id -> the texts of all its FTS_COLUMNS, one per line (a phrase looked up as a substring)."""
+    ids = sorted(set(note_ids))
+    cols = " || char(10) || ".join(f"coalesce({c}, '')" for c in FTS_COLUMNS)
+    out: dict[int, str] = {}
+    for at in range(0, len(ids), 500):
+        part = ids[at : at + 500]
+        out.update(
+            conn.execute(f"SELECT rowid, {cols} FROM notes_fts WHERE rowid IN ({', '.join('?' * len(part))})", part)
+        )
+    return out
+
+
 def matching_rowids(conn: sqlite3.Connection, expression: str) -> list[tuple[int]]:
     """The note ids (as rows) an FTS5 ``MATCH`` expression finds, every note considered."""
     return conn.execute("SELECT rowid FROM notes_fts WHERE notes_fts MATCH ?", (expression,)).fetchall()
