@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,10 +25,10 @@ from core.ranking.names import name_key
 from core.ranking.sparse import (
     CHUNK_CACHE,
     SPARSE_CACHE,
+    TITLE_BIT,
     QueryPostings,
     SparseIndex,
     load_sparse,
-    name_counter,
     query_postings,
 )
 from core.ranking.visibility import CallerStatistics
@@ -124,7 +125,7 @@ class SearchContext:
             def visible(tid: int) -> int:
                 return int(mask[sp.docs[sp.indptr[tid] : sp.indptr[tid + 1]]].sum())
 
-        return QueryAnalyzer(sp.term_id, vocabulary(sp), languages, visible, name_counter(sp, mask)).analyse(text)
+        return QueryAnalyzer(sp.term_id, vocabulary(sp), languages, visible, _name_counter(sp, mask)).analyse(text)
 
     @property
     def terms(self) -> list[str]:
@@ -251,3 +252,16 @@ _ROW_DATES = ("created", "updated", "source_date", "date", "git_date", "git_crea
 def _mtime_iso(mtime_ns: int) -> str:
     """A file modification time as ISO-8601 UTC (seconds)."""
     return datetime.fromtimestamp(mtime_ns // 1_000_000_000, tz=UTC).isoformat()
+
+
+def _name_counter(index: SparseIndex, mask: np.ndarray) -> Callable[[int], int]:
+    """term id -> in how many notes of ``mask`` the term is in the title field (a name)."""
+
+    def count(tid: int) -> int:
+        a, b = int(index.indptr[tid]), int(index.indptr[tid + 1])
+        if b <= a:
+            return 0
+        in_title = (np.asarray(index.field_mask[a:b]) & TITLE_BIT) != 0
+        return int(mask[np.asarray(index.docs[a:b])[in_title]].sum())
+
+    return count

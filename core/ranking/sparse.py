@@ -406,19 +406,6 @@ def name_match(
     return _name_match(index, terms, ids, owner, docs, cover, in_title, named)
 
 
-def name_counter(index: SparseIndex, mask: np.ndarray) -> Callable[[int], int]:
-    """term id -> in how many notes of ``mask`` the term is in the title field (a name)."""
-
-    def count(tid: int) -> int:
-        a, b = int(index.indptr[tid]), int(index.indptr[tid + 1])
-        if b <= a:
-            return 0
-        in_title = (np.asarray(index.field_mask[a:b]) & _TITLE_BIT) != 0
-        return int(mask[np.asarray(index.docs[a:b])[in_title]].sum())
-
-    return count
-
-
 def _name_match(
     index: SparseIndex,
     terms: list[str],
