@@ -41,27 +41,95 @@ from pathspec import GitIgnoreSpec
 
 from core.errors import GitCommandError, GitRevisionError, NotAGitRepoError, UsageError
 from core.vault.problems import Problem
-from core.vault.scan import IGNORE_FILE, MAX_NOTE_BYTES, SKIP_DIR_NAMES, parse_ignore_spec
+from core.vault.scan import IGNORE_FILE, MAX_NOTE_BYTES, SKIP_DIR_NAMES, load_ignore_spec, parse_ignore_spec
 
 LFS_POINTER_PREFIX = b"version https://git-lfs.github.com/spec/v1"
 _LFS_POINTER_MAX = 1024  # an LFS pointer file is ~130 bytes; git-lfs rejects pointers over 1 KiB
-_ENV = {"GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C", "GIT_TERMINAL_PROMPT": "0"}
-# Settings a user's configuration must not change: raw paths, and the root commit's files in the
-# history pass (log.showRoot=false would hide the commit that added them).
-_CONFIG = ("-c", "core.quotepath=off", "-c", "log.showRoot=true")
+_ENV = {
+    "GIT_OPTIONAL_LOCKS": "0",
+    "LC_ALL": "C",
+    "GIT_TERMINAL_PROMPT": "0",
+    "GIT_PAGER": "cat",
+    "GIT_NO_LAZY_FETCH": "1",
+}
+# Settings every git call runs with (given as GIT_CONFIG_KEY_n / GIT_CONFIG_VALUE_n, which outrank
+# every configuration file). First, what a user's configuration must not change: raw paths, and
+# the root commit's files in the history pass (log.showRoot=false would hide the commit that added
+# them). Then every setting by which a repository's configuration could make git run a command:
+# git here never executes anything a repository (its .git/config, includes, info/attributes) names.
+SAFE_CONFIG: tuple[tuple[str, str], ...] = (
+    ("core.quotepath", "off"),
+    ("log.showRoot", "true"),
+    ("core.fsmonitor", "false"),  # a hook every command that reads the git index would run
+    ("core.hooksPath", os.devnull),  # hooks (no call here is one that runs hooks, and none is found)
+    ("core.pager", "cat"),  # pagers (also --no-pager and GIT_PAGER)
+    ("pager.status", "false"),
+    ("pager.log", "false"),
+    ("diff.external", ""),  # external diff and textconv: no call asks for a patch (--no-ext-diff --no-textconv)
+    ("log.showSignature", "false"),  # gpg.program on log / show
+    ("protocol.allow", "never"),  # no transport at all: no ssh (core.sshCommand), no credential
+    ("credential.helper", ""),  # helper, no lazy fetch of a partial clone's missing blob
+    ("submodule.recurse", "false"),
+    ("status.submoduleSummary", "false"),
+    ("gc.auto", "0"),
+    ("maintenance.auto", "false"),
+)
+# Commands that read the working tree, where a clean filter (``filter.<driver>.clean`` / ``.process``,
+# chosen by a .gitattributes or info/attributes) would run: every driver the configuration names is
+# emptied for them (git runs no filter whose command is empty).
+_READS_WORKTREE = frozenset({"status"})
+_DRIVER_KEYS = ("clean", "smudge", "process", "textconv", "command")
 
 
 def _decode(raw: bytes) -> str:
     return raw.decode("utf-8", errors="surrogateescape")
 
 
-def run_git(cwd: Path, *args: str, stdin: bytes | None = None, ok: Sequence[int] = (0,)) -> bytes:
-    """stdout of ``git -C cwd ARGS``; a missing executable or an unexpected exit is a ``GitCommandError``."""
-    cmd = ["git", "-C", str(cwd), *_CONFIG, *args]
+def git_command(
+    cwd: Path, args: Sequence[str], extra: Sequence[tuple[str, str]] = ()
+) -> tuple[list[str], dict[str, str]]:
+    """(argv, environment) of ``git -C cwd ARGS``: the one place a git call is made from (every
+    call goes through ``run_git``, ``_git_exit`` or ``_BlobStream``, each built here), with
+    ``SAFE_CONFIG`` and ``extra`` settings that outrank every configuration file."""
+    env = {**os.environ, **_ENV}
+    settings = (*SAFE_CONFIG, *extra)
+    env["GIT_CONFIG_COUNT"] = str(len(settings))
+    for i, (key, value) in enumerate(settings):
+        env[f"GIT_CONFIG_KEY_{i}"], env[f"GIT_CONFIG_VALUE_{i}"] = key, value
+    return ["git", "--no-pager", "-C", str(cwd), *args], env
+
+
+def _spawn(cwd: Path, args: Sequence[str], stdin: bytes | None) -> subprocess.CompletedProcess[bytes]:
+    extra: list[tuple[str, str]] = []
+    if args and args[0] in _READS_WORKTREE:
+        extra = [(f"filter.{name}.required", "false") for name in _drivers(cwd, "filter")]
+        extra += [(f"{kind}.{name}.{key}", "") for kind in ("filter", "diff") for name in _drivers(cwd, kind)
+                  for key in _DRIVER_KEYS]  # fmt: skip
+    cmd, env = git_command(cwd, args, extra)
     try:
-        done = subprocess.run(cmd, input=stdin, capture_output=True, env={**os.environ, **_ENV}, check=False)
+        return subprocess.run(cmd, input=stdin, capture_output=True, env=env, check=False)
     except FileNotFoundError:
         raise GitCommandError("the git executable was not found on PATH", command=args[0]) from None
+
+
+def _drivers(cwd: Path, kind: str) -> set[str]:
+    """The ``filter`` or ``diff`` driver names the configuration defines (``git config`` only reads files)."""
+    cmd, env = git_command(cwd, ("config", "-z", "--get-regexp", rf"^{kind}\."))
+    try:
+        done = subprocess.run(cmd, capture_output=True, env=env, check=False)
+    except FileNotFoundError:
+        raise GitCommandError("the git executable was not found on PATH", command="config") from None
+    names = set()
+    for record in done.stdout.split(b"\0"):
+        key = _decode(record.partition(b"\n")[0])
+        if key.count(".") >= 2:
+            names.add(key[len(kind) + 1 : key.rindex(".")])
+    return names
+
+
+def run_git(cwd: Path, *args: str, stdin: bytes | None = None, ok: Sequence[int] = (0,)) -> bytes:
+    """stdout of ``git -C cwd ARGS``; a missing executable or an unexpected exit is a ``GitCommandError``."""
+    done = _spawn(cwd, args, stdin)
     if done.returncode not in ok:
         raise GitCommandError(
             f"git {args[0]} failed ({done.returncode}): {_decode(done.stderr).strip()[:300]}",
@@ -72,11 +140,7 @@ def run_git(cwd: Path, *args: str, stdin: bytes | None = None, ok: Sequence[int]
 
 
 def _git_exit(cwd: Path, *args: str) -> int:
-    try:
-        done = subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, env={**os.environ, **_ENV})
-    except FileNotFoundError:
-        raise GitCommandError("the git executable was not found on PATH", command=args[0]) from None
-    return done.returncode
+    return _spawn(cwd, args, None).returncode
 
 
 @dataclass(frozen=True)
@@ -277,7 +341,10 @@ def history(repo: Repo, commit: str, since: str | None = None) -> dict[str, Path
     Committer time, so that dates follow the order in which commits entered the history.
     """
     spec = f"{since}..{commit}" if since else commit
-    out = repo.git("log", "--relative", "--format=%x01%ct", "--name-status", "-z", "--no-renames", spec, "--", ".")
+    out = repo.git(
+        "log", "--no-ext-diff", "--no-textconv", "--relative", "--format=%x01%ct", "--name-status", "-z",
+        "--no-renames", spec, "--", ".",
+    )  # fmt: skip
     dates: dict[str, PathDates] = {}
     when = 0
     tokens = out.split(b"\0")
@@ -318,7 +385,9 @@ def changed_status(repo: Repo, old_tree: str, new_tree: str) -> dict[str, str] |
     when ``old_tree`` no longer exists."""
     if not repo.succeeds("cat-file", "-e", old_tree):
         return None
-    out = repo.git("diff-tree", "-r", "-z", "--no-renames", "--name-status", old_tree, new_tree)
+    out = repo.git(
+        "diff-tree", "--no-ext-diff", "--no-textconv", "-r", "-z", "--no-renames", "--name-status", old_tree, new_tree
+    )
     tokens = [t for t in out.split(b"\0")]
     return {_decode(tokens[i + 1]): _decode(tokens[i]) for i in range(0, len(tokens) - 1, 2) if tokens[i]}
 
@@ -336,12 +405,24 @@ def detached_head(repo: Repo) -> bool:
     return not repo.succeeds("symbolic-ref", "--quiet", "HEAD")
 
 
-def uncommitted(repo: Repo, *, max_bytes: int = MAX_NOTE_BYTES, index_skip: str | None = None) -> list[str]:
+@dataclass(frozen=True)
+class Uncommitted:
+    """Note paths the working tree or the git index changed and HEAD does not hold, and the problems
+    met (a ``.vaultsearchignore`` that is a FIFO is reported, never opened in a way that blocks)."""
+
+    paths: list[str]
+    problems: list[Problem]
+
+
+def uncommitted(repo: Repo, *, max_bytes: int = MAX_NOTE_BYTES, index_skip: str | None = None) -> Uncommitted:
     """Note paths (relative to the vault) with changes in the working tree or the git index that
     HEAD does not hold: added, modified, deleted or untracked. The scan's ignore rules apply
-    (``.vaultsearchignore`` as it is in the working tree); git's own ignores hide untracked files."""
-    out = repo.git("status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames", "--", ".")
-    spec, _ = parse_ignore_spec(_read_or_empty(repo.vault / IGNORE_FILE))
+    (``.vaultsearchignore`` as it is in the working tree, read as the scan reads it); git's own
+    ignores hide untracked files."""
+    out = repo.git(
+        "status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames", "--ignore-submodules=all", "--", "."
+    )
+    spec, problems = load_ignore_spec(repo.vault)
     paths = []
     for record in out.split(b"\0"):
         if len(record) < 4:
@@ -355,11 +436,4 @@ def uncommitted(repo: Repo, *, max_bytes: int = MAX_NOTE_BYTES, index_skip: str 
         if index_skip and rel.startswith(index_skip):
             continue
         paths.append(rel)
-    return sorted(set(paths))
-
-
-def _read_or_empty(path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        return b""
+    return Uncommitted(sorted(set(paths)), problems)
