@@ -41,7 +41,15 @@ from pathspec import GitIgnoreSpec
 
 from core.errors import GitCommandError, GitRevisionError, NotAGitRepoError, UsageError
 from core.vault.problems import Problem
-from core.vault.scan import IGNORE_FILE, MAX_NOTE_BYTES, SKIP_DIR_NAMES, load_ignore_spec, parse_ignore_spec
+from core.vault.scan import (
+    IGNORE_FILE,
+    MAX_NOTE_BYTES,
+    SKIP_DIR_NAMES,
+    load_ignore_spec,
+    parse_ignore_spec,
+    undecodable,
+    undecodable_problem,
+)
 
 LFS_POINTER_PREFIX = b"version https://git-lfs.github.com/spec/v1"
 _LFS_POINTER_MAX = 1024  # an LFS pointer file is ~130 bytes; git-lfs rejects pointers over 1 KiB
@@ -280,6 +288,10 @@ def list_tree(
             continue
         if not include_dot_paths and any(part.startswith(".") for part in path.split("/")):
             continue
+        if undecodable(path):  # not valid UTF-8: reported, never indexed (as the working-tree scan does)
+            if kind == "blob" and is_note:
+                problems.append(undecodable_problem(path))
+            continue
         if kind == "commit":
             problems.append(Problem(path, "git_submodule_skipped", f"submodule at commit {obj[:12]}"))
         elif kind == "blob" and is_note and mode == "120000":
@@ -389,7 +401,8 @@ def changed_status(repo: Repo, old_tree: str, new_tree: str) -> dict[str, str] |
         "diff-tree", "--no-ext-diff", "--no-textconv", "-r", "-z", "--no-renames", "--name-status", old_tree, new_tree
     )
     tokens = [t for t in out.split(b"\0")]
-    return {_decode(tokens[i + 1]): _decode(tokens[i]) for i in range(0, len(tokens) - 1, 2) if tokens[i]}
+    found = {_decode(tokens[i + 1]): _decode(tokens[i]) for i in range(0, len(tokens) - 1, 2) if tokens[i]}
+    return {path: status for path, status in found.items() if not undecodable(path)}  # never listed: never indexed
 
 
 def commits_between(repo: Repo, old: str, new: str) -> int | None:
@@ -431,7 +444,12 @@ def uncommitted(repo: Repo, *, max_bytes: int = MAX_NOTE_BYTES, index_skip: str 
         if not path.startswith(repo.prefix):
             continue
         rel = path[len(repo.prefix) :]
-        if rel[-3:].lower() != ".md" or _skipped_dir(rel, spec) or (spec is not None and spec.match_file(rel)):
+        if (
+            rel[-3:].lower() != ".md"
+            or undecodable(rel)
+            or _skipped_dir(rel, spec)
+            or (spec is not None and spec.match_file(rel))
+        ):
             continue
         if index_skip and rel.startswith(index_skip):
             continue
