@@ -6,7 +6,9 @@ note (bench/bench_git.py measured it against dulwich and pygit2; see docs/benchm
     discover        ``rev-parse --show-toplevel --show-prefix --is-shallow-repository``
     resolve         ``rev-parse --verify REV^{commit}`` and the vault folder's tree in it
     list_tree       ``ls-tree -r -z -l TREE``: mode, type, blob id, size and path of every entry
-    read_blobs      ``cat-file --batch``: every blob the build reads, through one process
+    read blobs      ``cat-file --batch``: one process per build (and per worker process), asked for
+                    one blob at a time where it is parsed (``BlobRef``): size from the header,
+                    then exactly that many bytes, so one note's content is in memory at a time
     history         ``log --name-status -z --no-renames``: one pass over the history for the
                     dates of every path (or over ``OLD..NEW`` only, for an incremental build)
     changed_paths   ``diff-tree -r -z --no-renames OLD_TREE NEW_TREE``: what a commit range changed
@@ -15,6 +17,12 @@ note (bench/bench_git.py measured it against dulwich and pygit2; see docs/benchm
 The same ignore rules as the working-tree scan apply: dot-folders skipped by the scan
 (``.git``, ``.obsidian``, ``.vaultsearch``, ``.trash``) and ``.vaultsearchignore``, read from
 the tree being indexed. Git never writes the repository here (``GIT_OPTIONAL_LOCKS=0``).
+
+Every call is made through ``git_command``, which never lets git execute a command a repository
+configures (``core.vault.gitrun``: fsmonitor, hooks, pagers, external diff, textconv, gpg, transports,
+credential helpers; clean/smudge filter drivers emptied for ``status``, the one call that reads
+the working tree). File names git lists are decoded with ``surrogateescape``; a name that is not
+valid UTF-8 is reported (``undecodable_name``) and never indexed.
 
 Documented behaviour (``Problem.reason`` where an entry is skipped and reported):
 
@@ -31,8 +39,6 @@ Documented behaviour (``Problem.reason`` where an entry is skipped and reported)
 from __future__ import annotations
 
 import datetime as dt
-import os
-import subprocess
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +46,7 @@ from pathlib import Path
 from pathspec import GitIgnoreSpec
 
 from core.errors import GitCommandError, GitRevisionError, NotAGitRepoError, UsageError
+from core.vault.gitrun import blob_stream, decode, git_exit, run_git
 from core.vault.problems import Problem
 from core.vault.scan import (
     IGNORE_FILE,
@@ -53,102 +60,6 @@ from core.vault.scan import (
 
 LFS_POINTER_PREFIX = b"version https://git-lfs.github.com/spec/v1"
 _LFS_POINTER_MAX = 1024  # an LFS pointer file is ~130 bytes; git-lfs rejects pointers over 1 KiB
-_ENV = {
-    "GIT_OPTIONAL_LOCKS": "0",
-    "LC_ALL": "C",
-    "GIT_TERMINAL_PROMPT": "0",
-    "GIT_PAGER": "cat",
-    "GIT_NO_LAZY_FETCH": "1",
-}
-# Settings every git call runs with (given as GIT_CONFIG_KEY_n / GIT_CONFIG_VALUE_n, which outrank
-# every configuration file). First, what a user's configuration must not change: raw paths, and
-# the root commit's files in the history pass (log.showRoot=false would hide the commit that added
-# them). Then every setting by which a repository's configuration could make git run a command:
-# git here never executes anything a repository (its .git/config, includes, info/attributes) names.
-SAFE_CONFIG: tuple[tuple[str, str], ...] = (
-    ("core.quotepath", "off"),
-    ("log.showRoot", "true"),
-    ("core.fsmonitor", "false"),  # a hook every command that reads the git index would run
-    ("core.hooksPath", os.devnull),  # hooks (no call here is one that runs hooks, and none is found)
-    ("core.pager", "cat"),  # pagers (also --no-pager and GIT_PAGER)
-    ("pager.status", "false"),
-    ("pager.log", "false"),
-    ("diff.external", ""),  # external diff and textconv: no call asks for a patch (--no-ext-diff --no-textconv)
-    ("log.showSignature", "false"),  # gpg.program on log / show
-    ("protocol.allow", "never"),  # no transport at all: no ssh (core.sshCommand), no credential
-    ("credential.helper", ""),  # helper, no lazy fetch of a partial clone's missing blob
-    ("submodule.recurse", "false"),
-    ("status.submoduleSummary", "false"),
-    ("gc.auto", "0"),
-    ("maintenance.auto", "false"),
-)
-# Commands that read the working tree, where a clean filter (``filter.<driver>.clean`` / ``.process``,
-# chosen by a .gitattributes or info/attributes) would run: every driver the configuration names is
-# emptied for them (git runs no filter whose command is empty).
-_READS_WORKTREE = frozenset({"status"})
-_DRIVER_KEYS = ("clean", "smudge", "process", "textconv", "command")
-
-
-def _decode(raw: bytes) -> str:
-    return raw.decode("utf-8", errors="surrogateescape")
-
-
-def git_command(
-    cwd: Path, args: Sequence[str], extra: Sequence[tuple[str, str]] = ()
-) -> tuple[list[str], dict[str, str]]:
-    """(argv, environment) of ``git -C cwd ARGS``: the one place a git call is made from (every
-    call goes through ``run_git``, ``_git_exit`` or ``_BlobStream``, each built here), with
-    ``SAFE_CONFIG`` and ``extra`` settings that outrank every configuration file."""
-    env = {**os.environ, **_ENV}
-    settings = (*SAFE_CONFIG, *extra)
-    env["GIT_CONFIG_COUNT"] = str(len(settings))
-    for i, (key, value) in enumerate(settings):
-        env[f"GIT_CONFIG_KEY_{i}"], env[f"GIT_CONFIG_VALUE_{i}"] = key, value
-    return ["git", "--no-pager", "-C", str(cwd), *args], env
-
-
-def _spawn(cwd: Path, args: Sequence[str], stdin: bytes | None) -> subprocess.CompletedProcess[bytes]:
-    extra: list[tuple[str, str]] = []
-    if args and args[0] in _READS_WORKTREE:
-        extra = [(f"filter.{name}.required", "false") for name in _drivers(cwd, "filter")]
-        extra += [(f"{kind}.{name}.{key}", "") for kind in ("filter", "diff") for name in _drivers(cwd, kind)
-                  for key in _DRIVER_KEYS]  # fmt: skip
-    cmd, env = git_command(cwd, args, extra)
-    try:
-        return subprocess.run(cmd, input=stdin, capture_output=True, env=env, check=False)
-    except FileNotFoundError:
-        raise GitCommandError("the git executable was not found on PATH", command=args[0]) from None
-
-
-def _drivers(cwd: Path, kind: str) -> set[str]:
-    """The ``filter`` or ``diff`` driver names the configuration defines (``git config`` only reads files)."""
-    cmd, env = git_command(cwd, ("config", "-z", "--get-regexp", rf"^{kind}\."))
-    try:
-        done = subprocess.run(cmd, capture_output=True, env=env, check=False)
-    except FileNotFoundError:
-        raise GitCommandError("the git executable was not found on PATH", command="config") from None
-    names = set()
-    for record in done.stdout.split(b"\0"):
-        key = _decode(record.partition(b"\n")[0])
-        if key.count(".") >= 2:
-            names.add(key[len(kind) + 1 : key.rindex(".")])
-    return names
-
-
-def run_git(cwd: Path, *args: str, stdin: bytes | None = None, ok: Sequence[int] = (0,)) -> bytes:
-    """stdout of ``git -C cwd ARGS``; a missing executable or an unexpected exit is a ``GitCommandError``."""
-    done = _spawn(cwd, args, stdin)
-    if done.returncode not in ok:
-        raise GitCommandError(
-            f"git {args[0]} failed ({done.returncode}): {_decode(done.stderr).strip()[:300]}",
-            command=" ".join(args[:3]),
-            exit_status=done.returncode,
-        )
-    return done.stdout
-
-
-def _git_exit(cwd: Path, *args: str) -> int:
-    return _spawn(cwd, args, None).returncode
 
 
 @dataclass(frozen=True)
@@ -165,7 +76,7 @@ class Repo:
 
     def succeeds(self, *args: str) -> bool:
         """True when ``git ARGS`` exits 0 (a yes/no question such as ``merge-base --is-ancestor``)."""
-        return _git_exit(self.vault, *args) == 0
+        return git_exit(self.vault, *args) == 0
 
 
 def discover(vault: Path) -> Repo:
@@ -184,7 +95,7 @@ def discover(vault: Path) -> Repo:
                 hint="index the working tree: --source worktree",
             ) from None
         raise
-    top, prefix, shallow = (_decode(line) for line in out.splitlines()[:3])
+    top, prefix, shallow = (decode(line) for line in out.splitlines()[:3])
     return Repo(vault, Path(top), prefix, shallow == "true")
 
 
@@ -203,7 +114,7 @@ def resolve_commit(repo: Repo, rev: str) -> str:
     if not rev or rev.startswith("-"):
         raise GitRevisionError(f"not a revision: {rev!r}", rev=rev)
     out = repo.git("rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}", ok=(0, 1, 128))
-    commit = _decode(out).strip()
+    commit = decode(out).strip()
     if not commit:
         raise GitRevisionError(f"revision {rev!r} does not name a commit in {repo.toplevel}", rev=rev)
     return commit
@@ -213,10 +124,10 @@ def resolve(repo: Repo, rev: str = "HEAD") -> Revision:
     """``rev`` as a commit and the tree of the vault folder in it."""
     commit = resolve_commit(repo, rev)
     out = repo.git("rev-parse", "--verify", "--quiet", f"{commit}:{repo.prefix}", ok=(0, 1, 128))
-    tree = _decode(out).strip()
+    tree = decode(out).strip()
     if not tree:
         raise GitRevisionError(f"the vault folder {repo.prefix!r} does not exist in {rev} ({commit[:12]})", rev=rev)
-    when = int(_decode(repo.git("show", "-s", "--format=%ct", commit)).strip())
+    when = int(decode(repo.git("show", "-s", "--format=%ct", commit)).strip())
     return Revision(rev, commit, tree, when)
 
 
@@ -246,7 +157,7 @@ def _ls_tree(repo: Repo, tree: str) -> list[tuple[str, str, str, str, str]]:
             continue
         head, _, path = record.partition(b"\t")
         mode, kind, obj, size = head.split()
-        rows.append((_decode(mode), _decode(kind), _decode(obj), _decode(size), _decode(path)))
+        rows.append((decode(mode), decode(kind), decode(obj), decode(size), decode(path)))
     return rows
 
 
@@ -305,23 +216,11 @@ def list_tree(
     return TreeListing(entries, problems)
 
 
-def read_blobs(repo: Repo, blobs: Iterable[str]) -> dict[str, bytes]:
-    """blob id -> content, through one ``git cat-file --batch`` process for all of them."""
-    wanted = list(dict.fromkeys(blobs))
-    if not wanted:
-        return {}
-    out = repo.git("cat-file", "--batch", "--buffer", stdin=("\n".join(wanted) + "\n").encode())
-    found: dict[str, bytes] = {}
-    at = 0
-    for blob in wanted:
-        end = out.index(b"\n", at)
-        header = out[at:end].split()
-        if len(header) != 3 or header[1] != b"blob":
-            raise GitCommandError(f"cat-file could not read blob {blob}: {_decode(out[at:end])}", command="cat-file")
-        size = int(header[2])
-        found[blob] = out[end + 1 : end + 1 + size]
-        at = end + 1 + size + 1
-    return found
+def read_blobs(repo: Repo, blobs: Iterable[str], max_bytes: int = MAX_NOTE_BYTES) -> dict[str, bytes]:
+    """blob id -> content, streamed one blob at a time through this process's ``cat-file --batch``
+    (for the few small blobs a listing reads: the ignore file, LFS pointer checks)."""
+    stream = blob_stream(repo.vault)
+    return {blob: stream.read(blob, max_bytes) for blob in dict.fromkeys(blobs)}
 
 
 def is_lfs_pointer(data: bytes) -> bool:
@@ -367,7 +266,7 @@ def history(repo: Repo, commit: str, since: str | None = None) -> dict[str, Path
         if token.startswith(b"\x01"):
             when = int(token[1:])
         elif token and i < len(tokens):
-            path = _decode(tokens[i])
+            path = decode(tokens[i])
             i += 1
             old = dates.get(path)
             added = when if token == b"A" else None
@@ -401,7 +300,7 @@ def changed_status(repo: Repo, old_tree: str, new_tree: str) -> dict[str, str] |
         "diff-tree", "--no-ext-diff", "--no-textconv", "-r", "-z", "--no-renames", "--name-status", old_tree, new_tree
     )
     tokens = [t for t in out.split(b"\0")]
-    found = {_decode(tokens[i + 1]): _decode(tokens[i]) for i in range(0, len(tokens) - 1, 2) if tokens[i]}
+    found = {decode(tokens[i + 1]): decode(tokens[i]) for i in range(0, len(tokens) - 1, 2) if tokens[i]}
     return {path: status for path, status in found.items() if not undecodable(path)}  # never listed: never indexed
 
 
@@ -411,7 +310,7 @@ def commits_between(repo: Repo, old: str, new: str) -> int | None:
         return 0
     if not repo.succeeds("cat-file", "-e", old) or not is_ancestor(repo, old, new):
         return None
-    return int(_decode(repo.git("rev-list", "--count", f"{old}..{new}")).strip())
+    return int(decode(repo.git("rev-list", "--count", f"{old}..{new}")).strip())
 
 
 def detached_head(repo: Repo) -> bool:
@@ -440,7 +339,7 @@ def uncommitted(repo: Repo, *, max_bytes: int = MAX_NOTE_BYTES, index_skip: str 
     for record in out.split(b"\0"):
         if len(record) < 4:
             continue
-        path = _decode(record[3:])
+        path = decode(record[3:])
         if not path.startswith(repo.prefix):
             continue
         rel = path[len(repo.prefix) :]
