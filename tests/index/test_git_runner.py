@@ -24,8 +24,6 @@ from tests.gitrepo import git as run
 
 pytestmark = pytest.mark.skipif(not __import__("shutil").which("git"), reason="needs the git executable")
 
-SETTINGS = ("fsmonitor", "filter_clean", "filter_info", "textconv", "external", "pager", "gpg", "hooks", "alias")
-
 
 def _script(bin_dir: Path, markers: Path, name: str, tail: str = "") -> str:
     """An executable that writes ``markers/name`` (then runs ``tail``, e.g. ``cat`` for a filter)."""
