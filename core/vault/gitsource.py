@@ -34,6 +34,8 @@ Documented behaviour (``Problem.reason`` where an entry is skipped and reported)
     LFS pointer file          ``git_lfs_pointer_skipped`` (the pointer is not the note)
     symlink in the tree       ``git_symlink_skipped`` (a blob holding a path, not a note)
     over the size limit       ``too_large``, as in the working-tree scan
+    missing blob              ``git_blob_missing`` (a partial clone: never fetched, see gitrun)
+    name not valid UTF-8      ``undecodable_name``, as in the working-tree scan
 """
 
 from __future__ import annotations
@@ -207,6 +209,8 @@ def list_tree(
             problems.append(Problem(path, "git_submodule_skipped", f"submodule at commit {obj[:12]}"))
         elif kind == "blob" and is_note and mode == "120000":
             problems.append(Problem(path, "git_symlink_skipped", "a symlink in the tree is not followed"))
+        elif kind == "blob" and is_note and not size.isdigit():  # ls-tree -l: "BAD" (a partial clone's)
+            problems.append(Problem(path, "git_blob_missing", f"blob {obj[:12]} is not in the repository"))
         elif kind == "blob" and is_note:
             if int(size) > max_bytes:
                 problems.append(Problem(path, "too_large", f"{size} bytes > limit {max_bytes}"))

@@ -15,10 +15,12 @@ from pathlib import Path
 
 import pytest
 
+from core.errors import GitCommandError
 from core.index.builder import build_index
 from core.index.gitstatus import git_freshness
 from core.index.status import index_status
 from core.searcher import search_vault
+from core.vault.gitrun import BlobRef
 from tests.gitrepo import DAY, T0, commit, init
 from tests.gitrepo import git as run
 
@@ -134,3 +136,30 @@ def test_status_of_a_git_vault_with_a_fifo_ignore_file_reports_it_and_never_bloc
     git = status["staleness"]["git"]
     assert git["uncommitted_paths"] == ["new.md"]
     assert [(p["path"], p["reason"]) for p in git["problems"]] == [(".vaultsearchignore", "not_regular_file")]
+
+
+def test_a_missing_blob_of_a_partial_clone_is_an_error_never_a_fetch(tmp_path: Path) -> None:
+    """A promisor remote would be asked for a missing blob through the configured ssh command."""
+    markers, bin_dir = tmp_path / "markers", tmp_path / "bin"
+    markers.mkdir()
+    bin_dir.mkdir()
+    repo = init(tmp_path / "repo")
+    commit(repo, {"a.md": "# A\n\nharbour\n"}, T0)
+    blob = run(repo, "rev-parse", "HEAD:a.md")
+    for key, value in {
+        "core.repositoryformatversion": "1",
+        "extensions.partialClone": "origin",
+        "remote.origin.url": "ssh://example.invalid/vault",
+        "remote.origin.promisor": "true",
+        "core.sshCommand": _script(bin_dir, markers, "ssh", "exit 1"),
+    }.items():
+        run(repo, "config", key, value)
+    os.unlink(repo / ".git" / "objects" / blob[:2] / blob[2:])
+    report = build_index(repo, source="git")
+    assert [(p["path"], p["reason"]) for p in report.problems] == [("a.md", "git_blob_missing")]
+    with pytest.raises(GitCommandError) as exc:
+        BlobRef(repo, blob).load()
+    assert exc.value.reason == "git_command_failed"
+    assert list(markers.iterdir()) == []
+    subprocess.run(["git", "-C", str(repo), "cat-file", "-p", blob], capture_output=True)  # control: plain git
+    assert [p.name for p in markers.iterdir()] == ["ssh"]
