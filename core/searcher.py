@@ -19,7 +19,7 @@ from core.index.freshness import FreshnessOptions, check_freshness, unchecked
 from core.index.layout import IndexLayout, ResolvedIndex, layout_for
 from core.index.ownership import check_index_dir_for_reading, check_vault
 from core.index.schema import SCHEMA_VERSION
-from core.index.tables.meta import get_meta
+from core.index.tables.meta import get_meta, meta_value
 from core.index.tables.notes import hit_files, latest_note_ids
 from core.modes.context import Hit, ModeRun, SearchContext, note_fields
 from core.modes.decay import AgeDecay, apply_decay
@@ -51,6 +51,7 @@ class SearchResult:
     index_generation_id: str | None
     index_source_snapshot_hash: str | None
     score_source: str = ""
+    index_watermark: str | None = None  # the commit a git-sourced index is a view of (None: the working tree)
     heading_path: str = "[]"
     via: dict[str, Any] | None = None
     dates: dict[str, str] | None = None  # the note's date fields that are set (git_date, updated, ...)
@@ -220,7 +221,7 @@ def _without_extensions(words: dict[str, float]) -> list[str]:
     return [w for w in words if w not in covered]
 
 
-def _results(ctx: SearchContext, run: ModeRun, with_passages: bool) -> list[SearchResult]:
+def _results(ctx: SearchContext, run: ModeRun, with_passages: bool, watermark: str | None) -> list[SearchResult]:
     ids = [h.note_id for h in run.hits]
     fields = note_fields(ctx.conn, ids)
     files = _note_files(ctx.conn, ids)
@@ -263,6 +264,7 @@ def _results(ctx: SearchContext, run: ModeRun, with_passages: bool) -> list[Sear
                 index_kind=r.kind,
                 index_generation_id=r.generation_id,
                 index_source_snapshot_hash=r.source_snapshot_hash,
+                index_watermark=watermark,
                 score_source=h.score_source,
                 heading_path=p.heading_path if p else "[]",
                 via=h.via,
@@ -330,13 +332,14 @@ def search_vault(
             options=dict(options or {}),
         )
         run = _mode_run(ctx, spec, decay, n)
-        hits = _results(ctx, run, passages)
+        watermark = meta_value(conn, "git_commit")  # the commit of a git-sourced index, else None
+        hits = _results(ctx, run, passages, watermark)
         fresh_info = check_freshness(resolved, conn, options=fresh, classifications=filters.classifications)
         analysed = _query_words(ctx)
     finally:
         if resolved.kind == "legacy_db":
             conn.close()
-    return _response(hits, query, mode, run, resolved, fresh_info, analysed)
+    return _response(hits, query, mode, run, resolved, fresh_info, analysed, watermark)
 
 
 def _response(
@@ -347,6 +350,7 @@ def _response(
     resolved: ResolvedIndex,
     freshness: dict[str, Any],
     analysed: dict[str, Any],
+    watermark: str | None = None,
 ) -> SearchResults:
     """The hits with what ran (the registry's labels), from which index, how fresh, and the query's words."""
     return SearchResults(
@@ -356,7 +360,7 @@ def _response(
         actual_mode=run.labels()[0],
         retrieval_contract=run.labels()[1],
         fallback_reason=run.fallback_reason,
-        index=_index_info(resolved),
+        index=_index_info(resolved, watermark),
         freshness=freshness,
         **analysed,
     )
@@ -385,11 +389,13 @@ def _query_words(ctx: SearchContext) -> dict[str, Any]:
     }
 
 
-def _index_info(resolved: ResolvedIndex) -> dict[str, Any]:
-    """Which index answered: kind, generation, snapshot hash, age."""
+def _index_info(resolved: ResolvedIndex, watermark: str | None = None) -> dict[str, Any]:
+    """Which index answered: kind, generation, snapshot hash, watermark (the commit of a git-sourced
+    index, None for the working tree), age."""
     return {
         "kind": resolved.kind,
         "generation_id": resolved.generation_id,
         "source_snapshot_hash": resolved.source_snapshot_hash,
+        "watermark": watermark,
         "age_seconds": round(max(0.0, time.time() - resolved.created_at), 3),
     }

@@ -134,7 +134,7 @@ def test_search_json_output_keys(capsys, vault):
         "fts_fallback",
         "dense_index_unavailable",
     )
-    assert set(d["index"]) == {"kind", "generation_id", "source_snapshot_hash", "age_seconds"}
+    assert set(d["index"]) == {"kind", "generation_id", "source_snapshot_hash", "watermark", "age_seconds"}
     active = gen.active_record(gen.layout_for(vault))
     assert d["index"]["kind"] == "immutable_generation" and d["index"]["generation_id"] == active["generation_id"]
     assert d["index"]["source_snapshot_hash"] == active["source_snapshot_hash"]

@@ -212,7 +212,7 @@ def test_search_results_carries_what_ran(vault):
         "freshness",
         "results",
     }
-    assert set(d["index"]) == {"kind", "generation_id", "source_snapshot_hash", "age_seconds"}
+    assert set(d["index"]) == {"kind", "generation_id", "source_snapshot_hash", "watermark", "age_seconds"}
     assert (d["query"], d["requested_mode"], d["actual_mode"], d["retrieval_contract"], d["fallback_reason"]) == (
         "lighthouse",
         "auto",

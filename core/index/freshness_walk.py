@@ -55,9 +55,10 @@ class _FastWalk:
     answer), diffed against the generation's rows as it goes."""
 
     def __init__(self, vault: Path, index_dir: Path, known: _Known, max_bytes: int, deadline: float | None) -> None:
-        from core.vault.scan import SKIP_DIR_NAMES, load_ignore_spec
+        from core.vault.scan import SKIP_DIR_NAMES, load_ignore_spec, undecodable
 
         spec, _ = load_ignore_spec(vault)
+        self.undecodable = undecodable  # a name that is not valid UTF-8: the scanner skips it too
         self.match = spec.match_file if spec is not None else None
         self.skip_names = SKIP_DIR_NAMES
         self.known, self.max_bytes, self.deadline = known, max_bytes, deadline
@@ -104,7 +105,7 @@ class _FastWalk:
         seen, added, changed = self.seen, self.added, self.changed
         for entry in entries:
             name = entry.name
-            if not dots and name.startswith("."):
+            if (not dots and name.startswith(".")) or (not name.isascii() and self.undecodable(name)):
                 continue
             rel = prefix + name
             self.count += 1

@@ -32,6 +32,7 @@ from typing import Any
 from core.index.source import Known, Read
 from core.index.tables.git_dates import store_dates, stored_dates
 from core.index.tables.meta import get_meta
+from core.vault import gitrun
 from core.vault import gitsource as git
 from core.vault.problems import Problem
 from core.vault.scan import ScannedFile, ScanResult
@@ -105,12 +106,18 @@ class GitSource:
         return {f.rel_path for f in files if f.rel_path in known and f.rel_path not in changed}
 
     def read(self, files: list[ScannedFile], *, defer: bool) -> list[Read]:
-        blobs = [self._entries[f.rel_path].blob for f in files]
-        content = {**self._content, **git.read_blobs(self.repo, [b for b in blobs if b not in self._content])}
+        """Small blobs the listing read already are given; every other blob is read where it is
+        parsed, one at a time (``BlobRef``): a build holds no more blob content than the working
+        tree's holds files. (Every file offered here is one the tree diff names, so none is read
+        twice to compare hashes: its content hash is taken where it is parsed.)"""
         out: list[Read] = []
-        for f, blob in zip(files, blobs):
-            data = content[blob]
-            out.append((f, data, hashlib.sha256(data).hexdigest()))
+        for f in files:
+            blob = self._entries[f.rel_path].blob
+            data = self._content.get(blob)
+            if data is not None:
+                out.append((f, data, hashlib.sha256(data).hexdigest()))
+            else:
+                out.append((f, gitrun.BlobRef(self.repo.vault, blob, self.max_bytes), None))
         return out
 
     def check_unchanged(self, scan: ScanResult) -> None:
@@ -134,6 +141,7 @@ class GitSource:
         # no usable base, or a note path the base never dated (an ignore rule changed): the whole history
         rows = found if found is not None else self._dates(conn, None) or []
         store_dates(conn, rows)
+        gitrun.close_streams(self.repo.vault)  # every blob is read: end this build's cat-file process
 
     def _dates(self, conn: sqlite3.Connection, base: str | None) -> list[tuple[str, int, int | None]] | None:
         """(path, last, added) of every note path: from the stored dates and ``base..commit`` when

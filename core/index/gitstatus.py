@@ -97,9 +97,10 @@ def git_freshness(
         )
     if uncommitted:
         index_rel = _inside(layout.index_dir, vault)
-        paths = git.uncommitted(repo, index_skip=index_rel)
-        out["uncommitted"] = len(paths)
-        out["uncommitted_paths"] = paths[:20]
+        found = git.uncommitted(repo, index_skip=index_rel)
+        out["uncommitted"] = len(found.paths)
+        out["uncommitted_paths"] = found.paths[:20]
+        out["problems"] = [{"path": p.path, "reason": p.reason, "detail": p.detail} for p in found.problems]
     return out
 
 

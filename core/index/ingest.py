@@ -52,6 +52,7 @@ from core.ranking.analysis import LanguageAnalyzer, LocalVector, TermVectors, Wo
 from core.ranking.filters import utc_microseconds
 from core.ranking.languages import note_language
 from core.vault.chunking import chunk_body, headings
+from core.vault.gitrun import BlobRef
 from core.vault.links import LinkResolver
 from core.vault.names import name_rows
 from core.vault.notes import Link, ParsedNote, names_text, parse_note, skip_problem
@@ -77,7 +78,7 @@ POOL_MIN_NOTES = 1000  # fewer notes than this are prepared in process: forking 
 _PREPARE_BATCH = 64  # notes per prepare_notes call (per worker task)
 
 # rel_path, path, content and sha256 (None: not read yet), mtime_ns, size
-NoteFile = tuple[str, str, "bytes | None", "str | None", int, int]
+NoteFile = tuple[str, str, "bytes | BlobRef | None", "str | None", int, int]
 
 
 # ---------------------------------------------------------------- prepare (may run in a worker)
@@ -222,9 +223,9 @@ def _parse(item: NoteFile, root: str) -> tuple[str, ParsedNote | SkippedFile | U
     """(sha256, parsed note) of one file, read unless its content is given; a binary file is skipped,
     an unreadable one reported."""
     rel_path, path, data, sha256, mtime_ns, size = item
-    if data is None or sha256 is None:
+    if not isinstance(data, bytes) or sha256 is None:  # not read yet (a git blob is read here, one at a time)
         try:
-            data, sha256 = read_source(rel_path, path, root)
+            data, sha256 = data.load() if isinstance(data, BlobRef) else read_source(rel_path, path, root)
         except FileRefusedError as exc:
             return "", UnreadableFile(rel_path, exc.reason, exc.detail)
         except FileNotFoundError:

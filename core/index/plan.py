@@ -16,12 +16,12 @@ from typing import Any
 
 from core.index.layout import IndexLayout
 from core.index.settings import IndexConfig
-from core.index.source import NoteSource
+from core.index.source import NoteSource, Read
 from core.index.tables.meta import get_meta
 from core.index.tables.notes import note_file_rows
 from core.index.tables.skipped_files import skipped_file_rows
 from core.vault.problems import Problem
-from core.vault.scan import ScannedFile, ScanResult
+from core.vault.scan import ScanResult
 
 
 @dataclass
@@ -29,7 +29,7 @@ class BuildPlan:
     scan: ScanResult
     scan_started_ns: int
     unchanged: dict[str, int]  # rel_path -> note id (or -1 for skipped files)
-    changed: list[tuple[ScannedFile, bytes | None, str | None]]  # file, content, sha256 (None: not read yet)
+    changed: list[Read]  # file, content (or a git BlobRef), sha256 (None: not read yet)
     changed_ids: list[int]  # base note ids of modified notes
     removed_ids: list[int]
     removed_skipped: list[str]

@@ -10,6 +10,7 @@ from typing import Any
 from core.index.plan import BuildPlan, BuildRun
 from core.index.tables.chunks import count_chunks
 from core.index.tables.links import edge_counts
+from core.index.tables.meta import meta_value
 from core.index.tables.notes import count_notes
 from core.index.tables.problems import all_problems
 
@@ -35,6 +36,7 @@ class BuildReport:
     unresolved_links: int = 0
     timings: dict[str, float] = field(default_factory=dict)
     embedded: int = 0  # chunks embedded into this same generation (``index --embed`` of a small change)
+    watermark: str | None = None  # the commit a git-sourced index is a view of (None: the working tree)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -79,5 +81,6 @@ def build_report(
         full_rebuild_reason=rebuild_reason,
         full_rebuild_detail=rebuild_detail,
         timings={k: round(v, 4) for k, v in run.timings.items()},
+        watermark=meta_value(conn, "git_commit"),
         **extra,
     )

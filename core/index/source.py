@@ -23,7 +23,7 @@ import os
 import sqlite3
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from core import generations as gen
 from core.errors import IntegrityError, SourceChangedError, UsageError
@@ -32,6 +32,9 @@ from core.index.tables.git_dates import forget_dates
 from core.index.tables.meta import get_meta
 from core.vault.scan import ScannedFile, ScanResult, scan_vault
 
+if TYPE_CHECKING:
+    from core.vault.gitrun import BlobRef
+
 SOURCES = ("worktree", "git")
 # A file whose mtime is this close to the previous build's scan may have changed within
 # the same timestamp tick; it is re-hashed instead of trusted by (mtime, size).
@@ -39,7 +42,7 @@ RACY_NS = 2_000_000_000
 
 # rel_path -> (note id or -1 for a skipped file, content sha256, mtime_ns, size) in the base index
 Known = Mapping[str, tuple[int, str, int, int]]
-Read = tuple[ScannedFile, "bytes | None", "str | None"]
+Read = tuple[ScannedFile, "bytes | BlobRef | None", "str | None"]  # BlobRef: read where parsed
 
 
 class NoteSource(Protocol):

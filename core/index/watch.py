@@ -60,6 +60,12 @@ _SKIPPED_PARTS = (".git", ".obsidian", ".trash")
 _RESCAN = "\x00rescan"  # the pending key of an event only a walk can resolve
 
 
+def _undecodable_event(exc: RuntimeError) -> bool:
+    """watchfiles gives up a whole batch of events when one path in it is not valid UTF-8
+    (``WatchfilesRustInternalError``, a ``RuntimeError`` whose message is its only mark)."""
+    return type(exc).__name__ == "WatchfilesRustInternalError" and "decode path" in str(exc)
+
+
 @dataclass(frozen=True)
 class BuildOutcome:
     ok: bool
@@ -347,24 +353,42 @@ class Watcher:
     def _events(self) -> None:
         from watchfiles import watch
 
+        rescan = False
         try:
-            for changes in watch(
-                self.vault,
-                watch_filter=None,  # every path: the scanner, not watchfiles' defaults, says what a note is
-                debounce=self.debounce_ms,
-                step=STEP_MS,
-                stop_event=self.stop_event,
-                yield_on_timeout=True,  # the first (maybe empty) batch says the watch is armed
-                rust_timeout=300,
-            ):
-                self._armed.set()  # every change from here on reaches us
-                if changes:
-                    self._note_changes(changes)
+            while True:
+                try:
+                    for changes in watch(
+                        self.vault,
+                        watch_filter=None,  # every path: the scanner, not watchfiles' defaults, says what a note is
+                        debounce=self.debounce_ms,
+                        step=STEP_MS,
+                        stop_event=self.stop_event,
+                        yield_on_timeout=True,  # the first (maybe empty) batch says the watch is armed
+                        rust_timeout=300,
+                    ):
+                        self._armed.set()  # every change from here on reaches us
+                        if rescan:  # the batch lost to an undecodable name: only a walk can say what it held
+                            rescan = False
+                            self._note_rescan()
+                        if changes:
+                            self._note_changes(changes)
+                    return
+                except RuntimeError as exc:
+                    if not _undecodable_event(exc):
+                        raise
+                    rescan = True  # watch again; once armed, a build walks the vault (it reports the name)
         except BaseException as exc:  # recorded for the build thread, which stops the watcher with it
             self._event_error = exc
         finally:
             with self._cond:
                 self._cond.notify_all()
+
+    def _note_rescan(self) -> None:
+        with self._cond:
+            self._pending[_RESCAN] = time.monotonic()
+            self._retry_at = None
+            self._cond.notify_all()
+        self._save()
 
     # ------------------------------------------------------------ the loop
 

@@ -6,7 +6,9 @@ note (bench/bench_git.py measured it against dulwich and pygit2; see docs/benchm
     discover        ``rev-parse --show-toplevel --show-prefix --is-shallow-repository``
     resolve         ``rev-parse --verify REV^{commit}`` and the vault folder's tree in it
     list_tree       ``ls-tree -r -z -l TREE``: mode, type, blob id, size and path of every entry
-    read_blobs      ``cat-file --batch``: every blob the build reads, through one process
+    read blobs      ``cat-file --batch``: one process per build (and per worker process), asked for
+                    one blob at a time where it is parsed (``BlobRef``): size from the header,
+                    then exactly that many bytes, so one note's content is in memory at a time
     history         ``log --name-status -z --no-renames``: one pass over the history for the
                     dates of every path (or over ``OLD..NEW`` only, for an incremental build)
     changed_paths   ``diff-tree -r -z --no-renames OLD_TREE NEW_TREE``: what a commit range changed
@@ -15,6 +17,12 @@ note (bench/bench_git.py measured it against dulwich and pygit2; see docs/benchm
 The same ignore rules as the working-tree scan apply: dot-folders skipped by the scan
 (``.git``, ``.obsidian``, ``.vaultsearch``, ``.trash``) and ``.vaultsearchignore``, read from
 the tree being indexed. Git never writes the repository here (``GIT_OPTIONAL_LOCKS=0``).
+
+Every call is made through ``git_command``, which never lets git execute a command a repository
+configures (``core.vault.gitrun``: fsmonitor, hooks, pagers, external diff, textconv, gpg, transports,
+credential helpers; clean/smudge filter drivers emptied for ``status``, the one call that reads
+the working tree). File names git lists are decoded with ``surrogateescape``; a name that is not
+valid UTF-8 is reported (``undecodable_name``) and never indexed.
 
 Documented behaviour (``Problem.reason`` where an entry is skipped and reported):
 
@@ -26,13 +34,13 @@ Documented behaviour (``Problem.reason`` where an entry is skipped and reported)
     LFS pointer file          ``git_lfs_pointer_skipped`` (the pointer is not the note)
     symlink in the tree       ``git_symlink_skipped`` (a blob holding a path, not a note)
     over the size limit       ``too_large``, as in the working-tree scan
+    missing blob              ``git_blob_missing`` (a partial clone: never fetched, see gitrun)
+    name not valid UTF-8      ``undecodable_name``, as in the working-tree scan
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import os
-import subprocess
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,43 +48,20 @@ from pathlib import Path
 from pathspec import GitIgnoreSpec
 
 from core.errors import GitCommandError, GitRevisionError, NotAGitRepoError, UsageError
+from core.vault.gitrun import blob_stream, decode, git_exit, run_git
 from core.vault.problems import Problem
-from core.vault.scan import IGNORE_FILE, MAX_NOTE_BYTES, SKIP_DIR_NAMES, parse_ignore_spec
+from core.vault.scan import (
+    IGNORE_FILE,
+    MAX_NOTE_BYTES,
+    SKIP_DIR_NAMES,
+    load_ignore_spec,
+    parse_ignore_spec,
+    undecodable,
+    undecodable_problem,
+)
 
 LFS_POINTER_PREFIX = b"version https://git-lfs.github.com/spec/v1"
 _LFS_POINTER_MAX = 1024  # an LFS pointer file is ~130 bytes; git-lfs rejects pointers over 1 KiB
-_ENV = {"GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C", "GIT_TERMINAL_PROMPT": "0"}
-# Settings a user's configuration must not change: raw paths, and the root commit's files in the
-# history pass (log.showRoot=false would hide the commit that added them).
-_CONFIG = ("-c", "core.quotepath=off", "-c", "log.showRoot=true")
-
-
-def _decode(raw: bytes) -> str:
-    return raw.decode("utf-8", errors="surrogateescape")
-
-
-def run_git(cwd: Path, *args: str, stdin: bytes | None = None, ok: Sequence[int] = (0,)) -> bytes:
-    """stdout of ``git -C cwd ARGS``; a missing executable or an unexpected exit is a ``GitCommandError``."""
-    cmd = ["git", "-C", str(cwd), *_CONFIG, *args]
-    try:
-        done = subprocess.run(cmd, input=stdin, capture_output=True, env={**os.environ, **_ENV}, check=False)
-    except FileNotFoundError:
-        raise GitCommandError("the git executable was not found on PATH", command=args[0]) from None
-    if done.returncode not in ok:
-        raise GitCommandError(
-            f"git {args[0]} failed ({done.returncode}): {_decode(done.stderr).strip()[:300]}",
-            command=" ".join(args[:3]),
-            exit_status=done.returncode,
-        )
-    return done.stdout
-
-
-def _git_exit(cwd: Path, *args: str) -> int:
-    try:
-        done = subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, env={**os.environ, **_ENV})
-    except FileNotFoundError:
-        raise GitCommandError("the git executable was not found on PATH", command=args[0]) from None
-    return done.returncode
 
 
 @dataclass(frozen=True)
@@ -93,7 +78,7 @@ class Repo:
 
     def succeeds(self, *args: str) -> bool:
         """True when ``git ARGS`` exits 0 (a yes/no question such as ``merge-base --is-ancestor``)."""
-        return _git_exit(self.vault, *args) == 0
+        return git_exit(self.vault, *args) == 0
 
 
 def discover(vault: Path) -> Repo:
@@ -112,7 +97,7 @@ def discover(vault: Path) -> Repo:
                 hint="index the working tree: --source worktree",
             ) from None
         raise
-    top, prefix, shallow = (_decode(line) for line in out.splitlines()[:3])
+    top, prefix, shallow = (decode(line) for line in out.splitlines()[:3])
     return Repo(vault, Path(top), prefix, shallow == "true")
 
 
@@ -131,7 +116,7 @@ def resolve_commit(repo: Repo, rev: str) -> str:
     if not rev or rev.startswith("-"):
         raise GitRevisionError(f"not a revision: {rev!r}", rev=rev)
     out = repo.git("rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}", ok=(0, 1, 128))
-    commit = _decode(out).strip()
+    commit = decode(out).strip()
     if not commit:
         raise GitRevisionError(f"revision {rev!r} does not name a commit in {repo.toplevel}", rev=rev)
     return commit
@@ -141,10 +126,10 @@ def resolve(repo: Repo, rev: str = "HEAD") -> Revision:
     """``rev`` as a commit and the tree of the vault folder in it."""
     commit = resolve_commit(repo, rev)
     out = repo.git("rev-parse", "--verify", "--quiet", f"{commit}:{repo.prefix}", ok=(0, 1, 128))
-    tree = _decode(out).strip()
+    tree = decode(out).strip()
     if not tree:
         raise GitRevisionError(f"the vault folder {repo.prefix!r} does not exist in {rev} ({commit[:12]})", rev=rev)
-    when = int(_decode(repo.git("show", "-s", "--format=%ct", commit)).strip())
+    when = int(decode(repo.git("show", "-s", "--format=%ct", commit)).strip())
     return Revision(rev, commit, tree, when)
 
 
@@ -174,7 +159,7 @@ def _ls_tree(repo: Repo, tree: str) -> list[tuple[str, str, str, str, str]]:
             continue
         head, _, path = record.partition(b"\t")
         mode, kind, obj, size = head.split()
-        rows.append((_decode(mode), _decode(kind), _decode(obj), _decode(size), _decode(path)))
+        rows.append((decode(mode), decode(kind), decode(obj), decode(size), decode(path)))
     return rows
 
 
@@ -216,10 +201,16 @@ def list_tree(
             continue
         if not include_dot_paths and any(part.startswith(".") for part in path.split("/")):
             continue
+        if undecodable(path):  # not valid UTF-8: reported, never indexed (as the working-tree scan does)
+            if kind == "blob" and is_note:
+                problems.append(undecodable_problem(path))
+            continue
         if kind == "commit":
             problems.append(Problem(path, "git_submodule_skipped", f"submodule at commit {obj[:12]}"))
         elif kind == "blob" and is_note and mode == "120000":
             problems.append(Problem(path, "git_symlink_skipped", "a symlink in the tree is not followed"))
+        elif kind == "blob" and is_note and not size.isdigit():  # ls-tree -l: "BAD" (a partial clone's)
+            problems.append(Problem(path, "git_blob_missing", f"blob {obj[:12]} is not in the repository"))
         elif kind == "blob" and is_note:
             if int(size) > max_bytes:
                 problems.append(Problem(path, "too_large", f"{size} bytes > limit {max_bytes}"))
@@ -229,23 +220,11 @@ def list_tree(
     return TreeListing(entries, problems)
 
 
-def read_blobs(repo: Repo, blobs: Iterable[str]) -> dict[str, bytes]:
-    """blob id -> content, through one ``git cat-file --batch`` process for all of them."""
-    wanted = list(dict.fromkeys(blobs))
-    if not wanted:
-        return {}
-    out = repo.git("cat-file", "--batch", "--buffer", stdin=("\n".join(wanted) + "\n").encode())
-    found: dict[str, bytes] = {}
-    at = 0
-    for blob in wanted:
-        end = out.index(b"\n", at)
-        header = out[at:end].split()
-        if len(header) != 3 or header[1] != b"blob":
-            raise GitCommandError(f"cat-file could not read blob {blob}: {_decode(out[at:end])}", command="cat-file")
-        size = int(header[2])
-        found[blob] = out[end + 1 : end + 1 + size]
-        at = end + 1 + size + 1
-    return found
+def read_blobs(repo: Repo, blobs: Iterable[str], max_bytes: int = MAX_NOTE_BYTES) -> dict[str, bytes]:
+    """blob id -> content, streamed one blob at a time through this process's ``cat-file --batch``
+    (for the few small blobs a listing reads: the ignore file, LFS pointer checks)."""
+    stream = blob_stream(repo.vault)
+    return {blob: stream.read(blob, max_bytes) for blob in dict.fromkeys(blobs)}
 
 
 def is_lfs_pointer(data: bytes) -> bool:
@@ -277,7 +256,10 @@ def history(repo: Repo, commit: str, since: str | None = None) -> dict[str, Path
     Committer time, so that dates follow the order in which commits entered the history.
     """
     spec = f"{since}..{commit}" if since else commit
-    out = repo.git("log", "--relative", "--format=%x01%ct", "--name-status", "-z", "--no-renames", spec, "--", ".")
+    out = repo.git(
+        "log", "--no-ext-diff", "--no-textconv", "--relative", "--format=%x01%ct", "--name-status", "-z",
+        "--no-renames", spec, "--", ".",
+    )  # fmt: skip
     dates: dict[str, PathDates] = {}
     when = 0
     tokens = out.split(b"\0")
@@ -288,7 +270,7 @@ def history(repo: Repo, commit: str, since: str | None = None) -> dict[str, Path
         if token.startswith(b"\x01"):
             when = int(token[1:])
         elif token and i < len(tokens):
-            path = _decode(tokens[i])
+            path = decode(tokens[i])
             i += 1
             old = dates.get(path)
             added = when if token == b"A" else None
@@ -318,9 +300,12 @@ def changed_status(repo: Repo, old_tree: str, new_tree: str) -> dict[str, str] |
     when ``old_tree`` no longer exists."""
     if not repo.succeeds("cat-file", "-e", old_tree):
         return None
-    out = repo.git("diff-tree", "-r", "-z", "--no-renames", "--name-status", old_tree, new_tree)
+    out = repo.git(
+        "diff-tree", "--no-ext-diff", "--no-textconv", "-r", "-z", "--no-renames", "--name-status", old_tree, new_tree
+    )
     tokens = [t for t in out.split(b"\0")]
-    return {_decode(tokens[i + 1]): _decode(tokens[i]) for i in range(0, len(tokens) - 1, 2) if tokens[i]}
+    found = {decode(tokens[i + 1]): decode(tokens[i]) for i in range(0, len(tokens) - 1, 2) if tokens[i]}
+    return {path: status for path, status in found.items() if not undecodable(path)}  # never listed: never indexed
 
 
 def commits_between(repo: Repo, old: str, new: str) -> int | None:
@@ -329,37 +314,47 @@ def commits_between(repo: Repo, old: str, new: str) -> int | None:
         return 0
     if not repo.succeeds("cat-file", "-e", old) or not is_ancestor(repo, old, new):
         return None
-    return int(_decode(repo.git("rev-list", "--count", f"{old}..{new}")).strip())
+    return int(decode(repo.git("rev-list", "--count", f"{old}..{new}")).strip())
 
 
 def detached_head(repo: Repo) -> bool:
     return not repo.succeeds("symbolic-ref", "--quiet", "HEAD")
 
 
-def uncommitted(repo: Repo, *, max_bytes: int = MAX_NOTE_BYTES, index_skip: str | None = None) -> list[str]:
+@dataclass(frozen=True)
+class Uncommitted:
+    """Note paths the working tree or the git index changed and HEAD does not hold, and the problems
+    met (a ``.vaultsearchignore`` that is a FIFO is reported, never opened in a way that blocks)."""
+
+    paths: list[str]
+    problems: list[Problem]
+
+
+def uncommitted(repo: Repo, *, max_bytes: int = MAX_NOTE_BYTES, index_skip: str | None = None) -> Uncommitted:
     """Note paths (relative to the vault) with changes in the working tree or the git index that
     HEAD does not hold: added, modified, deleted or untracked. The scan's ignore rules apply
-    (``.vaultsearchignore`` as it is in the working tree); git's own ignores hide untracked files."""
-    out = repo.git("status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames", "--", ".")
-    spec, _ = parse_ignore_spec(_read_or_empty(repo.vault / IGNORE_FILE))
+    (``.vaultsearchignore`` as it is in the working tree, read as the scan reads it); git's own
+    ignores hide untracked files."""
+    out = repo.git(
+        "status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames", "--ignore-submodules=all", "--", "."
+    )
+    spec, problems = load_ignore_spec(repo.vault)
     paths = []
     for record in out.split(b"\0"):
         if len(record) < 4:
             continue
-        path = _decode(record[3:])
+        path = decode(record[3:])
         if not path.startswith(repo.prefix):
             continue
         rel = path[len(repo.prefix) :]
-        if rel[-3:].lower() != ".md" or _skipped_dir(rel, spec) or (spec is not None and spec.match_file(rel)):
+        if (
+            rel[-3:].lower() != ".md"
+            or undecodable(rel)
+            or _skipped_dir(rel, spec)
+            or (spec is not None and spec.match_file(rel))
+        ):
             continue
         if index_skip and rel.startswith(index_skip):
             continue
         paths.append(rel)
-    return sorted(set(paths))
-
-
-def _read_or_empty(path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        return b""
+    return Uncommitted(sorted(set(paths)), problems)

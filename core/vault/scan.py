@@ -20,6 +20,14 @@ Problems (``Problem.reason``), recorded instead of raised:
     too_large              a note over ``max_bytes`` (default ``MAX_NOTE_BYTES``): excluded
     not_regular_file       a ``*.md`` (or ``.vaultsearchignore``) that is a FIFO, socket or device:
                            never opened for reading in a way that could block, never read
+    undecodable_name       a note or folder whose name is not valid UTF-8 (``caf\\xe9.md`` from an
+                           old archive): it cannot be stored, searched or returned as text, so it is
+                           skipped, its path reported with the undecodable bytes escaped (``\\xe9``)
+
+File names are decoded losslessly (``os.fsdecode``: an undecodable byte becomes a lone surrogate,
+``surrogateescape``); ``undecodable`` tells such a name from a valid one, and ``escaped_path``
+is the one printable form of it. Every lister (this scan, the freshness walk, the git tree, the
+watcher) skips such names the same way.
 
 Reading (``read_file``) is as careful as scanning, because the vault can change in between:
 the file is opened with ``O_NONBLOCK | O_NOFOLLOW`` (a FIFO never blocks, a last component
@@ -55,6 +63,29 @@ if TYPE_CHECKING:
 MAX_NOTE_BYTES = 16 * 1024 * 1024
 IGNORE_FILE = ".vaultsearchignore"
 SKIP_DIR_NAMES = frozenset({".git", ".obsidian", ".vaultsearch", ".trash"})
+
+
+UNDECODABLE_NAME = "undecodable_name"
+
+
+def undecodable(name: str) -> bool:
+    """True when a file name (``os.fsdecode``'d) held bytes that are not UTF-8: it has lone surrogates."""
+    if name.isascii():
+        return False
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def escaped_path(rel: str) -> str:
+    """A path holding undecodable bytes as printable text: each such byte as ``\\xNN``."""
+    return rel.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def undecodable_problem(rel: str) -> Problem:
+    return Problem(escaped_path(rel), UNDECODABLE_NAME, "the name is not valid UTF-8: not indexed")
 
 
 class ScannedFile(NamedTuple):
@@ -209,7 +240,9 @@ def _walk_folder(walk: _Walk, folder: Path, prefix: str, stack: list[tuple[Path,
             continue
         rel = prefix + name
         try:
-            if entry.is_file(follow_symlinks=False):
+            if not name.isascii() and undecodable(name):
+                _visit_undecodable(walk, entry, rel)
+            elif entry.is_file(follow_symlinks=False):
                 if name[-3:].lower() != ".md" or (spec is not None and spec.match_file(rel)):
                     continue
                 st = entry.stat(follow_symlinks=False)
@@ -225,6 +258,13 @@ def _walk_folder(walk: _Walk, folder: Path, prefix: str, stack: list[tuple[Path,
                 walk.problems.append(_not_regular(rel))
         except OSError as exc:
             walk.problems.append(Problem(rel, "unreadable", _os_detail(exc)))
+
+
+def _visit_undecodable(walk: _Walk, entry: os.DirEntry[str], rel: str) -> None:
+    """A name that is not valid UTF-8: a note or folder (not ignored) is reported, nothing under it walked."""
+    is_dir = entry.is_dir()
+    if (is_dir or entry.name[-3:].lower() == ".md") and not walk.ignored(rel + "/" if is_dir else rel):
+        walk.problems.append(undecodable_problem(rel))
 
 
 def _visit_dir(walk: _Walk, entry: os.DirEntry[str], folder: Path, rel: str, stack: list[tuple[Path, str]]) -> None:

@@ -31,6 +31,7 @@ POWERSHELL = DATA / "powershell-docs" / "reference" / "7.4"
 REPORT_KEYS = {
     "generation_id",
     "embedded",
+    "watermark",
     "index_kind",
     "notes",
     "chunks",

@@ -102,7 +102,7 @@ def test_uncommitted_counts_note_changes_only(repo: Path) -> None:
     (repo / "img.png").write_text("y")
     (repo / ".obsidian" / "w.md").write_text("# W2\n")
     r = git.discover(repo)
-    assert git.uncommitted(r) == ["a.md", "fresh.md"]
+    assert git.uncommitted(r).paths == ["a.md", "fresh.md"]
     assert not (repo / ".git" / "index.lock").exists()
 
 
