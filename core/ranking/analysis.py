@@ -433,13 +433,15 @@ class TermVectors:
 
 
 _analyzers: dict[str, Analyzer] = {}
+_ANALYZERS_LOCK = threading.Lock()  # the request threads share both analyzer maps
 
 
 def analyzer_for(tokenizer: str) -> Analyzer:
     """One shared analyzer per tokenizer spec in this process."""
-    found = _analyzers.get(tokenizer)
-    if found is None:
-        found = _analyzers[tokenizer] = Analyzer(tokenizer)
+    with _ANALYZERS_LOCK:
+        found = _analyzers.get(tokenizer)
+        if found is None:
+            found = _analyzers[tokenizer] = Analyzer(tokenizer)
     return found
 
 
@@ -493,7 +495,10 @@ _language_analyzers: dict[str, LanguageAnalyzer] = {}
 
 def language_analyzer_for(default: str) -> LanguageAnalyzer:
     """One shared ``LanguageAnalyzer`` per vault default language in this process."""
-    found = _language_analyzers.get(default)
-    if found is None:
-        found = _language_analyzers[default] = LanguageAnalyzer(default)
+    with _ANALYZERS_LOCK:
+        found = _language_analyzers.get(default)
+    if found is None:  # built outside the lock (it takes analyzer_for's); the first one stored wins
+        made = LanguageAnalyzer(default)
+        with _ANALYZERS_LOCK:
+            found = _language_analyzers.setdefault(default, made)
     return found
