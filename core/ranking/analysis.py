@@ -433,16 +433,15 @@ class TermVectors:
 
 
 _analyzers: dict[str, Analyzer] = {}
-_ANALYZERS_LOCK = threading.Lock()  # the request threads share both analyzer maps
+_ANALYZERS_LOCK = threading.RLock()  # both maps, shared by the request threads (re-entered by LanguageAnalyzer)
 
 
 def analyzer_for(tokenizer: str) -> Analyzer:
     """One shared analyzer per tokenizer spec in this process."""
     with _ANALYZERS_LOCK:
-        found = _analyzers.get(tokenizer)
-        if found is None:
-            found = _analyzers[tokenizer] = Analyzer(tokenizer)
-    return found
+        if tokenizer not in _analyzers:
+            _analyzers[tokenizer] = Analyzer(tokenizer)
+        return _analyzers[tokenizer]
 
 
 LANGUAGE_TOKENIZER = "unicode61 remove_diacritics 0"  # the cuts and case folding under every language's terms
@@ -496,9 +495,6 @@ _language_analyzers: dict[str, LanguageAnalyzer] = {}
 def language_analyzer_for(default: str) -> LanguageAnalyzer:
     """One shared ``LanguageAnalyzer`` per vault default language in this process."""
     with _ANALYZERS_LOCK:
-        found = _language_analyzers.get(default)
-    if found is None:  # built outside the lock (it takes analyzer_for's); the first one stored wins
-        made = LanguageAnalyzer(default)
-        with _ANALYZERS_LOCK:
-            found = _language_analyzers.setdefault(default, made)
-    return found
+        if default not in _language_analyzers:
+            _language_analyzers[default] = LanguageAnalyzer(default)
+        return _language_analyzers[default]
