@@ -193,6 +193,18 @@ def _coerce(name: str, p: Param, value: Any) -> Any:
     return value
 
 
+def lone_surrogate(value: Any) -> bool:
+    """True when a string anywhere in a JSON value holds a lone surrogate (``"\\ud800"``: legal JSON,
+    not Unicode text; no encoder can write it back)."""
+    if isinstance(value, str):
+        return not value.isascii() and any("\ud800" <= c <= "\udfff" for c in value)
+    if isinstance(value, dict):
+        return any(lone_surrogate(k) or lone_surrogate(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(lone_surrogate(v) for v in value)
+    return False
+
+
 def parse_arguments(tool: str, raw: Any, params: dict[str, Param], aliases: dict[str, str]) -> dict[str, Any]:
     """Aliases resolved, values coerced, defaults filled; anything else is an ``invalid_argument``."""
     if raw is None:
@@ -201,6 +213,11 @@ def parse_arguments(tool: str, raw: Any, params: dict[str, Param], aliases: dict
         raise InvalidArgumentError(f"{tool}: arguments must be a JSON object")
     out: dict[str, Any] = {}
     for key, value in raw.items():
+        if lone_surrogate([key, value]):
+            shown = key.encode("utf-8", "backslashreplace").decode("utf-8")
+            raise InvalidArgumentError(
+                f"{tool}: argument {shown!r} holds a lone surrogate: not Unicode text", argument=shown
+            )
         name = aliases.get(key, key)
         if name in SERVER_FIXED or name == "classification":
             raise InvalidArgumentError(
