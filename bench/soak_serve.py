@@ -350,7 +350,7 @@ async def mcp_client(
             sent = time.time()
             try:
                 result = await asyncio.wait_for(client.call_tool(tool, arguments), CALL_TIMEOUT_S)
-                text = json.loads(result.content[0].text)
+                text = json.loads(getattr(result.content[0], "text", "") or "{}")
                 outcome = {"error": text.get("error")} if result.is_error else {"ok": text}
             except Exception as exc:  # every failure of the SDK client is counted, none is lost
                 outcome = {"exception": f"{type(exc).__name__}: {exc}"}
