@@ -98,10 +98,11 @@ def judge(tool: str, target: str, sent: float, outcome: dict[str, Any], ledger: 
     if "exception" in outcome:
         return "failed", f"{tool}: {outcome['exception']}"
     if "error" in outcome:
-        reason = (outcome["error"] or {}).get("reason")
+        error = outcome["error"] or {}
+        reason = error.get("reason")
         if tool == "read_note" and reason == "note_not_found" and ledger.writer_path(target):
             return "ok", "typed note_not_found"
-        return "failed", f"{tool}: error {reason}"
+        return "failed", f"{tool}: error {reason} | {str(error.get('message'))[:200]}"
     body = outcome["ok"]
     if tool == "read_note":
         age = ledger.gone_before(target, sent)
@@ -134,7 +135,7 @@ class Tally:
             self.requests[f"{transport}.{tool}"] += 1
             self.latencies.setdefault(transport, []).append(seconds)
             if kind == "failed":
-                self.failures[why[:120]] += 1
+                self.failures[why.split(" | ", 1)[0][:120]] += 1  # by kind; the message goes to the examples
                 if len(self.failure_examples) < EXAMPLES:
                     self.failure_examples.append(why)
             elif kind == "wrong":
