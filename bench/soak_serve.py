@@ -102,7 +102,7 @@ def judge(tool: str, target: str, sent: float, outcome: dict[str, Any], ledger: 
         reason = error.get("reason")
         if tool == "read_note" and reason == "note_not_found" and ledger.writer_path(target):
             return "ok", "typed note_not_found"
-        return "failed", f"{tool}: error {reason} | {str(error.get('message'))[:200]}"
+        return "failed", f"{tool}: error {reason} | {str(error.get('message'))[:200]} {error.get('evidence') or ''}"
     body = outcome["ok"]
     if tool == "read_note":
         age = ledger.gone_before(target, sent)

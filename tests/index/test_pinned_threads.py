@@ -145,3 +145,40 @@ def test_threads_searching_while_a_writer_publishes_never_fail(tmp_path: Path) -
     for t in threads:
         t.join()
     assert errors == [] and answered[0] == 160 and done.is_set()
+
+
+def test_a_resolve_never_drops_the_lock_of_a_publish_in_another_thread(tmp_path: Path) -> None:
+    """Closing ANY descriptor of a file drops every POSIX lock the process holds on it: a resolve that
+    opened and closed state.db to read its change counter dropped the lock of a publish running in
+    the watcher thread, and the other processes' readers rolled its journal back as hot
+    (SQLITE_IOERR_DELETE_NOENT, ``state_corrupt``, in the soak)."""
+    import subprocess
+    import sys
+
+    from core.index.builder import build_index
+    from tests.conftest import note, write_vault
+
+    vault = write_vault(tmp_path / "vault", {"a.md": note("A", "alpha")})
+    build_index(vault)
+    layout = gen.layout_for(vault)
+    publisher = sqlite3.connect(layout.state_path, isolation_level=None)
+    publisher.execute("BEGIN IMMEDIATE")  # what a publish holds while it writes
+    try:
+        gen.clear_verify_cache()
+        gen.resolve(layout)  # reads the state's fingerprint
+        probe = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import sqlite3, sys; sqlite3.connect(sys.argv[1], timeout=0, isolation_level=None)"
+                ".execute('BEGIN IMMEDIATE')",
+                str(layout.state_path),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        publisher.execute("ROLLBACK")
+        publisher.close()
+    assert probe.returncode != 0 and "locked" in probe.stderr  # another process still sees the lock
