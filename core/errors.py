@@ -11,6 +11,7 @@ across the tree: tests/test_errors.py enforces both.
     │   ├── FilterError                   invalid_filter
     │   ├── InvalidArgumentError          invalid_argument
     │   ├── QuerySyntaxError              query_syntax
+    │   ├── TokenFileError                token_invalid
     │   ├── NotAGitRepoError              not_a_git_repo
     │   ├── GitRevisionError              git_revision_unknown
     │   ├── PathOutsideVaultError         path_outside_vault
@@ -111,6 +112,13 @@ class InvalidArgumentError(UsageError):
 
 class QuerySyntaxError(UsageError):
     reason = "query_syntax"
+
+
+class TokenFileError(UsageError):
+    """``serve --token-file`` names a missing, unreadable or empty file, or VAULTSEARCH_TOKEN is set but
+    empty: the server refuses to start rather than serve without the token that was asked for."""
+
+    reason = "token_invalid"
 
 
 class NotAGitRepoError(UsageError):

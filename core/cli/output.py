@@ -19,6 +19,16 @@ def emit(text: str) -> None:
     print(terminal_safe(text))
 
 
+def emit_stderr(text: str) -> None:
+    """Print ``text`` to stderr (flushed), control characters escaped as by :func:`emit`: a status line
+    that names a vault or index path holding OSC/BEL sequences shows them, never runs them."""
+    import sys
+
+    from core.render import terminal_safe
+
+    print(terminal_safe(text), file=sys.stderr, flush=True)
+
+
 def json_text(obj: Any, **kw: Any) -> str:
     """JSON whose strings carry no raw control character: json escapes C0; DEL, C1 and bidi controls too."""
     from core.render import UNSAFE_CODEPOINTS

@@ -4,14 +4,12 @@ search page) and ``watch``; their optional extras fail typed."""
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
 from core.cli.commands import freshness_options as _freshness
-from core.cli.output import env_index_dir
+from core.cli.output import emit_stderr, env_index_dir, json_text
 
 
 def _visible(args: argparse.Namespace) -> tuple[str, ...]:
@@ -67,12 +65,10 @@ def _start_tools(args: argparse.Namespace, command: str) -> Any:
     tools = Tools(config, watch_state=watcher.state if watcher else None)
     if watcher is not None:
         watcher.start()
-    print(
+    emit_stderr(
         f"vaultsearch {command}: vault {tools.vault_real}; visible classifications: "
         f"{', '.join(config.visible_label())} (fixed; more with --classification); "
-        f"watch {'on' if watcher else 'off'}; freshness {'on' if config.freshness.enabled else 'off'}",
-        file=sys.stderr,
-        flush=True,
+        f"watch {'on' if watcher else 'off'}; freshness {'on' if config.freshness.enabled else 'off'}"
     )
     return tools
 
@@ -87,6 +83,26 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     return 0
 
 
+def _token(token_file: str | None, env_value: str | None) -> str | None:
+    """The bearer token: the file's text, else VAULTSEARCH_TOKEN, else none (off). A token that was asked
+    for and is missing, unreadable or blank is ``TokenFileError``: never a server with the token off."""
+    from core.errors import TokenFileError
+
+    if token_file:
+        try:
+            text = Path(token_file).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise TokenFileError(
+                f"cannot read the token file {token_file}: {exc}", path=token_file, problem=type(exc).__name__
+            ) from None
+        if not text.strip():
+            raise TokenFileError(f"the token file {token_file} is empty", path=token_file, problem="empty")
+        return text.strip()
+    if env_value is not None and not env_value.strip():
+        raise TokenFileError("VAULTSEARCH_TOKEN is set but empty", variable="VAULTSEARCH_TOKEN", problem="empty")
+    return env_value.strip() if env_value else None
+
+
 def _page_url(host: str, port: int) -> str:
     """The search page's address: a wildcard bind is reached through loopback."""
     host = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host, host)
@@ -98,11 +114,7 @@ def _browse(url: str) -> None:
     import webbrowser
 
     opened = webbrowser.open(url)
-    print(
-        f"vaultsearch open: {'opened' if opened else 'no browser found; open'} {url}",
-        file=sys.stderr,
-        flush=True,
-    )
+    emit_stderr(f"vaultsearch open: {'opened' if opened else 'no browser found; open'} {url}")
 
 
 def cmd_open(args: argparse.Namespace) -> int:
@@ -116,16 +128,12 @@ def cmd_serve(args: argparse.Namespace, *, browse: bool = False) -> int:
     _require_serve(command, args.watch)
     from core.serve.http_api import serve
 
-    token = os.environ.get("VAULTSEARCH_TOKEN") or None
-    if args.token_file:
-        token = Path(args.token_file).read_text(encoding="utf-8").strip() or None
+    token = _token(args.token_file, os.environ.get("VAULTSEARCH_TOKEN"))
     tools = _start_tools(args, command)
 
     def listening(port: int) -> None:
-        print(
-            f"vaultsearch {command}: listening on http://{args.host}:{port} (token {'required' if token else 'off'})",
-            file=sys.stderr,
-            flush=True,
+        emit_stderr(
+            f"vaultsearch {command}: listening on http://{args.host}:{port} (token {'required' if token else 'off'})"
         )
         if browse:  # the socket listens already: the browser's request waits until uvicorn serves it
             _browse(_page_url(args.host, port))
@@ -134,22 +142,25 @@ def cmd_serve(args: argparse.Namespace, *, browse: bool = False) -> int:
     return 0
 
 
+def watch_line(outcome: Any, *, as_json: bool) -> str:
+    """One watch build as the ``watch`` command prints it: JSON, or a line with control characters escaped."""
+    from core.render import terminal_safe
+
+    if as_json:
+        return json_text(outcome.to_dict())
+    if outcome.ok:
+        state = "up to date" if outcome.up_to_date else f"published {outcome.generation_id}"
+        return f"{state} ({len(outcome.changed_paths)} changed path(s), {outcome.seconds:.2f} s)"
+    return terminal_safe(f"build FAILED [{outcome.reason}]: {outcome.message} (the previous generation keeps serving)")
+
+
 def cmd_watch(args: argparse.Namespace) -> int:
     """Rebuild and publish on every debounced batch of note changes until interrupted."""
     _require_serve("watch", False)
     from core.index.watch import BuildOutcome, Watcher
 
     def report(outcome: BuildOutcome) -> None:
-        if args.json:
-            print(json.dumps(outcome.to_dict()), flush=True)
-        elif outcome.ok:
-            state = "up to date" if outcome.up_to_date else f"published {outcome.generation_id}"
-            print(f"{state} ({len(outcome.changed_paths)} changed path(s), {outcome.seconds:.2f} s)", flush=True)
-        else:
-            print(
-                f"build FAILED [{outcome.reason}]: {outcome.message} (the previous generation keeps serving)",
-                flush=True,
-            )
+        print(watch_line(outcome, as_json=args.json), flush=True)
 
     watcher = Watcher(Path(args.vault), index_dir=env_index_dir(args), debounce_ms=args.debounce_ms, on_build=report)
     try:

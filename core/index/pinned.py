@@ -8,8 +8,13 @@ connection is checked afterwards: one of the descriptors SQLite opened must be t
 fallback opens the path and checks that the path names the pinned inode before and after the
 open (a narrower, documented window: docs/architecture.md, threat model).
 
-Every open of a generation file in this process goes through ``_OPEN_LOCK``, so the descriptors
-that appear during a connect are SQLite's own. Read path only: stdlib imports.
+Every open AND every close of a descriptor of a generation file in this process happens under
+``_OPEN_LOCK``: the descriptors that appear during a connect are SQLite's own, and no other thread
+can free a descriptor number of the same inode under a connect (SQLite's open would reuse it, the
+new descriptor would look old, and a sound index would be refused: issue 28 case 7). A pinned
+descriptor released, or a connection garbage-collected, while the lock is busy (possibly by the
+very thread that drops it) is parked in ``_PENDING`` and closed by the next holder of the lock;
+``PinnedConnection.close`` waits for the lock. Read path only: stdlib imports.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ import os
 import sqlite3
 import threading
 import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from core.errors import (
@@ -32,11 +39,68 @@ from core.index.tables.connection import probe_schema
 HASH_BLOCK = 1 << 20
 FD_DIR = Path("/proc/self/fd")
 _OPEN_LOCK = threading.Lock()
+_PENDING: list[int | sqlite3.Connection] = []  # closes that wait for _OPEN_LOCK (descriptors, connections)
+_PENDING_LOCK = threading.Lock()
 Sig = tuple[int, int, int, int, int]  # (dev, ino, size, mtime_ns, ctime_ns)
 
 
 def sig_of(st: os.stat_result) -> Sig:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _drain() -> None:
+    """Close what waited for the lock (the caller holds ``_OPEN_LOCK``)."""
+    with _PENDING_LOCK:
+        waiting = _PENDING[:]
+        _PENDING.clear()
+    for item in waiting:
+        if isinstance(item, int):
+            os.close(item)
+    waiting.clear()  # the last reference of a parked connection: SQLite closes it here, under the lock
+
+
+@contextmanager
+def _exclusive() -> Iterator[None]:
+    """Hold ``_OPEN_LOCK``; close what waited for it on the way in and out."""
+    with _OPEN_LOCK:
+        _drain()
+        try:
+            yield
+        finally:
+            _drain()
+
+
+def _close_later(item: int | sqlite3.Connection) -> None:
+    """Park a close and run it now if the lock is free; else the lock's holder runs it (a blocking
+    wait could deadlock: the holder may be this thread, collecting garbage during a connect)."""
+    with _PENDING_LOCK:
+        _PENDING.append(item)
+    if _OPEN_LOCK.acquire(blocking=False):
+        try:
+            _drain()
+        finally:
+            _OPEN_LOCK.release()
+
+
+class PinnedConnection(sqlite3.Connection):
+    """A connection to a pinned generation whose descriptor is closed under ``_OPEN_LOCK``."""
+
+    _closed = False
+
+    def close(self) -> None:
+        with _exclusive():
+            self._closed = True
+            super().close()
+
+    def _close_own(self) -> None:
+        """Close from inside this module, which already holds the lock."""
+        self._closed = True
+        super().close()
+
+    def __del__(self) -> None:
+        if not self._closed:
+            self._closed = True
+            _close_later(self)  # kept alive in _PENDING until the lock's holder drops it
 
 
 class PinnedFile:
@@ -46,7 +110,7 @@ class PinnedFile:
         self.path = path
         self.fd = fd
         self.sig: Sig = sig_of(os.fstat(fd))
-        self._finalizer = weakref.finalize(self, os.close, fd)
+        self._finalizer = weakref.finalize(self, _close_later, fd)
 
     @property
     def inode(self) -> tuple[int, int]:
@@ -133,7 +197,7 @@ def _copy_hash(src: int, dst: int | None) -> tuple[str, int]:
 
 def pin(path: Path, generation_id: str | None, expected_sha256: str | None) -> PinnedFile:
     """Open ``path`` read-only and pin its inode; a missing file is ``GenerationMissingError``."""
-    with _OPEN_LOCK:
+    with _exclusive():
         try:
             fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
         except FileNotFoundError:
@@ -178,12 +242,17 @@ def connect_pinned(pinned: PinnedFile, generation_id: str | None, *, any_thread:
     ``any_thread``: usable from other threads than this one (the caller serialises its use)."""
     use_fd = FD_DIR.is_dir()
     target = f"{FD_DIR}/{pinned.fd}" if use_fd else str(pinned.path.resolve())
-    with _OPEN_LOCK:
+    with _exclusive():
         before = _open_files() if use_fd else set()
         if not use_fd:
             pinned.check_unchanged(generation_id)
         try:
-            conn = sqlite3.connect(f"file:{target}?mode=ro&immutable=1", uri=True, check_same_thread=not any_thread)
+            conn = sqlite3.connect(
+                f"file:{target}?mode=ro&immutable=1",
+                uri=True,
+                check_same_thread=not any_thread,
+                factory=PinnedConnection,
+            )
         except sqlite3.OperationalError as exc:  # the inode's name is gone: nothing left to open by name
             raise _changed(pinned, generation_id, f"cannot be opened ({exc})") from exc
         try:
@@ -195,7 +264,7 @@ def connect_pinned(pinned: PinnedFile, generation_id: str | None, *, any_thread:
                 pinned.check_unchanged(generation_id)
                 same = True
         except sqlite3.DatabaseError as exc:
-            conn.close()
+            conn._close_own()
             raise SqliteIntegrityError(
                 f"generation file {pinned.path} is not a readable SQLite database: {exc}",
                 path=str(pinned.path),
@@ -204,9 +273,10 @@ def connect_pinned(pinned: PinnedFile, generation_id: str | None, *, any_thread:
                 actual=[f"not a readable SQLite database: {exc}"],
             ) from exc
         except BaseException:
-            conn.close()
+            conn._close_own()
             raise
+        if not same:
+            conn._close_own()
     if not same:
-        conn.close()
         raise _changed(pinned, generation_id, "SQLite opened another inode than the one verified")
     return conn

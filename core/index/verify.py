@@ -184,12 +184,38 @@ def _state_fingerprint(layout: IndexLayout) -> tuple[Any, ...]:
     (bytes 24..28, bumped by every commit in rollback mode) which survives coarse timestamps."""
     state = layout.state_path
     sigs = tuple(_stat_sig(Path(f"{state}{suffix}")) for suffix in ("", "-wal", "-shm", "-journal"))
-    try:
-        with open(state, "rb") as handle:
-            counter = handle.read(28)[24:28]
-    except FileNotFoundError:
-        counter = None
-    return (*sigs, counter)
+    return (*sigs, _change_counter(state, sigs[0]))
+
+
+# state path -> (descriptor, dev, ino), kept open: closing ANY descriptor of a SQLite file drops every
+# POSIX lock this process holds on it, a publish's in another thread included (other processes would
+# then roll its journal back as hot). A descriptor is closed only once its inode is no longer the state.
+_STATE_FDS: dict[str, tuple[int, int, int]] = {}
+
+
+def _change_counter(state: Path, sig: tuple[int, ...] | None) -> bytes | None:
+    """Bytes 24..28 of the state DB (SQLite's change counter), read through a descriptor kept open."""
+    if sig is None:
+        return None
+    key = str(state)
+    with _CACHE_LOCK:
+        found = _STATE_FDS.get(key)
+        if found is None or found[1:] != sig[:2]:
+            try:
+                fd = os.open(state, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            except FileNotFoundError:
+                return None
+            st = os.fstat(fd)
+            if found is not None and found[1:] != (st.st_dev, st.st_ino):
+                os.close(found[0])  # an inode that is no longer the state: its locks concern nobody
+            elif found is not None:  # replaced and back between two stats: keep the one already open
+                os.close(fd)
+                fd = found[0]
+            _STATE_FDS.pop(key, None)
+            while len(_STATE_FDS) >= VERIFY_CACHE_MAX:  # bounded, the least recently opened first
+                os.close(_STATE_FDS.pop(next(iter(_STATE_FDS)))[0])
+            _STATE_FDS[key] = found = (fd, st.st_dev, st.st_ino)
+        return os.pread(found[0], 4, 24)
 
 
 def _is_racy(sig: tuple[int, ...] | None, now_ns: int) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -33,12 +34,34 @@ from core.ranking.sparse import (
 )
 from core.ranking.visibility import CallerStatistics
 
+
+class RecentCache:
+    """A bounded map of recent entries, oldest evicted first, locked: the request threads share it."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._lock = threading.Lock()
+        self._items: dict[tuple, Any] = {}
+
+    def get(self, key: tuple) -> Any:
+        with self._lock:
+            return self._items.get(key)
+
+    def put(self, key: tuple, value: Any) -> None:
+        with self._lock:
+            while self._items and len(self._items) >= self.size:
+                del self._items[next(iter(self._items))]
+            self._items[key] = value
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
+
 # Filter masks of recent (generation, filters) pairs: numbers only, no note text.
-_MASK_CACHE_SIZE = 64
-_MASKS: dict[tuple, np.ndarray] = {}
+_MASKS = RecentCache(64)
 # The meta table of recent generations (immutable once published): one read per generation, not per query.
-_META_CACHE_SIZE = 8
-_METAS: dict[tuple, dict[str, Any]] = {}
+_METAS = RecentCache(8)
 _NO_FILTERS = Filters()
 
 
@@ -103,9 +126,7 @@ class SearchContext:
             if found is None:
                 found = get_meta(self.conn)
                 if key:
-                    if len(_METAS) >= _META_CACHE_SIZE:
-                        _METAS.pop(next(iter(_METAS)))
-                    _METAS[key] = found
+                    _METAS.put(key, found)
             self._meta = found
         return self._meta
 
@@ -217,9 +238,7 @@ class SearchContext:
                 ids = filtered_note_ids(self.conn, clause, vals)
                 found = np.isin(sp.note_ids, np.asarray(ids, dtype=np.int64))
                 if key:
-                    if len(_MASKS) >= _MASK_CACHE_SIZE:
-                        _MASKS.pop(next(iter(_MASKS)))
-                    _MASKS[key] = found
+                    _MASKS.put(key, found)
             self._mask = found
         return self._mask
 

@@ -433,14 +433,15 @@ class TermVectors:
 
 
 _analyzers: dict[str, Analyzer] = {}
+_ANALYZERS_LOCK = threading.RLock()  # both maps, shared by the request threads (re-entered by LanguageAnalyzer)
 
 
 def analyzer_for(tokenizer: str) -> Analyzer:
     """One shared analyzer per tokenizer spec in this process."""
-    found = _analyzers.get(tokenizer)
-    if found is None:
-        found = _analyzers[tokenizer] = Analyzer(tokenizer)
-    return found
+    with _ANALYZERS_LOCK:
+        if tokenizer not in _analyzers:
+            _analyzers[tokenizer] = Analyzer(tokenizer)
+        return _analyzers[tokenizer]
 
 
 LANGUAGE_TOKENIZER = "unicode61 remove_diacritics 0"  # the cuts and case folding under every language's terms
@@ -493,7 +494,7 @@ _language_analyzers: dict[str, LanguageAnalyzer] = {}
 
 def language_analyzer_for(default: str) -> LanguageAnalyzer:
     """One shared ``LanguageAnalyzer`` per vault default language in this process."""
-    found = _language_analyzers.get(default)
-    if found is None:
-        found = _language_analyzers[default] = LanguageAnalyzer(default)
-    return found
+    with _ANALYZERS_LOCK:
+        if default not in _language_analyzers:
+            _language_analyzers[default] = LanguageAnalyzer(default)
+        return _language_analyzers[default]

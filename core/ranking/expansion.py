@@ -26,7 +26,9 @@ generation's own vocabulary (``Vocabulary``, built once per SparseIndex):
                 frequent first, weighted by document frequency, below prefixes.
 
 Identifiers (a piece of the query made of several words, ``live/live#2181``) and numbers are
-never expanded. When a query has more stop words (of the index's languages) than content words,
+never expanded. Nor is a word longer than MAX_EXPANDED_CHARS that is not in the vocabulary: the typo
+candidates of a word grow with the square of its length (4,000 characters: 844 MiB), so such a word
+is unmatched and says so (an expansion of kind ``skipped``, reason ``word_too_long``). When a query has more stop words (of the index's languages) than content words,
 its stop words keep STOP_WEIGHT of their BM25 score and STOP_COVER of their coverage share.
 Everything expanded is reported (``QueryAnalysis.expansions`` -> ``query_expansions``).
 """
@@ -72,6 +74,7 @@ SUBWORD_MIN_CHARS = 4
 TYPO_MIN_CHARS = 5
 MAX_EXPANSIONS = 6  # per word and kind, the most frequent first
 MAX_CJK_UNIGRAM = 32
+MAX_EXPANDED_CHARS = 64  # longer than German compounds and most identifiers; see the module docstring
 _WORD = re.compile(r"[^\W_]+")
 
 
@@ -239,6 +242,19 @@ class QueryAnalyzer:
             if len(tok) >= FOUND_PREFIX_MIN_CHARS and self._short:
                 starts = [w for w in self.vocab.starting(tok)[:MAX_CANDIDATES] if w != tok and w not in keys]
                 self._expand(tok, out, starts, "prefix", PREFIX_WEIGHT, quiet=True)
+            return
+        if len(tok) > MAX_EXPANDED_CHARS:
+            out.expansions.append(
+                {
+                    "word": tok[:MAX_EXPANDED_CHARS] + "…",
+                    "kind": "skipped",
+                    "reason": "word_too_long",
+                    "chars": len(tok),
+                    "max_chars": MAX_EXPANDED_CHARS,
+                    "to": [],
+                }
+            )
+            out.unmatched.append(tok)
             return
         served = False
         if len(tok) >= PREFIX_MIN_CHARS:

@@ -25,10 +25,10 @@ docs/architecture.md ("Languages").
 from __future__ import annotations
 
 import re
+import threading
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
-from functools import cache
 
 import snowballstemmer  # type: ignore[import-untyped]
 
@@ -330,9 +330,18 @@ class LanguageAnalysis:
         return out
 
 
-@cache
+_STEMMERS = threading.local()  # a stemmer keeps state while it stems ("must not be called concurrently")
+
+
 def _stemmer(algorithm: str) -> snowballstemmer.stemmer:
-    return snowballstemmer.stemmer(algorithm)
+    """This thread's stemmer for ``algorithm`` (PyStemmer's objects are one thread at a time)."""
+    mine: dict[str, snowballstemmer.stemmer] | None = getattr(_STEMMERS, "by_algorithm", None)
+    if mine is None:
+        mine = _STEMMERS.by_algorithm = {}
+    found = mine.get(algorithm)
+    if found is None:
+        found = mine[algorithm] = snowballstemmer.stemmer(algorithm)
+    return found
 
 
 def analysis_identity(default: str) -> str:

@@ -9,7 +9,12 @@ at ``/mcp/``. Bound to loopback by default. Every request is checked before it r
 - an ``Origin`` header, when present, must be that same loopback origin: otherwise 403;
 - with a bearer token configured, ``Authorization: Bearer <token>`` is required: otherwise 401
   (except for the search page's static files at ``/`` and ``/page/``, which hold no vault data
-  and which a browser fetches without headers of its own: ``core.serve.page``).
+  and which a browser fetches without headers of its own: ``core.serve.page``);
+- every request within ``schema.REQUEST_BOUNDS``: a body over ``max_body_bytes`` is refused from its
+  Content-Length or while it streams (413, before any of it reaches a tool), a body that does not
+  arrive within ``body_seconds`` is 408, headers that do not arrive within ``header_seconds`` of
+  the connection (or of the previous response) close the connection, and a JSON body nested
+  deeper than ``max_json_depth`` is 400 ``invalid_argument``.
 
 A tool error is ``{"error": {"reason", "message", "hint", "evidence"}}`` with a status from the
 error's class (400 bad arguments, 404 no such note, 422 a mode that fails closed, 503 index
@@ -18,6 +23,7 @@ missing or failing verification).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hmac
 import json
@@ -43,7 +49,7 @@ from core.errors import (
     VaultSearchError,
 )
 from core.serve.page import PUBLIC_PATHS, page_routes
-from core.serve.schema import OUTPUT_SCHEMAS, dumps
+from core.serve.schema import OUTPUT_SCHEMAS, REQUEST_BOUNDS, RequestBounds, dumps, json_depth
 from core.serve.tools import TOOL_SPECS, Tools
 
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
@@ -67,11 +73,53 @@ class _JSON(JSONResponse):
         return dumps(content).encode("utf-8")
 
 
-class GuardMiddleware:
-    """Host (421), Origin (403) and bearer token (401) checks for every HTTP request."""
+class _Refused(Exception):
+    """A request refused before it reaches the app: (status, reason, message)."""
 
-    def __init__(self, app: ASGIApp, *, hosts: frozenset[str], origins: frozenset[str], token: str | None) -> None:
-        self.app, self.hosts, self.origins, self.token = app, hosts, origins, token
+    def __init__(self, code: int, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.code, self.reason, self.message = code, reason, message
+
+
+class _Disconnected(Exception):
+    """The client went away while its body was read: nothing to answer."""
+
+
+async def read_body(receive: Receive, bounds: RequestBounds) -> bytes:
+    """The whole request body, or ``_Refused``: 413 past ``max_body_bytes``, 408 past ``body_seconds``."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + bounds.body_seconds
+    body = bytearray()
+    while True:
+        try:
+            message = await asyncio.wait_for(receive(), max(0.0, end - loop.time()))
+        except TimeoutError:
+            raise _Refused(
+                408, "request_timeout", f"the request body did not arrive within {bounds.body_seconds:g} s"
+            ) from None
+        if message["type"] == "http.disconnect":
+            raise _Disconnected
+        body += message.get("body", b"")
+        if len(body) > bounds.max_body_bytes:
+            raise _Refused(413, "request_too_large", f"the request body is over {bounds.max_body_bytes} bytes")
+        if not message.get("more_body", False):
+            return bytes(body)
+
+
+class GuardMiddleware:
+    """Host (421), Origin (403), bearer token (401) and request bound (413, 408) checks for every HTTP
+    request; the body is read here, within the bounds, and replayed to the app."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        hosts: frozenset[str],
+        origins: frozenset[str],
+        token: str | None,
+        bounds: RequestBounds = REQUEST_BOUNDS,
+    ) -> None:
+        self.app, self.hosts, self.origins, self.token, self.bounds = app, hosts, origins, token, bounds
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -79,17 +127,27 @@ class GuardMiddleware:
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         public = scope["method"] in ("GET", "HEAD") and scope["path"] in PUBLIC_PATHS
-        problem = self._check(headers, public)
-        if problem is not None:
-            code, reason, message = problem
-            extra = {"www-authenticate": "Bearer"} if code == 401 else None
-            await _JSON({"error": {"reason": reason, "message": message}}, status_code=code, headers=extra)(
-                scope, receive, send
-            )
+        try:
+            problem = self._check(headers, public)
+            if problem is not None:
+                raise _Refused(*problem)
+            body = await read_body(receive, self.bounds)
+        except _Refused as exc:
+            extra = {"www-authenticate": "Bearer"} if exc.code == 401 else {}
+            if exc.code in (408, 413):
+                extra["connection"] = "close"  # what is left of the body is never read
+            await _JSON(
+                {"error": {"reason": exc.reason, "message": exc.message}}, status_code=exc.code, headers=extra or None
+            )(scope, receive, send)
             return
-        await self.app(scope, receive, send)
+        except _Disconnected:
+            return
+        await self.app(scope, _replay(body, receive), send)
 
     def _check(self, headers: dict[str, str], public: bool = False) -> tuple[int, str, str] | None:
+        declared = headers.get("content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > self.bounds.max_body_bytes):
+            return 413, "request_too_large", f"the request body is over {self.bounds.max_body_bytes} bytes"
         host = headers.get("host", "").lower()
         if host not in self.hosts:
             return 421, "host_not_allowed", f"Host {host!r} is not this server's address"
@@ -101,6 +159,20 @@ class GuardMiddleware:
             if not hmac.compare_digest(given.encode("utf-8"), f"Bearer {self.token}".encode()):
                 return 401, "unauthorized", "a bearer token is required (Authorization: Bearer <token>)"
         return None
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` that gives the body read by the guard once, then the connection's own messages."""
+    sent = False
+
+    async def replay() -> Any:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
 
 
 def openapi(port: int) -> dict[str, Any]:
@@ -151,6 +223,7 @@ def _mcp_mount(tools: Tools) -> tuple[Mount, Any]:
         streamable_http_path="/",
         stateless_http=True,
         json_response=True,
+        max_request_body_size=REQUEST_BOUNDS.max_body_bytes,
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )
 
@@ -162,7 +235,14 @@ def _mcp_mount(tools: Tools) -> tuple[Mount, Any]:
     return Mount("/mcp", app=app), lifespan
 
 
-def build_app(tools: Tools, *, port: int, token: str | None = None, extra_hosts: tuple[str, ...] = ()) -> ASGIApp:
+def build_app(
+    tools: Tools,
+    *,
+    port: int,
+    token: str | None = None,
+    extra_hosts: tuple[str, ...] = (),
+    bounds: RequestBounds = REQUEST_BOUNDS,
+) -> ASGIApp:
     """The Starlette app (JSON tools, OpenAPI, MCP at ``/mcp/``) in the Host/Origin/token guard for ``port``."""
 
     async def call(request: Request) -> Response:
@@ -173,8 +253,13 @@ def build_app(tools: Tools, *, port: int, token: str | None = None, extra_hosts:
             if body.strip():
                 try:
                     arguments = json.loads(body)
-                except ValueError:
-                    err = InvalidArgumentError("the request body is not JSON")
+                    depth = json_depth(arguments)
+                except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser goes
+                    depth = None
+                if depth is None or depth > bounds.max_json_depth:
+                    err = InvalidArgumentError(
+                        f"the request body is not JSON nested at most {bounds.max_json_depth} deep"
+                    )
                     return _JSON({"error": err.to_dict()}, status_code=400)
         try:
             out = await run_in_threadpool(tools.call, name, arguments)
@@ -199,6 +284,7 @@ def build_app(tools: Tools, *, port: int, token: str | None = None, extra_hosts:
         hosts=frozenset(f"{h}:{port}".lower() for h in names),
         origins=frozenset(f"http://{h}:{port}".lower() for h in names),
         token=token,
+        bounds=bounds,
     )
 
 
@@ -217,15 +303,79 @@ def bind_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def serve(tools: Tools, *, host: str, port: int, token: str | None, on_listen: Any = None) -> None:
+def serve(
+    tools: Tools,
+    *,
+    host: str,
+    port: int,
+    token: str | None,
+    on_listen: Any = None,
+    bounds: RequestBounds = REQUEST_BOUNDS,
+) -> None:
     """Bind ``host:port`` (0: a free port), report it through ``on_listen(port)``, serve until stopped."""
+    sock = bind_socket(host, port)
+    server = make_server(tools, sock, host=host, token=token, bounds=bounds)
+    if on_listen is not None:
+        on_listen(sock.getsockname()[1])
+    server.run(sockets=[sock])
+
+
+def make_server(tools: Tools, sock: socket.socket, *, host: str, token: str | None, bounds: RequestBounds) -> Any:
+    """The uvicorn server of the app for a bound socket, every request within ``bounds``."""
     import uvicorn
 
-    sock = bind_socket(host, port)
-    actual = sock.getsockname()[1]
     extra = () if host in ("127.0.0.1", "::1", "localhost") else (f"[{host}]" if ":" in host else host,)
-    app = build_app(tools, port=actual, token=token, extra_hosts=extra)
-    if on_listen is not None:
-        on_listen(actual)
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on"))
-    server.run(sockets=[sock])
+    app = build_app(tools, port=sock.getsockname()[1], token=token, extra_hosts=extra, bounds=bounds)
+    config = uvicorn.Config(
+        app,
+        log_level="warning",
+        access_log=False,
+        lifespan="on",
+        http=bounded_protocol(bounds),
+        h11_max_incomplete_event_size=bounds.max_header_bytes,
+        timeout_keep_alive=bounds.keep_alive_seconds,
+    )
+    return uvicorn.Server(config)
+
+
+def bounded_protocol(bounds: RequestBounds) -> type:
+    """uvicorn's h11 protocol with a header deadline: a connection whose request headers are not complete
+    ``header_seconds`` after it opened (or after the previous response) is closed. uvicorn has none of
+    its own: its keep-alive timer stops at the first byte of a request."""
+    import h11
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class BoundedH11Protocol(H11Protocol):
+        _header_timer: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport: Any) -> None:
+            super().connection_made(transport)
+            self._arm()
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            if self.conn.their_state is not h11.IDLE:
+                self._disarm()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            self._arm()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+        def _arm(self) -> None:
+            self._disarm()
+            self._header_timer = self.loop.call_later(bounds.header_seconds, self._headers_late)
+
+        def _disarm(self) -> None:
+            if self._header_timer is not None:
+                self._header_timer.cancel()
+                self._header_timer = None
+
+        def _headers_late(self) -> None:
+            if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+                self.transport.close()
+
+    return BoundedH11Protocol

@@ -19,6 +19,25 @@ from core.ranking.filters import Filters
 from core.registry import DEFAULT_MODE, DEPRECATED_ALIASES, MODE_NAMES
 
 ENVELOPE_VERSION = "vaultsearch.search/1"
+
+
+@dataclass(frozen=True)
+class RequestBounds:
+    """The one bound on every HTTP request (bytes, time, nesting): what ``serve`` enforces before a
+    tool runs. The biggest legitimate request (a 10,000-character query with every filter) is a
+    few tens of KiB; a body is refused at ``max_body_bytes`` from its Content-Length or while it
+    streams (413), a request whose headers or body do not arrive in time is closed (408 for a body),
+    a JSON body nested deeper than ``max_json_depth`` is ``invalid_argument`` (400)."""
+
+    max_body_bytes: int = 1 << 20
+    max_header_bytes: int = 16 * 1024
+    header_seconds: float = 10.0  # from the connection (or the previous response) to complete headers
+    body_seconds: float = 30.0  # from the headers to the complete body
+    keep_alive_seconds: int = 5  # an idle keep-alive connection
+    max_json_depth: int = 32
+
+
+REQUEST_BOUNDS = RequestBounds()
 DEFAULT_BUDGET_BYTES = 8 * 1024
 MIN_BUDGET_BYTES, MAX_BUDGET_BYTES = 1024, 256 * 1024
 MAX_RESULTS = 100
@@ -205,6 +224,27 @@ def _coerce(name: str, p: Param, value: Any) -> Any:
     return value
 
 
+def json_depth(value: Any) -> int:
+    """How many objects/arrays deep a parsed JSON value nests (a scalar is 0, ``{}`` is 1)."""
+    depth, level = 0, [value]
+    while level := [x for x in level if isinstance(x, (dict, list))]:
+        depth += 1
+        level = [v for x in level for v in (x.values() if isinstance(x, dict) else x)]
+    return depth
+
+
+def lone_surrogate(value: Any) -> bool:
+    """True when a string anywhere in a JSON value holds a lone surrogate (``"\\ud800"``: legal JSON,
+    not Unicode text; no encoder can write it back)."""
+    if isinstance(value, str):
+        return not value.isascii() and any("\ud800" <= c <= "\udfff" for c in value)
+    if isinstance(value, dict):
+        return any(lone_surrogate(k) or lone_surrogate(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(lone_surrogate(v) for v in value)
+    return False
+
+
 def parse_arguments(tool: str, raw: Any, params: dict[str, Param], aliases: dict[str, str]) -> dict[str, Any]:
     """Aliases resolved, values coerced, defaults filled; anything else is an ``invalid_argument``."""
     if raw is None:
@@ -213,6 +253,11 @@ def parse_arguments(tool: str, raw: Any, params: dict[str, Param], aliases: dict
         raise InvalidArgumentError(f"{tool}: arguments must be a JSON object")
     out: dict[str, Any] = {}
     for key, value in raw.items():
+        if lone_surrogate([key, value]):
+            shown = key.encode("utf-8", "backslashreplace").decode("utf-8")
+            raise InvalidArgumentError(
+                f"{tool}: argument {shown!r} holds a lone surrogate: not Unicode text", argument=shown
+            )
         name = aliases.get(key, key)
         if name in SERVER_FIXED or name == "classification":
             raise InvalidArgumentError(

@@ -1,0 +1,74 @@
+"""Issue 28 case 7: the per-process caches the request threads share (filter masks, generation
+meta, stemmers) are locked: 8 threads searching with filters that keep evicting each other's
+masks never fail (today: a bare ``KeyError`` from two threads evicting the same oldest entry)."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable, Iterator
+
+import pytest
+from conftest import MakeVault, note
+
+from core.modes import context
+from core.searcher import search_vault
+
+THREADS, SEARCHES = 8, 150
+
+
+@pytest.fixture
+def fast_switching() -> Iterator[None]:
+    """Switch threads as often as the interpreter allows: the interleavings a loaded server sees."""
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    yield
+    sys.setswitchinterval(old)
+
+
+def _hammer(work: Callable[[int, int], None]) -> list[BaseException]:
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(THREADS)
+
+    def run(n: int) -> None:
+        barrier.wait()
+        for i in range(SEARCHES):
+            try:
+                work(n, i)
+            except BaseException as exc:  # every failure is counted, none is lost in a thread
+                errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in range(THREADS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return errors
+
+
+def test_threads_evicting_filter_masks_never_fail(
+    make_vault: MakeVault, monkeypatch: pytest.MonkeyPatch, fast_switching: None
+) -> None:
+    files = {f"n{i}.md": note(f"Note {i}", "alpha beta gamma", tags=[f"t{i % 6}"]) for i in range(12)}
+    vault = make_vault(files)
+    monkeypatch.setattr(context._MASKS, "size", 2)  # every search evicts
+
+    def work(n: int, i: int) -> None:
+        tag = f"t{(n + i) % 6}"
+        got = search_vault(vault, "alpha", 20, "fts", tags_any=[tag], freshness=False)
+        assert {r.rel_path for r in got} == {f"n{k}.md" for k in range(12) if k % 6 == (n + i) % 6}
+
+    errors = _hammer(work)
+    assert errors == []
+
+
+def test_each_thread_stems_with_its_own_stemmer() -> None:
+    """PyStemmer's objects keep state while stemming and must not be shared by threads."""
+    from core.ranking.languages import _stemmer
+
+    mine = _stemmer("english")
+    theirs: list[object] = []
+    worker = threading.Thread(target=lambda: theirs.append(_stemmer("english")))
+    worker.start()
+    worker.join()
+    assert mine is _stemmer("english") and theirs[0] is not mine
