@@ -244,17 +244,7 @@ class QueryAnalyzer:
                 self._expand(tok, out, starts, "prefix", PREFIX_WEIGHT, quiet=True)
             return
         if len(tok) > MAX_EXPANDED_CHARS:
-            out.expansions.append(
-                {
-                    "word": tok[:MAX_EXPANDED_CHARS] + "…",
-                    "kind": "skipped",
-                    "reason": "word_too_long",
-                    "chars": len(tok),
-                    "max_chars": MAX_EXPANDED_CHARS,
-                    "to": [],
-                }
-            )
-            out.unmatched.append(tok)
+            _skip_long(tok, out)
             return
         served = False
         if len(tok) >= PREFIX_MIN_CHARS:
@@ -388,3 +378,19 @@ def surface(term: str) -> str:
     if term.startswith("="):
         return term[1:]
     return term[3:] if term[2:3] == ":" else term
+
+
+def _skip_long(tok: str, out: QueryAnalysis) -> None:
+    """A word over MAX_EXPANDED_CHARS that the vocabulary lacks: unmatched, and said not to be expanded
+    (typo edits grow with the square of its length: one request could take the server's memory)."""
+    out.expansions.append(
+        {
+            "word": tok[:MAX_EXPANDED_CHARS] + "…",
+            "kind": "skipped",
+            "reason": "word_too_long",
+            "chars": len(tok),
+            "max_chars": MAX_EXPANDED_CHARS,
+            "to": [],
+        }
+    )
+    out.unmatched.append(tok)
