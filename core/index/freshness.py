@@ -5,7 +5,7 @@ Every answer says where it comes from (``source``) and, when the vault was not c
 
 ``source: "watch"``: a watcher (``core.index.watch``: ``vaultsearch watch``, or a server's
 ``--watch``) runs for this index directory, in this process or in another one (it holds
-``<index_dir>/watch.lock`` and publishes what it knows in ``watch.json``). It has seen every
+the watch lock of the index directory and publishes what it knows in ``watch.json``). It has seen every
 change since the generation it last built, so the answer is a lookup of the few paths with
 events that no successful build has covered yet (stat, then content hash, against the served
 generation's rows): exact and nearly free at any vault size. Changes younger than

@@ -10,9 +10,11 @@ built next (a burst of edits during a long build is one more build, not one each
 What the watcher knows is what freshness serves (``core.index.freshness``, ``source: "watch"``):
 the generation its last successful build left active (the *baseline*) and the pending paths,
 kept in memory for this process and in ``<index_dir>/watch.json`` for others, while the watcher
-holds ``<index_dir>/watch.lock`` (a second watcher of one index is refused:
-``watch_already_running``). A path stops being pending once a build that *started after its
-event* succeeds. The watch is armed before the first build, so the baseline covers every change.
+holds a ``flock`` on the index directory itself (a second watcher of one index is refused:
+``watch_already_running``, even when files in it were deleted). A path stops being pending
+once a build that *started after its event* succeeds. The watch is armed before the first
+build, so the baseline covers every change. A vault (or index dir) moved, deleted or replaced
+stops the watcher with ``vault_missing`` (``index_dir_inaccessible``): it never recreates one.
 
 Events that say more than one path changed make the next freshness check walk the vault
 until a build covers them (``rescan``): a folder created, moved or deleted (a folder that held
@@ -31,22 +33,24 @@ answers freshness for it.
 
 from __future__ import annotations
 
-import json
 import os
 import stat
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from core import generations as gen
-from core.errors import IndexMissingError, VaultSearchError, WatchRunningError
+from core.errors import (
+    IndexDirInaccessibleError,
+    IndexMissingError,
+    VaultMissingError,
+    VaultSearchError,
+)
 from core.index.freshness import WatchView, register_watcher, unregister_watcher
 from core.index.tables import notes as notes_table
-from core.index.watch_state import WATCH_FILE, WATCH_LOCK
+from core.index.watch_state import BuildOutcome, lock_watch, write_state
 
 DEFAULT_DEBOUNCE_MS = 200
 STEP_MS = 50  # watchfiles yields a batch after this long without a new change
@@ -58,51 +62,6 @@ RETRY_MIN_SECONDS, RETRY_MAX_SECONDS = 2.0, 60.0
 ARM_TIMEOUT_SECONDS = 60.0
 _SKIPPED_PARTS = (".git", ".obsidian", ".trash")
 _RESCAN = "\x00rescan"  # the pending key of an event only a walk can resolve
-
-
-@dataclass(frozen=True)
-class BuildOutcome:
-    ok: bool
-    at: float
-    generation_id: str | None = None
-    up_to_date: bool = False
-    reason: str | None = None
-    message: str | None = None
-    changed_paths: tuple[str, ...] = ()
-    seconds: float = 0.0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "ok": self.ok,
-            "at": self.at,
-            "generation_id": self.generation_id,
-            "up_to_date": self.up_to_date,
-            "reason": self.reason,
-            "message": self.message,
-            "changed_paths": list(self.changed_paths[:20]),
-            "seconds": round(self.seconds, 3),
-        }
-
-
-def _write_state(index_dir: Path, state: dict[str, Any]) -> None:
-    """Atomically replace ``watch.json`` (a reader sees the old or the new file, never half)."""
-    index_dir.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".watch-", suffix=".json", dir=index_dir)
-    try:
-        os.fchmod(fd, 0o644)  # readable by whoever may read the index (mkstemp makes it private)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(state, handle, indent=1)
-        os.replace(tmp, index_dir / WATCH_FILE)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def read_state(index_dir: Path) -> dict[str, Any] | None:
-    try:
-        return dict(json.loads((index_dir / WATCH_FILE).read_text(encoding="utf-8")))
-    except FileNotFoundError:
-        return None
 
 
 def _config_of_active(layout: gen.IndexLayout) -> Any:
@@ -126,6 +85,15 @@ def _config_of_active(layout: gen.IndexLayout) -> Any:
     if len(parts) == 3 and parts[1].isdigit() and parts[2].isdigit():
         kw["chunk_size"], kw["chunk_overlap"] = int(parts[1]), int(parts[2])
     return IndexConfig(**kw)
+
+
+def _file_id(path: Path) -> tuple[int, int] | None:
+    """(st_dev, st_ino) of a folder, None when it is gone or not a folder."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino) if stat.S_ISDIR(st.st_mode) else None
 
 
 class Watcher:
@@ -169,6 +137,8 @@ class Watcher:
         self._save_lock = threading.Lock()  # one snapshot-and-write at a time: watch.json never goes back
         self._started_at = time.time()
         self._last_failure: dict[str, Any] | None = None
+        self._identity: tuple[tuple[int, int] | None, tuple[int, int] | None] | None = None  # (vault, index dir)
+        self.error: BaseException | None = None  # what stopped a watcher run by ``start``
 
     # ------------------------------------------------------------ what freshness sees
 
@@ -199,15 +169,22 @@ class Watcher:
                 "pending": len(self._pending),
                 "building": self._building_since is not None,
                 "last_build": self.last.to_dict() if self.last else None,
+                **({"stopped": getattr(self.error, "reason", type(self.error).__name__)} if self.error else {}),
                 **({"last_failure": self._last_failure} if self._last_failure else {}),
             }
 
     def _save(self) -> None:
-        """Mirror the state to ``watch.json`` for readers in other processes."""
+        """Mirror the state to ``watch.json`` for readers in other processes (raises the typed
+        error of a vault or index dir that went: the watcher then stops)."""
+        if self._lock_fd is None:
+            return  # only the watcher holding the lock speaks for the index
+        gone = self._gone()
+        if gone is not None:
+            raise gone
         with self._save_lock:
             view = self.view()
             state = {**self.state(), "pid": os.getpid(), "view": view.to_dict() if view is not None else None}
-            _write_state(self.layout.index_dir, state)
+            write_state(self.layout.index_dir, state)
 
     # ------------------------------------------------------------ one build
 
@@ -369,27 +346,28 @@ class Watcher:
     # ------------------------------------------------------------ the loop
 
     def _claim(self) -> None:
-        """Hold ``watch.lock`` for as long as the watcher runs (a second watcher is refused)."""
-        import fcntl
-
+        """Hold the watch lock of the index dir for as long as the watcher runs (a second watcher is refused)."""
         if self._lock_fd is not None:
             return
         gen.ensure_layout(self.layout)
-        fd = os.open(self.layout.index_dir / WATCH_LOCK, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
-        deadline = time.monotonic() + 1.0  # a reader's shared lock lasts microseconds
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    os.close(fd)
-                    raise WatchRunningError(
-                        f"another watcher keeps {self.layout.index_dir} published", index_dir=str(self.layout.index_dir)
-                    ) from None
-                time.sleep(0.01)
-        self._lock_fd = fd
+        self._lock_fd = lock_watch(self.layout.index_dir)
+        self._identity = (_file_id(self.vault), _file_id(self.layout.index_dir))
         self._save()  # no view yet: what a watcher that died left in watch.json is trusted no more
+
+    def _gone(self) -> VaultSearchError | None:
+        """The typed error when the vault or the index dir is no longer the folder the watcher
+        claimed (moved, deleted or replaced): the watcher stops, it never recreates either."""
+        if self._identity is None:
+            return None
+        vault, index_dir = self._identity
+        if _file_id(self.vault) != vault:
+            return VaultMissingError(f"the watched vault {self.vault} was moved or deleted", vault=str(self.vault))
+        if _file_id(self.layout.index_dir) != index_dir:
+            return IndexDirInaccessibleError(
+                f"the index directory {self.layout.index_dir} was moved or deleted while watched",
+                index_dir=str(self.layout.index_dir),
+            )
+        return None
 
     def _release(self) -> None:
         if self._lock_fd is not None:
@@ -400,7 +378,10 @@ class Watcher:
         """Wait until a build is due (True) or the watcher stops (False)."""
         next_confirm = time.monotonic() + CONFIRM_SECONDS
         while True:
+            gone = self._gone()
             with self._cond:
+                if gone is not None and self._event_error is None:
+                    self._event_error = gone
                 if self.stop_event.is_set() or self._event_error is not None:
                     return False
                 now = time.monotonic()
@@ -443,13 +424,14 @@ class Watcher:
             while self._next_build():
                 self.build_once()
             if self._event_error is not None:
-                raise self._event_error
+                raise self._gone() or self._event_error
         finally:
             self.stop_event.set()
             events.join(5.0)
             unregister_watcher(self.layout.index_dir, self.view)
             try:
-                self._save()  # armed no more: readers in other processes stop trusting the file
+                if self._gone() is None:
+                    self._save()  # armed no more: readers in other processes stop trusting the file
             finally:
                 self._release()
 
@@ -457,9 +439,16 @@ class Watcher:
         """Run in a daemon thread (for the servers); ``ready`` is set after the first build.
         Raises ``WatchRunningError`` here, before any thread, when another watcher holds the index."""
         self._claim()
-        self._thread = threading.Thread(target=self.run, name="vaultsearch-watch", daemon=True)
+        self._thread = threading.Thread(target=self._run_recorded, name="vaultsearch-watch", daemon=True)
         self._thread.start()
         return self._thread
+
+    def _run_recorded(self) -> None:
+        """``run`` in the watcher's thread: what stops it is kept in ``error`` (and shown by ``state``)."""
+        try:
+            self.run()
+        except BaseException as exc:  # recorded, not lost in a thread: status shows it
+            self.error = exc
 
     def stop(self, timeout: float = 5.0) -> None:
         self.stop_event.set()
