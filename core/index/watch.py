@@ -48,12 +48,13 @@ from core.errors import (
     VaultMissingError,
     VaultSearchError,
 )
-from core.index.freshness import WatchView, register_watcher, unregister_watcher
+from core.index.freshness import forget_walks, register_watcher, unregister_watcher
+from core.index.freshness_visible import Sees, build_for
 from core.index.tables import notes as notes_table
-from core.index.watch_state import BuildOutcome, lock_watch, write_state
+from core.index.watch_state import BuildOutcome, WatchView, lock_watch, open_clock, write_clock, write_state
 
 DEFAULT_DEBOUNCE_MS = 200
-STEP_MS = 50  # watchfiles yields a batch after this long without a new change
+STEP_MS = 20  # watchfiles yields a batch after this long without a new change (and, idle, every step)
 IGNORE_FILE = ".vaultsearchignore"
 PENDING_MAX = 2_000  # more pending paths than this: freshness walks (``rescan``) until a build covers them
 HISTORY = 4  # older generations the watcher still answers freshness for (a search that raced a publish)
@@ -133,6 +134,8 @@ class Watcher:
         self._retry_at: float | None = None
         self._failures = 0
         self._lock_fd: int | None = None
+        self._clock_fd: int | None = None  # <index_dir>/watch.clock: the caught-up time, for other processes
+        self._caught_up = 0.0  # wall clock: every change made before it is pending or built
         self._published = False  # the running build's new generation is active (set at its retention step)
         self._save_lock = threading.Lock()  # one snapshot-and-write at a time: watch.json never goes back
         self._started_at = time.time()
@@ -157,8 +160,15 @@ class Watcher:
                 event_lag_ms=self.debounce_ms + STEP_MS,
             )
 
-    def state(self) -> dict[str, Any]:
-        """What ``status`` shows about the watcher."""
+    def state(self, sees: Sees | None = None) -> dict[str, Any]:
+        """What ``status`` shows about the watcher; to a caller that ``sees`` only some paths (see
+        ``core.index.freshness_visible``), pending paths, changed paths and failures of those only."""
+        with self._cond:
+            pending = list(self._pending)
+            last = self.last.to_dict(limit=None) if self.last else None
+            failure = self._last_failure
+        if sees is not None:  # outside the lock: the test reads the index and the notes
+            pending = [p for p in pending if p != _RESCAN and sees(p)]
         with self._cond:
             return {
                 "enabled": True,
@@ -166,11 +176,11 @@ class Watcher:
                 "started_at": self._started_at,
                 "armed": self._armed.is_set(),
                 "generation_id": self._baseline,
-                "pending": len(self._pending),
+                "pending": len(pending),
                 "building": self._building_since is not None,
-                "last_build": self.last.to_dict() if self.last else None,
+                "last_build": build_for(last, sees),
                 **({"stopped": getattr(self.error, "reason", type(self.error).__name__)} if self.error else {}),
-                **({"last_failure": self._last_failure} if self._last_failure else {}),
+                **({"last_failure": build_for(failure, sees)} if failure else {}),
             }
 
     def _save(self) -> None:
@@ -210,6 +220,7 @@ class Watcher:
                 wait_seconds=self.lock_wait,
                 on_step=lambda name: self._step(name, started),
                 source_may_change=True,  # what changes meanwhile is pending: built next, never a failed build
+                rehash=paths,  # a path seen changing is hashed, never trusted by its (mtime, size)
             )
             outcome = BuildOutcome(
                 True, at, report.generation_id, report.up_to_date, changed_paths=paths, seconds=time.perf_counter() - t
@@ -227,7 +238,7 @@ class Watcher:
             if outcome.ok:
                 self._last_failure, self._failures, self._retry_at = None, 0, None
             else:
-                self._last_failure = outcome.to_dict()
+                self._last_failure = outcome.to_dict(limit=None)  # every path: a caller sees its visible ones
                 self._failures += 1
                 self._retry_at = time.monotonic() + min(
                     RETRY_MAX_SECONDS, RETRY_MIN_SECONDS * 2 ** (self._failures - 1)
@@ -312,6 +323,7 @@ class Watcher:
         found = {rel for _, path in changes if (rel := self._relevant(path)) is not None}
         if not found:
             return
+        forget_walks(self.layout.index_dir)  # a change this process saw: no walk from before answers
         with self._cond:
             for rel in found:
                 self._pending[rel] = now
@@ -325,23 +337,49 @@ class Watcher:
         from watchfiles import watch
 
         try:
-            for changes in watch(
+            batches = watch(
                 self.vault,
                 watch_filter=None,  # every path: the scanner, not watchfiles' defaults, says what a note is
                 debounce=self.debounce_ms,
                 step=STEP_MS,
                 stop_event=self.stop_event,
                 yield_on_timeout=True,  # the first (maybe empty) batch says the watch is armed
-                rust_timeout=300,
-            ):
+                rust_timeout=STEP_MS,  # an idle watch still yields every step: the caught-up time moves on
+            )
+            while True:
+                began = time.time()  # every change before this is in the next batch, or an earlier one
+                changes = next(batches, None)
+                if changes is None:
+                    break
                 self._armed.set()  # every change from here on reaches us
                 if changes:
                     self._note_changes(changes)
+                self._caught_up_to(began)
         except BaseException as exc:  # recorded for the build thread, which stops the watcher with it
             self._event_error = exc
         finally:
             with self._cond:
                 self._cond.notify_all()
+
+    def _caught_up_to(self, began: float) -> None:
+        """Every change made before ``began`` (wall clock) is pending or built: say so, here and in
+        the clock file other processes read."""
+        with self._cond:
+            self._caught_up = began
+            self._cond.notify_all()
+        if self._clock_fd is not None:
+            write_clock(self._clock_fd, began)
+
+    def wait_caught_up(self, since: float, timeout: float) -> bool:
+        """Wait (at most ``timeout`` s) until every change made before ``since`` reached the watcher."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while self._caught_up < since:
+                left = deadline - time.monotonic()
+                if left <= 0 or self.stop_event.is_set():
+                    return False
+                self._cond.wait(left)
+        return True
 
     # ------------------------------------------------------------ the loop
 
@@ -351,6 +389,7 @@ class Watcher:
             return
         gen.ensure_layout(self.layout)
         self._lock_fd = lock_watch(self.layout.index_dir)
+        self._clock_fd = open_clock(self.layout.index_dir)
         self._identity = (_file_id(self.vault), _file_id(self.layout.index_dir))
         self._save()  # no view yet: what a watcher that died left in watch.json is trusted no more
 
@@ -370,6 +409,9 @@ class Watcher:
         return None
 
     def _release(self) -> None:
+        if self._clock_fd is not None:
+            os.close(self._clock_fd)
+            self._clock_fd = None
         if self._lock_fd is not None:
             os.close(self._lock_fd)  # releases the flock
             self._lock_fd = None
@@ -408,7 +450,7 @@ class Watcher:
         """Arm the watch, build once (this build is the baseline), then build whenever changes are
         pending, until ``stop``."""
         self._claim()
-        register_watcher(self.layout.index_dir, self.view)
+        register_watcher(self.layout.index_dir, self)
         events = threading.Thread(target=self._events, name="vaultsearch-watch-events", daemon=True)
         events.start()
         try:
@@ -428,7 +470,7 @@ class Watcher:
         finally:
             self.stop_event.set()
             events.join(5.0)
-            unregister_watcher(self.layout.index_dir, self.view)
+            unregister_watcher(self.layout.index_dir, self)
             try:
                 if self._gone() is None:
                     self._save()  # armed no more: readers in other processes stop trusting the file

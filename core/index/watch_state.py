@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import struct
 import tempfile
 import time
 from dataclasses import dataclass
@@ -13,6 +14,66 @@ from pathlib import Path
 from typing import Any
 
 WATCH_FILE = "watch.json"
+WATCH_CLOCK = "watch.clock"  # 8 bytes: the wall-clock time every change before which reached the watcher
+_CLOCK = struct.Struct("<d")
+
+
+@dataclass(frozen=True)
+class WatchView:
+    """What a running watcher knows, as freshness needs it (made by ``core.index.watch``).
+
+    ``baseline`` is the generation the watcher's last successful build left active; ``pending``
+    the note paths with events that no successful build started after them has covered;
+    ``since`` maps the few generations the watcher built before ``baseline`` to the paths that
+    changed between each and ``baseline``; ``rescan`` says a folder or the ignore file changed
+    (or too many paths to list), which only a walk can resolve.
+    """
+
+    baseline: str | None
+    pending: tuple[str, ...] = ()
+    since: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    rescan: bool = False
+    building: bool = False
+    event_lag_ms: int = 0
+
+    @property
+    def catch_up_seconds(self) -> float:
+        """The longest a reader waits for the watcher to catch up (two event lags and a margin)."""
+        return 2 * self.event_lag_ms / 1000 + 0.1
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "baseline": self.baseline,
+            "pending": list(self.pending),
+            "since": [[gid, list(paths)] for gid, paths in self.since],
+            "rescan": self.rescan,
+            "building": self.building,
+            "event_lag_ms": self.event_lag_ms,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> WatchView:
+        return cls(
+            baseline=data.get("baseline"),
+            pending=tuple(str(p) for p in data.get("pending") or ()),
+            since=tuple((str(g), tuple(str(p) for p in ps)) for g, ps in data.get("since") or ()),
+            rescan=bool(data.get("rescan")),
+            building=bool(data.get("building")),
+            event_lag_ms=int(data.get("event_lag_ms") or 0),
+        )
+
+    def changed_since(self, generation_id: str | None) -> tuple[tuple[str, ...] | None, str | None]:
+        """(paths that may differ from ``generation_id``, None) or (None, why only a walk can say)."""
+        if self.rescan:
+            return None, "folder_or_ignore_file_changed"
+        if generation_id is None or self.baseline is None:
+            return None, "generation_unknown_to_watcher"
+        if generation_id == self.baseline:
+            return self.pending, None
+        for gid, paths in self.since:
+            if gid == generation_id:
+                return tuple(sorted({*paths, *self.pending})), None
+        return None, "generation_unknown_to_watcher"
 
 
 @dataclass(frozen=True)
@@ -26,7 +87,8 @@ class BuildOutcome:
     changed_paths: tuple[str, ...] = ()
     seconds: float = 0.0
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, limit: int | None = 20) -> dict[str, Any]:
+        """As ``status`` and ``watch.json`` show it (``limit``: changed paths listed, None: all)."""
         return {
             "ok": self.ok,
             "at": self.at,
@@ -34,7 +96,7 @@ class BuildOutcome:
             "up_to_date": self.up_to_date,
             "reason": self.reason,
             "message": self.message,
-            "changed_paths": list(self.changed_paths[:20]),
+            "changed_paths": list(self.changed_paths[:limit]),
             "seconds": round(self.seconds, 3),
         }
 
@@ -112,6 +174,40 @@ def lock_watch(index_dir: Path, wait_seconds: float = 1.0) -> int:
                     f"another watcher keeps {index_dir} published", index_dir=str(index_dir)
                 ) from None
             time.sleep(0.01)
+
+
+def open_clock(index_dir: Path) -> int:
+    """The watcher's clock file (created empty: no time caught up yet), open for ``write_clock``."""
+    fd = os.open(index_dir / WATCH_CLOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o644)
+    os.ftruncate(fd, 0)
+    return fd
+
+
+def write_clock(fd: int, caught_up: float) -> None:
+    os.pwrite(fd, _CLOCK.pack(caught_up), 0)  # 8 bytes in one page: a reader sees old or new
+
+
+def read_clock(index_dir: Path) -> float:
+    """The running watcher's caught-up time (0.0 when it cannot be read: nothing is proven)."""
+    try:
+        fd = os.open(index_dir / WATCH_CLOCK, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return 0.0
+    try:
+        data = os.pread(fd, _CLOCK.size, 0)
+    finally:
+        os.close(fd)
+    return float(_CLOCK.unpack(data)[0]) if len(data) == _CLOCK.size else 0.0
+
+
+def wait_clock(index_dir: Path, since: float, timeout: float) -> bool:
+    """Wait (at most ``timeout`` s, polling) until another process's watcher caught up with ``since``."""
+    deadline = time.monotonic() + timeout
+    while read_clock(index_dir) < since:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
+    return True
 
 
 def watcher_running(index_dir: Path) -> bool:
