@@ -9,6 +9,7 @@ import os
 import struct
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -144,9 +145,14 @@ def _failure_of(state: dict[str, Any] | None, served_created_at: float) -> dict[
     return failure
 
 
-def last_build_failure(index_dir: Path, served_created_at: float) -> dict[str, Any] | None:
-    """The watcher's last failed build, when it is newer than the served generation."""
-    return _failure_of(_read_watch_state(index_dir), served_created_at)
+def last_build_failure(
+    index_dir: Path, served_created_at: float, sees: Callable[[str], bool] | None = None
+) -> dict[str, Any] | None:
+    """The watcher's last failed build, when it is newer than the served generation, as a caller
+    that ``sees`` only some paths may see it (``core.index.freshness_visible.sees_in``; None: all)."""
+    from core.index.freshness_visible import build_for
+
+    return build_for(_failure_of(_read_watch_state(index_dir), served_created_at), sees)
 
 
 def _open_dir(index_dir: Path) -> int:
