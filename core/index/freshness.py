@@ -4,38 +4,48 @@ Every answer says where it comes from (``source``) and, when the vault was not c
 (``checked: false`` with a ``reason``): unchecked is said, never implied.
 
 ``source: "watch"``: a watcher (``core.index.watch``: ``vaultsearch watch``, or a server's
-``--watch``) runs for this index directory, in this process or in another one (it holds
-the watch lock of the index directory and publishes what it knows in ``watch.json``). It has seen every
-change since the generation it last built, so the answer is a lookup of the few paths with
-events that no successful build has covered yet (stat, then content hash, against the served
-generation's rows): exact and nearly free at any vault size. Changes younger than
-``event_lag_ms`` (the watcher's debounce) may not have reached it yet. It answers for the
-generations it built; for another one (published by someone else, or replaced while this
-search ran), or while a folder or the ignore file changed (only a walk can say what that did),
-the stat walk answers and ``watch_fallback`` says why.
+``--watch``) runs for this index directory, in this process or in another one (it holds the
+watch lock of the index directory and publishes what it knows in ``watch.json``). It has seen
+every change since the generation it last built, so the answer is a lookup of the few paths
+with events that no successful build has covered yet, each hashed against the served
+generation's row (the watcher saw it change: its stat is not trusted): exact and nearly free at
+any vault size. The watcher is trusted only once it has *caught up* with the search: every
+change made before the search started has reached it (its event thread records the time each
+``watchfiles`` call began; a batch holds every change made before that; in another process the
+time is read from ``watch.clock``). A search waits for that (about one watch step, 20-40 ms,
+when idle; at most ``catch_up_seconds``), else the stat walk answers with
+``watch_fallback: "watcher_not_caught_up"``. It answers for the generations it built; for
+another one (published by someone else, or replaced while this search ran), or while a folder
+or the ignore file changed (only a walk can say what that did), the stat walk answers and
+``watch_fallback`` says why.
 
 ``source: "stat_walk"``: one ``os.scandir`` per folder and one ``DirEntry.stat`` per note,
 compared with the (path, mtime_ns, size) rows of the served generation; a file whose stat
-differs is hashed (at most ``HASH_BUDGET`` per walk) so that a touched-but-identical file is
-not reported. The walk applies the scanner's rules (``core.vault.scan``: dot paths, the ignore
-file, the index dir, symlinks, the size limit). Its cost is linear in the vault (about 4-5 µs a note,
-see docs/benchmarks.md) and bounded twice:
+differs, or whose row's mtime is racy or in the future (``RACY_NS``, the builder's rule), is
+hashed (at most ``HASH_BUDGET`` per walk) so that a touched-but-identical file is not reported.
+The walk applies the scanner's rules (``core.vault.scan``: dot paths, the ignore file, the index
+dir, symlinks, the size limit). Its cost is linear in the vault (about 4-5 µs a note, see
+docs/benchmarks.md) and bounded twice:
 
-- a walk is reused for ``window_seconds`` (default 2 s) per process, index directory and
-  generation: a burst of searches pays for one walk (``reused_scan``, ``scan_age_seconds``);
+- a walk that took ``REUSE_MIN_WALK_SECONDS`` (0.1 s, ~20k notes) or more is reused for
+  ``window_seconds`` (default 2 s) per process, index directory and generation, while every
+  folder it listed keeps its mtime and no watcher of this process saw a change: a burst of
+  searches pays for one walk (``reused_scan``, ``scan_age_seconds``); a cheaper walk is never
+  reused, so an edit is said at the next search;
 - a walk that runs longer than ``walk_budget_seconds`` (default 1 s) is abandoned and the
   response says ``checked: false, reason: "walk_over_budget"`` (with the budget and how many
   files it got through); the process then does not try again for
   ``OVER_BUDGET_RETRY_SECONDS``. ``max_notes`` (off by default) is an optional count cap:
   ``reason: "vault_too_large"``.
 
-Classification-safe: with visible classifications given, a removed or modified note counts
-only when its indexed classification is visible, and an added or modified file only when the
-classification in its current frontmatter is visible (each changed file is parsed once per
-version, then remembered); hidden notes leave no count or path.
+Classification-safe (``core.index.freshness_visible``): a caller with visible classifications is
+told what the same vault without its hidden notes would tell it: a note that became visible
+is added, one that became hidden is removed, a skipped or unreadable file never counts, and no
+count (``modified_unverified``, the walk's file counts) or path of a hidden note is said.
 
 A failed watch build (recorded in ``watch.json``) newer than the served generation shows as
-``last_build_failure``; with a watcher, the paths that build did not cover stay stale.
+``last_build_failure`` (to a restricted caller: its visible paths and a generic message); with a
+watcher, the paths that build did not cover stay stale.
 
 This module is on the read path: the scan and the note parser are imported inside functions.
 """

@@ -12,8 +12,9 @@ the generation its last successful build left active (the *baseline*) and the pe
 kept in memory for this process and in ``<index_dir>/watch.json`` for others, while the watcher
 holds a ``flock`` on the index directory itself (a second watcher of one index is refused:
 ``watch_already_running``, even when files in it were deleted). A path stops being pending
-once a build that *started after its event* succeeds. The watch is armed before the first
-build, so the baseline covers every change. A vault (or index dir) moved, deleted or replaced
+once a build that *started after its event* succeeds (and hashed it: ``rehash``). Freshness
+waits until the watcher caught up with a search (``wait_caught_up``, ``watch.clock``). The
+watch is armed before the first build, so the baseline covers every change. A vault (or index dir) moved, deleted or replaced
 stops the watcher with ``vault_missing`` (``index_dir_inaccessible``): it never recreates one.
 
 Events that say more than one path changed make the next freshness check walk the vault
@@ -51,7 +52,7 @@ from core.errors import (
 from core.index.freshness import forget_walks, register_watcher, unregister_watcher
 from core.index.freshness_visible import Sees, build_for
 from core.index.tables import notes as notes_table
-from core.index.watch_state import BuildOutcome, WatchView, lock_watch, open_clock, write_clock, write_state
+from core.index.watch_state import BuildOutcome, WatchView, _file_id, lock_watch, open_clock, write_clock, write_state
 
 DEFAULT_DEBOUNCE_MS = 200
 STEP_MS = 20  # watchfiles yields a batch after this long without a new change (and, idle, every step)
@@ -86,15 +87,6 @@ def _config_of_active(layout: gen.IndexLayout) -> Any:
     if len(parts) == 3 and parts[1].isdigit() and parts[2].isdigit():
         kw["chunk_size"], kw["chunk_overlap"] = int(parts[1]), int(parts[2])
     return IndexConfig(**kw)
-
-
-def _file_id(path: Path) -> tuple[int, int] | None:
-    """(st_dev, st_ino) of a folder, None when it is gone or not a folder."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (st.st_dev, st.st_ino) if stat.S_ISDIR(st.st_mode) else None
 
 
 class Watcher:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import struct
 import tempfile
 import time
@@ -157,6 +158,15 @@ def last_build_failure(
 
 def _open_dir(index_dir: Path) -> int:
     return os.open(index_dir, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+
+
+def _file_id(path: Path) -> tuple[int, int] | None:
+    """(st_dev, st_ino) of a folder, None when it is gone or not a folder."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino) if stat.S_ISDIR(st.st_mode) else None
 
 
 def lock_watch(index_dir: Path, wait_seconds: float = 1.0) -> int:
