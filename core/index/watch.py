@@ -356,11 +356,11 @@ class Watcher:
     def _caught_up_to(self, began: float) -> None:
         """Every change made before ``began`` (wall clock) is pending or built: say so, here and in
         the clock file other processes read."""
-        with self._cond:
+        with self._cond:  # _release closes the clock under this lock too: never a reused descriptor
             self._caught_up = began
             self._cond.notify_all()
-        if self._clock_fd is not None:
-            write_clock(self._clock_fd, began)
+            if self._clock_fd is not None:
+                write_clock(self._clock_fd, began)
 
     def wait_caught_up(self, since: float, timeout: float) -> bool:
         """Wait (at most ``timeout`` s) until every change made before ``since`` reached the watcher."""
@@ -401,9 +401,10 @@ class Watcher:
         return None
 
     def _release(self) -> None:
-        if self._clock_fd is not None:
-            os.close(self._clock_fd)
-            self._clock_fd = None
+        with self._cond:
+            if self._clock_fd is not None:
+                os.close(self._clock_fd)
+                self._clock_fd = None
         if self._lock_fd is not None:
             os.close(self._lock_fd)  # releases the flock
             self._lock_fd = None
