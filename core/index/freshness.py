@@ -12,12 +12,12 @@ generation's row (the watcher saw it change: its stat is not trusted): exact and
 any vault size. The watcher is trusted only once it has *caught up* with the search: every
 change made before the search started has reached it (its event thread records the time each
 ``watchfiles`` call began; a batch holds every change made before that; in another process the
-time is read from ``watch.clock``). A search waits for that (about one watch step, 20-40 ms,
-when idle; at most ``catch_up_seconds``), else the stat walk answers with
-``watch_fallback: "watcher_not_caught_up"``. It answers for the generations it built; for
-another one (published by someone else, or replaced while this search ran), or while a folder
-or the ignore file changed (only a walk can say what that did), the stat walk answers and
-``watch_fallback`` says why.
+time is read from ``watch.clock``). A search waits for that (the rest of one ``watchfiles``
+call and one more: 40-80 ms measured, idle; at most ``catch_up_seconds``), else the stat walk
+answers with ``watch_fallback: "watcher_not_caught_up"``. It answers for the generations it
+built; for another one (published by someone else, or replaced while this search ran), or
+while a folder or the ignore file changed (only a walk can say what that did), the stat walk
+answers and ``watch_fallback`` says why.
 
 ``source: "stat_walk"``: one ``os.scandir`` per folder and one ``DirEntry.stat`` per note,
 compared with the (path, mtime_ns, size) rows of the served generation; a file whose stat

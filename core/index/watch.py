@@ -336,7 +336,7 @@ class Watcher:
                 step=STEP_MS,
                 stop_event=self.stop_event,
                 yield_on_timeout=True,  # the first (maybe empty) batch says the watch is armed
-                rust_timeout=STEP_MS,  # an idle watch still yields every step: the caught-up time moves on
+                rust_timeout=1,  # idle, a call returns after one step: the caught-up time moves on every step
             )
             while True:
                 began = time.time()  # every change before this is in the next batch, or an earlier one
