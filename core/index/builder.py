@@ -21,7 +21,7 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -202,6 +202,7 @@ def build_index(
     before_publish: Callable[[sqlite3.Connection], int] | None = None,
     changes: Mapping[str, Any] | None = None,
     source_may_change: bool = False,
+    rehash: Collection[str] = (),
 ) -> BuildReport:
     """Index ``vault`` and publish a verified generation (or update ``index.db`` in place).
 
@@ -221,14 +222,15 @@ def build_index(
     text and vectors arrive in one generation); it returns how many chunks it embedded.
     ``source_may_change=True`` (the watcher, which rebuilds whatever changes next) publishes
     the notes as they were read even when a file changed during the build, instead of failing
-    with ``source_changed``.
+    with ``source_changed``. ``rehash``: paths known to have changed (the watcher's events), read
+    and hashed even when their (mtime, size) matches the base index.
     """
     vault, layout, config, (chosen, chosen_rev) = _requested(vault, index_dir, config, changes, source, rev, in_place)
     gen.ensure_layout(layout)  # refuses an index dir that is not ours before anything is written
     with gen.build_lock(layout, wait_seconds=wait_seconds), build_io_errors(layout):
         recovered = None if in_place else gstate.move_aside_unusable_state(layout)
         t = time.perf_counter()
-        src = _make_source(vault, layout.index_dir, config, chosen, chosen_rev)
+        src = _make_source(vault, layout.index_dir, config, chosen, chosen_rev, rehash)
         run = BuildRun(vault, layout, config, progress, workers, src, source_may_change)
         if recovered is not None:
             run.problems.append(Problem(*recovered))
@@ -476,11 +478,15 @@ def _build_in_place(run: BuildRun, scan: ScanResult, scan_started_ns: int) -> Bu
     return report
 
 
-def _make_source(vault: Path, index_dir: Path, config: IndexConfig, source: str, rev: str | None) -> NoteSource:
+def _make_source(
+    vault: Path, index_dir: Path, config: IndexConfig, source: str, rev: str | None, rehash: Collection[str] = ()
+) -> NoteSource:
     if source == "git":
         from core.index.gitbuild import GitSource  # only git-sourced builds need it
 
         return GitSource(
             vault, index_dir, config.max_note_bytes, rev or "HEAD", include_dot_paths=config.include_dot_paths
         )
-    return WorkingTreeSource(vault, index_dir, config.max_note_bytes, include_dot_paths=config.include_dot_paths)
+    return WorkingTreeSource(
+        vault, index_dir, config.max_note_bytes, include_dot_paths=config.include_dot_paths, rehash=rehash
+    )

@@ -4,38 +4,48 @@ Every answer says where it comes from (``source``) and, when the vault was not c
 (``checked: false`` with a ``reason``): unchecked is said, never implied.
 
 ``source: "watch"``: a watcher (``core.index.watch``: ``vaultsearch watch``, or a server's
-``--watch``) runs for this index directory, in this process or in another one (it holds
-``<index_dir>/watch.lock`` and publishes what it knows in ``watch.json``). It has seen every
-change since the generation it last built, so the answer is a lookup of the few paths with
-events that no successful build has covered yet (stat, then content hash, against the served
-generation's rows): exact and nearly free at any vault size. Changes younger than
-``event_lag_ms`` (the watcher's debounce) may not have reached it yet. It answers for the
-generations it built; for another one (published by someone else, or replaced while this
-search ran), or while a folder or the ignore file changed (only a walk can say what that did),
-the stat walk answers and ``watch_fallback`` says why.
+``--watch``) runs for this index directory, in this process or in another one (it holds the
+watch lock of the index directory and publishes what it knows in ``watch.json``). It has seen
+every change since the generation it last built, so the answer is a lookup of the few paths
+with events that no successful build has covered yet, each hashed against the served
+generation's row (the watcher saw it change: its stat is not trusted): exact and nearly free at
+any vault size. The watcher is trusted only once it has *caught up* with the search: every
+change made before the search started has reached it (its event thread records the time each
+``watchfiles`` call began; a batch holds every change made before that; in another process the
+time is read from ``watch.clock``). A search waits for that (the rest of one ``watchfiles``
+call and one more: 40-80 ms measured, idle; at most ``catch_up_seconds``), else the stat walk
+answers with ``watch_fallback: "watcher_not_caught_up"``. It answers for the generations it
+built; for another one (published by someone else, or replaced while this search ran), or
+while a folder or the ignore file changed (only a walk can say what that did), the stat walk
+answers and ``watch_fallback`` says why.
 
 ``source: "stat_walk"``: one ``os.scandir`` per folder and one ``DirEntry.stat`` per note,
 compared with the (path, mtime_ns, size) rows of the served generation; a file whose stat
-differs is hashed (at most ``HASH_BUDGET`` per walk) so that a touched-but-identical file is
-not reported. The walk applies the scanner's rules (``core.vault.scan``: dot paths, the ignore
-file, the index dir, symlinks, the size limit). Its cost is linear in the vault (about 4-5 µs a note,
-see docs/benchmarks.md) and bounded twice:
+differs, or whose row's mtime is racy or in the future (``RACY_NS``, the builder's rule), is
+hashed (at most ``HASH_BUDGET`` per walk) so that a touched-but-identical file is not reported.
+The walk applies the scanner's rules (``core.vault.scan``: dot paths, the ignore file, the index
+dir, symlinks, the size limit). Its cost is linear in the vault (about 4-5 µs a note, see
+docs/benchmarks.md) and bounded twice:
 
-- a walk is reused for ``window_seconds`` (default 2 s) per process, index directory and
-  generation: a burst of searches pays for one walk (``reused_scan``, ``scan_age_seconds``);
+- a walk that took ``REUSE_MIN_WALK_SECONDS`` (0.1 s, ~20k notes) or more is reused for
+  ``window_seconds`` (default 2 s) per process, index directory and generation, while every
+  folder it listed keeps its mtime and no watcher of this process saw a change: a burst of
+  searches pays for one walk (``reused_scan``, ``scan_age_seconds``); a cheaper walk is never
+  reused, so an edit is said at the next search;
 - a walk that runs longer than ``walk_budget_seconds`` (default 1 s) is abandoned and the
   response says ``checked: false, reason: "walk_over_budget"`` (with the budget and how many
   files it got through); the process then does not try again for
   ``OVER_BUDGET_RETRY_SECONDS``. ``max_notes`` (off by default) is an optional count cap:
   ``reason: "vault_too_large"``.
 
-Classification-safe: with visible classifications given, a removed or modified note counts
-only when its indexed classification is visible, and an added or modified file only when the
-classification in its current frontmatter is visible (each changed file is parsed once per
-version, then remembered); hidden notes leave no count or path.
+Classification-safe (``core.index.freshness_visible``): a caller with visible classifications is
+told what the same vault without its hidden notes would tell it: a note that became visible
+is added, one that became hidden is removed, a skipped or unreadable file never counts, and no
+count (``modified_unverified``, the walk's file counts) or path of a hidden note is said.
 
 A failed watch build (recorded in ``watch.json``) newer than the served generation shows as
-``last_build_failure``; with a watcher, the paths that build did not cover stay stale.
+``last_build_failure`` (to a restricted caller: its visible paths and a generic message); with a
+watcher, the paths that build did not cover stay stale.
 
 This module is on the read path: the scan and the note parser are imported inside functions.
 """
@@ -47,26 +57,33 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from core.index.freshness_walk import Row, _Diff, _diff_paths, _fast_walk, _Known, _OverBudget, _verify
+from core.index.freshness_visible import Sees, build_for, caller_sees, clear_levels, row_level, visible_diff
+from core.index.freshness_walk import (
+    RACY_NS,
+    Row,
+    _Diff,
+    _diff_paths,
+    _fast_walk,
+    _Known,
+    _OverBudget,
+    _verify,
+    folders_unchanged,
+)
 from core.index.layout import ResolvedIndex
 from core.index.tables.meta import meta_value
 from core.index.tables.notes import count_notes, note_classifications
 from core.index.tables.skipped_files import classified_source_stats_of, source_mtime_sizes
-from core.index.watch_state import (
-    _failure_of,
-    _read_watch_state,
-    watcher_running,
-)
+from core.index.watch_state import WatchView, _failure_of, _read_watch_state, wait_clock, watcher_running
 
 DEFAULT_WINDOW_SECONDS = 2.0
 DEFAULT_WALK_BUDGET_SECONDS = 1.0
 OVER_BUDGET_RETRY_SECONDS = 60.0  # an abandoned walk is not retried sooner (a search never pays twice a minute)
 SAMPLE_PATHS = 5
+REUSE_MIN_WALK_SECONDS = 0.1  # a walk cheaper than this is never reused: the next search walks again
 
 
 @dataclass(frozen=True)
@@ -83,63 +100,16 @@ class FreshnessOptions:
     max_notes: int | None = None
 
 
-@dataclass(frozen=True)
-class WatchView:
-    """What a running watcher knows, as freshness needs it (made by ``core.index.watch``).
-
-    ``baseline`` is the generation the watcher's last successful build left active; ``pending``
-    the note paths with events that no successful build started after them has covered;
-    ``since`` maps the few generations the watcher built before ``baseline`` to the paths that
-    changed between each and ``baseline``; ``rescan`` says a folder or the ignore file changed
-    (or too many paths to list), which only a walk can resolve.
-    """
-
-    baseline: str | None
-    pending: tuple[str, ...] = ()
-    since: tuple[tuple[str, tuple[str, ...]], ...] = ()
-    rescan: bool = False
-    building: bool = False
-    event_lag_ms: int = 0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "baseline": self.baseline,
-            "pending": list(self.pending),
-            "since": [[gid, list(paths)] for gid, paths in self.since],
-            "rescan": self.rescan,
-            "building": self.building,
-            "event_lag_ms": self.event_lag_ms,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> WatchView:
-        return cls(
-            baseline=data.get("baseline"),
-            pending=tuple(str(p) for p in data.get("pending") or ()),
-            since=tuple((str(g), tuple(str(p) for p in ps)) for g, ps in data.get("since") or ()),
-            rescan=bool(data.get("rescan")),
-            building=bool(data.get("building")),
-            event_lag_ms=int(data.get("event_lag_ms") or 0),
-        )
-
-    def changed_since(self, generation_id: str | None) -> tuple[tuple[str, ...] | None, str | None]:
-        """(paths that may differ from ``generation_id``, None) or (None, why only a walk can say)."""
-        if self.rescan:
-            return None, "folder_or_ignore_file_changed"
-        if generation_id is None or self.baseline is None:
-            return None, "generation_unknown_to_watcher"
-        if generation_id == self.baseline:
-            return self.pending, None
-        for gid, paths in self.since:
-            if gid == generation_id:
-                return tuple(sorted({*paths, *self.pending})), None
-        return None, "generation_unknown_to_watcher"
-
-
 _LOCK = threading.Lock()
 _KNOWN: dict[str, tuple[str, _Known]] = {}  # index_dir -> (generation sha256, rows); no note text
 _DIFFS: dict[tuple[str, str | None], _Diff] = {}  # (index_dir, generation sha256) -> last walk
-_WATCHERS: dict[str, Callable[[], WatchView | None]] = {}  # index_dir -> a watcher of this process
+_WATCHERS: dict[str, _Watching] = {}  # index_dir -> the watcher of this process
+
+
+class _Watching(Protocol):
+    def view(self) -> WatchView | None: ...
+
+    def wait_caught_up(self, since: float, timeout: float) -> bool: ...
 
 
 def clear_cache() -> None:
@@ -147,26 +117,38 @@ def clear_cache() -> None:
     with _LOCK:
         _KNOWN.clear()
         _DIFFS.clear()
-        _LEVELS.clear()
+    clear_levels()
 
 
-def register_watcher(index_dir: Path, view: Callable[[], WatchView | None]) -> None:
-    """A watcher of this process answers freshness for ``index_dir`` (``view`` returns None while it cannot)."""
+def forget_walks(index_dir: Path) -> None:
+    """A change this process saw (a watcher's event): no walk of ``index_dir`` from before it is reused."""
     with _LOCK:
-        _WATCHERS[str(index_dir)] = view
+        for key in [k for k in _DIFFS if k[0] == str(index_dir)]:
+            del _DIFFS[key]
 
 
-def unregister_watcher(index_dir: Path, view: Callable[[], WatchView | None]) -> None:
+def register_watcher(index_dir: Path, watcher: _Watching) -> None:
+    """A watcher of this process answers freshness for ``index_dir`` (its ``view`` is None while it cannot)."""
     with _LOCK:
-        if _WATCHERS.get(str(index_dir)) == view:  # a bound method: equal, not identical, each time
+        _WATCHERS[str(index_dir)] = watcher
+
+
+def unregister_watcher(index_dir: Path, watcher: _Watching) -> None:
+    with _LOCK:
+        if _WATCHERS.get(str(index_dir)) is watcher:
             del _WATCHERS[str(index_dir)]
 
 
-def _settings(conn: sqlite3.Connection) -> tuple[int | None, bool]:
+def _settings(conn: sqlite3.Connection) -> tuple[int | None, bool, int]:
+    """(size limit, dot paths, racy_after): a row whose mtime is at or past ``racy_after`` (within
+    the build's racy window of its scan, or later: a future mtime) is hashed, never trusted by stat,
+    the rule the builder applies (``RACY_NS``)."""
     limit = meta_value(conn, "max_note_bytes")
     settings = meta_value(conn, "settings")
     dot_paths = isinstance(settings, dict) and settings.get("include_dot_paths")
-    return (None if limit is None else int(limit)), bool(dot_paths)
+    scan_ns = meta_value(conn, "scan_started_ns")
+    racy_after = (int(scan_ns) if isinstance(scan_ns, int) else time.time_ns()) - RACY_NS
+    return (None if limit is None else int(limit)), bool(dot_paths), racy_after
 
 
 def _known(resolved: ResolvedIndex, conn: sqlite3.Connection) -> _Known:
@@ -191,7 +173,9 @@ def _walk(resolved: ResolvedIndex, conn: sqlite3.Connection, known: _Known, budg
     vault, index_dir = resolved.layout.vault, resolved.layout.index_dir
     max_bytes = known.max_note_bytes or MAX_NOTE_BYTES
     try:
-        added, changed, seen = _fast_walk(vault, index_dir, known, max_bytes, None if budget is None else t + budget)
+        added, changed, seen, folders = _fast_walk(
+            vault, index_dir, known, max_bytes, None if budget is None else t + budget
+        )
     except _OverBudget as over:
         return _Diff(started, (), (), (), 0, 0, over.walked, time.perf_counter() - t, budget)
     present = len(seen) - len(added)
@@ -204,84 +188,41 @@ def _walk(resolved: ResolvedIndex, conn: sqlite3.Connection, known: _Known, budg
         tuple(sorted(modified)),
         removed,
         hashed,
-        unverified,
+        len(unverified),
         None,
         time.perf_counter() - t,
         rows=rows,
-    )
-
-
-_LEVELS: dict[tuple[str, int, int], str] = {}  # (path, mtime_ns, size) -> current classification
-_LEVELS_MAX = 50_000
-
-
-def _level_now(vault: Path, rel_path: str) -> str | None:
-    """The classification in the file's current frontmatter (parsed once per file version), or
-    None when it cannot be read (it then counts as hidden)."""
-    from core.ranking.filters import UNCLASSIFIED
-    from core.vault.notes import parse_note
-    from core.vault.scan import read_file
-
-    path = vault / rel_path
-    try:
-        st = path.stat()
-        key = (str(path), st.st_mtime_ns, st.st_size)
-        with _LOCK:
-            if key in _LEVELS:
-                return _LEVELS[key]
-        data = read_file(path, root=os.path.realpath(vault))[0]  # never a FIFO, never outside the vault
-    except OSError:
-        return None
-    note = parse_note(rel_path, data)
-    level = UNCLASSIFIED if note is None else (note.classification or UNCLASSIFIED).lower()  # binary: unclassified
-    with _LOCK:
-        if len(_LEVELS) >= _LEVELS_MAX:
-            _LEVELS.clear()
-        _LEVELS[key] = level
-    return level
-
-
-def _visible_now(vault: Path, rel_path: str, visible: frozenset[str]) -> bool:
-    """Is the file's current frontmatter classification visible? (unreadable: no)."""
-    return _level_now(vault, rel_path) in visible
-
-
-def _visible(
-    diff: _Diff, indexed_level: Callable[[str], str | None], vault: Path, classifications: tuple[str, ...] | None
-) -> _Diff:
-    """The diff restricted to what a caller with ``classifications`` may know exists."""
-    if classifications is None:
-        return diff
-    from core.ranking.filters import UNCLASSIFIED
-
-    visible = frozenset(c.lower() for c in classifications)
-
-    def indexed_visible(path: str) -> bool:
-        return (indexed_level(path) or UNCLASSIFIED) in visible
-
-    return _Diff(
-        diff.at,
-        tuple(p for p in diff.added if _visible_now(vault, p, visible)),
-        tuple(p for p in diff.modified if indexed_visible(p) and _visible_now(vault, p, visible)),
-        tuple(p for p in diff.removed if indexed_visible(p)),
-        diff.hashed,
-        diff.unverified,
-        diff.over_budget,
-        diff.seconds,
-        diff.budget,
-        diff.rows,
+        unverified_paths=frozenset(unverified),
+        folders=tuple(folders),
     )
 
 
 # ---------------------------------------------------------------- the watcher's state
 
 
-def _watch_view(index_dir: Path, state: dict[str, Any] | None) -> WatchView | None:
-    """The view of a watcher of this process, else of a running watcher's ``watch.json``."""
+def _caught_up_view(index_dir: Path, since: float) -> tuple[WatchView | None, str | None]:
+    """The view of the watcher of this index (this process's, else a running one's ``watch.json``),
+    once it has caught up with every change made before ``since``; (None, why) when it did not
+    within its bound (``catch_up_seconds``), (None, None) when no watcher answers."""
     with _LOCK:
         local = _WATCHERS.get(str(index_dir))
     if local is not None:
-        return local()
+        view = local.view()
+        if view is None:
+            return None, None
+        if not local.wait_caught_up(since, view.catch_up_seconds):
+            return None, "watcher_not_caught_up"
+        return local.view(), None
+    view = _file_view(index_dir)
+    if view is None:
+        return None, None
+    if not wait_clock(index_dir, since, view.catch_up_seconds):
+        return None, "watcher_not_caught_up"
+    return _file_view(index_dir), None  # what it recorded up to then
+
+
+def _file_view(index_dir: Path) -> WatchView | None:
+    state = _read_watch_state(index_dir)
     view = state.get("view") if state is not None else None
     if not isinstance(view, dict) or not watcher_running(index_dir):
         return None
@@ -289,8 +230,8 @@ def _watch_view(index_dir: Path, state: dict[str, Any] | None) -> WatchView | No
 
 
 def _rows_of(conn: sqlite3.Connection, paths: tuple[str, ...]) -> dict[str, Row]:
-    """The generation's source rows of ``paths`` (those it holds)."""
-    return {r[0]: (r[1], r[2], r[3], r[4]) for r in classified_source_stats_of(conn, paths)}
+    """The generation's source rows of ``paths`` (those it holds; a skipped file's level is None)."""
+    return {r[0]: (r[1], r[2], r[3], row_level(r[4], r[5])) for r in classified_source_stats_of(conn, paths)}
 
 
 # ---------------------------------------------------------------- the response
@@ -325,23 +266,28 @@ def check_freshness(
     classifications: tuple[str, ...] | None = None,
 ) -> dict[str, Any]:
     """The freshness object for a response served from ``resolved`` (see the module docstring)."""
+    since = time.time()  # every change made before the search is what it must account for
     options = options or FreshnessOptions()
-    index_dir = resolved.layout.index_dir
-    state = _read_watch_state(index_dir)
-    failure = _failure_of(state, resolved.created_at)
-    extra = {"last_build_failure": failure} if failure else {}
+    index_dir, vault = resolved.layout.index_dir, resolved.layout.vault
+    sees = caller_sees(lambda paths: _rows_of(conn, paths), vault, classifications)
     if not options.enabled:
-        return unchecked("disabled", **extra)
+        return unchecked("disabled", **_failure(resolved, sees))
     if meta_value(conn, "source") == "git":
-        return _git_freshness(resolved, conn, classifications, extra)
-    view = _watch_view(index_dir, state)
-    fallback = None
+        return _git_freshness(resolved, conn, classifications, _failure(resolved, sees))
+    view, fallback = _caught_up_view(index_dir, since)
+    extra = _failure(resolved, sees)  # read after the watcher caught up: a failure before the search shows
     if view is not None:
         paths, fallback = view.changed_since(resolved.generation_id)
         if paths is not None:
-            return _watch_freshness(resolved, conn, view, paths, classifications, extra)
+            return _watch_freshness(resolved, conn, view, paths, classifications, sees, extra)
     out = _walk_freshness(resolved, conn, options, classifications, extra)
     return {**out, "watch_fallback": fallback} if fallback else out
+
+
+def _failure(resolved: ResolvedIndex, sees: Sees | None) -> dict[str, Any]:
+    """``last_build_failure`` (the watcher's, newer than the served generation) as the caller may see it."""
+    failure = build_for(_failure_of(_read_watch_state(resolved.layout.index_dir), resolved.created_at), sees)
+    return {"last_build_failure": failure} if failure else {}
 
 
 def _watch_freshness(
@@ -350,21 +296,38 @@ def _watch_freshness(
     view: WatchView,
     paths: tuple[str, ...],
     classifications: tuple[str, ...] | None,
+    sees: Sees | None,
     extra: dict[str, Any],
 ) -> dict[str, Any]:
     rows = _rows_of(conn, paths) if paths else {}
     vault = resolved.layout.vault
     diff = _diff_paths(vault, rows, paths)
-    seen = _visible(diff, lambda p: diff.rows[p][3], vault, classifications)
+    seen = visible_diff(diff, vault, classifications, diff.unverified_paths)
+    pending = bool(view.pending) or view.building if sees is None else any(sees(p) for p in view.pending)
     return {
         "checked": True,
         "source": "watch",
         "checked_at": _iso(diff.at),
         "event_lag_ms": view.event_lag_ms,
-        "pending_build": bool(view.pending) or view.building,
+        "pending_build": pending,
         **_counts(seen),
         **extra,
     }
+
+
+def _reusable(diff: _Diff | None, options: FreshnessOptions, now: float) -> tuple[bool, float]:
+    """(may ``diff`` answer this search, for how long it may be reused). A walk is reused only when
+    it was expensive (``REUSE_MIN_WALK_SECONDS``), within the window, and while every folder it
+    listed is unchanged; an abandoned walk is not retried for a minute (unless given more time)."""
+    if diff is None:
+        return False, options.window_seconds
+    if diff.over_budget is not None:
+        budget = options.walk_budget_seconds
+        more_time = budget is None or (diff.budget is not None and budget > diff.budget)
+        reuse_for = -1.0 if more_time else max(options.window_seconds, OVER_BUDGET_RETRY_SECONDS)
+        return now - diff.at <= reuse_for, reuse_for
+    reuse_for = options.window_seconds if diff.seconds >= REUSE_MIN_WALK_SECONDS else -1.0
+    return now - diff.at <= reuse_for and folders_unchanged(diff.folders), reuse_for
 
 
 def _walk_freshness(
@@ -374,40 +337,36 @@ def _walk_freshness(
     classifications: tuple[str, ...] | None,
     extra: dict[str, Any],
 ) -> dict[str, Any]:
+    restricted = classifications is not None  # file counts over every note are not said to it
     if options.max_notes is not None:
         notes = resolved.record.get("notes")  # from the state row: an oversized index costs no row scan
         if not isinstance(notes, int):
             notes = count_notes(conn)
         if notes > options.max_notes:
-            return unchecked("vault_too_large", source="stat_walk", notes=notes, max_notes=options.max_notes, **extra)
+            counts = {} if restricted else {"notes": notes, "max_notes": options.max_notes}
+            return unchecked("vault_too_large", source="stat_walk", **counts, **extra)
     key = (str(resolved.layout.index_dir), resolved.sha256)
     now = time.time()
     with _LOCK:
         diff = _DIFFS.get(key)
-    reuse_for = options.window_seconds
-    if diff is not None and diff.over_budget is not None:
-        budget = options.walk_budget_seconds
-        # kept for a minute, unless this caller allows more time than the abandoned walk had
-        more_time = budget is None or (diff.budget is not None and budget > diff.budget)
-        reuse_for = -1.0 if more_time else max(reuse_for, OVER_BUDGET_RETRY_SECONDS)
-    reused = diff is not None and now - diff.at <= reuse_for
+    reused, reuse_for = _reusable(diff, options, now)
     known = _known(resolved, conn)
     if diff is None or not reused:
         diff = _walk(resolved, conn, known, options.walk_budget_seconds)
         with _LOCK:
             _DIFFS[key] = diff
     if diff.over_budget is not None:
+        counts = {} if restricted else {"walked_files": diff.over_budget, "notes": len(known.rows)}
         return unchecked(
             "walk_over_budget",
             source="stat_walk",
             walk_budget_seconds=options.walk_budget_seconds,
-            walked_files=diff.over_budget,
-            notes=len(known.rows),
+            **counts,
             checked_at=_iso(diff.at),
             retry_after_seconds=round(max(0.0, diff.at + reuse_for - now), 3) if reused else reuse_for,
             **extra,
         )
-    seen = _visible(diff, lambda p: diff.rows[p][3], resolved.layout.vault, classifications)
+    seen = visible_diff(diff, resolved.layout.vault, classifications, diff.unverified_paths)
     return {
         "checked": True,
         "source": "stat_walk",

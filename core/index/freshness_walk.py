@@ -12,6 +12,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+# A file whose mtime is this close to a build's scan (or later: a future mtime) may have changed
+# within the same timestamp tick; the build and freshness hash it instead of trusting (mtime, size).
+RACY_NS = 2_000_000_000
 HASH_BUDGET = 256  # stat-changed files hashed per check; beyond it a stat change counts as modified
 _DEADLINE_MASK = 1023  # a walk looks at the clock every 1,024 entries (and at every folder)
 
@@ -27,6 +30,7 @@ class _Known:
     rows: dict[str, tuple[int, int]]
     max_note_bytes: int | None
     include_dot_paths: bool
+    racy_after: int = 1 << 62  # a row with an mtime_ns at or past this is hashed (racy or future: never trusted)
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,8 @@ class _Diff:
     seconds: float = 0.0
     budget: float | None = None  # the budget the walk had
     rows: dict[str, Row] = field(default_factory=dict)  # the generation's rows of the changed paths
+    unverified_paths: frozenset[str] = frozenset()  # the modified ones counted without a hash
+    folders: tuple[tuple[str, int], ...] = ()  # (folder, mtime_ns) of every folder the walk listed
 
 
 class _OverBudget(Exception):
@@ -76,6 +82,7 @@ class _FastWalk:
         self.added: list[str] = []
         self.changed: list[tuple[str, str]] = []  # (rel, path) whose (mtime_ns, size) differ
         self.seen: list[str] = []
+        self.folders: list[tuple[str, int]] = []  # (folder, mtime_ns before it was listed)
         self.count = 0
 
     def run(self) -> _FastWalk:
@@ -92,16 +99,18 @@ class _FastWalk:
         old = self.known.rows.get(rel)
         if old is None:
             self.added.append(rel)
-        elif old[0] != mtime_ns or old[1] != size:
+        elif old[0] != mtime_ns or old[1] != size or old[0] >= self.known.racy_after:
             self.changed.append((rel, path))
 
     def _folder(self, folder: str, prefix: str) -> None:
         try:
+            self.folders.append((folder, os.stat(folder).st_mtime_ns))  # stat first: a later change differs
             with os.scandir(folder) as listing:
                 entries = list(listing)
         except OSError:
             return  # unreadable: a scan problem, nothing listed
         dots, match, rows, deadline = self.known.include_dot_paths, self.match, self.known.rows, self.deadline
+        racy = self.known.racy_after
         seen, added, changed = self.seen, self.added, self.changed
         for entry in entries:
             name = entry.name
@@ -122,7 +131,7 @@ class _FastWalk:
                     old = rows.get(rel)
                     if old is None:
                         added.append(rel)
-                    elif old[0] != st.st_mtime_ns or old[1] != st.st_size:
+                    elif old[0] != st.st_mtime_ns or old[1] != st.st_size or old[0] >= racy:
                         changed.append((rel, entry.path))
                 elif entry.is_symlink():
                     self._link(entry, rel)
@@ -163,26 +172,41 @@ class _FastWalk:
 
 def _fast_walk(
     vault: Path, index_dir: Path, known: _Known, max_bytes: int, deadline: float | None
-) -> tuple[list[str], list[tuple[str, str]], list[str]]:
-    """(added, stat-changed (rel, path), every note path seen); ``_OverBudget`` past ``deadline``."""
+) -> tuple[list[str], list[tuple[str, str]], list[str], list[tuple[str, int]]]:
+    """(added, stat-changed (rel, path), every note path seen, (folder, mtime_ns) of each folder
+    listed); ``_OverBudget`` past ``deadline``."""
     from core.errors import UsageError
 
     if not os.path.isdir(vault):
         raise UsageError(f"vault is not a directory: {vault}", vault=str(vault))
     walk = _FastWalk(vault, index_dir, known, max_bytes, deadline).run()
-    return walk.added, walk.changed, walk.seen
+    return walk.added, walk.changed, walk.seen, walk.folders
 
 
-def _verify(root: str, changed: Iterable[tuple[str, str]], sha_of: Callable[[str], str]) -> tuple[list[str], int, int]:
+def folders_unchanged(folders: Iterable[tuple[str, int]]) -> bool:
+    """Is every folder a walk listed still as it was (no note added, removed or renamed in it)?"""
+    for folder, mtime_ns in folders:
+        try:
+            if os.stat(folder).st_mtime_ns != mtime_ns:
+                return False
+        except OSError:
+            return False
+    return True
+
+
+def _verify(
+    root: str, changed: Iterable[tuple[str, str]], sha_of: Callable[[str], str]
+) -> tuple[list[str], int, list[str]]:
     """The stat-changed files whose content differs (hashing at most ``HASH_BUDGET``), how many
-    were hashed, and how many counted as modified unhashed (beyond the budget)."""
+    were hashed, and those counted as modified unhashed (beyond the budget)."""
     from core.vault.scan import read_file
 
     modified: list[str] = []
-    hashed = unverified = 0
+    unverified: list[str] = []
+    hashed = 0
     for rel, path in changed:
         if hashed >= HASH_BUDGET:
-            unverified += 1
+            unverified.append(rel)
             modified.append(rel)
             continue
         hashed += 1
@@ -200,7 +224,8 @@ def _verify(root: str, changed: Iterable[tuple[str, str]], sha_of: Callable[[str
 def _diff_paths(vault: Path, rows: dict[str, Row], paths: tuple[str, ...]) -> _Diff:
     """What the watcher's ``paths`` are now, against the generation's ``rows`` of them: gone and
     indexed (removed), new (added: a file the next build may still skip counts until it says so),
-    or stat-changed with other content (modified)."""
+    or with other content (modified). Every indexed path is hashed: the watcher saw it change, so
+    an edit that kept the size and put the mtime back is no less an edit."""
     started, t = time.time(), time.perf_counter()
     added: list[str] = []
     removed: list[str] = []
@@ -208,7 +233,7 @@ def _diff_paths(vault: Path, rows: dict[str, Row], paths: tuple[str, ...]) -> _D
     for rel in paths:
         path = os.path.join(vault, rel)
         try:
-            st = os.stat(path)
+            os.stat(path)
         except FileNotFoundError:
             if rel in rows:
                 removed.append(rel)
@@ -217,11 +242,10 @@ def _diff_paths(vault: Path, rows: dict[str, Row], paths: tuple[str, ...]) -> _D
             if rel in rows:
                 changed.append((rel, path))
             continue
-        old = rows.get(rel)
-        if old is None:
-            added.append(rel)
-        elif (old[1], old[2]) != (st.st_mtime_ns, st.st_size):
+        if rel in rows:
             changed.append((rel, path))
+        else:
+            added.append(rel)
     modified, hashed, unverified = _verify(os.path.realpath(vault), changed, lambda rel: rows[rel][0])
     return _Diff(
         started,
@@ -229,8 +253,9 @@ def _diff_paths(vault: Path, rows: dict[str, Row], paths: tuple[str, ...]) -> _D
         tuple(modified),
         tuple(removed),
         hashed,
-        unverified,
+        len(unverified),
         None,
         time.perf_counter() - t,
         rows=rows,
+        unverified_paths=frozenset(unverified),
     )

@@ -14,7 +14,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from core import generations as gen
-from core.errors import IntegrityError, UsageError
+from core.errors import IntegrityError, UsageError, VaultSearchError
 from core.index.schema import SCHEMA_VERSION
 from core.index.tables.meta import get_meta
 from core.ranking.analysis import check_tokenizer
@@ -84,3 +84,24 @@ def resolve_config(layout: gen.IndexLayout, changes: Mapping[str, Any] | None) -
     return replace(
         IndexConfig(**stored_settings(layout)), **{k: v for k, v in (changes or {}).items() if v is not None}
     )
+
+
+def config_of_active(layout: gen.IndexLayout) -> Any:
+    """The IndexConfig the active generation was built with (so a watch build never re-chunks it all);
+    the defaults when no generation can be resolved."""
+    try:
+        resolved = gen.resolve(layout)
+    except VaultSearchError:
+        return IndexConfig()
+    conn = gen.connect_readonly(resolved)
+    try:
+        meta = get_meta(conn)
+    finally:
+        conn.close()
+    kw: dict[str, Any] = {}
+    if isinstance(meta.get("tokenizer"), str):
+        kw["tokenizer"] = meta["tokenizer"]
+    parts = str(meta.get("chunker") or "").split(":")
+    if len(parts) == 3 and parts[1].isdigit() and parts[2].isdigit():
+        kw["chunk_size"], kw["chunk_overlap"] = int(parts[1]), int(parts[2])
+    return IndexConfig(**kw)

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from core import generations as gen
 from core.errors import IntegrityError, SourceChangedError, UsageError
+from core.index.freshness_walk import RACY_NS  # one racy-mtime rule for the build and freshness
 from core.index.ingest import read_source
 from core.index.tables.git_dates import forget_dates
 from core.index.tables.meta import get_meta
@@ -36,9 +37,6 @@ if TYPE_CHECKING:
     from core.vault.gitrun import BlobRef
 
 SOURCES = ("worktree", "git")
-# A file whose mtime is this close to the previous build's scan may have changed within
-# the same timestamp tick; it is re-hashed instead of trusted by (mtime, size).
-RACY_NS = 2_000_000_000
 
 # rel_path -> (note id or -1 for a skipped file, content sha256, mtime_ns, size) in the base index
 Known = Mapping[str, tuple[int, str, int, int]]
@@ -71,8 +69,17 @@ class WorkingTreeSource:
 
     kind = "worktree"
 
-    def __init__(self, vault: Path, index_dir: Path, max_bytes: int, *, include_dot_paths: bool = False) -> None:
+    def __init__(
+        self,
+        vault: Path,
+        index_dir: Path,
+        max_bytes: int,
+        *,
+        include_dot_paths: bool = False,
+        rehash: Iterable[str] = (),
+    ) -> None:
         self.vault, self.index_dir, self.max_bytes = vault, index_dir, max_bytes
+        self.rehash = frozenset(rehash)  # paths seen changing (the watcher's events): never trusted by stat
         self.include_dot_paths = include_dot_paths  # Obsidian hides dot-files and dot-folders
         self.root = os.path.realpath(vault)  # every note is read inside the vault's real path
 
@@ -87,7 +94,8 @@ class WorkingTreeSource:
         for f in files:
             old = known.get(f.rel_path)
             if old is not None and old[2] == f.mtime_ns and old[3] == f.size and f.mtime_ns < racy_after:
-                out.add(f.rel_path)
+                if f.rel_path not in self.rehash:
+                    out.add(f.rel_path)
         return out
 
     def read(self, files: list[ScannedFile], *, defer: bool) -> list[Read]:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from core import generations as gen
+from core.index.freshness_visible import sees_in
 from core.index.ownership import check_index_dir_for_reading, check_vault
 from core.index.state import EMBED_RATE_KEY
 from core.index.tables.chunk_vectors import count_vectors, count_vectors_in
@@ -243,7 +244,9 @@ def index_status(
             "staleness": stale,
             "source": meta.get("source") or "worktree",
             **({"uncommitted": stale["uncommitted"]} if "uncommitted" in stale else {}),
-            "last_build_failure": last_build_failure(layout.index_dir, resolved.created_at),  # from `watch`
+            "last_build_failure": last_build_failure(  # from `watch`, its paths as the caller may see them
+                layout.index_dir, resolved.created_at, sees_in(conn, vault, filters.classifications)
+            ),
             "generations": gen.list_generations(layout) if resolved.kind != "legacy_db" else [],
         }
         if filters.classifications is not None:

@@ -10,9 +10,12 @@ built next (a burst of edits during a long build is one more build, not one each
 What the watcher knows is what freshness serves (``core.index.freshness``, ``source: "watch"``):
 the generation its last successful build left active (the *baseline*) and the pending paths,
 kept in memory for this process and in ``<index_dir>/watch.json`` for others, while the watcher
-holds ``<index_dir>/watch.lock`` (a second watcher of one index is refused:
-``watch_already_running``). A path stops being pending once a build that *started after its
-event* succeeds. The watch is armed before the first build, so the baseline covers every change.
+holds a ``flock`` on the index directory itself (a second watcher of one index is refused:
+``watch_already_running``, even when files in it were deleted). A path stops being pending
+once a build that *started after its event* succeeds (and hashed it: ``rehash``). Freshness
+waits until the watcher caught up with a search (``wait_caught_up``, ``watch.clock``). The
+watch is armed before the first build, so the baseline covers every change. A vault (or index dir) moved, deleted or replaced
+stops the watcher with ``vault_missing`` (``index_dir_inaccessible``): it never recreates one.
 
 Events that say more than one path changed make the next freshness check walk the vault
 until a build covers them (``rescan``): a folder created, moved or deleted (a folder that held
@@ -31,25 +34,29 @@ answers freshness for it.
 
 from __future__ import annotations
 
-import json
 import os
 import stat
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from core import generations as gen
-from core.errors import IndexMissingError, VaultSearchError, WatchRunningError
-from core.index.freshness import WatchView, register_watcher, unregister_watcher
+from core.errors import (
+    IndexDirInaccessibleError,
+    IndexMissingError,
+    VaultMissingError,
+    VaultSearchError,
+)
+from core.index.freshness import forget_walks, register_watcher, unregister_watcher
+from core.index.freshness_visible import Sees, build_for
+from core.index.settings import config_of_active
 from core.index.tables import notes as notes_table
-from core.index.watch_state import WATCH_FILE, WATCH_LOCK
+from core.index.watch_state import BuildOutcome, WatchView, _file_id, lock_watch, open_clock, write_clock, write_state
 
 DEFAULT_DEBOUNCE_MS = 200
-STEP_MS = 50  # watchfiles yields a batch after this long without a new change
+STEP_MS = 20  # watchfiles yields a batch after this long without a new change (and, idle, every step)
 IGNORE_FILE = ".vaultsearchignore"
 PENDING_MAX = 2_000  # more pending paths than this: freshness walks (``rescan``) until a build covers them
 HISTORY = 4  # older generations the watcher still answers freshness for (a search that raced a publish)
@@ -64,74 +71,6 @@ def _undecodable_event(exc: RuntimeError) -> bool:
     """watchfiles gives up a whole batch of events when one path in it is not valid UTF-8
     (``WatchfilesRustInternalError``, a ``RuntimeError`` whose message is its only mark)."""
     return type(exc).__name__ == "WatchfilesRustInternalError" and "decode path" in str(exc)
-
-
-@dataclass(frozen=True)
-class BuildOutcome:
-    ok: bool
-    at: float
-    generation_id: str | None = None
-    up_to_date: bool = False
-    reason: str | None = None
-    message: str | None = None
-    changed_paths: tuple[str, ...] = ()
-    seconds: float = 0.0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "ok": self.ok,
-            "at": self.at,
-            "generation_id": self.generation_id,
-            "up_to_date": self.up_to_date,
-            "reason": self.reason,
-            "message": self.message,
-            "changed_paths": list(self.changed_paths[:20]),
-            "seconds": round(self.seconds, 3),
-        }
-
-
-def _write_state(index_dir: Path, state: dict[str, Any]) -> None:
-    """Atomically replace ``watch.json`` (a reader sees the old or the new file, never half)."""
-    index_dir.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".watch-", suffix=".json", dir=index_dir)
-    try:
-        os.fchmod(fd, 0o644)  # readable by whoever may read the index (mkstemp makes it private)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(state, handle, indent=1)
-        os.replace(tmp, index_dir / WATCH_FILE)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def read_state(index_dir: Path) -> dict[str, Any] | None:
-    try:
-        return dict(json.loads((index_dir / WATCH_FILE).read_text(encoding="utf-8")))
-    except FileNotFoundError:
-        return None
-
-
-def _config_of_active(layout: gen.IndexLayout) -> Any:
-    """The IndexConfig the active generation was built with (so a watch build never re-chunks it all)."""
-    from core.index.builder import IndexConfig
-    from core.index.tables.meta import get_meta
-
-    try:
-        resolved = gen.resolve(layout)
-    except VaultSearchError:
-        return IndexConfig()
-    conn = gen.connect_readonly(resolved)
-    try:
-        meta = get_meta(conn)
-    finally:
-        conn.close()
-    kw: dict[str, Any] = {}
-    if isinstance(meta.get("tokenizer"), str):
-        kw["tokenizer"] = meta["tokenizer"]
-    parts = str(meta.get("chunker") or "").split(":")
-    if len(parts) == 3 and parts[1].isdigit() and parts[2].isdigit():
-        kw["chunk_size"], kw["chunk_overlap"] = int(parts[1]), int(parts[2])
-    return IndexConfig(**kw)
 
 
 class Watcher:
@@ -171,10 +110,14 @@ class Watcher:
         self._retry_at: float | None = None
         self._failures = 0
         self._lock_fd: int | None = None
+        self._clock_fd: int | None = None  # <index_dir>/watch.clock: the caught-up time, for other processes
+        self._caught_up = 0.0  # wall clock: every change made before it is pending or built
         self._published = False  # the running build's new generation is active (set at its retention step)
         self._save_lock = threading.Lock()  # one snapshot-and-write at a time: watch.json never goes back
         self._started_at = time.time()
         self._last_failure: dict[str, Any] | None = None
+        self._identity: tuple[tuple[int, int] | None, tuple[int, int] | None] | None = None  # (vault, index dir)
+        self.error: BaseException | None = None  # what stopped a watcher run by ``start``
 
     # ------------------------------------------------------------ what freshness sees
 
@@ -193,8 +136,15 @@ class Watcher:
                 event_lag_ms=self.debounce_ms + STEP_MS,
             )
 
-    def state(self) -> dict[str, Any]:
-        """What ``status`` shows about the watcher."""
+    def state(self, sees: Sees | None = None) -> dict[str, Any]:
+        """What ``status`` shows about the watcher; to a caller that ``sees`` only some paths (see
+        ``core.index.freshness_visible``), pending paths, changed paths and failures of those only."""
+        with self._cond:
+            pending = list(self._pending)
+            last = self.last.to_dict(limit=None) if self.last else None
+            failure = self._last_failure
+        if sees is not None:  # outside the lock: the test reads the index and the notes
+            pending = [p for p in pending if p != _RESCAN and sees(p)]
         with self._cond:
             return {
                 "enabled": True,
@@ -202,18 +152,25 @@ class Watcher:
                 "started_at": self._started_at,
                 "armed": self._armed.is_set(),
                 "generation_id": self._baseline,
-                "pending": len(self._pending),
+                "pending": len(pending),
                 "building": self._building_since is not None,
-                "last_build": self.last.to_dict() if self.last else None,
-                **({"last_failure": self._last_failure} if self._last_failure else {}),
+                "last_build": build_for(last, sees),
+                **({"stopped": getattr(self.error, "reason", type(self.error).__name__)} if self.error else {}),
+                **({"last_failure": build_for(failure, sees)} if failure else {}),
             }
 
     def _save(self) -> None:
-        """Mirror the state to ``watch.json`` for readers in other processes."""
+        """Mirror the state to ``watch.json`` for readers in other processes (raises the typed
+        error of a vault or index dir that went: the watcher then stops)."""
+        if self._lock_fd is None:
+            return  # only the watcher holding the lock speaks for the index
+        gone = self._gone()
+        if gone is not None:
+            raise gone
         with self._save_lock:
             view = self.view()
             state = {**self.state(), "pid": os.getpid(), "view": view.to_dict() if view is not None else None}
-            _write_state(self.layout.index_dir, state)
+            write_state(self.layout.index_dir, state)
 
     # ------------------------------------------------------------ one build
 
@@ -234,11 +191,12 @@ class Watcher:
             report = build_index(
                 self.vault,
                 index_dir=self.index_dir_arg,
-                config=_config_of_active(self.layout),
+                config=config_of_active(self.layout),
                 keep=self.keep,
                 wait_seconds=self.lock_wait,
                 on_step=lambda name: self._step(name, started),
                 source_may_change=True,  # what changes meanwhile is pending: built next, never a failed build
+                rehash=paths,  # a path seen changing is hashed, never trusted by its (mtime, size)
             )
             outcome = BuildOutcome(
                 True, at, report.generation_id, report.up_to_date, changed_paths=paths, seconds=time.perf_counter() - t
@@ -256,7 +214,7 @@ class Watcher:
             if outcome.ok:
                 self._last_failure, self._failures, self._retry_at = None, 0, None
             else:
-                self._last_failure = outcome.to_dict()
+                self._last_failure = outcome.to_dict(limit=None)  # every path: a caller sees its visible ones
                 self._failures += 1
                 self._retry_at = time.monotonic() + min(
                     RETRY_MAX_SECONDS, RETRY_MIN_SECONDS * 2 ** (self._failures - 1)
@@ -341,6 +299,7 @@ class Watcher:
         found = {rel for _, path in changes if (rel := self._relevant(path)) is not None}
         if not found:
             return
+        forget_walks(self.layout.index_dir)  # a change this process saw: no walk from before answers
         with self._cond:
             for rel in found:
                 self._pending[rel] = now
@@ -356,23 +315,28 @@ class Watcher:
         rescan = False
         try:
             while True:
+                batches = watch(
+                    self.vault,
+                    watch_filter=None,  # every path: the scanner, not watchfiles' defaults, says what a note is
+                    debounce=self.debounce_ms,
+                    step=STEP_MS,
+                    stop_event=self.stop_event,
+                    yield_on_timeout=True,  # the first (maybe empty) batch says the watch is armed
+                    rust_timeout=1,  # idle, a call returns after one step: the caught-up time moves on every step
+                )
                 try:
-                    for changes in watch(
-                        self.vault,
-                        watch_filter=None,  # every path: the scanner, not watchfiles' defaults, says what a note is
-                        debounce=self.debounce_ms,
-                        step=STEP_MS,
-                        stop_event=self.stop_event,
-                        yield_on_timeout=True,  # the first (maybe empty) batch says the watch is armed
-                        rust_timeout=300,
-                    ):
+                    while True:
+                        began = time.time()  # every change before this is in the next batch, or an earlier one
+                        changes = next(batches, None)
+                        if changes is None:
+                            return
                         self._armed.set()  # every change from here on reaches us
                         if rescan:  # the batch lost to an undecodable name: only a walk can say what it held
                             rescan = False
                             self._note_rescan()
                         if changes:
                             self._note_changes(changes)
-                    return
+                        self._caught_up_to(began)
                 except RuntimeError as exc:
                     if not _undecodable_event(exc):
                         raise
@@ -390,32 +354,58 @@ class Watcher:
             self._cond.notify_all()
         self._save()
 
+    def _caught_up_to(self, began: float) -> None:
+        """Every change made before ``began`` (wall clock) is pending or built: say so, here and in
+        the clock file other processes read."""
+        with self._cond:  # _release closes the clock under this lock too: never a reused descriptor
+            self._caught_up = began
+            self._cond.notify_all()
+            if self._clock_fd is not None:
+                write_clock(self._clock_fd, began)
+
+    def wait_caught_up(self, since: float, timeout: float) -> bool:
+        """Wait (at most ``timeout`` s) until every change made before ``since`` reached the watcher."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while self._caught_up < since:
+                left = deadline - time.monotonic()
+                if left <= 0 or self.stop_event.is_set():
+                    return False
+                self._cond.wait(left)
+        return True
+
     # ------------------------------------------------------------ the loop
 
     def _claim(self) -> None:
-        """Hold ``watch.lock`` for as long as the watcher runs (a second watcher is refused)."""
-        import fcntl
-
+        """Hold the watch lock of the index dir for as long as the watcher runs (a second watcher is refused)."""
         if self._lock_fd is not None:
             return
         gen.ensure_layout(self.layout)
-        fd = os.open(self.layout.index_dir / WATCH_LOCK, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
-        deadline = time.monotonic() + 1.0  # a reader's shared lock lasts microseconds
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    os.close(fd)
-                    raise WatchRunningError(
-                        f"another watcher keeps {self.layout.index_dir} published", index_dir=str(self.layout.index_dir)
-                    ) from None
-                time.sleep(0.01)
-        self._lock_fd = fd
+        self._lock_fd = lock_watch(self.layout.index_dir)
+        self._clock_fd = open_clock(self.layout.index_dir)
+        self._identity = (_file_id(self.vault), _file_id(self.layout.index_dir))
         self._save()  # no view yet: what a watcher that died left in watch.json is trusted no more
 
+    def _gone(self) -> VaultSearchError | None:
+        """The typed error when the vault or the index dir is no longer the folder the watcher
+        claimed (moved, deleted or replaced): the watcher stops, it never recreates either."""
+        if self._identity is None:
+            return None
+        vault, index_dir = self._identity
+        if _file_id(self.vault) != vault:
+            return VaultMissingError(f"the watched vault {self.vault} was moved or deleted", vault=str(self.vault))
+        if _file_id(self.layout.index_dir) != index_dir:
+            return IndexDirInaccessibleError(
+                f"the index directory {self.layout.index_dir} was moved or deleted while watched",
+                index_dir=str(self.layout.index_dir),
+            )
+        return None
+
     def _release(self) -> None:
+        with self._cond:
+            if self._clock_fd is not None:
+                os.close(self._clock_fd)
+                self._clock_fd = None
         if self._lock_fd is not None:
             os.close(self._lock_fd)  # releases the flock
             self._lock_fd = None
@@ -424,7 +414,10 @@ class Watcher:
         """Wait until a build is due (True) or the watcher stops (False)."""
         next_confirm = time.monotonic() + CONFIRM_SECONDS
         while True:
+            gone = self._gone()
             with self._cond:
+                if gone is not None and self._event_error is None:
+                    self._event_error = gone
                 if self.stop_event.is_set() or self._event_error is not None:
                     return False
                 now = time.monotonic()
@@ -451,7 +444,7 @@ class Watcher:
         """Arm the watch, build once (this build is the baseline), then build whenever changes are
         pending, until ``stop``."""
         self._claim()
-        register_watcher(self.layout.index_dir, self.view)
+        register_watcher(self.layout.index_dir, self)
         events = threading.Thread(target=self._events, name="vaultsearch-watch-events", daemon=True)
         events.start()
         try:
@@ -467,13 +460,14 @@ class Watcher:
             while self._next_build():
                 self.build_once()
             if self._event_error is not None:
-                raise self._event_error
+                raise self._gone() or self._event_error
         finally:
             self.stop_event.set()
             events.join(5.0)
-            unregister_watcher(self.layout.index_dir, self.view)
+            unregister_watcher(self.layout.index_dir, self)
             try:
-                self._save()  # armed no more: readers in other processes stop trusting the file
+                if self._gone() is None:
+                    self._save()  # armed no more: readers in other processes stop trusting the file
             finally:
                 self._release()
 
@@ -481,9 +475,16 @@ class Watcher:
         """Run in a daemon thread (for the servers); ``ready`` is set after the first build.
         Raises ``WatchRunningError`` here, before any thread, when another watcher holds the index."""
         self._claim()
-        self._thread = threading.Thread(target=self.run, name="vaultsearch-watch", daemon=True)
+        self._thread = threading.Thread(target=self._run_recorded, name="vaultsearch-watch", daemon=True)
         self._thread.start()
         return self._thread
+
+    def _run_recorded(self) -> None:
+        """``run`` in the watcher's thread: what stops it is kept in ``error`` (and shown by ``state``)."""
+        try:
+            self.run()
+        except BaseException as exc:  # recorded, not lost in a thread: status shows it
+            self.error = exc
 
     def stop(self, timeout: float = 5.0) -> None:
         self.stop_event.set()

@@ -31,6 +31,7 @@ from core.errors import (
     VaultSearchError,
 )
 from core.index.freshness import FreshnessOptions, check_freshness
+from core.index.freshness_visible import sees_in
 from core.index.tables.chunk_vectors import count_visible_vectors
 from core.index.tables.chunks import count_visible_chunks
 from core.index.tables.meta import meta_value
@@ -129,7 +130,7 @@ def _heading_list(value: str) -> list[str]:
 class Tools:
     """The tool implementations over one vault (thread-safe: no mutable state of its own)."""
 
-    def __init__(self, config: ServeConfig, *, watch_state: Callable[[], dict[str, Any]] | None = None) -> None:
+    def __init__(self, config: ServeConfig, *, watch_state: Callable[..., dict[str, Any]] | None = None) -> None:
         self.config = config
         self._watch_state = watch_state
         self._warm = threading.Event()  # cleared while a generation the watcher just published warms up
@@ -379,6 +380,9 @@ class Tools:
             chunks = count_visible_chunks(conn, clause, vals)
             vectors = count_visible_vectors(conn, clause, vals)
             fresh = self._freshness(resolved, conn)
+            sees = sees_in(conn, self.vault_real, self._filters.classifications)  # watch state: visible paths only
+            failure = last_build_failure(self.layout.index_dir, 0.0, sees)
+            watch = self._watch_state(sees) if self._watch_state else None
         finally:
             conn.close()
         dense_leg = (
@@ -399,10 +403,8 @@ class Tools:
             "legs": {"fts": "ok", "vector": "ok", "link_graph": "ok", "dense": dense_leg},
             "degraded": [leg for leg, state in (("dense", dense_leg),) if state != "ok"],
             "freshness": fresh,
-            "last_build_failure": last_build_failure(self.layout.index_dir, 0.0),
-            "watch": {**self._watch_state(), "warm_failure": self.warm_failure}
-            if self._watch_state
-            else {"enabled": False},
+            "last_build_failure": failure,
+            "watch": {**watch, "warm_failure": self.warm_failure} if watch is not None else {"enabled": False},
             "visible_classifications": self.config.visible_label(),
         }
 

@@ -150,8 +150,8 @@ def test_the_table_functions_return_what_the_inline_sql_returned(served: sqlite3
     marks = ",".join("?" * len(paths))
     assert [tuple(r) for r in skipped_files.classified_source_stats_of(conn, paths)] == _rows(
         conn,
-        f"SELECT rel_path, content_sha256, mtime_ns, size, lower(classification) FROM notes "
-        f"WHERE rel_path IN ({marks}) UNION ALL SELECT rel_path, content_sha256, mtime_ns, size, NULL "
+        f"SELECT rel_path, content_sha256, mtime_ns, size, lower(classification), 1 FROM notes "
+        f"WHERE rel_path IN ({marks}) UNION ALL SELECT rel_path, content_sha256, mtime_ns, size, NULL, 0 "
         f"FROM skipped_files WHERE rel_path IN ({marks})",
         [*paths, *paths],
     )

@@ -60,10 +60,13 @@ def test_freshness_false_says_unchecked(vault):
     assert (fresh["checked"], fresh["reason"], fresh["stale"]) == (False, "disabled", None)
 
 
-def test_a_scan_is_reused_within_the_window_and_says_so(vault):
+def test_an_expensive_scan_is_reused_within_the_window_and_says_so(vault, monkeypatch):
+    from core.index import freshness
+
+    monkeypatch.setattr(freshness, "REUSE_MIN_WALK_SECONDS", 0.0)  # every walk counts as expensive
     slow = FreshnessOptions(window_seconds=3600.0)
     assert search_vault(vault, "lighthouse", freshness=slow).freshness["reused_scan"] is False
-    (vault / "b.md").unlink()
+    (vault / "b.md").write_text(note("Beta", "The harbour master retired."), encoding="utf-8")  # in place
     again = search_vault(vault, "lighthouse", freshness=slow).freshness
     assert again["reused_scan"] is True and again["stale"] is False  # the window's cost trade-off, labelled
     assert search_vault(vault, "lighthouse", freshness=NOW).freshness["stale"] is True

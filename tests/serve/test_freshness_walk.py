@@ -52,7 +52,7 @@ def hostile(tmp_path: Path) -> Path:
 def test_the_fast_walk_lists_what_scan_vault_lists(hostile: Path, dots: bool, max_bytes: int):
     index_dir = hostile / ".vaultsearch"
     scan = scan_vault(hostile, index_dir=index_dir, max_bytes=max_bytes, include_dot_paths=dots)
-    added, changed, seen = _fast_walk(hostile, index_dir, _Known({}, max_bytes, dots), max_bytes, None)
+    added, changed, seen, _ = _fast_walk(hostile, index_dir, _Known({}, max_bytes, dots), max_bytes, None)
     assert sorted(seen) == [f.rel_path for f in scan.files]
     assert sorted(added) == sorted(seen) and changed == []  # nothing was indexed: all of it is new
 
@@ -63,6 +63,6 @@ def test_the_fast_walk_compares_stat_with_the_rows(hostile: Path):
     rows = {rel: (f.mtime_ns, f.size) for rel, f in files.items()}
     rows["a.md"] = (files["a.md"].mtime_ns + 1, files["a.md"].size)
     rows["gone.md"] = (1, 1)
-    added, changed, seen = _fast_walk(hostile, index_dir, _Known(rows, None, False), 1 << 20, None)
+    added, changed, seen, _ = _fast_walk(hostile, index_dir, _Known(rows, None, False), 1 << 20, None)
     assert added == [] and [rel for rel, _ in changed] == ["a.md"]
     assert "gone.md" not in seen and len(seen) == len(files)

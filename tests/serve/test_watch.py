@@ -44,6 +44,7 @@ def test_mcp_watch_reflects_an_edit_an_addition_and_a_deletion_without_restart(t
 def test_a_failed_watch_build_keeps_the_old_generation_and_says_so(tmp_path: Path):
     vault = make_serve_vault(tmp_path / "vault", tmp_path / "outside")
     watcher = Watcher(vault, lock_wait=0.0)
+    watcher._claim()  # only the watcher holding the watch lock writes watch.json
     assert watcher.build_once().ok
     served = gen.active_record(gen.layout_for(vault))["generation_id"]
     (vault / "notes/beta.md").write_text(note("Beta", "Beta mentions a wombat."), encoding="utf-8")
@@ -60,6 +61,7 @@ def test_a_failed_watch_build_keeps_the_old_generation_and_says_so(tmp_path: Pat
     assert watcher.build_once({"notes/beta.md"}).ok  # the next build clears it
     healed = search_vault(vault, "wombat", 10, "fts")
     assert "last_build_failure" not in healed.freshness and [r.rel_path for r in healed] == ["notes/beta.md"]
+    watcher._release()
 
 
 @pytest.mark.parametrize(

@@ -23,8 +23,8 @@ SQL_SOURCE_MTIME_SIZES = (
     "SELECT rel_path, mtime_ns, size FROM notes UNION ALL SELECT rel_path, mtime_ns, size FROM skipped_files"
 )
 SQL_CLASSIFIED_SOURCE_STATS_OF = (
-    "SELECT rel_path, content_sha256, mtime_ns, size, lower(classification) FROM notes "
-    "WHERE rel_path IN ({marks}) UNION ALL SELECT rel_path, content_sha256, mtime_ns, size, NULL "
+    "SELECT rel_path, content_sha256, mtime_ns, size, lower(classification), 1 FROM notes "
+    "WHERE rel_path IN ({marks}) UNION ALL SELECT rel_path, content_sha256, mtime_ns, size, NULL, 0 "
     "FROM skipped_files WHERE rel_path IN ({marks})"
 )
 
@@ -90,9 +90,9 @@ def source_mtime_sizes(conn: sqlite3.Connection) -> Iterator[tuple[str, int, int
 
 def classified_source_stats_of(
     conn: sqlite3.Connection, rel_paths: Sequence[str]
-) -> Iterator[tuple[str, str, int, int, str | None]]:
-    """(rel_path, content sha256, mtime_ns, size, lower-cased classification: None for a skipped file or
-    none set) of those of ``rel_paths`` the generation holds, 500 paths a statement."""
+) -> Iterator[tuple[str, str, int, int, str | None, int]]:
+    """(rel_path, content sha256, mtime_ns, size, lower-cased classification (None: none set), 1 for a
+    note and 0 for a skipped file) of those of ``rel_paths`` the generation holds, 500 paths a statement."""
     for at in range(0, len(rel_paths), 500):
         part = list(rel_paths[at : at + 500])
         yield from conn.execute(SQL_CLASSIFIED_SOURCE_STATS_OF.format(marks=",".join("?" * len(part))), [*part, *part])

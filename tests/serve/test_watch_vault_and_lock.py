@@ -1,0 +1,53 @@
+"""The watcher never creates the vault, and one watcher per index holds however its files are
+tampered with (issue 28, case 13)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from core.errors import WatchRunningError
+from core.index.watch import Watcher
+from tests.serve.serve_helpers import make_serve_vault
+
+
+@pytest.mark.parametrize("how", ["deleted", "moved"])
+def test_a_watcher_whose_vault_goes_stops_with_vault_missing_and_never_recreates_it(tmp_path: Path, how: str):
+    vault = make_serve_vault(tmp_path / "vault", tmp_path / "outside")
+    watcher = Watcher(vault, debounce_ms=50, lock_wait=0.0)
+    thread = watcher.start()
+    try:
+        assert watcher.ready.wait(60), "the first watch build"
+        if how == "deleted":
+            for _ in range(100):  # the watcher may write watch.json while the tree goes: delete again
+                shutil.rmtree(vault, ignore_errors=True)
+                if not vault.exists():
+                    break
+        else:
+            vault.rename(tmp_path / "elsewhere")
+        thread.join(30)
+        assert not thread.is_alive(), "the watcher stops"
+        assert not vault.exists(), "the vault folder is never recreated"
+        assert watcher.error is not None and watcher.error.reason == "vault_missing"
+    finally:
+        watcher.stop()
+
+
+def test_a_second_watcher_is_refused_after_the_first_ones_lock_file_was_deleted(tmp_path: Path):
+    vault = make_serve_vault(tmp_path / "vault", tmp_path / "outside")
+    first = Watcher(vault, debounce_ms=50, lock_wait=0.0)
+    first.start()
+    try:
+        assert first.ready.wait(60)
+        for name in ("watch.lock", "watch.json"):  # the lock file of today's code, and the state file
+            (first.layout.index_dir / name).unlink(missing_ok=True)
+        with pytest.raises(WatchRunningError) as info:
+            Watcher(vault, lock_wait=0.0).start()
+        assert info.value.reason == "watch_already_running"
+        from core.index.watch_state import watcher_running
+
+        assert watcher_running(first.layout.index_dir)  # readers still see the first watcher
+    finally:
+        first.stop()
