@@ -37,6 +37,7 @@ import numpy as np
 from core.errors import UsageError
 from core.index.tables import word_scratch
 from core.ranking.languages import LanguageAnalysis
+from core.ranking.word_cache import WordCache
 
 # Lower-cased letter/digit runs: the words snippet highlighting looks at (not the index's terms).
 # Term words: cut only at characters every unicode61 tokenizer treats as separators.
@@ -94,7 +95,7 @@ class Analyzer:
         self._conn = sqlite3.connect(":memory:", check_same_thread=False)
         # _COLS words per row (one per column): far fewer rows than one word per row.
         self._insert = word_scratch.create_word_tables(self._conn, _COL_NAMES, tokenizer)
-        self._cache: dict[str, tuple[str, ...]] = {}
+        self._words = WordCache()
         self._lock = threading.Lock()
         # unicode61 without porter: ASCII letters fold to lower case, digits stay, and nothing else
         # is done to an ASCII letter/digit run (``remove_diacritics`` touches no ASCII letter)
@@ -114,20 +115,20 @@ class Analyzer:
             batch = words[start : start + _BATCH]
             tokens = self._tokenise(batch)
             if [i for i, _ in tokens] == list(range(len(batch))):  # the usual case: one token per word
-                self._cache.update(zip(batch, ((term,) for _, term in tokens)))
+                self._words.map.update(zip(batch, ((term,) for _, term in tokens)))
                 continue
             found: dict[int, list[str]] = {}
             for i, term in tokens:
                 found.setdefault(i, []).append(term)
-            self._cache.update((wd, tuple(found.get(i, ()))) for i, wd in enumerate(batch))
+            self._words.map.update((wd, tuple(found.get(i, ()))) for i, wd in enumerate(batch))
 
     def map_words(self, words: Iterable[str]) -> dict[str, tuple[str, ...]]:
         """word -> its FTS5 tokens (usually one; none for words FTS5 drops)."""
-        cache = self._cache
-        missing = set(words).difference(cache)
-        if missing:
+        wanted, cache = set(words), self._words.map
+        if not wanted.issubset(cache):
             with self._lock:
-                new = missing.difference(cache)
+                cache = self._words.room(wanted)
+                new = wanted.difference(cache)
                 if self._plain:  # an ASCII letter/digit run is one token, case folded: no FTS5 round trip
                     folded = {w for w in new if w.isascii() and w.isalnum()}
                     cache.update((w, (w.lower(),)) for w in folded)
@@ -136,8 +137,7 @@ class Analyzer:
                     same = {w for w in new if _CJK_LETTERS.fullmatch(w)}
                     cache.update((w, (w,)) for w in same)
                     new -= same
-                # ASCII words are one token each: kept apart, they stay on _map_new's fast path
-                self._map_new(sorted(w for w in new if w.isascii()))
+                self._map_new(sorted(w for w in new if w.isascii()))  # one token each: _map_new's fast path
                 self._map_new(sorted(w for w in new if not w.isascii()))
         return cache
 
@@ -457,16 +457,16 @@ class LanguageAnalyzer:
     def __init__(self, default: str) -> None:
         self.default = default
         self.base = analyzer_for(LANGUAGE_TOKENIZER)
-        self._cache: dict[str, tuple[str, ...]] = {}
+        self._words = WordCache()
         self._lock = threading.Lock()
 
     def map_words(self, words: Iterable[str]) -> dict[str, tuple[str, ...]]:
-        cache = self._cache
-        missing = set(words).difference(cache)
-        if missing:
+        wanted, cache = set(words), self._words.map
+        if not wanted.issubset(cache):
             with self._lock:
+                cache = self._words.room(wanted)
                 by_lang: dict[str, list[str]] = {}
-                for word in missing:
+                for word in wanted.difference(cache):
                     by_lang.setdefault(word.rpartition("\x00")[0] or self.default, []).append(word)
                 for lang, group in by_lang.items():
                     untagged = {w: w.rpartition("\x00")[2] for w in group}
