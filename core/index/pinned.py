@@ -237,13 +237,41 @@ def _changed(pinned: PinnedFile, generation_id: str | None, why: str) -> Generat
     )
 
 
+CONNECT_TRIES = 4  # a refusal that another descriptor of the same inode may explain is tried again
+
+
 def connect_pinned(pinned: PinnedFile, generation_id: str | None, *, any_thread: bool = False) -> sqlite3.Connection:
     """A read-only, immutable SQLite connection to the pinned inode (checked by device and inode);
-    ``any_thread``: usable from other threads than this one (the caller serialises its use)."""
+    ``any_thread``: usable from other threads than this one (the caller serialises its use).
+
+    The check needs a descriptor of the pinned inode that was not open before the connect. A
+    descriptor of the same inode that this module does not own (a builder's connection to the
+    generation it just published) may be closed during the connect and its number reused by
+    SQLite's open, which then looks old: when such a descriptor existed, the connect is tried again
+    (``CONNECT_TRIES``); a refusal stands only when no other descriptor can explain it, or every try
+    was refused."""
+    for _ in range(CONNECT_TRIES - 1):
+        conn, ambiguous = _connect_once(pinned, generation_id, any_thread)
+        if conn is not None:
+            return conn
+        if not ambiguous:
+            break
+    conn, _ = _connect_once(pinned, generation_id, any_thread)
+    if conn is None:
+        raise _changed(pinned, generation_id, "SQLite opened another inode than the one verified")
+    return conn
+
+
+def _connect_once(
+    pinned: PinnedFile, generation_id: str | None, any_thread: bool
+) -> tuple[sqlite3.Connection | None, bool]:
+    """(the checked connection, or None when SQLite's descriptor was not seen to be the pinned inode;
+    whether another descriptor of that inode was open, which a reused number can explain)."""
     use_fd = FD_DIR.is_dir()
     target = f"{FD_DIR}/{pinned.fd}" if use_fd else str(pinned.path.resolve())
     with _exclusive():
         before = _open_files() if use_fd else set()
+        ambiguous = any((dev, ino) == pinned.inode and fd != pinned.fd for fd, dev, ino in before)
         if not use_fd:
             pinned.check_unchanged(generation_id)
         try:
@@ -277,6 +305,4 @@ def connect_pinned(pinned: PinnedFile, generation_id: str | None, *, any_thread:
             raise
         if not same:
             conn._close_own()
-    if not same:
-        raise _changed(pinned, generation_id, "SQLite opened another inode than the one verified")
-    return conn
+    return (conn, ambiguous) if same else (None, ambiguous)

@@ -107,6 +107,29 @@ def test_pinned_descriptor_released_by_another_thread_during_a_connect_is_not_a_
     started[0].join()
 
 
+def test_a_plain_descriptor_of_the_inode_closed_during_a_connect_is_not_a_refusal(
+    layout: IndexLayout, monkeypatch: pytest.MonkeyPatch, fill_fd_gaps: Callable[[], None]
+) -> None:
+    """A descriptor of the same inode that this module does not own (a builder's connection to the
+    generation it just published, an attached base) closed during a connect, its number then reused
+    by SQLite's open: the connect is tried again and succeeds (the soak's and the threads test's
+    residual ``generation_changed`` under load), while a file that really is another inode is still
+    refused (``test_verified_serving``)."""
+    publish_db(layout, "a")
+    resolved = gen.resolve(layout)
+    assert resolved.pinned is not None
+    fill_fd_gaps()
+    foreign = [os.open(resolved.path, os.O_RDONLY)]
+    started = _close_during_connect(monkeypatch, lambda: os.close(foreign.pop()))
+    conn = pinned.connect_pinned(resolved.pinned, resolved.generation_id)  # raised generation_changed
+    try:
+        assert conn.execute("SELECT count(*) FROM t").fetchone()[0] == 20
+    finally:
+        conn.close()
+        started[0].join()
+    assert not foreign
+
+
 def test_threads_searching_while_a_writer_publishes_never_fail(tmp_path: Path) -> None:
     """4 threads x 40 searches while another thread edits a note and publishes 8 generations: every
     search answers from a verified generation, none fails (the load test of the issue, bounded)."""
