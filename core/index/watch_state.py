@@ -20,6 +20,11 @@ WATCH_CLOCK = "watch.clock"  # 8 bytes: the wall-clock time every change before 
 _CLOCK = struct.Struct("<d")
 
 
+# past two event lags and this margin a reader stops waiting for the watcher and walks the vault
+# (``watch_fallback: "watcher_not_caught_up"``): on a loaded machine a watchfiles step can take longer
+CATCH_UP_MARGIN_SECONDS = 0.1
+
+
 @dataclass(frozen=True)
 class WatchView:
     """What a running watcher knows, as freshness needs it (made by ``core.index.watch``).
@@ -41,7 +46,7 @@ class WatchView:
     @property
     def catch_up_seconds(self) -> float:
         """The longest a reader waits for the watcher to catch up (two event lags and a margin)."""
-        return 2 * self.event_lag_ms / 1000 + 0.1
+        return 2 * self.event_lag_ms / 1000 + CATCH_UP_MARGIN_SECONDS
 
     def to_dict(self) -> dict[str, Any]:
         return {
