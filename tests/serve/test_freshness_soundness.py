@@ -136,3 +136,31 @@ def test_an_expensive_walk_is_reused_but_never_across_a_change_to_a_folder(tmp_p
     (vault / "notes/new.md").write_text(note("New", "A new note."), encoding="utf-8")  # its folder changes
     fresh = _fresh(vault)
     assert (fresh["stale"], fresh["reused_scan"], fresh["sample_paths"]) == (True, False, ["notes/new.md"])
+
+
+def test_a_watcher_that_has_not_caught_up_is_not_trusted_the_walk_answers_and_says_why(tmp_path: Path, monkeypatch):
+    """The other side of the catch-up rule: a watcher whose event thread does not come round (a
+    stalled or starved thread) is not trusted past its bound; the stat walk answers, sees the save,
+    and the response says why it did not come from the watcher."""
+    from core.index import watch_state
+
+    clear_cache()
+    vault = make_serve_vault(tmp_path / "vault", tmp_path / "outside")
+    watcher = Watcher(vault, debounce_ms=50, lock_wait=0.0)
+    watcher.start()
+    try:
+        assert watcher.ready.wait(60)
+        assert _fresh(vault)["source"] == "watch"  # caught up: the watcher answers
+        monkeypatch.setattr(watcher, "_caught_up_to", lambda began: None)  # its clock stops moving
+        monkeypatch.setattr(watch_state, "CATCH_UP_MARGIN_SECONDS", 0.05)
+        time.sleep(0.01)  # the save is after the watcher's last recorded catch-up (a wall-clock order)
+        (vault / "notes/beta.md").write_text(note("Beta", "wombats in the harbour"), encoding="utf-8")
+        said = _fresh(vault)
+        assert (said["source"], said.get("watch_fallback"), said["stale"]) == (
+            "stat_walk",
+            "watcher_not_caught_up",
+            True,
+        )
+        assert said["modified"] + said["added"] >= 1
+    finally:
+        watcher.stop()
