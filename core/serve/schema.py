@@ -299,9 +299,7 @@ def fit_budget(envelope: dict[str, Any], budget: int) -> dict[str, Any]:
     cut: set[int] = set()
 
     def size() -> int:
-        info["bytes"] = 0
-        info["bytes"] = len(dumps(envelope).encode("utf-8")) + 8  # room for the digits of "bytes" itself
-        return int(info["bytes"])
+        return _measure(envelope, info)
 
     if size() <= budget:  # the usual case: one encoding
         return envelope
@@ -326,6 +324,13 @@ def fit_budget(envelope: dict[str, Any], budget: int) -> dict[str, Any]:
     return envelope
 
 
+def _measure(envelope: dict[str, Any], info: dict[str, Any]) -> int:
+    """The envelope's JSON size in bytes, written into ``info["bytes"]`` (which it includes)."""
+    info["bytes"] = 0
+    info["bytes"] = len(dumps(envelope).encode("utf-8")) + 8  # room for the digits of "bytes" itself
+    return int(info["bytes"])
+
+
 def fit_lists(envelope: dict[str, Any], budget: int, keys: tuple[str, ...]) -> dict[str, Any]:
     """Drop entries of the lists ``envelope[key]`` until the JSON of ``envelope`` fits ``budget`` bytes.
 
@@ -340,9 +345,7 @@ def fit_lists(envelope: dict[str, Any], budget: int, keys: tuple[str, ...]) -> d
     envelope["budget"], envelope["total"] = info, {k: len(v) for k, v in lists.items()}
 
     def size() -> int:
-        info["bytes"] = 0
-        info["bytes"] = len(dumps(envelope).encode("utf-8")) + 8  # room for the digits of "bytes" itself
-        return int(info["bytes"])
+        return _measure(envelope, info)
 
     if size() <= budget:  # the usual case: one encoding
         return envelope

@@ -42,27 +42,26 @@ def note_bodies(conn: sqlite3.Connection, note_ids: Iterable[int]) -> dict[int, 
     Read once per note and sliced in Python: a per-chunk ``substr`` in SQL would read the
     note's whole row again for every chunk (ten times slower snippets on long notes).
     """
+    return _by_rowid(conn, "body", note_ids)
+
+
+def _by_rowid(conn: sqlite3.Connection, column_sql: str, note_ids: Iterable[int]) -> dict[int, str]:
+    """note id -> ``column_sql`` of its notes_fts row, read in batches of 500 ids."""
     ids = sorted(set(note_ids))
     out: dict[int, str] = {}
     for at in range(0, len(ids), 500):
         part = ids[at : at + 500]
         out.update(
-            conn.execute(f"SELECT rowid, body FROM notes_fts WHERE rowid IN ({', '.join('?' * len(part))})", part)
+            conn.execute(
+                f"SELECT rowid, {column_sql} FROM notes_fts WHERE rowid IN ({', '.join('?' * len(part))})", part
+            )
         )
     return out
 
 
 def note_texts(conn: sqlite3.Connection, note_ids: Iterable[int]) -> dict[int, str]:
     """note id -> the texts of all its FTS_COLUMNS, one per line (a phrase looked up as a substring)."""
-    ids = sorted(set(note_ids))
-    cols = " || char(10) || ".join(f"coalesce({c}, '')" for c in FTS_COLUMNS)
-    out: dict[int, str] = {}
-    for at in range(0, len(ids), 500):
-        part = ids[at : at + 500]
-        out.update(
-            conn.execute(f"SELECT rowid, {cols} FROM notes_fts WHERE rowid IN ({', '.join('?' * len(part))})", part)
-        )
-    return out
+    return _by_rowid(conn, " || char(10) || ".join(f"coalesce({c}, '')" for c in FTS_COLUMNS), note_ids)
 
 
 def matching_rowids(conn: sqlite3.Connection, expression: str) -> list[tuple[int]]:
