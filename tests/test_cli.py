@@ -325,3 +325,13 @@ def test_index_language_is_the_vault_default_and_part_of_the_identity(capsys, ma
     assert run_json(capsys, "index", str(root), "--language", "en")["full_rebuild_reason"] == "index_identity_changed"
     code, _, err = run(capsys, "index", str(root), "--language", "klingon")
     assert code == 2 and "usage" in err
+
+
+def test_version_prints_the_installed_distributions_version(capsys):
+    """``vaultsearch --version`` (issue 27): the version of the installed distribution, exit 0."""
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as info:
+        cli.main(["--version"])
+    assert info.value.code == 0
+    assert capsys.readouterr().out.strip() == f"vaultsearch {version('vaultsearch')}"

@@ -320,6 +320,16 @@ _ADDERS: tuple[tuple[tuple[str, ...], Callable[[Command], None]], ...] = (
 COMMANDS = tuple(name for names, _ in _ADDERS for name in names)
 
 
+def package_version() -> str:
+    """The installed distribution's version; a checkout run without installing says so."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("vaultsearch")
+    except PackageNotFoundError:
+        return "(not installed: run from a source checkout)"
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The CLI's parser; ``only`` (a command name) adds just that command's sub-parser: its
     arguments, help and errors are the same, and a search does not pay for building the others."""
@@ -331,6 +341,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         "Exit codes: 0 ok, 2 usage, 3 index missing, 4 integrity failure, "
         "5 dense/rerank missing, 6 build conflict, 7 model invalid, 8 stale (--check).",
     )
+    parser.add_argument("--version", action="version", version=f"vaultsearch {package_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     def command(name: str, help_text: str) -> argparse.ArgumentParser:

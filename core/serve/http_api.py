@@ -235,6 +235,22 @@ def _mcp_mount(tools: Tools) -> tuple[Mount, Any]:
     return Mount("/mcp", app=app), lifespan
 
 
+_HTTP_REASONS = {404: "no_such_endpoint", 405: "method_not_allowed"}
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    """Starlette's own 404 and 405 (no route, a method the route does not take) in the JSON error
+    format of every other answer; a 405 keeps its ``Allow`` header."""
+    code = getattr(exc, "status_code", 500)
+    detail = getattr(exc, "detail", "") or ""
+    message = f"{request.method} {request.url.path}: {detail}".strip(": ")
+    return _JSON(
+        {"error": {"reason": _HTTP_REASONS.get(code, "http_error"), "message": message}},
+        status_code=code,
+        headers=getattr(exc, "headers", None),
+    )
+
+
 def build_app(
     tools: Tools,
     *,
@@ -280,7 +296,11 @@ def build_app(
     mount, lifespan = _mcp_mount(tools)
     names = (*LOOPBACK_NAMES, *extra_hosts)
     return GuardMiddleware(
-        Starlette(routes=[*routes, mount], lifespan=lifespan),
+        Starlette(
+            routes=[*routes, mount],
+            lifespan=lifespan,
+            exception_handlers={404: _http_error, 405: _http_error},
+        ),
         hosts=frozenset(f"{h}:{port}".lower() for h in names),
         origins=frozenset(f"http://{h}:{port}".lower() for h in names),
         token=token,

@@ -201,3 +201,16 @@ def test_the_same_tools_over_the_sdk_streamable_http_transport(server):
     assert env["hits"][0]["path"] == "notes/alpha.md" and env["freshness"]["checked"] is True
     assert err["error"]["reason"] == "path_outside_vault"
     assert httpx.post(server.base + "/mcp/", json={}).status_code == 401  # the guard covers /mcp too
+
+
+def test_an_unknown_path_and_a_wrong_method_answer_in_the_json_error_format(client: httpx.Client) -> None:
+    """404 and 405 come back as ``{"error": {"reason", "message"}}`` like every other error (issue 27),
+    not as Starlette's plain text; a 405 still says which methods the path takes."""
+    missing = client.get("/no-such-endpoint")
+    assert missing.status_code == 404
+    assert missing.headers["content-type"].startswith("application/json")
+    assert missing.json()["error"]["reason"] == "no_such_endpoint"
+    wrong = client.delete("/search")
+    assert wrong.status_code == 405
+    assert wrong.json()["error"]["reason"] == "method_not_allowed"
+    assert "POST" in wrong.headers["allow"]
