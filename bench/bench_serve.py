@@ -104,12 +104,16 @@ def bench_stdio(vault: Path, index_dir: Path, queries: list[str], rounds: int) -
     return latency_stats(asyncio.run(run()))
 
 
-class _Serve:
+class ServeProcess:
     """``vaultsearch serve`` on a free loopback port (the tail of its stderr kept for a failure's report)."""
 
-    def __init__(self, args: list[str]) -> None:
+    def __init__(self, args: list[str], env: dict[str, str] | None = None) -> None:
         self.proc = subprocess.Popen(
-            [VAULTSEARCH, "serve", *args, "--port", "0"], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True
+            [VAULTSEARCH, "serve", *args, "--port", "0"],
+            stderr=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            text=True,
+            env=env,
         )
         assert self.proc.stderr is not None
         self.lines: list[str] = []
@@ -132,13 +136,17 @@ class _Serve:
 
     def close(self) -> None:
         self.proc.terminate()
-        self.proc.wait(30)
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(30)
 
 
 def bench_http(vault: Path, index_dir: Path, queries: list[str], rounds: int) -> dict[str, Any]:
     import httpx
 
-    srv = _Serve([str(vault), "--index-dir", str(index_dir)])
+    srv = ServeProcess([str(vault), "--index-dir", str(index_dir)])
     try:
         with httpx.Client(base_url=srv.base, timeout=60) as client:
             _wait_up(client)
@@ -322,7 +330,7 @@ def bench_watch(vault: Path, ops: int) -> dict[str, Any]:
     builds: list[float] = []
     sources: dict[str, int] = {}
     errors: list[dict[str, Any]] = []
-    srv = _Serve([str(vault), "--watch", "--classification", "lan"])  # every synthetic note visible
+    srv = ServeProcess([str(vault), "--watch", "--classification", "lan"])  # every synthetic note visible
     try:
         with httpx.Client(base_url=srv.base, timeout=600) as client:
             _wait_up(client, 1800)

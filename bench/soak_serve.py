@@ -36,7 +36,6 @@ import os
 import random
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import threading
@@ -46,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.bench_serve import ServeProcess
 from bench.common import DATA_DIR, RESULTS_DIR, copy_vault, latency_stats, machine_info, write_json
 
 VAULTSEARCH = str(Path(sys.executable).with_name("vaultsearch"))
@@ -269,39 +269,9 @@ def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1"}
 
 
-class HttpServer:
+def http_server(vault: Path) -> ServeProcess:
     """``vaultsearch serve VAULT --watch`` on a free loopback port."""
-
-    def __init__(self, vault: Path) -> None:
-        self.proc = subprocess.Popen(
-            [VAULTSEARCH, "serve", str(vault), "--watch", "--host", "127.0.0.1", "--port", "0"],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=_env(),
-        )
-        self.lines: list[str] = []
-        for line in self.proc.stderr or ():
-            self.lines.append(line)
-            found = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
-            if found:
-                self.base = f"http://127.0.0.1:{found.group(1)}"
-                break
-        else:
-            raise RuntimeError("vaultsearch serve did not start: " + "".join(self.lines))
-        threading.Thread(target=self._drain, daemon=True).start()
-
-    def _drain(self) -> None:
-        for line in self.proc.stderr or ():
-            self.lines = [*self.lines[-200:], line]
-
-    def close(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(30)
+    return ServeProcess([str(vault), "--watch", "--host", "127.0.0.1"], env=_env())
 
 
 def http_client(
@@ -437,7 +407,7 @@ def run(
     stop = threading.Event()
     curve: list[dict[str, Any]] = []
     started = time.time()
-    server = HttpServer(vaults[0])
+    server = http_server(vaults[0])
     threads = [
         threading.Thread(
             target=http_client, args=(server.base, writer, ledgers[0], tally, words, stop, seed + i), daemon=True
