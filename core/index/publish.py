@@ -96,7 +96,7 @@ def _reap(layout: IndexLayout) -> list[Path]:
     ``build_lock``, since staging files are created under it (``new_staging_path`` checks)."""
     found = debris(layout, ready_files(layout))
     cutoff = time.time() - RECORD_TEMP_AGE_S  # a younger one may belong to a reader writing it right now
-    found += [p for p in gstate.stale_record_temps(layout) if p.stat().st_mtime < cutoff]
+    found += gstate.stale_record_temps(layout, older_than=cutoff)
     for path in found:
         path.unlink(missing_ok=True)
     return found

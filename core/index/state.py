@@ -327,6 +327,18 @@ def write_verification(layout: IndexLayout, body: dict[str, Any]) -> None:
         raise
 
 
-def stale_record_temps(layout: IndexLayout) -> list[Path]:
-    """Temp files of record writers that died before their rename (reaped under the build lock)."""
-    return sorted(layout.index_dir.glob(".verified-*.tmp")) if layout.index_dir.is_dir() else []
+def stale_record_temps(layout: IndexLayout, older_than: float) -> list[Path]:
+    """Temp files of record writers that died before their rename, last modified before ``older_than``
+    (seconds since the epoch; reaped under the build lock). A live reader renames or removes its temp
+    at any moment, so one that vanishes between listing and ``stat`` is simply not stale."""
+    if not layout.index_dir.is_dir():
+        return []
+    stale = []
+    for path in sorted(layout.index_dir.glob(".verified-*.tmp")):
+        try:
+            modified = path.stat().st_mtime
+        except FileNotFoundError:
+            continue
+        if modified < older_than:
+            stale.append(path)
+    return stale

@@ -236,3 +236,17 @@ def test_concurrent_processes_writing_the_record_at_once(layout: IndexLayout) ->
     assert list(layout.index_dir.glob(".verified-*.tmp")) == []
     later = run_probes(layout, 2)
     assert all(p["full_hashes"] == 0 and p["record_hits"] == 1 for p in later)
+
+
+def test_a_record_temp_renamed_while_the_reaper_lists_it_is_skipped(
+    layout: IndexLayout, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reader renames its ``.verified-*.tmp`` at any moment; one listed and then gone before ``stat`` is
+    not debris (CI once failed a publish with FileNotFoundError there). An old one is still reaped."""
+    old = layout.index_dir / f".verified-1-{'a' * 32}.tmp"
+    old.write_text("{")
+    os.utime(old, (1_000_000, 1_000_000))
+    vanished = layout.index_dir / f".verified-2-{'b' * 32}.tmp"
+    listed = Path.glob
+    monkeypatch.setattr(Path, "glob", lambda self, pattern: [*listed(self, pattern), vanished])
+    assert gstate.stale_record_temps(layout, older_than=2_000_000) == [old]
