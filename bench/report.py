@@ -1,7 +1,9 @@
 """Render docs/benchmarks.md from bench/results/*.json (the page is generated, never typed).
 
-Sections: intro, how to reproduce, machine, every target with PASS/MISS, build, quality,
-latency, new-process latency, scaling (with profiles of missed targets), embedding throughput, plots. A section
+Sections: a one-screen summary for users (bench/report_summary.py), how it is measured, how to
+reproduce, build, quality, latency, serving, new-process latency, scaling (with profiles of missed
+targets), embedding, languages, plots; then an appendix: machine, last suite run, every target
+with PASS/MISS. A section
 whose JSON is absent says so instead of disappearing; each section names the date and load
 of its own run, since stages can be re-run separately.
 
@@ -18,12 +20,15 @@ from typing import Any
 
 from bench.common import REPO_ROOT, RESULTS_DIR
 from bench.report_lang import lang_section, lang_target_rows
+from bench.report_summary import summary_section
 
 DOC = REPO_ROOT / "docs" / "benchmarks.md"
 SIZE_MODES_NOTE = "model-free modes only: the dense modes need embeddings, which the scaling study does not build"
 
+TITLE = "# Benchmarks\n"
+
 INTRO = """\
-# Benchmarks
+## How it is measured
 
 vaultsearch is measured against the two things a user could use instead: a bare SQLite
 FTS5 table (the simplest index one could build; `porter unicode61`, title + body, OR of the
@@ -966,11 +971,10 @@ def _relpath(target: Path, start: Path) -> str:
 def render(results: dict[str, dict[str, Any]], results_dir: Path = RESULTS_DIR, out_path: Path = DOC) -> str:
     """The whole page as Markdown."""
     parts = [
+        TITLE,
+        *summary_section(results, target_rows(results)),
         INTRO,
         *reproduce_section(),
-        *machine_section(results),
-        *suite_section(results),
-        *targets_section(results),
         *build_section(results),
         *git_section(results),
         *quality_section(results),
@@ -984,6 +988,13 @@ def render(results: dict[str, dict[str, Any]], results_dir: Path = RESULTS_DIR, 
         *chunk_overlap_section(results),
         *lang_section(results),
         *plots_section(results_dir, out_path),
+        "## Appendix: every target, the machine, the last suite run",
+        "",
+        "The bookkeeping: each target the issues set, with its measured value and PASS/MISS.",
+        "",
+        *machine_section(results),
+        *suite_section(results),
+        *targets_section(results),
     ]
     return "\n".join(parts).rstrip() + "\n"
 

@@ -92,7 +92,7 @@ def english_rows(en: dict[str, Any]) -> list[str]:
 
 def lang_section(results: dict[str, dict[str, Any]]) -> list[str]:
     lang = results.get("lang")
-    out = ["## Languages (issue 13)", ""]
+    out = ["## Languages", ""]
     if not lang:
         return [*out, "Not run: `bench/results/lang.json` is absent (`python -m bench.bench_lang`).", ""]
     out += [

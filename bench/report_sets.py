@@ -43,7 +43,7 @@ def sets_section(lang: dict[str, Any]) -> list[str]:
     if not sets:
         return []
     out = [
-        "### Query sets, today and now (issue 26)",
+        "### Query sets, before and after the names, phrases and word-starts work",
         "",
         "Every title, heading, typo, prefix and word-start set, vaultsearch `fts` of the code at main",
         f"1017973 (`{TODAY}`) and of this tree (`now`), beside FTS5 trigram and",

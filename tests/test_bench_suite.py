@@ -484,3 +484,23 @@ def test_lang_report_judges_the_build_as_written_and_states_it_without_the_store
     # a tree that stores no arrays for readers: no such row, and the build is judged as written only
     del counted["scifact_cold_build_without_stored_arrays"]
     assert not [k for _, k, _, _ in lang_target_rows({"lang": {"instructions": counted}}) if "without the arrays" in k]
+
+
+def test_the_page_opens_with_a_summary_for_users_and_ends_with_the_bookkeeping(tmp_path: Path) -> None:
+    big = _size_result(100_000, fts_p50=12.0, hybrid_p50=20.0, build_s=100.0, peak=900.0)
+    scale = _scale_json({"100000": big})
+    page = report.render({"scale": scale, "search": _search_json()}, tmp_path, tmp_path / "benchmarks.md")
+    headings = [line for line in page.splitlines() if line.startswith("## ")]
+    assert headings[0] == "## In one screen" and headings[1] == "## How it is measured"
+    assert headings.index("## Targets") > headings.index("## Appendix: every target, the machine, the last suite run")
+    summary = page.split("## How it is measured")[0]
+    assert "| a search at 100,000 notes (p50) | 12.0 ms |" in summary
+    assert "- scale: fts p50 <= 10 ms at 100,000 notes (12.0 ms)" in summary  # a MISS is named up front
+    row = next(line for line in summary.splitlines() if line.startswith("| tiny"))
+    assert row.split("|")[3].strip() == "**0.500**" and row.split("|")[6].strip() == "0.400"
+    assert row.split("|")[4].strip() == "-"  # hybrid did not run: a dash, never a made-up score
+
+
+def test_a_summary_without_results_invents_nothing(tmp_path: Path) -> None:
+    summary = report.render({}, tmp_path, tmp_path / "b.md").split("## How it is measured")[0]
+    assert "| how fast |" not in summary and "nDCG@10 |" not in summary and "targets pass" not in summary

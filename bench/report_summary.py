@@ -1,0 +1,162 @@
+"""The one-screen summary that opens docs/benchmarks.md: what vaultsearch is, how good, how fast and
+how big, each beside what a user could use instead, from the same results JSON as the rest of the page.
+
+Every figure is read from ``bench/results/*.json`` (a stage that has not run leaves its line out
+rather than inventing one); the run each figure comes from is dated in its own section below the
+summary, and every target with its PASS/MISS is in the appendix.
+"""
+
+from __future__ import annotations
+
+from statistics import mean
+from typing import Any
+
+KNOWN_ITEM = {"dendron": "Dendron docs, headings", "powershell": "PowerShell docs, headings"}
+ABOUT = {"scifact": "SciFact, natural-language claims", **KNOWN_ITEM}
+
+
+def _f(value: float | None, digits: int = 3) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f} ms"
+
+
+def quality_rows(results: dict[str, dict[str, Any]]) -> list[str]:
+    """nDCG@10 per corpus: vaultsearch without a model (fts, hybrid), with one (auto), and the baselines."""
+    search = results.get("search")
+    if not search:
+        return []
+    rows = [
+        "| query set (dev) | notes | vaultsearch `fts` | `hybrid` | with a model (`auto`) | bare FTS5 | bm25s |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, corpus in search["corpora"].items():
+        ndcg = {m["mode"]: m["ndcg"] for m in corpus["quality"]["modes"]}
+        dense = results.get(f"dense_quality_{name}", {}).get("dev", {}).get("auto", {}).get("ndcg@10")
+        rows.append(
+            f"| {ABOUT.get(name, name)} | {corpus['notes']:,} | **{_f(ndcg.get('fts'))}** | {_f(ndcg.get('hybrid'))} "
+            f"| {_f(dense)} | {_f(ndcg.get('bare_fts5'))} | {_f(ndcg.get('bm25s'))} |"
+        )
+    return rows
+
+
+def language_line(results: dict[str, dict[str, Any]]) -> list[str]:
+    """Mean nDCG@10 and no-hit share over every multilingual/known-item query set the sets stage ran."""
+    sets = results.get("lang", {}).get("sets")
+    if not sets:
+        return []
+    cells: dict[str, list[tuple[float, float]]] = {"now": [], "fts5-trigram": [], "bm25s": []}
+    corpora = [name for name in sets if name.startswith("mdn-")]
+    for name in corpora:
+        for engines in sets[name].values():
+            if not isinstance(engines, dict) or "now" not in engines:
+                continue
+            for engine, got in cells.items():
+                if engine in engines:
+                    got.append((engines[engine]["ndcg10"], engines[engine]["nohit"]))
+    if not cells["now"]:
+        return []
+
+    def said(engine: str) -> str:
+        pairs = cells[engine]
+        return f"{mean(p[0] for p in pairs):.3f} ({mean(p[1] for p in pairs):.0%} without a hit)"
+
+    languages = ", ".join(name.removeprefix("mdn-") for name in corpora)
+    return [
+        f"In {len(corpora)} languages ({languages}; MDN's JavaScript docs, {len(cells['now'])} query sets of",
+        "titles, headings, word forms, CJK substrings and half-typed words), mean nDCG@10: vaultsearch",
+        f"{said('now')}, SQLite FTS5 trigram {said('fts5-trigram')}, bm25s {said('bm25s')}.",
+    ]
+
+
+def speed_rows(results: dict[str, dict[str, Any]]) -> list[str]:
+    """Latency and build time, each beside the baselines where the same run measured them."""
+    rows = ["| how fast | vaultsearch | bare FTS5 | bm25s |", "|---|---:|---:|---:|"]
+    search = results.get("search", {}).get("corpora", {})
+    if "scifact" in search:
+        lat = search["scifact"]["latency"]["engines"]
+        rows.append(
+            "| a search in a running process (SciFact, 5,183 notes, p50) "
+            f"| {_ms(lat.get('fts', {}).get('p50_ms'))} | {_ms(lat.get('bare_fts5', {}).get('p50_ms'))} "
+            f"| {_ms(lat.get('bm25s', {}).get('p50_ms'))} |"
+        )
+    cold = results.get("coldstart")
+    if cold:
+        engines = cold["engines"]
+        mine = engines.get("vaultsearch fts (after)", engines.get("vaultsearch fts", {})).get("median_s")
+        theirs = engines.get("bm25s", {}).get("median_s")
+        rows.append(
+            f"| a new process's first search, whole process ({cold['notes']:,} notes) "
+            f"| {_ms(None if mine is None else mine * 1000)} | - | {_ms(None if theirs is None else theirs * 1000)} |"
+        )
+    scale = results.get("scale", {}).get("targets", {})
+    if "fts_p50" in scale and scale["fts_p50"]["value"] is not None:
+        rows.append(
+            f"| a search at {scale['fts_p50']['size']:,} notes (p50) | {_ms(scale['fts_p50']['value'])} | - | - |"
+        )
+    serve = results.get("serve", {}).get("targets", {})
+    http = serve.get("http search fts p50", {}).get("value")
+    stdio = serve.get("stdio search fts p50", {}).get("value")
+    if http is not None or stdio is not None:
+        rows.append(f"| an agent's search over HTTP / MCP stdio (p50) | {_ms(http)} / {_ms(stdio)} | - | - |")
+    build = results.get("build", {}).get("corpora", {})
+    if "powershell" in build:
+        ps = build["powershell"]
+        rows.append(
+            f"| a cold build (PowerShell docs, {ps['notes']:,} notes, {ps['vault_bytes'] / 2**20:.0f} MiB) "
+            f"| {ps['cold']['wall_seconds']:.1f} s | {ps['bare_fts5']['median_seconds']:.1f} s | - |"
+        )
+    return rows if len(rows) > 2 else []
+
+
+def size_line(results: dict[str, dict[str, Any]]) -> list[str]:
+    """Index bytes against the notes' bytes, per corpus the build stage measured."""
+    build = results.get("build", {}).get("corpora", {})
+    parts = [
+        f"{name} {c['index_dir_bytes'] / c['vault_bytes']:.1f}x"
+        for name, c in build.items()
+        if c.get("vault_bytes") and c.get("index_dir_bytes")
+    ]
+    if not parts:
+        return []
+    return [
+        f"What it costs on disk: the index folder (two generations kept) is {', '.join(parts)} the notes' size;",
+        "a one-note edit rebuilds a whole generation (see *Scaling*). Shrinking both is the work in progress",
+        "(immutable segments, as Lucene and tantivy do).",
+    ]
+
+
+def missed_line(target_rows: list[tuple[str, str, str, str]]) -> list[str]:
+    """How many targets pass, and the ones that do not, by name (the appendix has them all)."""
+    if not target_rows:
+        return []
+    missed = [f"{area}: {target} ({measured})" for area, target, measured, status in target_rows if status != "PASS"]
+    head = f"{len(target_rows) - len(missed)} of {len(target_rows)} targets pass (appendix)."
+    return [head + (" Missed:" if missed else ""), *[f"- {m}" for m in missed]]
+
+
+def summary_section(results: dict[str, dict[str, Any]], target_rows: list[tuple[str, str, str, str]]) -> list[str]:
+    """The page's first section: one screen a user reads before deciding."""
+    out = [
+        "## In one screen",
+        "",
+        "vaultsearch searches a folder of Markdown notes from a terminal, a notebook, a browser tab or an",
+        "agent (MCP, HTTP) through a verified local index: questions, titles, headings, half-typed words",
+        "and typos, filtered before ranking. Below, on real text nobody here wrote, it is set beside what a",
+        "user could use instead: a bare SQLite FTS5 table and bm25s. nDCG@10 (1.0 = the right notes first):",
+        "",
+    ]
+    quality = quality_rows(results)
+    if quality:
+        out += [*quality, ""]
+    if language := language_line(results):
+        out += [*language, ""]
+    if speed := speed_rows(results):
+        out += [*speed, ""]
+    if size := size_line(results):
+        out += [*size, ""]
+    if missed := missed_line(target_rows):
+        out += [*missed, ""]
+    return out
