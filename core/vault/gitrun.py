@@ -61,6 +61,10 @@ SAFE_CONFIG: tuple[tuple[str, str], ...] = (
 # chosen by a .gitattributes or info/attributes) would run: every driver the configuration names is
 # emptied for them (git runs no filter whose command is empty).
 _READS_WORKTREE = frozenset({"status"})
+# A git call that has not ended by then is stopped and fails as a GitCommandError: a repository's
+# configuration can make git block forever (an ``include.path`` naming a FIFO), and no source call
+# may hang a build, a watcher or a server. Generous: a history walk of a large repository is slow.
+GIT_TIMEOUT_SECONDS = 300.0
 _DRIVER_KEYS = ("clean", "smudge", "process", "textconv", "command")
 
 
@@ -89,19 +93,27 @@ def _spawn(cwd: Path, args: Sequence[str], stdin: bytes | None) -> subprocess.Co
         extra += [(f"{kind}.{name}.{key}", "") for kind in ("filter", "diff") for name in _drivers(cwd, kind)
                   for key in _DRIVER_KEYS]  # fmt: skip
     cmd, env = git_command(cwd, args, extra)
+    return _run(cmd, env, args[0], stdin)
+
+
+def _run(cmd: list[str], env: dict[str, str], name: str, stdin: bytes | None) -> subprocess.CompletedProcess[bytes]:
+    """Run one git command to its end, within ``GIT_TIMEOUT_SECONDS`` (then it is killed)."""
     try:
-        return subprocess.run(cmd, input=stdin, capture_output=True, env=env, check=False)
+        return subprocess.run(cmd, input=stdin, capture_output=True, env=env, check=False, timeout=GIT_TIMEOUT_SECONDS)
     except FileNotFoundError:
-        raise GitCommandError("the git executable was not found on PATH", command=args[0]) from None
+        raise GitCommandError("the git executable was not found on PATH", command=name) from None
+    except subprocess.TimeoutExpired:
+        raise GitCommandError(
+            f"git {name} did not end within {GIT_TIMEOUT_SECONDS:g} s and was stopped (does the repository's "
+            "configuration include a file that never ends, such as a FIFO?)",
+            command=name,
+        ) from None
 
 
 def _drivers(cwd: Path, kind: str) -> set[str]:
     """The ``filter`` or ``diff`` driver names the configuration defines (``git config`` only reads files)."""
     cmd, env = git_command(cwd, ("config", "-z", "--get-regexp", rf"^{kind}\."))
-    try:
-        done = subprocess.run(cmd, capture_output=True, env=env, check=False)
-    except FileNotFoundError:
-        raise GitCommandError("the git executable was not found on PATH", command="config") from None
+    done = _run(cmd, env, "config", None)
     names = set()
     for record in done.stdout.split(b"\0"):
         key = decode(record.partition(b"\n")[0])

@@ -163,3 +163,21 @@ def test_a_missing_blob_of_a_partial_clone_is_an_error_never_a_fetch(tmp_path: P
     assert list(markers.iterdir()) == []
     subprocess.run(["git", "-C", str(repo), "cat-file", "-p", blob], capture_output=True)  # control: plain git
     assert [p.name for p in markers.iterdir()] == ["ssh"]
+
+
+def test_a_config_include_that_never_ends_fails_the_git_build_instead_of_hanging(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``include.path`` naming a FIFO makes git block forever reading its configuration: the call is
+    stopped after ``GIT_TIMEOUT_SECONDS`` and the build fails with a typed error saying so."""
+    from core.vault import gitrun
+
+    repo = init(tmp_path / "repo")
+    commit(repo, {"a.md": "# A\n"}, T0)
+    fifo = repo / ".git" / "endless"
+    os.mkfifo(fifo)
+    run(repo, "config", "include.path", str(fifo))
+    monkeypatch.setattr(gitrun, "GIT_TIMEOUT_SECONDS", 1.0)
+    with pytest.raises(GitCommandError) as exc:
+        build_index(repo, source="git")
+    assert "did not end within 1 s" in str(exc.value) and exc.value.reason == "git_command_failed"
