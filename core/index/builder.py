@@ -83,6 +83,7 @@ def _apply(conn: sqlite3.Connection, plan: BuildPlan, run: BuildRun) -> dict[str
             workers=workers,
             root=run.root,
             language=run.config.language,
+            max_bytes=run.config.max_note_bytes,
         ) as batches,
         tqdm(total=len(items), desc="indexing", unit="note", disable=not run.progress) as bar,
     ):

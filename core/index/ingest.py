@@ -200,11 +200,13 @@ def _pieces(doc: int, texts: tuple[str, ...], rows: tuple[tuple, ...], cells: li
     return pieces
 
 
-def read_source(rel_path: str, path: str | os.PathLike[str], root: str) -> tuple[bytes, str]:
-    """(content, sha256) of a vault file, read safely inside the vault's real ``root``; a file
-    gone since the scan is a ``SourceChangedError``; any other ``OSError`` is the caller's problem."""
+def read_source(rel_path: str, path: str | os.PathLike[str], root: str, limit: int | None = None) -> tuple[bytes, str]:
+    """(content, sha256) of a vault file, read safely inside the vault's real ``root``, and no more than
+    the build's note size ``limit`` (a note grown past it since the scan is refused as ``too_large``
+    having read ``limit + 1`` bytes, not read whole); a file gone since the scan is a
+    ``SourceChangedError``; any other ``OSError`` is the caller's problem."""
     try:
-        return read_file(path, root=root)
+        return read_file(path, root=root, limit=limit)
     except FileNotFoundError:
         raise SourceChangedError(f"{rel_path} disappeared during the build", paths=[rel_path]) from None
 
@@ -219,13 +221,13 @@ class UnreadableFile:
     detail: str
 
 
-def _parse(item: NoteFile, root: str) -> tuple[str, ParsedNote | SkippedFile | UnreadableFile]:
+def _parse(item: NoteFile, root: str, limit: int | None) -> tuple[str, ParsedNote | SkippedFile | UnreadableFile]:
     """(sha256, parsed note) of one file, read unless its content is given; a binary file is skipped,
     an unreadable one reported."""
     rel_path, path, data, sha256, mtime_ns, size = item
     if not isinstance(data, bytes) or sha256 is None:  # not read yet (a git blob is read here, one at a time)
         try:
-            data, sha256 = data.load() if isinstance(data, BlobRef) else read_source(rel_path, path, root)
+            data, sha256 = data.load() if isinstance(data, BlobRef) else read_source(rel_path, path, root, limit)
         except FileRefusedError as exc:
             return "", UnreadableFile(rel_path, exc.reason, exc.detail)
         except FileNotFoundError:
@@ -297,7 +299,14 @@ def _utc_key(iso: str | None) -> int | None:
 
 
 def prepare_notes(
-    items: Sequence[NoteFile], *, chunk_size: int, chunk_overlap: int, build: str, root: str, language: str = "en"
+    items: Sequence[NoteFile],
+    *,
+    chunk_size: int,
+    chunk_overlap: int,
+    build: str,
+    root: str,
+    language: str = "en",
+    max_bytes: int | None = None,
 ) -> PreparedBatch:
     """Read (inside the vault's real ``root``), parse, chunk and count a batch of note files. Words are
     counted for the batch at once by this process's ``WordTable`` for ``build``; each note's words are
@@ -308,7 +317,7 @@ def prepare_notes(
     parsed, notes, pieces, groups, tags = [], [], [], [], []
     n_docs = 0
     for item in items:  # parse, texts and chunks of one note in a row: they share its cached block scan
-        sha, note = _parse(item, root)
+        sha, note = _parse(item, root, max_bytes)
         parsed.append(note)
         if isinstance(note, ParsedNote):
             texts = field_texts(note)
@@ -353,7 +362,14 @@ def default_workers(n_notes: int) -> int:
 
 @contextmanager
 def prepared_notes(
-    items: Sequence[NoteFile], *, chunk_size: int, chunk_overlap: int, workers: int, root: str, language: str = "en"
+    items: Sequence[NoteFile],
+    *,
+    chunk_size: int,
+    chunk_overlap: int,
+    workers: int,
+    root: str,
+    language: str = "en",
+    max_bytes: int | None = None,
 ) -> Iterator[Iterator[PreparedBatch]]:
     """``prepare_notes`` over ``items`` in batches, in order: in process, or in ``workers`` forked processes.
 
@@ -362,7 +378,13 @@ def prepared_notes(
     """
     build = uuid.uuid4().hex
     prepare = partial(
-        prepare_notes, chunk_size=chunk_size, chunk_overlap=chunk_overlap, build=build, root=root, language=language
+        prepare_notes,
+        chunk_size=chunk_size,
+        chunk_overlap=chunk_overlap,
+        build=build,
+        root=root,
+        language=language,
+        max_bytes=max_bytes,
     )
     batches = [items[i : i + _PREPARE_BATCH] for i in range(0, len(items), _PREPARE_BATCH)]
     try:

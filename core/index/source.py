@@ -104,7 +104,7 @@ class WorkingTreeSource:
         out: list[Read] = []
         for f in files:
             try:
-                out.append((f, *read_source(f.rel_path, f.path, self.root)))
+                out.append((f, *read_source(f.rel_path, f.path, self.root, self.max_bytes)))
             except OSError:  # unreadable now: read again (and reported) where notes are parsed
                 out.append((f, None, None))
         return out

@@ -246,3 +246,36 @@ def test_a_killed_builder_leaves_no_worker_holding_the_lock(vault: Path, tmp_pat
     while any(_alive(p) for p in workers) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not any(_alive(p) for p in workers)  # they died with their parent
+
+
+def test_a_note_grown_past_the_size_limit_after_the_scan_is_not_read_whole(
+    vault: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The scan excludes a note over ``max_note_bytes``; one that grows past it between the scan and
+    its read is refused having read at most the limit + 1 bytes (it was read whole: a note grown to
+    1 GiB cost the build 1 GiB), and nothing half-read is published."""
+    from core.index.settings import IndexConfig
+    from core.vault import scan
+
+    limit = 4096
+    read_sizes: list[int] = []
+    real_read, real_prepare = scan.read_file, builder.prepared_notes
+
+    def counting_read(path, **kw):  # noqa: ANN001, ANN003, ANN202
+        data, sha = real_read(path, **kw)
+        read_sizes.append(len(data))
+        return data, sha
+
+    def grow_then_prepare(items, **kw):  # noqa: ANN001, ANN003, ANN202
+        (vault / "n2.md").write_text("# grown\n" + "word " * (4 * limit))
+        return real_prepare(items, **kw)
+
+    monkeypatch.setattr(builder, "prepared_notes", grow_then_prepare)
+    monkeypatch.setattr("core.index.ingest.read_file", counting_read)
+    with pytest.raises(VaultSearchError) as info:
+        build_index(vault, config=IndexConfig(max_note_bytes=limit), workers=1)
+    assert info.value.reason == "source_changed"
+    assert read_sizes and max(read_sizes) <= limit
+    monkeypatch.undo()
+    report = build_index(vault, config=IndexConfig(max_note_bytes=limit))  # the next scan says why
+    assert problems(report) == {"n2.md": "too_large"}
