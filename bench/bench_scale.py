@@ -192,7 +192,7 @@ def _phase_profile(kind: str, vault: Path, index_dir: Path, queries_file: Path) 
 
     if kind == "build":
         from bench.common import count_md_files
-        from core.index.ingest import default_workers
+        from core.index.prepare_pool import default_workers
 
         workers = default_workers(count_md_files(vault))
         note = (

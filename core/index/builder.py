@@ -9,7 +9,7 @@ vectors because the working database starts as a byte copy of the verified activ
 generation. ``in_place=True`` applies the same plan to one writable ``index.db`` in a
 single transaction instead (the ``legacy_db`` layout).
 
-Changed notes are read, parsed, chunked and counted by ``core.index.ingest.prepared_notes`` - in
+Changed notes are read, parsed, chunked and counted by ``core.index.prepare_pool.prepared_notes`` - in
 forked worker processes when there are many - while this process gives them ids, maps
 their words to FTS5 terms and writes the rows (``core.index.ingest.NoteWriter``).
 """
@@ -32,9 +32,10 @@ from core import generations as gen
 from core.errors import IntegrityError, UsageError, ValidationError
 from core.index import state as gstate
 from core.index.faults import build_io_errors
-from core.index.ingest import NoteWriter, default_workers, prepared_notes, recompute_edges
+from core.index.ingest import NoteWriter, recompute_edges
 from core.index.ownership import check_vault
 from core.index.plan import BuildPlan, BuildRun, plan_build
+from core.index.prepare_pool import default_workers, prepared_notes
 from core.index.report import BuildReport, build_report
 from core.index.schema import create_schema
 from core.index.settings import DEFAULT_TOKENIZER, IndexConfig, resolve_config  # noqa: F401 (public API)

@@ -5,8 +5,8 @@ the notes row, tags, per-note problems, its FTS5 row, chunks, the sparse term ve
 and the links as written. Three stages, so that two CPU cores can share the work:
 
     prepare_notes    files -> PreparedBatch: read, hash, parse, chunk, count words. Pure
-                     apart from a per-process WordTable, so ``prepared_notes`` can run
-                     it in forked worker processes while this process writes.
+                     apart from a per-process WordTable, so ``core.index.prepare_pool``
+                     can run it in forked worker processes while this process writes.
     NoteWriter       assigns note and chunk ids, turns word counts into term vectors
                      (``core.ranking.analysis.TermVectors``: FTS5's tokens) and inserts the rows
                      a batch at a time with executemany.
@@ -19,17 +19,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import multiprocessing
 import os
 import sqlite3
-import uuid
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 
 from core.errors import SourceChangedError
-from core.index.bounds import bound_vocabulary, die_with_parent
+from core.index.bounds import bound_vocabulary
 from core.index.tables import notes as notes_table
 from core.index.tables.chunks import insert_chunks, next_chunk_id
 from core.index.tables.links import delete_all_edges, edge_counts, insert_edges, insert_links, links_from, repoint_edges
@@ -74,8 +71,6 @@ _INSERTS = {
 }
 _BATCH_NOTES = 256
 _BATCH_CHUNKS = 4096
-POOL_MIN_NOTES = 1000  # fewer notes than this are prepared in process: forking would not pay off
-_PREPARE_BATCH = 64  # notes per prepare_notes call (per worker task)
 
 # rel_path, path, content and sha256 (None: not read yet), mtime_ns, size
 NoteFile = tuple[str, str, "bytes | BlobRef | None", "str | None", int, int]
@@ -342,59 +337,11 @@ def prepare_notes(
     )
 
 
-def _worker_init() -> None:
-    """Start a forked worker with no word tables of its parent's, that dies with its parent.
-
-    It holds no build lock (``core.generations`` closes inherited lock descriptors after every
-    fork), reads notes without blocking (``read_file``), and is killed by the kernel when the
-    builder dies, so a killed builder never leaves an orphan behind.
-    """
-    _tables.clear()
-    die_with_parent()
-
-
-def default_workers(n_notes: int) -> int:
-    """Worker processes for preparing ``n_notes``: 1 (in process) for small batches or without fork."""
-    if n_notes < POOL_MIN_NOTES or "fork" not in multiprocessing.get_all_start_methods():
-        return 1
-    return max(1, min(os.cpu_count() or 1, 4))
-
-
-@contextmanager
-def prepared_notes(
-    items: Sequence[NoteFile],
-    *,
-    chunk_size: int,
-    chunk_overlap: int,
-    workers: int,
-    root: str,
-    language: str = "en",
-    max_bytes: int | None = None,
-) -> Iterator[Iterator[PreparedBatch]]:
-    """``prepare_notes`` over ``items`` in batches, in order: in process, or in ``workers`` forked processes.
-
-    The workers are forked on entry (fork, not spawn, keeps the start cheap); they read, parse
-    and count, and never touch a database. Pass ``workers=1`` where forking is unwelcome.
-    """
-    build = uuid.uuid4().hex
-    prepare = partial(
-        prepare_notes,
-        chunk_size=chunk_size,
-        chunk_overlap=chunk_overlap,
-        build=build,
-        root=root,
-        language=language,
-        max_bytes=max_bytes,
-    )
-    batches = [items[i : i + _PREPARE_BATCH] for i in range(0, len(items), _PREPARE_BATCH)]
-    try:
-        if workers <= 1:
-            yield map(prepare, batches)
-            return
-        ctx = multiprocessing.get_context("fork")
-        with ctx.Pool(workers, initializer=_worker_init) as pool:
-            yield pool.imap(prepare, batches)
-    finally:
+def forget_word_tables(build: str | None = None) -> None:
+    """Drop this process's word table of ``build``, or every one (a forked worker starts with none)."""
+    if build is None:
+        _tables.clear()
+    else:
         _tables.pop(build, None)
 
 
