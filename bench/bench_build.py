@@ -70,7 +70,7 @@ TARGETS: dict[str, tuple[str, str, float]] = {
 
 def _phase_build(vault: Path, index_dir: Path) -> dict[str, Any]:
     """One ``build_index`` call, timed around the call only (interpreter start-up excluded)."""
-    from core.index.builder import build_index
+    from core.build.builder import build_index
 
     report, seconds = timed(build_index, vault, index_dir=index_dir)
     data = report.to_dict()

@@ -6,7 +6,7 @@
 
 quality: builds the corpus index in ``--index-dir`` (the vault is read-only; the index lives
 outside it), embeds every chunk with the fp32 all-MiniLM-L6-v2 fixture (tests/minilm_fixture.py)
-through ``core.index.embed.embed_index``, then evaluates with ``search_vault``:
+through ``core.build.embed.embed_index``, then evaluates with ``search_vault``:
 
 - fts, semantic, auto (as shipped: ``AUTO_WEIGHTS``, ``AUTO_CONFIDENT_RATIO``) on the dev
   queries: nDCG@10, Recall@100;
@@ -41,10 +41,10 @@ import numpy as np
 
 from bench.common import DATA_DIR, RESULTS_DIR, machine_info, write_json
 from core import dense
+from core.build.builder import build_index
+from core.build.embed import embed_index
 from core.eval.inputs import load_qrels, load_queries
 from core.eval.metrics import mean, ndcg_at_k, recall_at_k
-from core.index.builder import build_index
-from core.index.embed import embed_index
 from core.modes import dense_pipeline as dense_modes
 from core.ranking import scoring
 from core.searcher import search_vault

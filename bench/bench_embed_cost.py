@@ -2,7 +2,7 @@
 before and after identical texts are embedded once and each batch's texts are ordered by length.
 
 A count, not a timing: it does not move with the load of a shared machine. For every chunk of the
-index, the passage text ``core.index.embed`` embeds is tokenized with the model's tokenizer (capped at
+index, the passage text ``core.build.embed`` embeds is tokenized with the model's tokenizer (capped at
 ``MAX_TOKENS``); then the tokens the model is fed (padding included) are summed for:
 
 - before: batches of ``PUBLISH_EVERY`` chunks, each cut into steps of 4 x batch and sorted within a step;
@@ -72,8 +72,8 @@ CORPORA = {
 
 def corpus_cost(vault: Path, index_dir: Path, embedder: Any) -> dict[str, Any]:
     from core import generations as gen
-    from core.index.builder import build_index
-    from core.index.embed import PUBLISH_EVERY, pending_chunks
+    from core.build.builder import build_index
+    from core.build.embed import PUBLISH_EVERY, pending_chunks
 
     layout = gen.layout_for(vault, index_dir)
     if not layout.state_path.exists():
@@ -95,7 +95,7 @@ def identity_sample(vault: Path, index_dir: Path, embedder: Any, count: int) -> 
     import time
 
     from core import generations as gen
-    from core.index.embed import pending_chunks
+    from core.build.embed import pending_chunks
 
     conn = gen.connect_readonly(gen.resolve(gen.layout_for(vault, index_dir)))
     try:
@@ -127,8 +127,8 @@ def threads_sample(vault: Path, index_dir: Path, model_dir: Path, count: int, ro
     import time
 
     from core import generations as gen
+    from core.build.embed import pending_chunks
     from core.dense import load_embedder
-    from core.index.embed import pending_chunks
 
     conn = gen.connect_readonly(gen.resolve(gen.layout_for(vault, index_dir)))
     try:
@@ -154,7 +154,7 @@ def full_embed(vault: Path, index_dir: Path, model_dir: Path, work: Path) -> dic
     import shutil
     import time
 
-    from core.index.embed import embed_index
+    from core.build.embed import embed_index
 
     shutil.rmtree(work, ignore_errors=True)
     shutil.copytree(index_dir, work, symlinks=True)

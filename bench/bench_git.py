@@ -210,7 +210,7 @@ def measure_access(repo: Path) -> dict[str, Any]:
 
 
 def _phase_build(repo: Path, index_dir: Path, source: str) -> dict[str, Any]:
-    from core.index.builder import build_index
+    from core.build.builder import build_index
 
     t = time.perf_counter()
     report = build_index(repo, index_dir=index_dir, source=source)
@@ -221,7 +221,7 @@ def _phase_build(repo: Path, index_dir: Path, source: str) -> dict[str, Any]:
 
 
 def _phase_uptodate(repo: Path, index_dir: Path) -> dict[str, Any]:
-    from core.index.builder import build_index
+    from core.build.builder import build_index
     from core.index.gitstatus import watermark_current
 
     samples = []

@@ -52,8 +52,8 @@ from typing import Any
 
 from bench.common import DATA_DIR, RESULTS_DIR, load_qrels, load_queries, machine_info, write_json
 from core import generations as gen
+from core.build.builder import build_index
 from core.eval.metrics import ndcg_at_k
-from core.index.builder import build_index
 from core.searcher import search_vault
 
 ML = DATA_DIR / "multilingual"
@@ -314,7 +314,7 @@ _BUILD_SCRIPT = """
 import json, sys, time
 from pathlib import Path
 from core import generations as gen
-from core.index.builder import build_index
+from core.build.builder import build_index
 vault, work = Path(sys.argv[1]), Path(sys.argv[2])
 t = time.perf_counter()
 report = build_index(vault, index_dir=work / "wall")
@@ -377,7 +377,7 @@ def build_vs(work: Path, codes: dict[str, Path], rounds: int) -> dict[str, dict[
 _LATENCY_SCRIPT = """
 import json, statistics, sys, time
 from pathlib import Path
-from core.index.builder import build_index
+from core.build.builder import build_index
 from core.searcher import search_vault
 vault, queries, index_dir = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
 if not index_dir.exists():
@@ -425,7 +425,7 @@ def latency(work: Path, codes: dict[str, Path], rounds: int) -> dict[str, Any]:
 _COUNT_SCRIPT = """
 import json, sys
 from pathlib import Path
-from core.index.builder import build_index
+from core.build.builder import build_index
 from core.searcher import search_vault
 what, vault, queries, index_dir, skip = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3]), Path(sys.argv[4]), sys.argv[5] == "skip"
 kw = {}
@@ -435,7 +435,7 @@ try:  # one stat walk (in the warm-up), then reused: no path that depends on the
 except ImportError:  # a tree from before freshness checks
     pass
 if what == "build_without_arrays":  # the build minus the arrays it stores for readers (issue 14)
-    import core.index.builder as builder
+    import core.build.builder as builder
     for name in ("compute_sparse", "store_sparse", "compute_chunk_vectors", "store_chunk_vectors"):
         getattr(builder, name)  # AttributeError: the build no longer calls it, and the count would not say so
     builder.compute_sparse = lambda conn: None

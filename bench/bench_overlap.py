@@ -2,7 +2,7 @@
 
 For each overlap (default 60, the shipped setting, and 0) the SciFact vault is indexed with that
 ``IndexConfig(chunk_overlap=...)`` in its own index directory, every chunk is embedded with the fp32
-all-MiniLM-L6-v2 fixture (tests/minilm_fixture.py) through ``core.index.embed.embed_index``, and the
+all-MiniLM-L6-v2 fixture (tests/minilm_fixture.py) through ``core.build.embed.embed_index``, and the
 dev queries are evaluated with ``search_vault`` in fts, vector, hybrid, semantic and auto: nDCG@10 and
 Recall@100. Cost: chunks, the tokens the embedder is fed (the model's work; independent of load),
 embedding wall and CPU seconds, chunks/s and tokens/s.
@@ -26,8 +26,8 @@ from typing import Any
 from bench.bench_dense import CORPORA, _rankings, _scores, _split
 from bench.common import RESULTS_DIR, machine_info, write_json
 from core import dense
-from core.index.builder import build_index
-from core.index.embed import embed_index, pending_chunks
+from core.build.builder import build_index
+from core.build.embed import embed_index, pending_chunks
 from core.index.settings import IndexConfig
 from tests.minilm_fixture import FP32, cached_model_dirs
 

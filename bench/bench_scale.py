@@ -83,7 +83,7 @@ def _load_queries(path: Path) -> list[str]:
 
 def _phase_build(vault: Path, index_dir: Path) -> dict[str, Any]:
     """A cold build with a progress bar on stderr (the parent reads it if the budget runs out)."""
-    from core.index.builder import build_index
+    from core.build.builder import build_index
 
     report, seconds = timed(build_index, vault, index_dir=index_dir, progress=True)
     return {
@@ -187,12 +187,12 @@ def _phase_profile(kind: str, vault: Path, index_dir: Path, queries_file: Path) 
     profiles the first 50 queries of one mode after a warm-up; ``memory`` traces a search
     process (see :func:`_memory_profile`).
     """
-    from core.index.builder import build_index
+    from core.build.builder import build_index
     from core.searcher import search_vault
 
     if kind == "build":
         from bench.common import count_md_files
-        from core.index.prepare_pool import default_workers
+        from core.build.prepare_pool import default_workers
 
         workers = default_workers(count_md_files(vault))
         note = (

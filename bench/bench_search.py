@@ -48,10 +48,10 @@ from bench.common import (
     write_json,
 )
 from core import generations as gen
+from core.build.builder import build_index
 from core.errors import VaultSearchError
 from core.eval.evaluation import evaluate
 from core.eval.matching import DocIdMatcher
-from core.index.builder import build_index
 from core.registry import MODE_NAMES, SEARCH_MODE_REGISTRY
 from core.searcher import search_vault
 
@@ -120,15 +120,15 @@ DENSE_STAGE_NOTE = (
 
 
 def dense_support() -> str | None:
-    """None when the library can embed an index (``core.index.embed.embed_index``), else why not."""
+    """None when the library can embed an index (``core.build.embed.embed_index``), else why not."""
     try:
-        from core.index import embed
+        from core.build import embed
     except ModuleNotFoundError as exc:
-        if exc.name not in ("core.index.embed", "onnxruntime", "tokenizers"):
+        if exc.name not in ("core.build.embed", "onnxruntime", "tokenizers"):
             raise
         return f"dense embedding unavailable: {exc.name} is not importable"
     if not hasattr(embed, "embed_index"):
-        return "core.index.embed has no embed_index: the library cannot embed an index yet"
+        return "core.build.embed has no embed_index: the library cannot embed an index yet"
     return None
 
 

@@ -44,7 +44,7 @@ from typing import Any
 
 from bench.common import DATA_DIR, RESULTS_DIR, copy_vault, latency_stats, load_queries, machine_info, write_json
 from core import generations as gen
-from core.index.builder import build_index
+from core.build.builder import build_index
 from core.index.freshness import FreshnessOptions, check_freshness, clear_cache
 from core.searcher import search_vault
 
@@ -258,7 +258,7 @@ def _paced(resolved: Any, conn: Any, seconds: float) -> dict[str, Any]:
 
 
 def _watch_in_process(vault: Path, index_dir: Path | None, calls: int) -> dict[str, Any]:
-    from core.index.watch import Watcher
+    from core.build.watch import Watcher
 
     watcher = Watcher(vault, index_dir=index_dir)
     watcher.start()
@@ -395,9 +395,10 @@ def bench_watch(vault: Path, ops: int) -> dict[str, Any]:
 
 def profile_incremental(vault: Path) -> dict[str, Any]:
     """One edit, one incremental build in this process, timed by phase: what is O(vault) per rebuild."""
-    import core.index.builder as builder
-    import core.index.ingest as ingest
-    from core.index import pinned, publish
+    import core.build.builder as builder
+    import core.build.ingest as ingest
+    from core.build import publish
+    from core.index import pinned
 
     spent: dict[str, float] = {}
 

@@ -145,7 +145,7 @@ class Bm25s:
 _RUN_SCRIPT = """
 import json, sys
 from pathlib import Path
-from core.index.builder import build_index
+from core.build.builder import build_index
 from core.searcher import search_vault
 job = json.loads(Path(sys.argv[1]).read_text())
 vault, index_dir = Path(job["vault"]), Path(job["index_dir"])

@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         result = measure(args.index / "vault", queries, args.rounds, restricted=False)
         print(result)
         return 0
-    from core.index.builder import build_index
+    from core.build.builder import build_index
 
     work = args.index or Path(tempfile.mkdtemp(prefix="vis-bench-"))
     vault = work / "vault"

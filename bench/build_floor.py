@@ -1,6 +1,6 @@
 """The floor under the cold-build ratio: the least a vaultsearch build must do, timed.
 
-A real build (``core.index.builder.build_index``) also chunks, counts chunk vectors, maps words to
+A real build (``core.build.builder.build_index``) also chunks, counts chunk vectors, maps words to
 FTS5 terms, resolves links, writes nine tables, validates, hashes and fsyncs. This skeleton
 keeps only the steps no design of this index can skip, run the way the build runs them
 (the same two forked workers, batches of 64 notes, one writer inserting as batches arrive):
@@ -24,8 +24,8 @@ import sys
 import time
 from pathlib import Path
 
-from core.index.builder import DEFAULT_TOKENIZER
-from core.index.ingest import field_texts
+from core.build.builder import DEFAULT_TOKENIZER
+from core.build.ingest import field_texts
 from core.index.tables.notes_fts import FTS_COLUMNS, ddl_notes_fts
 from core.ranking.analysis import LocalVector, WordTable
 from core.vault.notes import parse_note

@@ -22,8 +22,8 @@ def main(code: str, vault: str, work: str, model: str, out: str) -> dict[str, ob
     sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in type(f).__module__.lower()]
     sys.path.insert(0, code)
     try:
-        from core.index.builder import build_index
-        from core.index.embed import embed_index
+        from core.build.builder import build_index
+        from core.build.embed import embed_index
     except ImportError:  # a tree from before the package layout
         from core.builder import build_index  # type: ignore[import-not-found,no-redef]
         from core.embed import embed_index  # type: ignore[import-not-found,no-redef]

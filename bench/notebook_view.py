@@ -16,7 +16,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from core.index.builder import build_index
+from core.build.builder import build_index
 from core.searcher import search_vault
 
 REPO = Path(__file__).resolve().parents[1]

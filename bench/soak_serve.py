@@ -392,7 +392,7 @@ def run(
     work: Path,
     seed: int,
 ) -> dict[str, Any]:
-    from core.index.builder import build_index
+    from core.build.builder import build_index
 
     vaults = [copy_vault(corpus, work / "vault_http"), copy_vault(corpus, work / "vault_mcp")]
     for v in vaults:

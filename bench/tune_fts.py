@@ -17,9 +17,9 @@ from pathlib import Path
 import numpy as np
 
 from core import generations as gen
+from core.build.builder import build_index
 from core.eval.inputs import load_qrels, load_queries
 from core.eval.metrics import mean, ndcg_at_k
-from core.index.builder import build_index
 from core.ranking.analysis import analyzer_for
 from core.ranking.sparse import RankParams, bm25_scores, load_sparse
 

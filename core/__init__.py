@@ -16,7 +16,7 @@ from core.render import format_search_results
 from core.searcher import SearchResult, SearchResults, search_vault
 
 if TYPE_CHECKING:
-    from core.index.builder import BuildReport, IndexConfig, build_index
+    from core.build.builder import BuildReport, IndexConfig, build_index
 
 __all__ = [
     "SEARCH_MODE_REGISTRY",
@@ -36,7 +36,7 @@ _WRITE_PATH = frozenset({"BuildReport", "IndexConfig", "build_index"})
 
 def __getattr__(name: str) -> Any:
     if name in _WRITE_PATH:
-        from core.index import builder
+        from core.build import builder
 
         return getattr(builder, name)
     raise AttributeError(f"module 'core' has no attribute {name!r}")

@@ -15,9 +15,9 @@ verify_full, the read-only connection), ``state`` (the generation-state database
 
 from __future__ import annotations
 
+from core.build.lock import build_lock, ensure_layout, new_staging_path
+from core.build.publish import PUBLISH_STEPS, publish
 from core.index.layout import GenerationRecord, IndexLayout, ResolvedIndex, layout_for
-from core.index.lock import build_lock, ensure_layout, new_staging_path
-from core.index.publish import PUBLISH_STEPS, publish
 from core.index.state import STATE_SCHEMA_VERSION, active_record, list_generations
 from core.index.tables.connection import atomic
 from core.index.verify import (

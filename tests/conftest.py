@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from core.index.builder import IndexConfig, build_index
+from core.build.builder import IndexConfig, build_index
 
 EXAMPLE_VAULT = Path(__file__).resolve().parent.parent / "examples" / "vault"
 

@@ -140,7 +140,7 @@ def _search_json() -> dict[str, Any]:
         "corpora": {"tiny": corpus},
         "dense": {
             "ran": False,
-            "not_run_reason": "core.index.builder.build_index cannot embed yet",
+            "not_run_reason": "core.build.builder.build_index cannot embed yet",
             "modes": ["semantic", "reranked", "auto"],
         },
     }
@@ -234,10 +234,10 @@ def test_latency_stats_in_milliseconds() -> None:
 
 
 def test_dense_section_says_where_dense_scores_come_from(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(bench_search, "dense_support", lambda: "core.index.embed has no embed_index")
+    monkeypatch.setattr(bench_search, "dense_support", lambda: "core.build.embed has no embed_index")
     assert bench_search.dense_section() == {
         "ran": False,
-        "not_run_reason": "core.index.embed has no embed_index",
+        "not_run_reason": "core.build.embed has no embed_index",
         "modes": ["semantic", "reranked", "auto"],
     }
     monkeypatch.setattr(bench_search, "dense_support", lambda: None)
@@ -278,7 +278,7 @@ def test_report_shows_failures_fallbacks_not_run_rows_and_targets(tmp_path: Path
 
     assert "fails closed: `dense_index_unavailable`" in page
     assert "ran `fts` (`fts_fallback`: `dense_index_unavailable`)" in page
-    assert "**not run: core.index.builder.build_index cannot embed yet**" in page
+    assert "**not run: core.build.builder.build_index cannot embed yet**" in page
     assert "| scale | fts p50 <= 10 ms at 100,000 notes | 12.0 ms | MISS |" in page
     assert "| scale | hybrid p50 <= 30 ms at 100,000 notes | 20.0 ms | PASS |" in page
     assert "core/retrieval.py:127(fts_ranking)" in page
@@ -440,7 +440,7 @@ def test_the_build_floor_fills_notes_fts_exactly_as_the_real_build_does(tmp_path
 
     from bench import build_floor
     from core import generations as gen
-    from core.index.builder import DEFAULT_TOKENIZER, build_index
+    from core.build.builder import DEFAULT_TOKENIZER, build_index
     from core.index.tables.meta import get_meta
 
     vault = shutil.copytree(Path(__file__).resolve().parents[1] / "examples" / "vault", tmp_path / "vault")

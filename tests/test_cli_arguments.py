@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from core import cli
-from core.index.builder import build_index
+from core.build.builder import build_index
 from tests.conftest import note, write_vault
 
 FILES = {

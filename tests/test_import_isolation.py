@@ -7,9 +7,9 @@ import subprocess
 import sys
 
 WRITE_PATH = (
-    "core.index.builder",
-    "core.index.ingest",
-    "core.index.embed",
+    "core.build.builder",
+    "core.build.ingest",
+    "core.build.embed",
     "core.vault.scan",
     "core.vault.notes",
     "core.vault.chunking",
@@ -28,8 +28,14 @@ def test_import_core_searcher_loads_no_build_module() -> None:
     loaded = loaded_after("import core.searcher")
     assert "core.searcher" in loaded
     assert not loaded & set(WRITE_PATH), sorted(loaded & set(WRITE_PATH))
+    # the whole write path lives in core.build (publish and the build lock included), and the read path
+    # reaches the stored index through core.index, never through the core.generations facade
+    write_side = sorted(
+        m for m in loaded if m == "core.build" or m.startswith("core.build.") or m == "core.generations"
+    )
+    assert write_side == []
 
 
 def test_the_package_root_loads_the_builder_only_on_use() -> None:
-    assert "core.index.builder" not in loaded_after("import core")
-    assert "core.index.builder" in loaded_after("from core import build_index")
+    assert "core.build.builder" not in loaded_after("import core")
+    assert "core.build.builder" in loaded_after("from core import build_index")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from core.index.builder import build_index
+from core.build.builder import build_index
 from tests.conftest import note
 
 NOT_FOR_LEXICAL_SEARCH = (
@@ -23,8 +23,8 @@ NOT_FOR_LEXICAL_SEARCH = (
     "tqdm",
     "yaml",
     "multiprocessing",
-    "core.index.builder",
-    "core.index.embed",
+    "core.build.builder",
+    "core.build.embed",
     "core.vault.scan",
     "core.vault.notes",
     "pathspec",

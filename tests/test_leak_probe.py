@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from core.build.builder import build_index
+from core.build.embed import embed_index
 from core.cli import main
 from core.eval.cli import run_eval
-from core.index.builder import build_index
-from core.index.embed import embed_index
 from core.index.status import index_status
 from core.render import format_search_results
 from core.searcher import search_vault

@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
+from core.build.builder import build_index
 from core.errors import VaultSearchError
-from core.index.builder import build_index
 from core.index.status import index_status
 from core.ranking.filters import Filters
 from core.searcher import search_vault

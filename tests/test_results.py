@@ -12,7 +12,7 @@ import pytest
 from conftest import note
 
 from core import generations as gen
-from core.index.builder import IndexConfig, build_index
+from core.build.builder import IndexConfig, build_index
 from core.ranking.snippets import MATCHED_TEXT_CHARS, SNIPPET_CHARS
 from core.render import EMBED_HINT, format_search_results, results_html, results_markdown
 from core.searcher import SearchResult, SearchResults, search_vault

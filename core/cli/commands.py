@@ -13,9 +13,9 @@ from core.errors import UsageError
 
 def cmd_index(args: argparse.Namespace) -> int:
     """Build (unless --embed-only), then embed (with --embed / --embed-only)."""
-    from core.index.build_embed import EmbedInStaging
-    from core.index.builder import build_index
-    from core.index.embed import embed_index
+    from core.build.build_embed import EmbedInStaging
+    from core.build.builder import build_index
+    from core.build.embed import embed_index
 
     embed = args.embed or args.embed_only
     if (args.embed_limit is not None or args.model) and not embed:
@@ -194,9 +194,9 @@ def _visibility_line(classifications: list[str] | None) -> str:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from core import generations as gen
+    from core.index.verify import verify_full
 
-    report = gen.verify_full(read_layout(args))
+    report = verify_full(read_layout(args))
     if args.json:
         print_json(report)
     else:

@@ -46,11 +46,11 @@ def env_index_dir(args: argparse.Namespace) -> Path | None:
 def read_layout(args: argparse.Namespace) -> Any:
     """The layout a reading command uses: an existing vault folder and a readable index dir, else a typed
     usage error (exit 2) instead of a traceback."""
-    from core import generations as gen
+    from core.index.layout import layout_for
     from core.index.ownership import check_index_dir_for_reading, check_vault
 
     check_vault(Path(args.vault))
-    layout = gen.layout_for(Path(args.vault).resolve(), env_index_dir(args))
+    layout = layout_for(Path(args.vault).resolve(), env_index_dir(args))
     check_index_dir_for_reading(layout)
     return layout
 

@@ -53,7 +53,7 @@ def _start_tools(args: argparse.Namespace, command: str) -> Any:
     config = ServeConfig(Path(args.vault), env_index_dir(args), _visible(args), _freshness(args))
     watcher = None
     if args.watch:
-        from core.index.watch import Watcher
+        from core.build.watch import Watcher
 
         watcher = Watcher(
             Path(args.vault),
@@ -157,7 +157,7 @@ def watch_line(outcome: Any, *, as_json: bool) -> str:
 def cmd_watch(args: argparse.Namespace) -> int:
     """Rebuild and publish on every debounced batch of note changes until interrupted."""
     _require_serve("watch", False)
-    from core.index.watch import BuildOutcome, Watcher
+    from core.build.watch import BuildOutcome, Watcher
 
     def report(outcome: BuildOutcome) -> None:
         print(watch_line(outcome, as_json=args.json), flush=True)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core import generations as gen
 from core.eval.evaluation import EvalReport, RankedPaths, evaluate
 from core.eval.inputs import load_qrels, load_queries
 from core.eval.matching import DocIdMatcher
+from core.index.layout import layout_for
 from core.index.tables.notes import visible_doc_ids
+from core.index.verify import connect_readonly, resolve
 from core.ranking.filters import Filters
 from core.searcher import search_vault
 
@@ -35,8 +36,8 @@ def run_eval(
     ids are matched against the visible notes alone, so no report line names a hidden note; None
     (the default) sees every note, secret ones included."""
     filters = Filters.make(classifications=list(classifications) if classifications is not None else None)
-    resolved = gen.resolve(gen.layout_for(Path(vault).resolve(), index_dir))
-    conn = gen.connect_readonly(resolved)
+    resolved = resolve(layout_for(Path(vault).resolve(), index_dir))
+    conn = connect_readonly(resolved)
     try:
         clause, vals = filters.visible_classification_clause()
         notes = visible_doc_ids(conn, clause, vals)

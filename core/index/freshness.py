@@ -3,7 +3,7 @@
 Every answer says where it comes from (``source``) and, when the vault was not checked, why
 (``checked: false`` with a ``reason``): unchecked is said, never implied.
 
-``source: "watch"``: a watcher (``core.index.watch``: ``vaultsearch watch``, or a server's
+``source: "watch"``: a watcher (``core.build.watch``: ``vaultsearch watch``, or a server's
 ``--watch``) runs for this index directory, in this process or in another one (it holds the
 watch lock of the index directory and publishes what it knows in ``watch.json``). It has seen
 every change since the generation it last built, so the answer is a lookup of the few paths

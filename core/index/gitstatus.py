@@ -18,13 +18,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from core import generations as gen
+from core.index.layout import IndexLayout, layout_for
+from core.index.state import active_record
 from core.index.tables.meta import get_meta
 
 
-def _active_meta(layout: gen.IndexLayout) -> dict[str, Any] | None:
+def _active_meta(layout: IndexLayout) -> dict[str, Any] | None:
     """The active generation's meta, read without hashing it (None: no generation state)."""
-    record = gen.active_record(layout)
+    record = active_record(layout)
     if record is None:
         return None
     path = layout.generations_dir / record["file_name"]
@@ -40,7 +41,7 @@ def watermark_current(vault: str | Path, index_dir: str | Path | None = None) ->
     the index is not git-sourced. O(1): the state row, the meta table, one ``git rev-parse``."""
     from core.vault import gitsource as git
 
-    layout = gen.layout_for(Path(vault).resolve(), Path(index_dir) if index_dir else None)
+    layout = layout_for(Path(vault).resolve(), Path(index_dir) if index_dir else None)
     meta = _active_meta(layout)
     if not meta or meta.get("source") != "git":
         return None
@@ -68,7 +69,7 @@ def git_freshness(
     from core.vault import gitsource as git
 
     vault = Path(vault).resolve()
-    layout = gen.layout_for(vault, Path(index_dir) if index_dir else None)
+    layout = layout_for(vault, Path(index_dir) if index_dir else None)
     meta = _active_meta(layout) if meta is None else meta
     if not meta or meta.get("source") != "git":
         return None

@@ -13,10 +13,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from core import generations as gen
 from core.errors import IntegrityError, UsageError, VaultSearchError
+from core.index.layout import IndexLayout
 from core.index.schema import SCHEMA_VERSION
+from core.index.state import active_record
 from core.index.tables.meta import get_meta
+from core.index.verify import connect_readonly, resolve
 from core.ranking.analysis import check_tokenizer
 from core.ranking.languages import analysis_identity, check_language
 from core.vault.chunking import CHUNKER_VERSION, chunk_body
@@ -58,15 +60,15 @@ class IndexConfig:
         }
 
 
-def stored_settings(layout: gen.IndexLayout) -> dict[str, Any]:
+def stored_settings(layout: IndexLayout) -> dict[str, Any]:
     """The settings the active generation was built with (meta ``settings``); {} without one."""
     try:
-        if gen.active_record(layout) is None:
+        if active_record(layout) is None:
             return {}
-        base = gen.resolve(layout)
+        base = resolve(layout)
     except IntegrityError:  # a broken active generation is rebuilt from the defaults, and the report says why
         return {}
-    conn = gen.connect_readonly(base)
+    conn = connect_readonly(base)
     try:
         meta = get_meta(conn)
     finally:
@@ -76,7 +78,7 @@ def stored_settings(layout: gen.IndexLayout) -> dict[str, Any]:
     return {k: v for k, v in stored.items() if k in known}
 
 
-def resolve_config(layout: gen.IndexLayout, changes: Mapping[str, Any] | None) -> IndexConfig:
+def resolve_config(layout: IndexLayout, changes: Mapping[str, Any] | None) -> IndexConfig:
     """The stored settings of the index (else the defaults), with ``changes`` (what the caller set) applied."""
     unknown = set(changes or {}) - {f.name for f in fields(IndexConfig)}
     if unknown:
@@ -86,14 +88,14 @@ def resolve_config(layout: gen.IndexLayout, changes: Mapping[str, Any] | None) -
     )
 
 
-def config_of_active(layout: gen.IndexLayout) -> Any:
+def config_of_active(layout: IndexLayout) -> Any:
     """The IndexConfig the active generation was built with (so a watch build never re-chunks it all);
     the defaults when no generation can be resolved."""
     try:
-        resolved = gen.resolve(layout)
+        resolved = resolve(layout)
     except VaultSearchError:
         return IndexConfig()
-    conn = gen.connect_readonly(resolved)
+    conn = connect_readonly(resolved)
     try:
         meta = get_meta(conn)
     finally:

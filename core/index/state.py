@@ -1,7 +1,7 @@
 """The generation-state database: which generations exist and which one is active.
 
 A small SQLite file (``state.db``) beside ``generations/``. What its rows mean lives here (its
-tables and statements are ``core.index.tables.state_db``); ``core.index.publish`` and
+tables and statements are ``core.index.tables.state_db``); ``core.build.publish`` and
 ``core.index.verify`` publish and verify through these functions. The first state
 DB is built whole in ``staging/`` and renamed into place, so ``state.db`` either does not
 exist or holds a complete schema with an active generation.
@@ -26,7 +26,7 @@ from core.index.tables.connection import atomic, set_journal_mode, table_names
 if TYPE_CHECKING:
     from core.index.layout import GenerationRecord, IndexLayout
 
-# The timing key of a generation's record that holds its embed call's chunks per second (core.index.embed).
+# The timing key of a generation's record that holds its embed call's chunks per second (core.build.embed).
 EMBED_RATE_KEY = "embed_chunks_per_s"
 
 STATE_TIMEOUT_S = 10.0

@@ -14,10 +14,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from core import generations as gen
 from core.index.freshness_visible import sees_in
+from core.index.layout import IndexLayout, ResolvedIndex, layout_for
 from core.index.ownership import check_index_dir_for_reading, check_vault
-from core.index.state import EMBED_RATE_KEY
+from core.index.state import EMBED_RATE_KEY, list_generations
 from core.index.tables.chunk_vectors import count_vectors, count_vectors_in
 from core.index.tables.chunks import count_chunks, count_chunks_in
 from core.index.tables.links import count_edges, count_unresolved_edges
@@ -26,6 +26,7 @@ from core.index.tables.names import name_rule_counts
 from core.index.tables.notes import count_notes, visible_paths
 from core.index.tables.problems import all_problems
 from core.index.tables.skipped_files import count_skipped, count_sources, source_stats
+from core.index.verify import connect_readonly, resolve
 from core.index.watch_state import last_build_failure
 from core.ranking.filters import UNCLASSIFIED, Filters
 from core.ranking.visibility import CallerStatistics
@@ -69,10 +70,10 @@ def _source_stale(vault: Path, conn: sqlite3.Connection, index_dir: Path) -> dic
     return {**git_staleness(vault, meta, index_dir), "source_files": count_sources(conn)}
 
 
-def _layout(vault: str | Path, index_dir: str | Path | None) -> gen.IndexLayout:
+def _layout(vault: str | Path, index_dir: str | Path | None) -> IndexLayout:
     """The layout of an existing vault folder and a readable index dir (typed usage errors otherwise)."""
     check_vault(Path(vault))
-    layout = gen.layout_for(Path(vault).resolve(), Path(index_dir) if index_dir else None)
+    layout = layout_for(Path(vault).resolve(), Path(index_dir) if index_dir else None)
     check_index_dir_for_reading(layout)
     return layout
 
@@ -100,8 +101,8 @@ def staleness(vault: str | Path, index_dir: str | Path | None = None) -> dict[st
     """Has the vault changed since the active index? (added / modified / removed paths)."""
     layout = _layout(vault, index_dir)
     vault = layout.vault
-    resolved = gen.resolve(layout)
-    conn = gen.connect_readonly(resolved)
+    resolved = resolve(layout)
+    conn = connect_readonly(resolved)
     try:
         return _source_stale(vault, conn, resolved.layout.index_dir)
     finally:
@@ -125,7 +126,7 @@ def _visibility(classifications: Sequence[str] | None) -> dict[str, Any]:
 _GENERATION_KEYS = ("generation_id", "status", "active", "created_at")
 
 
-def _link_counts(conn: sqlite3.Connection, resolved: gen.ResolvedIndex, filters: Filters) -> tuple[int, int]:
+def _link_counts(conn: sqlite3.Connection, resolved: ResolvedIndex, filters: Filters) -> tuple[int, int]:
     """(links, unresolved links) a restricted caller may know of: its visible notes' links resolved among
     its visible notes (core.ranking.visibility), so a link to a hidden note counts as unresolved and a
     link a hidden note captured resolves as it would without it - the counts of the vault without them."""
@@ -144,7 +145,7 @@ def _link_counts(conn: sqlite3.Connection, resolved: gen.ResolvedIndex, filters:
 
 
 def _restrict(
-    out: dict[str, Any], conn: sqlite3.Connection, vault: Path, filters: Filters, resolved: gen.ResolvedIndex
+    out: dict[str, Any], conn: sqlite3.Connection, vault: Path, filters: Filters, resolved: ResolvedIndex
 ) -> None:
     """Narrow a status to what a restricted caller may see: counts over its visible notes, problems
     and staleness of those notes only; skipped files (no readable classification) are left out."""
@@ -205,8 +206,8 @@ def index_status(
     filters = Filters.make(classifications=list(classifications) if classifications is not None else None)
     layout = _layout(vault, index_dir)
     vault = layout.vault
-    resolved = gen.resolve(layout)
-    conn = gen.connect_readonly(resolved)
+    resolved = resolve(layout)
+    conn = connect_readonly(resolved)
     try:
         chunks = count_chunks(conn)
         vectors = count_vectors(conn)
@@ -236,7 +237,7 @@ def index_status(
                 "chunks": chunks,
                 "coverage": round(vectors / chunks, 4) if chunks else 0.0,
                 "model": meta.get("dense_model"),
-                **_time_left(chunks - vectors, gen.list_generations(layout) if resolved.kind != "legacy_db" else []),
+                **_time_left(chunks - vectors, list_generations(layout) if resolved.kind != "legacy_db" else []),
             },
             "chunker": meta.get("chunker"),
             "tokenizer": meta.get("tokenizer"),
@@ -247,7 +248,7 @@ def index_status(
             "last_build_failure": last_build_failure(  # from `watch`, its paths as the caller may see them
                 layout.index_dir, resolved.created_at, sees_in(conn, vault, filters.classifications)
             ),
-            "generations": gen.list_generations(layout) if resolved.kind != "legacy_db" else [],
+            "generations": list_generations(layout) if resolved.kind != "legacy_db" else [],
         }
         if filters.classifications is not None:
             _restrict(out, conn, vault, filters, resolved)

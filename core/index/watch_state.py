@@ -1,4 +1,4 @@
-"""What a running watcher (``core.index.watch``) tells other processes: it holds a ``flock`` on the
+"""What a running watcher (``core.build.watch``) tells other processes: it holds a ``flock`` on the
 index directory itself for as long as it runs (no lock file that could be unlinked) and publishes
 its view and last failure in ``watch.json``."""
 
@@ -27,7 +27,7 @@ CATCH_UP_MARGIN_SECONDS = 0.1
 
 @dataclass(frozen=True)
 class WatchView:
-    """What a running watcher knows, as freshness needs it (made by ``core.index.watch``).
+    """What a running watcher knows, as freshness needs it (made by ``core.build.watch``).
 
     ``baseline`` is the generation the watcher's last successful build left active; ``pending``
     the note paths with events that no successful build started after them has covered;

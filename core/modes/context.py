@@ -13,11 +13,11 @@ from typing import Any
 
 import numpy as np
 
-from core import generations as gen
 from core.index.layout import ResolvedIndex
 from core.index.tables.meta import get_meta
 from core.index.tables.names import named_note_ids
 from core.index.tables.notes import filtered_note_ids, hit_rows
+from core.index.verify import connect_readonly
 from core.ranking import stored
 from core.ranking.chunk_vectors import ChunkVectors, load_chunk_vectors
 from core.ranking.expansion import QueryAnalysis, QueryAnalyzer, vocabulary
@@ -173,7 +173,7 @@ class SearchContext:
     def _reader(self) -> stored.Reader:
         """A connection of its own to the verified generation, for the postings the cached
         structures read a piece at a time after this search (core.ranking.stored)."""
-        return stored.Reader(gen.connect_readonly(self.resolved, any_thread=True))
+        return stored.Reader(connect_readonly(self.resolved, any_thread=True))
 
     def _full_sparse(self) -> SparseIndex:
         r = self.resolved

@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from core import generations as gen
 from core.errors import (
     InvalidArgumentError,
     NoteNotFoundError,
@@ -32,10 +31,12 @@ from core.errors import (
 )
 from core.index.freshness import FreshnessOptions, check_freshness
 from core.index.freshness_visible import sees_in
+from core.index.layout import ResolvedIndex, layout_for
 from core.index.tables.chunk_vectors import count_visible_vectors
 from core.index.tables.chunks import count_visible_chunks
 from core.index.tables.meta import meta_value
 from core.index.tables.notes import count_visible_notes, visible_note_at, visible_titles
+from core.index.verify import connect_readonly, resolve
 from core.index.watch_state import last_build_failure
 from core.ranking.filters import UNCLASSIFIED, Filters
 from core.ranking.visibility import CallerStatistics
@@ -137,7 +138,7 @@ class Tools:
         self._warm.set()
         self.warm_failure: dict[str, Any] | None = None
         self._warmed: str | None = None  # the generation the last warm-up loaded
-        self.layout = gen.layout_for(Path(config.vault).resolve(), config.index_dir)
+        self.layout = layout_for(Path(config.vault).resolve(), config.index_dir)
         self.vault_real = self.layout.vault
         self._filters = Filters(classifications=tuple(c.lower() for c in config.classifications))
         self._handlers: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
@@ -190,11 +191,11 @@ class Tools:
         finally:
             self._warm.set()
 
-    def _open(self) -> tuple[gen.ResolvedIndex, sqlite3.Connection]:
-        resolved = gen.resolve(self.layout)
-        return resolved, gen.connect_readonly(resolved)
+    def _open(self) -> tuple[ResolvedIndex, sqlite3.Connection]:
+        resolved = resolve(self.layout)
+        return resolved, connect_readonly(resolved)
 
-    def _freshness(self, resolved: gen.ResolvedIndex, conn: sqlite3.Connection) -> dict[str, Any]:
+    def _freshness(self, resolved: ResolvedIndex, conn: sqlite3.Connection) -> dict[str, Any]:
         return check_freshness(
             resolved, conn, options=self.config.freshness, classifications=self._filters.classifications
         )
@@ -361,7 +362,7 @@ class Tools:
         }
         return s.fit_lists(envelope, a["budget_bytes"], ("links", "backlinks", "unresolved"))
 
-    def _statistics(self, resolved: gen.ResolvedIndex, conn: sqlite3.Connection) -> CallerStatistics:
+    def _statistics(self, resolved: ResolvedIndex, conn: sqlite3.Connection) -> CallerStatistics:
         """What this server's callers may see of the generation (cached per generation and visible set)."""
         generation = (
             None if resolved.kind == "legacy_db" else (str(resolved.path), resolved.generation_id, resolved.sha256)

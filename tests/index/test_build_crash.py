@@ -24,10 +24,10 @@ import pytest
 from conftest import write_files as write
 
 from core import generations as gen
+from core.build import builder
+from core.build.builder import IndexConfig, build_index
 from core.errors import BuildLockedError, IndexMissingError, SourceChangedError
 from core.generations import PUBLISH_STEPS, layout_for, list_generations
-from core.index import builder
-from core.index.builder import IndexConfig, build_index
 
 REPO = Path(__file__).resolve().parents[2]
 COMMITTED_AT = PUBLISH_STEPS.index("state_commit") + 1  # a kill at this step or later comes after the flip
@@ -37,7 +37,7 @@ COMMITTED_AT = PUBLISH_STEPS.index("state_commit") + 1  # a kill at this step or
 CHILD = """
 import os, signal, sys
 from pathlib import Path
-from core.index.builder import build_index
+from core.build.builder import build_index
 from core.errors import BuildLockedError
 vault, at, action, workers = Path(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])
 def hook(name):
@@ -53,13 +53,13 @@ print(build_index(vault, on_step=hook, workers=workers).generation_id, flush=Tru
 KILLED_BY_WORKER = """
 import os, signal, sys
 from pathlib import Path
-import core.index.ingest
-from core.index.builder import build_index
-real = core.index.ingest.prepare_notes
+import core.build.ingest
+from core.build.builder import build_index
+real = core.build.ingest.prepare_notes
 def prepare_then_kill_the_builder(items, **kw):
     os.kill(os.getppid(), signal.SIGKILL)
     return real(items, **kw)
-core.index.ingest.prepare_notes = prepare_then_kill_the_builder
+core.build.ingest.prepare_notes = prepare_then_kill_the_builder
 build_index(Path(sys.argv[1]), workers=2)
 """
 

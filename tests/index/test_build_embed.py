@@ -14,10 +14,10 @@ import pytest
 from conftest import note, write_files
 
 from core import generations as gen
+from core.build import embed
+from core.build.builder import build_index
+from core.build.embed import embed_index
 from core.cli import main
-from core.index import embed
-from core.index.builder import build_index
-from core.index.embed import embed_index
 from core.searcher import search_vault
 from tests.minilm_fixture import FP32, cached_model_dirs, fixture_root
 

@@ -21,9 +21,9 @@ import pytest
 from conftest import write_files
 
 from core import generations as gen
+from core.build import bounds, builder
+from core.build.builder import build_index
 from core.errors import VaultSearchError
-from core.index import bounds, builder
-from core.index.builder import build_index
 from core.index.status import index_status
 from core.searcher import search_vault
 
@@ -205,16 +205,16 @@ def test_one_note_with_too_many_distinct_words_is_bounded_and_reported(
 ORPHAN = """
 import os, sys, signal, time
 from pathlib import Path
-import core.index.ingest
-from core.index.builder import build_index
-real = core.index.ingest.prepare_notes
+import core.build.ingest
+from core.build.builder import build_index
+real = core.build.ingest.prepare_notes
 def kill_builder_then_block(items, **kw):
     with open(sys.argv[2], "a") as f:
         f.write(f"{os.getpid()}\\n")
     os.kill(os.getppid(), signal.SIGKILL)
     time.sleep(120)  # a worker stuck (e.g. on a FIFO) when its builder dies
     return real(items, **kw)
-core.index.ingest.prepare_notes = kill_builder_then_block
+core.build.ingest.prepare_notes = kill_builder_then_block
 build_index(Path(sys.argv[1]), workers=2)
 """
 
@@ -271,7 +271,7 @@ def test_a_note_grown_past_the_size_limit_after_the_scan_is_not_read_whole(
         return real_prepare(items, **kw)
 
     monkeypatch.setattr(builder, "prepared_notes", grow_then_prepare)
-    monkeypatch.setattr("core.index.ingest.read_file", counting_read)
+    monkeypatch.setattr("core.build.ingest.read_file", counting_read)
     with pytest.raises(VaultSearchError) as info:
         build_index(vault, config=IndexConfig(max_note_bytes=limit), workers=1)
     assert info.value.reason == "source_changed"

@@ -19,8 +19,8 @@ import pytest
 from conftest import write_files as write
 
 from core import generations as gen
+from core.build.builder import BuildReport, IndexConfig, build_index
 from core.errors import UsageError
-from core.index.builder import BuildReport, IndexConfig, build_index
 from core.index.tables.notes_fts import note_bodies
 from core.vault.notes import parse_note
 from tests import paths

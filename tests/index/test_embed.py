@@ -12,11 +12,11 @@ import pytest
 import tokenizers  # noqa: F401  (the dense extra is installed for the tests)
 
 from core import generations as gen  # noqa: E402
+from core.build.builder import build_index  # noqa: E402
+from core.build.embed import EmbedReport, embed_index, passage_text  # noqa: E402
 from core.cli import main  # noqa: E402
 from core.dense import stored_identity  # noqa: E402
 from core.errors import ModelMissingError  # noqa: E402
-from core.index.builder import build_index  # noqa: E402
-from core.index.embed import EmbedReport, embed_index, passage_text  # noqa: E402
 from core.index.status import index_status  # noqa: E402
 from core.index.tables.meta import get_meta  # noqa: E402
 from core.searcher import search_vault  # noqa: E402

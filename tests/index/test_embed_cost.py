@@ -9,10 +9,10 @@ import onnxruntime  # noqa: F401  (the dense extra is installed for the tests)
 import pytest
 
 from core import generations as gen
+from core.build import embed as embed_module
+from core.build.builder import build_index
+from core.build.embed import embed_index, pending_chunks
 from core.dense import load_embedder
-from core.index import embed as embed_module
-from core.index.builder import build_index
-from core.index.embed import embed_index, pending_chunks
 from core.index.status import index_status
 from core.render import format_status
 from tests.conftest import note

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from core.build.builder import build_index
+from core.build.gitbuild import GitSource
 from core.errors import GitCommandError
-from core.index.builder import build_index
-from core.index.gitbuild import GitSource
 from core.searcher import search_vault
 from core.vault import gitrun
 from core.vault import gitsource as git

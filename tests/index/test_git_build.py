@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from core import generations as gen
+from core.build.builder import build_index
 from core.errors import GitRevisionError, NotAGitRepoError, UsageError
-from core.index.builder import build_index
 from core.index.gitstatus import git_freshness, watermark_current
 from core.index.status import index_status
 from core.index.tables.meta import get_meta

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bench.bench_git import commit_change, make_repo
-from core.index.builder import build_index
+from core.build.builder import build_index
 from core.vault.gitsource import iso_utc
 from tests.index.test_git_build import active, dates
 from tests.index.test_incremental import _comparable

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from core.index.builder import build_index
+from core.build.builder import build_index
 from core.searcher import search_vault
 from tests.gitrepo import DAY, T0, commit, init
 from tests.serve.serve_helpers import VAULTSEARCH, StdioSession

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from core.build.builder import build_index
 from core.errors import GitCommandError
-from core.index.builder import build_index
 from core.index.gitstatus import git_freshness
 from core.index.status import index_status
 from core.searcher import search_vault

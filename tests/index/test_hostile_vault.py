@@ -16,7 +16,7 @@ import pytest
 from conftest import write_files
 
 from core import generations as gen
-from core.index.builder import IndexConfig, build_index
+from core.build.builder import IndexConfig, build_index
 from core.searcher import search_vault
 
 pytestmark = pytest.mark.slow

@@ -20,8 +20,8 @@ import pytest
 from conftest import write_files as write
 
 from core import generations as gen
+from core.build.builder import IndexConfig, build_index
 from core.generations import GenerationRecord, build_lock, layout_for, list_generations, new_staging_path, publish
-from core.index.builder import IndexConfig, build_index
 from tests import paths
 
 DENDRON = paths.DENDRON

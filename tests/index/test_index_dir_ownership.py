@@ -16,10 +16,10 @@ import pytest
 from conftest import write_files
 
 from core import generations as gen
+from core.build.builder import build_index
 from core.cli import main
 from core.errors import UsageError
 from core.index import verify
-from core.index.builder import build_index
 from core.searcher import search_vault
 
 NOTE = "---\ntitle: {title}\n---\n# {title}\n\nquasar body of {title}\n"

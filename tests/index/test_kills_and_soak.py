@@ -24,7 +24,7 @@ import pytest
 from conftest import write_files
 
 from core import generations as gen
-from core.index.builder import build_index
+from core.build.builder import build_index
 from core.searcher import search_vault
 from tests.minilm_fixture import FP32, cached_model_dirs, fixture_root
 
@@ -54,13 +54,13 @@ def spawn(code: str, *args: str) -> subprocess.Popen[str]:
 BUILDER = """
 import sys
 from pathlib import Path
-from core.index.builder import build_index
+from core.build.builder import build_index
 build_index(Path(sys.argv[1]), wait_seconds=30, workers=int(sys.argv[2]))
 """
 EMBEDDER = """
 import sys
 from pathlib import Path
-from core.index.embed import embed_index
+from core.build.embed import embed_index
 embed_index(Path(sys.argv[1]), model=sys.argv[2], wait_seconds=30, publish_every=8)
 """
 READER = """

@@ -133,7 +133,7 @@ def test_a_plain_descriptor_of_the_inode_closed_during_a_connect_is_not_a_refusa
 def test_threads_searching_while_a_writer_publishes_never_fail(tmp_path: Path) -> None:
     """4 threads x 40 searches while another thread edits a note and publishes 8 generations: every
     search answers from a verified generation, none fails (the load test of the issue, bounded)."""
-    from core.index.builder import build_index
+    from core.build.builder import build_index
     from core.searcher import search_vault
     from tests.conftest import note, write_vault
 
@@ -178,7 +178,7 @@ def test_a_resolve_never_drops_the_lock_of_a_publish_in_another_thread(tmp_path:
     import subprocess
     import sys
 
-    from core.index.builder import build_index
+    from core.build.builder import build_index
     from tests.conftest import note, write_vault
 
     vault = write_vault(tmp_path / "vault", {"a.md": note("A", "alpha")})

@@ -11,8 +11,8 @@ import pytest
 
 from core import cli
 from core import generations as gen
+from core.build.builder import IndexConfig, build_index
 from core.errors import VaultPathError
-from core.index.builder import IndexConfig, build_index
 from core.index.tables.meta import get_meta
 from core.render import format_build
 from core.searcher import search_vault

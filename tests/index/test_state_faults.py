@@ -27,11 +27,11 @@ import pytest
 from conftest import write_files
 
 from core import generations as gen
+from core.build import builder
+from core.build.builder import build_index
 from core.errors import VaultSearchError
 from core.generations import PUBLISH_STEPS
-from core.index import builder
 from core.index import state as gstate
-from core.index.builder import build_index
 from core.index.status import index_status
 from core.searcher import search_vault
 
@@ -117,7 +117,7 @@ def test_a_generation_removed_between_verify_and_open_is_typed(vault: Path) -> N
 KILL_IN_PLACE = """
 import os, signal, sys
 from pathlib import Path
-import core.index.builder as b
+import core.build.builder as b
 real_open, real_edges = b._open_working, b.recompute_edges
 def small_cache(path, *, in_place):
     conn = real_open(path, in_place=in_place)
@@ -181,7 +181,7 @@ def test_a_disk_fault_before_the_flip_is_typed_and_the_old_generation_serves(
         def copy_fails(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
             raise _oserror(fault)
 
-        monkeypatch.setattr(builder.gen, "copy_base", copy_fails)  # the hashed copy of the base (core.generations)
+        monkeypatch.setattr(builder, "copy_base", copy_fails)  # the hashed copy of the base (core.index.verify)
     elif step == "write_rows":
         real_flush = builder.NoteWriter.flush
 

@@ -11,8 +11,8 @@ import pytest
 from conftest import write_files as write
 
 from core import generations as gen
+from core.build.builder import IndexConfig, build_index
 from core.errors import IndexMissingError
-from core.index.builder import IndexConfig, build_index
 from core.index.status import index_status, staleness
 
 FILES = {

@@ -255,7 +255,7 @@ def test_the_word_scratch_table_tokenises_as_the_analyser_did() -> None:
 
 
 def test_holds_files_under_a_folder_is_by_path_prefix_not_by_name(served: sqlite3.Connection) -> None:
-    """The watcher's question for a changed folder (core/index/watch.py): anything indexed under it?"""
+    """The watcher's question for a changed folder (core/build/watch.py): anything indexed under it?"""
     rel = served.execute("SELECT rel_path FROM notes WHERE rel_path LIKE '%/%' LIMIT 1").fetchone()[0]
     folder = rel.rsplit("/", 1)[0]
     assert notes.holds_files_under(served, folder)

@@ -18,9 +18,9 @@ import pytest
 from conftest import write_files
 
 from core import generations as gen
+from core.build.builder import build_index
 from core.cli import main
 from core.errors import IntegrityError, UsageError
-from core.index.builder import build_index
 from core.index.status import index_status
 from core.searcher import search_vault
 

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from core import generations as gen
+from core.build.builder import build_index
 from core.errors import BuildError, GenerationChangedError, IntegrityError
 from core.index import pinned, verify
-from core.index.builder import build_index
 from core.index.layout import IndexLayout
 from core.searcher import search_vault
 from tests.conftest import note
@@ -186,7 +186,7 @@ def test_builder_refuses_a_base_doctored_after_verification(tmp_path: Path, monk
         _doctor_in_place(resolved.path)
         real_copy(resolved, dest)
 
-    monkeypatch.setattr(gen, "copy_base", doctor_then_copy)
+    monkeypatch.setattr("core.build.builder.copy_base", doctor_then_copy)
     with pytest.raises(IntegrityError) as info:
         build_index(vault)
     assert info.value.reason == "sha256_mismatch"
@@ -210,7 +210,7 @@ def test_builder_copies_the_verified_inode_when_the_path_is_swapped(
         os.replace(fake, resolved.path)
         real_copy(resolved, dest)
 
-    monkeypatch.setattr(gen, "copy_base", swap_then_copy)
+    monkeypatch.setattr("core.build.builder.copy_base", swap_then_copy)
     report = build_index(vault)
     monkeypatch.undo()
     titles = {hit.title for hit in search_vault(vault, "words", mode="fts")}
@@ -222,7 +222,7 @@ def test_embedder_refuses_a_base_doctored_after_verification(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest, tmp_path_factory
 ) -> None:
     pytest.importorskip("onnxruntime")
-    from core.index.embed import embed_index
+    from core.build.embed import embed_index
     from tests.minilm_fixture import FP32, cached_model_dirs, fixture_root
 
     model = cached_model_dirs(fixture_root(request, tmp_path_factory))[FP32]
@@ -234,7 +234,7 @@ def test_embedder_refuses_a_base_doctored_after_verification(
         _doctor_in_place(resolved.path)
         real_copy(resolved, dest)
 
-    monkeypatch.setattr(gen, "copy_base", doctor_then_copy)
+    monkeypatch.setattr("core.build.embed.copy_base", doctor_then_copy)
     with pytest.raises(IntegrityError) as info:
         embed_index(vault, model=model)
     assert info.value.reason == "sha256_mismatch"

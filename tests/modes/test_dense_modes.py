@@ -19,6 +19,8 @@ import pytest
 import tokenizers  # noqa: F401  (the dense extra is installed for the tests)
 
 from core import generations as gen  # noqa: E402
+from core.build.builder import build_index  # noqa: E402
+from core.build.embed import embed_index  # noqa: E402
 from core.dense import DenseCacheKey  # noqa: E402
 from core.errors import (  # noqa: E402
     DenseIncompleteError,
@@ -27,8 +29,6 @@ from core.errors import (  # noqa: E402
     ModelMissingError,
     RerankerUnavailableError,
 )
-from core.index.builder import build_index  # noqa: E402
-from core.index.embed import embed_index  # noqa: E402
 from core.models.local import load_local_dir  # noqa: E402
 from core.modes import dense_pipeline as dense_modes  # noqa: E402
 from core.modes.dense_pipeline import DENSE_CACHE  # noqa: E402

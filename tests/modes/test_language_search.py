@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from core.index.builder import IndexConfig, build_index
+from core.build.builder import IndexConfig, build_index
 from core.searcher import search_vault
 from tests.conftest import note
 from tests.paths import DATA

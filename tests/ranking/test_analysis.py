@@ -19,8 +19,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core import generations as gen
+from core.build.builder import DEFAULT_TOKENIZER, build_index
 from core.errors import UsageError
-from core.index.builder import DEFAULT_TOKENIZER, build_index
 from core.index.tables.notes_fts import FTS_COLUMNS
 from core.ranking.analysis import LANGUAGE_TOKENIZER, Analyzer, LocalVector, TermVectors, WordTable, check_tokenizer
 from core.ranking.languages import LanguageAnalysis, note_language

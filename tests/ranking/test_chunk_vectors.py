@@ -193,7 +193,7 @@ def test_loading_in_small_blocks_gives_the_same_structure(conn, monkeypatch, blo
 
 
 def test_a_legacy_in_place_index_is_read_fresh_after_each_update(make_vault):
-    from core.index.builder import build_index
+    from core.build.builder import build_index
     from core.ranking.sparse import CHUNK_CACHE
 
     root = make_vault({"a.md": note("A", "lighthouse keeper notes")}, in_place=True, name="legacy-vector")

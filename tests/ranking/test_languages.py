@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from core.build.builder import IndexConfig
 from core.errors import UsageError
-from core.index.builder import IndexConfig
 from core.ranking import languages
 from core.ranking.analysis import language_analyzer_for
 from core.ranking.languages import (

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from core.build.builder import build_index
 from core.errors import FilterError
-from core.index.builder import build_index
 from core.ranking.filters import Filters, utc_microseconds
 from core.searcher import search_vault
 from tests.conftest import write_vault

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from core.build.builder import build_index
+from core.build.embed import embed_index
 from core.errors import DenseIncompleteError
-from core.index.builder import build_index
-from core.index.embed import embed_index
 from core.ranking.visibility import VISIBILITY_CACHE
 from core.searcher import search_vault
 from tests.conftest import note, write_vault

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from core import cli
-from core.index.builder import build_index
+from core.build.builder import build_index
 from core.index.freshness import FreshnessOptions, clear_cache
 from core.searcher import search_vault
 from tests.conftest import note, write_vault

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from core.build.builder import build_index
+from core.build.watch import Watcher
 from core.index import freshness
-from core.index.builder import build_index
 from core.index.freshness import clear_cache
-from core.index.watch import Watcher
 from core.searcher import search_vault
 from tests.conftest import note
 from tests.serve.serve_helpers import VAULTSEARCH, make_serve_vault, wait_until
@@ -42,7 +42,7 @@ def _same_size_edit(path: Path, old: str, new: str, *, mtime_ns: int | None = No
 
 
 def test_a_same_size_edit_with_its_mtime_put_back_is_said_and_rebuilt_under_a_watcher(tmp_path: Path, monkeypatch):
-    import core.index.builder as builder
+    import core.build.builder as builder
 
     clear_cache()
     real, gate = builder.build_index, threading.Event()

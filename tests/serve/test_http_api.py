@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from core.index.builder import build_index
+from core.build.builder import build_index
 from core.registry import MODE_NAMES
 from tests.serve.serve_helpers import HIDDEN_WORD, HttpServer, make_serve_vault
 

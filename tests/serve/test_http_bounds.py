@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from core.index.builder import build_index
+from core.build.builder import build_index
 from core.serve.tools import ServeConfig, Tools
 from tests.serve.serve_helpers import HttpServer, make_serve_vault, wait_until
 

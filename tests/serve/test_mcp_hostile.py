@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from core.index.builder import build_index
+from core.build.builder import build_index
 from tests.serve.serve_helpers import VAULTSEARCH, StdioSession, _env, make_serve_vault
 
 REPLY_DEADLINE = 60.0  # a guard against a hang, not a speed assertion

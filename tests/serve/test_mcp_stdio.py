@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from core.index.builder import build_index
+from core.build.builder import build_index
 from core.ranking.filters import Filters
 from core.registry import MODE_NAMES
 from core.serve.schema import filter_params

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from core.build.builder import build_index
 from core.errors import NoteNotFoundError, VaultSearchError
-from core.index.builder import build_index
 from core.index.freshness import FreshnessOptions
 from core.serve import schema as s
 from core.serve.tools import ServeConfig, Tools

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from core.build.builder import IndexConfig, build_index
 from core.errors import UsageError
-from core.index.builder import IndexConfig, build_index
 from core.searcher import search_vault
 from tests.conftest import write_files
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from core.index.builder import build_index
-from core.index.watch import BuildOutcome
+from core.build.builder import build_index
+from core.build.watch import BuildOutcome
 from tests.conftest import note, write_vault
 from tests.serve.serve_helpers import VAULTSEARCH, _env
 

@@ -57,7 +57,7 @@ def test_a_budget_that_cannot_hold_an_empty_result_is_an_error():
 
 
 def test_read_note_pages_forward_even_past_a_line_longer_than_max_bytes(tmp_path):
-    from core.index.builder import build_index
+    from core.build.builder import build_index
     from core.serve.tools import ServeConfig, Tools
 
     (tmp_path / "long.md").write_text("# Long\n\n" + "word " * 200 + "\nlast line\n", encoding="utf-8")
@@ -72,7 +72,7 @@ def test_read_note_pages_forward_even_past_a_line_longer_than_max_bytes(tmp_path
 
 def test_the_search_tool_says_which_words_were_expanded_and_which_matched_nothing(tmp_path):
     """An agent sees a typo correction or a prefix widening (issue #13: never silently)."""
-    from core.index.builder import build_index
+    from core.build.builder import build_index
     from core.serve.tools import ServeConfig, Tools
 
     (tmp_path / "a.md").write_text("# Attachments\n\nWhere attachments are stored.\n", encoding="utf-8")

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from core import generations as gen
+from core.build.watch import Watcher
 from core.index.status import index_status
-from core.index.watch import Watcher
 from core.index.watch_state import WATCH_FILE
 from core.searcher import search_vault
 from tests.conftest import note
@@ -189,7 +189,7 @@ def test_with_a_watcher_freshness_is_its_state_and_a_change_during_a_build_stays
 ):
     import threading
 
-    import core.index.builder as builder
+    import core.build.builder as builder
 
     real, gate, entered = builder.build_index, threading.Event(), threading.Event()
     gate.set()
@@ -311,7 +311,7 @@ def test_folder_events_ask_for_a_walk(tmp_path: Path, make: str, path: str, expe
 
 
 def test_a_generation_published_by_someone_else_is_confirmed_by_the_watcher(watched):
-    from core.index.builder import build_index
+    from core.build.builder import build_index
 
     vault, watcher = watched
     report = build_index(vault, changes={"chunk_size": 300}, wait_seconds=30)  # re-chunks: a new generation
@@ -351,7 +351,7 @@ def test_a_search_that_raced_a_publish_is_answered_for_the_generation_it_served(
 def test_a_note_saved_while_a_watch_build_runs_is_built_next_and_no_build_fails(tmp_path: Path, monkeypatch):
     import threading
 
-    import core.index.builder as builder
+    import core.build.builder as builder
 
     vault = make_serve_vault(tmp_path / "vault", tmp_path / "outside")
     outcomes: list = []

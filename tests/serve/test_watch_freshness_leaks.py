@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
+from core.build.builder import build_index
+from core.build.watch import Watcher
 from core.errors import BuildIOError, IndexBusyError
-from core.index.builder import build_index
 from core.index.freshness import FreshnessOptions, clear_cache
 from core.index.status import index_status
-from core.index.watch import Watcher
 from core.searcher import search_vault
 from core.serve.tools import ServeConfig, Tools
 from tests.conftest import note
@@ -112,7 +112,7 @@ def test_a_walks_freshness_equals_the_vault_without_the_hidden_notes(tmp_path: P
 @pytest.fixture
 def blocked_builds(monkeypatch):
     """Watch builds after the first wait on ``gate`` (or raise ``fail`` when it is set)."""
-    import core.index.builder as builder
+    import core.build.builder as builder
 
     real, gate, fail = builder.build_index, threading.Event(), []
     gate.set()

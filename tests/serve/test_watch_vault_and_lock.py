@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from core.build.watch import Watcher
 from core.errors import WatchRunningError
-from core.index.watch import Watcher
 from tests.serve.serve_helpers import make_serve_vault
 
 

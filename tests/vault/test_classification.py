@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.index.builder import build_index
+from core.build.builder import build_index
 from core.searcher import search_vault
 from core.vault.notes import UNREADABLE_CLASSIFICATION, parse_note
 from tests.conftest import write_files

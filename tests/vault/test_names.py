@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from core.index.builder import build_index
+from core.build.builder import build_index
 from core.searcher import search_vault
 from core.vault.names import is_placeholder_title
 from core.vault.notes import names_text, note_names, parse_note

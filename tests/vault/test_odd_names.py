@@ -13,9 +13,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from core.index.builder import build_index
+from core.build.builder import build_index
+from core.build.watch import Watcher
 from core.index.status import index_status
-from core.index.watch import Watcher
 from core.searcher import search_vault
 from core.vault.scan import escaped_path, scan_vault, undecodable
 from tests.gitrepo import T0, have_git, init

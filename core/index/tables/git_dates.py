@@ -1,5 +1,5 @@
 """``git_dates``: rel_path -> the newest commit that changed / added the path, for a git-sourced index;
-and the notes' ``git_date`` / ``git_created`` set from it (``core.index.gitbuild``)."""
+and the notes' ``git_date`` / ``git_created`` set from it (``core.build.gitbuild``)."""
 
 from __future__ import annotations
 

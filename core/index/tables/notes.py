@@ -104,7 +104,7 @@ NOTE_COLUMNS = (
 # Date fields a filter may name: the frontmatter dates (ISO text in the column of that name,
 # its instant as a UTC key in ``<name>_utc_us``, microseconds since the epoch), the file's
 # modification time (``mtime_ns``) and, for a git-sourced index, git_date / git_created (UTC ISO,
-# set by ``core.index.gitbuild`` after the rows are written: NOTE_COLUMNS does not list them).
+# set by ``core.build.gitbuild`` after the rows are written: NOTE_COLUMNS does not list them).
 DATE_FIELDS = ("created", "updated", "source_date", "date", "mtime", "git_date", "git_created")
 # The frontmatter keys a date field is read from, the first present (and readable) one winning; its
 # key is kept (``updated_key``: NULL for ``updated`` itself) and a hit's ``date_field`` names it. A

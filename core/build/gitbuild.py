@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from core.index.source import Known, Read
+from core.build.source import Known, Read
 from core.index.tables.git_dates import store_dates, stored_dates
 from core.index.tables.meta import get_meta
 from core.vault import gitrun

@@ -16,7 +16,7 @@ from typing import Any
 
 from core.index.layout import IndexLayout
 from core.index.settings import IndexConfig
-from core.index.source import NoteSource, Read
+from core.build.source import NoteSource, Read
 from core.index.tables.meta import get_meta
 from core.index.tables.notes import note_file_rows
 from core.index.tables.skipped_files import skipped_file_rows

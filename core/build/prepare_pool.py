@@ -1,5 +1,5 @@
 """Prepare a build's changed notes in batches, in process or in forked worker processes that read,
-parse and count (``core.index.ingest.prepare_notes``) while the builder process writes rows."""
+parse and count (``core.build.ingest.prepare_notes``) while the builder process writes rows."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from functools import partial
 
-from core.index import ingest
-from core.index.bounds import die_with_parent
-from core.index.ingest import NoteFile, PreparedBatch, forget_word_tables
+from core.build import ingest
+from core.build.bounds import die_with_parent
+from core.build.ingest import NoteFile, PreparedBatch, forget_word_tables
 
 POOL_MIN_NOTES = 1000  # fewer notes than this are prepared in process: forking would not pay off
 _PREPARE_BATCH = 64  # notes per prepare_notes call (per worker task)

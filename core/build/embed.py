@@ -42,7 +42,10 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from core import generations as gen
+from core.build.lock import build_lock, new_staging_path
+from core.build.publish import publish
+from core.index.layout import GenerationRecord, IndexLayout, ResolvedIndex, layout_for
+from core.index.verify import connect_readonly, copy_base, resolve
 from core.dense import (
     META_KEY,
     REF_KEY,
@@ -239,9 +242,9 @@ def _rate(run: _Run) -> dict[str, float]:
     return {EMBED_RATE_KEY: round(run.chunks_done / seconds, 3)} if seconds > 0 and run.chunks_done else {}
 
 
-def _record(conn: sqlite3.Connection, run: _Run) -> gen.GenerationRecord:
+def _record(conn: sqlite3.Connection, run: _Run) -> GenerationRecord:
     meta = get_meta(conn)
-    return gen.GenerationRecord(
+    return GenerationRecord(
         source_snapshot_hash=meta["source_snapshot_hash"],
         notes=count_notes(conn),
         chunks=count_chunks(conn),
@@ -254,9 +257,9 @@ def _record(conn: sqlite3.Connection, run: _Run) -> gen.GenerationRecord:
     )
 
 
-def _publish_batch(layout: gen.IndexLayout, base: gen.ResolvedIndex, run: _Run, take: int | None, keep: int) -> bool:
+def _publish_batch(layout: IndexLayout, base: ResolvedIndex, run: _Run, take: int | None, keep: int) -> bool:
     """Embed up to ``take`` pending chunks of ``base`` and publish them; False when nothing was to do."""
-    conn = gen.connect_readonly(base)
+    conn = connect_readonly(base)
     try:
         drop = _needs_drop(conn, run)
         ids, vectors = _embed_pending(conn, run, take, drop)
@@ -265,9 +268,9 @@ def _publish_batch(layout: gen.IndexLayout, base: gen.ResolvedIndex, run: _Run, 
     if not ids and not drop:
         return False
     t = time.perf_counter()
-    staging = gen.new_staging_path(layout)
+    staging = new_staging_path(layout)
     try:
-        gen.copy_base(base, staging)
+        copy_base(base, staging)
         work = sqlite3.connect(staging, isolation_level=None)
         try:
             set_journal_mode(work, "MEMORY")
@@ -277,7 +280,7 @@ def _publish_batch(layout: gen.IndexLayout, base: gen.ResolvedIndex, run: _Run, 
             set_journal_mode(work, "DELETE")
         finally:
             work.close()
-        published = gen.publish(layout, staging, record, expected_base=base.generation_id, keep=keep)
+        published = publish(layout, staging, record, expected_base=base.generation_id, keep=keep)
     finally:
         staging.unlink(missing_ok=True)
     run.tick("publish", t)
@@ -287,7 +290,7 @@ def _publish_batch(layout: gen.IndexLayout, base: gen.ResolvedIndex, run: _Run, 
     return True
 
 
-def _legacy_batch(layout: gen.IndexLayout, run: _Run, take: int | None) -> bool:
+def _legacy_batch(layout: IndexLayout, run: _Run, take: int | None) -> bool:
     """The legacy ``index.db``: the same batch, written in place in one transaction."""
     conn = sqlite3.connect(layout.legacy_path, isolation_level=None)
     try:
@@ -330,9 +333,9 @@ def embed_index(
     if publish_every < 1:
         raise ValueError(f"publish_every must be >= 1, got {publish_every}")
     started = time.perf_counter()
-    layout = gen.layout_for(Path(vault).resolve(), Path(index_dir) if index_dir else None)
-    with gen.build_lock(layout, wait_seconds=wait_seconds):
-        base = gen.resolve(layout)
+    layout = layout_for(Path(vault).resolve(), Path(index_dir) if index_dir else None)
+    with build_lock(layout, wait_seconds=wait_seconds):
+        base = resolve(layout)
         ref = model_reference(model) if model is not None else _recorded_or_default(base)
         embedder = load_embedder(ref, threads=threads)
         run = _Run(embedder, {**embedder.identity, REF_KEY: ref}, batch_size, None)
@@ -342,7 +345,7 @@ def embed_index(
             _run_batches(layout, base, run, limit, publish_every, keep)
         finally:
             run.bar.close()
-        final = gen.resolve(layout)
+        final = resolve(layout)
         remaining, chunks = _counts(final)
     return EmbedReport(
         index_kind=final.kind,
@@ -362,7 +365,7 @@ def embed_index(
 
 
 def _run_batches(
-    layout: gen.IndexLayout, base: gen.ResolvedIndex, run: _Run, limit: int | None, publish_every: int, keep: int
+    layout: IndexLayout, base: ResolvedIndex, run: _Run, limit: int | None, publish_every: int, keep: int
 ) -> None:
     """One batch when ``limit`` is given, else batches of ``publish_every`` until nothing is pending."""
     take = limit if limit is not None else publish_every
@@ -373,21 +376,21 @@ def _run_batches(
             did = _publish_batch(layout, base, run, take, keep)
         if not did or limit is not None:
             return
-        base = gen.resolve(layout)
+        base = resolve(layout)
 
 
-def _recorded_or_default(resolved: gen.ResolvedIndex) -> str:
+def _recorded_or_default(resolved: ResolvedIndex) -> str:
     """The model reference the index records, else the default embedding preset."""
-    conn = gen.connect_readonly(resolved)
+    conn = connect_readonly(resolved)
     try:
         return stored_reference(get_meta(conn).get(META_KEY)) or DEFAULT_EMBEDDING_MODEL
     finally:
         conn.close()
 
 
-def _goal(resolved: gen.ResolvedIndex, run: _Run, limit: int | None) -> int:
+def _goal(resolved: ResolvedIndex, run: _Run, limit: int | None) -> int:
     """Chunks this call will embed (for the progress bar): all of them when the model changes."""
-    conn = gen.connect_readonly(resolved)
+    conn = connect_readonly(resolved)
     try:
         found = stored_identity(get_meta(conn).get(META_KEY))
         changed = found is not None and identity_key(found) != identity_key(run.embedder.identity)
@@ -397,9 +400,9 @@ def _goal(resolved: gen.ResolvedIndex, run: _Run, limit: int | None) -> int:
     return todo if limit is None else min(limit, todo)
 
 
-def _counts(resolved: gen.ResolvedIndex) -> tuple[int, int]:
+def _counts(resolved: ResolvedIndex) -> tuple[int, int]:
     """(chunks without a vector, chunks) of an index."""
-    conn = gen.connect_readonly(resolved)
+    conn = connect_readonly(resolved)
     try:
         return count_pending(conn), count_chunks(conn)
     finally:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from core.dense import META_KEY, REF_KEY, load_embedder, model_reference, stored_reference
 from core.errors import CapabilityError, ModelError
-from core.index import embed
+from core.build import embed
 from core.index.tables.chunk_vectors import count_pending
 from core.index.tables.meta import get_meta
 from core.models.catalog import DEFAULT_EMBEDDING_MODEL

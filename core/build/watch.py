@@ -42,7 +42,10 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from core import generations as gen
+from core.build.lock import ensure_layout
+from core.index.layout import layout_for
+from core.index.state import active_record
+from core.index.verify import connect_readonly, resolve
 from core.errors import (
     IndexDirInaccessibleError,
     IndexMissingError,
@@ -88,7 +91,7 @@ class Watcher:
         on_publish: Callable[[], None] | None = None,
     ) -> None:
         self.vault = Path(vault).resolve()
-        self.layout = gen.layout_for(self.vault, index_dir)
+        self.layout = layout_for(self.vault, index_dir)
         self.index_dir_arg = index_dir
         self.debounce_ms = debounce_ms
         self.on_build = on_build
@@ -178,7 +181,7 @@ class Watcher:
         """An incremental build + publish; a failure is recorded, the old generation keeps serving.
 
         Pending paths whose events arrived before the build started are covered by its success."""
-        from core.index.builder import build_index
+        from core.build.builder import build_index
 
         t = time.perf_counter()
         at = time.time()
@@ -247,7 +250,7 @@ class Watcher:
 
     def _step(self, name: str, started: float) -> None:
         if name == "retention":  # the first step after the state commit: the new generation is active
-            record = gen.active_record(self.layout)
+            record = active_record(self.layout)
             self._published = True
             self._covered(started, record["generation_id"] if record else None)
             if self.on_publish is not None:
@@ -258,12 +261,12 @@ class Watcher:
     def _holds_notes_under(self, rel: str) -> bool:
         """Did the baseline generation index anything under the folder ``rel``?"""
         try:
-            resolved = gen.resolve(self.layout)
+            resolved = resolve(self.layout)
         except IndexMissingError:
             return False  # nothing indexed yet: the first build lists everything anyway
         except VaultSearchError:
             return True  # the index cannot say: a walk decides
-        conn = gen.connect_readonly(resolved)
+        conn = connect_readonly(resolved)
         try:
             return notes_table.holds_files_under(conn, rel)
         finally:
@@ -380,7 +383,7 @@ class Watcher:
         """Hold the watch lock of the index dir for as long as the watcher runs (a second watcher is refused)."""
         if self._lock_fd is not None:
             return
-        gen.ensure_layout(self.layout)
+        ensure_layout(self.layout)
         self._lock_fd = lock_watch(self.layout.index_dir)
         self._clock_fd = open_clock(self.layout.index_dir)
         self._identity = (_file_id(self.vault), _file_id(self.layout.index_dir))
@@ -435,7 +438,7 @@ class Watcher:
     def _foreign(self) -> bool:
         """Is the active generation one this watcher did not build (an ``index``/``embed`` run)?"""
         try:
-            record = gen.active_record(self.layout)
+            record = active_record(self.layout)
         except VaultSearchError:
             return False
         return record is not None and record.get("generation_id") != self._baseline

@@ -25,10 +25,11 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from core import generations as gen
+from core.index.layout import IndexLayout
+from core.index.state import active_record
 from core.errors import IntegrityError, SourceChangedError, UsageError
 from core.index.freshness_walk import RACY_NS  # one racy-mtime rule for the build and freshness
-from core.index.ingest import read_source
+from core.build.ingest import read_source
 from core.index.tables.git_dates import forget_dates
 from core.index.tables.meta import get_meta
 from core.vault.scan import ScannedFile, ScanResult, scan_vault
@@ -130,13 +131,13 @@ class WorkingTreeSource:
         return False  # only a scan can tell
 
 
-def stored_settings(layout: gen.IndexLayout, *, in_place: bool) -> dict[str, Any] | None:
+def stored_settings(layout: IndexLayout, *, in_place: bool) -> dict[str, Any] | None:
     """The source settings the current index recorded (None: no readable index). Read without
     verifying: they only choose how to build; what is carried over is verified by ``_open_base``."""
     path: Path | None = layout.legacy_path if in_place else None
     if not in_place:
         try:
-            record = gen.active_record(layout)
+            record = active_record(layout)
         except IntegrityError:
             return None
         path = layout.generations_dir / record["file_name"] if record else None

@@ -7,7 +7,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from core.index.plan import BuildPlan, BuildRun
+from core.build.plan import BuildPlan, BuildRun
 from core.index.tables.chunks import count_chunks
 from core.index.tables.links import edge_counts
 from core.index.tables.meta import meta_value

@@ -9,9 +9,9 @@ vectors because the working database starts as a byte copy of the verified activ
 generation. ``in_place=True`` applies the same plan to one writable ``index.db`` in a
 single transaction instead (the ``legacy_db`` layout).
 
-Changed notes are read, parsed, chunked and counted by ``core.index.prepare_pool.prepared_notes`` - in
+Changed notes are read, parsed, chunked and counted by ``core.build.prepare_pool.prepared_notes`` - in
 forked worker processes when there are many - while this process gives them ids, maps
-their words to FTS5 terms and writes the rows (``core.index.ingest.NoteWriter``).
+their words to FTS5 terms and writes the rows (``core.build.ingest.NoteWriter``).
 """
 
 from __future__ import annotations
@@ -28,19 +28,23 @@ from typing import Any
 
 from tqdm import tqdm
 
-from core import generations as gen
+from core.build.lock import build_lock, ensure_layout, new_staging_path
+from core.build.publish import publish
+from core.index.layout import GenerationRecord, IndexLayout, ResolvedIndex, layout_for
+from core.index.state import active_record
+from core.index.verify import connect_readonly, copy_base, resolve
 from core.errors import IntegrityError, UsageError, ValidationError
 from core.index import state as gstate
-from core.index.faults import build_io_errors
-from core.index.ingest import NoteWriter, recompute_edges
+from core.build.faults import build_io_errors
+from core.build.ingest import NoteWriter, recompute_edges
 from core.index.ownership import check_vault
-from core.index.plan import BuildPlan, BuildRun, plan_build
-from core.index.prepare_pool import default_workers, prepared_notes
-from core.index.report import BuildReport, build_report
+from core.build.plan import BuildPlan, BuildRun, plan_build
+from core.build.prepare_pool import default_workers, prepared_notes
+from core.build.report import BuildReport, build_report
 from core.index.schema import create_schema
 from core.index.settings import DEFAULT_TOKENIZER, IndexConfig, resolve_config  # noqa: F401 (public API)
-from core.index.source import NoteSource, WorkingTreeSource, resolve_settings
-from core.index.source import stored_settings as stored_source_settings
+from core.build.source import NoteSource, WorkingTreeSource, resolve_settings
+from core.build.source import stored_settings as stored_source_settings
 from core.index.tables.checks import inconsistencies
 from core.index.tables.chunk_vectors import count_vectors
 from core.index.tables.chunks import count_chunks
@@ -130,23 +134,23 @@ class _Base:
     that generation verifies and has this build's identity, the copy to carry notes over from."""
 
     active_id: str | None
-    carry: gen.ResolvedIndex | None
+    carry: ResolvedIndex | None
     rebuild_reason: str | None
     rebuild_detail: str | None = None
 
 
-def _open_base(layout: gen.IndexLayout, config: IndexConfig) -> _Base:
+def _open_base(layout: IndexLayout, config: IndexConfig) -> _Base:
     try:
-        record = gen.active_record(layout)
+        record = active_record(layout)
     except IntegrityError as exc:
         return _Base(None, None, f"active_generation_rejected:{exc.reason}")
     if record is None:
         return _Base(None, None, "no_active_generation")
     try:
-        base = gen.resolve(layout)
+        base = resolve(layout)
     except IntegrityError as exc:  # a broken base is not carried over; the new build is complete on its own
         return _Base(record["generation_id"], None, f"active_generation_rejected:{exc.reason}")
-    conn = gen.connect_readonly(base)
+    conn = connect_readonly(base)
     try:
         meta = get_meta(conn)
     finally:
@@ -218,9 +222,9 @@ def build_index(
     number of processes that parse notes (``None``: all cores, up to 4, for a large batch of
     changed notes where fork is available; 1: in this process). It changes speed only,
     never the index. ``source`` is ``"worktree"`` or ``"git"`` (notes from the commit ``rev``,
-    default ``HEAD``); ``None`` keeps what the active index was built from (``core.index.source``).
+    default ``HEAD``); ``None`` keeps what the active index was built from (``core.build.source``).
     ``before_publish`` runs on the staged, validated database just before it is
-    recorded and published (``core.index.build_embed`` embeds a small change's chunks there, so that
+    recorded and published (``core.build.build_embed`` embeds a small change's chunks there, so that
     text and vectors arrive in one generation); it returns how many chunks it embedded.
     ``source_may_change=True`` (the watcher, which rebuilds whatever changes next) publishes
     the notes as they were read even when a file changed during the build, instead of failing
@@ -228,8 +232,8 @@ def build_index(
     and hashed even when their (mtime, size) matches the base index.
     """
     vault, layout, config, (chosen, chosen_rev) = _requested(vault, index_dir, config, changes, source, rev, in_place)
-    gen.ensure_layout(layout)  # refuses an index dir that is not ours before anything is written
-    with gen.build_lock(layout, wait_seconds=wait_seconds), build_io_errors(layout):
+    ensure_layout(layout)  # refuses an index dir that is not ours before anything is written
+    with build_lock(layout, wait_seconds=wait_seconds), build_io_errors(layout):
         recovered = None if in_place else gstate.move_aside_unusable_state(layout)
         t = time.perf_counter()
         src = _make_source(vault, layout.index_dir, config, chosen, chosen_rev, rehash)
@@ -257,11 +261,11 @@ def _requested(
     source: str | None,
     rev: str | None,
     in_place: bool,
-) -> tuple[Path, gen.IndexLayout, IndexConfig, tuple[str, str | None]]:
+) -> tuple[Path, IndexLayout, IndexConfig, tuple[str, str | None]]:
     """(vault, layout, settings, (source, revision)) of a build, checked before anything is created."""
     check_vault(Path(vault))  # never created: a missing vault is a usage error, not an empty index
     vault = Path(vault).resolve()
-    layout = gen.layout_for(vault, index_dir)
+    layout = layout_for(vault, index_dir)
     if config is not None and changes:
         raise UsageError("give config or changes, not both")
     config = config or resolve_config(layout, changes)
@@ -273,10 +277,10 @@ def _requested(
     return vault, layout, config, (chosen, chosen_rev)
 
 
-def _current_report(run: BuildRun, base: gen.ResolvedIndex) -> BuildReport | None:
+def _current_report(run: BuildRun, base: ResolvedIndex) -> BuildReport | None:
     """The up-to-date report when the source says the base is what it would build (git: the
     watermark is the resolved commit), without listing anything; None otherwise."""
-    conn = gen.connect_readonly(base)
+    conn = connect_readonly(base)
     try:
         meta = get_meta(conn)
         if not run.source.is_current(meta) or meta.get("settings") != run.config.settings():
@@ -316,7 +320,7 @@ def _build_generation(
     """Plan against the verified active generation; stage a copy of it; publish the result."""
     t = time.perf_counter()
     base = start.carry
-    base_conn = gen.connect_readonly(base) if base else None
+    base_conn = connect_readonly(base) if base else None
     try:
         plan = plan_build(scan, scan_started_ns, base_conn, run.source)
         run.lap("plan", t)
@@ -335,7 +339,7 @@ def _build_generation(
         if base_conn is not None:
             base_conn.close()
     published, extra = _publish_staged(run, start, plan, keep=keep, on_step=on_step, hook=hook)
-    conn = gen.connect_readonly(published)
+    conn = connect_readonly(published)
     try:
         return build_report(
             conn,
@@ -360,13 +364,13 @@ def _publish_staged(
     keep: int,
     on_step: Callable[[str], None] | None,
     hook: Callable[[sqlite3.Connection], int] | None,
-) -> tuple[gen.ResolvedIndex, dict[str, int]]:
+) -> tuple[ResolvedIndex, dict[str, int]]:
     """Stage the plan on a copy of the base (or a new database), run the hook, publish; (published, extra)."""
     base = start.carry
-    staging = gen.new_staging_path(run.layout)
+    staging = new_staging_path(run.layout)
     try:
         if base is not None:
-            gen.copy_base(base, staging)
+            copy_base(base, staging)
         conn = _open_working(staging, in_place=False)
         try:
             if base is None:
@@ -381,17 +385,17 @@ def _publish_staged(
         finally:
             conn.close()
         t = time.perf_counter()
-        published = gen.publish(run.layout, staging, record, expected_base=start.active_id, keep=keep, on_step=on_step)
+        published = publish(run.layout, staging, record, expected_base=start.active_id, keep=keep, on_step=on_step)
         run.lap("publish", t)
     finally:
         staging.unlink(missing_ok=True)
     return published, extra
 
 
-def _record(conn: sqlite3.Connection, config: IndexConfig, timings: dict[str, float]) -> gen.GenerationRecord:
+def _record(conn: sqlite3.Connection, config: IndexConfig, timings: dict[str, float]) -> GenerationRecord:
     meta = get_meta(conn)
     dense_model = meta.get("dense_model")
-    return gen.GenerationRecord(
+    return GenerationRecord(
         source_snapshot_hash=meta["source_snapshot_hash"],
         notes=count_notes(conn),
         chunks=count_chunks(conn),
@@ -484,7 +488,7 @@ def _make_source(
     vault: Path, index_dir: Path, config: IndexConfig, source: str, rev: str | None, rehash: Collection[str] = ()
 ) -> NoteSource:
     if source == "git":
-        from core.index.gitbuild import GitSource  # only git-sourced builds need it
+        from core.build.gitbuild import GitSource  # only git-sourced builds need it
 
         return GitSource(
             vault, index_dir, config.max_note_bytes, rev or "HEAD", include_dot_paths=config.include_dot_paths

@@ -5,7 +5,7 @@ the notes row, tags, per-note problems, its FTS5 row, chunks, the sparse term ve
 and the links as written. Three stages, so that two CPU cores can share the work:
 
     prepare_notes    files -> PreparedBatch: read, hash, parse, chunk, count words. Pure
-                     apart from a per-process WordTable, so ``core.index.prepare_pool``
+                     apart from a per-process WordTable, so ``core.build.prepare_pool``
                      can run it in forked worker processes while this process writes.
     NoteWriter       assigns note and chunk ids, turns word counts into term vectors
                      (``core.ranking.analysis.TermVectors``: FTS5's tokens) and inserts the rows
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from core.errors import SourceChangedError
-from core.index.bounds import bound_vocabulary
+from core.build.bounds import bound_vocabulary
 from core.index.tables import notes as notes_table
 from core.index.tables.chunks import insert_chunks, next_chunk_id
 from core.index.tables.links import delete_all_edges, edge_counts, insert_edges, insert_links, links_from, repoint_edges
