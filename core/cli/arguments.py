@@ -11,6 +11,8 @@ from core.cli.output import EXIT_STALE
 from core.cli.serving import cmd_mcp, cmd_open, cmd_serve, cmd_watch
 from core.registry import DEFAULT_MODE, MODE_NAMES
 
+VAULT_HELP = "the vault: a folder of Markdown notes"
+INDEX_DIR_HELP = "the index directory (default VAULT/.vaultsearch; env VAULTSEARCH_INDEX_DIR)"
 # Adds a subcommand (with --json) and returns its parser.
 Command = Callable[[str, str], argparse.ArgumentParser]
 
@@ -19,6 +21,7 @@ def _add_freshness_budget(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--freshness-budget",
         type=SECONDS,
+        metavar="SECONDS",
         default=1.0,
         help=f"seconds the freshness walk may take before it is abandoned and says so ({SECONDS.text}; "
         "default 1; 0: no limit)",
@@ -68,8 +71,12 @@ def _add_classification(p: argparse.ArgumentParser | argparse._ArgumentGroup) ->
 def _add_build_settings(p: argparse.ArgumentParser) -> None:
     """The settings an index is built with (stored with it and reused when not given)."""
     reused = "default: what the index was built with, else "
-    p.add_argument("--chunk-size", type=COUNT, help=f"chunk size in characters ({COUNT.text}; {reused}600)")
-    p.add_argument("--chunk-overlap", type=OVERLAP, help=f"chunk overlap in characters ({OVERLAP.text}; {reused}60)")
+    p.add_argument(
+        "--chunk-size", type=COUNT, metavar="N", help=f"chunk size in characters ({COUNT.text}; {reused}600)"
+    )
+    p.add_argument(
+        "--chunk-overlap", type=OVERLAP, metavar="N", help=f"chunk overlap in characters ({OVERLAP.text}; {reused}60)"
+    )
     p.add_argument(
         "--tokenizer",
         type=text_arg,
@@ -101,18 +108,22 @@ def _add_build_settings(p: argparse.ArgumentParser) -> None:
 def _index_command(command: Command) -> None:
     """``index``: build or update, then embed with --embed / --embed-only."""
     p = command("index", "build or update the index and publish a verified generation")
-    p.add_argument("vault")
+    p.add_argument("vault", help=VAULT_HELP)
     p.add_argument(
         "--index-dir",
+        metavar="DIR",
         help="index directory (default VAULT/.vaultsearch; env VAULTSEARCH_INDEX_DIR): a new or empty folder, or one "
         "vaultsearch created (marked); never the vault or a folder of notes",
     )
     p.add_argument("--in-place", action="store_true", help="single writable index.db (served as legacy_db)")
     _add_build_settings(p)
-    p.add_argument("--keep", type=COUNT, default=2, help=f"ready generations to retain ({COUNT.text}; default 2)")
+    p.add_argument(
+        "--keep", type=COUNT, metavar="N", default=2, help=f"ready generations to retain ({COUNT.text}; default 2)"
+    )
     p.add_argument(
         "--wait",
         type=SECONDS,
+        metavar="SECONDS",
         default=0.0,
         help=f"seconds to wait for another build's lock ({SECONDS.text}; default 0)",
     )
@@ -138,8 +149,12 @@ def _index_command(command: Command) -> None:
 def _search_command(command: Command) -> None:
     """``search``: the query, the mode, the filters."""
     p = command("search", "search the vault")
-    p.add_argument("vault")
-    p.add_argument("query", type=text_arg)
+    p.add_argument("vault", help=VAULT_HELP)
+    p.add_argument(
+        "query",
+        type=text_arg,
+        help='what to find: words, a note\'s name, "quoted text" for a phrase (with --raw: FTS5 syntax)',
+    )
     p.add_argument(
         "--mode",
         default=DEFAULT_MODE,
@@ -159,7 +174,7 @@ def _search_command(command: Command) -> None:
         action="store_true",
         help="down-weight volatile/evolving notes by age (git_date, else updated/date/created); off by default",
     )
-    p.add_argument("--index-dir")
+    p.add_argument("--index-dir", metavar="DIR", help=INDEX_DIR_HELP)
     p.add_argument(
         "--no-freshness",
         action="store_true",
@@ -173,11 +188,12 @@ def _search_command(command: Command) -> None:
 def _watch_command(command: Command) -> None:
     """``watch``: rebuild on every debounced batch of changes."""
     p = command("watch", "rebuild and publish the index whenever notes change (debounced)")
-    p.add_argument("vault")
-    p.add_argument("--index-dir")
+    p.add_argument("vault", help=VAULT_HELP)
+    p.add_argument("--index-dir", metavar="DIR", help=INDEX_DIR_HELP)
     p.add_argument(
         "--debounce-ms",
         type=DEBOUNCE_MS,
+        metavar="MS",
         default=200,
         help=f"collect changes for this long before a build ({DEBOUNCE_MS.text}; default 200)",
     )
@@ -192,8 +208,8 @@ def _serve_commands(command: Command) -> None:
         ("open", "serve, as `serve` does, and open the search page in a browser", cmd_open),
     ):
         p = command(name, help_text)
-        p.add_argument("vault")
-        p.add_argument("--index-dir")
+        p.add_argument("vault", help=VAULT_HELP)
+        p.add_argument("--index-dir", metavar="DIR", help=INDEX_DIR_HELP)
         p.add_argument(
             "--classification",
             action="append",
@@ -203,6 +219,7 @@ def _serve_commands(command: Command) -> None:
         p.add_argument(
             "--debounce-ms",
             type=DEBOUNCE_MS,
+            metavar="MS",
             default=200,
             help=f"with --watch: debounce of the watcher ({DEBOUNCE_MS.text}; default 200)",
         )
@@ -210,6 +227,7 @@ def _serve_commands(command: Command) -> None:
         p.add_argument(
             "--freshness-window",
             type=SECONDS,
+            metavar="SECONDS",
             default=2.0,
             help=f"seconds a freshness scan is reused ({SECONDS.text}; default 2)",
         )
@@ -219,6 +237,7 @@ def _serve_commands(command: Command) -> None:
             p.add_argument(
                 "--port",
                 type=PORT,
+                metavar="PORT",
                 default=8765,
                 help=f"port ({PORT.text}; default 8765; 0: a free one, printed on stderr)",
             )
@@ -229,19 +248,20 @@ def _serve_commands(command: Command) -> None:
 def _show_command(command: Command) -> None:
     """``show``: a note, one section or a line range."""
     p = command("show", "print a note of the vault (or one section, or a line range) with line numbers")
-    p.add_argument("vault")
+    p.add_argument("vault", help=VAULT_HELP)
     p.add_argument("path", type=text_arg, help="the note's path in the vault (.md optional)")
     which = p.add_mutually_exclusive_group()
     which.add_argument("--section", type=text_arg, metavar="H", help="only the section under this heading")
     which.add_argument("--lines", type=text_arg, metavar="A:B", help="only lines A to B (1-based, inclusive)")
+    _add_classification(p)
     p.set_defaults(func=cmd_show)
 
 
 def _status_command(command: Command) -> None:
     """``status``: counts, coverage, problems, staleness."""
     p = command("status", "active generation, counts, coverage, problems, staleness")
-    p.add_argument("vault")
-    p.add_argument("--index-dir")
+    p.add_argument("vault", help=VAULT_HELP)
+    p.add_argument("--index-dir", metavar="DIR", help=INDEX_DIR_HELP)
     p.add_argument("--check", action="store_true", help=f"exit {EXIT_STALE} when the vault changed since")
     _add_classification(p)
     p.set_defaults(func=cmd_status)
@@ -250,8 +270,8 @@ def _status_command(command: Command) -> None:
 def _verify_command(command: Command) -> None:
     """``verify``: the full check of the active generation."""
     p = command("verify", "full SHA-256 + SQLite integrity check of the active generation")
-    p.add_argument("vault")
-    p.add_argument("--index-dir")
+    p.add_argument("vault", help=VAULT_HELP)
+    p.add_argument("--index-dir", metavar="DIR", help=INDEX_DIR_HELP)
     p.set_defaults(func=cmd_verify)
 
 
@@ -273,7 +293,7 @@ def _models_command(command: Command) -> None:
 def _eval_command(command: Command) -> None:
     """``eval``: metrics per mode on labelled queries."""
     p = command("eval", "nDCG@k, Recall@100, MRR@10, P@k and latency per mode on labelled queries")
-    p.add_argument("vault")
+    p.add_argument("vault", help=VAULT_HELP)
     p.add_argument("--queries", required=True, help="BEIR queries JSONL ({_id, text} per line)")
     p.add_argument("--qrels", required=True, help="BEIR qrels TSV (query-id, corpus-id, score; header)")
     p.add_argument("--mode", action="append", choices=list(MODE_NAMES), help="mode to evaluate (repeatable)")
@@ -281,7 +301,7 @@ def _eval_command(command: Command) -> None:
     p.add_argument("--failures", action="store_true", help="list queries whose relevant note ranks outside top k")
     p.add_argument("--model", help="embedding model for the dense modes (preset or directory) instead of the index's")
     p.add_argument("--reranker", help="cross-encoder for reranked (preset or directory; default bge-reranker-base)")
-    p.add_argument("--index-dir")
+    p.add_argument("--index-dir", metavar="DIR", help=INDEX_DIR_HELP)
     _add_classification(p)
     p.set_defaults(func=cmd_eval)
 
@@ -302,6 +322,24 @@ _ADDERS: tuple[tuple[tuple[str, ...], Callable[[Command], None]], ...] = (
 COMMANDS = tuple(name for names, _ in _ADDERS for name in names)
 
 
+DESCRIPTION = """\
+Search a Markdown vault through a verified index.
+
+Visibility: without --classification every note is shown, secret ones included; search, show,
+status and eval take --classification (repeatable) to see only those classifications.
+Exit codes: 0 ok, 2 usage, 3 index missing, 4 integrity failure, 5 dense/rerank missing,
+6 build conflict, 7 model invalid, 8 stale (status --check)."""
+EXAMPLES = """\
+examples:
+  vaultsearch index ~/notes                         build the index (in ~/notes/.vaultsearch)
+  vaultsearch search ~/notes "connection pool" --tag db -n 5
+  vaultsearch show ~/notes decisions/adr-001        a note with line numbers (.md optional)
+  vaultsearch status ~/notes                        counts, coverage, staleness, problems
+  vaultsearch index ~/notes --embed                 add vectors: semantic search (dense extra)
+  vaultsearch serve ~/notes                         a search page and JSON API on 127.0.0.1:8765
+  vaultsearch COMMAND --help                        a command's options"""
+
+
 def package_version() -> str:
     """The installed distribution's version; a checkout run without installing says so."""
     from importlib.metadata import PackageNotFoundError, version
@@ -317,11 +355,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     arguments, help and errors are the same, and a search does not pay for building the others."""
     parser = argparse.ArgumentParser(
         prog="vaultsearch",
-        description="Search a Markdown vault through a verified "
-        "index. Visibility: without --classification every note is shown, secret ones included; "
-        "search, status and eval take --classification (repeatable) to see only those classifications. "
-        "Exit codes: 0 ok, 2 usage, 3 index missing, 4 integrity failure, "
-        "5 dense/rerank missing, 6 build conflict, 7 model invalid, 8 stale (--check).",
+        description=DESCRIPTION,
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"vaultsearch {package_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
