@@ -250,7 +250,82 @@ def _names_lines(names: dict[str, dict[str, int]] | None) -> list[str]:
     return [f"titles     from {counts(names['shown'])}", f"names      notes named by {counts(names['names'])}"]
 
 
+def plain_value(value: Any) -> str:
+    """A nested status value as words, never a Python repr: ``-`` for None, yes/no, ``a, b`` for a
+    list, ``key value; key value`` for a mapping (nested ones in parentheses)."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(plain_value(v) for v in value) or "none"
+    if isinstance(value, dict):
+        parts = (
+            f"{k} ({plain_value(v)})" if isinstance(v, dict) else f"{k} {plain_value(v)}" for k, v in value.items()
+        )
+        return "; ".join(parts) or "none"
+    return str(value)
+
+
+_MODEL_SHOWN = {"name", "kind", "dim", "pooling", "normalize", "max_length", "revision", "weights_sha256", "model_ref"}
+_MODEL_SHOWN |= {"query_prefix", "passage_prefix"}
+
+
+def _model_lines(model: Any) -> list[str]:
+    """The dense model's identity (``core.dense.Embedder.identity``) as lines a person reads."""
+    if not isinstance(model, dict):
+        return [f"model      {plain_value(model)}"]
+    m = model
+    sha = str(m.get("weights_sha256") or "-")
+    lines = [
+        f"model      {m.get('name', '-')} ({m.get('kind', 'embedding')}): {plain_value(m.get('dim'))} dims, "
+        f"{plain_value(m.get('pooling'))} pooling, {'normalised' if m.get('normalize') else 'not normalised'}, "
+        f"at most {plain_value(m.get('max_length'))} tokens",
+        f"           revision {plain_value(m.get('revision'))}, weights sha256 {sha[:16]}{'...' if len(sha) > 16 else ''}",
+    ]
+    if m.get("model_ref"):
+        lines.append(f"           from {m['model_ref']}")
+    prefixes = [f"{k.split('_')[0]} prefix {m[k]!r}" for k in ("query_prefix", "passage_prefix") if m.get(k)]
+    rest = {k: v for k, v in m.items() if k not in _MODEL_SHOWN}
+    if prefixes or rest:
+        lines.append("           " + "; ".join([*prefixes, *(f"{k} {plain_value(v)}" for k, v in rest.items())]))
+    return lines
+
+
+def _when(at: Any) -> str:
+    import time
+
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(float(at))) if at else "at an unknown time"
+
+
+def _watch_lines(failure: dict[str, Any] | None) -> list[str]:
+    """The watcher's last failed build (newer than the served generation), when there is one."""
+    if not failure:
+        return []
+    line = f"watch      last build FAILED [{failure.get('reason')}] {_when(failure.get('at'))}"
+    if failure.get("message"):
+        line += f": {failure['message']}"
+    paths = failure.get("changed_paths") or []
+    return [line] + ([f"           changed: {plain_value(paths)}"] if paths else [])
+
+
+def _generation_line(g: dict[str, Any]) -> str:
+    labels = {"notes": "notes", "chunks": "chunks", "dense_chunks": "with vectors"}
+    counts = [f"{g[k]} {label}" for k, label in labels.items() if g.get(k) is not None]
+    active = ", active" if g.get("active") else ""
+    return f"  {g.get('generation_id')} {g.get('status', '')}{active}" + (f": {', '.join(counts)}" if counts else "")
+
+
+def _settings_line(s: dict[str, Any]) -> str:
+    return f"settings   chunker {plain_value(s.get('chunker'))}; tokenizer {plain_value(s.get('tokenizer'))}; " + (
+        f"source {plain_value(s.get('source'))}"
+    )
+
+
 def format_status(s: dict[str, Any]) -> str:
+    """``status`` as lines a person reads: every nested value in words (``--json`` has the data)."""
     st = s["staleness"]
     dense = s["dense"]
     lines = [
@@ -259,23 +334,27 @@ def format_status(s: dict[str, Any]) -> str:
         f"notes      {s['notes']} indexed of {s['coverage']['source_files']} source files; {s['chunks']} chunks",
         f"links      {s['links']} ({s['unresolved_links']} unresolved)",
         *_names_lines(s.get("names")),
-        f"dense      {dense['chunks_with_vectors']}/{dense['chunks']} chunks"
-        + (f" ({dense['model']})" if dense["model"] else "")
-        + _time_left(dense),
+        _settings_line(s),
+        f"dense      {dense['chunks_with_vectors']}/{dense['chunks']} chunks have vectors" + _time_left(dense),
+        *(_model_lines(dense["model"]) if dense.get("model") else []),
         f"stale      {'YES' if st['stale'] else 'no'}: {len(st['added'])} added, {len(st['modified'])} modified, "
         f"{len(st['removed'])} removed since the index was built",
+        *_watch_lines(s.get("last_build_failure")),
         f"problems   {len(s['problems'])}",
     ]
     if "git" in st:
         g = st["git"]
-        moved = "up to date" if g["up_to_date"] else f"{g['rev']} moved {g['commits_since']} commit(s) since"
+        since = "an unknown number of" if g.get("commits_since") is None else g["commits_since"]
+        moved = "up to date" if g["up_to_date"] else f"{g['rev']} moved {since} commit(s) since"
         lines[-1:-1] = [
             f"source     git {g['rev']}{' (detached HEAD)' if g['detached'] else ''}"
             f"{' (shallow clone)' if g['shallow'] else ''}: watermark {g['watermark'][:12]}, {moved}",
-            f"not indexed (uncommitted): {st['uncommitted']}",
+            f"not indexed (uncommitted): {plain_value(st['uncommitted'])}",
         ]
     lines += [f"  {p['path']}: {p['reason']}" for p in s["problems"][:20]]
+    if len(s["problems"]) > 20:
+        lines.append(f"  ... {len(s['problems']) - 20} more (--json lists every problem)")
     if s["generations"]:
         lines.append("generations")
-        lines += [f"  {g.get('generation_id')} {g.get('status', '')}" for g in s["generations"]]
+        lines += [_generation_line(g) for g in s["generations"]]
     return terminal_safe("\n".join(lines))
