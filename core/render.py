@@ -51,19 +51,53 @@ def terminal_safe(text: str) -> str:
     )
 
 
-def _link_label(inner: str) -> str:
+_CODE_SPAN = re.compile(r"(`+)[^`]+?\1")
+_EMBED_SIZE = re.compile(r"\d+(?:x\d+)?")  # ![[image.png|300]], ![[image.png|300x200]]: a size, not a label
+# a snippet window (core.ranking.snippets: "… " and " …" mark its cuts) that starts inside a wikilink,
+# ends inside one, or ends inside a Markdown link's target
+_CUT_LINK_START = re.compile(r"^… ([^\[\]\n]*)\]\]")
+_CUT_LINK_END = re.compile(r"(!?)\[\[([^\]\n]*?) …$")
+_CUT_MD_END = re.compile(r"(!?\[[^\]\n]*\])\([^)\n]*? …$")
+
+
+def _link_label(inner: str, embed: bool = False) -> str:
+    """What a reader sees of ``[[inner]]``: its label, else the note and heading (``note › heading``;
+    a block id ``#^id`` is not shown). An embed's ``|300`` is an image size, not a label."""
     target, _, label = inner.partition("|")
-    target = target.replace("#^", " › ").replace("#", " › ").strip()
-    return (label or target).strip()
+    label = label.strip()
+    if label and not (embed and _EMBED_SIZE.fullmatch(label)):
+        return label
+    parts = (part.strip() for part in target.split("#"))
+    return " › ".join(part for part in parts if part and not part.startswith("^"))
+
+
+def _links_as_text(text: str) -> str:
+    text = _EMBED.sub(lambda m: _link_label(m.group(1), embed=True), text)
+    text = _WIKILINK.sub(lambda m: _link_label(m.group(1)), text)
+    text = _IMAGE.sub(lambda m: m.group(1), text)
+    return _MD_LINK.sub(lambda m: m.group(1), text)
+
+
+def snippet_text(markdown: str) -> str:
+    """A snippet with its link syntax shown as text, as a reader of the note sees it: ``[[target|alias]]``
+    as ``alias``, ``[[target#heading]]`` as ``target › heading``, ``![[x]]`` as ``x``, ``[text](url)``
+    and ``![alt](url)`` as ``text``/``alt``; code spans stay literal, and a link cut off at either end
+    of the snippet window shows as text too. Everything else is kept (the page does the same)."""
+    text = _CUT_LINK_START.sub(lambda m: "… " + _link_label(m.group(1)), markdown)
+    text = _CUT_LINK_END.sub(lambda m: _link_label(m.group(2), embed=bool(m.group(1))) + " …", text)
+    text = _CUT_MD_END.sub(lambda m: m.group(1) + "() …", text)  # closed: then shown as a link
+    out, at = [], 0
+    for span in _CODE_SPAN.finditer(text):
+        out += [_links_as_text(text[at : span.start()]), span.group()]
+        at = span.end()
+    out.append(_links_as_text(text[at:]))
+    return "".join(out)
 
 
 def readable_text(markdown: str) -> str:
-    """Markdown as plain readable text: wikilinks as their label, links and images as their text,
-    no HTML tags, no emphasis or heading marks, whitespace collapsed."""
-    text = _EMBED.sub(lambda m: _link_label(m.group(1)), markdown)
-    text = _WIKILINK.sub(lambda m: _link_label(m.group(1)), text)
-    text = _IMAGE.sub(lambda m: m.group(1), text)
-    text = _MD_LINK.sub(lambda m: m.group(1), text)
+    """Markdown as plain readable text: links as :func:`snippet_text` shows them, no HTML tags, no
+    emphasis or heading marks, whitespace collapsed."""
+    text = snippet_text(markdown)
     text = _HTML_TAG.sub("", text)
     text = _EMPHASIS.sub("", text)
     text = _HEADING_MARK.sub("", text)
@@ -131,7 +165,9 @@ def format_search_results(results: Any, query: str, mode: str) -> str:
         if r.via:
             lines.append(f"    via {r.via.get('edge')} link ({r.via.get('direction')}) from {r.via.get('from')}")
         if r.snippet:
-            lines.extend(textwrap.wrap(r.snippet, width=96, initial_indent="    ", subsequent_indent="    "))
+            lines.extend(
+                textwrap.wrap(snippet_text(r.snippet), width=96, initial_indent="    ", subsequent_indent="    ")
+            )
         if r.obsidian_uri:
             lines.append(f"    {r.obsidian_uri}")
     hint = _hint(results)

@@ -340,6 +340,12 @@ examples:
   vaultsearch COMMAND --help                        a command's options"""
 
 
+JSON_HELP = {
+    "search": "machine-readable output (a hit's snippet as the note writes it, [[links]] included; the text "
+    "output shows links as their labels)",
+}
+
+
 def package_version() -> str:
     """The installed distribution's version; a checkout run without installing says so."""
     from importlib.metadata import PackageNotFoundError, version
@@ -366,7 +372,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         if only is not None and name != only:  # a sibling added by the same function: built, not attached
             return argparse.ArgumentParser(add_help=False)
         p = sub.add_parser(name, help=help_text, description=help_text)
-        p.add_argument("--json", action="store_true", help="machine-readable output")
+        p.add_argument("--json", action="store_true", help=JSON_HELP.get(name, "machine-readable output"))
         return p
 
     for names, add in _ADDERS:
