@@ -249,7 +249,12 @@ def _show_command(command: Command) -> None:
     """``show``: a note, one section or a line range."""
     p = command("show", "print a note of the vault (or one section, or a line range) with line numbers")
     p.add_argument("vault", help=VAULT_HELP)
-    p.add_argument("path", type=text_arg, help="the note's path in the vault (.md optional)")
+    p.add_argument(
+        "path",
+        type=text_arg,
+        help="the note's path in the vault (.md optional); when there is no such note, the notes with the closest "
+        "file name, title or path are suggested",
+    )
     which = p.add_mutually_exclusive_group()
     which.add_argument("--section", type=text_arg, metavar="H", help="only the section under this heading")
     which.add_argument("--lines", type=text_arg, metavar="A:B", help="only lines A to B (1-based, inclusive)")

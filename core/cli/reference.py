@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import html
 import sys
 from pathlib import Path
 from typing import cast
@@ -39,6 +40,11 @@ def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentP
     return dict(action.choices)
 
 
+def _summary(description: str | None) -> str:
+    """A command's description as HTML text (a ``<summary>`` shows no Markdown: backticks dropped)."""
+    return html.escape((description or "").replace("`", ""))
+
+
 def reference_markdown() -> str:
     """The whole CLI's help, then each command's, as Markdown (each command folded in a ``<details>``)."""
     parser = build_parser()
@@ -47,7 +53,7 @@ def reference_markdown() -> str:
     for name in COMMANDS:
         parts += [
             "",
-            f"<details><summary><code>vaultsearch {name}</code>: {subs[name].description}</summary>",
+            f"<details><summary><code>vaultsearch {name}</code>: {_summary(subs[name].description)}</summary>",
             "",
             "```text",
             f"$ vaultsearch {name} --help",
