@@ -33,7 +33,7 @@ from core.index.ownership import check_vault
 from core.ranking.filters import UNCLASSIFIED, Filters
 from core.vault.chunking import heading_spans, mask_code
 from core.vault.names import file_stem
-from core.vault.notes import decode_text, read_frontmatter
+from core.vault.notes import decode_text, is_binary, read_frontmatter
 from core.vault.scan import MAX_NOTE_BYTES, FileRefusedError, read_file
 from core.vault.suggest import shown_title, suggest_notes
 
@@ -193,7 +193,14 @@ def show_note(
 def _visible_text(vault: Path, rel_path: str, visible: tuple[str, ...] | None) -> tuple[str, str]:
     """(decoded text, POSIX rel_path) of a note the caller may see; ``NoteNotFoundError`` otherwise."""
     _real, rel = confined_note_path(vault, rel_path)
-    data, _ = read_confined(os.path.realpath(vault), rel, limit=MAX_NOTE_BYTES)
+    try:
+        data, _ = read_confined(os.path.realpath(vault), rel, limit=MAX_NOTE_BYTES)
+    except (NoteTooLargeError, NotRegularFileError):
+        if visible is None:
+            raise
+        raise _no_note(_candidate(rel_path)) from None  # no classification can be read: hidden (fails closed)
+    if visible is not None and is_binary(data):
+        raise _no_note(_candidate(rel_path))  # not a note to the build, so none to a restricted caller
     text, _ = decode_text(rel, data)
     if visible is not None and (read_frontmatter(rel, text).classification or UNCLASSIFIED) not in visible:
         raise _no_note(_candidate(rel_path))

@@ -3,11 +3,13 @@
 A note is known by its path, its file name and its title (the one the index shows:
 ``core.vault.names``). What was asked is compared with them, case-folded: a name that holds the
 whole request (``adr-001`` in ``decisions/adr-001-use-postgres``) is close, else ``difflib``'s
-ratio of the request's last part and the file name or title decides (at least :data:`CUTOFF`). The candidates are the vault's notes as the
-build lists them (``scan_vault``: the same ignore and dot-path rules), read through the confined
-reader. A caller restricted to some classifications is offered only notes it may see: each
-candidate's classification is read as the build reads it (``read_frontmatter``, failing closed),
-so a hidden note is never suggested.
+ratio of the request's last part and the file name or title decides (at least :data:`CUTOFF`).
+
+The candidates are the vault's notes as the build lists them (``scan_vault``: the same ignore and
+dot-path rules), read through the confined reader. A caller restricted to some classifications is
+offered only notes it may see: each candidate's classification is read as the build reads it
+(``read_frontmatter``, failing closed), so a hidden note is never suggested. This runs only when a
+note was not found: it reads every note (about 1.5 s for 3,000 notes on a loaded 2-core machine).
 """
 
 from __future__ import annotations

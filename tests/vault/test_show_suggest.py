@@ -84,3 +84,12 @@ def test_the_cli_says_did_you_mean_with_the_usage_exit_code(vault, capsys):
     assert "security" not in json.dumps(out).replace("security polcy", "")
     assert cli.main(["show", str(vault), "reference/security-policy", "--classification", "public"]) == 2
     assert "security-policy.md' in the vault" in capsys.readouterr().err
+
+
+def test_a_file_the_build_would_not_serve_is_not_there_for_a_restricted_caller(tmp_path):
+    """A binary ``.md`` (the build skips it) has no classification to read: a restricted caller gets the
+    answer for a missing note; an unrestricted one still sees the file, as before."""
+    vault = write_files(tmp_path / "vault", {"blob.md": b"\x00\x01binary\x00" * 10, "keep.md": note("Keep", "x")})
+    hidden = _not_found(vault, "blob", classifications=["public"])
+    assert hidden.message == _not_found(vault, "blub", classifications=["public"]).message.replace("blub", "blob")
+    assert show_note(vault, "blob").rel_path == "blob.md"
