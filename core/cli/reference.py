@@ -49,7 +49,14 @@ def reference_markdown() -> str:
     """The whole CLI's help, then each command's, as Markdown (each command folded in a ``<details>``)."""
     parser = build_parser()
     subs = _subparsers(parser)
-    parts = ["```text", "$ vaultsearch --help", _help(parser), "```"]
+    parts = [
+        "Every command and option, as `--help` prints them (open a command for its options):",
+        "",
+        "```text",
+        "$ vaultsearch --help",
+        _help(parser),
+        "```",
+    ]
     for name in COMMANDS:
         parts += [
             "",
