@@ -51,19 +51,53 @@ def terminal_safe(text: str) -> str:
     )
 
 
-def _link_label(inner: str) -> str:
+_CODE_SPAN = re.compile(r"(`+)[^`]+?\1")
+_EMBED_SIZE = re.compile(r"\d+(?:x\d+)?")  # ![[image.png|300]], ![[image.png|300x200]]: a size, not a label
+# a snippet window (core.ranking.snippets: "… " and " …" mark its cuts) that starts inside a wikilink,
+# ends inside one, or ends inside a Markdown link's target
+_CUT_LINK_START = re.compile(r"^… ([^\[\]\n]*)\]\]")
+_CUT_LINK_END = re.compile(r"(!?)\[\[([^\]\n]*?) …$")
+_CUT_MD_END = re.compile(r"(!?\[[^\]\n]*\])\([^)\n]*? …$")
+
+
+def _link_label(inner: str, embed: bool = False) -> str:
+    """What a reader sees of ``[[inner]]``: its label, else the note and heading (``note › heading``;
+    a block id ``#^id`` is not shown). An embed's ``|300`` is an image size, not a label."""
     target, _, label = inner.partition("|")
-    target = target.replace("#^", " › ").replace("#", " › ").strip()
-    return (label or target).strip()
+    label = label.strip()
+    if label and not (embed and _EMBED_SIZE.fullmatch(label)):
+        return label
+    parts = (part.strip() for part in target.split("#"))
+    return " › ".join(part for part in parts if part and not part.startswith("^"))
+
+
+def _links_as_text(text: str) -> str:
+    text = _EMBED.sub(lambda m: _link_label(m.group(1), embed=True), text)
+    text = _WIKILINK.sub(lambda m: _link_label(m.group(1)), text)
+    text = _IMAGE.sub(lambda m: m.group(1), text)
+    return _MD_LINK.sub(lambda m: m.group(1), text)
+
+
+def snippet_text(markdown: str) -> str:
+    """A snippet with its link syntax shown as text, as a reader of the note sees it: ``[[target|alias]]``
+    as ``alias``, ``[[target#heading]]`` as ``target › heading``, ``![[x]]`` as ``x``, ``[text](url)``
+    and ``![alt](url)`` as ``text``/``alt``; code spans stay literal, and a link cut off at either end
+    of the snippet window shows as text too. Everything else is kept (the page does the same)."""
+    text = _CUT_LINK_START.sub(lambda m: "… " + _link_label(m.group(1)), markdown)
+    text = _CUT_LINK_END.sub(lambda m: _link_label(m.group(2), embed=bool(m.group(1))) + " …", text)
+    text = _CUT_MD_END.sub(lambda m: m.group(1) + "() …", text)  # closed: then shown as a link
+    out, at = [], 0
+    for span in _CODE_SPAN.finditer(text):
+        out += [_links_as_text(text[at : span.start()]), span.group()]
+        at = span.end()
+    out.append(_links_as_text(text[at:]))
+    return "".join(out)
 
 
 def readable_text(markdown: str) -> str:
-    """Markdown as plain readable text: wikilinks as their label, links and images as their text,
-    no HTML tags, no emphasis or heading marks, whitespace collapsed."""
-    text = _EMBED.sub(lambda m: _link_label(m.group(1)), markdown)
-    text = _WIKILINK.sub(lambda m: _link_label(m.group(1)), text)
-    text = _IMAGE.sub(lambda m: m.group(1), text)
-    text = _MD_LINK.sub(lambda m: m.group(1), text)
+    """Markdown as plain readable text: links as :func:`snippet_text` shows them, no HTML tags, no
+    emphasis or heading marks, whitespace collapsed."""
+    text = snippet_text(markdown)
     text = _HTML_TAG.sub("", text)
     text = _EMPHASIS.sub("", text)
     text = _HEADING_MARK.sub("", text)
@@ -131,7 +165,9 @@ def format_search_results(results: Any, query: str, mode: str) -> str:
         if r.via:
             lines.append(f"    via {r.via.get('edge')} link ({r.via.get('direction')}) from {r.via.get('from')}")
         if r.snippet:
-            lines.extend(textwrap.wrap(r.snippet, width=96, initial_indent="    ", subsequent_indent="    "))
+            lines.extend(
+                textwrap.wrap(snippet_text(r.snippet), width=96, initial_indent="    ", subsequent_indent="    ")
+            )
         if r.obsidian_uri:
             lines.append(f"    {r.obsidian_uri}")
     hint = _hint(results)
@@ -250,7 +286,82 @@ def _names_lines(names: dict[str, dict[str, int]] | None) -> list[str]:
     return [f"titles     from {counts(names['shown'])}", f"names      notes named by {counts(names['names'])}"]
 
 
+def plain_value(value: Any) -> str:
+    """A nested status value as words, never a Python repr: ``-`` for None, yes/no, ``a, b`` for a
+    list, ``key value; key value`` for a mapping (nested ones in parentheses)."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(plain_value(v) for v in value) or "none"
+    if isinstance(value, dict):
+        parts = (
+            f"{k} ({plain_value(v)})" if isinstance(v, dict) else f"{k} {plain_value(v)}" for k, v in value.items()
+        )
+        return "; ".join(parts) or "none"
+    return str(value)
+
+
+_MODEL_SHOWN = {"name", "kind", "dim", "pooling", "normalize", "max_length", "revision", "weights_sha256", "model_ref"}
+_MODEL_SHOWN |= {"query_prefix", "passage_prefix"}
+
+
+def _model_lines(model: Any) -> list[str]:
+    """The dense model's identity (``core.dense.Embedder.identity``) as lines a person reads."""
+    if not isinstance(model, dict):
+        return [f"model      {plain_value(model)}"]
+    m = model
+    sha = str(m.get("weights_sha256") or "-")
+    lines = [
+        f"model      {m.get('name', '-')} ({m.get('kind', 'embedding')}): {plain_value(m.get('dim'))} dims, "
+        f"{plain_value(m.get('pooling'))} pooling, {'normalised' if m.get('normalize') else 'not normalised'}, "
+        f"at most {plain_value(m.get('max_length'))} tokens",
+        f"           revision {plain_value(m.get('revision'))}, weights sha256 {sha[:16]}{'...' if len(sha) > 16 else ''}",
+    ]
+    if m.get("model_ref"):
+        lines.append(f"           from {m['model_ref']}")
+    prefixes = [f"{k.split('_')[0]} prefix {m[k]!r}" for k in ("query_prefix", "passage_prefix") if m.get(k)]
+    rest = {k: v for k, v in m.items() if k not in _MODEL_SHOWN}
+    if prefixes or rest:
+        lines.append("           " + "; ".join([*prefixes, *(f"{k} {plain_value(v)}" for k, v in rest.items())]))
+    return lines
+
+
+def _when(at: Any) -> str:
+    import time
+
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(float(at))) if at else "at an unknown time"
+
+
+def _watch_lines(failure: dict[str, Any] | None) -> list[str]:
+    """The watcher's last failed build (newer than the served generation), when there is one."""
+    if not failure:
+        return []
+    line = f"watch      last build FAILED [{failure.get('reason')}] {_when(failure.get('at'))}"
+    if failure.get("message"):
+        line += f": {failure['message']}"
+    paths = failure.get("changed_paths") or []
+    return [line] + ([f"           changed: {plain_value(paths)}"] if paths else [])
+
+
+def _generation_line(g: dict[str, Any]) -> str:
+    labels = {"notes": "notes", "chunks": "chunks", "dense_chunks": "with vectors"}
+    counts = [f"{g[k]} {label}" for k, label in labels.items() if g.get(k) is not None]
+    active = ", active" if g.get("active") else ""
+    return f"  {g.get('generation_id')} {g.get('status', '')}{active}" + (f": {', '.join(counts)}" if counts else "")
+
+
+def _settings_line(s: dict[str, Any]) -> str:
+    return f"settings   chunker {plain_value(s.get('chunker'))}; tokenizer {plain_value(s.get('tokenizer'))}; " + (
+        f"source {plain_value(s.get('source'))}"
+    )
+
+
 def format_status(s: dict[str, Any]) -> str:
+    """``status`` as lines a person reads: every nested value in words (``--json`` has the data)."""
     st = s["staleness"]
     dense = s["dense"]
     lines = [
@@ -259,23 +370,27 @@ def format_status(s: dict[str, Any]) -> str:
         f"notes      {s['notes']} indexed of {s['coverage']['source_files']} source files; {s['chunks']} chunks",
         f"links      {s['links']} ({s['unresolved_links']} unresolved)",
         *_names_lines(s.get("names")),
-        f"dense      {dense['chunks_with_vectors']}/{dense['chunks']} chunks"
-        + (f" ({dense['model']})" if dense["model"] else "")
-        + _time_left(dense),
+        _settings_line(s),
+        f"dense      {dense['chunks_with_vectors']}/{dense['chunks']} chunks have vectors" + _time_left(dense),
+        *(_model_lines(dense["model"]) if dense.get("model") else []),
         f"stale      {'YES' if st['stale'] else 'no'}: {len(st['added'])} added, {len(st['modified'])} modified, "
         f"{len(st['removed'])} removed since the index was built",
+        *_watch_lines(s.get("last_build_failure")),
         f"problems   {len(s['problems'])}",
     ]
     if "git" in st:
         g = st["git"]
-        moved = "up to date" if g["up_to_date"] else f"{g['rev']} moved {g['commits_since']} commit(s) since"
+        since = "an unknown number of" if g.get("commits_since") is None else g["commits_since"]
+        moved = "up to date" if g["up_to_date"] else f"{g['rev']} moved {since} commit(s) since"
         lines[-1:-1] = [
             f"source     git {g['rev']}{' (detached HEAD)' if g['detached'] else ''}"
             f"{' (shallow clone)' if g['shallow'] else ''}: watermark {g['watermark'][:12]}, {moved}",
-            f"not indexed (uncommitted): {st['uncommitted']}",
+            f"not indexed (uncommitted): {plain_value(st['uncommitted'])}",
         ]
     lines += [f"  {p['path']}: {p['reason']}" for p in s["problems"][:20]]
+    if len(s["problems"]) > 20:
+        lines.append(f"  ... {len(s['problems']) - 20} more (--json lists every problem)")
     if s["generations"]:
         lines.append("generations")
-        lines += [f"  {g.get('generation_id')} {g.get('status', '')}" for g in s["generations"]]
+        lines += [_generation_line(g) for g in s["generations"]]
     return terminal_safe("\n".join(lines))

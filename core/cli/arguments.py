@@ -5,96 +5,53 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
+from core.cli.argtypes import COUNT, DEBOUNCE_MS, OVERLAP, PORT, RESULTS, SECONDS, mode, text_arg
 from core.cli.commands import cmd_eval, cmd_index, cmd_models, cmd_modes, cmd_search, cmd_show, cmd_status, cmd_verify
 from core.cli.output import EXIT_STALE
 from core.cli.serving import cmd_mcp, cmd_open, cmd_serve, cmd_watch
-from core.registry import DEFAULT_MODE, DEPRECATED_ALIASES, MODE_NAMES
+from core.registry import DEFAULT_MODE, MODE_NAMES
 
-MAX_RESULTS = 10_000
+VAULT_HELP = "the vault: a folder of Markdown notes"
+INDEX_DIR_HELP = "the index directory (default VAULT/.vaultsearch; env VAULTSEARCH_INDEX_DIR)"
 # Adds a subcommand (with --json) and returns its parser.
 Command = Callable[[str, str], argparse.ArgumentParser]
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if not 1 <= value <= 10**9:
-        raise argparse.ArgumentTypeError(f"must be between 1 and 10^9, not {value}")
-    return value
-
-
-def _results_count(text: str) -> int:
-    value = _positive_int(text)
-    if value > MAX_RESULTS:
-        raise argparse.ArgumentTypeError(f"at most {MAX_RESULTS} results, not {value}")
-    return value
-
-
-def _non_negative_int(text: str) -> int:
-    return 0 if text.strip() == "0" else _positive_int(text)
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not 0 <= value <= 86_400:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 86400 seconds, not {text}")
-    return value
-
-
-def _mode(text: str) -> str:
-    """A mode name or a deprecated alias (accepted, not listed in the choices)."""
-    if text in MODE_NAMES or text in DEPRECATED_ALIASES:
-        return text
-    raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from {', '.join(MODE_NAMES)})")
-
-
-def _text_arg(text: str) -> str:
-    """A free-text argument: undecodable bytes from the command line (lone surrogates) are refused."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise argparse.ArgumentTypeError("not valid UTF-8 text") from None
-    return text
 
 
 def _add_freshness_budget(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--freshness-budget",
-        type=float,
+        type=SECONDS,
+        metavar="SECONDS",
         default=1.0,
-        help="seconds the freshness walk may take before it is abandoned and says so (default 1; 0: no limit)",
+        help=f"seconds the freshness walk may take before it is abandoned and says so ({SECONDS.text}; "
+        "default 1; 0: no limit)",
     )
 
 
 def _add_filters(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("filters (applied before ranking)")
-    g.add_argument("--type", action="append", type=_text_arg, help="note type (repeatable: any of)")
+    g.add_argument("--type", action="append", type=text_arg, help="note type (repeatable: any of)")
     g.add_argument(
         "--tag",
         action="append",
-        type=_text_arg,
+        type=text_arg,
         help="tag the note must have, nested ones included (repeatable: all of)",
     )
     g.add_argument(
-        "--any-tag", action="append", type=_text_arg, help="tags of which the note must have one (repeatable)"
+        "--any-tag", action="append", type=text_arg, help="tags of which the note must have one (repeatable)"
     )
-    g.add_argument("--path", action="append", type=_text_arg, help="path prefix, e.g. projects/ (repeatable: any of)")
-    g.add_argument("--namespace", action="append", type=_text_arg, help="frontmatter namespace/project (repeatable)")
-    g.add_argument("--since", type=_text_arg, help="date or datetime lower bound, offsets allowed (compared in UTC)")
-    g.add_argument("--until", type=_text_arg, help="date or datetime upper bound (a date includes the whole day)")
+    g.add_argument("--path", action="append", type=text_arg, help="path prefix, e.g. projects/ (repeatable: any of)")
+    g.add_argument("--namespace", action="append", type=text_arg, help="frontmatter namespace/project (repeatable)")
+    g.add_argument("--since", type=text_arg, help="date or datetime lower bound, offsets allowed (compared in UTC)")
+    g.add_argument("--until", type=text_arg, help="date or datetime upper bound (a date includes the whole day)")
     g.add_argument(
         "--date-field",
-        type=_text_arg,
+        type=text_arg,
         help="updated (or its keys modified, lastmod, last_modified, updated_at, date_modified) | date | created | "
         "source_date | mtime | git_date | git_created (default: the first of updated, date, created, mtime the note has)",
     )
-    g.add_argument("--status", action="append", type=_text_arg, help="note status (repeatable: any of)")
-    g.add_argument("--volatility", action="append", type=_text_arg, help="note volatility (repeatable: any of)")
+    g.add_argument("--status", action="append", type=text_arg, help="note status (repeatable: any of)")
+    g.add_argument("--volatility", action="append", type=text_arg, help="note volatility (repeatable: any of)")
     g.add_argument("--include-superseded", action="store_true", help="also return superseded notes")
     _add_classification(g)
 
@@ -108,31 +65,27 @@ VISIBILITY_HELP = (
 
 
 def _add_classification(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
-    p.add_argument("--classification", action="append", type=_text_arg, metavar="C", help=VISIBILITY_HELP)
+    p.add_argument("--classification", action="append", type=text_arg, metavar="C", help=VISIBILITY_HELP)
 
 
-def _index_command(command: Command) -> None:
-    """``index``: build or update, then embed with --embed / --embed-only."""
-    p = command("index", "build or update the index and publish a verified generation")
-    p.add_argument("vault")
-    p.add_argument(
-        "--index-dir",
-        help="index directory (default VAULT/.vaultsearch; env VAULTSEARCH_INDEX_DIR): a new or empty folder, or one "
-        "vaultsearch created (marked); never the vault or a folder of notes",
-    )
-    p.add_argument("--in-place", action="store_true", help="single writable index.db (served as legacy_db)")
+def _add_build_settings(p: argparse.ArgumentParser) -> None:
+    """The settings an index is built with (stored with it and reused when not given)."""
     reused = "default: what the index was built with, else "
-    p.add_argument("--chunk-size", type=_positive_int, help=f"chunk size in characters ({reused}600)")
-    p.add_argument("--chunk-overlap", type=_non_negative_int, help=f"chunk overlap in characters ({reused}60)")
+    p.add_argument(
+        "--chunk-size", type=COUNT, metavar="N", help=f"chunk size in characters ({COUNT.text}; {reused}600)"
+    )
+    p.add_argument(
+        "--chunk-overlap", type=OVERLAP, metavar="N", help=f"chunk overlap in characters ({OVERLAP.text}; {reused}60)"
+    )
     p.add_argument(
         "--tokenizer",
-        type=_text_arg,
+        type=text_arg,
         help="FTS5 tokenizer of the full-text table (raw FTS5 queries); ranking analyses each note's language "
         f"({reused}'porter unicode61 remove_diacritics 2')",
     )
     p.add_argument(
         "--language",
-        type=_text_arg,
+        type=text_arg,
         help="vault default language (a code such as en, de, fr, ja) for notes with no frontmatter lang/language "
         f"whose language is not detected; part of the index identity ({reused}en)",
     )
@@ -143,24 +96,46 @@ def _index_command(command: Command) -> None:
         "else worktree); stored with the index",
     )
     p.add_argument(
-        "--rev", type=_text_arg, help="with --source git: the revision to index (default: the stored one, else HEAD)"
+        "--rev", type=text_arg, help="with --source git: the revision to index (default: the stored one, else HEAD)"
     )
     p.add_argument(
         "--dot-paths",
         choices=["ignore", "index"],
         help=f"dot-files and dot-folders (.github/, .draft.md): ignored as Obsidian does, or indexed ({reused}ignore)",
     )
-    p.add_argument("--keep", type=_positive_int, default=2, help="ready generations to retain")
-    p.add_argument("--wait", type=_seconds, default=0.0, help="seconds to wait for another build's lock")
+
+
+def _index_command(command: Command) -> None:
+    """``index``: build or update, then embed with --embed / --embed-only."""
+    p = command("index", "build or update the index and publish a verified generation")
+    p.add_argument("vault", help=VAULT_HELP)
+    p.add_argument(
+        "--index-dir",
+        metavar="DIR",
+        help="index directory (default VAULT/.vaultsearch; env VAULTSEARCH_INDEX_DIR): a new or empty folder, or one "
+        "vaultsearch created (marked); never the vault or a folder of notes",
+    )
+    p.add_argument("--in-place", action="store_true", help="single writable index.db (served as legacy_db)")
+    _add_build_settings(p)
+    p.add_argument(
+        "--keep", type=COUNT, metavar="N", default=2, help=f"ready generations to retain ({COUNT.text}; default 2)"
+    )
+    p.add_argument(
+        "--wait",
+        type=SECONDS,
+        metavar="SECONDS",
+        default=0.0,
+        help=f"seconds to wait for another build's lock ({SECONDS.text}; default 0)",
+    )
     p.add_argument("--embed", action="store_true", help="after building, embed every chunk without a vector")
     p.add_argument(
         "--embed-only", action="store_true", help="only embed chunks without a vector (newest notes first), no rebuild"
     )
     p.add_argument(
         "--embed-limit",
-        type=_positive_int,
+        type=COUNT,
         metavar="N",
-        help="embed at most N chunks (N >= 1) and publish them as one generation",
+        help=f"embed at most N chunks ({COUNT.text}) and publish them as one generation",
     )
     p.add_argument(
         "--model",
@@ -174,28 +149,32 @@ def _index_command(command: Command) -> None:
 def _search_command(command: Command) -> None:
     """``search``: the query, the mode, the filters."""
     p = command("search", "search the vault")
-    p.add_argument("vault")
-    p.add_argument("query", type=_text_arg)
+    p.add_argument("vault", help=VAULT_HELP)
+    p.add_argument(
+        "query",
+        type=text_arg,
+        help='what to find: words, a note\'s name, "quoted text" for a phrase (with --raw: FTS5 syntax)',
+    )
     p.add_argument(
         "--mode",
         default=DEFAULT_MODE,
-        type=_mode,
+        type=mode,
         metavar="{" + ",".join(MODE_NAMES) + "}",
         help=f"retrieval mode (default {DEFAULT_MODE}); see `vaultsearch modes`",
     )
-    p.add_argument("-n", type=_results_count, default=10, help=f"number of results (1 to {MAX_RESULTS})")
+    p.add_argument("-n", type=RESULTS, default=10, help=f"number of results ({RESULTS.text}; default 10)")
     p.add_argument("--raw", action="store_true", help="pass FTS5 query syntax through")
     p.add_argument("--allow-fallback", action="store_true", help="let dense modes run fts (labelled) when not ready")
-    p.add_argument("--model", type=_text_arg, help="embedding model (preset or directory) instead of the index's")
+    p.add_argument("--model", type=text_arg, help="embedding model (preset or directory) instead of the index's")
     p.add_argument(
-        "--reranker", type=_text_arg, help="cross-encoder for reranked (preset or directory; default bge-reranker-base)"
+        "--reranker", type=text_arg, help="cross-encoder for reranked (preset or directory; default bge-reranker-base)"
     )
     p.add_argument(
         "--age-decay",
         action="store_true",
         help="down-weight volatile/evolving notes by age (git_date, else updated/date/created); off by default",
     )
-    p.add_argument("--index-dir")
+    p.add_argument("--index-dir", metavar="DIR", help=INDEX_DIR_HELP)
     p.add_argument(
         "--no-freshness",
         action="store_true",
@@ -209,9 +188,15 @@ def _search_command(command: Command) -> None:
 def _watch_command(command: Command) -> None:
     """``watch``: rebuild on every debounced batch of changes."""
     p = command("watch", "rebuild and publish the index whenever notes change (debounced)")
-    p.add_argument("vault")
-    p.add_argument("--index-dir")
-    p.add_argument("--debounce-ms", type=int, default=200, help="collect changes for this long before a build")
+    p.add_argument("vault", help=VAULT_HELP)
+    p.add_argument("--index-dir", metavar="DIR", help=INDEX_DIR_HELP)
+    p.add_argument(
+        "--debounce-ms",
+        type=DEBOUNCE_MS,
+        metavar="MS",
+        default=200,
+        help=f"collect changes for this long before a build ({DEBOUNCE_MS.text}; default 200)",
+    )
     p.set_defaults(func=cmd_watch)
 
 
@@ -223,23 +208,39 @@ def _serve_commands(command: Command) -> None:
         ("open", "serve, as `serve` does, and open the search page in a browser", cmd_open),
     ):
         p = command(name, help_text)
-        p.add_argument("vault")
-        p.add_argument("--index-dir")
+        p.add_argument("vault", help=VAULT_HELP)
+        p.add_argument("--index-dir", metavar="DIR", help=INDEX_DIR_HELP)
         p.add_argument(
             "--classification",
             action="append",
             help="also show notes of this classification (repeatable; default: unclassified and public only)",
         )
         p.add_argument("--watch", action="store_true", help="rebuild and publish when notes change")
-        p.add_argument("--debounce-ms", type=int, default=200, help="with --watch: debounce of the watcher")
+        p.add_argument(
+            "--debounce-ms",
+            type=DEBOUNCE_MS,
+            metavar="MS",
+            default=200,
+            help=f"with --watch: debounce of the watcher ({DEBOUNCE_MS.text}; default 200)",
+        )
         p.add_argument("--no-freshness", action="store_true", help="do not check the vault against the index")
         p.add_argument(
-            "--freshness-window", type=float, default=2.0, help="seconds a freshness scan is reused (default 2)"
+            "--freshness-window",
+            type=SECONDS,
+            metavar="SECONDS",
+            default=2.0,
+            help=f"seconds a freshness scan is reused ({SECONDS.text}; default 2)",
         )
         _add_freshness_budget(p)
         if name != "mcp":
             p.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback)")
-            p.add_argument("--port", type=int, default=8765, help="port (0: a free one, printed on stderr)")
+            p.add_argument(
+                "--port",
+                type=PORT,
+                metavar="PORT",
+                default=8765,
+                help=f"port ({PORT.text}; default 8765; 0: a free one, printed on stderr)",
+            )
             p.add_argument("--token-file", help="require this bearer token (else env VAULTSEARCH_TOKEN, if set)")
         p.set_defaults(func=func)
 
@@ -247,19 +248,25 @@ def _serve_commands(command: Command) -> None:
 def _show_command(command: Command) -> None:
     """``show``: a note, one section or a line range."""
     p = command("show", "print a note of the vault (or one section, or a line range) with line numbers")
-    p.add_argument("vault")
-    p.add_argument("path", type=_text_arg, help="the note's path in the vault (.md optional)")
+    p.add_argument("vault", help=VAULT_HELP)
+    p.add_argument(
+        "path",
+        type=text_arg,
+        help="the note's path in the vault (.md optional); when there is no such note, the notes with the closest "
+        "file name, title or path are suggested",
+    )
     which = p.add_mutually_exclusive_group()
-    which.add_argument("--section", type=_text_arg, metavar="H", help="only the section under this heading")
-    which.add_argument("--lines", type=_text_arg, metavar="A:B", help="only lines A to B (1-based, inclusive)")
+    which.add_argument("--section", type=text_arg, metavar="H", help="only the section under this heading")
+    which.add_argument("--lines", type=text_arg, metavar="A:B", help="only lines A to B (1-based, inclusive)")
+    _add_classification(p)
     p.set_defaults(func=cmd_show)
 
 
 def _status_command(command: Command) -> None:
     """``status``: counts, coverage, problems, staleness."""
     p = command("status", "active generation, counts, coverage, problems, staleness")
-    p.add_argument("vault")
-    p.add_argument("--index-dir")
+    p.add_argument("vault", help=VAULT_HELP)
+    p.add_argument("--index-dir", metavar="DIR", help=INDEX_DIR_HELP)
     p.add_argument("--check", action="store_true", help=f"exit {EXIT_STALE} when the vault changed since")
     _add_classification(p)
     p.set_defaults(func=cmd_status)
@@ -268,8 +275,8 @@ def _status_command(command: Command) -> None:
 def _verify_command(command: Command) -> None:
     """``verify``: the full check of the active generation."""
     p = command("verify", "full SHA-256 + SQLite integrity check of the active generation")
-    p.add_argument("vault")
-    p.add_argument("--index-dir")
+    p.add_argument("vault", help=VAULT_HELP)
+    p.add_argument("--index-dir", metavar="DIR", help=INDEX_DIR_HELP)
     p.set_defaults(func=cmd_verify)
 
 
@@ -291,15 +298,15 @@ def _models_command(command: Command) -> None:
 def _eval_command(command: Command) -> None:
     """``eval``: metrics per mode on labelled queries."""
     p = command("eval", "nDCG@k, Recall@100, MRR@10, P@k and latency per mode on labelled queries")
-    p.add_argument("vault")
+    p.add_argument("vault", help=VAULT_HELP)
     p.add_argument("--queries", required=True, help="BEIR queries JSONL ({_id, text} per line)")
     p.add_argument("--qrels", required=True, help="BEIR qrels TSV (query-id, corpus-id, score; header)")
     p.add_argument("--mode", action="append", choices=list(MODE_NAMES), help="mode to evaluate (repeatable)")
-    p.add_argument("-k", type=_results_count, default=10)
+    p.add_argument("-k", type=RESULTS, default=10, help=f"cut-off of the metrics ({RESULTS.text}; default 10)")
     p.add_argument("--failures", action="store_true", help="list queries whose relevant note ranks outside top k")
     p.add_argument("--model", help="embedding model for the dense modes (preset or directory) instead of the index's")
     p.add_argument("--reranker", help="cross-encoder for reranked (preset or directory; default bge-reranker-base)")
-    p.add_argument("--index-dir")
+    p.add_argument("--index-dir", metavar="DIR", help=INDEX_DIR_HELP)
     _add_classification(p)
     p.set_defaults(func=cmd_eval)
 
@@ -320,6 +327,30 @@ _ADDERS: tuple[tuple[tuple[str, ...], Callable[[Command], None]], ...] = (
 COMMANDS = tuple(name for names, _ in _ADDERS for name in names)
 
 
+DESCRIPTION = """\
+Search a Markdown vault through a verified index.
+
+Visibility: without --classification every note is shown, secret ones included; search, show,
+status and eval take --classification (repeatable) to see only those classifications.
+Exit codes: 0 ok, 2 usage, 3 index missing, 4 integrity failure, 5 dense/rerank missing,
+6 build conflict, 7 model invalid, 8 stale (status --check)."""
+EXAMPLES = """\
+examples:
+  vaultsearch index ~/notes                         build the index (in ~/notes/.vaultsearch)
+  vaultsearch search ~/notes "connection pool" --tag db -n 5
+  vaultsearch show ~/notes decisions/adr-001        a note with line numbers (.md optional)
+  vaultsearch status ~/notes                        counts, coverage, staleness, problems
+  vaultsearch index ~/notes --embed                 add vectors: semantic search (dense extra)
+  vaultsearch serve ~/notes                         a search page and JSON API on 127.0.0.1:8765
+  vaultsearch COMMAND --help                        a command's options"""
+
+
+JSON_HELP = {
+    "search": "machine-readable output (a hit's snippet as the note writes it, [[links]] included; the text "
+    "output shows links as their labels)",
+}
+
+
 def package_version() -> str:
     """The installed distribution's version; a checkout run without installing says so."""
     from importlib.metadata import PackageNotFoundError, version
@@ -335,11 +366,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     arguments, help and errors are the same, and a search does not pay for building the others."""
     parser = argparse.ArgumentParser(
         prog="vaultsearch",
-        description="Search a Markdown vault through a verified "
-        "index. Visibility: without --classification every note is shown, secret ones included; "
-        "search, status and eval take --classification (repeatable) to see only those classifications. "
-        "Exit codes: 0 ok, 2 usage, 3 index missing, 4 integrity failure, "
-        "5 dense/rerank missing, 6 build conflict, 7 model invalid, 8 stale (--check).",
+        description=DESCRIPTION,
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"vaultsearch {package_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -348,7 +377,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         if only is not None and name != only:  # a sibling added by the same function: built, not attached
             return argparse.ArgumentParser(add_help=False)
         p = sub.add_parser(name, help=help_text, description=help_text)
-        p.add_argument("--json", action="store_true", help="machine-readable output")
+        p.add_argument("--json", action="store_true", help=JSON_HELP.get(name, "machine-readable output"))
         return p
 
     for names, add in _ADDERS:

@@ -131,7 +131,9 @@ def cmd_show(args: argparse.Namespace) -> int:
     from core.vault.show import parse_line_range, show_note
 
     lines = parse_line_range(args.lines) if args.lines is not None else None
-    view = show_note(Path(args.vault), args.path, section=args.section, lines=lines)
+    view = show_note(
+        Path(args.vault), args.path, section=args.section, lines=lines, classifications=args.classification
+    )
     uri = obsidian_uri(Path(args.vault).resolve().name, view.rel_path)
     if args.json:
         print_json({**view.to_dict(), "obsidian_uri": uri})

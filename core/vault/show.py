@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -29,11 +30,12 @@ from core.errors import (
     UsageError,
 )
 from core.index.ownership import check_vault
+from core.ranking.filters import UNCLASSIFIED, Filters
 from core.vault.chunking import heading_spans, mask_code
-from core.vault.frontmatter import load_frontmatter, split_frontmatter
-from core.vault.names import leading_h1, title_keys
-from core.vault.notes import decode_text, note_title
+from core.vault.names import file_stem
+from core.vault.notes import decode_text, is_binary, read_frontmatter
 from core.vault.scan import MAX_NOTE_BYTES, FileRefusedError, read_file
+from core.vault.suggest import shown_title, suggest_notes
 
 _LINES = re.compile(r"(\d+)?:(\d+)?|(\d+)")
 
@@ -73,11 +75,9 @@ def confined_note_path(vault: Path, rel_path: str) -> tuple[Path, str]:
     """(real path, POSIX rel_path) of a note inside the vault, or ``NoteNotFoundError``."""
     check_vault(vault)
     root = os.path.realpath(vault)
-    candidate = rel_path.replace("\\", "/").strip()
-    if "\x00" in candidate or not candidate:
+    candidate = _candidate(rel_path)
+    if "\x00" in candidate or candidate == ".md":
         raise NoteNotFoundError(f"not a note path: {rel_path!r}", path=rel_path)
-    if not candidate.lower().endswith(".md"):
-        candidate += ".md"  # Obsidian names a note without its extension
     try:
         real = os.path.realpath(os.path.join(root, candidate))
     except OSError:  # a link removed while it was resolved (realpath races with the vault)
@@ -85,8 +85,34 @@ def confined_note_path(vault: Path, rel_path: str) -> tuple[Path, str]:
     if real != root and not real.startswith(root.rstrip(os.sep) + os.sep):
         raise NoteNotFoundError(f"{rel_path!r} is outside the vault", path=rel_path)
     if not os.path.isfile(real):
-        raise NoteNotFoundError(f"no note {candidate!r} in the vault", path=candidate)
+        raise _no_note(candidate)
     return Path(real), Path(os.path.relpath(real, root)).as_posix()
+
+
+def _candidate(rel_path: str) -> str:
+    """The path as asked, POSIX, with ``.md`` (Obsidian names a note without its extension)."""
+    candidate = rel_path.replace("\\", "/").strip()
+    return candidate if candidate.lower().endswith(".md") else candidate + ".md"
+
+
+def _no_note(candidate: str) -> NoteNotFoundError:
+    """The one answer for a note that is not there, or that the caller may not see: the same words."""
+    return NoteNotFoundError(f"no note {candidate!r} in the vault", path=candidate)
+
+
+def _with_suggestions(
+    exc: NoteNotFoundError, vault: Path, asked: str, classifications: tuple[str, ...] | None
+) -> NoteNotFoundError:
+    """``exc`` with the closest visible notes as its hint and evidence (``suggestions``)."""
+    found = suggest_notes(vault, asked, classifications=classifications)
+    if found:
+        named = ", ".join(
+            s.rel_path if s.title == file_stem(s.rel_path) else f"{s.rel_path} ({s.title})" for s in found
+        )
+        hint = f"did you mean: {named}?"
+    else:
+        hint = "no note has a name close to it; find it with: vaultsearch search VAULT WORDS"
+    return NoteNotFoundError(exc.message, hint=hint, **exc.evidence, suggestions=[s.rel_path for s in found])
 
 
 def read_confined(root: str, rel: str, *, limit: int) -> tuple[bytes, str]:
@@ -123,34 +149,59 @@ def _section_lines(text: str, body_offset: int, section: str) -> tuple[int, int]
 
 
 def show_note(
-    vault: Path, rel_path: str, *, section: str | None = None, lines: tuple[int | None, int | None] | None = None
+    vault: Path,
+    rel_path: str,
+    *,
+    section: str | None = None,
+    lines: tuple[int | None, int | None] | None = None,
+    classifications: Sequence[str] | None = None,
 ) -> NoteView:
-    """The note at ``rel_path`` (confined to ``vault``): all of it, one section, or a line range."""
+    """The note at ``rel_path`` (confined to ``vault``): all of it, one section, or a line range.
+
+    ``classifications`` (as for search_vault): a note of another classification is not there for the
+    caller (the same ``note_not_found`` as a missing one); None shows every note. A note that is not
+    found comes with the closest notes the caller may see (``hint``, evidence ``suggestions``)."""
     if section is not None and lines is not None:
         raise UsageError("give --section or --lines, not both")
-    _real, rel = confined_note_path(Path(vault), rel_path)
-    data, _ = read_confined(os.path.realpath(vault), rel, limit=MAX_NOTE_BYTES)
-    text, _ = decode_text(rel, data)
-    yaml_text, body, _ = split_frontmatter(text)
-    frontmatter = load_frontmatter(rel, yaml_text)[0] if yaml_text is not None else {}
+    visible = None if classifications is None else Filters.make(classifications=list(classifications)).classifications
+    try:
+        text, rel = _visible_text(Path(vault), rel_path, visible)
+    except NoteNotFoundError as exc:
+        raise _with_suggestions(exc, Path(vault), rel_path, visible) from None
+    front = read_frontmatter(rel, text)
     all_lines = text.splitlines()
     total = len(all_lines)
     if section is not None:
-        first, last = _section_lines(text, len(text) - len(body), section)
+        first, last = _section_lines(text, len(text) - len(front.body), section)
     else:
         start, end = lines or (None, None)
         first, last = start or 1, min(end or total, total)
         if total and first > total:
             raise NoteNotFoundError(f"{rel} has {total} lines; --lines starts at {first}", path=rel)
-    titles = (frontmatter.get(key) for key in title_keys(frontmatter))
-    title = next((t.strip() for t in titles if isinstance(t, str) and t.strip()), None)
     return NoteView(
         rel_path=rel,
-        title=note_title(title, rel, leading_h1(body, heading_spans(body))),
-        frontmatter=frontmatter,
+        title=shown_title(rel, front.mapping, front.body),
+        frontmatter=front.mapping,
         line_start=first,
         line_end=last,
         lines=tuple(all_lines[first - 1 : last]),
         section=section,
         total_lines=total,
     )
+
+
+def _visible_text(vault: Path, rel_path: str, visible: tuple[str, ...] | None) -> tuple[str, str]:
+    """(decoded text, POSIX rel_path) of a note the caller may see; ``NoteNotFoundError`` otherwise."""
+    _real, rel = confined_note_path(vault, rel_path)
+    try:
+        data, _ = read_confined(os.path.realpath(vault), rel, limit=MAX_NOTE_BYTES)
+    except (NoteTooLargeError, NotRegularFileError):
+        if visible is None:
+            raise
+        raise _no_note(_candidate(rel_path)) from None  # no classification can be read: hidden (fails closed)
+    if visible is not None and is_binary(data):
+        raise _no_note(_candidate(rel_path))  # not a note to the build, so none to a restricted caller
+    text, _ = decode_text(rel, data)
+    if visible is not None and (read_frontmatter(rel, text).classification or UNCLASSIFIED) not in visible:
+        raise _no_note(_candidate(rel_path))
+    return text, rel
