@@ -11,8 +11,8 @@ import pytest
 from conftest import note, write_vault
 
 from core import cli
-from core.index.builder import build_index
-from core.index.embed import embed_index
+from core.build.builder import build_index
+from core.build.embed import embed_index
 from core.index.status import index_status
 from core.index.watch_state import BuildOutcome
 from core.render import format_status, plain_value
