@@ -6,7 +6,7 @@ import os
 import sqlite3
 import threading
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -15,7 +15,7 @@ import numpy as np
 
 from core.errors import SchemaMismatchError
 from core.index import verify
-from core.index.freshness import FreshnessOptions, check_freshness, unchecked
+from core.index.freshness import FreshnessOptions, check_freshness
 from core.index.layout import IndexLayout, ResolvedIndex, layout_for
 from core.index.ownership import check_index_dir_for_reading, check_vault
 from core.index.schema import SCHEMA_VERSION
@@ -29,110 +29,8 @@ from core.ranking.query import clean_text
 from core.ranking.snippets import QueryWords, best_passages, matched_text, snippet
 from core.ranking.sparse import body_term_counts
 from core.registry import DEFAULT_MODE, ModeSpec, dispatch
+from core.results import IndexIdentity, SearchResult, SearchResults
 from core.search_arguments import check_keywords, check_search_arguments, freshness_options, max_results_argument
-
-
-@dataclass(frozen=True)
-class SearchResult:
-    rel_path: str
-    title: str
-    description: str | None
-    note_type: str | None
-    score: float
-    snippet: str
-    matched_text: str
-    match_count: int
-    tags: tuple[str, ...]
-    retrieval_contract: str
-    actual_mode: str
-    fallback_reason: str | None
-    index_age_seconds: float
-    index_kind: str
-    index_generation_id: str | None
-    index_source_snapshot_hash: str | None
-    score_source: str = ""
-    index_watermark: str | None = None  # the commit a git-sourced index is a view of (None: the working tree)
-    heading_path: str = "[]"
-    via: dict[str, Any] | None = None
-    dates: dict[str, str] | None = None  # the note's date fields that are set (git_date, updated, ...)
-    line_start: int | None = None  # 1-based, inclusive: lines of the note file the best chunk covers
-    line_end: int | None = None
-    content_sha256: str = ""  # SHA-256 of the note file as indexed
-    date: str | None = None  # the note's date under the filters' date field (ISO-8601)
-    date_field: str | None = None  # which field gave ``date``: the named one, else the first of
-    # updated, date, created, mtime the note has; named by the key it was read from (``lastmod``)
-    obsidian_uri: str = ""  # obsidian://open?vault=...&file=... (opens the note in Obsidian)
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["tags"] = list(self.tags)
-        return d
-
-
-class SearchResults(list):
-    """The hits, plus what ran and from which index (present even when empty). Read-only."""
-
-    def __init__(
-        self,
-        hits: list[SearchResult],
-        *,
-        query: str,
-        requested_mode: str,
-        actual_mode: str,
-        retrieval_contract: str,
-        fallback_reason: str | None,
-        index: dict[str, Any],
-        freshness: dict[str, Any] | None = None,
-        query_terms: tuple[str, ...] = (),
-        query_expansions: list[dict[str, Any]] | None = None,
-        unmatched_words: list[str] | None = None,
-    ) -> None:
-        super().__init__(hits)
-        self._info = {
-            "query": query,
-            "query_terms": list(query_terms),  # the analysed terms (for highlighting)
-            "requested_mode": requested_mode,
-            "actual_mode": actual_mode,
-            "retrieval_contract": retrieval_contract,
-            "fallback_reason": fallback_reason,
-            "index": dict(index),
-            "freshness": dict(freshness) if freshness is not None else unchecked("not_requested"),
-            "query_expansions": [dict(e) for e in query_expansions or ()],
-            "unmatched_words": list(unmatched_words or ()),
-        }
-
-    def _read_only(self, *args: Any, **kwargs: Any) -> None:
-        raise TypeError("SearchResults is read-only; copy it with list(results) to change it")
-
-    append = extend = insert = remove = pop = clear = sort = reverse = _read_only
-    __setitem__ = __delitem__ = __iadd__ = __imul__ = _read_only  # type: ignore[assignment]
-
-    query = property(lambda self: self._info["query"])
-    query_terms = property(lambda self: tuple(self._info["query_terms"]))
-    requested_mode = property(lambda self: self._info["requested_mode"])
-    actual_mode = property(lambda self: self._info["actual_mode"])
-    retrieval_contract = property(lambda self: self._info["retrieval_contract"])
-    fallback_reason = property(lambda self: self._info["fallback_reason"])
-    index = property(lambda self: dict(self._info["index"]))
-    freshness = property(lambda self: dict(self._info["freshness"]))
-    # query words the lexical analysis expanded (prefix, variant, subword, cjk_unigram, typo) and to what
-    query_expansions = property(lambda self: [dict(e) for e in self._info["query_expansions"]])
-    # query words that no term of the index serves, not even through an expansion
-    unmatched_words = property(lambda self: list(self._info["unmatched_words"]))
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**self._info, "results": [r.to_dict() for r in self]}
-
-    def _repr_html_(self) -> str:
-        from core.render import results_html
-
-        return results_html(self)
-
-    def _repr_markdown_(self) -> str:
-        from core.render import results_markdown
-
-        return results_markdown(self)
-
 
 _local = threading.local()
 
@@ -354,7 +252,7 @@ def _response(
 ) -> SearchResults:
     """The hits with what ran (the registry's labels), from which index, how fresh, and the query's words."""
     return SearchResults(
-        hits,
+        tuple(hits),
         query=query,
         requested_mode=mode,
         actual_mode=run.labels()[0],
@@ -384,18 +282,18 @@ def _query_words(ctx: SearchContext) -> dict[str, Any]:
     lexical = not ctx.raw and bool(text.strip())
     return {
         "query_terms": tuple(ctx.analysis.words) if text.strip() else (),
-        "query_expansions": ctx.analysis.expansions if lexical else [],
-        "unmatched_words": ctx.analysis.unmatched if lexical else [],
+        "query_expansions": tuple(ctx.analysis.expansions) if lexical else (),
+        "unmatched_words": tuple(ctx.analysis.unmatched) if lexical else (),
     }
 
 
-def _index_info(resolved: ResolvedIndex, watermark: str | None = None) -> dict[str, Any]:
+def _index_info(resolved: ResolvedIndex, watermark: str | None = None) -> IndexIdentity:
     """Which index answered: kind, generation, snapshot hash, watermark (the commit of a git-sourced
     index, None for the working tree), age."""
-    return {
-        "kind": resolved.kind,
-        "generation_id": resolved.generation_id,
-        "source_snapshot_hash": resolved.source_snapshot_hash,
-        "watermark": watermark,
-        "age_seconds": round(max(0.0, time.time() - resolved.created_at), 3),
-    }
+    return IndexIdentity(
+        kind=resolved.kind,
+        generation_id=resolved.generation_id,
+        source_snapshot_hash=resolved.source_snapshot_hash,
+        watermark=watermark,
+        age_seconds=round(max(0.0, time.time() - resolved.created_at), 3),
+    )
