@@ -62,6 +62,7 @@ PUBLIC = [
     "SqliteIntegrityError",
     "StateCorruptError",
     "TokenFileError",
+    "TokenRequiredError",
     "UnknownModeError",
     "UsageError",
     "ValidationError",

@@ -9,6 +9,7 @@ from core.cli.commands import cmd_eval, cmd_index, cmd_models, cmd_modes, cmd_se
 from core.cli.output import EXIT_STALE
 from core.cli.serving import cmd_mcp, cmd_open, cmd_serve, cmd_watch
 from core.registry import DEFAULT_MODE, DEPRECATED_ALIASES, MODE_NAMES
+from core.version import package_version
 
 MAX_RESULTS = 10_000
 # Adds a subcommand (with --json) and returns its parser.
@@ -241,6 +242,14 @@ def _serve_commands(command: Command) -> None:
             p.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback)")
             p.add_argument("--port", type=int, default=8765, help="port (0: a free one, printed on stderr)")
             p.add_argument("--token-file", help="require this bearer token (else env VAULTSEARCH_TOKEN, if set)")
+            p.add_argument(
+                "--allow-host",
+                action="append",
+                default=[],
+                metavar="NAME",
+                help="also accept requests whose Host is NAME (repeatable); with it, or a --host that is not "
+                "loopback, a token is required",
+            )
         p.set_defaults(func=func)
 
 
@@ -318,16 +327,6 @@ _ADDERS: tuple[tuple[tuple[str, ...], Callable[[Command], None]], ...] = (
     (("eval",), _eval_command),
 )
 COMMANDS = tuple(name for names, _ in _ADDERS for name in names)
-
-
-def package_version() -> str:
-    """The installed distribution's version; a checkout run without installing says so."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("vaultsearch")
-    except PackageNotFoundError:
-        return "(not installed: run from a source checkout)"
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
