@@ -71,8 +71,7 @@ from core.errors import (
 from core.ranking.filters import Filters
 from core.registry import SEARCH_MODE_REGISTRY
 from core.render import format_search_results
-from core.results import IndexIdentity, SearchResult, SearchResults
-from core.searcher import search_vault
+from core.searcher import IndexIdentity, SearchResult, SearchResults, search_vault
 
 if TYPE_CHECKING:
     from core.index.builder import BuildReport, IndexConfig, build_index

@@ -15,8 +15,7 @@ from core import generations as gen
 from core.index.builder import IndexConfig, build_index
 from core.ranking.snippets import MATCHED_TEXT_CHARS, SNIPPET_CHARS
 from core.render import EMBED_HINT, format_search_results, results_html, results_markdown
-from core.results import IndexIdentity
-from core.searcher import SearchResult, SearchResults, search_vault
+from core.searcher import IndexIdentity, SearchResult, SearchResults, search_vault
 
 MODEL_FREE = ("fts", "vector", "hybrid", "graph_assisted", "auto")
 ELLIPSIS = " …"

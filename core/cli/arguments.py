@@ -9,7 +9,7 @@ from core.cli.commands import cmd_eval, cmd_index, cmd_models, cmd_modes, cmd_se
 from core.cli.output import EXIT_STALE
 from core.cli.serving import cmd_mcp, cmd_open, cmd_serve, cmd_watch
 from core.registry import DEFAULT_MODE, DEPRECATED_ALIASES, MODE_NAMES
-from core.version import package_version
+from core.serve.version import package_version
 
 MAX_RESULTS = 10_000
 # Adds a subcommand (with --json) and returns its parser.

@@ -30,7 +30,7 @@ from core.serve.instructions import server_instructions
 from core.serve.output_schema import OUTPUT_SCHEMAS
 from core.serve.schema import dumps, lone_surrogate
 from core.serve.tools import TOOL_SPECS, Tools
-from core.version import package_version
+from core.serve.version import package_version
 
 SERVER_NAME = "vaultsearch"
 INVALID_TEXT = "_arguments_not_text"  # set by the stdio guard only: the arguments that held a lone surrogate
