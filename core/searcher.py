@@ -19,7 +19,6 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any, overload
 from urllib.parse import quote
 
@@ -96,8 +95,22 @@ class IndexIdentity:
         return asdict(self)
 
 
-def _read_only(d: Mapping[str, Any]) -> Mapping[str, Any]:
-    return MappingProxyType(copy.deepcopy(dict(d)))
+class ReadOnlyDict(dict[str, Any]):
+    """A dict that refuses every change (``TypeError``): prints, compares, copies, pickles and
+    serialises to JSON as a dict."""
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError("this mapping of SearchResults is read-only; copy it with dict(...) to change it")
+
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = __ior__ = _refuse  # type: ignore[assignment]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (ReadOnlyDict, (dict(self),))
+
+
+def _read_only(d: Mapping[str, Any]) -> ReadOnlyDict:
+    """A read-only deep copy of ``d``: the caller's dict (and its lists) are never shared."""
+    return ReadOnlyDict(copy.deepcopy(dict(d)))
 
 
 @dataclass(frozen=True)

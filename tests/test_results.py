@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
+import pickle
 import types
 import typing
 from pathlib import Path
@@ -279,6 +281,13 @@ def test_search_results_are_frozen_and_typed(example_vault):
     assert not [k for k, v in vars(SearchResults).items() if isinstance(v, property)]
     assert {f.name: f.type for f in dataclasses.fields(SearchResults)}["hits"] == "tuple[SearchResult, ...]"
     assert isinstance(results.index, IndexIdentity) and isinstance(results.query_expansions, tuple)
+
+
+def test_search_results_copy_pickle_and_serialise(example_vault):
+    results = search_vault(example_vault, "postgres", mode="fts")
+    assert pickle.loads(pickle.dumps(results)) == results == copy.deepcopy(results)
+    assert json.loads(json.dumps(results.freshness)) == results.to_dict()["freshness"]
+    assert repr(results.freshness).startswith("{'checked': True")  # prints as the dict it is
 
 
 def test_search_results_reads_like_a_sequence_of_its_hits(example_vault):
