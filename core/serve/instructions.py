@@ -75,8 +75,11 @@ def _freshness_line(fresh: Mapping[str, Any], vault: str) -> str:
     counts = ", ".join(f"{fresh.get(k, 0)} {k}" for k in ("added", "modified", "removed") if fresh.get(k))
     commits = fresh.get("commits_since")
     behind = f"{commits} commit(s) and " if commits else ""
+    unverified = fresh.get("modified_unverified")
+    by_stat = f"; {unverified} of the modified seen by file stat only, content not compared" if unverified else ""
     return (
-        f"Freshness: the index is BEHIND the vault ({behind}{counts or 'changes'} note(s) since it was built): "
+        f"Freshness: the index is BEHIND the vault ({behind}{counts or 'changes'} note(s) since it was built"
+        f"{by_stat}): "
         "search can miss or misrank those notes; `read_note` reads the file as it is now. Rebuild with "
         f"`vaultsearch index {vault}` (or serve with --watch).{failed}"
     )

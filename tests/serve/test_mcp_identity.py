@@ -94,3 +94,16 @@ def test_the_stdio_server_reports_its_version_and_state(vault):
         assert "3 note(s) searchable" in (session.instructions or "")
     finally:
         session.close()
+
+
+def test_the_freshness_line_says_how_far_behind_and_how_sure() -> None:
+    from core.serve.instructions import _freshness_line
+
+    git = {"checked": True, "stale": True, "commits_since": 3, "added": 1, "modified": 2, "removed": 0}
+    assert "(3 commit(s) and 1 added, 2 modified note(s) since it was built)" in _freshness_line(git, "V")
+    by_stat = {"checked": True, "stale": True, "modified": 4, "modified_unverified": 4}
+    assert "4 of the modified seen by file stat only" in _freshness_line(by_stat, "V")
+    unchecked = {"checked": False, "reason": "vault_too_large", "stale": None}
+    assert "not checked (vault_too_large)" in _freshness_line(unchecked, "V")
+    failed = {"checked": True, "stale": False, "last_build_failure": {"reason": "build_io_failed"}}
+    assert "up to date" in _freshness_line(failed, "V") and "build_io_failed" in _freshness_line(failed, "V")
