@@ -216,7 +216,16 @@ def openapi(port: int) -> dict[str, Any]:
     error = {
         "type": "object",
         "required": ["error"],
-        "properties": {"error": {"type": "object", "required": ["reason", "message"]}},
+        "properties": {
+            "error": {
+                "type": "object",
+                "required": ["reason", "message"],
+                "properties": {
+                    "reason": {"type": "string", "description": "stable, machine-readable"},
+                    "message": {"type": "string", "description": "for a person"},
+                },
+            }
+        },
     }
     paths: dict[str, Any] = {}
     for spec in TOOL_SPECS.values():

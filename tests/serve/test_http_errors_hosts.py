@@ -132,3 +132,14 @@ def test_a_real_server_with_allow_host_serves_that_name_with_the_token(vault):
         assert answer.startswith("HTTP/1.1 400") and "application/json" in answer and '"bad_request"' in answer
     finally:
         srv.close()
+
+
+def test_the_openapi_schemas_are_strict_clean(client):
+    from tests.serve.test_mcp_schemas import strict_problems
+
+    spec = client.get("/openapi.json").json()
+    for path, ops in spec["paths"].items():
+        for method, op in ops.items():
+            for code, response in op["responses"].items():
+                schema = response["content"]["application/json"]["schema"]
+                assert list(strict_problems(schema)) == [], (path, method, code)
