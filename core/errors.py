@@ -12,6 +12,7 @@ across the tree: tests/test_errors.py enforces both.
     │   ├── InvalidArgumentError          invalid_argument
     │   ├── QuerySyntaxError              query_syntax
     │   ├── TokenFileError                token_invalid
+    │   ├── TokenRequiredError            token_required
     │   ├── NotAGitRepoError              not_a_git_repo
     │   ├── GitRevisionError              git_revision_unknown
     │   ├── PathOutsideVaultError         path_outside_vault
@@ -119,6 +120,14 @@ class TokenFileError(UsageError):
     empty: the server refuses to start rather than serve without the token that was asked for."""
 
     reason = "token_invalid"
+
+
+class TokenRequiredError(UsageError):
+    """``serve`` bound to an address other than loopback, or given ``--allow-host``, without a token: the
+    server refuses to start rather than answer other machines' requests unauthenticated."""
+
+    reason = "token_required"
+    hint = "give --token-file FILE (or set VAULTSEARCH_TOKEN), or bind to 127.0.0.1 without --allow-host"
 
 
 class NotAGitRepoError(UsageError):

@@ -140,8 +140,7 @@ def _mode_label(results: Any) -> str:
 
 def _label(results: Any) -> str:
     idx = results.index
-    gen = idx.get("generation_id") or idx.get("kind")
-    return f"{_mode_label(results)}; index {gen}, {idx.get('age_seconds', 0):.0f} s old"
+    return f"{_mode_label(results)}; index {idx.generation_id or idx.kind}, {idx.age_seconds:.0f} s old"
 
 
 def _hint(results: Any) -> str | None:

@@ -1,21 +1,32 @@
-"""search_vault: resolve the verified index, dispatch through the registry, build results."""
+"""search_vault: resolve the verified index, dispatch through the registry, build results.
+
+What it returns: :class:`SearchResults`, a frozen response (the hits plus what ran and from which
+index), and :class:`SearchResult`, one hit. ``SearchResults`` is a frozen dataclass, not a list:
+``hits`` is a tuple, and iteration, ``len``, indexing and slicing (a tuple) go over the hits, so
+``for r in results`` and ``results[0]`` still work. ``freshness`` and each of ``query_expansions``
+are read-only mappings (their shapes vary with the freshness source and the expansion kind: see
+``core.index.freshness`` and ``core.ranking.expansion``). ``to_dict()`` gives the JSON shape the CLI
+prints (plain dicts and lists).
+"""
 
 from __future__ import annotations
 
+import copy
 import os
 import sqlite3
 import threading
 import time
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Iterator, Mapping
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 from urllib.parse import quote
 
 import numpy as np
 
 from core.errors import SchemaMismatchError
 from core.index import verify
-from core.index.freshness import FreshnessOptions, check_freshness, unchecked
+from core.index.freshness import FreshnessOptions, check_freshness
 from core.index.layout import IndexLayout, ResolvedIndex, layout_for
 from core.index.ownership import check_index_dir_for_reading, check_vault
 from core.index.schema import SCHEMA_VERSION
@@ -69,59 +80,96 @@ class SearchResult:
         return d
 
 
-class SearchResults(list):
-    """The hits, plus what ran and from which index (present even when empty). Read-only."""
+@dataclass(frozen=True)
+class IndexIdentity:
+    """Which index answered: kind (``generation`` / ``legacy_db``), generation, snapshot hash, watermark
+    (the commit of a git-sourced index, None for the working tree), age in seconds at the search."""
 
-    def __init__(
-        self,
-        hits: list[SearchResult],
-        *,
-        query: str,
-        requested_mode: str,
-        actual_mode: str,
-        retrieval_contract: str,
-        fallback_reason: str | None,
-        index: dict[str, Any],
-        freshness: dict[str, Any] | None = None,
-        query_terms: tuple[str, ...] = (),
-        query_expansions: list[dict[str, Any]] | None = None,
-        unmatched_words: list[str] | None = None,
-    ) -> None:
-        super().__init__(hits)
-        self._info = {
-            "query": query,
-            "query_terms": list(query_terms),  # the analysed terms (for highlighting)
-            "requested_mode": requested_mode,
-            "actual_mode": actual_mode,
-            "retrieval_contract": retrieval_contract,
-            "fallback_reason": fallback_reason,
-            "index": dict(index),
-            "freshness": dict(freshness) if freshness is not None else unchecked("not_requested"),
-            "query_expansions": [dict(e) for e in query_expansions or ()],
-            "unmatched_words": list(unmatched_words or ()),
-        }
-
-    def _read_only(self, *args: Any, **kwargs: Any) -> None:
-        raise TypeError("SearchResults is read-only; copy it with list(results) to change it")
-
-    append = extend = insert = remove = pop = clear = sort = reverse = _read_only
-    __setitem__ = __delitem__ = __iadd__ = __imul__ = _read_only  # type: ignore[assignment]
-
-    query = property(lambda self: self._info["query"])
-    query_terms = property(lambda self: tuple(self._info["query_terms"]))
-    requested_mode = property(lambda self: self._info["requested_mode"])
-    actual_mode = property(lambda self: self._info["actual_mode"])
-    retrieval_contract = property(lambda self: self._info["retrieval_contract"])
-    fallback_reason = property(lambda self: self._info["fallback_reason"])
-    index = property(lambda self: dict(self._info["index"]))
-    freshness = property(lambda self: dict(self._info["freshness"]))
-    # query words the lexical analysis expanded (prefix, variant, subword, cjk_unigram, typo) and to what
-    query_expansions = property(lambda self: [dict(e) for e in self._info["query_expansions"]])
-    # query words that no term of the index serves, not even through an expansion
-    unmatched_words = property(lambda self: list(self._info["unmatched_words"]))
+    kind: str
+    generation_id: str | None
+    source_snapshot_hash: str | None
+    watermark: str | None
+    age_seconds: float
 
     def to_dict(self) -> dict[str, Any]:
-        return {**self._info, "results": [r.to_dict() for r in self]}
+        return asdict(self)
+
+
+class ReadOnlyDict(dict[str, Any]):
+    """A dict that refuses every change (``TypeError``): prints, compares, copies, pickles and
+    serialises to JSON as a dict."""
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError("this mapping of SearchResults is read-only; copy it with dict(...) to change it")
+
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = __ior__ = _refuse  # type: ignore[assignment]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (ReadOnlyDict, (dict(self),))
+
+
+def _read_only(d: Mapping[str, Any]) -> ReadOnlyDict:
+    """A read-only deep copy of ``d``: the caller's dict (and its lists) are never shared."""
+    return ReadOnlyDict(copy.deepcopy(dict(d)))
+
+
+@dataclass(frozen=True)
+class SearchResults:
+    """The hits, plus what ran and from which index (present even when empty). Frozen.
+
+    ``query_terms``: the analysed words (for highlighting); ``query_expansions``: the query words the
+    lexical analysis widened (prefix, variant, subword, cjk_unigram, typo, phrase, skipped) and to what;
+    ``unmatched_words``: query words that no term of the index serves, not even through an expansion.
+    """
+
+    hits: tuple[SearchResult, ...]
+    query: str
+    requested_mode: str
+    actual_mode: str
+    retrieval_contract: str
+    fallback_reason: str | None
+    index: IndexIdentity
+    freshness: Mapping[str, Any] = field(hash=False)
+    query_terms: tuple[str, ...] = ()
+    query_expansions: tuple[Mapping[str, Any], ...] = field(default=(), hash=False)
+    unmatched_words: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        # frozen all the way down to the first level: callers' lists and dicts are copied, never shared
+        object.__setattr__(self, "hits", tuple(self.hits))
+        object.__setattr__(self, "freshness", _read_only(self.freshness))
+        object.__setattr__(self, "query_terms", tuple(self.query_terms))
+        object.__setattr__(self, "query_expansions", tuple(_read_only(e) for e in self.query_expansions))
+        object.__setattr__(self, "unmatched_words", tuple(self.unmatched_words))
+
+    def __iter__(self) -> Iterator[SearchResult]:
+        return iter(self.hits)
+
+    def __len__(self) -> int:
+        return len(self.hits)
+
+    @overload
+    def __getitem__(self, i: int) -> SearchResult: ...
+    @overload
+    def __getitem__(self, i: slice) -> tuple[SearchResult, ...]: ...
+    def __getitem__(self, i: int | slice) -> SearchResult | tuple[SearchResult, ...]:
+        return self.hits[i]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON shape (``vaultsearch search --json``): plain dicts and lists."""
+        return {
+            "query": self.query,
+            "query_terms": list(self.query_terms),
+            "requested_mode": self.requested_mode,
+            "actual_mode": self.actual_mode,
+            "retrieval_contract": self.retrieval_contract,
+            "fallback_reason": self.fallback_reason,
+            "index": self.index.to_dict(),
+            "freshness": copy.deepcopy(dict(self.freshness)),
+            "query_expansions": [copy.deepcopy(dict(e)) for e in self.query_expansions],
+            "unmatched_words": list(self.unmatched_words),
+            "results": [r.to_dict() for r in self.hits],
+        }
 
     def _repr_html_(self) -> str:
         from core.render import results_html
@@ -354,7 +402,7 @@ def _response(
 ) -> SearchResults:
     """The hits with what ran (the registry's labels), from which index, how fresh, and the query's words."""
     return SearchResults(
-        hits,
+        tuple(hits),
         query=query,
         requested_mode=mode,
         actual_mode=run.labels()[0],
@@ -384,18 +432,18 @@ def _query_words(ctx: SearchContext) -> dict[str, Any]:
     lexical = not ctx.raw and bool(text.strip())
     return {
         "query_terms": tuple(ctx.analysis.words) if text.strip() else (),
-        "query_expansions": ctx.analysis.expansions if lexical else [],
-        "unmatched_words": ctx.analysis.unmatched if lexical else [],
+        "query_expansions": tuple(ctx.analysis.expansions) if lexical else (),
+        "unmatched_words": tuple(ctx.analysis.unmatched) if lexical else (),
     }
 
 
-def _index_info(resolved: ResolvedIndex, watermark: str | None = None) -> dict[str, Any]:
+def _index_info(resolved: ResolvedIndex, watermark: str | None = None) -> IndexIdentity:
     """Which index answered: kind, generation, snapshot hash, watermark (the commit of a git-sourced
     index, None for the working tree), age."""
-    return {
-        "kind": resolved.kind,
-        "generation_id": resolved.generation_id,
-        "source_snapshot_hash": resolved.source_snapshot_hash,
-        "watermark": watermark,
-        "age_seconds": round(max(0.0, time.time() - resolved.created_at), 3),
-    }
+    return IndexIdentity(
+        kind=resolved.kind,
+        generation_id=resolved.generation_id,
+        source_snapshot_hash=resolved.source_snapshot_hash,
+        watermark=watermark,
+        age_seconds=round(max(0.0, time.time() - resolved.created_at), 3),
+    )

@@ -42,7 +42,7 @@ def test_terminal_safe_escapes_controls_but_keeps_newlines_and_tabs():
 def test_html_view_has_provenance_highlights_and_one_obsidian_link_per_hit(vault):
     results = search_vault(vault, "lighthouse", mode="auto")
     page = results_html(results)
-    assert "mode fts (requested auto" in page and results.index["generation_id"] in page and EMBED_HINT in page
+    assert "mode fts (requested auto" in page and str(results.index.generation_id) in page and EMBED_HINT in page
     links = [html.unescape(u) for u in re.findall(r'<a href="([^"]*)"', page)]
     assert links == [r.obsidian_uri for r in results] and len(links) == len(results) == 2
     assert "obsidian://open?vault=" in links[0]

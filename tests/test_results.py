@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
+import pickle
 import types
 import typing
 from pathlib import Path
@@ -15,7 +17,7 @@ from core import generations as gen
 from core.build.builder import IndexConfig, build_index
 from core.ranking.snippets import MATCHED_TEXT_CHARS, SNIPPET_CHARS
 from core.render import EMBED_HINT, format_search_results, results_html, results_markdown
-from core.searcher import SearchResult, SearchResults, search_vault
+from core.searcher import IndexIdentity, SearchResult, SearchResults, search_vault
 
 MODEL_FREE = ("fts", "vector", "hybrid", "graph_assisted", "auto")
 ELLIPSIS = " …"
@@ -167,8 +169,8 @@ def test_provenance_is_the_active_generation(vault):
         assert r.index_source_snapshot_hash == active["source_snapshot_hash"]
         assert r.index_age_seconds >= 0
     index = results.index
-    assert index["kind"] == "immutable_generation" and index["generation_id"] == active["generation_id"]
-    assert index["source_snapshot_hash"] == active["source_snapshot_hash"] and index["age_seconds"] >= 0
+    assert index.kind == "immutable_generation" and index.generation_id == active["generation_id"]
+    assert index.source_snapshot_hash == active["source_snapshot_hash"] and index.age_seconds >= 0
 
 
 def test_provenance_follows_a_new_generation(make_vault):
@@ -178,8 +180,8 @@ def test_provenance_follows_a_new_generation(make_vault):
     report = build_index(root)
     second = search_vault(root, "lighthouse", mode="fts")
     assert report.generation_id and second[0].index_generation_id == report.generation_id
-    assert second.index["generation_id"] != first.index["generation_id"]
-    assert second.index["source_snapshot_hash"] != first.index["source_snapshot_hash"]
+    assert second.index.generation_id != first.index.generation_id
+    assert second.index.source_snapshot_hash != first.index.source_snapshot_hash
     assert {r.rel_path for r in second} == {"a.md", "b.md"}
 
 
@@ -192,12 +194,12 @@ def test_in_place_index_is_labelled_legacy_db(make_vault):
         None,
         None,
     )
-    assert results.index["kind"] == "legacy_db" and results.index["generation_id"] is None
+    assert results.index.kind == "legacy_db" and results.index.generation_id is None
 
 
 def test_search_results_carries_what_ran(vault):
     results = search_vault(vault, "lighthouse", mode="auto", limit=2)
-    assert isinstance(results, SearchResults) and isinstance(results, list) and len(results) == 2
+    assert isinstance(results, SearchResults) and len(results) == 2 and results.hits == tuple(results)
     d = results.to_dict()
     assert set(d) == {
         "query",
@@ -221,8 +223,7 @@ def test_search_results_carries_what_ran(vault):
         "dense_index_unavailable",
     )
     assert [r["rel_path"] for r in d["results"]] == [r.rel_path for r in results]
-    results.index["kind"] = "tampered"  # a copy: the carried provenance cannot be changed from outside
-    assert results.index["kind"] == "immutable_generation"
+    assert results.index.kind == "immutable_generation"
 
 
 def test_format_search_results_says_what_ran_and_lists_hits(vault):
@@ -231,7 +232,7 @@ def test_format_search_results_says_what_ran_and_lists_hits(vault):
     assert "'lighthouse'" in text and "requested auto" in text
     assert "FALLBACK" not in text and "contract fts_fallback" in text  # a default user without dense: no alarm
     assert text.splitlines()[-1] == EMBED_HINT
-    assert results.index["generation_id"] in text
+    assert results.index.generation_id is not None and results.index.generation_id in text
     for r in results:
         assert r.rel_path in text and r.title in text
 
@@ -262,18 +263,37 @@ def test_notebook_renderings_escape_markup(make_vault):
     assert row.count("|") - row.count("\\|") == 6  # every pipe inside a cell is escaped
 
 
-def test_search_results_are_read_only(example_vault):
+def test_search_results_are_frozen_and_typed(example_vault):
     results = search_vault(example_vault, "postgres", mode="fts")
-    before = list(results)
-    for mutate in (
-        lambda r: r.append(None),
-        lambda r: r.pop(),
-        lambda r: r.sort(),
-        lambda r: r.clear(),
-        lambda r: r.__setitem__(0, None),
-        lambda r: r.__delitem__(0),
-        lambda r: r.extend([None]),
-    ):
-        with pytest.raises(TypeError):
-            mutate(results)
-    assert list(results) == before
+    before = results.to_dict()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        results.actual_mode = "semantic"  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        results.hits = ()  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        results[0] = results[0]  # type: ignore[index]
+    with pytest.raises(TypeError):
+        results.freshness["stale"] = True  # type: ignore[index]
+    for name in ("append", "pop", "sort", "clear", "extend"):
+        assert not hasattr(results, name)
+    assert results.to_dict() == before
+    # the fields are declared (typed), never computed by property lambdas
+    assert not [k for k, v in vars(SearchResults).items() if isinstance(v, property)]
+    assert {f.name: f.type for f in dataclasses.fields(SearchResults)}["hits"] == "tuple[SearchResult, ...]"
+    assert isinstance(results.index, IndexIdentity) and isinstance(results.query_expansions, tuple)
+
+
+def test_search_results_copy_pickle_and_serialise(example_vault):
+    results = search_vault(example_vault, "postgres", mode="fts")
+    assert pickle.loads(pickle.dumps(results)) == results == copy.deepcopy(results)
+    assert json.loads(json.dumps(results.freshness)) == results.to_dict()["freshness"]
+    assert repr(results.freshness).startswith("{'checked': True")  # prints as the dict it is
+
+
+def test_search_results_reads_like_a_sequence_of_its_hits(example_vault):
+    results = search_vault(example_vault, "postgres", mode="fts", limit=3)
+    assert len(results) == len(results.hits) and bool(results) and list(results) == list(results.hits)
+    assert results[0] is results.hits[0] and results[-1] is results.hits[-1]
+    assert results[:2] == results.hits[:2] and results.hits[0] in results
+    empty = search_vault(example_vault, "xylophonist", mode="fts")
+    assert not empty and len(empty) == 0 and empty.hits == ()

@@ -10,6 +10,7 @@ from core.cli.commands import cmd_eval, cmd_index, cmd_models, cmd_modes, cmd_se
 from core.cli.output import EXIT_STALE
 from core.cli.serving import cmd_mcp, cmd_open, cmd_serve, cmd_watch
 from core.registry import DEFAULT_MODE, MODE_NAMES
+from core.serve.version import package_version
 
 VAULT_HELP = "the vault: a folder of Markdown notes"
 INDEX_DIR_HELP = "the index directory (default VAULT/.vaultsearch; env VAULTSEARCH_INDEX_DIR)"
@@ -242,6 +243,14 @@ def _serve_commands(command: Command) -> None:
                 help=f"port ({PORT.text}; default 8765; 0: a free one, printed on stderr)",
             )
             p.add_argument("--token-file", help="require this bearer token (else env VAULTSEARCH_TOKEN, if set)")
+            p.add_argument(
+                "--allow-host",
+                action="append",
+                default=[],
+                metavar="NAME",
+                help="also accept requests whose Host is NAME (repeatable); with it, or a --host that is not "
+                "loopback, a token is required",
+            )
         p.set_defaults(func=func)
 
 
@@ -349,16 +358,6 @@ JSON_HELP = {
     "search": "machine-readable output (a hit's snippet as the note writes it, [[links]] included; the text "
     "output shows links as their labels)",
 }
-
-
-def package_version() -> str:
-    """The installed distribution's version; a checkout run without installing says so."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("vaultsearch")
-    except PackageNotFoundError:
-        return "(not installed: run from a source checkout)"
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:

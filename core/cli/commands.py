@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -142,7 +143,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def freshness_warning(fresh: dict[str, Any]) -> str | None:
+def freshness_warning(fresh: Mapping[str, Any]) -> str | None:
     """The one line text output shows when the index is behind the vault (or a watch build failed)."""
     failure = fresh.get("last_build_failure")
     fail = f"; the last watch build failed [{failure.get('reason')}]" if failure else ""

@@ -79,7 +79,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     from core.serve.mcp_server import run_stdio
 
     tools = _start_tools(args, "mcp")
-    run_stdio(tools, instructions=f"Read-only search over the Markdown vault {tools.vault_real}.")
+    run_stdio(tools)  # instructions built from the index's state (core.serve.instructions)
     return 0
 
 
@@ -129,17 +129,35 @@ def cmd_serve(args: argparse.Namespace, *, browse: bool = False) -> int:
     from core.serve.http_api import serve
 
     token = _token(args.token_file, os.environ.get("VAULTSEARCH_TOKEN"))
+    allowed = _allowed_hosts(args.host, args.allow_host, token)
     tools = _start_tools(args, command)
 
     def listening(port: int) -> None:
+        also = f"; also Host {', '.join(allowed)}" if allowed else ""
         emit_stderr(
-            f"vaultsearch {command}: listening on http://{args.host}:{port} (token {'required' if token else 'off'})"
+            f"vaultsearch {command}: listening on http://{args.host}:{port} "
+            f"(token {'required' if token else 'off'}{also})"
         )
         if browse:  # the socket listens already: the browser's request waits until uvicorn serves it
             _browse(_page_url(args.host, port))
 
-    serve(tools, host=args.host, port=args.port, token=token, on_listen=listening)
+    serve(tools, host=args.host, port=args.port, token=token, on_listen=listening, allowed_hosts=allowed)
     return 0
+
+
+def _allowed_hosts(host: str, names: list[str], token: str | None) -> tuple[str, ...]:
+    """The ``--allow-host`` names, checked; a bind other than loopback, or any allowed name, without a
+    token is ``TokenRequiredError`` (before the vault is opened or the port bound)."""
+    from core.errors import TokenRequiredError
+    from core.serve.http_api import LOOPBACK_BINDS, allowed_host
+
+    allowed = tuple(dict.fromkeys(allowed_host(n) for n in names))
+    if token is None and (host not in LOOPBACK_BINDS or allowed):
+        why = f"--host {host}" if host not in LOOPBACK_BINDS else f"--allow-host {', '.join(allowed)}"
+        raise TokenRequiredError(
+            f"{why} lets other machines reach the server: a token is required", host=host, allow_host=list(allowed)
+        )
+    return allowed
 
 
 def watch_line(outcome: Any, *, as_json: bool) -> str:

@@ -27,6 +27,7 @@ import asyncio
 import contextlib
 import hmac
 import json
+import re
 import socket
 from collections.abc import AsyncIterator
 from typing import Any
@@ -48,11 +49,46 @@ from core.errors import (
     UsageError,
     VaultSearchError,
 )
+from core.serve.output_schema import OUTPUT_SCHEMAS
 from core.serve.page import PUBLIC_PATHS, page_routes
-from core.serve.schema import OUTPUT_SCHEMAS, REQUEST_BOUNDS, RequestBounds, dumps, json_depth
+from core.serve.schema import REQUEST_BOUNDS, RequestBounds, dumps, json_depth
 from core.serve.tools import TOOL_SPECS, Tools
 
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+LOOPBACK_BINDS = ("127.0.0.1", "::1", "localhost")
+_HOST_NAME = re.compile(
+    r"(?:[a-z0-9](?:[a-z0-9_-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9_-]*[a-z0-9])?)*|\[[0-9a-f:.]+\])(?::\d{1,5})?"
+)
+
+
+def allowed_host(name: str) -> str:
+    """``--allow-host NAME``: a host name or address, with an optional port (``vault.lan``,
+    ``vault.lan:8443``, ``192.168.1.5``, ``[fe80::1]``), lower-cased; anything else (a scheme, a path,
+    a wildcard, spaces) is ``invalid_argument``."""
+    norm = name.strip().lower().rstrip(".")
+    if not _HOST_NAME.fullmatch(norm):
+        raise InvalidArgumentError(
+            f"--allow-host {name!r} is not a host name or address (optionally with :port)", argument="allow_host"
+        )
+    return norm
+
+
+def _host_forms(names: tuple[str, ...], port: int) -> tuple[frozenset[str], frozenset[str]]:
+    """(the Host values, the Origins) the guard accepts for the loopback names and the bind address."""
+    hosts = {f"{h}:{port}" for h in names}
+    return frozenset(hosts), frozenset(f"http://{h}" for h in hosts)
+
+
+def _allowed_forms(names: tuple[str, ...], port: int) -> tuple[set[str], set[str]]:
+    """The same for the ``--allow-host`` names: each at ``port`` and, without a port of its own, also as
+    given (a client on the scheme's default port, e.g. through a proxy); Origins over http and https."""
+    hosts = set()
+    for name in names:
+        has_port = re.search(r":\d+$", name) is not None and not name.endswith("]")
+        hosts |= {name} if has_port else {name, f"{name}:{port}"}
+    return hosts, {f"{scheme}://{h}" for h in hosts for scheme in ("http", "https")}
+
+
 _STATUS: tuple[tuple[type[VaultSearchError], int], ...] = (
     (NoteNotFoundError, 404),
     (SectionNotFoundError, 404),
@@ -180,7 +216,16 @@ def openapi(port: int) -> dict[str, Any]:
     error = {
         "type": "object",
         "required": ["error"],
-        "properties": {"error": {"type": "object", "required": ["reason", "message"]}},
+        "properties": {
+            "error": {
+                "type": "object",
+                "required": ["reason", "message"],
+                "properties": {
+                    "reason": {"type": "string", "description": "stable, machine-readable"},
+                    "message": {"type": "string", "description": "for a person"},
+                },
+            }
+        },
     }
     paths: dict[str, Any] = {}
     for spec in TOOL_SPECS.values():
@@ -251,15 +296,24 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     )
 
 
+async def _internal_error(request: Request, exc: Exception) -> Response:
+    """An exception no handler expected: a JSON 500 naming its type (never a traceback or plain text);
+    Starlette then raises it again, so the server logs it."""
+    message = f"{request.method} {request.url.path}: internal error ({type(exc).__name__})"
+    return _JSON({"error": {"reason": "internal_error", "message": message}}, status_code=500)
+
+
 def build_app(
     tools: Tools,
     *,
     port: int,
     token: str | None = None,
     extra_hosts: tuple[str, ...] = (),
+    allowed_hosts: tuple[str, ...] = (),
     bounds: RequestBounds = REQUEST_BOUNDS,
 ) -> ASGIApp:
-    """The Starlette app (JSON tools, OpenAPI, MCP at ``/mcp/``) in the Host/Origin/token guard for ``port``."""
+    """The Starlette app (JSON tools, OpenAPI, MCP at ``/mcp/``) in the Host/Origin/token guard for ``port``;
+    ``allowed_hosts``: the ``--allow-host`` names (see :func:`allowed_host`)."""
 
     async def call(request: Request) -> Response:
         name = request.url.path.strip("/")
@@ -294,15 +348,16 @@ def build_app(
     routes.append(Route("/openapi.json", spec, methods=["GET"]))
     routes += page_routes()
     mount, lifespan = _mcp_mount(tools)
-    names = (*LOOPBACK_NAMES, *extra_hosts)
+    hosts, origins = _host_forms(tuple(h.lower() for h in (*LOOPBACK_NAMES, *extra_hosts)), port)
+    more_hosts, more_origins = _allowed_forms(tuple(allowed_host(h) for h in allowed_hosts), port)
     return GuardMiddleware(
         Starlette(
             routes=[*routes, mount],
             lifespan=lifespan,
-            exception_handlers={404: _http_error, 405: _http_error},
+            exception_handlers={404: _http_error, 405: _http_error, 500: _internal_error},
         ),
-        hosts=frozenset(f"{h}:{port}".lower() for h in names),
-        origins=frozenset(f"http://{h}:{port}".lower() for h in names),
+        hosts=hosts | more_hosts,
+        origins=origins | more_origins,
         token=token,
         bounds=bounds,
     )
@@ -331,21 +386,31 @@ def serve(
     token: str | None,
     on_listen: Any = None,
     bounds: RequestBounds = REQUEST_BOUNDS,
+    allowed_hosts: tuple[str, ...] = (),
 ) -> None:
     """Bind ``host:port`` (0: a free port), report it through ``on_listen(port)``, serve until stopped."""
     sock = bind_socket(host, port)
-    server = make_server(tools, sock, host=host, token=token, bounds=bounds)
+    server = make_server(tools, sock, host=host, token=token, bounds=bounds, allowed_hosts=allowed_hosts)
     if on_listen is not None:
         on_listen(sock.getsockname()[1])
     server.run(sockets=[sock])
 
 
-def make_server(tools: Tools, sock: socket.socket, *, host: str, token: str | None, bounds: RequestBounds) -> Any:
+def make_server(
+    tools: Tools,
+    sock: socket.socket,
+    *,
+    host: str,
+    token: str | None,
+    bounds: RequestBounds,
+    allowed_hosts: tuple[str, ...] = (),
+) -> Any:
     """The uvicorn server of the app for a bound socket, every request within ``bounds``."""
     import uvicorn
 
-    extra = () if host in ("127.0.0.1", "::1", "localhost") else (f"[{host}]" if ":" in host else host,)
-    app = build_app(tools, port=sock.getsockname()[1], token=token, extra_hosts=extra, bounds=bounds)
+    extra = () if host in LOOPBACK_BINDS else (f"[{host}]" if ":" in host else host,)
+    port = sock.getsockname()[1]
+    app = build_app(tools, port=port, token=token, extra_hosts=extra, allowed_hosts=allowed_hosts, bounds=bounds)
     config = uvicorn.Config(
         app,
         log_level="warning",
@@ -358,6 +423,26 @@ def make_server(tools: Tools, sock: socket.socket, *, host: str, token: str | No
     return uvicorn.Server(config)
 
 
+def send_json_400(protocol: Any, msg: str) -> None:
+    """uvicorn's answer to a request h11 cannot parse, in the JSON error format (uvicorn's own is
+    plain text): ``bad_request``, then the connection is closed."""
+    import h11
+
+    body = dumps({"error": {"reason": "bad_request", "message": f"invalid HTTP request: {msg}"}}).encode("utf-8")
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        (b"connection", b"close"),
+    ]
+    for event in (
+        h11.Response(status_code=400, headers=headers, reason=b"Bad Request"),
+        h11.Data(data=body),
+        h11.EndOfMessage(),
+    ):
+        protocol.transport.write(protocol.conn.send(event))
+    protocol.transport.close()
+
+
 def bounded_protocol(bounds: RequestBounds) -> type:
     """uvicorn's h11 protocol with a header deadline: a connection whose request headers are not complete
     ``header_seconds`` after it opened (or after the previous response) is closed. uvicorn has none of
@@ -367,6 +452,9 @@ def bounded_protocol(bounds: RequestBounds) -> type:
 
     class BoundedH11Protocol(H11Protocol):
         _header_timer: asyncio.TimerHandle | None = None
+
+        def send_400_response(self, msg: str) -> None:
+            send_json_400(self, msg)
 
         def connection_made(self, transport: Any) -> None:
             super().connection_made(transport)

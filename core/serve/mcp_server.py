@@ -26,8 +26,11 @@ from mcp.server.mcpserver.utilities.func_metadata import func_metadata
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 
 from core.errors import InvalidArgumentError, VaultSearchError
-from core.serve.schema import OUTPUT_SCHEMAS, dumps, lone_surrogate
+from core.serve.instructions import server_instructions
+from core.serve.output_schema import OUTPUT_SCHEMAS
+from core.serve.schema import dumps, lone_surrogate
 from core.serve.tools import TOOL_SPECS, Tools
+from core.serve.version import package_version
 
 SERVER_NAME = "vaultsearch"
 INVALID_TEXT = "_arguments_not_text"  # set by the stdio guard only: the arguments that held a lone surrogate
@@ -77,7 +80,9 @@ class VaultServer(MCPServer):
 
 
 def build_server(tools: Tools, *, instructions: str | None = None) -> MCPServer:
-    """An MCPServer exposing every tool of TOOL_SPECS over ``tools``."""
+    """An MCPServer exposing every tool of TOOL_SPECS over ``tools``, named ``vaultsearch`` with the
+    installed package's version; ``instructions`` default to the index's state now
+    (:func:`core.serve.instructions.server_instructions`)."""
     registered: list[Tool] = []
     meta = func_metadata(_placeholder)
     for spec in TOOL_SPECS.values():
@@ -102,7 +107,11 @@ def build_server(tools: Tools, *, instructions: str | None = None) -> MCPServer:
                 output=OUTPUT_SCHEMAS[spec.name],
             )
         )
-    server = VaultServer(SERVER_NAME, instructions=instructions, tools=registered, log_level="WARNING")
+    if instructions is None:
+        instructions = server_instructions(tools)
+    server = VaultServer(
+        SERVER_NAME, instructions=instructions, version=package_version(), tools=registered, log_level="WARNING"
+    )
     server.vault_tools = tools
     return server
 

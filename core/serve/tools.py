@@ -184,7 +184,7 @@ class Tools:
             results = search_vault(
                 self.config.vault, "warm", 1, "fts", index_dir=self.config.index_dir, freshness=False
             )
-            self._warmed = results.index["generation_id"]
+            self._warmed = results.index.generation_id
             self.warm_failure = None
         except VaultSearchError as exc:
             self.warm_failure = exc.to_dict()
@@ -248,12 +248,12 @@ class Tools:
             "actual_mode": results.actual_mode,
             "retrieval_contract": results.retrieval_contract,
             "fallback_reason": results.fallback_reason,
-            "index": results.index,
-            "freshness": results.freshness,
+            "index": results.index.to_dict(),
+            "freshness": dict(results.freshness),
             "visible_classifications": self.config.visible_label(),
             # which query words were widened (prefix, subword, typo) and which matched nothing: never silent
-            "query_expansions": results.query_expansions,
-            "unmatched_words": results.unmatched_words,
+            "query_expansions": [dict(e) for e in results.query_expansions],
+            "unmatched_words": list(results.unmatched_words),
             "hits": hits,
         }
         return s.fit_budget(envelope, a["budget_bytes"])

@@ -178,7 +178,7 @@ def test_legacy_index_is_embedded_in_place(make_vault, model_dirs):
     report = embed_index(vault, model=model_dirs[FP32], limit=5)
     assert (report.index_kind, report.generations_published, report.embedded) == ("legacy_db", [], 5)
     results = search_vault(vault, "dog playing", mode="semantic", allow_fallback=True)
-    assert results.fallback_reason == "dense_incomplete" and results.index["kind"] == "legacy_db"
+    assert results.fallback_reason == "dense_incomplete" and results.index.kind == "legacy_db"
 
 
 def test_a_missing_model_fails_before_touching_the_index(vault, tmp_path):

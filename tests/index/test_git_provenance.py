@@ -27,7 +27,7 @@ def test_every_surface_names_the_commit_a_git_index_was_built_from(tmp_path: Pat
     assert done.returncode == 0 and json.loads(done.stdout)["watermark"] == head
     assert build_index(repo, source="git").watermark == head  # up to date: the same commit
     results = search_vault(repo, "harbour", mode="fts")
-    assert results.index["watermark"] == head and {r.index_watermark for r in results} == {head}
+    assert results.index.watermark == head and {r.index_watermark for r in results} == {head}
     done = subprocess.run([VAULTSEARCH, "search", str(repo), "harbour", "--json"], capture_output=True)
     assert done.returncode == 0 and json.loads(done.stdout)["index"]["watermark"] == head
     session = StdioSession([str(repo)])
@@ -43,4 +43,4 @@ def test_a_working_tree_index_has_no_watermark(tmp_path: Path) -> None:
     (vault / "a.md").write_text("# A\n\nharbour\n", encoding="utf-8")
     assert build_index(vault).watermark is None
     results = search_vault(vault, "harbour", mode="fts")
-    assert results.index["watermark"] is None and [r.index_watermark for r in results] == [None]
+    assert results.index.watermark is None and [r.index_watermark for r in results] == [None]

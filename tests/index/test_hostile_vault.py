@@ -80,5 +80,5 @@ def test_a_hostile_vault_builds_with_every_problem_reported(tmp_path: Path) -> N
     gen.clear_verify_cache()
     assert gen.verify_full(gen.layout_for(vault))["generation_id"] == report.generation_id
     assert len(search_vault(vault, "hostileword", limit=50)) >= 10
-    assert search_vault(vault, "outsideword") == []
+    assert list(search_vault(vault, "outsideword")) == []
     assert [r.rel_path for r in search_vault(vault, "tiny 12345", mode="fts", limit=1)] == ["tiny/12/t12345.md"]

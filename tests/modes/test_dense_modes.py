@@ -204,7 +204,7 @@ def test_legacy_index_is_never_cached(make_vault, model_dirs):
     stats, size = DENSE_CACHE.stats, len(DENSE_CACHE)
     for _ in range(3):
         results = search_vault(vault, DOG_QUERY, mode="semantic")
-        assert results.index["kind"] == "legacy_db" and paths(results)[0] == "secret/kennel.md"
+        assert results.index.kind == "legacy_db" and paths(results)[0] == "secret/kennel.md"
     assert (DENSE_CACHE.stats, len(DENSE_CACHE)) == (stats, size)
 
 

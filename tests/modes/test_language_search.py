@@ -115,7 +115,7 @@ def test_a_prefix_finds_longer_words_labelled(vault):
     res = search_vault(vault, "worktr", mode="fts")
     assert [r.rel_path for r in res] == ["templater.md"]
     assert res[0].score_source == "bm25f+prefix"
-    assert res.query_expansions == [{"word": "worktr", "kind": "prefix", "to": ["worktree"]}]
+    assert list(res.query_expansions) == [{"word": "worktr", "kind": "prefix", "to": ["worktree"]}]
 
 
 @pytest.mark.parametrize(("typo", "word"), [("tempalter", "templater"), ("atachments", "attachments")])
@@ -123,7 +123,7 @@ def test_a_typo_is_corrected_to_a_vocabulary_word_one_edit_away_labelled(vault, 
     res = search_vault(vault, typo, mode="fts")
     assert [r.rel_path for r in res][:1] == ["templater.md"]
     assert res[0].score_source == "bm25f+typo"
-    assert res.query_expansions == [{"word": typo, "kind": "typo", "to": [word]}]
+    assert list(res.query_expansions) == [{"word": typo, "kind": "typo", "to": [word]}]
 
 
 def test_stop_words_do_not_decide_the_ranking(vault):
@@ -132,13 +132,13 @@ def test_stop_words_do_not_decide_the_ranking(vault):
 
 def test_an_identifier_stays_literal(vault):
     res = search_vault(vault, "worktr-x", mode="fts")
-    assert res.query_expansions == []
+    assert res.query_expansions == ()
     assert "worktr" in res.unmatched_words
 
 
 def test_a_word_nothing_serves_is_reported_not_silently_dropped(vault):
     res = search_vault(vault, "qqqqzzzz", mode="fts")
-    assert list(res) == [] and res.unmatched_words == ["qqqqzzzz"]
+    assert list(res) == [] and res.unmatched_words == ("qqqqzzzz",)
     assert res.to_dict()["unmatched_words"] == ["qqqqzzzz"]
 
 
@@ -195,7 +195,7 @@ def test_expansions_and_unmatched_words_see_only_visible_notes(make_vault):
         name="vis",
     )
     visible = search_vault(root, "workt", mode="fts", classifications=("public",))
-    assert list(visible) == [] and visible.query_expansions == [] and visible.unmatched_words == ["workt"]
+    assert list(visible) == [] and visible.query_expansions == () and visible.unmatched_words == ("workt",)
     everyone = search_vault(root, "workt", mode="fts")
     assert [e["to"] for e in everyone.query_expansions] == [["worktree"]]
 

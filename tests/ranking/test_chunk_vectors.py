@@ -202,5 +202,5 @@ def test_a_legacy_in_place_index_is_read_fresh_after_each_update(make_vault):
     (root / "b.md").write_text("---\ntitle: B\n---\nA second lighthouse, far older.\n", encoding="utf-8")
     build_index(root, in_place=True)
     hits = search_vault(root, "lighthouse older", mode="hybrid")
-    assert [r.rel_path for r in hits][0] == "b.md" and hits.index["kind"] == "legacy_db"
+    assert [r.rel_path for r in hits][0] == "b.md" and hits.index.kind == "legacy_db"
     assert CHUNK_CACHE.loads == loads  # a mutable index.db is never cached

@@ -247,7 +247,7 @@ def test_a_query_only_a_hidden_note_matches_returns_an_ordinary_empty_list(leak_
     hidden = search_vault(leak_vault, "moonbeam", mode=mode, classifications=("public",))
     absent = search_vault(leak_vault, "xylophonist", mode=mode, classifications=("public",))
     # both words are reported unmatched (each echoes its own query): the rest is identical
-    assert hidden.unmatched_words == ["moonbeam"] and absent.unmatched_words == ["xylophonist"]
+    assert hidden.unmatched_words == ("moonbeam",) and absent.unmatched_words == ("xylophonist",)
     same = {"query": "", "query_terms": [], "index": {}, "unmatched_words": [], "freshness": {}}  # ages differ
     assert list(hidden) == [] and hidden.to_dict() | same == absent.to_dict() | same
     assert set(hidden.freshness) == set(absent.freshness) and hidden.freshness["stale"] is False

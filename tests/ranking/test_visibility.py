@@ -272,4 +272,4 @@ def test_a_legacy_in_place_index_gives_the_same_zero_trace(tmp_path):
     for mode in LEXICAL:
         a = search_vault(full, "quasar telescope", mode=mode, limit=20, classifications=PUBLIC)
         b = search_vault(bare, "quasar telescope", mode=mode, limit=20, classifications=PUBLIC)
-        assert a.index["kind"] == "legacy_db" and comparable(a) == comparable(b), mode
+        assert a.index.kind == "legacy_db" and comparable(a) == comparable(b), mode

@@ -68,6 +68,21 @@ def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONUNBUFFERED": "1", "HF_HUB_OFFLINE": "1"}
 
 
+def serve_refused(vault: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``vaultsearch serve VAULT --port 0 ARGS`` expected to refuse to start, with a bounded wait: a server
+    that starts instead is a failure, not a hang."""
+    try:
+        return subprocess.run(
+            [VAULTSEARCH, "serve", str(vault), "--port", "0", *args],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env={**_env(), **(env or {})},
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise AssertionError(f"serve started instead of refusing: {exc.stderr!r}") from None
+
+
 class StdioSession:
     """One ``vaultsearch mcp`` subprocess and an SDK client session to it."""
 
@@ -98,6 +113,16 @@ class StdioSession:
 
     def list_tools(self) -> Any:
         return self._run(self._client.list_tools())
+
+    @property
+    def server_info(self) -> Any:
+        """The initialize result's ``serverInfo`` (name, version)."""
+        return self._client.server_info
+
+    @property
+    def instructions(self) -> str | None:
+        """The initialize result's ``instructions``."""
+        return self._client.instructions
 
     def call_raw(self, name: str, arguments: dict[str, Any] | None = None) -> Any:
         return self._run(self._client.call_tool(name, arguments or {}))

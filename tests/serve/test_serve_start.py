@@ -17,7 +17,7 @@ import pytest
 from core.build.builder import build_index
 from core.build.watch import BuildOutcome
 from tests.conftest import note, write_vault
-from tests.serve.serve_helpers import VAULTSEARCH, _env
+from tests.serve.serve_helpers import VAULTSEARCH, _env, serve_refused
 
 OSC = "\x1b]0;pwned\x07"
 
@@ -29,35 +29,21 @@ def vault(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def _serve(vault: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """``serve`` with a bounded wait: a server that starts instead of refusing is a failure, not a hang."""
-    try:
-        return subprocess.run(
-            [VAULTSEARCH, "serve", str(vault), "--port", "0", *args],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            env={**_env(), **(env or {})},
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise AssertionError(f"serve started instead of refusing: {exc.stderr!r}") from None
-
-
 @pytest.mark.parametrize("content", ["", "  \n\t\n"])
 def test_an_empty_or_blank_token_file_refuses_to_start(vault: Path, tmp_path: Path, content: str) -> None:
     token = tmp_path / "token"
     token.write_text(content, encoding="utf-8")
-    done = _serve(vault, "--token-file", str(token))
+    done = serve_refused(vault, "--token-file", str(token))
     assert done.returncode == 2 and "[token_invalid]" in done.stderr and "Traceback" not in done.stderr
 
 
 def test_a_missing_token_file_is_a_typed_refusal_not_a_traceback(vault: Path, tmp_path: Path) -> None:
-    done = _serve(vault, "--token-file", str(tmp_path / "nope"))
+    done = serve_refused(vault, "--token-file", str(tmp_path / "nope"))
     assert done.returncode == 2 and "[token_invalid]" in done.stderr and "Traceback" not in done.stderr
 
 
 def test_a_set_but_empty_token_variable_refuses_to_start(vault: Path) -> None:
-    done = _serve(vault, env={"VAULTSEARCH_TOKEN": " "})
+    done = serve_refused(vault, env={"VAULTSEARCH_TOKEN": " "})
     assert done.returncode == 2 and "[token_invalid]" in done.stderr
 
 

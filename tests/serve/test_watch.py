@@ -54,7 +54,7 @@ def test_a_failed_watch_build_keeps_the_old_generation_and_says_so(tmp_path: Pat
     state = json.loads((vault / ".vaultsearch" / WATCH_FILE).read_text())
     assert state["last_failure"]["reason"] == "build_locked"
     results = search_vault(vault, "wombat", 10, "fts")
-    assert results.index["generation_id"] == served and list(results) == []
+    assert results.index.generation_id == served and list(results) == []
     fresh = results.freshness
     assert fresh["stale"] is True and fresh["last_build_failure"]["reason"] == "build_locked"
     assert index_status(vault)["last_build_failure"]["reason"] == "build_locked"
@@ -318,7 +318,7 @@ def test_a_generation_published_by_someone_else_is_confirmed_by_the_watcher(watc
     assert not report.up_to_date
     wait_until(lambda: watcher.view() is not None and watcher.view().baseline == report.generation_id, what="confirm")
     fresh = search_vault(vault, "harbour", 10, "fts")
-    assert fresh.index["generation_id"] == report.generation_id and fresh.freshness["source"] == "watch"
+    assert fresh.index.generation_id == report.generation_id and fresh.freshness["source"] == "watch"
 
 
 def test_a_stopped_watcher_no_longer_answers_for_its_index(tmp_path: Path):
