@@ -49,6 +49,7 @@ import numpy as np
 
 from core.errors import ModelError
 from core.models.catalog import import_backend, resolve_model
+from core.models.installed import installed_dir
 from core.models.local import KIND_EMBEDDING, ModelFiles, verify_model_files
 from core.models.onnx import (
     TEXT_INPUTS,
@@ -256,9 +257,12 @@ REF_KEY = "model_ref"
 
 
 def model_reference(model: str | Path) -> str:
-    """A preset name as is; anything else is a directory, stored absolute so search can reload it."""
+    """A preset name as is; an installed model's name -> its folder; anything else is a directory.
+    Folders are stored absolute, so a search (by any user who can read them) reloads the same files."""
     text = str(model)
-    return text if text in PRESETS else str(Path(text).expanduser().resolve())
+    if text in PRESETS:
+        return text
+    return str((installed_dir(text) or Path(text).expanduser()).resolve())
 
 
 def stored_identity(meta_value: Any) -> dict[str, Any] | None:

@@ -22,6 +22,13 @@ def cmd_index(args: argparse.Namespace) -> int:
         raise UsageError("--embed-limit and --model apply with --embed or --embed-only")
     progress = not args.json and sys.stderr.isatty()
     out: dict[str, Any] = {}
+    model = None
+    if embed:  # the model is found, verified and loaded before any lexical work: a missing one fails here
+        from core.dense import load_embedder
+        from core.index.embed import choose_embedding_model
+
+        model = choose_embedding_model(Path(args.vault), args.model, env_index_dir(args))
+        load_embedder(model)
     if not args.embed_only:
         changes = {
             "chunk_size": args.chunk_size,
@@ -41,14 +48,12 @@ def cmd_index(args: argparse.Namespace) -> int:
             source=args.source,
             rev=args.rev,
             # --embed: a small change's vectors go into the same generation as its text
-            before_publish=EmbedInStaging(args.model, batch=args.embed_limit)
-            if args.embed and not args.in_place
-            else None,
+            before_publish=EmbedInStaging(model, batch=args.embed_limit) if args.embed and not args.in_place else None,
         ).to_dict()
     if embed:
         out["embed"] = embed_index(
             Path(args.vault),
-            model=args.model,
+            model=model,
             index_dir=env_index_dir(args),
             limit=args.embed_limit,
             progress=progress,
@@ -214,28 +219,6 @@ def cmd_modes(args: argparse.Namespace) -> int:
     else:
         for m in modes_json():
             emit(f"{m['name']:<15} {'(default) ' if m['default'] else ''}{m['summary']}")
-    return 0
-
-
-def cmd_models(args: argparse.Namespace) -> int:
-    """List the presets and whether each is present locally, or download one."""
-    from core.models.catalog import download_model, list_models
-
-    if args.action == "download":
-        if not args.name:
-            raise UsageError("name the preset to download: vaultsearch models download NAME")
-        files = download_model(args.name)
-        print_json({"downloaded": args.name, "location": str(files.model_path.parent)}) if args.json else emit(
-            f"downloaded {args.name} to {files.model_path.parent}"
-        )
-        return 0
-    rows = list_models()
-    if args.json:
-        print_json(rows)
-        return 0
-    for m in rows:
-        where = m["location"] if m["present"] else "absent (vaultsearch models download " + m["name"] + ")"
-        emit(f"{m['name']:<20} {m['kind']:<10} {'(default) ' if m['default'] else ''}{m['repo_id']}: {where}")
     return 0
 
 

@@ -53,7 +53,7 @@ from core.dense import (
     stored_identity,
     stored_reference,
 )
-from core.errors import ValidationError
+from core.errors import IndexMissingError, IntegrityError, ValidationError
 from core.index.state import EMBED_RATE_KEY
 from core.index.tables.chunk_vectors import (
     count_pending,
@@ -69,6 +69,7 @@ from core.index.tables.meta import get_meta, set_meta
 from core.index.tables.notes import count_notes
 from core.index.tables.notes_fts import note_bodies
 from core.index.tables.problems import all_problems
+from core.models.installed import default_model
 from core.models.presets import DEFAULT_EMBEDDING_MODEL
 
 # Without a limit, publish a generation after this many newly embedded chunks.
@@ -377,12 +378,30 @@ def _run_batches(
 
 
 def _recorded_or_default(resolved: gen.ResolvedIndex) -> str:
-    """The model reference the index records, else the default embedding preset."""
+    """The model reference the index records, else the user's default (``models install``), else the default preset."""
     conn = gen.connect_readonly(resolved)
     try:
-        return stored_reference(get_meta(conn).get(META_KEY)) or DEFAULT_EMBEDDING_MODEL
+        recorded = stored_reference(get_meta(conn).get(META_KEY))
     finally:
         conn.close()
+    return recorded or model_reference(default_model("embedding") or DEFAULT_EMBEDDING_MODEL)
+
+
+def choose_embedding_model(
+    vault: str | Path, model: str | Path | None = None, index_dir: str | Path | None = None
+) -> str:
+    """The model reference ``index --embed`` uses, known before any build: the caller's; else the one the
+    active index records; else the user's default (``vaultsearch models install``); else the default preset.
+
+    An index that is absent, or that fails verification (the build about to run replaces it), records no model:
+    the user's default applies."""
+    if model is not None:
+        return model_reference(model)
+    layout = gen.layout_for(Path(vault).resolve(), Path(index_dir) if index_dir else None)
+    try:
+        return _recorded_or_default(gen.resolve(layout))
+    except (IndexMissingError, IntegrityError):
+        return model_reference(default_model("embedding") or DEFAULT_EMBEDDING_MODEL)
 
 
 def _goal(resolved: gen.ResolvedIndex, run: _Run, limit: int | None) -> int:

@@ -208,6 +208,8 @@ def test_cli_models_lists_presets_with_local_presence(capsys, tmp_path, monkeypa
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf"))
     assert main(["models", "--json"]) == 0
-    rows = json.loads(capsys.readouterr().out)
+    out = json.loads(capsys.readouterr().out)
+    rows = out["presets"]
+    assert out["installed"] == [] and out["defaults"] == {}
     assert {r["name"] for r in rows} >= {"bge-m3", "bge-reranker-base"}
     assert all(r["present"] is False for r in rows)
