@@ -7,14 +7,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from core.cli.output import EXIT_STALE, emit, env_index_dir, print_json, read_layout
+from core.cli.output import EXIT_INTERRUPTED, EXIT_STALE, emit, emit_stderr, env_index_dir, print_json, read_layout
 from core.errors import UsageError
 
 
 def cmd_index(args: argparse.Namespace) -> int:
     """Build (unless --embed-only), then embed (with --embed / --embed-only)."""
-    from core.index.build_embed import EmbedInStaging
-    from core.index.builder import build_index
     from core.index.embed import embed_index
 
     embed = args.embed or args.embed_only
@@ -22,44 +20,22 @@ def cmd_index(args: argparse.Namespace) -> int:
         raise UsageError("--embed-limit and --model apply with --embed or --embed-only")
     progress = not args.json and sys.stderr.isatty()
     out: dict[str, Any] = {}
-    model = None
-    if embed:  # the model is found, verified and loaded before any lexical work: a missing one fails here
-        from core.dense import load_embedder
-        from core.index.embed import choose_embedding_model
-
-        model = choose_embedding_model(Path(args.vault), args.model, env_index_dir(args))
-        load_embedder(model)
+    model = _load_model_first(args) if embed else None
     if not args.embed_only:
-        changes = {
-            "chunk_size": args.chunk_size,
-            "chunk_overlap": args.chunk_overlap,
-            "tokenizer": args.tokenizer,
-            "language": args.language,
-            "include_dot_paths": None if args.dot_paths is None else args.dot_paths == "index",
-        }
-        out["build"] = build_index(
-            Path(args.vault),
-            index_dir=env_index_dir(args),
-            changes=changes,
-            in_place=args.in_place,
-            progress=progress,
-            keep=args.keep,
-            wait_seconds=args.wait,
-            source=args.source,
-            rev=args.rev,
-            # --embed: a small change's vectors go into the same generation as its text
-            before_publish=EmbedInStaging(model, batch=args.embed_limit) if args.embed and not args.in_place else None,
-        ).to_dict()
+        out["build"] = _build(args, model, progress)
     if embed:
-        out["embed"] = embed_index(
-            Path(args.vault),
-            model=model,
-            index_dir=env_index_dir(args),
-            limit=args.embed_limit,
-            progress=progress,
-            keep=args.keep,
-            wait_seconds=args.wait,
-        ).to_dict()
+        try:
+            out["embed"] = embed_index(
+                Path(args.vault),
+                model=model,
+                index_dir=env_index_dir(args),
+                limit=args.embed_limit,
+                progress=progress,
+                keep=args.keep,
+                wait_seconds=args.wait,
+            ).to_dict()
+        except KeyboardInterrupt:
+            return _embed_interrupted(args)
     if args.json:
         print_json(out["build"] if list(out) == ["build"] else out)
         return 0
@@ -70,6 +46,57 @@ def cmd_index(args: argparse.Namespace) -> int:
     if "embed" in out:
         _print_embed(out["embed"])
     return 0
+
+
+def _load_model_first(args: argparse.Namespace) -> str:
+    """The embedding model's reference, found, verified and loaded before any lexical work: a missing or
+    broken model fails here, with nothing built."""
+    from core.dense import load_embedder
+    from core.index.embed import choose_embedding_model
+
+    model = choose_embedding_model(Path(args.vault), args.model, env_index_dir(args))
+    load_embedder(model)
+    return model
+
+
+def _build(args: argparse.Namespace, model: str | None, progress: bool) -> dict[str, Any]:
+    from core.index.build_embed import EmbedInStaging
+    from core.index.builder import build_index
+
+    changes = {
+        "chunk_size": args.chunk_size,
+        "chunk_overlap": args.chunk_overlap,
+        "tokenizer": args.tokenizer,
+        "language": args.language,
+        "include_dot_paths": None if args.dot_paths is None else args.dot_paths == "index",
+    }
+    return build_index(
+        Path(args.vault),
+        index_dir=env_index_dir(args),
+        changes=changes,
+        in_place=args.in_place,
+        progress=progress,
+        keep=args.keep,
+        wait_seconds=args.wait,
+        source=args.source,
+        rev=args.rev,
+        # --embed: a small change's vectors go into the same generation as its text
+        before_publish=EmbedInStaging(model, batch=args.embed_limit, progress=progress)
+        if args.embed and not args.in_place
+        else None,
+    ).to_dict()
+
+
+def _embed_interrupted(args: argparse.Namespace) -> int:
+    """Ctrl-C during the embedding: the published batches stay; say how far it got and how to go on."""
+    from core.index.embed import dense_coverage
+
+    done, chunks = dense_coverage(Path(args.vault), env_index_dir(args))
+    emit_stderr(
+        f"interrupted: {done}/{chunks} chunks have vectors (every published batch is kept); "
+        f"run `vaultsearch index {args.vault} --embed-only` to continue where it stopped"
+    )
+    return EXIT_INTERRUPTED
 
 
 def _print_embed(report: dict[str, Any]) -> None:
