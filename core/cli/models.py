@@ -31,9 +31,10 @@ def cmd_models(args: argparse.Namespace) -> int:
         print_json(out) if args.json else emit(f"downloaded {args.name} to {out['location']}")
         return 0
     if args.action == "install":
-        from core.model_setup import install_model
+        from core.models.install import install_model
+        from core.rerank import check_model
 
-        report = install_model(args.name, name=args.name_as, make_default=not args.no_default)
+        report = install_model(args.name, check=check_model, name=args.name_as, make_default=not args.no_default)
         print_json(report) if args.json else emit(_installed_text(report))
         return 0
     from core.models.recipe import build_minilm_dir

@@ -1,6 +1,6 @@
 """Installed models: verified copies of local model folders, and the user's default model per kind.
 
-``vaultsearch models install DIR`` (:mod:`core.model_setup`) copies a model folder to
+``vaultsearch models install DIR`` (:mod:`core.models.install`) copies a model folder to
 ``<home>/<name>/`` (home: :func:`default_models_home`, ``~/.local/share/vaultsearch/models``) and
 writes ``vaultsearch-install.json`` beside its files: the name, the source folder, and the size and
 SHA-256 of every file. Opening the copy later re-checks those digests (:func:`install_pins`, used by

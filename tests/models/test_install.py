@@ -20,12 +20,14 @@ from conftest import note, write_files
 from core.cli import main
 from core.dense import clear_model_cache
 from core.errors import ModelError, ModelMissingError, RecipeSourceMissingError
-from core.model_setup import install_model
-from core.models import recipe
+from core.index.embed import embed_index
+from core.models import install, recipe
 from core.models.catalog import resolve_model
 from core.models.installed import INSTALL_MANIFEST, default_model, installed_models
 from core.models.local import file_sha256
-from tests.minilm_fixture import FP32, INT8
+from core.rerank import check_model
+from core.searcher import search_vault
+from tests.minilm_fixture import FP32, INT8, PAIR
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTES = {
@@ -46,6 +48,10 @@ def offline_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("HF_HUB_CACHE", str(home / "hf"))
     clear_model_cache()
     return home
+
+
+def install_model(source: Path, **kw: object) -> dict:
+    return install.install_model(source, check=check_model, **kw)
 
 
 @pytest.fixture
@@ -160,6 +166,18 @@ def test_a_broken_folder_is_not_installed_and_leaves_nothing(model_dirs, tmp_pat
         install_model(tmp_path / "absent")
     assert installed_models() == [] and default_model("embedding") is None
     assert not home.exists() or not list(home.iterdir())
+
+
+def test_an_installed_reranker_becomes_the_default_of_reranked(make_vault, model_dirs):
+    report = install_model(model_dirs[PAIR], name="pair")
+    assert report["kind"] == "reranker" and "scores_finite" in report["checks"] and default_model("reranker") == "pair"
+    assert default_model("embedding") is None  # a reranker does not change the embedding default
+    vault = make_vault(NOTES)
+    embed_index(vault, model=model_dirs[FP32])
+    # no --reranker and the default preset is absent offline: the installed default scored these
+    results = search_vault(vault, "how long do I cook spaghetti", mode="reranked", limit=2)
+    assert results.actual_mode == "reranked" and results.fallback_reason is None
+    assert all(r.score_source == "cross_encoder" for r in results) and results[0].rel_path == "pasta.md"
 
 
 def test_a_preset_name_is_refused_as_an_install_name(model_dirs, capsys):

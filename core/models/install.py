@@ -1,5 +1,8 @@
 """``vaultsearch models install DIR|NAME``: verify a model, record its identity, make it the default.
 
+The check that runs the model (``check``: :func:`core.rerank.check_model`, which the CLI passes)
+is given by the caller: this package sits below the Embedder and the CrossEncoder.
+
 A **folder** (the vaultsearch local format, docs/models.md) is copied to ``<home>/<name>/``
 (:func:`core.models.installed.default_models_home`) through a staging folder, and proven usable
 before it is published there:
@@ -12,7 +15,8 @@ before it is published there:
 4. one passage and one query embed to finite vectors of the declared dimension (unit length
    when the config normalises); a reranker scores two pairs to finite numbers.
 
-A failed check leaves nothing behind (the staging folder is removed) and raises the typed error
+A process that had loaded an earlier install of the same name keeps it until
+:func:`core.dense.clear_model_cache` (the CLI is a new process). A failed check leaves nothing behind (the staging folder is removed) and raises the typed error
 of that check. A **preset** name is downloaded with huggingface-hub at its pinned revision and
 digests (:func:`core.models.catalog.download_model`) and then checked the same way (3, 4); without
 a network that is a ``ModelMissingError`` whose hint names the offline way (a local folder).
@@ -29,10 +33,9 @@ import json
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from core.errors import ModelError
 from core.models.catalog import download_model
@@ -43,16 +46,17 @@ from core.models.installed import (
     installed_dir,
     set_default_model,
 )
-from core.models.local import CONFIG_FILE, KIND_EMBEDDING, ModelFiles, file_sha256, load_local_dir
+from core.models.local import CONFIG_FILE, ModelFiles, file_sha256, load_local_dir
 from core.models.presets import PRESETS
 
-PROBE_PASSAGE = "Semantic search finds notes by meaning: a query about cooking pasta finds the spaghetti recipe."
-PROBE_QUERY = "how do I cook pasta"
+# Opens a model and runs it once (core.rerank.check_model): kind, model_name, dim, weights_sha256, checks.
+Check = Callable[[ModelFiles], dict[str, Any]]
 
 
 def install_model(
     source: str | Path,
     *,
+    check: Check,
     name: str | None = None,
     make_default: bool = True,
     home: Path | None = None,
@@ -65,22 +69,22 @@ def install_model(
     root = home or default_models_home()
     if str(source) in PRESETS:
         files = download_model(str(source), cache_dir)
-        report = {"name": str(source), "source": "hub", **probe_model(files)}
+        report = {"name": str(source), "source": "hub", **check(files)}
     else:
-        report = _install_folder(Path(source).expanduser(), name, root)
+        report = _install_folder(Path(source).expanduser(), name, root, check)
     if make_default:
         set_default_model(report["kind"], report["name"], root)
     return {**report, "default": make_default}
 
 
-def _install_folder(source: Path, name: str | None, root: Path) -> dict[str, Any]:
+def _install_folder(source: Path, name: str | None, root: Path, check: Check) -> dict[str, Any]:
     """Copy ``source`` to a staging folder under ``root``, record and check it, then publish it as ``root/name``."""
-    config = load_local_dir(source, kind=None, known_presets=tuple(PRESETS)).config
+    files = load_local_dir(source, kind=None, known_presets=tuple(PRESETS))
+    config = files.config
     name = check_install_name(name or config.name, tuple(PRESETS))
     root.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".install-{name}-", dir=root))
     try:
-        files = load_local_dir(source, kind=None)
         for path in (files.model_path, *files.data_paths, files.tokenizer_path, source / CONFIG_FILE):
             shutil.copyfile(path, staging / path.name)  # a symlinked file is copied, not linked
         manifest = {
@@ -92,13 +96,12 @@ def _install_folder(source: Path, name: str | None, root: Path) -> dict[str, Any
             "files": {p.name: {"size": p.stat().st_size, "sha256": file_sha256(p)} for p in sorted(staging.iterdir())},
         }
         _write_manifest(staging, manifest)
-        checked = probe_model(load_local_dir(staging, kind=config.kind))
+        checked = check(load_local_dir(staging, kind=config.kind))
         _write_manifest(staging, {**manifest, "dim": checked["dim"], "weights_sha256": checked["weights_sha256"]})
         target = root / name
         _publish(staging, target)
     finally:
         shutil.rmtree(staging, ignore_errors=True)  # gone after a publish (renamed); a failed install leaves nothing
-    _forget_loaded_models()
     return {"name": name, "source": str(source.resolve()), **checked, "location": str(target)}
 
 
@@ -121,61 +124,3 @@ def _publish(staging: Path, target: Path) -> None:
         shutil.rmtree(old)
         return
     staging.rename(target)
-
-
-def _forget_loaded_models() -> None:
-    """A reinstall under the same name changes the files behind a loaded model reference."""
-    from core.dense import clear_model_cache
-
-    clear_model_cache()
-
-
-# ---------------------------------------------------------------- the checks that need the model running
-
-
-def probe_model(files: ModelFiles) -> dict[str, Any]:
-    """Open the model (graph, inputs, output, tokenizer, pinned digests) and run it once; a problem -> ModelError."""
-    if files.config.kind == KIND_EMBEDDING:
-        from core.dense import Embedder
-
-        embedder = Embedder(files)
-        vectors = np.vstack([embedder.embed_passages([PROBE_PASSAGE]), embedder.embed_query(PROBE_QUERY)[None, :]])
-        _check_vectors(vectors, embedder.dim, files)
-        identity: dict[str, Any] = embedder.identity
-        checks = ["files", "config", "onnx_loads", "inputs_outputs", "tokenizer", "embedding_dim", "finite"]
-    else:
-        from core.rerank import CrossEncoder
-
-        reranker = CrossEncoder(files)
-        scores = reranker.score(PROBE_QUERY, [PROBE_PASSAGE, "An unrelated note about tax forms."])
-        if scores.shape != (2,) or not np.all(np.isfinite(scores)):
-            raise ModelError(f"reranker {files.config.name!r} gave scores {scores.tolist()}", model=files.config.name)
-        identity = {**reranker.identity, "dim": None}
-        checks = ["files", "config", "onnx_loads", "inputs_outputs", "tokenizer", "scores_finite"]
-    return {
-        "kind": files.config.kind,
-        "model_name": files.config.name,
-        "dim": identity["dim"],
-        "weights_sha256": identity["weights_sha256"],
-        "location": str(files.model_path.parent),
-        "checks": checks,
-    }
-
-
-def _check_vectors(vectors: np.ndarray, dim: int, files: ModelFiles) -> None:
-    """The probe vectors: [2, dim], finite, unit length when the config normalises."""
-    cfg = files.config
-    problems = []
-    if vectors.shape != (2, dim) or (cfg.dim is not None and dim != cfg.dim):
-        problems.append(f"shape {list(vectors.shape)}, expected [2, {cfg.dim or dim}]")
-    if not np.all(np.isfinite(vectors)):
-        problems.append("non-finite values")
-    elif cfg.normalize and not np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-3):
-        problems.append("vectors are not unit length although the config normalises")
-    if problems:
-        raise ModelError(
-            f"model {cfg.name!r} failed its test embedding: " + "; ".join(problems),
-            hint="check pooling, output and dim in vaultsearch-model.json (docs/models.md)",
-            model=cfg.name,
-            problems=problems,
-        )
