@@ -82,6 +82,7 @@ def _install_folder(source: Path, name: str | None, root: Path, check: Check) ->
     files = load_local_dir(source, kind=None, known_presets=tuple(PRESETS))
     config = files.config
     name = check_install_name(name or config.name, tuple(PRESETS))
+    _check_target(root / name)  # before the copy and the check; again at the rename
     root.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".install-{name}-", dir=root))
     try:
@@ -109,15 +110,20 @@ def _write_manifest(folder: Path, manifest: dict[str, Any]) -> None:
     (folder / INSTALL_MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
+def _check_target(target: Path) -> None:
+    """``target`` is free or holds an earlier install (which is replaced); anything else is left alone."""
+    if (target.exists() or target.is_symlink()) and installed_dir(target.name, target.parent) is None:
+        raise ModelError(
+            f"{target} exists and is not an installed model; it is left alone",
+            hint="remove it, or install under another --name",
+            path=str(target),
+        )
+
+
 def _publish(staging: Path, target: Path) -> None:
     """Rename the checked staging folder to ``target``; an earlier install of that name is replaced."""
-    if target.exists() or target.is_symlink():
-        if installed_dir(target.name, target.parent) is None:
-            raise ModelError(
-                f"{target} exists and is not an installed model; it is left alone",
-                hint="remove it, or install under another --name",
-                path=str(target),
-            )
+    _check_target(target)
+    if target.exists():
         old = Path(tempfile.mkdtemp(prefix=f".replaced-{target.name}-", dir=target.parent))
         target.rename(old / target.name)
         staging.rename(target)

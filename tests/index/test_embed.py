@@ -143,10 +143,10 @@ def test_without_limit_a_generation_is_published_every_publish_every_chunks(vaul
 def test_a_slow_model_publishes_every_publish_seconds_too(vault, model_dirs):
     # failed before (no publish_seconds): a slow model published only every publish_every (2048) chunks,
     # so a kill could lose an hour of BGE-M3 work; now a batch ends after its first model step past the time
-    report = embed_index(vault, model=model_dirs[FP32], batch_size=1, publish_seconds=1e-9, keep=5)
+    report = embed_index(vault, model=model_dirs[FP32], batch_size=4, publish_seconds=1e-9, keep=5)
     assert report.complete and report.embedded == 10 and len(report.generations_published) == 3
     dense = [g["dense_chunks"] for g in gen.list_generations(gen.layout_for(vault))][:3]
-    assert dense == [10, 8, 4]  # one model step (4 x batch_size texts) per published generation
+    assert dense == [10, 8, 4]  # one model batch (batch_size texts) per published generation
 
 
 def test_unchanged_chunks_keep_their_vectors_across_a_rebuild(vault, model_dirs):

@@ -120,6 +120,12 @@ def test_install_copies_verifies_records_digests_and_becomes_the_default(model_d
     assert [m["name"] for m in listed["installed"]] == ["minilm"] and listed["defaults"] == {"embedding": "minilm"}
     files = resolve_model("minilm", kind="embedding")  # by name, with the recorded digests to check
     assert files.source == "installed" and len(files.expected) == 3
+    again = install_model(model_dirs[INT8], name="minilm")  # the same name again: replaced whole
+    assert again["weights_sha256"] != report["weights_sha256"] and len(installed_models()) == 1
+    assert not [p for p in location.parent.iterdir() if p.name.startswith(".")]
+    (location.parent / "mine").mkdir()  # a folder that is not an installed model is never replaced
+    with pytest.raises(ModelError, match="not an installed model"):
+        install_model(model_dirs[FP32], name="mine")
 
 
 def test_the_default_applies_to_new_indexes_only(make_vault, model_dirs, capsys):
