@@ -39,8 +39,12 @@ def default_models_home() -> Path:
 
 def check_install_name(name: str, presets: tuple[str, ...]) -> str:
     """A name an installed model may have: letters, digits, ``.``, ``_``, ``-`` (<= 64), not a preset's."""
-    if not _NAME.match(name) or name in (".", ".."):
-        raise UsageError(f"invalid model name {name!r}: use letters, digits, '.', '_' or '-' (at most 64)", model=name)
+    if not _NAME.match(name):
+        raise UsageError(
+            f"invalid model name {name!r}: use letters, digits, '.', '_' or '-' (at most 64)",
+            hint="name it: vaultsearch models install DIR --name NAME",
+            model=name,
+        )
     if name in presets:
         raise UsageError(f"{name!r} is a preset name; install the folder under another --name", model=name)
     return name

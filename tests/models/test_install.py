@@ -189,6 +189,8 @@ def test_an_installed_reranker_becomes_the_default_of_reranked(make_vault, model
 def test_a_preset_name_is_refused_as_an_install_name(model_dirs, capsys):
     code, _, err = run_cli(["models", "install", str(model_dirs[FP32]), "--name", "bge-m3"], capsys)
     assert code == 2 and "preset name" in err
+    code, _, err = run_cli(["models", "install", str(model_dirs[FP32]), "--name", "../escape"], capsys)
+    assert code == 2 and "invalid model name" in err and not installed_models()
 
 
 def test_install_preset_offline_names_what_to_do(tmp_path, offline_home):
