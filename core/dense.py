@@ -49,6 +49,7 @@ import numpy as np
 
 from core.errors import ModelError
 from core.models.catalog import import_backend, resolve_model
+from core.models.installed import installed_dir
 from core.models.local import KIND_EMBEDDING, ModelFiles, verify_model_files
 from core.models.onnx import (
     TEXT_INPUTS,
@@ -61,6 +62,10 @@ from core.models.onnx import (
     select_output,
 )
 from core.models.presets import PRESETS
+
+# The texts a model runs once when it is installed (Embedder.self_test, CrossEncoder.self_test).
+PROBE_PASSAGE = "Semantic search finds notes by meaning: a query about cooking pasta finds the spaghetti recipe."
+PROBE_QUERY = "how do I cook pasta"
 
 # ---------------------------------------------------------------- pooling (pure numpy)
 
@@ -228,6 +233,27 @@ class Embedder(OnnxTextModel):
             out[idx] = self._run(self.tokenize([texts[i] for i in idx]))
         return out
 
+    def self_test(self) -> list[str]:
+        """Embed one passage and one query (``models install``): [2, dim] finite vectors, unit length when
+        the config normalises, else ModelError naming what is wrong. Returns the checks passed."""
+        cfg = self.config
+        vectors = np.vstack([self.embed_passages([PROBE_PASSAGE]), self.embed_query(PROBE_QUERY)[None, :]])
+        problems = []
+        if vectors.shape != (2, self.dim) or (cfg.dim is not None and self.dim != cfg.dim):
+            problems.append(f"shape {list(vectors.shape)}, expected [2, {cfg.dim or self.dim}]")
+        if not np.all(np.isfinite(vectors)):
+            problems.append("non-finite values")
+        elif cfg.normalize and not np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-3):
+            problems.append("vectors are not unit length although the config normalises")
+        if problems:
+            raise ModelError(
+                f"model {cfg.name!r} failed its test embedding: " + "; ".join(problems),
+                hint="check pooling, output and dim in vaultsearch-model.json (docs/models.md)",
+                model=cfg.name,
+                problems=problems,
+            )
+        return ["onnx_loads", "inputs_outputs", "tokenizer", "embedding_dim", "finite"]
+
     def _run(self, feeds: dict[str, np.ndarray]) -> np.ndarray:
         """One batch through the graph, then pooling and normalisation; shape drift -> ModelError."""
         try:
@@ -256,9 +282,12 @@ REF_KEY = "model_ref"
 
 
 def model_reference(model: str | Path) -> str:
-    """A preset name as is; anything else is a directory, stored absolute so search can reload it."""
+    """A preset name as is; an installed model's name -> its folder; anything else is a directory.
+    Folders are stored absolute, so a search (by any user who can read them) reloads the same files."""
     text = str(model)
-    return text if text in PRESETS else str(Path(text).expanduser().resolve())
+    if text in PRESETS:
+        return text
+    return str((installed_dir(text) or Path(text).expanduser()).resolve())
 
 
 def stored_identity(meta_value: Any) -> dict[str, Any] | None:

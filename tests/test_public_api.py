@@ -49,6 +49,7 @@ PUBLIC = [
     "OnnxRuntimeMissingError",
     "PathOutsideVaultError",
     "QuerySyntaxError",
+    "RecipeSourceMissingError",
     "RerankerUnavailableError",
     "SEARCH_MODE_REGISTRY",
     "SchemaMismatchError",

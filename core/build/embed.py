@@ -6,7 +6,9 @@
 
 Batches bound the loss of an interrupt: with ``limit`` one call embeds at most ``limit``
 chunks and publishes exactly one generation; without it a generation is published every
-``publish_every`` chunks, so a killed run keeps all but the batch in flight. Unchanged
+``publish_every`` chunks or ``publish_seconds`` of embedding (whichever comes first), so a killed or
+interrupted run keeps all but the batch in flight, and the next run continues with the chunks still
+without a vector (the CLI says so on Ctrl-C). Unchanged
 chunks keep their vectors across rebuilds because the builder starts from a byte copy of
 the active generation (and drops the vectors of changed notes with their chunks).
 
@@ -56,7 +58,7 @@ from core.dense import (
     stored_identity,
     stored_reference,
 )
-from core.errors import ValidationError
+from core.errors import IndexMissingError, IntegrityError, ValidationError
 from core.index.state import EMBED_RATE_KEY
 from core.index.tables.chunk_vectors import (
     count_pending,
@@ -72,10 +74,13 @@ from core.index.tables.meta import get_meta, set_meta
 from core.index.tables.notes import count_notes
 from core.index.tables.notes_fts import note_bodies
 from core.index.tables.problems import all_problems
+from core.models.installed import default_model
 from core.models.presets import DEFAULT_EMBEDDING_MODEL
 
-# Without a limit, publish a generation after this many newly embedded chunks.
+# Without a limit, publish a generation after this many newly embedded chunks, or after this many seconds of
+# embedding (a slow model: BGE-M3 embeds about 0.5 passages/s on 2 cores), whichever comes first.
 PUBLISH_EVERY = 2048
+PUBLISH_SECONDS = 120.0
 # Bytes of vectors one call keeps so identical chunk texts are embedded once (93k MiniLM vectors: 143 MB).
 REUSE_BYTES = 256 << 20
 
@@ -200,40 +205,50 @@ def _text_key(text: str) -> bytes:
     return hashlib.blake2b(text.encode("utf-8"), digest_size=16).digest()
 
 
-def _embed_pending(conn: sqlite3.Connection, run: _Run, take: int | None, drop: bool) -> tuple[list[int], np.ndarray]:
+def _embed_pending(
+    conn: sqlite3.Connection, run: _Run, take: int | None, drop: bool, deadline: float | None = None
+) -> tuple[list[int], np.ndarray]:
     """Embed up to ``take`` chunks still to do (all of them when the old vectors are dropped).
 
     Identical passage texts are embedded once (the PowerShell docs repeat each page in five version
     folders): within the batch, and across the batches of one call through ``run.reuse``. The distinct
     texts go to the model longest first, so each model batch holds texts of similar length (less padding).
+    Past ``deadline`` (a ``perf_counter`` value) the texts not yet embedded are left for the next batch,
+    so a slow model still publishes (and a kill loses) at most that much work; at least one step runs.
     """
     t = time.perf_counter()
     todo = pending_chunks(conn, take, everything=drop)
-    ids = [cid for cid, _ in todo]
     vectors = np.empty((len(todo), run.embedder.dim), dtype=np.float32)
+    done = np.zeros(len(todo), dtype=bool)
     fresh: dict[bytes, str] = {}
     rows_of: dict[bytes, list[int]] = {}
     for row, (_, text) in enumerate(todo):
         key = _text_key(text)
         if key in run.reuse:
-            vectors[row] = run.reuse[key]
+            vectors[row], done[row] = run.reuse[key], True
         else:
             fresh.setdefault(key, text)
             rows_of.setdefault(key, []).append(row)
+    run.bar.update(int(done.sum()))  # rows served from earlier batches
     order = sorted(fresh, key=lambda k: -len(fresh[k]))
-    step = run.batch_size * 4  # small steps keep the progress bar alive
+    # one model batch per step: the bar moves (and the deadline is checked) every batch_size texts, and a
+    # step loses no padding efficiency because ``order`` is already sorted by length
+    step, texts = run.batch_size, 0
     for start in range(0, len(order), step):
+        if start and deadline is not None and time.perf_counter() > deadline:
+            break
         part = order[start : start + step]
         embedded = run.embedder.embed_passages([fresh[k] for k in part], batch_size=run.batch_size)
         for key, vector in zip(part, embedded):
-            vectors[rows_of[key]] = vector
+            vectors[rows_of[key]], done[rows_of[key]] = vector, True
         run.remember(part, embedded)
         run.bar.update(sum(len(rows_of[k]) for k in part))
-    run.bar.update(len(todo) - sum(map(len, rows_of.values())))  # rows served from earlier batches
-    run.reused += len(todo) - len(fresh)
-    run.chunks_done += len(todo)
+        texts += len(part)
+    kept = np.flatnonzero(done)
+    run.reused += len(kept) - texts
+    run.chunks_done += len(kept)
     run.tick("embed", t)
-    return ids, vectors
+    return [todo[i][0] for i in kept], vectors[kept]
 
 
 def _rate(run: _Run) -> dict[str, float]:
@@ -257,12 +272,15 @@ def _record(conn: sqlite3.Connection, run: _Run) -> GenerationRecord:
     )
 
 
-def _publish_batch(layout: IndexLayout, base: ResolvedIndex, run: _Run, take: int | None, keep: int) -> bool:
-    """Embed up to ``take`` pending chunks of ``base`` and publish them; False when nothing was to do."""
+def _publish_batch(
+    layout: IndexLayout, base: ResolvedIndex, run: _Run, take: int | None, keep: int, seconds: float | None
+) -> bool:
+    """Embed up to ``take`` pending chunks of ``base`` (for about ``seconds`` at most) and publish them;
+    False when nothing was to do."""
     conn = connect_readonly(base)
     try:
         drop = _needs_drop(conn, run)
-        ids, vectors = _embed_pending(conn, run, take, drop)
+        ids, vectors = _embed_pending(conn, run, take, drop, None if seconds is None else time.perf_counter() + seconds)
     finally:
         conn.close()
     if not ids and not drop:
@@ -319,19 +337,22 @@ def embed_index(
     progress: bool = False,
     threads: int | None = None,
     publish_every: int = PUBLISH_EVERY,
+    publish_seconds: float = PUBLISH_SECONDS,
     keep: int = 2,
     wait_seconds: float = 0.0,
 ) -> EmbedReport:
     """Embed the chunks of the active index that have no vector (see the module docstring).
 
-    ``model``: a preset name or model directory; None = the model the index records, else
-    the default preset. ``limit`` caps this call (one published generation); None embeds
-    everything, publishing every ``publish_every`` chunks. Holds the build lock throughout.
+    ``model``: a preset name, installed model or model directory; None = the model the index
+    records, else the user's default (``models install``), else the default preset. ``limit`` caps
+    this call (one published generation); None embeds everything, publishing every
+    ``publish_every`` chunks or ``publish_seconds`` of embedding, whichever comes first (what an
+    interrupt can lose). Holds the build lock throughout.
     """
     if limit is not None and limit < 1:
         raise ValueError(f"limit must be >= 1, got {limit}")
-    if publish_every < 1:
-        raise ValueError(f"publish_every must be >= 1, got {publish_every}")
+    if publish_every < 1 or publish_seconds <= 0:
+        raise ValueError(f"publish_every must be >= 1 and publish_seconds > 0, got {publish_every}, {publish_seconds}")
     started = time.perf_counter()
     layout = layout_for(Path(vault).resolve(), Path(index_dir) if index_dir else None)
     with build_lock(layout, wait_seconds=wait_seconds):
@@ -342,7 +363,7 @@ def embed_index(
         goal = _goal(base, run, limit)
         run.bar = tqdm(total=goal, unit="chunk", desc="embedding", disable=not progress, smoothing=0.1)
         try:
-            _run_batches(layout, base, run, limit, publish_every, keep)
+            _run_batches(layout, base, run, limit, (publish_every, publish_seconds), keep)
         finally:
             run.bar.close()
         final = resolve(layout)
@@ -365,27 +386,51 @@ def embed_index(
 
 
 def _run_batches(
-    layout: IndexLayout, base: ResolvedIndex, run: _Run, limit: int | None, publish_every: int, keep: int
+    layout: IndexLayout,
+    base: ResolvedIndex,
+    run: _Run,
+    limit: int | None,
+    every: tuple[int, float],
+    keep: int,
 ) -> None:
-    """One batch when ``limit`` is given, else batches of ``publish_every`` until nothing is pending."""
-    take = limit if limit is not None else publish_every
+    """One batch when ``limit`` is given, else batches of ``every`` (chunks, seconds) until nothing is pending."""
+    take = limit if limit is not None else every[0]
+    seconds = None if limit is not None else every[1]
     while True:
         if base.kind == "legacy_db":
             did = _legacy_batch(layout, run, take)
         else:
-            did = _publish_batch(layout, base, run, take, keep)
+            did = _publish_batch(layout, base, run, take, keep, seconds)
         if not did or limit is not None:
             return
         base = resolve(layout)
 
 
 def _recorded_or_default(resolved: ResolvedIndex) -> str:
-    """The model reference the index records, else the default embedding preset."""
+    """The model reference the index records, else the user's default (``models install``), else the default preset."""
     conn = connect_readonly(resolved)
     try:
-        return stored_reference(get_meta(conn).get(META_KEY)) or DEFAULT_EMBEDDING_MODEL
+        recorded = stored_reference(get_meta(conn).get(META_KEY))
     finally:
         conn.close()
+    return recorded or model_reference(default_model("embedding") or DEFAULT_EMBEDDING_MODEL)
+
+
+def choose_embedding_model(
+    vault: str | Path, model: str | Path | None = None, index_dir: str | Path | None = None
+) -> str:
+    """The model reference ``index --embed`` uses, known before any build: the caller's; else the one the
+    active index records; else the user's default (``vaultsearch models install``); else the default preset.
+
+    An index that is absent, or that fails verification (the build about to run replaces it), records no model:
+    the user's default applies."""
+    if model is not None:
+        return model_reference(model)
+    layout = layout_for(Path(vault).resolve(), Path(index_dir) if index_dir else None)
+    try:
+        return _recorded_or_default(resolve(layout))
+    except (IndexMissingError, IntegrityError):
+        return model_reference(default_model("embedding") or DEFAULT_EMBEDDING_MODEL)
 
 
 def _goal(resolved: ResolvedIndex, run: _Run, limit: int | None) -> int:
@@ -398,6 +443,14 @@ def _goal(resolved: ResolvedIndex, run: _Run, limit: int | None) -> int:
     finally:
         conn.close()
     return todo if limit is None else min(limit, todo)
+
+
+def dense_coverage(vault: str | Path, index_dir: str | Path | None = None) -> tuple[int, int]:
+    """(chunks with a vector, chunks) of the active index: what an interrupted ``index --embed`` kept."""
+    remaining, chunks = _counts(
+        resolve(layout_for(Path(vault).resolve(), Path(index_dir) if index_dir else None))
+    )
+    return chunks - remaining, chunks
 
 
 def _counts(resolved: ResolvedIndex) -> tuple[int, int]:

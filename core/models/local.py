@@ -10,7 +10,6 @@ goes into the model identity stored with the vectors.
 from __future__ import annotations
 
 import hashlib
-import json
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -18,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import ModelError, ModelMissingError
+from core.models.installed import INSTALL_MANIFEST, install_pins, read_json_object
 
 KIND_EMBEDDING = "embedding"
 KIND_RERANKER = "reranker"
@@ -66,7 +66,7 @@ class ModelFiles:
     model_path: Path
     data_paths: tuple[Path, ...]
     tokenizer_path: Path
-    source: str  # 'local_dir' | 'vaultsearch_cache' | 'hf_cache'
+    source: str  # 'local_dir' | 'installed' | 'vaultsearch_cache' | 'hf_cache'
     expected: tuple[PinnedFile, ...] = field(default=())  # path = absolute path on disk
 
     @property
@@ -77,14 +77,16 @@ class ModelFiles:
 # ---------------------------------------------------------------- local directories
 
 
-def load_local_dir(directory: Path, *, kind: str, known_presets: Sequence[str] = ()) -> ModelFiles:
-    """ModelFiles of a directory in the vaultsearch format (see the module docstring).
+def load_local_dir(directory: Path, *, kind: str | None, known_presets: Sequence[str] = ()) -> ModelFiles:
+    """ModelFiles of a directory in the vaultsearch format (see the module docstring); ``kind`` None
+    accepts either kind (``models install`` learns it from the config).
 
     ``known_presets`` only words the error for a name that is neither a preset nor a directory."""
     if not directory.is_dir():
         raise ModelMissingError(
-            f"no model preset or directory named {str(directory)!r}",
-            hint=f"use a preset ({', '.join(known_presets)}) or a directory holding "
+            f"no model preset, installed model or directory named {str(directory)!r}",
+            hint=f"use a preset ({', '.join(known_presets)}), an installed model (vaultsearch models list) "
+            "or a directory holding "
             f"{MODEL_FILE}, {TOKENIZER_FILE} and {CONFIG_FILE}",
             model=str(directory),
             known=list(known_presets),
@@ -97,31 +99,23 @@ def load_local_dir(directory: Path, *, kind: str, known_presets: Sequence[str] =
             model=str(directory),
             missing=missing,
         )
-    config = parse_config(_read_config(directory / CONFIG_FILE), default_name=directory.name)
-    if config.kind != kind:
+    config = parse_config(read_json_object(directory / CONFIG_FILE, "model config"), default_name=directory.name)
+    if kind is not None and config.kind != kind:
         raise ModelError(
             f"{directory} holds a {config.kind!r} model, not a {kind!r} model",
             model=str(directory),
             kind=config.kind,
             expected_kind=kind,
         )
+    pins = install_pins(directory)  # an installed copy: every file must still match its recorded digest
     return ModelFiles(
         config=config,
         model_path=directory / MODEL_FILE,
         data_paths=_data_files(directory, config),
         tokenizer_path=directory / TOKENIZER_FILE,
-        source="local_dir",
+        source="installed" if pins else "local_dir",
+        expected=tuple(PinnedFile(str(directory / n), size, sha) for n, (size, sha) in sorted(pins.items())),
     )
-
-
-def _read_config(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ModelError(f"unreadable {path}: {exc}", path=str(path)) from exc
-    if not isinstance(data, dict):
-        raise ModelError(f"{path} must hold a JSON object", path=str(path))
-    return data
 
 
 def _data_files(directory: Path, config: ModelConfig) -> tuple[Path, ...]:
@@ -134,7 +128,7 @@ def _data_files(directory: Path, config: ModelConfig) -> tuple[Path, ...]:
                 f"data files listed in {CONFIG_FILE} are absent: {absent}", model=str(directory), missing=absent
             )
         return paths
-    skip = {MODEL_FILE, TOKENIZER_FILE, CONFIG_FILE, DOWNLOAD_MANIFEST}
+    skip = {MODEL_FILE, TOKENIZER_FILE, CONFIG_FILE, DOWNLOAD_MANIFEST, INSTALL_MANIFEST}
     return tuple(
         sorted(p for p in directory.iterdir() if p.is_file() and p.name not in skip and not p.name.startswith("."))
     )
@@ -237,7 +231,9 @@ def verify_model_files(files: ModelFiles) -> str:
     if problems:
         raise ModelError(
             f"model {files.config.name!r} does not match its pinned/recorded files",
-            hint=f"re-download with: vaultsearch models download {files.config.name}",
+            hint="reinstall it: vaultsearch models install SOURCE_DIR (it was changed after `models install`)"
+            if files.source == "installed"
+            else f"re-download with: vaultsearch models download {files.config.name}",
             model=files.config.name,
             problems=problems,
         )

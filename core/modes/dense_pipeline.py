@@ -70,6 +70,7 @@ from core.index.tables.chunk_vectors import count_vectors_and_chunks, count_visi
 from core.index.tables.chunks import titled_chunks
 from core.index.tables.notes_fts import note_bodies
 from core.models.catalog import import_backend, resolve_model
+from core.models.installed import default_model
 from core.models.local import KIND_RERANKER
 from core.models.presets import DEFAULT_RERANKER_MODEL
 from core.modes import lexical
@@ -309,8 +310,9 @@ def run_dense_auto(ctx: SearchContext) -> ModeRun:
 
 
 def load_reranker(ctx: SearchContext) -> CrossEncoder:
-    """The cross-encoder of ``ctx.options['reranker']`` (default preset), opened once per process."""
-    ref = model_reference(ctx.options.get("reranker") or DEFAULT_RERANKER_MODEL)
+    """The cross-encoder of ``ctx.options['reranker']`` (else the user's default from ``models install``, else
+    the default preset), opened once per process."""
+    ref = model_reference(ctx.options.get("reranker") or default_model("reranker") or DEFAULT_RERANKER_MODEL)
     with _RERANKERS_LOCK:
         found = _RERANKERS.get(ref)
         if found is None:

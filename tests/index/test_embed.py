@@ -140,6 +140,15 @@ def test_without_limit_a_generation_is_published_every_publish_every_chunks(vaul
     assert dense == [10, 8, 4]
 
 
+def test_a_slow_model_publishes_every_publish_seconds_too(vault, model_dirs):
+    # failed before (no publish_seconds): a slow model published only every publish_every (2048) chunks,
+    # so a kill could lose an hour of BGE-M3 work; now a batch ends after its first model step past the time
+    report = embed_index(vault, model=model_dirs[FP32], batch_size=4, publish_seconds=1e-9, keep=5)
+    assert report.complete and report.embedded == 10 and len(report.generations_published) == 3
+    dense = [g["dense_chunks"] for g in gen.list_generations(gen.layout_for(vault))][:3]
+    assert dense == [10, 8, 4]  # one model batch (batch_size texts) per published generation
+
+
 def test_unchanged_chunks_keep_their_vectors_across_a_rebuild(vault, model_dirs):
     embed_index(vault, model=model_dirs[FP32])
     old = vectors_by_chunk(vault)
@@ -208,6 +217,8 @@ def test_cli_models_lists_presets_with_local_presence(capsys, tmp_path, monkeypa
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf"))
     assert main(["models", "--json"]) == 0
-    rows = json.loads(capsys.readouterr().out)
+    out = json.loads(capsys.readouterr().out)
+    rows = out["presets"]
+    assert out["installed"] == [] and out["defaults"] == {}
     assert {r["name"] for r in rows} >= {"bge-m3", "bge-reranker-base"}
     assert all(r["present"] is False for r in rows)

@@ -191,8 +191,9 @@ def test_missing_preset_says_exactly_how_to_get_it(hub, tmp_path):
     with pytest.raises(ModelMissingError) as info:
         resolve_model("bge-small-en-v1.5", kind="embedding", cache_dir=tmp_path / "empty")
     assert info.value.reason == "model_missing"
-    assert info.value.evidence["download_command"] == "vaultsearch models download bge-small-en-v1.5"
-    assert "vaultsearch models download bge-small-en-v1.5" in info.value.hint
+    assert info.value.evidence["download_command"] == "vaultsearch models install bge-small-en-v1.5"
+    assert "vaultsearch models install bge-small-en-v1.5" in info.value.hint
+    assert "vaultsearch models install DIR" in info.value.hint and "build-minilm" in info.value.hint
     assert all(call[3] for call in hub.calls)  # only local lookups, never a download
 
 
