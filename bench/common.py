@@ -209,9 +209,18 @@ def count_md_files(vault: Path) -> int:
     return sum(1 for _root, _dirs, files in os.walk(vault) for f in files if f.endswith(".md"))
 
 
+def _copy_keeping_mtime(src: str, dst: str) -> str:
+    shutil.copyfile(src, dst)
+    st = os.stat(src)
+    os.utime(dst, ns=(st.st_atime_ns, st.st_mtime_ns))
+    return dst
+
+
 def copy_vault(src: Path, dst: Path) -> Path:
-    """Copy a read-only corpus folder to ``dst`` (which must not exist) with writable files."""
-    shutil.copytree(src, dst, copy_function=shutil.copyfile)
+    """Copy a read-only corpus folder to ``dst`` (which must not exist) with writable files that keep their
+    modification times: a build measured right after the copy is that of a vault whose notes are as old as
+    the corpus's, not one that must first settle rows written a moment ago (core/build/racy.py)."""
+    shutil.copytree(src, dst, copy_function=_copy_keeping_mtime)
     return dst
 
 

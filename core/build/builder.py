@@ -30,6 +30,7 @@ from tqdm import tqdm
 
 from core.build.lock import build_lock, ensure_layout, new_staging_path
 from core.build.publish import publish
+from core.build.racy import settle_racy
 from core.index.layout import GenerationRecord, IndexLayout, ResolvedIndex, layout_for
 from core.index.state import active_record
 from core.index.verify import connect_readonly, copy_base, resolve
@@ -168,13 +169,14 @@ def _stage(conn: sqlite3.Connection, plan: BuildPlan, run: BuildRun) -> dict[str
     with atomic(conn):
         extra = _apply(conn, plan, run)
         run.source.finish(conn)
+        scan_ns = plan.scan_started_ns if run.source.kind != "worktree" else settle_racy(conn, run.root, plan.scan_started_ns)
         set_meta(
             conn,
             {
                 **run.config.identity(),
                 **run.source.settings(),
                 "settings": run.config.settings(),
-                "scan_started_ns": plan.scan_started_ns,
+                "scan_started_ns": scan_ns,
                 "max_note_bytes": run.config.max_note_bytes,
                 "source_snapshot_hash": snapshot_hash(conn),
                 "built_at": time.time(),

@@ -164,3 +164,28 @@ def test_a_watcher_that_has_not_caught_up_is_not_trusted_the_walk_answers_and_sa
         assert said["modified"] + said["added"] >= 1
     finally:
         watcher.stop()
+
+
+def test_a_vault_copied_just_before_its_build_is_not_stale_after_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``cp -r``, ``git clone``, an unzip: every file's mtime is within the racy window of the build's
+    scan. More racy rows than freshness hashes per check were counted "modified unverified" on every
+    search, for ever (an unchanged vault publishes nothing new): a fresh copy of Dendron's docs said 756
+    notes modified. The build now settles them (waits out the window, checks each again) before it
+    publishes; an edit after the build is still said."""
+    from core.index import freshness_walk
+
+    monkeypatch.setattr(freshness_walk, "HASH_BUDGET", 3)
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    for i in range(8):
+        (vault / f"n{i}.md").write_text(note(f"Note {i}", f"words of note {i}"))
+    build_index(vault)
+    clear_cache()
+    fresh = search_vault(vault, "words", 5).freshness
+    assert (fresh["stale"], fresh["modified"], fresh["modified_unverified"]) == (False, 0, 0)
+    (vault / "n3.md").write_text(note("Note 3", "other words of note 3"))
+    clear_cache()
+    fresh = search_vault(vault, "words", 5).freshness
+    assert fresh["stale"] is True and fresh["modified"] == 1
