@@ -28,6 +28,7 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.ui import WebDriverWait
 
+from core.render import snippet_text
 from core.serve.page import ASSETS
 from tests.conftest import note
 from tests.serve.serve_helpers import VAULTSEARCH, HttpServer, _env, wait_until
@@ -216,6 +217,21 @@ def test_typing_shows_highlighted_results_the_mode_that_ran_and_the_fallback(dri
     assert driver.find_element(By.ID, "fallback").text == "fallback: dense_index_unavailable"
     assert url_params(driver)["q"] == ["lighthouse"]
     assert script_errors(driver) == []
+
+
+def test_the_page_shows_link_syntax_as_the_terminal_does(driver: WebDriver, server) -> None:
+    """The page's plainLinks and the terminal's snippet_text show a snippet's links alike (the page
+    showed ``![[x]]`` as ``!x`` and kept ``[[note#heading]]`` and ``[text](url)`` as written)."""
+    from tests.test_snippet_links import LINK_CASES
+
+    load(driver, server.base + "/")
+    shown = driver.execute_async_script(
+        "const done = arguments[arguments.length - 1];"
+        "import('/page/dom.js').then((m) => done(arguments[0].map(m.plainLinks)), (e) => done(String(e)));",
+        [raw for raw, _ in LINK_CASES],
+    )
+    assert shown == [expected for _, expected in LINK_CASES]
+    assert shown == [snippet_text(raw) for raw, _ in LINK_CASES]
 
 
 def test_a_newer_search_cancels_the_one_in_flight_and_the_list_shows_the_last(driver: WebDriver, server) -> None:

@@ -63,9 +63,49 @@ export function highlighted(text, terms) {
   return frag;
 }
 
-/** Link syntax shown as the text it stands for: [[target|label]] -> label, [[target]] -> target. */
+/* Link syntax shown as the text a reader of the note sees: the same rules as core.render.snippet_text
+   (tests/serve/test_page_browser.py checks the two agree). */
+const EMBED_SIZE = /^\d+(?:x\d+)?$/;
+const URL_PART = String.raw`\((?:[^()\n]|\([^()\n]*\))*\)`;
+const EMBED = /!\[\[([^\]\n]*)\]\]/g;
+const WIKILINK = /\[\[([^\]\n]*)\]\]/g;
+const IMAGE = new RegExp(String.raw`!\[([^\]\n]*)\]` + URL_PART, "g");
+const MD_LINK = new RegExp(String.raw`\[([^\]\n]*)\]` + URL_PART, "g");
+const CODE_SPAN = /(`+)[^`]+?\1/g;
+const CUT_LINK_START = /^… ([^\[\]\n]*)\]\]/;
+const CUT_LINK_END = /(!?)\[\[([^\]\n]*?) …$/;
+const CUT_MD_END = /(!?\[[^\]\n]*\])\([^)\n]*? …$/;
+
+function linkLabel(inner, embed = false) {
+  const bar = inner.indexOf("|");
+  const target = bar < 0 ? inner : inner.slice(0, bar);
+  const label = bar < 0 ? "" : inner.slice(bar + 1).trim();
+  if (label && !(embed && EMBED_SIZE.test(label))) return label;
+  return target.split("#").map((part) => part.trim()).filter((part) => part && !part.startsWith("^")).join(" › ");
+}
+
+function linksAsText(text) {
+  return text
+    .replace(EMBED, (_, inner) => linkLabel(inner, true))
+    .replace(WIKILINK, (_, inner) => linkLabel(inner))
+    .replace(IMAGE, (_, alt) => alt)
+    .replace(MD_LINK, (_, label) => label);
+}
+
+/** [[target|alias]] -> alias, [[target#heading]] -> "target › heading", ![[x]] -> x, [text](url) -> text;
+    code spans stay literal, and a link cut off at either end of a snippet shows as text too. */
 export function plainLinks(text) {
-  return String(text ?? "").replace(/\[\[([^\]|]*)(?:\|([^\]]*))?\]\]/g, (_, target, label) => label || target);
+  let s = String(text ?? "");
+  s = s.replace(CUT_LINK_START, (_, inner) => "… " + linkLabel(inner));
+  s = s.replace(CUT_LINK_END, (_, bang, inner) => linkLabel(inner, Boolean(bang)) + " …");
+  s = s.replace(CUT_MD_END, (_, link) => link + "() …");
+  let out = "";
+  let at = 0;
+  for (const m of s.matchAll(CODE_SPAN)) {
+    out += linksAsText(s.slice(at, m.index)) + m[0];
+    at = m.index + m[0].length;
+  }
+  return out + linksAsText(s.slice(at));
 }
 
 /** A tag as chips of its nesting: "area/sub" gives "area" and "area/sub", each a filter. */
