@@ -35,7 +35,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -56,7 +59,7 @@ from core.searcher import search_vault
 
 CORE_VARIANT = "bm25_idf1.5"  # what core.ranking.chunk_vectors implements (before issue 29: "today")
 SLOPE = 0.3
-BM25_K1, BM25_B = chunk_vectors.VECTOR_K1, chunk_vectors.VECTOR_B
+BM25_K1, BM25_B = 1.2, 0.75  # core.ranking.chunk_vectors.VECTOR_K1 / VECTOR_B
 
 
 @dataclass(frozen=True)
@@ -195,29 +198,33 @@ def variant_scores(raw: Raw, p: Prepared) -> Callable[..., chunk_vectors.VectorS
 # ---------------------------------------------------------------- running
 
 
-def index_corpus(name: str, vault_src: Path, work: Path) -> tuple[Path, Path]:
-    vault, index_dir = work / name / "vault", work / name / "index"
+def copy_vault(name: str, vault_src: Path, work: Path) -> Path:
+    vault = work / name / "vault"
     if not vault.exists():
         shutil.copytree(vault_src, vault)
+    return vault
+
+
+def index_corpus(name: str, vault_src: Path, work: Path) -> tuple[Path, Path]:
+    vault, index_dir = copy_vault(name, vault_src, work), work / name / "index"
     build_index(vault, index_dir=index_dir)  # up to date: publishes nothing
     return vault, index_dir
 
 
-def check(conn: Any, sp: SparseIndex, scorer: Callable[..., Any], queries: list[str]) -> float:
-    """Largest difference between core's vector scores and the scorer's on ``queries``."""
-    from core.ranking.analysis import analyzer_for
+def checked(core: Callable[..., Any], scorer: Callable[..., Any], worst: dict[str, float]) -> Callable[..., Any]:
+    """``scorer``, also calling core's ``vector_scores`` with the same arguments (the real query analysis
+    of each search) and keeping the largest difference of the two in ``worst["diff"]``."""
 
-    tok = json.loads(conn.execute("SELECT value FROM meta WHERE key='tokenizer'").fetchone()[0])
-    an, vectors = analyzer_for(tok), chunk_vectors.load_chunk_vectors(conn, sp)
-    worst = 0.0
-    for text in queries:
-        terms = an.terms(text)
-        a, b = chunk_vectors.vector_scores(sp, vectors, terms), scorer(sp, vectors, terms)
-        worst = max(worst, float(np.abs(a.scores - b.scores).max(initial=0.0)))
-    return worst
+    def both(*args: Any) -> Any:
+        mine, theirs = scorer(*args), core(*args)
+        worst["diff"] = max(worst["diff"], float(np.abs(mine.scores - theirs.scores).max(initial=0.0)))
+        worst["queries"] += 1
+        return mine
+
+    return both
 
 
-def run_corpus(name: str, spec: tuple, work: Path, variants: list[str], modes: list[str], do_check: bool) -> dict:
+def run_corpus(name: str, spec: tuple, work: Path, variants: list[str], modes: list[str], check: str | None) -> dict:
     vault_src, sets, ident = spec
     vault, index_dir = index_corpus(name, vault_src, work)
     conn = gen.connect_readonly(gen.resolve(gen.layout_for(vault, index_dir)))
@@ -229,9 +236,9 @@ def run_corpus(name: str, spec: tuple, work: Path, variants: list[str], modes: l
     try:
         for vname in variants:
             scorer = variant_scores(raw, prepare(raw, sp, VARIANTS[vname]))
-            if do_check and vname == CORE_VARIANT:
-                sample = [t for qs, _ in loaded.values() for t in list(qs.values())[:10]]
-                out.setdefault("check_max_abs_diff", {})[vname] = check(conn, sp, scorer, sample)
+            if vname == check:
+                worst = out.setdefault("check", {vname: {"diff": 0.0, "queries": 0}})[vname]
+                scorer = checked(original, scorer, worst)
             lexical.vector_scores = scorer
             for set_name, (queries, qrels) in loaded.items():
                 for mode in modes:
@@ -252,6 +259,58 @@ def run_corpus(name: str, spec: tuple, work: Path, variants: list[str], modes: l
     return out
 
 
+# Runs in a subprocess whose working directory is a code tree (its ``core`` comes first): the time of
+# ``vector_scores`` per query (warm: vectors loaded, each query run REPEATS times, the best kept), and of
+# loading the chunk vectors from the stored arrays (the best of REPEATS). Only the API both trees share.
+_LATENCY_SCRIPT = """
+import json, statistics, sys, time
+from pathlib import Path
+from core import generations as gen
+from core.index.builder import build_index
+from core.ranking.analysis import language_analyzer_for
+from core.ranking.chunk_vectors import load_chunk_vectors, vector_scores
+from core.ranking.sparse import load_sparse
+vault, index_dir, queries = Path(sys.argv[1]), Path(sys.argv[2]), json.loads(Path(sys.argv[3]).read_text())
+build_index(vault, index_dir=index_dir)
+conn = gen.connect_readonly(gen.resolve(gen.layout_for(vault, index_dir)))
+sp = load_sparse(conn)
+an = language_analyzer_for("en")  # SciFact's terms, "en:"-tagged as the index holds them
+loads = []
+for _ in range(REPEATS):
+    t = time.perf_counter(); vectors = load_chunk_vectors(conn, sp); loads.append(time.perf_counter() - t)
+load_ms = min(loads) * 1000
+best = []
+for text in queries:
+    terms, runs = an.terms(text), []
+    for _ in range(REPEATS):
+        t = time.perf_counter(); vector_scores(sp, vectors, terms); runs.append(time.perf_counter() - t)
+    best.append(min(runs) * 1000)
+best.sort()
+print(json.dumps({"queries": len(best), "p50_ms": statistics.median(best), "p95_ms": best[int(0.95 * (len(best) - 1))],
+                  "mean_ms": statistics.fmean(best), "load_ms": load_ms, "chunk_bytes": int(vectors.nbytes)}))
+"""
+LATENCY_REPEATS = 5
+
+
+def latency(trees: dict[str, Path], work: Path) -> dict[str, Any]:
+    """Per code tree: ``vector_scores`` per SciFact train query (ms) and the chunk vectors' load time."""
+    vault_src, sets, _ = corpora()["scifact"]
+    vault = copy_vault("scifact", vault_src, work)
+    queries = work / "latency_queries.json"
+    queries.write_text(json.dumps(list(load_queries(sets["train"][0]).values())))
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONDONTWRITEBYTECODE")}
+    out = {}
+    for name, tree in trees.items():
+        script = _LATENCY_SCRIPT.replace("REPEATS", str(LATENCY_REPEATS))
+        args = [sys.executable, "-c", script, str(vault), str(work / f"latency_{name}"), str(queries)]
+        run = subprocess.run(args, cwd=tree, env=env, check=True, capture_output=True, text=True)
+        out[name] = {
+            k: round(v, 3) if isinstance(v, float) else v for k, v in json.loads(run.stdout.splitlines()[-1]).items()
+        }
+        print(name, out[name], flush=True)
+    return out
+
+
 def merged(paths: list[Path]) -> dict[str, Any]:
     """Reports of several runs (other variants over the same sets) as one."""
     out: dict[str, Any] = {"variants": {}, "ndcg10": {}}
@@ -261,7 +320,7 @@ def merged(paths: list[Path]) -> dict[str, Any]:
         out["modes"] = [m for m in out.get("modes", report["modes"]) if m in report["modes"]]
         for corpus, sets in report["ndcg10"].items():
             for set_name, modes in sets.items():
-                if set_name == "check_max_abs_diff":
+                if set_name == "check":
                     continue
                 into = out["ndcg10"].setdefault(corpus, {}).setdefault(set_name, {"n": modes["n"]})
                 for mode in out["modes"]:
@@ -278,19 +337,25 @@ def table(report: dict[str, Any]) -> str:
     sums: dict[tuple[str, str], list[float]] = {}
     for corpus, sets in report["ndcg10"].items():
         for set_name, r in sets.items():
-            if set_name == "check_max_abs_diff":
+            if set_name == "check":
                 continue
             cells = []
             for m in modes:
                 for v in variants:
                     x = r[m][v]
                     sums.setdefault((m, v), []).append(x)
-                    cells.append(f"{x:.4f}" if v == "today" else f"{x:.4f} ({x - r[m]['today']:+.4f})")
+                    base = r[m].get("today")
+                    cells.append(f"{x:.4f}" if v == "today" or base is None else f"{x:.4f} ({x - base:+.4f})")
             lines.append(f"| {corpus} {set_name} | {r['n']} | " + " | ".join(cells) + " |")
     lines.append(
         "| mean of the sets | | " + " | ".join(f"{mean(sums[(m, v)]):.4f}" for m in modes for v in variants) + " |"
     )
     return "\n".join(lines)
+
+
+def _tree(spec: str) -> tuple[str, Path]:
+    name, _, path = spec.partition("=")
+    return name, Path(path)
 
 
 def main() -> None:
@@ -299,12 +364,27 @@ def main() -> None:
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--modes", default="vector,hybrid")
     ap.add_argument("--corpora", default=",".join(corpora()))
-    ap.add_argument("--check", action="store_true", help=f"compare the {CORE_VARIANT!r} variant with core's scores")
+    ap.add_argument(
+        "--check",
+        nargs="?",
+        const=CORE_VARIANT,
+        help=f"compare this variant's scores with core's on every search (default {CORE_VARIANT!r})",
+    )
     ap.add_argument("--out", type=Path, default=RESULTS_DIR / "vector_norm.json")
     ap.add_argument("--table", type=Path, nargs="+", help="print the table of these result files (merged); run nothing")
+    ap.add_argument(
+        "--latency",
+        nargs="*",
+        metavar="NAME=DIR",
+        help="time vector_scores in this tree and in code trees DIR; run nothing else",
+    )
     args = ap.parse_args()
     if args.table:
         print(table(merged(args.table)))
+        return
+    if args.latency is not None:
+        trees = {"now": Path(__file__).resolve().parents[1], **dict(_tree(x) for x in args.latency)}
+        print(json.dumps(latency(trees, args.workdir)))
         return
     args.workdir.mkdir(parents=True, exist_ok=True)
     variants, modes = args.variants.split(","), args.modes.split(",")
