@@ -1,12 +1,17 @@
-"""The `vector` mode's structure: chunk-level TF-IDF vectors with pivoted length normalisation.
+"""The `vector` mode's structure: BM25 over chunks, with the query's idf applied per query.
 
 Each chunk's stored term vector (``chunk_terms``: the chunk text, plus its section heading on
 the section's first chunk and the note's title, description and tags on chunk 0, weighted
-like fts's BM25F fields) becomes a sublinear TF-IDF vector (idf over notes, as fts counts
-document frequency). A note scores the best cosine of the query with any of its chunks, the
-chunk's length normalised by a pivot (Singhal, Buckley & Mitra 1996): ``(1 - s) * mean + s
-* norm`` with slope ``s`` = VECTOR_PIVOT_SLOPE, so a long chunk is penalised less than plain
-cosine penalises it. Why chunk-level and pivoted: docs/architecture.md ("vector").
+like fts's BM25F fields) is stored as it is: per posting the chunk's weighted term count, per
+chunk its length (the sum of those counts). Nothing stored depends on another note, so an edit of
+one note leaves every other chunk's numbers as they are (issue 29: segments). At query time a
+chunk scores ``sum_t q_t * tf (k1 + 1) / (tf + k1 (1 - b + b len / avglen))`` (BM25's saturation
+and length normalisation, ``VECTOR_K1`` / ``VECTOR_B``) with ``q`` the query's
+``(1 + ln qtf) * idf**VECTOR_IDF_POWER`` (idf over notes, as fts counts document frequency; the
+analysis' term weights), L2-normalised; ``avglen`` (over the non-empty chunks) and idf are
+computed when the vectors are loaded, from sums. A note scores its best chunk. Why chunk-level, and
+why this form replaced the pivoted TF-IDF cosine whose norm held idf: docs/architecture.md
+("vector"), bench/bench_vector_norm.py.
 
 Loaded once per verified generation (numbers only, no text) and cached like the sparse
 index, but only when a mode asks for it: fts alone never pays for it.
@@ -34,8 +39,14 @@ from core.ranking.sparse import (
     query_term_ids,
 )
 
-# Pivot slope of the chunk length normalisation; tuned on SciFact train + known-item dev.
-VECTOR_PIVOT_SLOPE = 0.3
+# BM25's saturation and length normalisation of a chunk's term counts (Robertson & Zaragoza 2009).
+VECTOR_K1 = 1.2
+VECTOR_B = 0.75
+# The power of idf on the query side (the stored numbers hold none): chosen on SciFact dev + train,
+# the known-item and the MDN sets (bench/bench_vector_norm.py, bench/results/vector_norm.json).
+VECTOR_IDF_POWER = 1.5
+# The stored group of chunk arrays; v2: raw counts and lengths (v1, ``chunks:<slope>``, held idf).
+CHUNK_GROUP = "chunks:v2"
 
 
 @dataclass
@@ -45,12 +56,15 @@ class ChunkVectors:
     indptr: np.ndarray  # int64 [n_terms + 1]: postings of term t are indptr[t]:indptr[t+1]
     # the per-posting arrays may be stored arrays read a piece at a time (core.ranking.stored)
     chunks: np.ndarray | stored.StoredArray  # int32 [postings] chunk row
-    weights: np.ndarray | stored.StoredArray  # float32 [postings] TF-IDF weight / pivoted chunk length
-    idf: np.ndarray  # float32 [n_terms] smoothed idf over notes
+    tf: np.ndarray | stored.StoredArray  # uint16 [postings] weighted term count, in CHUNK_UNIT units
+    lengths: np.ndarray  # int64 [n_chunks] each chunk's length: the sum of its tf
     group_starts: np.ndarray  # int64 [n_groups] first chunk row of each note that has chunks
     group_rows: np.ndarray  # int64 [n_groups] SparseIndex row of that note (-1: not in it)
     chunk_ids: np.ndarray  # int64 [n_chunks] chunk id of each chunk row
     group_of_row: np.ndarray  # int64 [n_docs] group of each SparseIndex row (-1: no chunks)
+    # computed on load from the generation's statistics, never stored:
+    idf: np.ndarray  # float32 [n_terms] smoothed idf over notes (scoring.tfidf_idf of SparseIndex.df)
+    factors: np.ndarray  # float32 [n_chunks] BM25 length factor of each chunk (scoring.chunk_length_factors)
 
     @property
     def n_chunks(self) -> int:
@@ -63,17 +77,19 @@ class ChunkVectors:
             for a in (
                 self.indptr,
                 self.chunks,
-                self.weights,
-                self.idf,
+                self.tf,
+                self.lengths,
                 self.group_starts,
                 self.group_rows,
                 self.chunk_ids,
                 self.group_of_row,
+                self.idf,
+                self.factors,
             )
         )
 
 
-def _read(
+def read_chunk_rows(
     conn: sqlite3.Connection, visible: tuple[str, list[object]] | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(chunk ids, note id of each chunk, postings per chunk, terms, weighted tf), chunks by note."""
@@ -108,110 +124,102 @@ def _read(
     return chunk_ids, note_of, lengths, terms, tf
 
 
-def _weights(
-    terms: np.ndarray, tf: np.ndarray, lengths: np.ndarray, starts: np.ndarray, idf: np.ndarray, slope: float
-) -> np.ndarray:
-    """Per posting (chunk-major): sublinear TF-IDF divided by the chunk's pivoted length."""
-    weights = np.empty(terms.shape[0], dtype=np.float32)
-    norms = np.zeros(lengths.shape[0], dtype=np.float64)
-    blocks = row_blocks(starts)
-    for c0, c1 in blocks:
+def _lengths(tf: np.ndarray, counts: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Each chunk's length, the sum of its tf (chunk-major postings, ``counts`` per chunk)."""
+    out = np.zeros(counts.shape[0], dtype=np.int64)
+    for c0, c1 in row_blocks(starts):
         sl = slice(int(starts[c0]), int(starts[c1]))
-        weights[sl] = scoring.tfidf_weights(tf[sl].astype(np.float32) / CHUNK_UNIT, idf[terms[sl]])
-        local = np.repeat(np.arange(c1 - c0), lengths[c0:c1])
-        norms[c0:c1] = scoring.row_norms(local, weights[sl], c1 - c0)
-    pivoted = scoring.pivoted_lengths(norms, slope)
-    for c0, c1 in blocks:
-        sl = slice(int(starts[c0]), int(starts[c1]))
-        weights[sl] /= np.repeat(pivoted[c0:c1], lengths[c0:c1]).astype(np.float32)
-    return weights
+        local = np.repeat(np.arange(c1 - c0), counts[c0:c1])
+        out[c0:c1] = np.bincount(local, weights=tf[sl], minlength=c1 - c0).astype(np.int64)
+    return out
 
 
 def _term_major(
-    terms: np.ndarray, weights: np.ndarray, lengths: np.ndarray, starts: np.ndarray, n_terms: int
+    terms: np.ndarray, tf: np.ndarray, counts: np.ndarray, starts: np.ndarray, n_terms: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(indptr, chunk row, weight) sorted by term, chunk rows ascending within a term."""
+    """(indptr, chunk row, tf) sorted by term, chunk rows ascending within a term."""
     layout = TermMajor(terms, n_terms)
     out_rows = np.empty(terms.shape[0], dtype=np.int32)
-    out_weights = np.empty(terms.shape[0], dtype=np.float32)
+    out_tf = np.empty(terms.shape[0], dtype=tf.dtype)
     for c0, c1 in row_blocks(starts):
         sl = slice(int(starts[c0]), int(starts[c1]))
         order, dest = layout.slots(terms[sl])
-        out_rows[dest] = np.repeat(np.arange(c0, c1, dtype=np.int32), lengths[c0:c1])[order]
-        out_weights[dest] = weights[sl][order]
-    return layout.indptr, out_rows, out_weights
+        out_rows[dest] = np.repeat(np.arange(c0, c1, dtype=np.int32), counts[c0:c1])[order]
+        out_tf[dest] = tf[sl][order]
+    return layout.indptr, out_rows, out_tf
 
 
-_CHUNK_ARRAYS = ("indptr", "chunks", "weights", "idf", "group_starts", "group_rows", "chunk_ids", "group_of_row")
+_CHUNK_ARRAYS = ("indptr", "chunks", "tf", "lengths", "group_starts", "group_rows", "chunk_ids", "group_of_row")
 
 
-def chunk_group(slope: float) -> str:
-    """The stored group of chunk arrays computed with pivot ``slope`` (core.ranking.stored)."""
-    return f"chunks:{slope!r}"
+def _statistics(sparse: SparseIndex, n_terms: int, lengths: np.ndarray) -> dict[str, np.ndarray]:
+    """What the vectors take from the generation as a whole: idf of every term (from ``sparse``'s
+    document frequencies) and each chunk's BM25 length factor (from the mean chunk length)."""
+    if sparse.df.shape[0] > n_terms:
+        raise IntegrityError(f"chunk arrays know {n_terms} terms, the sparse index {sparse.df.shape[0]}")
+    df = np.zeros(n_terms, dtype=np.int64)
+    df[: sparse.df.shape[0]] = sparse.df
+    factors = scoring.chunk_length_factors(lengths, VECTOR_K1, VECTOR_B)
+    return {"idf": scoring.tfidf_idf(df, sparse.n_docs), "factors": factors}
 
 
 def load_chunk_vectors(
     conn: sqlite3.Connection,
     sparse: SparseIndex,
-    slope: float = VECTOR_PIVOT_SLOPE,
     *,
     visible: tuple[str, list[object]] | None = None,
     reader: stored.Reader | None = None,
 ) -> ChunkVectors:
     """The chunk vectors of the generation ``sparse`` was loaded from: the arrays the build stored (with a
     ``reader``, the postings read a piece at a time as queries need them), else computed from the rows
-    (``compute_chunk_vectors``: the same numbers)."""
+    (``compute_chunk_vectors``: the same numbers); idf and the length factors computed here."""
     if visible is not None:  # a restricted caller's vectors come from its notes' rows
-        return compute_chunk_vectors(conn, sparse, slope, visible=visible)
-    arrays = stored.load_group(conn, chunk_group(slope), _CHUNK_ARRAYS, reader=reader)
+        return compute_chunk_vectors(conn, sparse, visible=visible)
+    arrays = stored.load_group(conn, CHUNK_GROUP, _CHUNK_ARRAYS, reader=reader)
     if arrays is None:
-        return compute_chunk_vectors(conn, sparse, slope)
-    vectors = ChunkVectors(**{name: arrays[name] for name in _CHUNK_ARRAYS})
-    postings = int(vectors.indptr[-1]) if vectors.indptr.size else 0
-    if vectors.chunks.shape[0] != postings or vectors.weights.shape[0] != postings:
+        return compute_chunk_vectors(conn, sparse)
+    postings = int(arrays["indptr"][-1]) if arrays["indptr"].size else 0
+    if arrays["chunks"].shape[0] != postings or arrays["tf"].shape[0] != postings:
         raise IntegrityError(f"stored chunk arrays disagree on the number of postings ({postings})")
-    if vectors.group_of_row.shape[0] != sparse.n_docs:
-        raise IntegrityError(f"stored chunk arrays cover {vectors.group_of_row.shape[0]} notes, not {sparse.n_docs}")
-    return vectors
+    if arrays["lengths"].shape[0] != arrays["chunk_ids"].shape[0]:
+        raise IntegrityError(f"stored chunk arrays disagree on the number of chunks ({arrays['chunk_ids'].shape[0]})")
+    if arrays["group_of_row"].shape[0] != sparse.n_docs:
+        raise IntegrityError(f"stored chunk arrays cover {arrays['group_of_row'].shape[0]} notes, not {sparse.n_docs}")
+    n_terms = max(int(arrays["indptr"].shape[0]) - 1, 0)
+    return ChunkVectors(**arrays, **_statistics(sparse, n_terms, arrays["lengths"]))
 
 
-def store_chunk_vectors(conn: sqlite3.Connection, vectors: ChunkVectors, slope: float = VECTOR_PIVOT_SLOPE) -> None:
-    """Store ``vectors`` (computed from this database's rows) in the build's database."""
+def store_chunk_vectors(conn: sqlite3.Connection, vectors: ChunkVectors) -> None:
+    """Store ``vectors`` (computed from this database's rows) in the build's database: the per-chunk
+    arrays only (idf and the length factors, which depend on every note, are computed on load)."""
     arrays = {name: getattr(vectors, name) for name in _CHUNK_ARRAYS}
-    stored.save_group(conn, chunk_group(slope), arrays, ("chunks", "weights"))  # per posting: in pieces
+    stored.save_group(conn, CHUNK_GROUP, arrays, ("chunks", "tf"))  # per posting: in pieces
 
 
 def compute_chunk_vectors(
-    conn: sqlite3.Connection,
-    sparse: SparseIndex,
-    slope: float = VECTOR_PIVOT_SLOPE,
-    *,
-    visible: tuple[str, list[object]] | None = None,
+    conn: sqlite3.Connection, sparse: SparseIndex, *, visible: tuple[str, list[object]] | None = None
 ) -> ChunkVectors:
     """Read every chunk vector of the generation ``sparse`` was loaded from (same snapshot);
     ``visible`` (as for ``load_sparse``, the same one ``sparse`` was loaded with) reads only those notes'.
 
-    Memory-lean like ``load_sparse``: 6 bytes per posting are read, 4 more computed a block at
-    a time, and the term-major copy (8 bytes per posting, what is held) is filled block by block.
+    Memory-lean like ``load_sparse``: 6 bytes per posting are read, and the term-major copy (6 bytes
+    per posting, what is held) is filled block by block.
     """
     with read_snapshot(conn):  # a legacy index.db may change between the reads below
-        chunk_ids, note_of, lengths, terms, tf = _read(conn, visible)
+        chunk_ids, note_of, counts, terms, tf = read_chunk_rows(conn, visible)
     n_terms = max(int(sparse.df.shape[0]), int(terms.max(initial=-1)) + 1)
-    df = np.zeros(n_terms, dtype=np.int64)
-    df[: sparse.df.shape[0]] = sparse.df
-    idf = scoring.tfidf_idf(df, sparse.n_docs)
-    starts = np.zeros(lengths.shape[0] + 1, dtype=np.int64)
-    np.cumsum(lengths, out=starts[1:])
-    weights = _weights(terms, tf, lengths, starts, idf, slope)
-    del tf
-    indptr, rows, weights = _term_major(terms, weights, lengths, starts, n_terms)
+    starts = np.zeros(counts.shape[0] + 1, dtype=np.int64)
+    np.cumsum(counts, out=starts[1:])
+    lengths = _lengths(tf, counts, starts)
+    indptr, rows, tf = _term_major(terms, tf, counts, starts, n_terms)
     del terms
     group_starts = np.flatnonzero(np.diff(note_of, prepend=-1)) if note_of.size else np.zeros(0, np.int64)
     group_rows = sparse.rows_of(note_of[group_starts])
     group_of_row = np.full(sparse.n_docs, -1, dtype=np.int64)
     known = group_rows >= 0
     group_of_row[group_rows[known]] = np.flatnonzero(known)
-    return ChunkVectors(indptr, rows, weights, idf, group_starts, group_rows, chunk_ids, group_of_row)
+    arrays = (indptr, rows, tf, lengths, group_starts, group_rows, chunk_ids, group_of_row)
+    return ChunkVectors(*arrays, **_statistics(sparse, n_terms, lengths))
 
 
 class VectorScores(NamedTuple):
@@ -223,18 +231,19 @@ class VectorScores(NamedTuple):
 def vector_scores(
     index: SparseIndex, vectors: ChunkVectors, terms: list[str], postings: QueryPostings | None = None
 ) -> VectorScores:
-    """Per SparseIndex row: the best pivoted cosine of the query with any chunk of the note."""
+    """Per SparseIndex row: the best BM25 score of the query with any chunk of the note (the query's
+    terms weighted by ``scoring.chunk_query_weights``, each chunk's by ``scoring.bm25_chunk_scores``)."""
     ids, qtf = query_term_ids(index, terms)
     n = index.n_docs
     scores = np.zeros(n, dtype=np.float32)
     if ids.size == 0:
         return VectorScores(scores, np.zeros(n, dtype=np.float32), np.zeros(vectors.n_chunks))
-    q = scoring.tfidf_weights(qtf, vectors.idf[ids])
-    if postings is not None and postings.weight is not None:  # the query analysis' term weights
-        q = q * postings.weight
-    q = q / (float(np.linalg.norm(q)) or 1.0)
+    term_weight = postings.weight if postings is not None else None  # the query analysis' term weights
+    q = scoring.chunk_query_weights(qtf, vectors.idf[ids], VECTOR_IDF_POWER, term_weight)
     pos, owner = gather_postings(vectors.indptr, ids)
-    per_chunk = np.bincount(vectors.chunks[pos], weights=vectors.weights[pos] * q[owner], minlength=vectors.n_chunks)
+    rows = vectors.chunks[pos]
+    tf = vectors.tf[pos].astype(np.float32) / np.float32(CHUNK_UNIT)
+    per_chunk = scoring.bm25_chunk_scores(rows, tf, vectors.factors[rows], q[owner], VECTOR_K1, vectors.n_chunks)
     if vectors.group_starts.size:
         best = np.maximum.reduceat(per_chunk, vectors.group_starts)
         known = vectors.group_rows >= 0

@@ -55,6 +55,44 @@ def tfidf_idf(df: np.ndarray, n_docs: int) -> np.ndarray:
     return (np.log((1.0 + n_docs) / (1.0 + np.asarray(df, dtype=np.float64))) + 1.0).astype(np.float32)
 
 
+def chunk_query_weights(
+    qtf: np.ndarray, idf: np.ndarray, idf_power: float, term_weight: np.ndarray | None
+) -> np.ndarray:
+    """The query side of `vector`, L2-normalised: ``(1 + ln qtf) * idf**idf_power * term_weight``.
+
+    The stored chunk numbers hold no idf (they depend on the chunk alone), so the query carries all
+    of it; a power above 1 favours rare terms more than BM25's single idf does.
+    """
+    q = tfidf_weights(qtf, idf.astype(np.float32) ** np.float32(idf_power))
+    if term_weight is not None:
+        q = q * term_weight
+    return (q / np.float32(float(np.linalg.norm(q)) or 1.0)).astype(np.float32)
+
+
+def chunk_length_factors(lengths: np.ndarray, k1: float, b: float) -> np.ndarray:
+    """BM25's length factor ``k1 * (1 - b + b * len / avglen)`` of each chunk (float32), ``avglen``
+    the mean length of the non-empty chunks (Robertson & Zaragoza 2009, eq. 3.15); an empty chunk
+    (no postings) gets ``k1``. The mean is a sum and a count, so it can be kept over segments."""
+    lengths = np.asarray(lengths, dtype=np.float64)
+    nonzero = lengths > 0
+    avg = float(lengths[nonzero].mean()) if nonzero.any() else 1.0
+    return np.where(nonzero, k1 * (1.0 - b + b * lengths / avg), k1).astype(np.float32)
+
+
+def bm25_chunk_scores(
+    rows: np.ndarray, tf: np.ndarray, factors: np.ndarray, query: np.ndarray, k1: float, n_rows: int
+) -> np.ndarray:
+    """Per row (chunk), float64: ``sum(query * tf (k1 + 1) / (tf + factor))`` over its gathered postings.
+
+    ``rows``, ``tf``, ``factors`` (the posting's chunk's ``chunk_length_factors``) and ``query`` (the
+    weight of the posting's query term) are per posting: BM25's saturated tf, computed per query from
+    the stored raw tf, times the query's idf-weighted term weight.
+    """
+    tf = np.asarray(tf, dtype=np.float32)
+    saturated = tf * np.float32(k1 + 1.0) / (tf + factors)
+    return np.bincount(rows, weights=saturated * query, minlength=n_rows)
+
+
 def row_norms(rows: np.ndarray, weights: np.ndarray, n_rows: int, block: int = 1 << 20) -> np.ndarray:
     """L2 norm of each row (document) of postings: ``rows[i]`` owns ``weights[i]`` (0 for an empty row).
 

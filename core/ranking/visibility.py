@@ -3,7 +3,7 @@
 A caller that restricts classifications (``Filters.classifications`` not None) must get the
 same results - ids, scores, snippets, counts - as it would from an index of the vault without
 the notes it may not see. BM25F's N, document frequencies and average field lengths, the
-TF-IDF idf and pivot of `vector`, the heading and identifier bonus maxima (taken over the
+idf and mean chunk length of `vector`, the heading and identifier bonus maxima (taken over the
 scored rows) and the term dictionary (no term only hidden notes hold) therefore come from a
 :class:`~core.ranking.sparse.SparseIndex` (and :class:`~core.ranking.chunk_vectors.ChunkVectors`)
 loaded over the visible notes only, with the same loaders as the full index.
@@ -98,7 +98,7 @@ def visible_sparse(conn: sqlite3.Connection, visible: Clause) -> SparseIndex:
 
 
 def visible_chunk_vectors(conn: sqlite3.Connection, sparse: SparseIndex, visible: Clause) -> ChunkVectors:
-    """`vector`'s chunk vectors of the visible notes only (idf over them, pivot over their chunks)."""
+    """`vector`'s chunk vectors of the visible notes only (idf over them, mean length over their chunks)."""
     return load_chunk_vectors(conn, sparse, visible=visible)
 
 

@@ -36,6 +36,7 @@ from core.index.tables import (
     terms,
     word_scratch,
 )
+from core.ranking.chunk_vectors import CHUNK_GROUP
 from core.ranking.filters import Filters
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -195,7 +196,7 @@ def test_the_table_functions_return_what_the_inline_sql_returned(served: sqlite3
     assert not conn.in_transaction
     # core/ranking/stored.py
     assert term_major.has_term_major(conn)
-    group = "chunks:0.3"
+    group = CHUNK_GROUP
     listing = _rows(
         conn,
         "SELECT name, dtype, shape, length(data) FROM term_major WHERE name >= ? AND name < ?",

@@ -16,7 +16,7 @@ from conftest import note
 from core import generations as gen
 from core.errors import IntegrityError
 from core.ranking import stored
-from core.ranking.chunk_vectors import chunk_group, compute_chunk_vectors, load_chunk_vectors
+from core.ranking.chunk_vectors import CHUNK_GROUP, compute_chunk_vectors, load_chunk_vectors
 from core.ranking.filters import Filters
 from core.ranking.sparse import DEFAULT_PARAMS, RankParams, bm25_scores, compute_sparse, load_sparse, sparse_group
 from core.searcher import search_vault
@@ -28,7 +28,18 @@ FILES = {
     "empty.md": "---\ntitle: Bare\n---\n",
 }
 SPARSE = ("note_ids", "indptr", "docs", "field_mask", "body_tf", "df", "bm25", "bm25_idf", "name_idf")
-CHUNKS = ("indptr", "chunks", "weights", "idf", "group_starts", "group_rows", "chunk_ids", "group_of_row")
+CHUNKS = (
+    "indptr",
+    "chunks",
+    "tf",
+    "lengths",
+    "group_starts",
+    "group_rows",
+    "chunk_ids",
+    "group_of_row",
+    "idf",
+    "factors",
+)
 
 
 @pytest.fixture(scope="module")
@@ -87,10 +98,24 @@ def test_a_group_of_an_older_layout_is_not_used(vault: Path, tmp_path: Path) -> 
     same(load_sparse(db), compute_sparse(db), SPARSE)
 
 
-@pytest.mark.parametrize("array", ["sparse_docs", "chunk_weights"])
+def test_a_chunk_group_of_the_idf_weighted_layout_is_not_used(vault: Path, tmp_path: Path) -> None:
+    """Chunk arrays stored before issue 29 (group ``chunks:<slope>``: weights with idf and the pivot
+    folded in) are never read as today's idf-free ones: the vectors are computed from the rows."""
+    db = writable_copy(vault, tmp_path)
+    db.execute(
+        "UPDATE term_major SET name = 'chunks:0.3' || substr(name, ?) WHERE name LIKE ?",
+        (len(CHUNK_GROUP) + 1, f"{CHUNK_GROUP}/%"),
+    )
+    assert db.execute("SELECT count(*) FROM term_major WHERE name LIKE 'chunks:0.3/%'").fetchone()[0] > 0
+    db.execute("UPDATE term_major SET data = substr(data, 1, 4) WHERE name = 'chunks:0.3/tf'")  # read: an error
+    sparse = load_sparse(db)
+    same(load_chunk_vectors(db, sparse), compute_chunk_vectors(db, sparse), CHUNKS)
+
+
+@pytest.mark.parametrize("array", ["sparse_docs", "chunk_tf"])
 def test_truncated_stored_array_is_an_integrity_error(vault: Path, tmp_path: Path, array: str) -> None:
     db = writable_copy(vault, tmp_path)
-    group, name = (sparse_group(DEFAULT_PARAMS), "docs") if array == "sparse_docs" else (chunk_group(0.3), "weights")
+    group, name = (sparse_group(DEFAULT_PARAMS), "docs") if array == "sparse_docs" else (CHUNK_GROUP, "tf")
     db.execute("UPDATE term_major SET data = substr(data, 1, 4) WHERE name = ?", (f"{group}/{name}",))
     with pytest.raises(IntegrityError):
         load_chunk_vectors(db, load_sparse(db))
@@ -105,7 +130,7 @@ def test_missing_array_of_a_group_is_an_integrity_error(vault: Path, tmp_path: P
 
 # --- postings stored in pieces, read on demand ------------------------------------------------------
 
-POSTINGS = {"sparse": ("docs", "field_mask", "body_tf", "bm25"), "chunks": ("chunks", "weights")}
+POSTINGS = {"sparse": ("docs", "field_mask", "body_tf", "bm25"), "chunks": ("chunks", "tf")}
 
 
 @pytest.fixture(scope="module")
