@@ -49,8 +49,8 @@ import numpy as np
 
 from bench.common import DATA_DIR, RESULTS_DIR, load_qrels, load_queries
 from core import generations as gen
+from core.build.builder import build_index
 from core.eval.metrics import mean, ndcg_at_k
-from core.index.builder import build_index
 from core.modes import lexical
 from core.ranking import chunk_vectors, scoring
 from core.ranking.postings import TermMajor
@@ -266,7 +266,7 @@ _LATENCY_SCRIPT = """
 import json, statistics, sys, time
 from pathlib import Path
 from core import generations as gen
-from core.index.builder import build_index
+from core.build.builder import build_index
 from core.ranking.analysis import language_analyzer_for
 from core.ranking.chunk_vectors import load_chunk_vectors, vector_scores
 from core.ranking.sparse import load_sparse

@@ -218,7 +218,7 @@ def test_editing_one_note_leaves_every_other_notes_stored_chunk_numbers_as_they_
     """Issue 29: the stored chunk numbers (tf, length) depend on the chunk alone (idf and the mean
     length are applied per query), so an edit that moves df, N and the mean length rewrites nothing
     of the other notes (the idf-weighted, pivoted weights stored before did move)."""
-    from core.index.builder import build_index
+    from core.build.builder import build_index
 
     files = {
         "garden.md": note("Garden", f"# Soil\n\n{LONG}\n\n# Compost heaps\n\nTurn the compost weekly."),
