@@ -83,7 +83,8 @@ _SPECS = (
     ),
     ModeSpec(
         "vector",
-        "TF-IDF cosine over sparse chunk term vectors (field-weighted, pivoted length), best chunk per note",
+        "BM25 over field-weighted chunk term counts (idf^1.5 on the query side, length-normalised per chunk), "
+        "best chunk per note",
         frozenset({TERM_VECTORS}),
         ("vector",),
         "none",

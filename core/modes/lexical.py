@@ -286,7 +286,7 @@ def run_vector(ctx: SearchContext) -> ModeRun:
     ranking, best = _vector(ctx, ctx.limit)
     labels = expansion_labels(ctx, [nid for nid, _ in ranking])
     return ModeRun(
-        [Hit(nid, score, "tfidf_cosine" + labels.get(nid, ""), chunk_id=best.get(nid)) for nid, score in ranking]
+        [Hit(nid, score, "chunk_bm25" + labels.get(nid, ""), chunk_id=best.get(nid)) for nid, score in ranking]
     )
 
 

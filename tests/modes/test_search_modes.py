@@ -106,6 +106,7 @@ def test_vector_finds_the_only_note_with_the_query_term(vault):
     results = search_vault(vault, "quokka", mode="vector")
     assert paths(results) == ["animals/quokka.md"] and results[0].score > 0
     assert (results.actual_mode, results.retrieval_contract, results.fallback_reason) == ("vector", "vector", None)
+    assert results[0].score_source == "chunk_bm25"  # what scored it (BM25 over chunks since schema 12)
 
 
 def test_vector_scores_are_positive_and_ordered(vault):
