@@ -21,6 +21,7 @@ from typing import Any
 from bench.common import REPO_ROOT, RESULTS_DIR
 from bench.report_lang import lang_section, lang_target_rows
 from bench.report_summary import summary_section
+from bench.report_vector import vector_norm_section
 
 DOC = REPO_ROOT / "docs" / "benchmarks.md"
 SIZE_MODES_NOTE = "model-free modes only: the dense modes need embeddings, which the scaling study does not build"
@@ -987,6 +988,7 @@ def render(results: dict[str, dict[str, Any]], results_dir: Path = RESULTS_DIR, 
         *embed_cost_section(results),
         *chunk_overlap_section(results),
         *lang_section(results),
+        *vector_norm_section(results),
         *plots_section(results_dir, out_path),
         "## Appendix: every target, the machine, the last suite run",
         "",
