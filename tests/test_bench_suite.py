@@ -508,7 +508,7 @@ def test_a_summary_without_results_invents_nothing(tmp_path: Path) -> None:
 
 def test_the_vector_norm_section_shows_each_set_and_the_variant_core_ships(tmp_path: Path) -> None:
     row = {"n": 3, "vector": {"today": 0.5, "v1": 0.6}, "hybrid": {"today": 0.7, "v1": 0.69}}
-    report = {"core_variant": "v1", "variants": {"today": {}, "v1": {}}, "ndcg10": {"c": {"s": row, "check": {}}}}
-    page = report.render({"vector_norm": report}, tmp_path, tmp_path / "b.md")
+    norm = {"core_variant": "v1", "variants": {"today": {}, "v1": {}}, "ndcg10": {"c": {"s": row, "check": {}}}}
+    page = report.render({"vector_norm": norm}, tmp_path, tmp_path / "b.md")
     assert "| c s | 3 | 0.5000 | 0.6000 (+0.1000) | 0.7000 | 0.6900 (-0.0100) |" in page
     assert "| **v1** (core) | 0.6000 | +0.1000 | 0.6900 | -0.0100 |" in page
