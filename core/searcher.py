@@ -229,7 +229,7 @@ def _results(ctx: SearchContext, run: ModeRun, with_passages: bool, watermark: s
     weights: dict[str, float] = {}
     for t in ctx.terms:
         if t in sp.term_id and t not in ctx.analysis.quiet:
-            weights[surface(t)] = max(weights.get(surface(t), 0.0), float(sp.bm25_idf[sp.term_id[t]]))
+            weights[surface(t)] = max(weights.get(surface(t), 0.0), float(sp.idf(sp.term_id[t])))
     shown = _without_extensions(weights)
     words = QueryWords(shown, {w: weights[w] for w in shown})
     preferred = {h.note_id: h.chunk_id for h in run.hits if h.chunk_id is not None}

@@ -46,7 +46,7 @@ T = TypeVar("T")
 
 
 # one value per posting (or side value): stored in pieces
-_POSTING_ARRAYS = ("docs", "field_mask", "body_tf", "side_tf")
+_POSTING_ARRAYS = ("docs", "field_mask", "body_tf", "side_tf", "name_terms")
 SPARSE_ARRAYS = (  # the stored arrays of a SparseIndex (besides its vocabulary, default mask and terms)
     "note_ids",
     "indptr",
@@ -54,12 +54,12 @@ SPARSE_ARRAYS = (  # the stored arrays of a SparseIndex (besides its vocabulary,
     "side_ptr",
     "field_len",
     "df",
-    "bm25_idf",
-    "name_idf",
+    "name_ptr",
 )
 # The arrays' layout: a generation stored with another (v1 held name term counts, v2 BM25F weights under
-# one RankParams) computes from its rows. Since v3 no stored number depends on the ranking parameters.
-SPARSE_LAYOUT = 3
+# one RankParams, v3 idf arrays) computes from its rows. Since v4 no stored number depends on the ranking
+# parameters or on collection statistics (N, df, average lengths): a query computes what does.
+SPARSE_LAYOUT = 4
 SPARSE_GROUP = f"sparse:v{SPARSE_LAYOUT}"  # the stored group of arrays (core.ranking.stored)
 
 
@@ -96,8 +96,8 @@ def load_sparse(
         field_len=arrays["field_len"],
         df=arrays["df"],
         params=params,
-        bm25_idf=arrays["bm25_idf"],
-        name_idf=arrays["name_idf"],
+        name_ptr=arrays["name_ptr"],
+        name_terms=arrays["name_terms"],
         vocabulary={name: arrays[name] for name in VOCABULARY_ARRAYS},
         default_mask=arrays["default_mask"],
     )
@@ -107,6 +107,9 @@ def load_sparse(
     sides = int(index.side_ptr[-1]) if index.side_ptr.size else 0
     if index.side_ptr.shape != index.indptr.shape or index.side_tf.shape[0] != sides:
         raise IntegrityError(f"stored side counts do not fit the {index.indptr.shape[0] - 1} terms' postings")
+    names = int(index.name_ptr[-1]) if index.name_ptr.size else -1
+    if index.name_ptr.shape != (index.n_docs + 1,) or index.name_terms.shape[0] != names:
+        raise IntegrityError(f"stored name terms do not cover the {index.n_docs} notes")
     if index.field_len.shape != (index.n_docs, len(FTS_COLUMNS)):
         raise IntegrityError(f"stored field lengths {index.field_len.shape} do not cover the {index.n_docs} notes")
     if index.default_mask is None or index.default_mask.shape != index.note_ids.shape:
@@ -200,7 +203,7 @@ def bm25_scores(
     scores = np.bincount(docs, weights=contribution, minlength=n).astype(np.float32)
     matched = np.bincount(docs, minlength=n).astype(np.float32)
     p = params or index.params
-    idf = index.bm25_idf[ids].astype(np.float64)
+    idf = index.idf(ids).astype(np.float64)
     if cover is not None:  # only content words count towards coverage (core.ranking.expansion)
         idf = idf * cover
     total = float(idf.sum())
@@ -283,9 +286,12 @@ def _name_match(
     need = words - 0.5 if cover is not None else words
     match = np.zeros(index.n_docs, dtype=np.float64)
     if in_name.size and in_name.max() >= need:  # else no name holds the query (most sentences): nothing to weigh
-        term_idf = index.bm25_idf[ids].astype(np.float64)
+        term_idf = index.idf(ids).astype(np.float64)
         matched_idf = np.bincount(title_docs, weights=term_idf[title_owner], minlength=index.n_docs)
-        match = scoring.name_match(in_name, need, matched_idf, index.name_idf)
+        held = np.flatnonzero((in_name >= need) & (matched_idf > 0))  # the only rows whose name idf counts
+        name_idf = np.zeros(index.n_docs, dtype=np.float64)
+        name_idf[held] = index.name_idf(held)
+        match = scoring.name_match(in_name, need, matched_idf, name_idf)
     if exact is not None and exact.size:
         match[exact] = 1.0
     return match

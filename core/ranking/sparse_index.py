@@ -57,8 +57,10 @@ class SparseIndex:
     field_len: np.ndarray  # uint32 [n_docs, fields]: each note's field lengths (its terms' counts summed)
     df: np.ndarray  # int64 [max_term_id + 1]
     params: RankParams
-    bm25_idf: np.ndarray  # float32 [max_term_id + 1]
-    name_idf: np.ndarray  # float64 [n_docs] summed idf of the distinct terms of the title field (the note's names)
+    # the term ids of each note's title field (its names; not the exact forms ``=word``), in the note's
+    # term order: row r's at name_terms[name_ptr[r]:name_ptr[r+1]] (``name_idf``)
+    name_ptr: np.ndarray  # int64 [n_docs + 1]
+    name_terms: np.ndarray | stored.StoredArray  # int32
     # the query vocabulary's arrays as the build stored them (core.ranking.expansion.vocabulary_arrays);
     # None: computed from term_id and df on first use (restricted callers, rows-computed indexes)
     vocabulary: dict[str, np.ndarray] | None = None
@@ -75,9 +77,16 @@ class SparseIndex:
             found = self._derived["factors"] = bm25f.field_factors(self.field_len, self.params.weights, self.params.b)
         return found
 
-    def idf(self, ids: np.ndarray) -> np.ndarray:
+    def idf(self, ids: np.ndarray | int) -> np.ndarray:
         """float32 BM25 idf of the term ids ``ids`` (``scoring.bm25_idf`` of their df and N)."""
         return scoring.bm25_idf(self.df[ids], self.n_docs)
+
+    def name_idf(self, rows: np.ndarray) -> np.ndarray:
+        """float64 per row of ``rows``: the summed idf of the distinct terms of its title field (its names),
+        summed in the note's term order."""
+        pos, owner = gather_postings(self.name_ptr, rows)
+        terms = np.asarray(self.name_terms[pos], dtype=np.int64)
+        return np.bincount(owner, weights=self.idf(terms).astype(np.float64), minlength=rows.shape[0])
 
     def posting_weights(self, ids: np.ndarray, pos: np.ndarray, owner: np.ndarray, docs: np.ndarray) -> np.ndarray:
         """float32 BM25F weight of the postings ``pos`` (every posting of the term ids ``ids``, in their
@@ -104,8 +113,8 @@ class SparseIndex:
                 self.side_ptr,
                 self.field_len,
                 self.df,
-                self.bm25_idf,
-                self.name_idf,
+                self.name_ptr,
+                self.name_terms,
             )
         )
 

@@ -10,7 +10,7 @@ import numpy as np
 from core.index.tables.connection import read_snapshot
 from core.index.tables.notes_fts import FTS_COLUMNS
 from core.index.tables.terms import note_term_rows, note_terms_size, term_dictionary
-from core.ranking import bm25f, scoring
+from core.ranking import bm25f
 from core.ranking.postings import BLOCK, READ_ROWS, TermMajor, row_blocks
 from core.ranking.sparse_index import DEFAULT_PARAMS, TITLE_FIELD, RankParams, SparseIndex
 
@@ -67,14 +67,14 @@ def compute_sparse(
     df = layout.counts.astype(np.int64)
     if visible is not None:  # no term that only hidden notes hold
         term_id = {t: i for t, i in term_id.items() if i < df.shape[0] and df[i] > 0}
-    bm25_idf = scoring.bm25_idf(df, n)
     starts = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(lengths, out=starts[1:])
     docs = np.empty(terms.shape[0], dtype=np.int32)
     mask = np.empty(terms.shape[0], dtype=np.uint8)
     body_tf = np.empty(terms.shape[0], dtype=np.uint16)
     side_tf = np.empty(int(side_layout.indptr[-1]), dtype=np.uint16)
-    name_idf = np.zeros(n, dtype=np.float64)
+    names: list[np.ndarray] = []  # each block's title-field term ids, in row order
+    name_ptr = np.zeros(n + 1, dtype=np.int64)
     exact_form = np.zeros(n_terms, dtype=bool)  # `=word` terms: not names of their own
     exact_form[[i for t, i in term_id.items() if t.startswith("=") and i < exact_form.shape[0]]] = True
     for r0, r1 in row_blocks(starts):
@@ -90,11 +90,13 @@ def compute_sparse(
         order, dest = side_layout.slots(np.repeat(block_terms, bm25f.side_counts(block_mask)))
         side_tf[dest] = bm25f.side_values(block_tf)[order]
         in_name = (block_tf[:, TITLE_FIELD] > 0) & ~exact_form[block_terms]
-        idf_in_name = bm25_idf[block_terms[in_name]].astype(np.float64)
-        name_idf[r0:r1] = np.bincount(block_docs[in_name] - r0, weights=idf_in_name, minlength=r1 - r0)
+        names.append(block_terms[in_name])
+        name_ptr[r0 + 1 : r1 + 1] = np.bincount(block_docs[in_name] - r0, minlength=r1 - r0)
+    np.cumsum(name_ptr, out=name_ptr)
+    name_terms = np.concatenate(names).astype(np.int32) if names else np.empty(0, np.int32)
     return SparseIndex(
         note_ids, term_id, layout.indptr, docs, mask, body_tf, side_tf, side_layout.indptr, field_len, df, params,
-        bm25_idf, name_idf,
+        name_ptr, name_terms,
     )  # fmt: skip
 
 

@@ -163,8 +163,9 @@ def test_the_name_bonus_ranks_the_note_named_by_the_query_first(make_vault):
     assert top(with_bonus) == "dendron.topic.schema.md"
     assert top(without) != "dendron.topic.schema.md"  # the bonus is what decides
     # a note's name idf is the summed idf of its name terms: "Schemas dendron topic", "Complete dendron topic schema"
-    idf = {t: float(with_bonus.bm25_idf[i]) for t, i in with_bonus.term_id.items()}
-    names = {paths[int(i)]: float(v) for i, v in zip(with_bonus.note_ids, with_bonus.name_idf)}
+    idf = {t: float(with_bonus.idf(i)) for t, i in with_bonus.term_id.items()}
+    rows = np.arange(with_bonus.n_docs)
+    names = {paths[int(i)]: float(v) for i, v in zip(with_bonus.note_ids, with_bonus.name_idf(rows))}
     shared = idf["en:dendron"] + idf["en:topic"] + idf["en:schema"]
     assert names == pytest.approx(
         {

@@ -15,10 +15,18 @@ from conftest import note
 
 from core import generations as gen
 from core.errors import IntegrityError
-from core.ranking import stored
+from core.ranking import bm25f, stored
 from core.ranking.chunk_vectors import chunk_group, compute_chunk_vectors, load_chunk_vectors
 from core.ranking.filters import Filters
-from core.ranking.sparse import SPARSE_ARRAYS, SPARSE_GROUP, RankParams, bm25_scores, compute_sparse, load_sparse
+from core.ranking.sparse import (
+    SPARSE_ARRAYS,
+    SPARSE_GROUP,
+    RankParams,
+    bm25_scores,
+    compute_sparse,
+    gather_postings,
+    load_sparse,
+)
 from core.searcher import search_vault
 
 FILES = {
@@ -82,14 +90,15 @@ def test_other_parameters_score_from_the_same_stored_group(vault: Path, tmp_path
 
 
 def test_a_group_of_an_older_layout_is_not_used(vault: Path, tmp_path: Path) -> None:
-    """A generation stored before the layout changed (v2 held BM25F weights under one RankParams) is
+    """A generation stored before the layout changed (v3 held idf arrays, v2 BM25F weights) is
     computed from its rows, never read as the current layout (which would lack arrays)."""
     db = writable_copy(vault, tmp_path)
-    old = f"sparse:v2:{RankParams()!r}"
+    old = "sparse:v3"
     db.execute(
-        "UPDATE term_major SET name = ? || substr(name, ?) WHERE name LIKE 'sparse:v3/%'", (old, len(SPARSE_GROUP) + 1)
+        "UPDATE term_major SET name = ? || substr(name, ?) WHERE name LIKE ?",
+        (old, len(SPARSE_GROUP) + 1, SPARSE_GROUP + "/%"),
     )
-    assert db.execute("SELECT count(*) FROM term_major WHERE name LIKE 'sparse:v3%'").fetchone()[0] == 0
+    assert db.execute("SELECT count(*) FROM term_major WHERE name LIKE ?", (SPARSE_GROUP + "%",)).fetchone()[0] == 0
     same(load_sparse(db), compute_sparse(db), SPARSE)
 
 
@@ -292,3 +301,41 @@ def test_a_long_lived_process_reads_the_whole_array_after_many_gathers(pieced: P
     positions = np.array([5, 1, whole.shape[0] - 1])
     assert np.array_equal(lazy[positions], whole[positions])
     assert lazy._full is not None and np.array_equal(lazy._full, whole)
+
+
+# --- nothing stored depends on collection statistics ------------------------------------------------
+
+
+def _per_note(vault: Path) -> tuple[set[str], dict[tuple[str, str], tuple[int, ...]], dict[str, tuple]]:
+    """(stored sparse array names, per (term, note path): its field counts, per note path: its field
+    lengths and name terms) of the vault's active generation, read from the stored group."""
+    conn = gen.connect_readonly(gen.resolve(gen.layout_for(vault)))
+    names = {r[0].split("/", 1)[1] for r in conn.execute("SELECT name FROM term_major WHERE name LIKE 'sparse:%'")}
+    sp = load_sparse(conn)
+    path = dict(conn.execute("SELECT id, rel_path FROM notes"))
+    term_of = {i: t for t, i in sp.term_id.items()}
+    postings: dict[tuple[str, str], tuple[int, ...]] = {}
+    for term, tid in sp.term_id.items():
+        ids = np.asarray([tid])
+        pos, _ = gather_postings(sp.indptr, ids)
+        side, _ = gather_postings(sp.side_ptr, ids)
+        tf = bm25f.posting_tf(sp.field_mask[pos], sp.body_tf[pos], sp.side_tf[side])
+        for row, counts in zip(sp.docs[pos].tolist(), tf.tolist()):
+            postings[(term, path[int(sp.note_ids[row])])] = tuple(counts)
+    notes = {}
+    for row, nid in enumerate(sp.note_ids.tolist()):
+        held = sp.name_terms[sp.name_ptr[row] : sp.name_ptr[row + 1]]
+        notes[path[nid]] = (tuple(sp.field_len[row].tolist()), tuple(term_of[int(t)] for t in held))
+    return names, postings, notes
+
+
+def test_no_stored_number_depends_on_collection_statistics(make_vault) -> None:
+    """The stored group holds raw counts only (no BM25F weight, idf or name idf): adding a note that
+    shares the others' words moves N, df and the average lengths, and no other note's stored numbers."""
+    extra = {"zz.md": note("Soil compost alpha", "# Soil\n\nsoil compost beta gamma water " * 30, tags=["x"])}
+    before_names, before, before_notes = _per_note(make_vault(FILES))
+    after_names, after, after_notes = _per_note(make_vault({**FILES, **extra}))
+    assert not before_names & {"bm25", "bm25_idf", "name_idf"} and before_names == after_names
+    assert {k: v for k, v in after.items() if k[1] != "zz.md"} == before
+    assert {k: v for k, v in after_notes.items() if k != "zz.md"} == before_notes
+    assert any(k[1] == "zz.md" for k in after) and after_notes["zz.md"][1]  # the new note is there, with names
