@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from core.errors import IntegrityError
 from core.index.tables.notes_fts import FTS_COLUMNS
 from core.ranking import scoring
 
@@ -24,8 +25,15 @@ BODY = FTS_COLUMNS.index("body")
 # bits of the fields whose counts live in the side array (every field but the body)
 SIDE_BITS = np.uint8(sum(1 << f for f in range(N_FIELDS) if f != BODY))
 _SIDE_FIELDS = tuple(f for f in range(N_FIELDS) if f != BODY)
+if BODY != N_FIELDS - 1:  # posting_weights adds the body last, as scoring.bm25f_combine does in field order
+    raise ImportError(f"the body must be the last field of {FTS_COLUMNS}")
 # number of set bits of each uint8
 POPCOUNT = np.array([bin(i).count("1") for i in range(256)], dtype=np.uint8)
+# per field mask, the fields of its side values in order: SIDE_FIELD_OF[mask, k] is the k-th (padding 0)
+SIDE_FIELD_OF = np.zeros((256, len(_SIDE_FIELDS)), dtype=np.intp)
+for _m in range(256):
+    _held = [f for f in _SIDE_FIELDS if _m & (1 << f)]
+    SIDE_FIELD_OF[_m, : len(_held)] = _held
 
 
 def field_mask(tf: np.ndarray) -> np.ndarray:
@@ -55,7 +63,7 @@ def posting_tf(mask: np.ndarray, body_tf: np.ndarray, values: np.ndarray) -> np.
     tf[:, BODY] = body_tf
     counts = side_counts(mask)
     if values.shape[0] != int(counts.sum(dtype=np.int64)):
-        raise ValueError(f"{values.shape[0]} side values for postings that hold {int(counts.sum())}")
+        raise IntegrityError(f"{values.shape[0]} stored side counts for postings that hold {int(counts.sum())}")
     if values.shape[0] == 0:
         return tf
     start = np.cumsum(counts, dtype=np.int64) - counts
@@ -80,7 +88,7 @@ def average_lengths(sums: np.ndarray, n_docs: int) -> np.ndarray:
 
 def field_factors(field_len: np.ndarray, weights: tuple[float, ...], b: tuple[float, ...]) -> np.ndarray:
     """float32 [notes, fields]: each note's BM25F factors ``w_f / (1 - b_f + b_f * len_f / avg_f)``
-    (``scoring.bm25f_field_factors``) from its raw field lengths, the averages over these notes."""
+    (``scoring.bm25f_field_factors``) from its raw field lengths [notes, fields], the averages over these notes."""
     n = int(field_len.shape[0])
     avg = average_lengths(field_len.sum(axis=0, dtype=np.int64), n)
     return scoring.bm25f_field_factors(
@@ -88,8 +96,37 @@ def field_factors(field_len: np.ndarray, weights: tuple[float, ...], b: tuple[fl
     )
 
 
-def posting_weights(tf: np.ndarray, factors: np.ndarray, idf: np.ndarray, k1: float) -> np.ndarray:
+def posting_weights(
+    mask: np.ndarray,
+    body_tf: np.ndarray,
+    values: np.ndarray,
+    factors: np.ndarray,
+    docs: np.ndarray,
+    idf: np.ndarray,
+    k1: float,
+) -> np.ndarray:
     """float32 BM25F weight of each posting: ``idf * x / (k1 + x)`` with ``x = sum_f tf_f * factor_f``.
 
-    ``tf`` [postings, fields], ``factors`` [postings, fields] (the posting's note's), ``idf`` per posting."""
-    return scoring.bm25_saturate(scoring.bm25f_combine(tf, factors), idf, k1)
+    The postings' field masks, body counts and side values (as for ``posting_tf``); ``factors``
+    [fields, notes] (``field_factors`` transposed), ``docs`` the postings' notes, ``idf`` per posting.
+    Bit for bit ``scoring.bm25f_combine`` of the dense counts (float32, field by field in order, the
+    body last; a field without the term adds an exact 0 there), without building them: the other
+    fields are summed for the postings that hold the term there only (a few)."""
+    mask = np.asarray(mask)
+    x = np.asarray(body_tf).astype(np.float32) * factors[BODY][docs]
+    sub = np.flatnonzero(mask & SIDE_BITS)
+    counts = POPCOUNT[mask[sub] & SIDE_BITS]
+    if values.shape[0] != int(counts.sum(dtype=np.int64)):
+        raise IntegrityError(f"{values.shape[0]} stored side counts for postings that hold {int(counts.sum())}")
+    if sub.size:  # each side value times its field's factor, then summed per posting in field order
+        starts = np.cumsum(counts, dtype=np.int64) - counts
+        owner = np.repeat(np.arange(sub.size), counts)
+        rank = np.arange(values.shape[0]) - starts[owner]
+        fields = SIDE_FIELD_OF[mask[sub][owner], rank]
+        part = values.astype(np.float32) * factors[fields, docs[sub][owner]]
+        side = part[starts]  # summed in field order, as bm25f_combine adds them (np.add.reduceat does not)
+        for k in range(1, int(counts.max())):
+            more = np.flatnonzero(counts > k)
+            side[more] += part[starts[more] + k]
+        x[sub] = side + x[sub]
+    return scoring.bm25_saturate(x, idf, k1)

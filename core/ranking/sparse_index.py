@@ -71,10 +71,12 @@ class SparseIndex:
     _derived: dict[str, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
 
     def factors(self) -> np.ndarray:
-        """float32 [n_docs, fields]: each note's BM25F field factors under ``params`` (computed once)."""
+        """float32 [fields, n_docs]: each note's BM25F field factors under ``params``, a field's in one row
+        (computed once: an index is cached per generation and per visibility set)."""
         found = self._derived.get("factors")
         if found is None:
-            found = self._derived["factors"] = bm25f.field_factors(self.field_len, self.params.weights, self.params.b)
+            computed = bm25f.field_factors(self.field_len, self.params.weights, self.params.b)
+            found = self._derived["factors"] = np.ascontiguousarray(computed.T)
         return found
 
     def idf(self, ids: np.ndarray | int) -> np.ndarray:
@@ -92,8 +94,8 @@ class SparseIndex:
         """float32 BM25F weight of the postings ``pos`` (every posting of the term ids ``ids``, in their
         order, as ``gather_postings`` gives them; ``owner``: index into ``ids``, ``docs``: rows)."""
         side, _ = gather_postings(self.side_ptr, ids)
-        tf = bm25f.posting_tf(self.field_mask[pos], self.body_tf[pos], np.asarray(self.side_tf[side]))
-        return bm25f.posting_weights(tf, self.factors()[docs], self.idf(ids)[owner], self.params.k1)
+        mask, body, values = self.field_mask[pos], self.body_tf[pos], np.asarray(self.side_tf[side])
+        return bm25f.posting_weights(mask, body, values, self.factors(), docs, self.idf(ids)[owner], self.params.k1)
 
     @property
     def n_docs(self) -> int:

@@ -11,8 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from core.errors import IntegrityError
 from core.index.tables.terms import DDL_NOTE_TERMS, DDL_TERMS
-from core.ranking import bm25f
+from core.ranking import bm25f, scoring
 from core.ranking.sparse import RankParams, bm25_scores, compute_sparse
 
 BM25F_ONLY = RankParams(heading_coverage_weight=0.0, title_heading_coverage_weight=0.0, name_match_weight=0.0)
@@ -70,8 +71,26 @@ def test_the_side_array_gives_every_count_back(rows):
     values = bm25f.side_values(tf)
     assert values.shape[0] == int(bm25f.side_counts(mask).sum())
     assert np.array_equal(bm25f.posting_tf(mask, tf[:, bm25f.BODY], values), tf)
-    with pytest.raises(ValueError):
+    with pytest.raises(IntegrityError):
         bm25f.posting_tf(mask, tf[:, bm25f.BODY], np.append(values, 1).astype(np.uint16))
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(st.tuples(*[st.sampled_from([0, 0, 0, 1, 2, 7, 300])] * 5), min_size=1, max_size=60), st.integers(0, 99)
+)
+def test_posting_weights_are_bit_for_bit_the_dense_combination(rows, seed):
+    """The sparse sum (side fields for the postings that hold them, the body last) gives the float32
+    numbers of ``scoring.bm25f_combine`` over the dense counts, so rankings stay as they were."""
+    tf = np.array(rows, dtype=np.uint16).reshape(-1, 5)
+    rng = np.random.default_rng(seed)
+    docs = rng.integers(0, 4, tf.shape[0])
+    factors = rng.random((4, 5)).astype(np.float32) * 3
+    idf = rng.random(tf.shape[0]).astype(np.float32) * 5
+    mask, values = bm25f.field_mask(tf), bm25f.side_values(tf)
+    got = bm25f.posting_weights(mask, tf[:, bm25f.BODY], values, np.ascontiguousarray(factors.T), docs, idf, 0.9)
+    want = scoring.bm25_saturate(scoring.bm25f_combine(tf, factors[docs]), idf, 0.9)
+    assert got.dtype == np.float32 and np.array_equal(got, want)
 
 
 def dense_bm25f(tf: np.ndarray, query: list[int], p: RankParams) -> np.ndarray:
