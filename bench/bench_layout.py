@@ -1,6 +1,7 @@
-"""Stored sparse layout, before and after (issue 29 step 1): per code tree and corpus, a cold build's
-wall clock, the generation's bytes and those of its stored sparse group, and warm ``fts`` latency
-(``search_vault``, limit 10, passages on; wall clock, p50 and p95 of the queries twice after 30 warm-ups).
+"""Stored sparse layout, before and after (issue 29 step 1): per code tree and corpus, a cold build
+(workers=1: wall clock and CPU time), the generation's bytes and those of its stored sparse group, and
+warm ``fts`` latency (``search_vault``, limit 10, passages on; p50 and p95 of wall clock and CPU time of
+the queries twice after 30 warm-ups).
 
 Each code tree (``--code name=DIR``, a directory holding ``core/``; "now" is this tree) runs in its own
 subprocess; the trees alternate for ``--rounds`` rounds (the machine is shared: compare medians).
@@ -34,23 +35,27 @@ from core.index.builder import build_index
 from core.searcher import search_vault
 vault, queries, index_dir = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
 shutil.rmtree(index_dir, ignore_errors=True)
-t = time.perf_counter()
-build_index(vault, index_dir=index_dir)
-build = time.perf_counter() - t
+t, c = time.perf_counter(), time.process_time()
+build_index(vault, index_dir=index_dir, workers=1)
+build, build_cpu = time.perf_counter() - t, time.process_time() - c
 path = gen.resolve(gen.layout_for(vault.resolve(), index_dir)).path
 conn = gen.connect_readonly(gen.resolve(gen.layout_for(vault.resolve(), index_dir)))
 sparse = conn.execute("SELECT coalesce(sum(length(data)), 0) FROM term_major WHERE name LIKE 'sparse:%'").fetchone()[0]
 qs = [json.loads(line)["text"] for line in queries.read_text().splitlines() if line.strip()]
 for q in qs[:30]:
     search_vault(vault, q, mode="fts", limit=10, index_dir=index_dir)
-times = []
+times, cpu = [], []
 for q in qs * 2:
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     search_vault(vault, q, mode="fts", limit=10, index_dir=index_dir)
     times.append(time.perf_counter() - t)
+    cpu.append(time.process_time() - c)
 times.sort()
-print(json.dumps({"build_s": build, "generation_bytes": path.stat().st_size, "sparse_group_bytes": sparse,
-                  "p50_ms": statistics.median(times) * 1000, "p95_ms": times[int(0.95 * len(times))] * 1000}))
+cpu.sort()
+print(json.dumps({"build_s": build, "build_cpu_s": build_cpu, "generation_bytes": path.stat().st_size,
+                  "sparse_group_bytes": sparse, "p50_ms": statistics.median(times) * 1000,
+                  "p95_ms": times[int(0.95 * len(times))] * 1000, "cpu_p50_ms": statistics.median(cpu) * 1000,
+                  "cpu_p95_ms": cpu[int(0.95 * len(cpu))] * 1000}))
 """
 
 
