@@ -275,9 +275,9 @@ def _results(ctx: SearchContext, run: ModeRun, with_passages: bool, watermark: s
     files = _note_files(ctx.conn, ids)
     sp = ctx.sparse()
     weights: dict[str, float] = {}
-    for t in ctx.terms:
-        if t in sp.term_id and t not in ctx.analysis.quiet:
-            weights[surface(t)] = max(weights.get(surface(t), 0.0), float(sp.bm25_idf[sp.term_id[t]]))
+    said = [t for t in ctx.terms if t in sp.term_id and t not in ctx.analysis.quiet]
+    for t, idf in zip(said, sp.idf(np.asarray([sp.term_id[t] for t in said], dtype=np.int64)).tolist()):
+        weights[surface(t)] = max(weights.get(surface(t), 0.0), idf)
     shown = _without_extensions(weights)
     words = QueryWords(shown, {w: weights[w] for w in shown})
     preferred = {h.note_id: h.chunk_id for h in run.hits if h.chunk_id is not None}

@@ -18,9 +18,9 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from core.build import embed
 from core.dense import META_KEY, REF_KEY, load_embedder, model_reference, stored_reference
 from core.errors import CapabilityError, ModelError
-from core.build import embed
 from core.index.tables.chunk_vectors import count_pending
 from core.index.tables.meta import get_meta
 from core.models.catalog import DEFAULT_EMBEDDING_MODEL

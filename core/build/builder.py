@@ -4,14 +4,12 @@
     generation, or a fresh one) -> delete changed/removed notes, add changed/new ones ->
     re-resolve links -> validate -> source unchanged? -> generations.publish
 
-Unchanged notes (same content hash) keep their rows, chunks, term vectors and dense
-vectors because the working database starts as a byte copy of the verified active
-generation. ``in_place=True`` applies the same plan to one writable ``index.db`` in a
+Unchanged notes (same content hash) keep their rows, chunks, term vectors and dense vectors because the
+working database starts as a byte copy of the verified active generation. ``in_place=True`` applies the same plan to one writable ``index.db`` in a
 single transaction instead (the ``legacy_db`` layout).
 
-Changed notes are read, parsed, chunked and counted by ``core.build.prepare_pool.prepared_notes`` - in
-forked worker processes when there are many - while this process gives them ids, maps
-their words to FTS5 terms and writes the rows (``core.build.ingest.NoteWriter``).
+Changed notes are read, parsed and counted by ``prepare_pool.prepared_notes`` (in forked workers when there are
+many) while this process gives them ids, maps words to FTS5 terms and writes rows (``ingest.NoteWriter``).
 """
 
 from __future__ import annotations
@@ -28,24 +26,23 @@ from typing import Any
 
 from tqdm import tqdm
 
-from core.build.lock import build_lock, ensure_layout, new_staging_path
-from core.build.publish import publish
-from core.build.racy import settle_racy
-from core.index.layout import GenerationRecord, IndexLayout, ResolvedIndex, layout_for
-from core.index.state import active_record
-from core.index.verify import connect_readonly, copy_base, resolve
-from core.errors import IntegrityError, UsageError, ValidationError
-from core.index import state as gstate
 from core.build.faults import build_io_errors
 from core.build.ingest import NoteWriter, recompute_edges
-from core.index.ownership import check_vault
+from core.build.lock import build_lock, ensure_layout, new_staging_path
 from core.build.plan import BuildPlan, BuildRun, plan_build
 from core.build.prepare_pool import default_workers, prepared_notes
+from core.build.publish import publish
+from core.build.racy import settle_racy
 from core.build.report import BuildReport, build_report
-from core.index.schema import create_schema
-from core.index.settings import DEFAULT_TOKENIZER, IndexConfig, resolve_config  # noqa: F401 (public API)
 from core.build.source import NoteSource, WorkingTreeSource, resolve_settings
 from core.build.source import stored_settings as stored_source_settings
+from core.errors import IntegrityError, UsageError, ValidationError
+from core.index import state as gstate
+from core.index.layout import GenerationRecord, IndexLayout, ResolvedIndex, layout_for
+from core.index.ownership import check_vault
+from core.index.schema import create_schema
+from core.index.settings import DEFAULT_TOKENIZER, IndexConfig, resolve_config  # noqa: F401 (public API)
+from core.index.state import active_record
 from core.index.tables.checks import inconsistencies
 from core.index.tables.chunk_vectors import count_vectors
 from core.index.tables.chunks import count_chunks
@@ -59,6 +56,7 @@ from core.index.tables.skipped_files import (
     source_note_ids,
     source_paths,
 )
+from core.index.verify import connect_readonly, copy_base, resolve
 from core.ranking.analysis import language_analyzer_for
 from core.ranking.chunk_vectors import compute_chunk_vectors, store_chunk_vectors
 from core.ranking.sparse import compute_sparse, store_sparse
@@ -169,7 +167,9 @@ def _stage(conn: sqlite3.Connection, plan: BuildPlan, run: BuildRun) -> dict[str
     with atomic(conn):
         extra = _apply(conn, plan, run)
         run.source.finish(conn)
-        scan_ns = plan.scan_started_ns if run.source.kind != "worktree" else settle_racy(conn, run.root, plan.scan_started_ns)
+        scan_ns = (
+            plan.scan_started_ns if run.source.kind != "worktree" else settle_racy(conn, run.root, plan.scan_started_ns)
+        )
         set_meta(
             conn,
             {

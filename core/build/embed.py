@@ -46,8 +46,6 @@ from tqdm import tqdm
 
 from core.build.lock import build_lock, new_staging_path
 from core.build.publish import publish
-from core.index.layout import GenerationRecord, IndexLayout, ResolvedIndex, layout_for
-from core.index.verify import connect_readonly, copy_base, resolve
 from core.dense import (
     META_KEY,
     REF_KEY,
@@ -59,6 +57,7 @@ from core.dense import (
     stored_reference,
 )
 from core.errors import IndexMissingError, IntegrityError, ValidationError
+from core.index.layout import GenerationRecord, IndexLayout, ResolvedIndex, layout_for
 from core.index.state import EMBED_RATE_KEY
 from core.index.tables.chunk_vectors import (
     count_pending,
@@ -74,6 +73,7 @@ from core.index.tables.meta import get_meta, set_meta
 from core.index.tables.notes import count_notes
 from core.index.tables.notes_fts import note_bodies
 from core.index.tables.problems import all_problems
+from core.index.verify import connect_readonly, copy_base, resolve
 from core.models.installed import default_model
 from core.models.presets import DEFAULT_EMBEDDING_MODEL
 
@@ -447,9 +447,7 @@ def _goal(resolved: ResolvedIndex, run: _Run, limit: int | None) -> int:
 
 def dense_coverage(vault: str | Path, index_dir: str | Path | None = None) -> tuple[int, int]:
     """(chunks with a vector, chunks) of the active index: what an interrupted ``index --embed`` kept."""
-    remaining, chunks = _counts(
-        resolve(layout_for(Path(vault).resolve(), Path(index_dir) if index_dir else None))
-    )
+    remaining, chunks = _counts(resolve(layout_for(Path(vault).resolve(), Path(index_dir) if index_dir else None)))
     return chunks - remaining, chunks
 
 

@@ -25,8 +25,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 
-from core.errors import SourceChangedError
 from core.build.bounds import bound_vocabulary
+from core.errors import SourceChangedError
 from core.index.tables import notes as notes_table
 from core.index.tables.chunks import insert_chunks, next_chunk_id
 from core.index.tables.links import delete_all_edges, edge_counts, insert_edges, insert_links, links_from, repoint_edges

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from core.build.source import NoteSource, Read
 from core.index.layout import IndexLayout
 from core.index.settings import IndexConfig
-from core.build.source import NoteSource, Read
 from core.index.tables.meta import get_meta
 from core.index.tables.notes import note_file_rows
 from core.index.tables.skipped_files import skipped_file_rows

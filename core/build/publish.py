@@ -13,11 +13,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from core.build.lock import require_lock
 from core.errors import SqliteIntegrityError, UsageError, ValidationError
 from core.index import pinned
 from core.index import state as gstate
 from core.index.layout import GenerationRecord, IndexLayout, ResolvedIndex
-from core.build.lock import require_lock
 from core.index.ownership import is_generation_file
 from core.index.state import list_generations
 from core.index.verify import debris, invalidate, pinned_integrity_lines, ready_files, resolved_generation

@@ -25,11 +25,11 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from core.index.layout import IndexLayout
-from core.index.state import active_record
+from core.build.ingest import read_source
 from core.errors import IntegrityError, SourceChangedError, UsageError
 from core.index.freshness_walk import RACY_NS  # one racy-mtime rule for the build and freshness
-from core.build.ingest import read_source
+from core.index.layout import IndexLayout
+from core.index.state import active_record
 from core.index.tables.git_dates import forget_dates
 from core.index.tables.meta import get_meta
 from core.vault.scan import ScannedFile, ScanResult, scan_vault

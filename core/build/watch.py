@@ -43,9 +43,6 @@ from pathlib import Path
 from typing import Any
 
 from core.build.lock import ensure_layout
-from core.index.layout import layout_for
-from core.index.state import active_record
-from core.index.verify import connect_readonly, resolve
 from core.errors import (
     IndexDirInaccessibleError,
     IndexMissingError,
@@ -54,8 +51,11 @@ from core.errors import (
 )
 from core.index.freshness import forget_walks, register_watcher, unregister_watcher
 from core.index.freshness_visible import Sees, build_for
+from core.index.layout import layout_for
 from core.index.settings import config_of_active
+from core.index.state import active_record
 from core.index.tables import notes as notes_table
+from core.index.verify import connect_readonly, resolve
 from core.index.watch_state import BuildOutcome, WatchView, _file_id, lock_watch, open_clock, write_clock, write_state
 
 DEFAULT_DEBOUNCE_MS = 200

@@ -138,7 +138,7 @@ def _add_name_start_bonus(ctx: SearchContext, sp: SparseIndex, scores: np.ndarra
     named[p.docs[np.flatnonzero(starts[p.owner] & in_title)]] = True
     kinds = dict(zip(a.terms, a.kinds))
     other = np.fromiter((kinds[t] == "base" and t not in a.name_word for t in known), dtype=bool, count=len(known))
-    idf = sp.bm25_idf[p.ids].astype(np.float64) * (p.cover if p.cover is not None else 1.0) * other
+    idf = sp.idf(p.ids).astype(np.float64) * (p.cover if p.cover is not None else 1.0) * other
     total = float(idf.sum())
     held = np.bincount(p.docs, weights=idf[p.owner] * in_title, minlength=sp.n_docs)  # in the name too
     share = held / total if total > 0 else 1.0

@@ -35,12 +35,14 @@ def stable_order(terms: np.ndarray, n_terms: int) -> np.ndarray:
 class TermMajor:
     """The slots of a term-major layout, handed out block by block in row order."""
 
-    def __init__(self, terms: np.ndarray, n_terms: int) -> None:
-        """``terms``: every posting's term id (any order); ``n_terms``: more than the largest id."""
+    def __init__(self, terms: np.ndarray, n_terms: int, weights: np.ndarray | None = None) -> None:
+        """``terms``: every posting's term id (any order); ``n_terms``: more than the largest id;
+        ``weights``: how many slots each posting takes (one each when None)."""
         self.n_terms = n_terms
         self.counts = np.zeros(n_terms, dtype=np.int64)
         for start in range(0, terms.shape[0], BLOCK):  # bincount copies its input to int64: a block at a time
-            self.counts += np.bincount(terms[start : start + BLOCK], minlength=n_terms)
+            w = None if weights is None else weights[start : start + BLOCK]
+            self.counts += np.bincount(terms[start : start + BLOCK], w, minlength=n_terms).astype(np.int64)
         self.indptr = np.zeros(n_terms + 1, dtype=np.int64)  # term t's postings: indptr[t]:indptr[t + 1]
         np.cumsum(self.counts, out=self.indptr[1:])
         self._fill = self.indptr[:-1].copy()  # each term's next free slot

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 import core.ranking.postings
 import core.ranking.sparse
+import core.ranking.sparse_rows
 from core import generations as gen
 from core.index.tables.notes_fts import FTS_COLUMNS
 from core.ranking.analysis import language_analyzer_for
@@ -108,9 +109,9 @@ def test_a_note_without_terms_is_a_row_without_postings(conn):
 def test_loading_in_small_blocks_gives_the_same_index(conn, monkeypatch, block, read_rows):
     whole = load_sparse(conn)
     monkeypatch.setattr(core.ranking.postings, "BLOCK", block)
-    monkeypatch.setattr(core.ranking.sparse, "READ_ROWS", read_rows)
+    monkeypatch.setattr(core.ranking.sparse_rows, "READ_ROWS", read_rows)
     pieces = core.ranking.sparse.compute_sparse(conn)  # the row reader the build stores from
-    for name in ("note_ids", "indptr", "docs", "field_mask", "body_tf", "df", "bm25", "bm25_idf"):
+    for name in core.ranking.sparse.SPARSE_ARRAYS:
         a, b = getattr(whole, name), getattr(pieces, name)
         assert a.dtype == b.dtype and np.array_equal(a, b), name
     for t in range(whole.indptr.shape[0] - 1):  # rows ascend within each term
@@ -162,8 +163,9 @@ def test_the_name_bonus_ranks_the_note_named_by_the_query_first(make_vault):
     assert top(with_bonus) == "dendron.topic.schema.md"
     assert top(without) != "dendron.topic.schema.md"  # the bonus is what decides
     # a note's name idf is the summed idf of its name terms: "Schemas dendron topic", "Complete dendron topic schema"
-    idf = {t: float(with_bonus.bm25_idf[i]) for t, i in with_bonus.term_id.items()}
-    names = {paths[int(i)]: float(v) for i, v in zip(with_bonus.note_ids, with_bonus.name_idf)}
+    idf = {t: float(with_bonus.idf(i)) for t, i in with_bonus.term_id.items()}
+    rows = np.arange(with_bonus.n_docs)
+    names = {paths[int(i)]: float(v) for i, v in zip(with_bonus.note_ids, with_bonus.name_idf(rows))}
     shared = idf["en:dendron"] + idf["en:topic"] + idf["en:schema"]
     assert names == pytest.approx(
         {

@@ -15,10 +15,18 @@ from conftest import note
 
 from core import generations as gen
 from core.errors import IntegrityError
-from core.ranking import stored
+from core.ranking import bm25f, stored
 from core.ranking.chunk_vectors import CHUNK_GROUP, compute_chunk_vectors, load_chunk_vectors
 from core.ranking.filters import Filters
-from core.ranking.sparse import DEFAULT_PARAMS, RankParams, bm25_scores, compute_sparse, load_sparse, sparse_group
+from core.ranking.sparse import (
+    SPARSE_ARRAYS,
+    SPARSE_GROUP,
+    RankParams,
+    bm25_scores,
+    compute_sparse,
+    gather_postings,
+    load_sparse,
+)
 from core.searcher import search_vault
 
 FILES = {
@@ -27,7 +35,7 @@ FILES = {
     "c.md": note("Gamma", "gamma ünïcödé wörds and soil"),
     "empty.md": "---\ntitle: Bare\n---\n",
 }
-SPARSE = ("note_ids", "indptr", "docs", "field_mask", "body_tf", "df", "bm25", "bm25_idf", "name_idf")
+SPARSE = SPARSE_ARRAYS
 CHUNKS = (
     "indptr",
     "chunks",
@@ -78,23 +86,30 @@ def test_loading_reads_the_stored_group_not_the_rows(vault: Path, tmp_path: Path
     assert len(compute_sparse(db).term_id) == 0  # the rows are really gone
 
 
-def test_other_parameters_are_computed_not_taken_from_the_stored_group(vault: Path) -> None:
-    conn = gen.connect_readonly(gen.resolve(gen.layout_for(vault)))
-    other = RankParams(k1=1.7)
-    assert sparse_group(other) != sparse_group(DEFAULT_PARAMS)
-    same(load_sparse(conn, other), compute_sparse(conn, other), SPARSE)
-    assert not np.array_equal(load_sparse(conn, other).bm25, load_sparse(conn).bm25)
+def test_other_parameters_score_from_the_same_stored_group(vault: Path, tmp_path: Path) -> None:
+    """No stored number depends on the ranking parameters (BM25F is computed at query time): other
+    parameters read the stored arrays, not the rows, and score as the rows computed under them do."""
+    db = writable_copy(vault, tmp_path)
+    other = RankParams(k1=1.7, b=(0.2, 0.5, 0.3, 0.9, 0.4))
+    computed = compute_sparse(db, other)
+    db.executescript("DELETE FROM note_terms; DELETE FROM chunk_terms; DELETE FROM terms;")
+    loaded = load_sparse(db, other)
+    same(loaded, computed, SPARSE)
+    terms = ["en:soil", "en:compost"]
+    assert all(np.array_equal(a, b) for a, b in zip(bm25_scores(loaded, terms), bm25_scores(computed, terms)))
+    assert not np.array_equal(bm25_scores(loaded, terms)[0], bm25_scores(load_sparse(db), terms)[0])
 
 
 def test_a_group_of_an_older_layout_is_not_used(vault: Path, tmp_path: Path) -> None:
-    """A generation stored before the layout changed (v1 held name term counts, no name idf) is
+    """A generation stored before the layout changed (v3 held idf arrays, v2 BM25F weights) is
     computed from its rows, never read as the current layout (which would lack arrays)."""
     db = writable_copy(vault, tmp_path)
-    group = sparse_group(DEFAULT_PARAMS)
-    old = group.replace("sparse:v2:", "sparse:", 1)
-    assert old != group
-    db.execute("UPDATE term_major SET name = ? || substr(name, ?) WHERE name LIKE 'sparse:v2:%'", (old, len(group) + 1))
-    assert db.execute("SELECT count(*) FROM term_major WHERE name LIKE 'sparse:v2:%'").fetchone()[0] == 0
+    old = "sparse:v3"
+    db.execute(
+        "UPDATE term_major SET name = ? || substr(name, ?) WHERE name LIKE ?",
+        (old, len(SPARSE_GROUP) + 1, SPARSE_GROUP + "/%"),
+    )
+    assert db.execute("SELECT count(*) FROM term_major WHERE name LIKE ?", (SPARSE_GROUP + "%",)).fetchone()[0] == 0
     same(load_sparse(db), compute_sparse(db), SPARSE)
 
 
@@ -115,7 +130,7 @@ def test_a_chunk_group_of_the_idf_weighted_layout_is_not_used(vault: Path, tmp_p
 @pytest.mark.parametrize("array", ["sparse_docs", "chunk_tf"])
 def test_truncated_stored_array_is_an_integrity_error(vault: Path, tmp_path: Path, array: str) -> None:
     db = writable_copy(vault, tmp_path)
-    group, name = (sparse_group(DEFAULT_PARAMS), "docs") if array == "sparse_docs" else (CHUNK_GROUP, "tf")
+    group, name = (SPARSE_GROUP, "docs") if array == "sparse_docs" else (CHUNK_GROUP, "tf")
     db.execute("UPDATE term_major SET data = substr(data, 1, 4) WHERE name = ?", (f"{group}/{name}",))
     with pytest.raises(IntegrityError):
         load_chunk_vectors(db, load_sparse(db))
@@ -123,21 +138,24 @@ def test_truncated_stored_array_is_an_integrity_error(vault: Path, tmp_path: Pat
 
 def test_missing_array_of_a_group_is_an_integrity_error(vault: Path, tmp_path: Path) -> None:
     db = writable_copy(vault, tmp_path)
-    db.execute("DELETE FROM term_major WHERE name = ?", (f"{sparse_group(DEFAULT_PARAMS)}/bm25",))
+    db.execute("DELETE FROM term_major WHERE name = ?", (f"{SPARSE_GROUP}/side_ptr",))
     with pytest.raises(IntegrityError):
         load_sparse(db)
 
 
 # --- postings stored in pieces, read on demand ------------------------------------------------------
 
-POSTINGS = {"sparse": ("docs", "field_mask", "body_tf", "bm25"), "chunks": ("chunks", "tf")}
+POSTINGS = {"sparse": ("docs", "field_mask", "body_tf", "side_tf"), "chunks": ("chunks", "tf")}
 
 
 @pytest.fixture(scope="module")
 def pieced(make_vault, tmp_path_factory) -> Path:
     """A vault built with tiny pieces, so that every posting array is stored in several of them."""
     words = [f"w{i:03d}" for i in range(300)]
-    files = {f"n{k}.md": note(f"Note {k}", " ".join(words[k::7] * 3) + f" soil{k % 5}") for k in range(40)}
+    files = {
+        f"n{k}.md": note(f"Note {k}", f"# {' '.join(words[k::11])}\n\n" + " ".join(words[k::7] * 3) + f" soil{k % 5}")
+        for k in range(40)
+    }
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(stored, "PIECE_BYTES", 256)
         return make_vault(files)
@@ -151,7 +169,7 @@ def test_posting_arrays_are_stored_in_pieces_and_read_back_exactly(pieced: Path)
     conn = gen.connect_readonly(gen.resolve(gen.layout_for(pieced)))
     names = [r[0] for r in conn.execute("SELECT name FROM term_major WHERE name LIKE '%#%'")]
     for name in POSTINGS["sparse"]:
-        assert sum(n.startswith(f"{sparse_group(DEFAULT_PARAMS)}/{name}#") for n in names) > 2, name
+        assert sum(n.startswith(f"{SPARSE_GROUP}/{name}#") for n in names) > 2, name
     assert not [n for n in names if "/note_ids#" in n or "/term_text#" in n]  # per-term/per-note arrays: whole
     eager, lazy, computed = load_sparse(conn), load_sparse(conn, reader=_reader(pieced)), compute_sparse(conn)
     same(eager, computed, SPARSE)
@@ -168,8 +186,8 @@ def test_posting_arrays_are_stored_in_pieces_and_read_back_exactly(pieced: Path)
 
 def test_a_stored_array_answers_every_index_as_the_whole_array(pieced: Path) -> None:
     conn = gen.connect_readonly(gen.resolve(gen.layout_for(pieced)))
-    lazy = load_sparse(conn, reader=_reader(pieced)).bm25
-    whole = load_sparse(conn).bm25
+    lazy = load_sparse(conn, reader=_reader(pieced)).body_tf
+    whole = load_sparse(conn).body_tf
     n = whole.shape[0]
     rng = np.random.default_rng(7)
     keys: list[object] = [
@@ -190,7 +208,7 @@ def test_a_stored_array_answers_every_index_as_the_whole_array(pieced: Path) -> 
         whole > np.median(whole),
     ]
     for key in keys:
-        fresh = load_sparse(conn, reader=_reader(pieced)).bm25  # nothing read yet
+        fresh = load_sparse(conn, reader=_reader(pieced)).body_tf  # nothing read yet
         for array in (fresh, lazy):  # ... and one that has read pieces already
             got, want = array[key], whole[key]
             assert np.asarray(got).dtype == want.dtype and np.array_equal(got, want), key
@@ -221,7 +239,7 @@ def test_a_query_reads_only_the_pieces_of_its_terms(pieced: Path) -> None:
 
 def test_a_missing_or_short_piece_is_an_integrity_error(pieced: Path, tmp_path: Path) -> None:
     db = writable_copy(pieced, tmp_path)
-    name = f"{sparse_group(DEFAULT_PARAMS)}/docs#000001"
+    name = f"{SPARSE_GROUP}/docs#000001"
     db.execute("UPDATE term_major SET data = substr(data, 1, 8) WHERE name = ?", (name,))
     db.commit()
     with pytest.raises(IntegrityError):
@@ -249,7 +267,7 @@ def test_stored_arrays_outlive_the_loading_connection_and_serve_every_thread(pie
             for s in starts[offset::4]:
                 pos = np.arange(s, s + 50)
                 assert np.array_equal(lazy.docs[pos], whole.docs[pos]) and np.array_equal(
-                    lazy.bm25[pos], whole.bm25[pos]
+                    lazy.body_tf[pos], whole.body_tf[pos]
                 )
         except BaseException as exc:  # reported below
             errors.append(exc)
@@ -300,7 +318,7 @@ def test_a_long_lived_process_reads_the_whole_array_after_many_gathers(pieced: P
     """A one-shot search reads the pieces it needs; after WHOLE_AFTER_GATHERS gathers the array is read
     once whole and indexed directly (a server's warm queries skip the run bookkeeping), same values."""
     conn = gen.connect_readonly(gen.resolve(gen.layout_for(pieced)))
-    lazy, whole = load_sparse(conn, reader=_reader(pieced)).bm25, load_sparse(conn).bm25
+    lazy, whole = load_sparse(conn, reader=_reader(pieced)).body_tf, load_sparse(conn).body_tf
     for k in range(stored.WHOLE_AFTER_GATHERS):
         positions = np.arange(k, k + 3)
         assert np.array_equal(lazy[positions], whole[positions])
@@ -308,3 +326,41 @@ def test_a_long_lived_process_reads_the_whole_array_after_many_gathers(pieced: P
     positions = np.array([5, 1, whole.shape[0] - 1])
     assert np.array_equal(lazy[positions], whole[positions])
     assert lazy._full is not None and np.array_equal(lazy._full, whole)
+
+
+# --- nothing stored depends on collection statistics ------------------------------------------------
+
+
+def _per_note(vault: Path) -> tuple[set[str], dict[tuple[str, str], tuple[int, ...]], dict[str, tuple]]:
+    """(stored sparse array names, per (term, note path): its field counts, per note path: its field
+    lengths and name terms) of the vault's active generation, read from the stored group."""
+    conn = gen.connect_readonly(gen.resolve(gen.layout_for(vault)))
+    names = {r[0].split("/", 1)[1] for r in conn.execute("SELECT name FROM term_major WHERE name LIKE 'sparse:%'")}
+    sp = load_sparse(conn)
+    path = dict(conn.execute("SELECT id, rel_path FROM notes"))
+    term_of = {i: t for t, i in sp.term_id.items()}
+    postings: dict[tuple[str, str], tuple[int, ...]] = {}
+    for term, tid in sp.term_id.items():
+        ids = np.asarray([tid])
+        pos, _ = gather_postings(sp.indptr, ids)
+        side, _ = gather_postings(sp.side_ptr, ids)
+        tf = bm25f.posting_tf(sp.field_mask[pos], sp.body_tf[pos], sp.side_tf[side])
+        for row, counts in zip(sp.docs[pos].tolist(), tf.tolist()):
+            postings[(term, path[int(sp.note_ids[row])])] = tuple(counts)
+    notes = {}
+    for row, nid in enumerate(sp.note_ids.tolist()):
+        held = sp.name_terms[sp.name_ptr[row] : sp.name_ptr[row + 1]]
+        notes[path[nid]] = (tuple(sp.field_len[row].tolist()), tuple(term_of[int(t)] for t in held))
+    return names, postings, notes
+
+
+def test_no_stored_number_depends_on_collection_statistics(make_vault) -> None:
+    """The stored group holds raw counts only (no BM25F weight, idf or name idf): adding a note that
+    shares the others' words moves N, df and the average lengths, and no other note's stored numbers."""
+    extra = {"zz.md": note("Soil compost alpha", "# Soil\n\nsoil compost beta gamma water " * 30, tags=["x"])}
+    before_names, before, before_notes = _per_note(make_vault(FILES))
+    after_names, after, after_notes = _per_note(make_vault({**FILES, **extra}))
+    assert not before_names & {"bm25", "bm25_idf", "name_idf"} and before_names == after_names
+    assert {k: v for k, v in after.items() if k[1] != "zz.md"} == before
+    assert {k: v for k, v in after_notes.items() if k != "zz.md"} == before_notes
+    assert any(k[1] == "zz.md" for k in after) and after_notes["zz.md"][1]  # the new note is there, with names

@@ -16,7 +16,7 @@ from core.errors import IntegrityError
 from core.ranking import expansion
 from core.ranking import vocabulary as vocabulary_module
 from core.ranking.expansion import VOCABULARY_ARRAYS, QueryAnalyzer, Vocabulary, vocabulary
-from core.ranking.sparse import DEFAULT_PARAMS, compute_sparse, load_sparse, sparse_group
+from core.ranking.sparse import SPARSE_GROUP, compute_sparse, load_sparse
 
 FILES = {
     "en.md": note("Worktrees", "git worktrees and the worktree command; removing items by force " * 5),
@@ -130,14 +130,14 @@ def _writable_copy(vault: Path, tmp_path: Path) -> sqlite3.Connection:
 
 def test_a_sparse_group_without_its_vocabulary_is_an_integrity_error(vault: Path, tmp_path: Path) -> None:
     db = _writable_copy(vault, tmp_path)
-    db.execute("DELETE FROM term_major WHERE name = ?", (f"{sparse_group(DEFAULT_PARAMS)}/vocab_words",))
+    db.execute("DELETE FROM term_major WHERE name = ?", (f"{SPARSE_GROUP}/vocab_words",))
     with pytest.raises(IntegrityError):
         load_sparse(db)
 
 
 def test_stored_vocabulary_arrays_that_disagree_are_an_integrity_error(vault: Path, tmp_path: Path) -> None:
     db = _writable_copy(vault, tmp_path)
-    name = f"{sparse_group(DEFAULT_PARAMS)}/vocab_exact"
+    name = f"{SPARSE_GROUP}/vocab_exact"
     db.execute("UPDATE term_major SET data = substr(data, 1, 16), shape = '[2]' WHERE name = ?", (name,))
     sp = load_sparse(db)
     with pytest.raises(IntegrityError):

@@ -1,0 +1,142 @@
+"""The sparse index of a generation (``SparseIndex``): term-major postings with raw per-field counts,
+per-note field lengths and the statistics a query computes BM25F from (core.ranking.bm25f), and the
+ranking parameters it is scored under. Loaded and scored by core.ranking.sparse."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from core.index.tables.notes_fts import FTS_COLUMNS
+from core.ranking import bm25f, scoring, stored
+
+
+@dataclass(frozen=True)
+class RankParams:
+    """BM25F parameters; tuned on SciFact train and the known-item sets (docs/architecture.md)."""
+
+    k1: float = 0.9
+    # field order = FTS_COLUMNS: title, description, tags, headings, body
+    weights: tuple[float, ...] = (2.0, 1.5, 1.5, 4.0, 1.0)
+    b: tuple[float, ...] = (0.5, 0.5, 0.3, 0.5, 0.75)
+    coverage_weight: float = 0.0
+    # A note whose headings hold every query term (its names have their own bonus, below).
+    heading_coverage_weight: float = 1.2
+    # A note whose names (title, file name, aliases: the title field) hold every query term,
+    # scaled by the idf-weighted share of the name the query covers: "dendron topic schema" is the
+    # name of dendron.topic.schema.md more than of dendron.topic.schema.complete.md. Never below
+    # heading_coverage_weight (scoring.name_bonus): a name is at least as good a place as a heading.
+    name_match_weight: float = 2.5
+    # A note whose title field and headings together hold every query term.
+    title_heading_coverage_weight: float = 0.4
+    # The same for the title alone (on top): CJK-only look-ups (core.modes.lexical.CJK_TITLE_COVERAGE).
+    title_coverage_weight: float = 0.0
+
+
+DEFAULT_PARAMS = RankParams()
+TITLE_FIELD = FTS_COLUMNS.index("title")
+TITLE_BIT = np.uint8(1 << TITLE_FIELD)  # a posting's field_mask bit of the title field (the note's names)
+HEADING_BIT = np.uint8(1 << FTS_COLUMNS.index("headings"))
+
+
+@dataclass
+class SparseIndex:
+    """Term-major postings of one generation; numbers only, never note text."""
+
+    note_ids: np.ndarray  # int64 [n_docs], row -> note id (ascending)
+    term_id: dict[str, int]  # FTS5 token -> term id
+    indptr: np.ndarray  # int64 [max_term_id + 2]: postings of term t are indptr[t]:indptr[t+1]
+    # the per-posting arrays may be stored arrays read a piece at a time (core.ranking.stored)
+    docs: np.ndarray | stored.StoredArray  # int32 [postings] row of the document (ascending within a term)
+    field_mask: np.ndarray | stored.StoredArray  # uint8 [postings] bit f set when the term occurs in field f
+    body_tf: np.ndarray | stored.StoredArray  # uint16 [postings] occurrences in the body
+    # uint16 [side values]: the other fields' non-zero counts (core.ranking.bm25f), term t's at side_ptr[t]:side_ptr[t+1]
+    side_tf: np.ndarray | stored.StoredArray
+    side_ptr: np.ndarray  # int64 [max_term_id + 2]
+    field_len: np.ndarray  # uint32 [n_docs, fields]: each note's field lengths (its terms' counts summed)
+    df: np.ndarray  # int64 [max_term_id + 1]
+    params: RankParams
+    # the term ids of each note's title field (its names; not the exact forms ``=word``), in the note's
+    # term order: row r's at name_terms[name_ptr[r]:name_ptr[r+1]] (``name_idf``)
+    name_ptr: np.ndarray  # int64 [n_docs + 1]
+    name_terms: np.ndarray | stored.StoredArray  # int32
+    # the query vocabulary's arrays as the build stored them (core.ranking.expansion.vocabulary_arrays);
+    # None: computed from term_id and df on first use (restricted callers, rows-computed indexes)
+    vocabulary: dict[str, np.ndarray] | None = None
+    # bool [n_docs]: the notes the default filters (none set) let through, i.e. not superseded, as the
+    # build computed them (``default_filter_mask``); None: the search computes its mask with SQL
+    default_mask: np.ndarray | None = None
+    # what a query computes from the arrays above once per loaded index (``factors``)
+    _derived: dict[str, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
+
+    def factors(self) -> np.ndarray:
+        """float32 [fields, n_docs]: each note's BM25F field factors under ``params``, a field's in one row
+        (computed once: an index is cached per generation and per visibility set)."""
+        found = self._derived.get("factors")
+        if found is None:
+            computed = bm25f.field_factors(self.field_len, self.params.weights, self.params.b)
+            found = self._derived["factors"] = np.ascontiguousarray(computed.T)
+        return found
+
+    def idf(self, ids: np.ndarray | int) -> np.ndarray:
+        """float32 BM25 idf of the term ids ``ids`` (``scoring.bm25_idf`` of their df and N)."""
+        return scoring.bm25_idf(self.df[ids], self.n_docs)
+
+    def name_idf(self, rows: np.ndarray) -> np.ndarray:
+        """float64 per row of ``rows``: the summed idf of the distinct terms of its title field (its names),
+        summed in the note's term order."""
+        pos, owner = gather_postings(self.name_ptr, rows)
+        terms = np.asarray(self.name_terms[pos], dtype=np.int64)
+        return np.bincount(owner, weights=self.idf(terms).astype(np.float64), minlength=rows.shape[0])
+
+    def posting_weights(self, ids: np.ndarray, pos: np.ndarray, owner: np.ndarray, docs: np.ndarray) -> np.ndarray:
+        """float32 BM25F weight of the postings ``pos`` (every posting of the term ids ``ids``, in their
+        order, as ``gather_postings`` gives them; ``owner``: index into ``ids``, ``docs``: rows)."""
+        side, _ = gather_postings(self.side_ptr, ids)
+        mask, body, values = self.field_mask[pos], self.body_tf[pos], np.asarray(self.side_tf[side])
+        return bm25f.posting_weights(mask, body, values, self.factors(), docs, self.idf(ids)[owner], self.params.k1)
+
+    @property
+    def n_docs(self) -> int:
+        return int(self.note_ids.shape[0])
+
+    @property
+    def nbytes(self) -> int:
+        return sum(
+            a.nbytes
+            for a in (
+                self.note_ids,
+                self.indptr,
+                self.docs,
+                self.field_mask,
+                self.body_tf,
+                self.side_tf,
+                self.side_ptr,
+                self.field_len,
+                self.df,
+                self.name_ptr,
+                self.name_terms,
+            )
+        )
+
+    def rows_of(self, note_ids: np.ndarray) -> np.ndarray:
+        """The row of each note id (-1 for an id this index does not hold)."""
+        rows = np.searchsorted(self.note_ids, note_ids)
+        if self.n_docs == 0:
+            return np.full(rows.shape, -1, dtype=np.int64)
+        found = (rows < self.n_docs) & (self.note_ids[np.minimum(rows, self.n_docs - 1)] == note_ids)
+        return np.where(found, rows, -1).astype(np.int64)
+
+
+def gather_postings(indptr: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(posting positions, owning query-term index) of all postings of the given term ids in a
+    term-major layout whose postings of term t are ``indptr[t]:indptr[t+1]``."""
+    starts, ends = indptr[ids], indptr[ids + 1]
+    lengths = ends - starts
+    if ids.size == 0 or lengths.sum() == 0:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    owner = np.repeat(np.arange(ids.size), lengths)
+    # posting i of term j sits at starts[j] + (i - first slot of term j): one repeat of the shifts
+    shift = starts - (np.cumsum(lengths) - lengths)
+    return np.arange(lengths.sum()) + np.repeat(shift, lengths), owner
