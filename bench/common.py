@@ -27,8 +27,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-import psutil
-
 from core.eval.inputs import load_qrels, load_queries  # noqa: F401  (re-exported for the benches)
 from core.eval.metrics import ndcg_at_k, percentile
 
@@ -243,6 +241,8 @@ def _cpu_model() -> str:
 
 def machine_info() -> dict[str, Any]:
     """Facts a benchmark number is meaningless without: CPU, cores, RAM, Python, SQLite, load, date."""
+    import psutil  # the bench extra's; imported here so the tests' imports of bench/ need only the test extra
+
     return {
         "cpu_model": _cpu_model(),
         "cores": os.cpu_count(),

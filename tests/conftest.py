@@ -8,9 +8,14 @@ in a module-scoped fixture of their own.
 
 from __future__ import annotations
 
+import ctypes
+import gc
+import os
+import platform
 import shutil
+import sys
 import textwrap
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -114,3 +119,72 @@ def patient_watch_readers(monkeypatch: pytest.MonkeyPatch) -> None:
     from core.index import watch_state
 
     monkeypatch.setattr(watch_state, "CATCH_UP_MARGIN_SECONDS", 30.0)
+
+
+# ---------------------------------------------------------------- one test process, many modules
+
+
+def clear_loaded_process_caches() -> None:
+    """Empty the per-process caches of every core module loaded so far (none is imported here).
+
+    They are keyed per index dir (or model) and kept for the process's life: right for a server
+    with one vault, a steady growth for a test process that builds hundreds of vaults.
+    """
+    modules = sys.modules
+    if "core.ranking.sparse" in modules:
+        sparse = modules["core.ranking.sparse"]
+        for cache in (sparse.SPARSE_CACHE, sparse.CHUNK_CACHE, sparse.GRAPH_CACHE):
+            cache.clear()
+    if "core.ranking.visibility" in modules:
+        modules["core.ranking.visibility"].VISIBILITY_CACHE.clear()
+    if "core.modes.dense_pipeline" in modules:
+        modules["core.modes.dense_pipeline"].DENSE_CACHE.clear()
+        modules["core.modes.dense_pipeline"].clear_model_caches()  # embedders and rerankers
+    if "core.dense" in modules:
+        modules["core.dense"].clear_model_cache()
+
+
+GLIBC = platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
+LEFT_RESIDENT_BYTES = 32 * 2**20  # more left resident by one test than this: its cycles are collected
+
+
+def resident_bytes() -> int:
+    """This process's resident set (Linux: /proc/self/statm), else 0."""
+    statm = Path("/proc/self/statm")
+    if not statm.exists():
+        return 0
+    return int(statm.read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def trim_heap() -> None:
+    """Have glibc return the free pages of its heaps to the system (other C libraries: nothing to do).
+
+    glibc keeps what an ONNX session or a large array freed, so without it a test process grows by
+    every model and corpus it has met (an xdist worker reached 1.4 GB by the suite's end).
+    """
+    if GLIBC:
+        ctypes.CDLL(None).malloc_trim(0)
+
+
+@pytest.fixture(autouse=True)
+def each_test_gives_its_freed_memory_back() -> Iterator[None]:
+    """After a test that left more than ``LEFT_RESIDENT_BYTES`` resident: the heap trimmed and, if
+    that was not enough, its reference cycles collected (a ``pytest.raises`` traceback holds the
+    frames, and with them e.g. a refused model's ONNX session) and the heap trimmed again."""
+    before = resident_bytes()
+    yield
+    if resident_bytes() - before > LEFT_RESIDENT_BYTES:
+        trim_heap()
+        if resident_bytes() - before > LEFT_RESIDENT_BYTES:
+            gc.collect()
+            trim_heap()
+
+
+@pytest.fixture(autouse=True, scope="module")
+def each_module_starts_with_empty_process_caches() -> Iterator[None]:
+    """After each test module: the process caches emptied, cycles collected, the heap trimmed, so a
+    test process's peak is its heaviest module's, not the sum of every module it ran."""
+    yield
+    clear_loaded_process_caches()
+    gc.collect()
+    trim_heap()

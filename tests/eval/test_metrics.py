@@ -162,6 +162,7 @@ def _random_cases(seed: int, n_queries: int) -> tuple[dict, dict]:
     return qrels, runs
 
 
+@pytest.mark.slow  # a cross-check of the formulas above: ranx's numba compilation alone takes ~25 s of CPU
 @pytest.mark.filterwarnings("ignore::numba.core.errors.NumbaTypeSafetyWarning")
 def test_agrees_with_ranx_on_random_rankings():
     """ranx's ndcg@k (Jarvelin linear gains, like trec_eval ndcg_cut; not ndcg_burges),

@@ -82,6 +82,7 @@ def dendron_bodies() -> dict[str, str]:
 # --- FTS5's tokens on real and generated text --------------------------------------------------------------
 
 
+@pytest.mark.slow  # a cross-check on a whole real corpus; generated and edge-case texts run in the quick suite
 def test_body_term_counts_equal_fts5vocab_on_every_real_dendron_note() -> None:
     bodies = dendron_bodies()
     analyzer, ref = Analyzer(DEFAULT_TOKENIZER), Reference(DEFAULT_TOKENIZER)
