@@ -262,11 +262,11 @@ class Watcher:
         """Did the baseline generation index anything under the folder ``rel``?"""
         try:
             resolved = resolve(self.layout)
+            conn = connect_readonly(resolved)  # the file may go between the two (a publish, a deleted vault)
         except IndexMissingError:
             return False  # nothing indexed yet: the first build lists everything anyway
         except VaultSearchError:
             return True  # the index cannot say: a walk decides
-        conn = connect_readonly(resolved)
         try:
             return notes_table.holds_files_under(conn, rel)
         finally:

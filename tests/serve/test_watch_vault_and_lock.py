@@ -51,3 +51,29 @@ def test_a_second_watcher_is_refused_after_the_first_ones_lock_file_was_deleted(
         assert watcher_running(first.layout.index_dir)  # readers still see the first watcher
     finally:
         first.stop()
+
+
+def test_an_index_that_cannot_be_opened_while_an_event_is_sorted_leaves_the_event_thread_alive(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """The event thread asks the active generation whether a deleted folder held notes; a generation
+    file gone between its resolve and its open (a publish, the vault being deleted) raised
+    ``generation_changed`` out of the event thread, which stopped the watcher with that instead of
+    ``vault_missing`` (seen once in CI). The index cannot say: a walk decides."""
+    from core.build import watch
+    from core.errors import GenerationChangedError
+
+    vault = make_serve_vault(tmp_path / "vault", tmp_path / "outside")
+    watcher = Watcher(vault, debounce_ms=50, lock_wait=0.0)
+    thread = watcher.start()
+    try:
+        assert watcher.ready.wait(60), "the first watch build"
+
+        def gone(resolved):  # noqa: ANN001, ANN202
+            raise GenerationChangedError("generation file cannot be opened", path=str(resolved.path))
+
+        monkeypatch.setattr(watch, "connect_readonly", gone)
+        assert watcher._holds_notes_under("notes") is True
+    finally:
+        watcher.stop()
+        thread.join(30)
