@@ -20,7 +20,7 @@ from typing import Any
 
 from bench.common import REPO_ROOT, RESULTS_DIR
 from bench.report_lang import lang_section, lang_target_rows
-from bench.report_summary import summary_section
+from bench.report_summary import summary_section, test_suite_section
 from bench.report_vector import vector_norm_section
 
 DOC = REPO_ROOT / "docs" / "benchmarks.md"
@@ -997,6 +997,7 @@ def render(results: dict[str, dict[str, Any]], results_dir: Path = RESULTS_DIR, 
         *machine_section(results),
         *suite_section(results),
         *targets_section(results),
+        *test_suite_section(results),
     ]
     return "\n".join(parts).rstrip() + "\n"
 

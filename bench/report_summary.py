@@ -160,3 +160,25 @@ def summary_section(results: dict[str, dict[str, Any]], target_rows: list[tuple[
     if missed := missed_line(target_rows):
         out += [*missed, ""]
     return out
+
+
+def test_suite_section(results: dict[str, dict[str, Any]]) -> list[str]:
+    """``./run test`` (what CI runs) before and after, from ``bench/results/test_suite.json``."""
+    suite = results.get("test_suite")
+    if not suite:
+        return []
+    out = [
+        "## The test suite (`./run test`)",
+        "",
+        f"{suite['command']}; {suite['machine']}. Memory: the machine's used memory at its peak less before the run.",
+        "",
+        "| run | tree | tests | extras | wall | largest process | used memory at the peak |",
+        "|---|---|---:|---|---:|---:|---:|",
+    ]
+    for name, r in suite["runs"].items():
+        used = r["system_used_peak_mib"] - r["system_used_idle_mib"]
+        out.append(
+            f"| {name} | {r['tree']} | {r['tests']:,} | {r['extras']} | {r['wall_s'] / 60:.1f} min "
+            f"| {r['max_process_rss_mib']:,.0f} MiB | {used:,} MiB |"
+        )
+    return [*out, ""]

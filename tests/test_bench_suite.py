@@ -512,3 +512,14 @@ def test_the_vector_norm_section_shows_each_set_and_the_variant_core_ships(tmp_p
     page = report.render({"vector_norm": norm}, tmp_path, tmp_path / "b.md")
     assert "| c s | 3 | 0.5000 | 0.6000 (+0.1000) | 0.7000 | 0.6900 (-0.0100) |" in page
     assert "| **v1** (core) | 0.6000 | +0.1000 | 0.6900 | -0.0100 |" in page
+
+
+def test_the_test_suite_section_gives_wall_time_and_the_memory_the_run_added(tmp_path: Path) -> None:
+    run = {"tree": "t", "tests": 10, "extras": "test", "wall_s": 300.0, "max_process_rss_mib": 900.0}
+    suite = {
+        "command": "c",
+        "machine": "m",
+        "runs": {"after": {**run, "system_used_peak_mib": 1900, "system_used_idle_mib": 400}},
+    }
+    page = report.render({"test_suite": suite}, tmp_path, tmp_path / "b.md")
+    assert "| after | t | 10 | test | 5.0 min | 900 MiB | 1,500 MiB |" in page
