@@ -17,6 +17,7 @@ build holds one note's content at a time (``BlobRef``: a blob read where it is p
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import os
 import subprocess
@@ -206,6 +207,19 @@ def close_streams(cwd: Path) -> None:
         found = _STREAMS.pop((os.getpid(), str(cwd)), None)
     if found is not None:
         found.close()
+
+
+def _close_all_streams() -> None:
+    """At exit: end every blob stream this process started (a build that failed half-way, a direct
+    ``BlobRef.load``), so no ``git cat-file`` outlives it and its pipes are closed, not leaked."""
+    with _STREAMS_LOCK:
+        mine = [key for key in _STREAMS if key[0] == os.getpid()]
+        streams = [_STREAMS.pop(key) for key in mine]
+    for stream in streams:
+        stream.close()
+
+
+atexit.register(_close_all_streams)
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import stat
 import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -181,3 +182,22 @@ def test_a_config_include_that_never_ends_fails_the_git_build_instead_of_hanging
     with pytest.raises(GitCommandError) as exc:
         build_index(repo, source="git")
     assert "did not end within 1 s" in str(exc.value) and exc.value.reason == "git_command_failed"
+
+
+def test_a_process_that_read_a_blob_leaves_no_cat_file_running_at_exit(tmp_path: Path) -> None:
+    """A blob read outside a finished build (a build that failed half-way, a direct read) kept its
+    ``git cat-file --batch`` process and pipes open until the interpreter died: "subprocess is still
+    running" and unclosed pipes at exit (seen in CI's output). They are closed at exit now."""
+    repo = init(tmp_path / "repo")
+    commit(repo, {"a.md": "# A\n"}, T0)
+    blob = run(repo, "rev-parse", "HEAD:a.md")
+    code = f"from core.vault.gitrun import BlobRef\nassert BlobRef({str(repo)!r}, {blob!r}).load()[0] == b'# A\\n'\n"
+    done = subprocess.run(
+        [sys.executable, "-W", "always::ResourceWarning", "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "ResourceWarning" not in done.stderr
