@@ -45,7 +45,16 @@ def _path_argument(name: str, value: object, *, optional: bool = False) -> None:
     path = os.fspath(value) if isinstance(value, (str, os.PathLike)) else None
     if not isinstance(path, str):
         raise InvalidArgumentError(f"{name} must be a path, got {type(value).__name__}", argument=name)
-    _text_argument(name, path, max_chars=4096)
+    if len(path) > 4096:
+        raise InvalidArgumentError(f"{name} is longer than 4096 characters", argument=name)
+    try:  # a file name need not be UTF-8: the bytes the command line gave (surrogateescape) name the folder
+        encoded = os.fsencode(path)
+    except UnicodeEncodeError as exc:
+        raise InvalidArgumentError(
+            f"{name} is not a file system path: a lone surrogate at {exc.start}", argument=name
+        ) from exc
+    if b"\0" in encoded:
+        raise InvalidArgumentError(f"{name} holds a NUL character", argument=name)
 
 
 def check_search_arguments(

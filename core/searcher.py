@@ -235,7 +235,8 @@ def _note_files(conn: sqlite3.Connection, note_ids: list[int]) -> dict[int, tupl
 def obsidian_uri(vault_name: str, rel_path: str) -> str:
     """The URI that opens a note in Obsidian: ``obsidian://open?vault=<name>&file=<path without .md>``."""
     file = rel_path[:-3] if rel_path.lower().endswith(".md") else rel_path
-    return f"obsidian://open?vault={quote(vault_name, safe='')}&file={quote(file, safe='')}"
+    # the name's own bytes, percent-encoded: a folder name that is not UTF-8 (surrogateescape) is kept exactly
+    return f"obsidian://open?vault={quote(os.fsencode(vault_name), safe='')}&file={quote(os.fsencode(file), safe='')}"
 
 
 def _decided_date(

@@ -5,6 +5,8 @@ and the HTTP server with ``--watch``. None of them crashes, hangs or stops answe
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import subprocess
@@ -15,6 +17,7 @@ import pytest
 
 from core.build.builder import build_index
 from core.build.watch import Watcher
+from core.errors import InvalidArgumentError
 from core.index.status import index_status
 from core.searcher import search_vault
 from core.vault.scan import escaped_path, scan_vault, undecodable
@@ -147,3 +150,27 @@ def test_serve_watch_answers_200_with_an_undecodable_name_in_the_vault(tmp_path:
             assert status.status_code == 200 and status.json()["coverage"]["indexed_notes"] == 2
     finally:
         server.close()
+
+
+def test_a_vault_folder_whose_name_is_not_utf8_is_searched_directly_and_through_a_symlink(tmp_path: Path) -> None:
+    """``/notes/caf\\xe9`` (an old archive's folder): the build and status worked, but search refused
+    the path (``invalid_argument``), and through a symlink with a UTF-8 name it crashed building the
+    hit's ``obsidian://`` link. The folder's own bytes are kept: percent-encoded in the link, and the
+    JSON holds no lone surrogate."""
+    from core import cli
+
+    vault = Path(os.fsdecode(os.path.join(os.fsencode(tmp_path), b"caf\xe9")))
+    vault.mkdir()
+    (vault / "a.md").write_text("# A\nhello world\n")
+    (tmp_path / "cafe").symlink_to(vault)
+    build_index(vault)
+    for path in (vault, tmp_path / "cafe"):
+        hits = search_vault(path, "hello", 5, "fts")
+        assert [h.rel_path for h in hits] == ["a.md"]
+        assert hits[0].obsidian_uri == "obsidian://open?vault=caf%E9&file=a"
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            assert cli.main(["search", str(path), "hello", "--json", "--mode", "fts"]) == 0
+        json.loads(out.getvalue()).get("results")[0]["obsidian_uri"].encode("utf-8")  # no lone surrogate
+    with pytest.raises(InvalidArgumentError):  # not a file system path at all
+        search_vault(str(tmp_path / "bad\ud800"), "hello", 5)
