@@ -287,10 +287,14 @@ def bench_corpus(name: str, source: Path) -> dict[str, Any]:
 
 
 def _synthetic(size: int, root: Path) -> Path:
+    """A synthetic vault of ``size`` notes, its files aged a day (bench_build.backdate): a real vault's
+    notes are old, and fresh mtimes would make the builder re-hash notes inside its racy window."""
+    from bench.bench_build import backdate
     from bench.synth import make_vault
 
     out = root / f"synth-{size}"
     make_vault(out, size)
+    backdate(out, 86400.0)
     return out
 
 
