@@ -112,7 +112,28 @@ def speed_rows(results: dict[str, dict[str, Any]]) -> list[str]:
 
 
 def size_line(results: dict[str, dict[str, Any]]) -> list[str]:
-    """Index bytes against the notes' bytes, per corpus the build stage measured."""
+    """Index bytes against the notes' bytes, and what a one-note edit costs: from the edit bench (tantivy
+    beside it, same run) when it ran, else from the build stage."""
+    edit = results.get("edit", {}).get("corpora", {})
+    if edit:
+        parts, edits = [], []
+        for name, c in edit.items():
+            mine, theirs = c["vaultsearch"], c.get("tantivy", {})
+            tantivy = f" (tantivy {theirs['index_over_markdown']:.2f}x)" if theirs else ""
+            parts.append(f"{name} {mine['index_over_markdown']:.1f}x{tantivy}")
+            edits.append(
+                f"{name} {mine['median_wall_seconds']:.1f} s and {mine['median_walk_bytes'] / 2**20:.0f} MiB written"
+                + (
+                    f" (tantivy {theirs['median_wall_seconds'] * 1000:.0f} ms, {theirs['median_walk_bytes'] / 1024:.0f} KiB)"
+                    if theirs
+                    else ""
+                )
+            )
+        return [
+            f"What it costs on disk: the index folder (two generations kept) is {', '.join(parts)} the notes' size.",
+            f"A one-note edit, `vaultsearch index` as a new process: {'; '.join(edits)}. Making both",
+            "cost what changed is the work in progress (immutable segments, as Lucene and tantivy do).",
+        ]
     build = results.get("build", {}).get("corpora", {})
     parts = [
         f"{name} {c['index_dir_bytes'] / c['vault_bytes']:.1f}x"
