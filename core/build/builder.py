@@ -279,6 +279,16 @@ def _requested(
     return vault, layout, config, (chosen, chosen_rev)
 
 
+def _up_to_date_report(
+    conn: sqlite3.Connection, plan: BuildPlan, run: BuildRun, generation_id: str | None
+) -> BuildReport:
+    """The report of a build that publishes nothing: the active generation ``generation_id`` is current."""
+    return build_report(
+        conn, plan, run, kind="immutable_generation", generation_id=generation_id, up_to_date=True,
+        rebuild_reason=None, extra={},
+    )  # fmt: skip
+
+
 def _current_report(run: BuildRun, base: ResolvedIndex) -> BuildReport | None:
     """The up-to-date report when the source says the base is what it would build (git: the
     watermark is the resolved commit), without listing anything; None otherwise."""
@@ -288,16 +298,7 @@ def _current_report(run: BuildRun, base: ResolvedIndex) -> BuildReport | None:
         if not run.source.is_current(meta) or meta.get("settings") != run.config.settings():
             return None  # a moved watermark, or a setting changed on the command line: build
         plan = BuildPlan(ScanResult([], []), 0, source_note_ids(conn), [], [], [], [])
-        return build_report(
-            conn,
-            plan,
-            run,
-            kind="immutable_generation",
-            generation_id=base.generation_id,
-            up_to_date=True,
-            rebuild_reason=None,
-            extra={},
-        )
+        return _up_to_date_report(conn, plan, run, base.generation_id)
     finally:
         conn.close()
 
@@ -327,16 +328,7 @@ def _build_generation(
         plan = plan_build(scan, scan_started_ns, base_conn, run.source)
         run.lap("plan", t)
         if base is not None and base_conn is not None and plan.up_to_date and _settings_kept(base_conn, run.source):
-            return build_report(
-                base_conn,
-                plan,
-                run,
-                kind="immutable_generation",
-                generation_id=base.generation_id,
-                up_to_date=True,
-                rebuild_reason=None,
-                extra={},
-            )
+            return _up_to_date_report(base_conn, plan, run, base.generation_id)
     finally:
         if base_conn is not None:
             base_conn.close()
