@@ -30,8 +30,17 @@ CREATE TABLE IF NOT EXISTS edges (
     target   TEXT NOT NULL,
     dst_path TEXT
 )"""
+# ... and the lookup keys of each note's links (``core.vault.links.link_keys``): which notes' links a note
+# that appears (added, renamed, new aliases) could resolve differently, without resolving every link.
+DDL_LINK_KEYS = """
+CREATE TABLE IF NOT EXISTS link_keys (
+    key     TEXT NOT NULL,
+    note_id INTEGER NOT NULL,
+    PRIMARY KEY (key, note_id)
+) WITHOUT ROWID"""
 INDEXES = (
     "CREATE INDEX IF NOT EXISTS links_by_note ON links(note_id)",
+    "CREATE INDEX IF NOT EXISTS link_keys_by_note ON link_keys(note_id)",
     "CREATE INDEX IF NOT EXISTS edges_by_src ON edges(src_id)",
     "CREATE INDEX IF NOT EXISTS edges_by_dst ON edges(dst_id)",
     # covering the filter mask's supersession test (core.ranking.filters), read by every search process
@@ -60,8 +69,31 @@ def links_from(conn: sqlite3.Connection, first_note_id: int | None) -> Iterator[
     """The links (with their source note's path) of the notes with ids >= ``first_note_id``; of every
     note when None."""
     if first_note_id is None:
-        return conn.execute(_LINKS_WITH_PATHS + "1", ())
-    return conn.execute(_LINKS_WITH_PATHS + "l.note_id >= ?", (first_note_id,))
+        return conn.execute(_LINKS_WITH_PATHS + "1 ORDER BY l.note_id, l.rowid", ())
+    return conn.execute(_LINKS_WITH_PATHS + "l.note_id >= ? ORDER BY l.note_id, l.rowid", (first_note_id,))
+
+
+def links_of(conn: sqlite3.Connection, note_ids: Sequence[int]) -> Iterator[tuple]:
+    """Like ``links_from``, for the notes with these ids."""
+    return conn.execute(
+        _LINKS_WITH_PATHS + "l.note_id IN (SELECT value FROM json_each(?)) ORDER BY l.note_id, l.rowid",
+        (json.dumps(list(note_ids)),),
+    )
+
+
+def insert_link_keys(conn: sqlite3.Connection, rows: list[tuple[str, int]]) -> None:
+    """(key, note id) rows, each pair once."""
+    conn.executemany("INSERT OR IGNORE INTO link_keys(key, note_id) VALUES (?, ?)", rows)
+
+
+def delete_all_link_keys(conn: sqlite3.Connection) -> None:
+    conn.execute("DELETE FROM link_keys")
+
+
+def notes_linking_by_key(conn: sqlite3.Connection, keys: Sequence[str], below_id: int) -> set[int]:
+    """Ids (< ``below_id``) of the notes one of whose links has one of these lookup keys."""
+    sql = "SELECT DISTINCT note_id FROM link_keys WHERE key IN (SELECT value FROM json_each(?)) AND note_id < ?"
+    return {r[0] for r in conn.execute(sql, (json.dumps(sorted(keys)), below_id))}
 
 
 def visible_links(conn: sqlite3.Connection, clause: str, values: Sequence[object]) -> Iterator[tuple]:
@@ -104,6 +136,26 @@ def repoint_edges(conn: sqlite3.Connection, first_new_id: int | None = None) -> 
         "WHERE dst_path IN (SELECT rel_path FROM notes WHERE id >= ?)",
         (first_new_id,),
     )
+
+
+def notes_linking_to(conn: sqlite3.Connection, dst_ids: Sequence[int], below_id: int) -> set[int]:
+    """Ids (< ``below_id``) of the notes with an edge into one of the notes ``dst_ids``."""
+    sql = "SELECT DISTINCT src_id FROM edges WHERE dst_id IN (SELECT value FROM json_each(?)) AND src_id < ?"
+    return {r[0] for r in conn.execute(sql, (json.dumps(list(dst_ids)), below_id))}
+
+
+def edges_of(conn: sqlite3.Connection, src_ids: Sequence[int]) -> list[tuple[int, int, str | None]]:
+    """(rowid, src id, dst path) of the edges from these notes, in the order of their links (``links_of``)."""
+    return conn.execute(
+        "SELECT rowid, src_id, dst_path FROM edges WHERE src_id IN (SELECT value FROM json_each(?)) "
+        "ORDER BY src_id, rowid",
+        (json.dumps(list(src_ids)),),
+    ).fetchall()
+
+
+def update_edges(conn: sqlite3.Connection, rows: list[tuple[int | None, str | None, int]]) -> None:
+    """(dst id or None, dst path or None, edge rowid) per edge re-resolved."""
+    conn.executemany("UPDATE edges SET dst_id = ?, dst_path = ? WHERE rowid = ?", rows)
 
 
 def delete_all_edges(conn: sqlite3.Connection) -> None:
