@@ -32,9 +32,9 @@ from core.index.tables.links import (
     insert_link_keys,
     links_from,
     links_of,
+    move_edges,
     notes_linking_by_key,
     notes_linking_to,
-    repoint_edges,
     update_edges,
 )
 from core.index.tables.meta import meta_value, set_meta
@@ -137,7 +137,7 @@ def recompute_edges(
     label_first = meta_value(conn, LABEL_FIRST_META)
     if new_from_id is not None and replaced is not None and label_first == res.resolver.label_first:
         affected = _affected(conn, res, replaced, new_from_id)
-        repoint_edges(conn, new_from_id)  # edges into a re-inserted note follow its path to its new id
+        move_edges(conn, {n.note_id: res.id_of[n.rel_path] for n in replaced if n.rel_path in res.id_of})
         _re_resolve(conn, res, affected)
         _insert_resolved(conn, res, links_from(conn, new_from_id))
     else:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 # Links as written, per source note (carried over with the note) ...
 DDL_LINKS = """
@@ -121,20 +121,17 @@ def link_targets(conn: sqlite3.Connection, rowids: Sequence[int]) -> list[tuple[
 # ---------------------------------------------------------------- edges: writing
 
 
-def repoint_edges(conn: sqlite3.Connection, first_new_id: int | None = None) -> None:
-    """Resolved edges follow their target path to that note's current id: every one, or (``first_new_id``)
-    those into the notes with ids >= it, the re-inserted ones (a build whose set of paths did not change:
-    every other note kept its id; at 100k notes repointing all 261k edges took 2.4 s)."""
-    if first_new_id is None:
-        conn.execute(
-            "UPDATE edges SET dst_id = (SELECT id FROM notes WHERE rel_path = edges.dst_path) "
-            "WHERE dst_path IS NOT NULL"
-        )
+def move_edges(conn: sqlite3.Connection, moved: Mapping[int, int]) -> None:
+    """Edges into the notes ``moved`` maps (old id -> new id: re-inserted at the same path) follow them to
+    their new ids, in one statement (a new id may be another moved note's old one); found by
+    ``edges_by_dst``, so a build pays for the edges into its notes, not for every edge."""
+    if not moved:
         return
+    mapping = json.dumps({str(old): new for old, new in moved.items()})
     conn.execute(
-        "UPDATE edges SET dst_id = (SELECT id FROM notes WHERE rel_path = edges.dst_path) "
-        "WHERE dst_path IN (SELECT rel_path FROM notes WHERE id >= ?)",
-        (first_new_id,),
+        "UPDATE edges SET dst_id = json_extract(?1, '$.\"' || dst_id || '\"') "
+        "WHERE dst_id IN (SELECT CAST(key AS INTEGER) FROM json_each(?1))",
+        (mapping,),
     )
 
 
