@@ -50,6 +50,7 @@ def schema_ddl(tokenizer: str) -> tuple[str, ...]:
         links.DDL_LINKS,
         links.DDL_EDGES,
         links.DDL_LINK_KEYS,
+        links.DDL_TARGET_KEYS,
         chunk_vectors.DDL_CHUNK_VECTORS,
         skipped_files.DDL_SKIPPED,
         problems.DDL_BUILD_PROBLEMS,

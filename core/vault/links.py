@@ -158,12 +158,19 @@ def _common_dir_depth(a: str, b: str) -> int:
     return depth
 
 
+def is_dendron_name(rel_path: str) -> bool:
+    """True when the note's stem is a Dendron hierarchy (``a.b.c``, no spaces)."""
+    return _DENDRON_STEM.fullmatch(_without_md(rel_path.rsplit("/", 1)[-1])) is not None
+
+
+def reads_label_first(dendron_names: int, notes: int) -> bool:
+    """True when most of a vault's ``notes`` have Dendron names (``is_dendron_name``)."""
+    return notes > 0 and dendron_names * 2 >= notes
+
+
 def looks_like_dendron(rel_paths: list[str]) -> bool:
     """True when most note stems are Dendron hierarchies (``a.b.c``, no spaces)."""
-    if not rel_paths:
-        return False
-    dotted = sum(1 for p in rel_paths if _DENDRON_STEM.fullmatch(_without_md(p.rsplit("/", 1)[-1])))
-    return dotted * 2 >= len(rel_paths)
+    return reads_label_first(sum(1 for p in rel_paths if is_dendron_name(p)), len(rel_paths))
 
 
 class LinkResolver:

@@ -38,9 +38,18 @@ CREATE TABLE IF NOT EXISTS link_keys (
     note_id INTEGER NOT NULL,
     PRIMARY KEY (key, note_id)
 ) WITHOUT ROWID"""
+# ... and the keys under which the links find each note (``core.vault.links.note_keys``, but ``ANY_NAME``):
+# the notes a build resolves those links against, without reading every note.
+DDL_TARGET_KEYS = """
+CREATE TABLE IF NOT EXISTS target_keys (
+    key     TEXT NOT NULL,
+    note_id INTEGER NOT NULL,
+    PRIMARY KEY (key, note_id)
+) WITHOUT ROWID"""
 INDEXES = (
     "CREATE INDEX IF NOT EXISTS links_by_note ON links(note_id)",
     "CREATE INDEX IF NOT EXISTS link_keys_by_note ON link_keys(note_id)",
+    "CREATE INDEX IF NOT EXISTS target_keys_by_note ON target_keys(note_id)",
     "CREATE INDEX IF NOT EXISTS edges_by_src ON edges(src_id)",
     "CREATE INDEX IF NOT EXISTS edges_by_dst ON edges(dst_id)",
     # covering the filter mask's supersession test (core.ranking.filters), read by every search process
@@ -81,13 +90,29 @@ def links_of(conn: sqlite3.Connection, note_ids: Sequence[int]) -> Iterator[tupl
     )
 
 
-def insert_link_keys(conn: sqlite3.Connection, rows: list[tuple[str, int]]) -> None:
-    """(key, note id) rows, each pair once."""
-    conn.executemany("INSERT OR IGNORE INTO link_keys(key, note_id) VALUES (?, ?)", rows)
+def insert_keys(conn: sqlite3.Connection, link_rows: list[tuple[str, int]], target_rows: list[tuple[str, int]]) -> None:
+    """(key, note id) rows of ``link_keys`` and of ``target_keys``, each pair once."""
+    conn.executemany("INSERT OR IGNORE INTO link_keys(key, note_id) VALUES (?, ?)", link_rows)
+    conn.executemany("INSERT OR IGNORE INTO target_keys(key, note_id) VALUES (?, ?)", target_rows)
 
 
-def delete_all_link_keys(conn: sqlite3.Connection) -> None:
+def delete_all_keys(conn: sqlite3.Connection) -> None:
     conn.execute("DELETE FROM link_keys")
+    conn.execute("DELETE FROM target_keys")
+
+
+def target_rows(conn: sqlite3.Connection, first_note_id: int | None) -> list[tuple[int, str, str]]:
+    """(id, rel_path, aliases JSON) of the notes with ids >= ``first_note_id``; of every note when None."""
+    return conn.execute("SELECT id, rel_path, aliases FROM notes WHERE id >= ?", (first_note_id or 0,)).fetchall()
+
+
+def targets_by_key(conn: sqlite3.Connection, keys: Sequence[str]) -> list[tuple[int, str, str]]:
+    """(id, rel_path, aliases JSON) of the notes with one of these ``target_keys``."""
+    return conn.execute(
+        "SELECT id, rel_path, aliases FROM notes WHERE id IN "
+        "(SELECT note_id FROM target_keys WHERE key IN (SELECT value FROM json_each(?)))",
+        (json.dumps(sorted(keys)),),
+    ).fetchall()
 
 
 def notes_linking_by_key(conn: sqlite3.Connection, keys: Sequence[str], below_id: int) -> set[int]:

@@ -136,6 +136,7 @@ DERIVED_ROWS = (
     ("chunk_terms", "note_id"),
     ("links", "note_id"),
     ("link_keys", "note_id"),
+    ("target_keys", "note_id"),
     ("edges", "src_id"),
     ("notes", "id"),
 )
