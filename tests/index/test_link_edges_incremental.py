@@ -105,7 +105,8 @@ NONE: tuple = ((), (), ())
 
 @settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
 # a content-only edit of a linked note (its in-links follow its new id); a note added under a name,
-# then an alias, a linked note already has (ambiguity, supersession); renames of a linked note
+# then an alias, a linked note already has (ambiguity, supersession); renames of a linked note; a note
+# named by no key of the link's own (``x/..`` from ``a/c/`` is ``a/c.md``)
 @example({"x.md": ((), (), ("[[y]]",)), "y.md": NONE}, [("write", "y.md", ((), (), ("[[x]]",)))])
 @example(
     {"x.md": ((), ("first",), ("[[first]]", "[[y]]")), "a/y.md": NONE},
@@ -116,6 +117,7 @@ NONE: tuple = ((), (), ())
     {"x.md": NONE, "a/c/x.md": ((), (), ("[[x]]", "[[../x]]"))},
     [("rename", "x.md", "a/x.md"), ("delete", "a/x.md", None)],
 )
+@example({"a/c/y.md": ((), (), ("[[x/..]]",)), "x.md": NONE}, [("write", "a/c.md", NONE)])  # a path by ``..``
 @given(st.dictionaries(paths, contents, min_size=2, max_size=6), st.lists(operations, min_size=1, max_size=5))
 def test_incremental_edges_equal_a_cold_build_after_any_change(initial: dict[str, tuple], ops: list[tuple]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
