@@ -74,7 +74,7 @@ class _Resolution:
     """A resolver over the notes that can be the target of some links (every note, or those sharing a
     lookup key with them: the others cannot change how they resolve), and those notes' ids."""
 
-    def __init__(self, rows: Iterable[tuple[int, str, str]], label_first: bool) -> None:
+    def __init__(self, rows: Sequence[tuple[int, str, str]], label_first: bool) -> None:
         self.names = {rel: tuple(json.loads(aliases)) for _, rel, aliases in rows}
         self.id_of = {rel: nid for nid, rel, _ in rows}
         self.resolver = LinkResolver(self.names.items(), label_first=label_first)
