@@ -81,8 +81,8 @@ class Vault:
 
 
 def link_state(vault: Path, index_dir: Path) -> dict[str, object]:
-    """The edges by path (the dst note's path by its id beside the stored dst_path), their counts, and the
-    notes the default filters let through (not superseded)."""
+    """The edges by path (the dst note's path by its id beside the stored dst_path), their counts, the
+    notes the default filters let through (not superseded), and the lookup keys by path (none left over)."""
     conn = gen.connect_readonly(gen.resolve(layout_for(vault, index_dir)))
     try:
         return _state(conn)
@@ -97,7 +97,13 @@ def _state(conn: sqlite3.Connection) -> dict[str, object]:
     ).fetchall()
     clause, values = Filters().where()
     shown = conn.execute(f"SELECT n.rel_path FROM notes n WHERE {clause}", values).fetchall()
-    return {"edges": sorted(edges, key=repr), "counts": edge_counts(conn), "shown": sorted(shown)}
+    keys = {
+        table: sorted(
+            conn.execute(f"SELECT k.key, n.rel_path FROM {table} k LEFT JOIN notes n ON n.id = k.note_id"), key=repr
+        )
+        for table in ("link_keys", "target_keys")
+    }
+    return {"edges": sorted(edges, key=repr), "counts": edge_counts(conn), "shown": sorted(shown), **keys}
 
 
 NONE: tuple = ((), (), ())
