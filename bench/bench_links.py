@@ -59,7 +59,9 @@ def _index(code: Path, vault: Path, index_dir: Path, label: str) -> dict[str, An
     python = code / ".venv" / "bin" / "python"
     args = [str(python), "-c", _CHILD, str(spent), "index", "--json", "--index-dir", str(index_dir), str(vault)]
     started = time.perf_counter()
-    done = subprocess.run(args, env={**os.environ, "PYTHONPATH": str(code)}, capture_output=True, text=True)
+    env = {**os.environ, "PYTHONPATH": str(code)}
+    # run in the checkout: ``-c`` puts the working directory first on sys.path, ahead of PYTHONPATH
+    done = subprocess.run(args, env=env, cwd=code, capture_output=True, text=True)
     wall = time.perf_counter() - started
     if done.returncode:
         raise SystemExit(f"{label}: vaultsearch index failed: {done.stderr[-2000:]}")
