@@ -65,6 +65,10 @@ def replaced_notes(conn: sqlite3.Connection, note_ids: Sequence[int]) -> list[Re
     return [ReplacedNote(nid, rel, tuple(json.loads(aliases))) for nid, rel, aliases in names_of_notes(conn, note_ids)]
 
 
+def _aliases(cell: str) -> tuple[str, ...]:
+    return () if cell == "[]" else tuple(json.loads(cell))  # most notes have none
+
+
 def _link(row: tuple) -> Link:
     _, _, target, kind, heading, alias, source, alt = row
     return Link(target=target, kind=kind, heading=heading, alias=alias, source=source, alt_target=alt)
@@ -75,7 +79,7 @@ class _Resolution:
     lookup key with them: the others cannot change how they resolve), and those notes' ids."""
 
     def __init__(self, rows: Sequence[tuple[int, str, str]], label_first: bool) -> None:
-        self.names = {rel: tuple(json.loads(aliases)) for _, rel, aliases in rows}
+        self.names = {rel: _aliases(aliases) for _, rel, aliases in rows}
         self.id_of = {rel: nid for nid, rel, _ in rows}
         self.resolver = LinkResolver(self.names.items(), label_first=label_first)
 
@@ -105,7 +109,7 @@ def _insert_resolved(conn: sqlite3.Connection, res: _Resolution, links: list[tup
 
 def _insert_targets(conn: sqlite3.Connection, notes: list[tuple]) -> None:
     """Store the keys under which links find the inserted notes (id, rel_path, aliases JSON)."""
-    keys = {(k, nid) for nid, rel, aliases in notes for k in note_keys(rel, json.loads(aliases)) if k != ANY_NAME}
+    keys = {(k, nid) for nid, rel, aliases in notes for k in note_keys(rel, _aliases(aliases)) if k != ANY_NAME}
     insert_keys(conn, [], sorted(keys))
 
 

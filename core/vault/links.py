@@ -22,6 +22,7 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 from urllib.parse import unquote
 
 ATTACHMENT_EXTENSIONS = frozenset(
@@ -275,23 +276,25 @@ class LinkResolver:
 ANY_NAME = ""
 
 
-def link_keys(target: str, alt_target: str | None) -> set[str]:
+def link_keys(target: str, alt_target: str | None) -> frozenset[str]:
     """Lookup keys of a link (its ``target`` and ``alt_target``), such that a note can change how the link
     resolves only if one of ``note_keys(note)`` is among them: the lower-cased last part of the target's
     normalised path (the ``path`` rule), its stem (the ``name`` rule) and the whole target (the ``alias``
     rule). A note that is not the link's target can stop being a candidate without changing it (each rule
     takes the first or smallest candidate), so only a note that *appears* needs these keys; one that goes
     is found by the edges that point at it."""
-    keys: set[str] = set()
-    for raw in (target, alt_target):
-        side = _normalise_target(raw) if raw else ""
-        if not side:
-            continue
-        last = posixpath.basename(posixpath.normpath(side))
-        keys.add(ANY_NAME if last in ("", ".", "..") else last.lower())
-        keys.add(_without_md(side.rstrip("/")).lower().rsplit("/", 1)[-1])
-        keys.add(side.lower())
-    return keys
+    return _target_keys(target) | _target_keys(alt_target)
+
+
+@lru_cache(maxsize=1 << 16)
+def _target_keys(raw: str | None) -> frozenset[str]:
+    """``link_keys`` of one side (remembered: a vault's links name the same targets over and over)."""
+    side = _normalise_target(raw) if raw else ""
+    if not side:
+        return frozenset()
+    last = posixpath.basename(posixpath.normpath(side))
+    path_key = ANY_NAME if last in ("", ".", "..") else last.lower()
+    return frozenset((path_key, _without_md(side.rstrip("/")).lower().rsplit("/", 1)[-1], side.lower()))
 
 
 def note_keys(rel_path: str, aliases: Iterable[str]) -> set[str]:

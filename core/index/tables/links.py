@@ -78,7 +78,7 @@ def links_from(conn: sqlite3.Connection, first_note_id: int | None) -> Iterator[
     """The links (with their source note's path) of the notes with ids >= ``first_note_id``; of every
     note when None."""
     if first_note_id is None:
-        return conn.execute(_LINKS_WITH_PATHS + "1 ORDER BY l.note_id, l.rowid", ())
+        return conn.execute(_LINKS_WITH_PATHS + "1 ORDER BY l.rowid", ())  # a note's links in their order
     return conn.execute(_LINKS_WITH_PATHS + "l.note_id >= ? ORDER BY l.note_id, l.rowid", (first_note_id,))
 
 
