@@ -138,7 +138,12 @@ class _Base:
     rebuild_detail: str | None = None
 
 
-def _open_base(layout: IndexLayout, config: IndexConfig) -> _Base:
+FORMAT_CHANGED = "index_format_changed"  # core.index.state.move_aside_unusable_state: a one-file index
+
+
+def _open_base(layout: IndexLayout, config: IndexConfig, recovered: tuple[str, str, str] | None) -> _Base:
+    if recovered is not None and recovered[2].startswith(FORMAT_CHANGED):
+        return _Base(None, None, FORMAT_CHANGED, recovered[2])  # an index of the one-file format: all rebuilt
     try:
         record = active_record(layout)
     except IntegrityError as exc:
@@ -242,7 +247,7 @@ def build_index(
         run = BuildRun(vault, layout, config, progress, workers, src, source_may_change)
         if recovered is not None:
             run.problems.append(Problem(*recovered))
-        start = None if in_place else _open_base(layout, config)
+        start = None if in_place else _open_base(layout, config, recovered)
         if start is not None and start.carry is not None:
             current = _current_report(run, start.carry)
             if current is not None:
@@ -399,6 +404,8 @@ def _record(conn: sqlite3.Connection, config: IndexConfig, timings: dict[str, fl
         timings=dict(timings),
         problems=[{"path": p["path"], "reason": p["reason"]} for p in all_problems(conn)],
         dense_model=None if dense_model is None else json.dumps(dense_model, sort_keys=True),
+        schema_version=meta.get("schema_version"),
+        analysis=config.identity(),
     )
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from core import generations as gen
-from core.index import pinned, verify
+from core.index import parts, pinned
 from core.index.layout import IndexLayout
 from tests.index.test_generations import publish_db
 
@@ -28,7 +28,7 @@ from tests.index.test_generations import publish_db
 def layout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> IndexLayout:
     (tmp_path / "vault").mkdir()
     gen.clear_verify_cache()
-    monkeypatch.setattr(verify, "RACY_WINDOW_NS", 0)
+    monkeypatch.setattr(parts, "RACY_WINDOW_NS", 0)
     return gen.layout_for(tmp_path / "vault")
 
 

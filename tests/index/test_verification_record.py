@@ -20,8 +20,8 @@ import pytest
 
 from core import generations as gen
 from core.errors import IntegrityError
+from core.index import parts, verify
 from core.index import state as gstate
-from core.index import verify
 from core.index.layout import IndexLayout
 from tests.index.test_generations import make_db, publish_db
 
@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def layout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> IndexLayout:
     (tmp_path / "vault").mkdir()
     gen.clear_verify_cache()
-    monkeypatch.setattr(verify, "RACY_WINDOW_NS", 0)
+    monkeypatch.setattr(parts, "RACY_WINDOW_NS", 0)
     layout = gen.layout_for(tmp_path / "vault")
     publish_db(layout, "a")
     return layout
@@ -187,7 +187,7 @@ def test_new_generation_is_not_vouched_for_by_the_old_record(layout: IndexLayout
 
 def test_racy_file_is_neither_trusted_nor_recorded(layout: IndexLayout, monkeypatch: pytest.MonkeyPatch) -> None:
     recorded(layout)
-    monkeypatch.setattr(verify, "RACY_WINDOW_NS", 3600 * 10**9)  # everything counts as just written
+    monkeypatch.setattr(parts, "RACY_WINDOW_NS", 3600 * 10**9)  # everything counts as just written
     later_process_resolve(layout)
     assert gen.VERIFY_STATS["full_hashes"] == 1 and gen.VERIFY_STATS["record_writes"] == 0
 
@@ -205,8 +205,8 @@ PROBE = """
 import json, sys
 from pathlib import Path
 from core import generations as gen
-from core.index import verify
-verify.RACY_WINDOW_NS = 0
+from core.index import parts, verify
+parts.RACY_WINDOW_NS = 0
 layout = gen.layout_for(Path(sys.argv[1]))
 resolved = gen.resolve(layout)
 conn = gen.connect_readonly(resolved)

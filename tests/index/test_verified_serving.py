@@ -19,7 +19,7 @@ import pytest
 from core import generations as gen
 from core.build.builder import build_index
 from core.errors import BuildError, GenerationChangedError, IntegrityError
-from core.index import pinned, verify
+from core.index import parts, pinned, verify
 from core.index.layout import IndexLayout
 from core.searcher import search_vault
 from tests.conftest import note
@@ -32,7 +32,7 @@ GOOD, EVIL = "a" * 200, "b" * 200
 def layout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> IndexLayout:
     (tmp_path / "vault").mkdir()
     gen.clear_verify_cache()
-    monkeypatch.setattr(verify, "RACY_WINDOW_NS", 0)
+    monkeypatch.setattr(parts, "RACY_WINDOW_NS", 0)
     return gen.layout_for(tmp_path / "vault")
 
 
