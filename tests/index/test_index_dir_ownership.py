@@ -215,7 +215,7 @@ def test_retention_never_deletes_a_file_a_tampered_state_row_names(vault: Path, 
     conn.execute(
         "INSERT INTO generations SELECT 'g00000000T000000-000000000000', '../../top.md', sha256, size,"
         " source_snapshot_hash, notes, chunks, dense_chunks, chunker, tokenizer, dense_model, timings, problems,"
-        " 0.0, 'ready' FROM generations LIMIT 1"
+        " 0.0, 'ready', NULL FROM generations LIMIT 1"
     )
     conn.commit()
     conn.close()
