@@ -216,7 +216,7 @@ def _check_holds_no_notes(index_dir: Path) -> None:
 
 
 def _recognisably_ours(index_dir: Path, entries: list[str]) -> bool:
-    """A pre-marker index of ours: only our top-level names, and only our files in generations/ and staging/."""
+    """A pre-marker index of ours: only our top-level names, and only our files in our sub-folders."""
     for name in entries:
         path = index_dir / name
         if name in _OUR_ROOT_DIRS:

@@ -18,7 +18,7 @@ from core.errors import IntegrityError, Sha256MismatchError, SizeMismatchError
 from core.index import pinned
 from core.index import state as gstate
 from core.index.layout import IndexLayout, ResolvedPart
-from core.index.manifest import MANIFEST_MAX_BYTES, Manifest, PartEntry, parse_manifest
+from core.index.manifest import MANIFEST_MAX_BYTES, Manifest, parse_manifest
 
 # A file changed within this window of its verification may change again in the same timestamp tick
 # without altering its stat fingerprint (the "racy git" problem), so such a verification is not recorded.
@@ -130,7 +130,3 @@ def record_body(
     others = [(sha, sig) for sha, sig in recorded.items() if sha not in fresh]
     keep = others[max(0, len(others) - (RECORD_MAX_PARTS - len(fresh))) :]
     return {"index_dir": str(layout.index_dir), "parts": {**dict(keep), **fresh}}
-
-
-def entry_of(part: ResolvedPart) -> PartEntry:
-    return PartEntry(part.kind, part.sha256, part.size)

@@ -1,6 +1,7 @@
 """The generation-state database: which generations exist and which one is active.
 
-A small SQLite file (``state.db``) beside ``generations/``. What its rows mean lives here (its
+A small SQLite file (``state.db``) beside ``manifests/`` and ``segments/``; a row names its
+generation's manifest (``core.index.manifest``). What its rows mean lives here (its
 tables and statements are ``core.index.tables.state_db``); ``core.build.publish`` and
 ``core.index.verify`` publish and verify through these functions. The first state
 DB is built whole in ``staging/`` and renamed into place, so ``state.db`` either does not

@@ -95,7 +95,9 @@ def test_pinned_descriptor_released_by_another_thread_during_a_connect_is_not_a_
     resolved = gen.resolve(layout)
     assert resolved.pinned is not None
     fill_fd_gaps()
-    second = [pinned.pin(resolved.path, resolved.generation_id, resolved.sha256)]  # another pin of the same inode
+    second = [
+        pinned.pin(resolved.pinned.path, resolved.generation_id, resolved.sha256)
+    ]  # another pin of the same inode
 
     def release() -> None:
         second.clear()  # the last reference goes: its descriptor is closed
@@ -119,7 +121,7 @@ def test_a_plain_descriptor_of_the_inode_closed_during_a_connect_is_not_a_refusa
     resolved = gen.resolve(layout)
     assert resolved.pinned is not None
     fill_fd_gaps()
-    foreign = [os.open(resolved.path, os.O_RDONLY)]
+    foreign = [os.open(resolved.pinned.path, os.O_RDONLY)]
     started = _close_during_connect(monkeypatch, lambda: os.close(foreign.pop()))
     conn = pinned.connect_pinned(resolved.pinned, resolved.generation_id)  # raised generation_changed
     try:

@@ -123,7 +123,7 @@ def test_a_restricted_callers_index_computes_its_own_vocabulary(vault: Path) -> 
 
 def _writable_copy(vault: Path, tmp_path: Path) -> sqlite3.Connection:
     copy = tmp_path / "copy.db"
-    shutil.copyfile(gen.resolve(gen.layout_for(vault)).path, copy)
+    shutil.copyfile(gen.resolve(gen.layout_for(vault)).parts[0].path, copy)
     copy.chmod(0o644)
     return sqlite3.connect(copy)
 
