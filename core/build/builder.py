@@ -31,13 +31,12 @@ from core.build.ingest import NoteWriter, recompute_edges
 from core.build.lock import build_lock, ensure_layout, new_staging_path
 from core.build.plan import BuildPlan, BuildRun, plan_build
 from core.build.prepare_pool import default_workers, prepared_notes
-from core.build.publish import publish
+from core.build.publish import publish, start_build
 from core.build.racy import settle_racy
 from core.build.report import BuildReport, build_report
 from core.build.source import NoteSource, WorkingTreeSource, resolve_settings
 from core.build.source import stored_settings as stored_source_settings
 from core.errors import IntegrityError, UsageError, ValidationError
-from core.index import state as gstate
 from core.index.layout import GenerationRecord, IndexLayout, ResolvedIndex, layout_for
 from core.index.ownership import check_vault
 from core.index.schema import create_schema
@@ -241,7 +240,7 @@ def build_index(
     vault, layout, config, (chosen, chosen_rev) = _requested(vault, index_dir, config, changes, source, rev, in_place)
     ensure_layout(layout)  # refuses an index dir that is not ours before anything is written
     with build_lock(layout, wait_seconds=wait_seconds), build_io_errors(layout):
-        recovered = None if in_place else gstate.move_aside_unusable_state(layout)
+        recovered = None if in_place else start_build(layout)  # unusable state aside, expired parts gone
         t = time.perf_counter()
         src = _make_source(vault, layout.index_dir, config, chosen, chosen_rev, rehash)
         run = BuildRun(vault, layout, config, progress, workers, src, source_may_change)

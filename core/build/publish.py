@@ -22,9 +22,10 @@ from pathlib import Path
 
 from core.build.lock import require_lock
 from core.errors import SqliteIntegrityError, UsageError, ValidationError
+from core.index import debris as debris_rules
 from core.index import pinned
 from core.index import state as gstate
-from core.index.debris import GC_GRACE_S, debris
+from core.index.debris import debris
 from core.index.layout import GenerationRecord, IndexLayout, ResolvedIndex, ResolvedPart
 from core.index.manifest import manifest_bytes, manifest_file_name, segment_file_name
 from core.index.state import list_generations
@@ -200,6 +201,16 @@ def _collect(layout: IndexLayout, grace_s: float) -> list[Path]:
     return found
 
 
+def start_build(layout: IndexLayout) -> tuple[str, str, str] | None:
+    """Under the build lock, before a build reads its base: move an unusable state DB aside (the problem
+    to report, or None), then remove what no generation needs any more (files a publish left for the
+    grace period, debris of a killed build), so that even a build that publishes nothing collects them."""
+    require_lock(layout)
+    recovered = gstate.move_aside_unusable_state(layout)
+    _collect(layout, debris_rules.GC_GRACE_S)
+    return recovered
+
+
 def publish(
     layout: IndexLayout,
     staging_path: Path,
@@ -208,7 +219,7 @@ def publish(
     expected_base: str | None,
     keep: int = 2,
     on_step: Callable[[str], None] | None = None,
-    grace_s: float = GC_GRACE_S,
+    grace_s: float | None = None,
 ) -> ResolvedIndex:
     """Publish a staged database as a one-segment generation, then flip the active pointer.
 
@@ -217,7 +228,8 @@ def publish(
     started from (``None`` for the first); if another build published meanwhile, ``BuildLockedError`` is
     raised and nothing changes. Each step in ``PUBLISH_STEPS`` calls ``on_step(name)`` first (fault
     injection). Until the state commit, any failure leaves the previous generation active and removes
-    our files. ``grace_s``: how long a removed generation's manifest and parts are kept.
+    our files. ``grace_s``: how long a removed generation's manifest and parts are kept (default
+    ``core.index.debris.GC_GRACE_S``).
     """
     require_lock(layout)
     if keep < 1:
@@ -240,6 +252,6 @@ def publish(
     step("retention")
     _apply_retention(layout, keep)
     step("gc")
-    _collect(layout, grace_s)
+    _collect(layout, debris_rules.GC_GRACE_S if grace_s is None else grace_s)
     remember_parts(layout, [part])
     return resolved_generation(layout, gstate.with_state(layout, lambda conn: gstate.active_row(layout, conn)), [part])

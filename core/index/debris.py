@@ -24,10 +24,14 @@ from core.index.ownership import is_generation_file, is_staging_file
 from core.index.state import list_generations
 
 # How long a removed generation's manifest and parts stay on disk. A reader needs them only between
-# reading the state row and pinning the parts (milliseconds; pinned descriptors outlive any unlink), so
-# 10 s covers a descheduled reader on a loaded machine, while a watcher publishing every few seconds
-# keeps only a few superseded segments around (each is a full copy while a generation is one segment).
-GC_GRACE_S = 10.0
+# reading the state row and pinning the parts: milliseconds (pinned descriptors outlive any unlink). With
+# two generations retained, a generation is removed only by the second publish after it stopped being
+# active, so a reader that read its row must also have slept through a whole publish (>= 0.5 s on
+# SciFact); 2 s more covers a descheduled reader on a loaded machine, and one that is slower still
+# resolves the active generation again (core.index.verify). Longer would cost disk: while a generation
+# is one segment, every superseded segment kept for the grace is a full copy (measured: 10 s left a
+# third 71 MB SciFact copy behind edits 5 s apart, until the next build).
+GC_GRACE_S = 2.0
 
 
 def kept_manifests(rows: list[dict[str, Any]], now: float, grace_s: float) -> set[str]:

@@ -31,6 +31,7 @@ from core.generations import (
     resolve,
     verify_full,
 )
+from core.index import debris as debris_rules
 from core.index import parts, verify
 from core.index.manifest import MANIFEST_FORMAT, MANIFEST_VERSION
 from core.searcher import search_vault
@@ -311,3 +312,22 @@ def test_a_part_a_kept_manifest_lists_is_never_removed(layout: IndexLayout) -> N
     publish_db(layout, "b")  # retention removes `first`; its manifest goes, the shared part stays
     assert not first.path.exists() and second.path.exists() and first.parts[0].path.exists()
     assert resolve(layout).generation_id != first.generation_id and verify_full(layout)["orphans"] == []
+
+
+def test_a_build_that_publishes_nothing_still_removes_what_the_grace_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Files kept for the grace period do not wait for the next publish: every build collects them first."""
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    monkeypatch.setattr(debris_rules, "GC_GRACE_S", 3600.0)
+    for i in range(3):
+        (vault / "a.md").write_text(note("Alpha", f"alpha words, version {i}"), encoding="utf-8")
+        build_index(vault)
+    layout = layout_for(vault)
+    assert len(list(layout.manifests_dir.iterdir())) == len(list(layout.segments_dir.iterdir())) == 3
+    monkeypatch.setattr(debris_rules, "GC_GRACE_S", 0.0)
+    assert build_index(vault).up_to_date
+    ready = [row for row in list_generations(layout) if row["status"] == "ready"]
+    assert sorted(p.name for p in layout.manifests_dir.iterdir()) == sorted(row["file_name"] for row in ready)
+    assert len(list(layout.segments_dir.iterdir())) == 2
