@@ -2,12 +2,14 @@
 
 - every staging file (``staging/``: build scratch, manifest temps, first state DBs);
 - every file of the pre-manifest format in ``generations/`` (``g<stamp>-<sha[:12]>.db``);
-- a manifest that no ready generation names and no generation removed less than ``GC_GRACE_S`` ago;
+- a manifest that no ready generation names and no removed generation superseded (the next one
+  published) less than ``GC_GRACE_S`` ago;
 - a part (``segments/<sha256>.seg``) that no kept manifest lists.
 
-A removed generation's manifest and parts outlive it by ``GC_GRACE_S``: a reader that read the state
-row just before a publish removed that generation still finds the manifest and every part it names
-(and a reader that finds one gone resolves the active generation again: ``core.index.verify``). When a
+A removed generation's manifest and parts stay until ``GC_GRACE_S`` after it was superseded: a
+reader that read the state row while that generation was active still finds the manifest and every
+part it names (and a reader that finds one gone resolves the active generation again:
+``core.index.verify``). When a
 kept manifest cannot be read, no part is listed at all: a part is deleted only when it is known to be
 unreferenced. Only names we give are ever listed (``core.index.ownership``). Read path: stdlib only.
 """
@@ -23,24 +25,26 @@ from core.index.manifest import MANIFEST_MAX_BYTES, is_manifest_file, is_segment
 from core.index.ownership import is_generation_file, is_staging_file
 from core.index.state import list_generations
 
-# How long a removed generation's manifest and parts stay on disk. A reader needs them only between
-# reading the state row and pinning the parts: milliseconds (pinned descriptors outlive any unlink). With
-# two generations retained, a generation is removed only by the second publish after it stopped being
-# active, so a reader that read its row must also have slept through a whole publish (>= 0.5 s on
-# SciFact); 2 s more covers a descheduled reader on a loaded machine, and one that is slower still
-# resolves the active generation again (core.index.verify). Longer would cost disk: while a generation
-# is one segment, every superseded segment kept for the grace is a full copy (measured: 10 s left a
-# third 71 MB SciFact copy behind edits 5 s apart, until the next build).
+# How long after a generation was superseded its manifest and parts stay on disk (once retention removed
+# it). A reader needs them only between reading the state row and pinning the parts: milliseconds
+# (pinned descriptors outlive any unlink); 2 s covers a descheduled reader on a loaded machine, and a
+# slower one resolves the active generation again (core.index.verify). Counted from the supersession,
+# not from the removal: with two generations retained, the removal comes one whole publish later, and a
+# grace counted from it kept a third full copy (71 MB on SciFact) behind every quick edit until the
+# next build, while a generation is one segment.
 GC_GRACE_S = 2.0
 
 
 def kept_manifests(rows: list[dict[str, Any]], now: float, grace_s: float) -> set[str]:
-    """Manifest names of ready generations and of generations removed less than ``grace_s`` ago."""
-    return {
-        row["file_name"]
-        for row in rows
-        if row["status"] == "ready" or (row.get("removed_at") is not None and row["removed_at"] > now - grace_s)
-    }
+    """Manifest names of ready generations and of removed generations superseded less than ``grace_s``
+    ago. ``rows`` newest first (``list_generations``); a generation is superseded when the next newer one
+    was published: only a reader that read the state row before that moment can still be opening it."""
+    kept, newer_created = set(), None
+    for row in rows:
+        if row["status"] == "ready" or (newer_created is not None and newer_created > now - grace_s):
+            kept.add(row["file_name"])
+        newer_created = row["created_at"]
+    return kept
 
 
 def referenced_parts(layout: IndexLayout, manifests: set[str]) -> set[str] | None:

@@ -331,3 +331,16 @@ def test_a_build_that_publishes_nothing_still_removes_what_the_grace_kept(
     ready = [row for row in list_generations(layout) if row["status"] == "ready"]
     assert sorted(p.name for p in layout.manifests_dir.iterdir()) == sorted(row["file_name"] for row in ready)
     assert len(list(layout.segments_dir.iterdir())) == 2
+
+
+def test_the_grace_counts_from_when_a_generation_was_superseded_not_from_its_removal() -> None:
+    """With two generations retained a generation is removed one whole publish after it stopped being
+    active: only a reader of that older state row can need it, so its grace started back then."""
+    now = 1_000.0
+    rows = [  # newest first, as list_generations gives them
+        {"file_name": "c.json", "status": "ready", "created_at": now - 1, "removed_at": None},
+        {"file_name": "b.json", "status": "ready", "created_at": now - 5, "removed_at": None},
+        {"file_name": "a.json", "status": "removed", "created_at": now - 10, "removed_at": now},
+    ]
+    assert debris_rules.kept_manifests(rows, now, grace_s=2.0) == {"c.json", "b.json"}  # `a` superseded 5 s ago
+    assert debris_rules.kept_manifests(rows, now, grace_s=6.0) == {"c.json", "b.json", "a.json"}
