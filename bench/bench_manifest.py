@@ -8,9 +8,11 @@ and this worktree), on a fresh copy of the SciFact vault with its own index:
    with its CPU time (the child and its workers: less sensitive to a loaded machine than wall time)
    and the build's own ``publish`` stage (``timings.publish`` of the report);
 2. a new process's first ``resolve()`` right after the ``index`` process (``after_index``: the
-   publisher's own record of its new part, if it leaves one) and again later (the verification a first search pays), timed inside the
-   process after its imports: with the verification record in place (``record``) and with it
-   deleted (``no_record``: every part hashed), and the whole first ``search`` process's wall time.
+   publisher's own record of its new part, if it leaves one) and again later (the verification a
+   first search pays), timed inside the process after its imports: with the verification record in
+   place (``record``) and with it deleted (``no_record``: every part hashed), and the whole first
+   ``search`` process's wall time;
+3. ``publish()`` alone, in process (wall and CPU), on a copy of the active segment with one row added.
 
 Runs of the trees alternate edit by edit, so load drift on a shared machine hits both alike; medians.
 
@@ -48,6 +50,34 @@ _RESOLVE = (
     " **VERIFY_STATS}))\n"
 )
 
+# ``publish()`` alone, timed in process: the active segment copied to staging, one row added so that
+# its bytes are new (a new part, never the shared-name path), then published; argv: vault, rounds.
+_PUBLISH = (
+    "import json, shutil, sqlite3, sys, time\n"
+    "from pathlib import Path\n"
+    "from core.generations import GenerationRecord, active_record, build_lock, layout_for, new_staging_path,"
+    " publish, resolve\n"
+    "layout, out = layout_for(Path(sys.argv[1])), []\n"
+    "for i in range(int(sys.argv[2])):\n"
+    "    served = resolve(layout)\n"
+    "    source = served.parts[0].path if getattr(served, 'parts', ()) else served.path\n"
+    "    with build_lock(layout):\n"
+    "        staged = new_staging_path(layout)\n"
+    "        shutil.copyfile(source, staged)\n"
+    "        conn = sqlite3.connect(staged)\n"
+    "        conn.execute('CREATE TABLE IF NOT EXISTS bench_nonce (x)')\n"
+    "        conn.execute('INSERT INTO bench_nonce VALUES (?)', (time.time_ns(),))\n"
+    "        conn.commit()\n"
+    "        conn.close()\n"
+    "        base = active_record(layout)\n"
+    "        record = GenerationRecord(base['source_snapshot_hash'], base['notes'], base['chunks'],"
+    " base['dense_chunks'], base['chunker'], base['tokenizer'], {}, [])\n"
+    "        t, c = time.perf_counter(), time.process_time()\n"
+    "        publish(layout, staged, record, expected_base=base['generation_id'])\n"
+    "        out.append((time.perf_counter() - t, time.process_time() - c))\n"
+    "print(json.dumps(out))\n"
+)
+
 
 def _run(tree: Path, code: str, *args: str) -> tuple[float, float, str]:
     """(wall seconds, CPU seconds of the child and its reaped children, stdout) of one new process."""
@@ -76,7 +106,11 @@ def _first_resolve(tree: Path, vault: Path, *, record: bool) -> dict[str, Any]:
     return json.loads(out)
 
 
-def measure(trees: dict[str, Path], edits: int, work: Path) -> dict[str, Any]:
+def _median(values: list[float]) -> float | None:
+    return round(statistics.median(values), 4) if values else None
+
+
+def measure(trees: dict[str, Path], edits: int, publish_rounds: int, work: Path) -> dict[str, Any]:
     notes = sorted(p for p in CORPUS.rglob("*.md") if p.is_file())
     vaults = {name: copy_vault(CORPUS, work / name / "vault") for name in trees}
     for name, tree in trees.items():
@@ -120,15 +154,23 @@ def measure(trees: dict[str, Path], edits: int, work: Path) -> dict[str, Any]:
                 "record": with_record["full_hashes"],
                 "no_record": without["full_hashes"],
             }
+    sizes = {
+        name: sum(p.stat().st_size for p in (vaults[name] / ".vaultsearch").rglob("*") if p.is_file()) for name in trees
+    }
+    publish_only: dict[str, list[tuple[float, float]]] = {name: [] for name in trees}
+    for _ in range(publish_rounds):  # alternating trees, two publishes per process
+        for name, tree in trees.items():
+            publish_only[name] += json.loads(_run(tree, _PUBLISH, str(vaults[name]), "2")[2])
     out: dict[str, Any] = {}
     for name in trees:
-        index_dir = vaults[name] / ".vaultsearch"
-        size = sum(p.stat().st_size for p in index_dir.rglob("*") if p.is_file())
         out[name] = {
             **{key: round(statistics.median(vals), 4) for key, vals in samples[name].items()},
             "samples": samples[name],
             "hashes_in_first_resolve": hashes[name],
-            "index_dir_bytes": size,
+            "publish_only_s": _median([w for w, _ in publish_only[name]]),
+            "publish_only_cpu_s": _median([c for _, c in publish_only[name]]),
+            "publish_only_samples": publish_only[name],
+            "index_dir_bytes": sizes[name],  # after the edits (publishes seconds apart), before publish()-only
         }
     return out
 
@@ -137,6 +179,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tree", action="append", required=True, help="NAME=PATH of a code tree")
     parser.add_argument("--edits", type=int, default=5)
+    parser.add_argument("--publish-rounds", type=int, default=5, help="rounds of publish() alone (2 per tree each)")
     parser.add_argument("--out", type=Path, default=RESULTS_DIR / "manifest.json")
     args = parser.parse_args(argv)
     trees = {spec.split("=", 1)[0]: Path(spec.split("=", 1)[1]).resolve() for spec in args.tree}
@@ -146,7 +189,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             "machine": machine_info(),
             "corpus": str(CORPUS),
             "edits": args.edits,
-            **measure(trees, args.edits, work),
+            **measure(trees, args.edits, args.publish_rounds, work),
         }
     finally:
         shutil.rmtree(work, ignore_errors=True)
