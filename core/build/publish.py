@@ -253,5 +253,6 @@ def publish(
     _apply_retention(layout, keep)
     step("gc")
     _collect(layout, debris_rules.GC_GRACE_S if grace_s is None else grace_s)
-    remember_parts(layout, [part])
+    if part.path in created.paths:  # hashed here; a shared existing file was only size-checked: not vouched for
+        remember_parts(layout, [part])
     return resolved_generation(layout, gstate.with_state(layout, lambda conn: gstate.active_row(layout, conn)), [part])

@@ -270,10 +270,10 @@ def _check_parts(
     return problems, hashed
 
 
-def _combined(problems: list[IntegrityError]) -> IntegrityError:
-    """One error of the first problem's type carrying every problem as evidence."""
+def _combined(problems: list[IntegrityError], *, listed: bool = False) -> IntegrityError:
+    """One error of the first problem's type carrying every problem as evidence (``listed``: even one)."""
     first = problems[0]
-    if len(problems) == 1:
+    if len(problems) == 1 and not listed:
         return first
     return type(first)(
         "; ".join(p.message for p in problems), **first.evidence, problems=[p.to_dict() for p in problems]
@@ -407,7 +407,7 @@ def verify_full(layout: IndexLayout) -> dict[str, Any]:
             )
         listed.append({"kind": part.kind, "path": str(part.path), "sha256": part.sha256, "size": part.size})
     if problems:
-        raise _combined(problems)
+        raise _combined(problems, listed=True)
     resolved = resolved_generation(layout, record, parts)
     single_segment(manifest, resolved.path, gid)
     for part in parts:

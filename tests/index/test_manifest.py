@@ -344,3 +344,21 @@ def test_the_grace_counts_from_when_a_generation_was_superseded_not_from_its_rem
     ]
     assert debris_rules.kept_manifests(rows, now, grace_s=2.0) == {"c.json", "b.json"}  # `a` superseded 5 s ago
     assert debris_rules.kept_manifests(rows, now, grace_s=6.0) == {"c.json", "b.json", "a.json"}
+
+
+def test_a_doctored_file_under_a_shared_part_name_is_never_vouched_for(layout: IndexLayout) -> None:
+    """A publish whose part's name exists already shares that file after a size check only; it must not
+    record it as verified: the next reader hashes it and refuses the doctored bytes, naming the part."""
+    first = publish_db(layout, "a")
+    part = first.parts[0].path
+    part.chmod(0o644)
+    _flip(part)  # same size, other bytes, under the content-addressed name
+    with build_lock(layout):
+        staged = make_db(new_staging_path(layout), "a")  # the bytes that name stands for
+        record = dataclasses.replace(make_record(), notes=4)
+        shared = publish(layout, staged, record, expected_base=first.generation_id, grace_s=0.0)
+    assert shared.parts[0].path == part
+    gen.clear_verify_cache()
+    with pytest.raises(IntegrityError) as info:
+        resolve(layout)
+    assert info.value.reason == "sha256_mismatch" and info.value.evidence["path"] == str(part)
