@@ -107,6 +107,7 @@ class SearchContext:
     conn: sqlite3.Connection
     options: dict[str, Any] = field(default_factory=dict)
     _sparse: SparseIndex | None = None
+    _whole: SparseIndex | None = None  # the whole generation's (``_sparse`` is a restricted caller's view of it)
     _chunks: ChunkVectors | None = None
     _postings: QueryPostings | None = None
     _mask: np.ndarray | None = None
@@ -176,11 +177,16 @@ class SearchContext:
         return stored.Reader(connect_readonly(self.resolved, any_thread=True))
 
     def _full_sparse(self) -> SparseIndex:
-        r = self.resolved
-        if r.kind == "legacy_db":  # mutable file: never cached, read whole
-            return load_sparse(self.conn)
-        key = (str(r.path), r.generation_id, r.sha256)
-        return SPARSE_CACHE.get(str(r.layout.index_dir), key, lambda: load_sparse(self.conn, reader=self._reader()))
+        if self._whole is None:
+            r = self.resolved
+            if r.kind == "legacy_db":  # mutable file: never cached, read whole
+                self._whole = load_sparse(self.conn)
+            else:
+                key = (str(r.path), r.generation_id, r.sha256)
+                self._whole = SPARSE_CACHE.get(
+                    str(r.layout.index_dir), key, lambda: load_sparse(self.conn, reader=self._reader())
+                )
+        return self._whole
 
     def analyzer_terms(self, text: str) -> list[str]:
         """The terms the query analysis gives ``text`` (the words of a raw FTS5 expression)."""
@@ -214,11 +220,12 @@ class SearchContext:
             r, sp = self.resolved, self.sparse()
 
             def full() -> ChunkVectors:
+                whole = self._full_sparse()
                 if r.kind == "legacy_db":
-                    return load_chunk_vectors(self.conn, sp)
+                    return load_chunk_vectors(self.conn, whole)
                 key = (str(r.path), r.generation_id, r.sha256)
                 return CHUNK_CACHE.get(
-                    str(r.layout.index_dir), key, lambda: load_chunk_vectors(self.conn, sp, reader=self._reader())
+                    str(r.layout.index_dir), key, lambda: load_chunk_vectors(self.conn, whole, reader=self._reader())
                 )
 
             self._chunks = self.statistics().chunk_vectors(sp, full)
