@@ -142,10 +142,13 @@ class SearchContext:
         sp, mask = self.sparse(), self.mask()
         languages = self.meta.get("languages") or ["en"]
         visible = None
-        if not mask.all():  # expansions and unmatched words see only the notes the caller may see
+        # expansions and unmatched words count only the notes the filters let through; when those are
+        # exactly the caller's visible notes, its df (summed over its visible classes) is that count
+        seen = sp.seen.rows if sp.seen is not None else None
+        if not (mask.all() if seen is None else np.array_equal(mask, seen)):
 
             def visible(tid: int) -> int:
-                return int(mask[sp.docs[sp.indptr[tid] : sp.indptr[tid + 1]]].sum())
+                return int(np.count_nonzero(mask[sp.docs[sp.indptr[tid] : sp.indptr[tid + 1]]]))
 
         return QueryAnalyzer(sp.term_id, vocabulary(sp), languages, visible, _name_counter(sp, mask)).analyse(text)
 

@@ -20,7 +20,7 @@ import numpy as np
 from core.errors import IntegrityError
 from core.index.tables import notes
 from core.index.tables.notes_fts import FTS_COLUMNS
-from core.ranking import scoring, stored
+from core.ranking import bm25f, scoring, stored
 from core.ranking.classes import CLASS_ARRAYS, class_stats_from
 from core.ranking.expansion import VOCABULARY_ARRAYS, vocabulary_arrays
 from core.ranking.filters import Filters
@@ -162,6 +162,8 @@ class QueryPostings(NamedTuple):
     docs: np.ndarray  # document row of each posting
     weight: np.ndarray | None = None  # float32 per id: the term's share of the score (None: all 1)
     cover: np.ndarray | None = None  # float32 per id: its share in the coverage bonus (None: all 1)
+    # a restricted caller's: the positions of the gathered postings' side values (None: every posting of ``ids``)
+    side: np.ndarray | None = None
 
 
 def query_postings(
@@ -174,16 +176,20 @@ def query_postings(
     ``terms``, which are then distinct) scale each term's score and its share in the coverage bonus."""
     ids, _ = query_term_ids(index, terms)
     pos, owner = gather_postings(index.indptr, ids)
-    docs = index.docs[pos]
+    docs, side = index.docs[pos], None
     if index.seen is not None:  # a hidden note's postings are never scored
-        keep = np.flatnonzero(index.seen.rows[docs])
+        seen = index.seen.rows[docs]
+        side, _ = gather_postings(index.side_ptr, ids)
+        if side.size:  # the side values of the visible postings, in their order
+            side = side[np.repeat(seen, bm25f.side_counts(index.field_mask[pos]))]
+        keep = np.flatnonzero(seen)
         pos, owner, docs = pos[keep], owner[keep], docs[keep]
     w = c = None
     if weights is not None or cover is not None:
         known = [i for i, t in enumerate(terms) if t in index.term_id]
         w = np.asarray([weights[i] if weights is not None else 1.0 for i in known], dtype=np.float32)
         c = np.asarray([cover[i] if cover is not None else 1.0 for i in known], dtype=np.float32)
-    return QueryPostings(ids, pos, owner, docs, w, c)
+    return QueryPostings(ids, pos, owner, docs, w, c, side)
 
 
 def bm25_scores(
@@ -202,9 +208,9 @@ def bm25_scores(
     documents that match only some terms. All postings of the query are gathered once, weighed (BM25F of
     their counts) and summed per document with ``bincount``. ``params`` overrides the index's coverage
     weights; ``named`` holds the rows of the notes one of whose names the query is exactly (name match 1)."""
-    ids, pos, owner, docs, weight, cover = postings if postings is not None else query_postings(index, terms)
+    ids, pos, owner, docs, weight, cover, side = postings if postings is not None else query_postings(index, terms)
     n = index.n_docs
-    bm25 = index.posting_weights(ids, pos, owner, docs)  # BM25F computed for the gathered postings only
+    bm25 = index.posting_weights(ids, pos, owner, docs, side)  # BM25F computed for the gathered postings only
     contribution = bm25 if weight is None else bm25 * weight[owner]
     scores = np.bincount(docs, weights=contribution, minlength=n).astype(np.float32)
     matched = np.bincount(docs, minlength=n).astype(np.float32)
@@ -261,7 +267,7 @@ def name_match(
     Exact-form terms (``=word``) and expansions with no coverage share are not names the query says.
     A query that is exactly one of a note's names (``named``: rows, core.index.tables.names) is that
     note's name: 1.0, however many other names the note has (``BGB`` of "Bürgerliches Gesetzbuch (BGB)")."""
-    ids, pos, owner, docs, _, cover = postings if postings is not None else query_postings(index, terms)
+    ids, pos, owner, docs, _, cover, _ = postings if postings is not None else query_postings(index, terms)
     in_title = np.flatnonzero((index.field_mask[pos] & TITLE_BIT) != 0)
     return _name_match(index, terms, ids, owner, docs, cover, in_title, named)
 

@@ -48,20 +48,21 @@ class VisibleTerms(Mapping[str, int]):
     looked up in the generation's dictionary without copying it."""
 
     def __init__(self, terms: Mapping[str, int], df: np.ndarray) -> None:
-        self.all, self._df, self._n = terms, df, int(df.shape[0])
+        self.all, self._n = terms, int(df.shape[0])
+        self._live = (df > 0).tobytes()  # a byte per term: indexing bytes costs a tenth of a numpy scalar
 
     def __getitem__(self, term: str) -> int:
         tid = self.all[term]
-        if tid >= self._n or self._df[tid] <= 0:
+        if tid >= self._n or not self._live[tid]:
             raise KeyError(term)
         return tid
 
     def __contains__(self, term: object) -> bool:
         tid = self.all.get(term) if isinstance(term, str) else None
-        return tid is not None and tid < self._n and bool(self._df[tid] > 0)
+        return tid is not None and tid < self._n and self._live[tid] == 1
 
     def __iter__(self) -> Iterator[str]:
-        return (t for t, i in self.all.items() if i < self._n and self._df[i] > 0)
+        return (t for t, i in self.all.items() if i < self._n and self._live[i])
 
     def __len__(self) -> int:
         return sum(1 for _ in self)
@@ -133,14 +134,19 @@ class SparseIndex:
         terms = np.asarray(self.name_terms[pos], dtype=np.int64)
         return np.bincount(owner, weights=self.idf(terms).astype(np.float64), minlength=rows.shape[0])
 
-    def posting_weights(self, ids: np.ndarray, pos: np.ndarray, owner: np.ndarray, docs: np.ndarray) -> np.ndarray:
+    def posting_weights(
+        self, ids: np.ndarray, pos: np.ndarray, owner: np.ndarray, docs: np.ndarray, side: np.ndarray | None = None
+    ) -> np.ndarray:
         """float32 BM25F weight of the postings ``pos`` (every posting of the term ids ``ids``, in their
-        order, as ``gather_postings`` gives them; ``owner``: index into ``ids``, ``docs``: rows)."""
-        side, _ = gather_postings(self.side_ptr, ids)
-        if self.seen is not None and side.size:  # the side values of the visible postings only
-            every, _ = gather_postings(self.indptr, ids)
-            held = bm25f.side_counts(self.field_mask[every])
-            side = side[np.repeat(self.seen.rows[self.docs[every]], held)]
+        order, as ``gather_postings`` gives them; ``owner``: index into ``ids``, ``docs``: rows); a
+        restricted caller's are its visible ones, ``side`` the positions of their side values
+        (``query_postings``; None: found here)."""
+        if side is None:
+            side, _ = gather_postings(self.side_ptr, ids)
+            if self.seen is not None and side.size:  # the side values of the visible postings only
+                every, _ = gather_postings(self.indptr, ids)
+                held = bm25f.side_counts(self.field_mask[every])
+                side = side[np.repeat(self.seen.rows[self.docs[every]], held)]
         mask, body, values = self.field_mask[pos], self.body_tf[pos], np.asarray(self.side_tf[side])
         return bm25f.posting_weights(mask, body, values, self.factors(), docs, self.idf(ids)[owner], self.params.k1)
 

@@ -140,6 +140,7 @@ class Vocabulary:
         self._stored = stored
         self._filtered = filtered and stored is not None
         self._live: np.ndarray | None = None
+        self._live_bytes = b""  # ``live`` a byte per word (``_index``)
         self._reversed: list[str] | None = None
         self._chars: set[str] | None = None
         self._name: _TermNames | None = None
@@ -164,6 +165,7 @@ class Vocabulary:
             held = np.concatenate(([0], np.cumsum(self.df[np.asarray(self._ids, dtype=np.int64)] > 0)))
             has_exact = (exact >= 0) & (self.df[np.maximum(exact, 0)] > 0)
             self._live = ((held[ptr[1:]] - held[ptr[:-1]]) > 0) | has_exact
+            self._live_bytes = self._live.tobytes()
         return self._live
 
     def _alive(self, ids: list[int]) -> list[int]:
@@ -209,8 +211,9 @@ class Vocabulary:
     def _index(self, word: str) -> int:
         """The position of ``word`` in ``sorted``, -1 when it is not a vocabulary word."""
         i = bisect.bisect_left(self.sorted, word)
-        live = self.live
-        return i if i < len(self.sorted) and self.sorted[i] == word and (live is None or live[i]) else -1
+        if i >= len(self.sorted) or self.sorted[i] != word:
+            return -1
+        return i if not self._filtered or (self.live is not None and self._live_bytes[i]) else -1
 
     def known(self, candidates: Iterable[str]) -> list[str]:
         """The candidates that are vocabulary words, in their order (typo edits: hundreds per word).
@@ -218,13 +221,14 @@ class Vocabulary:
         One bisect each; a process that has looked up ``KNOWN_SET_AFTER`` batches builds the set of
         words once and uses it from then on (a server; a one-shot search does not pay for it)."""
         self._known_calls += 1
-        if self._filtered:
-            return [c for c in candidates if self._index(c) >= 0]
         if self._known_set is None and self._known_calls > KNOWN_SET_AFTER:
-            self._known_set = frozenset(self.sorted)
+            live = self.live
+            self._known_set = frozenset(self.sorted if live is None else np.asarray(self.sorted, dtype=object)[live])
         found = self._known_set
         if found is not None:
             return [c for c in candidates if c in found]
+        if self._filtered:
+            return [c for c in candidates if self._index(c) >= 0]
         words, n = self.sorted, len(self.sorted)
         return [c for c in candidates if (i := bisect.bisect_left(words, c)) < n and words[i] == c]
 
