@@ -7,9 +7,11 @@ classes are the stored names its ``classifications`` equal. Stored with the spar
 
 - ``row_class``: the class code of each row (the names' index, names sorted);
 - per class its notes (``class_docs``) and exact field-length sums (``class_field_len``);
-- per class the df of each of its terms, sparse (``class_df_ptr`` / ``class_df_terms`` /
-  ``class_df_counts``), for every class but the one with the most notes (the *majority*): its df
-  is the total df minus the others'. A vault with one class stores no df of its own.
+- per class the df of each of its terms, sparse (``class_df_ptr``; ``class_df_gaps``: the class's
+  term ids ascending, each stored as its gap from the one before (the first as itself);
+  ``class_df_counts``; both in the smallest unsigned type that holds them), for every class but
+  the one with the most notes (the *majority*): its df is the total df minus the others'. A vault
+  with one class stores no df of its own.
 
 A caller's statistics are then sums over its visible classes: exact integers, the same whatever
 the order, so its N, df and averages equal those of an index of its visible notes alone.
@@ -25,7 +27,7 @@ import numpy as np
 
 from core.errors import IntegrityError
 
-CLASS_ARRAYS = ("class_names", "row_class", "class_docs", "class_field_len", "class_df_ptr", "class_df_terms",
+CLASS_ARRAYS = ("class_names", "row_class", "class_docs", "class_field_len", "class_df_ptr", "class_df_gaps",
                 "class_df_counts")  # fmt: skip
 
 
@@ -39,7 +41,7 @@ class ClassStats:
     field_len: np.ndarray  # int64 [classes, fields]: each class's exact field-length sums
     df_ptr: np.ndarray  # int64 [classes + 1]: class c's df at df_terms[df_ptr[c]:df_ptr[c+1]] (majority: empty)
     df_terms: np.ndarray  # int32: term ids, ascending within a class
-    df_counts: np.ndarray  # int32: their df within the class
+    df_counts: np.ndarray  # unsigned: their df within the class
 
     @property
     def major(self) -> int:
@@ -82,14 +84,17 @@ class ClassStats:
     def arrays(self) -> dict[str, np.ndarray]:
         """The arrays stored with the sparse group (CLASS_ARRAYS)."""
         names = np.frombuffer(json.dumps(list(self.names), ensure_ascii=False).encode("utf-8"), dtype=np.uint8)
+        gaps = np.diff(self.df_terms.astype(np.int64), prepend=0)
+        firsts = self.df_ptr[:-1][self.df_ptr[:-1] < self.df_ptr[1:]]  # each class's first term: itself
+        gaps[firsts] = self.df_terms[firsts]
         return {
             "class_names": names,
             "row_class": self.row_class,
             "class_docs": self.docs,
             "class_field_len": self.field_len,
             "class_df_ptr": self.df_ptr,
-            "class_df_terms": self.df_terms,
-            "class_df_counts": self.df_counts,
+            "class_df_gaps": _smallest(gaps),
+            "class_df_counts": _smallest(self.df_counts),
         }
 
     @property
@@ -97,16 +102,37 @@ class ClassStats:
         return sum(a.nbytes for a in self.arrays().values())
 
 
+def _smallest(values: np.ndarray) -> np.ndarray:
+    """Non-negative integers in the smallest unsigned type that holds them (uint8 at least)."""
+    top = int(values.max()) if values.size else 0
+    return values.astype(np.min_scalar_type(top) if top > 0 else np.uint8)
+
+
+def _terms_of(gaps: np.ndarray, ptr: np.ndarray) -> np.ndarray:
+    """int32 term ids from their per-class gaps (``ClassStats.arrays``): a running sum restarted per class."""
+    total = np.cumsum(gaps, dtype=np.int64)
+    starts = ptr[:-1][ptr[:-1] < ptr[1:]]
+    before = np.zeros(total.shape[0], dtype=np.int64)
+    if starts.size:  # subtract the running sum reached before each class's first term
+        offset = np.where(starts > 0, total[np.maximum(starts - 1, 0)], 0)
+        sizes = np.diff(np.append(starts, total.shape[0]))
+        before = np.repeat(offset, sizes)
+    return (total - before).astype(np.int32)
+
+
 def class_stats_from(arrays: dict[str, np.ndarray], n_docs: int, n_fields: int, n_terms: int) -> ClassStats:
     """The ClassStats of stored arrays, checked against the index they belong to."""
     names = tuple(json.loads(arrays["class_names"].tobytes().decode("utf-8")))
+    ptr = arrays["class_df_ptr"]
+    if ptr.shape != (len(names) + 1,) or arrays["class_df_gaps"].shape[0] != int(ptr[-1]):
+        raise IntegrityError(f"stored per-class document frequencies do not fit the {len(names)} classes")
     stats = ClassStats(
         names,
         arrays["row_class"],
         arrays["class_docs"],
         arrays["class_field_len"],
-        arrays["class_df_ptr"],
-        arrays["class_df_terms"],
+        ptr,
+        _terms_of(arrays["class_df_gaps"], ptr),
         arrays["class_df_counts"],
     )
     c = len(names)

@@ -12,7 +12,7 @@ from core import generations as gen
 from core.build.builder import build_index
 from core.ranking import sparse_rows
 from core.ranking.chunk_vectors import load_chunk_vectors
-from core.ranking.classes import ClassBuilder
+from core.ranking.classes import ClassBuilder, class_stats_from
 from core.ranking.sparse import load_sparse
 from core.ranking.visibility import VISIBILITY_CACHE
 from core.searcher import search_vault
@@ -108,3 +108,26 @@ def test_chunk_class_statistics_sum_to_the_generation_mean(vault):
     nonempty = vectors.lengths[vectors.lengths > 0]
     assert int(vectors.class_chunks.sum()) == nonempty.shape[0]
     assert int(vectors.class_chunk_len.sum()) == int(nonempty.sum())
+
+
+def test_the_per_class_df_survives_its_compact_encoding():
+    """Term ids stored as per-class gaps and counts in the smallest type come back exactly, empty classes
+    and a majority between them included."""
+    rng = np.random.default_rng(7)
+    names = [str(c) for c in rng.integers(0, 5, 400)] + ["0"] * 200  # class "0" is the majority
+    field_len = rng.integers(0, 50, (len(names), 5)).astype(np.uint32)
+    builder = ClassBuilder(names, field_len)
+    terms = rng.integers(0, 70_000, 20_000).astype(np.int32)
+    rows = rng.integers(0, len(names), 20_000).astype(np.int32)
+    pairs = np.unique(np.stack([rows, terms], axis=1), axis=0)  # a (row, term) posting once
+    builder.add(pairs[:, 1].copy(), pairs[:, 0].copy())
+    stats = builder.finish()
+    back = class_stats_from(stats.arrays(), len(names), 5, 70_000)
+    assert np.array_equal(back.df_terms, stats.df_terms) and np.array_equal(back.df_counts, stats.df_counts)
+    assert back.arrays()["class_df_counts"].dtype.itemsize < 4
+    total = np.bincount(pairs[:, 1], minlength=70_000).astype(np.int64)
+    row_class = stats.row_class[pairs[:, 0]]
+    for chosen in ([True, False, True, False, True], [False, True, True, True, True], [False] * 5):
+        sel = np.asarray(chosen)
+        want = np.bincount(pairs[:, 1][sel[row_class]], minlength=70_000)
+        assert np.array_equal(back.df(total, sel), want), chosen
