@@ -9,7 +9,8 @@ A copy of the corpus gets ``classification: secret`` on every ``--hidden-every``
   of ``--repeat`` processes;
 - ``warm``: in one process that has already answered an unrestricted query (the full index is
   loaded), the first restricted query (the visibility set's statistics are made), then the
-  restricted p50 over the dev queries.
+  restricted p50 over the dev queries, and ``set_bytes``: what the visibility set holds beside the
+  whole generation's cached structures (its numpy arrays).
 
 ``class_bytes``: the stored bytes of the per-class arrays (``class_*``, ``row_class``) in the
 generation's ``term_major`` table, beside the whole table and the whole file (0 before they existed).
@@ -31,6 +32,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from bench.bench_visibility import hidden_vault
 from bench.common import DATA_DIR, latency_stats, load_queries, machine_info, write_json
@@ -67,6 +70,35 @@ def new_process(vault: Path, query: str, mode: str, repeat: int) -> dict[str, fl
     return {"process_ms": round(statistics.median(wall), 1), "search_ms": round(statistics.median(search), 1)}
 
 
+def _own_bytes(value: Any, shared: set[int]) -> int:
+    """Bytes of the numpy arrays ``value`` (a cached SparseIndex / ChunkVectors) holds that the whole
+    generation's structures do not (a view shares their arrays: ``shared`` holds their ids)."""
+    total = 0
+    for item in [*vars(value).values(), *getattr(value, "_derived", {}).values()]:
+        seen = getattr(item, "rows", None)  # a view's Seen
+        for array in (item, seen):
+            if isinstance(array, np.ndarray) and id(array) not in shared:
+                total += array.nbytes
+        live = getattr(item, "_live", None)  # a view's VisibleTerms: a byte per term
+        total += len(live) if isinstance(live, bytes) else 0
+    return total
+
+
+def set_bytes() -> int:
+    """What the cached visibility sets hold of their own (numpy arrays and the visible-term bytes)."""
+    from core.ranking.sparse import CHUNK_CACHE, SPARSE_CACHE
+    from core.ranking.visibility import VISIBILITY_CACHE
+
+    shared = {
+        id(a) for cache in (SPARSE_CACHE, CHUNK_CACHE) for _, v in cache._entries.values() for a in vars(v).values()
+    }
+    total = 0
+    for _, sets in VISIBILITY_CACHE._owners.values():
+        for entry in sets.values():
+            total += sum(_own_bytes(v, shared) for k, v in entry.values.items() if k in ("sparse", "chunks"))
+    return total
+
+
 def warm(vault: Path, queries: list[str], mode: str) -> dict[str, Any]:
     """In one process: an unrestricted query first, then the first restricted query, then restricted p50."""
     from core.ranking.visibility import VISIBILITY_CACHE
@@ -82,7 +114,7 @@ def warm(vault: Path, queries: list[str], mode: str) -> dict[str, Any]:
         t = time.perf_counter()
         search_vault(vault, q, mode=mode, passages=False, classifications=PUBLIC)
         samples.append(time.perf_counter() - t)
-    return {"first_restricted_ms": round(first, 1), "restricted": latency_stats(samples)}
+    return {"first_restricted_ms": round(first, 1), "restricted": latency_stats(samples), "set_bytes": set_bytes()}
 
 
 def class_bytes(vault: Path) -> dict[str, int]:

@@ -101,7 +101,8 @@ class SparseIndex:
     name_ptr: np.ndarray  # int64 [n_docs + 1]
     name_terms: np.ndarray | stored.StoredArray  # int32
     # the query vocabulary's arrays as the build stored them (core.ranking.expansion.vocabulary_arrays);
-    # None: computed from term_id and df on first use (restricted callers, rows-computed indexes)
+    # None: computed from term_id and df on first use (an index computed from its rows); a restricted caller's
+    # view keeps the generation's and filters its look-ups by its visible df (core.ranking.vocabulary)
     vocabulary: dict[str, np.ndarray] | None = None
     # bool [n_docs]: the notes the default filters (none set) let through, i.e. not superseded, as the
     # build computed them (``default_filter_mask``); None: the search computes its mask with SQL
