@@ -170,9 +170,12 @@ class ClassBuilder:
         if len(self.names) <= 1:
             return
         cls = self.row_class[rows]
-        for c in np.unique(cls).tolist():
-            if c != self.major:
-                self._terms[c].append(terms[cls == c])
+        minor = cls != self.major  # most postings are the majority's: they count in the total df only
+        if not minor.any():
+            return
+        cls, terms = cls[minor], terms[minor]
+        for c in np.flatnonzero(np.bincount(cls, minlength=len(self.names))).tolist():
+            self._terms[c].append(terms[cls == c])
 
     def finish(self) -> ClassStats:
         ptr, terms, counts = [0], [], []
