@@ -254,6 +254,14 @@ def hides_notes(conn: sqlite3.Connection, clause: str, values: Sequence[object])
     return bool(row[0])
 
 
+def note_classes(conn: sqlite3.Connection, unclassified: str) -> list[tuple[int, str]]:
+    """(id, classification) of every note, lowered as the classification filter lowers it (SQLite's
+    ``lower``), ``unclassified`` for a note without one: the class a caller's classifications select."""
+    return conn.execute(
+        "SELECT id, lower(coalesce(classification, ?)) FROM notes ORDER BY id", (unclassified,)
+    ).fetchall()
+
+
 def visible_paths(conn: sqlite3.Connection, clause: str, values: Sequence[object]) -> dict[int, str]:
     """note id -> rel_path of the notes the condition allows."""
     return dict(conn.execute(f"SELECT n.id, n.rel_path FROM notes n WHERE {clause}", values))
