@@ -294,6 +294,7 @@ def test_worker_processes_build_exactly_the_same_index(tmp_path: Path, dendron: 
         "SELECT * FROM notes",
         "SELECT * FROM chunks",
         "SELECT rowid, * FROM notes_fts",
+        "SELECT * FROM note_text",
         "SELECT * FROM note_terms",
         "SELECT * FROM terms",
         "SELECT * FROM edges",

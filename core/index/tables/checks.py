@@ -6,6 +6,7 @@ import sqlite3
 
 CHECKS = {
     "notes vs notes_fts": "SELECT (SELECT count(*) FROM notes) - (SELECT count(*) FROM notes_fts)",
+    "notes vs note_text": "SELECT (SELECT count(*) FROM notes) - (SELECT count(*) FROM note_text)",
     "notes vs note_terms": "SELECT (SELECT count(*) FROM notes) - (SELECT count(*) FROM note_terms)",
     "notes vs chunk_terms": "SELECT (SELECT count(*) FROM notes) - (SELECT count(*) FROM chunk_terms)",
     "chunk_terms vs chunks": "SELECT (SELECT count(*) FROM chunks) - "

@@ -1,4 +1,4 @@
-"""``chunks``: a note's passages as character offset ranges into its ``body`` cell of ``notes_fts``.
+"""``chunks``: a note's passages as character offset ranges into its body (``note_text``).
 
 A chunk's text is ``body[start:end]`` (``notes_fts.note_bodies``), never stored twice.
 """
