@@ -24,6 +24,7 @@ from core.build.builder import IndexConfig, build_index
 from core.build.ingest import field_texts
 from core.generations import GenerationRecord, build_lock, layout_for, list_generations, new_staging_path, publish
 from core.index.tables.notes_fts import stored_texts
+from core.index.tables.terms import note_term_rows
 from core.vault.notes import parse_note
 from tests import paths
 
@@ -321,9 +322,8 @@ def _comparable(conn: sqlite3.Connection) -> dict[str, object]:
     names = dict(conn.execute("SELECT id, term FROM terms"))
     paths_by_id = dict(conn.execute("SELECT id, rel_path FROM notes"))
     terms = {}
-    for path, tids, tf in conn.execute(
-        "SELECT n.rel_path, t.term_ids, t.tf FROM note_terms t JOIN notes n ON n.id = t.note_id"
-    ):
+    for nid, tids, tf in note_term_rows(conn, None):
+        path = paths_by_id[nid]
         ids = np.frombuffer(tids, "<i4")
         terms[path] = sorted(
             (names[int(i)], row.tobytes()) for i, row in zip(ids, np.frombuffer(tf, "<u2").reshape(len(ids), -1))

@@ -22,6 +22,7 @@ from core import generations as gen
 from core.build.builder import DEFAULT_TOKENIZER, build_index
 from core.errors import UsageError
 from core.index.tables.notes_fts import FTS_COLUMNS, stored_texts
+from core.index.tables.terms import note_term_rows
 from core.ranking.analysis import LANGUAGE_TOKENIZER, Analyzer, LocalVector, TermVectors, WordTable, check_tokenizer
 from core.ranking.languages import LanguageAnalysis, note_language
 from core.vault.chunking import headings
@@ -205,12 +206,8 @@ def test_stored_term_vectors_equal_fts5vocab_per_field(tmp_path: Path) -> None:
     ref = Reference(LANGUAGE_TOKENIZER, FTS_COLUMNS)  # FTS5's cuts; then each note's language analysis
     term_of = dict(conn.execute("SELECT id, term FROM terms"))
     texts = stored_texts(conn, [r[0] for r in conn.execute("SELECT id FROM notes")])
-    rows = [
-        (rel, *texts[nid][:3], tids, tf)
-        for nid, rel, tids, tf in conn.execute(
-            "SELECT n.id, n.rel_path, t.term_ids, t.tf FROM notes n JOIN note_terms t ON t.note_id = n.id"
-        )
-    ]
+    paths = dict(conn.execute("SELECT id, rel_path FROM notes"))
+    rows = [(paths[nid], *texts[nid][:3], tids, tf) for nid, tids, tf in note_term_rows(conn, None)]
     assert len(rows) == len(names)
     for rel, title, description, tags, tids, tf in rows:
         parsed = parse_note(rel, (vault / rel).read_bytes())
