@@ -40,7 +40,9 @@ from core.index.tables import term_major
 
 SEP = "/"  # between a group and an array name; the SQL range of a group relies on it
 PIECE = "#"  # between an array name and its piece number
-PIECE_BYTES = 64 * 1024  # a query's run of postings touches one or two pieces; a piece is 16 SQLite pages
+# Bytes of values a piece holds (before compression): a query decompresses the pieces its runs of postings lie
+# in. PowerShell docs: 0.04 ms to decode a 16 KiB piece against 0.14 ms for 64 KiB; the stored bytes +3%.
+PIECE_BYTES = 16 * 1024
 MAX_RUNS = 256  # a gather of more separate runs than this reads the whole array once instead
 # A process that has gathered from an array this many times is a long-lived one (a server, an evaluation):
 # it reads the whole array once and indexes it directly from then on (a one-shot search stays at its pieces).
