@@ -27,7 +27,7 @@ from pathlib import Path
 
 from core.build.builder import DEFAULT_TOKENIZER
 from core.build.ingest import field_texts
-from core.index.tables.notes_fts import DDL_NOTE_TEXT, FTS_COLUMNS, ddl_notes_fts, insert_fts_rows
+from core.index.tables.notes_fts import DDL_NOTE_TEXT, FTS_COLUMNS, ddl_notes_fts, encode_texts, insert_fts_rows
 from core.ranking.analysis import LocalVector, WordTable
 from core.vault.notes import parse_note
 from core.vault.scan import read_file, scan_vault
@@ -37,8 +37,9 @@ WORKERS = 2
 _table: WordTable | None = None
 
 
-def _prepare(batch: list[tuple[str, str]]) -> tuple[list[tuple[str, ...]], list[LocalVector]]:
-    """Worker: the field texts and word counts of a batch of (rel_path, path)."""
+def _prepare(batch: list[tuple[str, str]]) -> tuple[list[tuple[tuple[str, ...], bytes]], list[LocalVector]]:
+    """Worker: the field texts (with their compressed ``note_text`` cell) and word counts of a batch of
+    (rel_path, path)."""
     global _table
     if _table is None:
         _table = WordTable(len(FTS_COLUMNS))
@@ -49,7 +50,7 @@ def _prepare(batch: list[tuple[str, str]]) -> tuple[list[tuple[str, ...]], list[
         if note is not None:
             texts.append(field_texts(note))
     _new_words, vectors = _table.count(texts)
-    return texts, vectors
+    return [(cells, encode_texts(cells)) for cells in texts], vectors
 
 
 def build_floor(vault: Path, db_path: Path) -> float:
@@ -68,7 +69,7 @@ def build_floor(vault: Path, db_path: Path) -> float:
         next_id = 1
         with multiprocessing.get_context("fork").Pool(WORKERS) as pool, conn:
             for texts, _vectors in pool.imap(_prepare, batches):
-                insert_fts_rows(conn, [(next_id + i, *cells) for i, cells in enumerate(texts)])
+                insert_fts_rows(conn, [(next_id + i, blob, *cells) for i, (cells, blob) in enumerate(texts)])
                 next_id += len(texts)
     finally:
         conn.close()

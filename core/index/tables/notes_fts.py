@@ -81,9 +81,10 @@ def decode_texts(note_id: int, data: bytes) -> tuple[str, ...]:
 
 
 def insert_fts_rows(conn: sqlite3.Connection, rows: list[tuple]) -> None:
-    """(note id, *the texts of FTS_COLUMNS) per note: indexed by FTS5 and stored once in ``note_text``."""
-    conn.executemany(SQL_INSERT_FTS, rows)
-    conn.executemany("INSERT INTO note_text(note_id, data) VALUES (?, ?)", ((r[0], encode_texts(r[1:])) for r in rows))
+    """(note id, ``encode_texts`` of its texts, *the texts of FTS_COLUMNS) per note: indexed by FTS5 and stored
+    once in ``note_text`` (the build's workers compress the texts, beside the rest of a note's preparing)."""
+    conn.executemany(SQL_INSERT_FTS, ((r[0], *r[2:]) for r in rows))
+    conn.executemany("INSERT INTO note_text(note_id, data) VALUES (?, ?)", ((r[0], r[1]) for r in rows))
 
 
 def delete_fts_rows(conn: sqlite3.Connection) -> None:
