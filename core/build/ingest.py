@@ -93,7 +93,7 @@ class PreparedNote:
     links: tuple[tuple, ...]  # (target, kind, heading, alias, source, alt_target)
     cells: tuple[str, ...]  # the notes_fts row: the texts of FTS_COLUMNS (the body last)
     text: bytes  # its note_text cell: the cells compressed (notes_fts.encode_texts)
-    chunks: tuple[tuple[int, str, int, int, str], ...]  # ord, heading_path JSON, start, end, sha256
+    chunks: tuple[tuple[int, str, int, int, bytes], ...]  # ord, heading_path JSON, start, end, SHA-256 digest
     terms: LocalVector
     chunk_terms: LocalVector  # its chunks' vectors, one group (``_pieces`` says what)
     language: str = ""  # the language its terms were analysed in (core.ranking.languages)
@@ -131,12 +131,12 @@ def field_texts(note: ParsedNote) -> tuple[str, ...]:
 
 
 def _chunk_rows(note: ParsedNote, chunk_size: int, chunk_overlap: int) -> tuple[tuple[tuple, ...], list[str]]:
-    """The chunks rows (ord, heading_path JSON, start, end, sha256) and each chunk's heading cell
+    """The chunks rows (ord, heading_path JSON, start, end, SHA-256 digest) and each chunk's heading cell
     (its section's heading on the section's first chunk, else ""). A note without a body still
     gets one empty chunk, so that every note has a passage to show."""
     chunks = chunk_body(note.body, size=chunk_size, overlap=chunk_overlap)
     if not chunks:
-        return ((0, "[]", 0, 0, hashlib.sha256(b"").hexdigest()),), [""]
+        return ((0, "[]", 0, 0, hashlib.sha256(b"").digest()),), [""]
     rows, cells = [], []
     prev_path: tuple[str, ...] | None = None
     path_json = ""
@@ -146,7 +146,7 @@ def _chunk_rows(note: ParsedNote, chunk_size: int, chunk_overlap: int) -> tuple[
             prev_path, path_json = chunk.heading_path, notes_table.json_cell(chunk.heading_path)
             heading = chunk.heading_path[-1] if chunk.heading_path else ""
         rows.append(
-            (chunk.ord, path_json, chunk.start, chunk.end, hashlib.sha256(chunk.text.encode("utf-8")).hexdigest())
+            (chunk.ord, path_json, chunk.start, chunk.end, hashlib.sha256(chunk.text.encode("utf-8")).digest())
         )
         cells.append(heading)
     return tuple(rows), cells

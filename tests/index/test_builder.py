@@ -253,7 +253,7 @@ def test_real_dendron_subset_is_covered_and_its_chunks_are_the_body(dendron: tup
     for rel, nid, start, end, sha in rows:
         assert stored[nid] == bodies[rel]  # the FTS5 body cell is the parsed body
         text = stored[nid][start:end]
-        assert sha == hashlib.sha256(text.encode()).hexdigest()
+        assert sha == hashlib.sha256(text.encode()).digest()
 
 
 def test_resolved_edges_point_at_existing_notes(dendron: tuple[Path, BuildReport]) -> None:
