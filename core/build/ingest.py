@@ -145,9 +145,7 @@ def _chunk_rows(note: ParsedNote, chunk_size: int, chunk_overlap: int) -> tuple[
         if chunk.heading_path != prev_path:  # a section's first chunk; its chunks share the path's JSON
             prev_path, path_json = chunk.heading_path, notes_table.json_cell(chunk.heading_path)
             heading = chunk.heading_path[-1] if chunk.heading_path else ""
-        rows.append(
-            (chunk.ord, path_json, chunk.start, chunk.end, hashlib.sha256(chunk.text.encode("utf-8")).digest())
-        )
+        rows.append((chunk.ord, path_json, chunk.start, chunk.end, hashlib.sha256(chunk.text.encode("utf-8")).digest()))
         cells.append(heading)
     return tuple(rows), cells
 
