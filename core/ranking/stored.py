@@ -17,8 +17,8 @@ its gigabyte of postings. Without a reader (a legacy index.db, the build) it is 
 Each piece is zlib-compressed (level 1); a piece of an array whose values ascend within runs (a term's
 document or chunk rows: ``ascending``) holds the differences of consecutive values (modulo 2**32), so it
 compresses to a byte or two a value. A piece decodes on its own: a query decompresses the pieces it reads.
-SciFact: the pieced arrays 14.1 -> 4.9 MB. An int64 array stored whole whose values fit int32 is stored as
-int32 and widened back on load (the same values and dtype for every reader).
+An int64 array stored whole whose values fit int32 is stored as int32 and widened back on load (the same
+values and dtype for every reader). SciFact: the pieced arrays 14.6 -> 4.2 MB, those stored whole 5.5 -> 3.8 MB.
 
 A group is keyed by what its numbers depend on (the ranking parameters), so arrays computed
 under other parameters are never served for these; absent a group, the loaders compute the
