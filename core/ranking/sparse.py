@@ -129,6 +129,7 @@ def store_sparse(conn: sqlite3.Connection, index: SparseIndex) -> None:
         SPARSE_GROUP,
         {**arrays, **vocab, **mask, **index.classes.arrays(), **stored.pack_terms(index.term_id)},
         _POSTING_ARRAYS,
+        ("docs", "name_terms"),  # ascending within a term's postings / a note's name terms
     )
 
 

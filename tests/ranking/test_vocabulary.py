@@ -4,10 +4,12 @@ analysis it gives is exactly the computed one's."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import sqlite3
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import note
 
@@ -162,7 +164,13 @@ def test_a_sparse_group_without_its_vocabulary_is_an_integrity_error(vault: Path
 def test_stored_vocabulary_arrays_that_disagree_are_an_integrity_error(vault: Path, tmp_path: Path) -> None:
     db = _writable_copy(vault, tmp_path)
     name = f"{SPARSE_GROUP}/vocab_exact"
-    db.execute("UPDATE term_major SET data = substr(data, 1, 16), shape = '[2]' WHERE name = ?", (name,))
+    dtype, shape = db.execute("SELECT dtype, shape FROM term_major WHERE name = ?", (name,)).fetchone()
+    spec = json.loads(shape)  # [n], or {"shape": [n], "dtype": ...} when stored narrower than its dtype
+    spec = {**spec, "shape": [2]} if isinstance(spec, dict) else [2]
+    db.execute(
+        "UPDATE term_major SET data = substr(data, 1, ?), shape = ? WHERE name = ?",
+        (2 * np.dtype(dtype).itemsize, json.dumps(spec), name),
+    )
     sp = load_sparse(db)
     with pytest.raises(IntegrityError):
         vocabulary(sp)

@@ -12,6 +12,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from json.encoder import encode_basestring
 from typing import Any
 
+from core.index.tables.notes_fts import delete_fts_rows
+
 _encode_json = json.JSONEncoder(ensure_ascii=False, sort_keys=True).encode
 
 
@@ -188,7 +190,7 @@ def delete_notes(conn: sqlite3.Connection, note_ids: Iterable[int]) -> int:
     conn.execute("CREATE TEMP TABLE IF NOT EXISTS gone(id INTEGER PRIMARY KEY)")
     conn.execute("DELETE FROM temp.gone")
     conn.executemany("INSERT INTO temp.gone(id) VALUES (?)", ids)
-    conn.execute("DELETE FROM notes_fts WHERE rowid IN (SELECT id FROM temp.gone)")
+    delete_fts_rows(conn)  # before the notes' other rows: it reads their stored texts
     conn.execute(
         "DELETE FROM chunk_vectors WHERE chunk_id IN "
         "(SELECT id FROM chunks WHERE note_id IN (SELECT id FROM temp.gone))"
