@@ -130,6 +130,8 @@ def test_a_deleted_note_disappears_from_every_table(vault: Path) -> None:
         ("note_terms", "note_id"),
         ("note_tags", "note_id"),
         ("links", "note_id"),
+        ("link_keys", "note_id"),
+        ("target_keys", "note_id"),
         ("note_problems", "note_id"),
         ("edges", "src_id"),
         ("edges", "dst_id"),

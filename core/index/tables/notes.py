@@ -137,6 +137,8 @@ DERIVED_ROWS = (
     ("note_terms", "note_id"),
     ("chunk_terms", "note_id"),
     ("links", "note_id"),
+    ("link_keys", "note_id"),
+    ("target_keys", "note_id"),
     ("edges", "src_id"),
     ("notes", "id"),
 )
@@ -221,6 +223,14 @@ def note_names_by_path(conn: sqlite3.Connection) -> Iterator[tuple[str, str]]:
 def note_names(conn: sqlite3.Connection) -> Iterator[tuple[str, str]]:
     """(rel_path, aliases JSON) of every note: the names a link may resolve to."""
     return conn.execute("SELECT rel_path, aliases FROM notes")
+
+
+def names_of_notes(conn: sqlite3.Connection, note_ids: Iterable[int]) -> list[tuple[int, str, str]]:
+    """(id, rel_path, aliases JSON) of the notes with these ids."""
+    return conn.execute(
+        "SELECT id, rel_path, aliases FROM notes WHERE id IN (SELECT value FROM json_each(?))",
+        (json.dumps(list(note_ids)),),
+    ).fetchall()
 
 
 def note_ids_by_path(conn: sqlite3.Connection) -> dict[str, int]:
