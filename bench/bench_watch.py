@@ -23,7 +23,7 @@ p50 / p95 / max over the edits (``core.eval.metrics.percentile``). Results: ``be
 (``bench/report_edit.py`` renders them). At 100k notes (``--sizes 100000``) today's code needs
 about a minute a build: 20 edits plus the cold build are well over the quarter hour.
 
-    python -m bench.bench_watch [--corpus powershell|...|none] [--sizes 10000] [--edits 20] [--out PATH]
+    python -m bench.bench_watch [--corpus powershell[,mdn,...]|none] [--sizes 10000] [--edits 20] [--out PATH]
 """
 
 from __future__ import annotations
@@ -283,20 +283,23 @@ def bench_corpus(name: str, vault: Path, tmp: Path, edits: int) -> dict[str, Any
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--corpus", default="powershell", choices=[*CORPORA, "none"])
+    parser.add_argument("--corpus", default="powershell", help=f"comma list of {', '.join(CORPORA)}, or none")
     parser.add_argument("--sizes", default="", help="comma-separated synthetic vault sizes (e.g. 10000)")
     parser.add_argument("--edits", type=int, default=EDITS, help=f"edits per corpus (default {EDITS})")
     parser.add_argument("--out", type=Path, default=RESULTS_DIR / "watch.json")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    names = [n for n in args.corpus.split(",") if n and n != "none"]
+    if unknown := sorted(set(names) - set(CORPORA)):
+        parser.error(f"unknown corpora: {unknown}")
     load_before = os.getloadavg()
     corpora: dict[str, Any] = {}
     work = Path(tempfile.mkdtemp(prefix="bench-watch-"))
     try:
-        if args.corpus != "none":
-            print(f"[watch] {args.corpus}", file=sys.stderr, flush=True)
-            vault = copy_vault(CORPORA[args.corpus], work / args.corpus / "vault")
-            corpora[args.corpus] = bench_corpus(args.corpus, vault, work / args.corpus, args.edits)
+        for name in names:
+            print(f"[watch] {name}", file=sys.stderr, flush=True)
+            vault = copy_vault(CORPORA[name], work / name / "vault")
+            corpora[name] = bench_corpus(name, vault, work / name, args.edits)
         for size in sizes:
             print(f"[watch] synthetic {size}", file=sys.stderr, flush=True)
             name = f"synth_{size}"
