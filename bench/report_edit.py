@@ -70,8 +70,16 @@ def size_rows(corpora: dict[str, Any]) -> list[str]:
 
 
 def _load_text(data: dict[str, Any]) -> str:
+    """The run's 1-minute load before and after, and each corpus's where the result has them."""
     load = (data.get("load_avg_before") or [None])[0], (data.get("load_avg_after") or [None])[0]
-    return f"load average (1 min) {load[0]} before and {load[1]} after"
+    per = [
+        f"{name} {c['load_avg_1m']['before']}-{c['load_avg_1m']['after']}"
+        for name, c in data.get("corpora", {}).items()
+        if c.get("load_avg_1m")
+    ]
+    return f"load average (1 min) {load[0]} before and {load[1]} after" + (
+        f" (per corpus, before-after: {', '.join(per)})" if per else ""
+    )
 
 
 def edit_section(results: dict[str, dict[str, Any]]) -> list[str]:
@@ -130,9 +138,9 @@ def watch_section(results: dict[str, dict[str, Any]]) -> list[str]:
         "",
         "`vaultsearch watch VAULT` runs as its own process; the bench process is a long-lived reader",
         "(`search_vault`, fts, freshness on). Each edit appends a line holding a new word to a different",
-        f"mid-sized note; the reader polls every {data.get('poll_ms', 20):g} ms until the note is a hit for",
-        "that word. *Build* is the watcher's own build time; *walk* the bytes of new or changed files under",
-        "the index directory per edit (each counted whole); *write_bytes* the watcher process's /proc counter.",
+        f"mid-sized note; the reader polls every {data.get('poll_ms', 20):g} ms until the note is a hit for that word.",
+        "*Build* is the watcher's own build time; *walk* the bytes of new or changed files under the index",
+        "directory per edit (each counted whole); *write_bytes* the watcher process's /proc/PID/io counter.",
         "",
         "    python -m bench.bench_watch --sizes 10000",
         "",

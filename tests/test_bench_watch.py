@@ -65,6 +65,7 @@ def test_watch_section_renders_one_row_per_corpus() -> None:
         "build_seconds": {"p50_s": 1.9, "p95_s": 2.2, "max_s": 2.5, "mean_s": 2.0, "n": 20},
         "walk_bytes": {"median": 150 * 2**20, "max": 151 * 2**20, "n": 20},
         "proc_write_bytes": None,
+        "load_avg_1m": {"before": 2.1, "after": 2.4},
     }
     data = {
         "machine": {"date": "2026-12-06", "cores": 2},
@@ -76,5 +77,8 @@ def test_watch_section_renders_one_row_per_corpus() -> None:
     lines = watch_section({"watch": data})
     row = next(line for line in lines if line.startswith("| powershell"))
     assert row == "| powershell | 3,088 | 33.0 MiB | 20 | 2.10 s | 2.46 s | 3.00 s | 1.90 s | 150.0 MiB | - |"
-    assert any("load average (1 min) 2.0 before and 2.5 after" in line for line in lines)
+    assert any(
+        "load average (1 min) 2.0 before and 2.5 after (per corpus, before-after: powershell 2.1-2.4)" in line
+        for line in lines
+    )
     assert watch_section({}) == [] and watch_section({"watch": {"corpora": {}}}) == []
