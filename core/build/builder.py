@@ -27,7 +27,8 @@ from typing import Any
 from tqdm import tqdm
 
 from core.build.faults import build_io_errors
-from core.build.ingest import NoteWriter, recompute_edges
+from core.build.ingest import NoteWriter
+from core.build.link_graph import recompute_edges, replaced_notes
 from core.build.lock import build_lock, ensure_layout, new_staging_path
 from core.build.plan import BuildPlan, BuildRun, plan_build
 from core.build.prepare_pool import default_workers, prepared_notes
@@ -71,6 +72,7 @@ def _open_working(path: Path, *, in_place: bool) -> sqlite3.Connection:
 
 def _apply(conn: sqlite3.Connection, plan: BuildPlan, run: BuildRun) -> dict[str, int]:
     """Apply the plan inside the caller's transaction."""
+    replaced = replaced_notes(conn, plan.changed_ids + plan.removed_ids)  # what links may have resolved to
     delete_notes(conn, plan.changed_ids + plan.removed_ids)
     touch_notes(conn, plan.touched)
     delete_skipped(conn, plan.removed_skipped)
@@ -98,7 +100,9 @@ def _apply(conn: sqlite3.Connection, plan: BuildPlan, run: BuildRun) -> dict[str
     replace_build_problems(
         conn, [(p.path, p.reason, p.detail) for p in (*plan.scan.problems, *plan.unreadable, *run.problems)]
     )
-    links, unresolved = recompute_edges(conn, new_from_id=first_new_id)
+    started = time.perf_counter()
+    links, unresolved = recompute_edges(conn, new_from_id=first_new_id, replaced=replaced)
+    run.timings["links"] = time.perf_counter() - started  # part of "write"
     return {"links": links, "unresolved_links": unresolved}
 
 

@@ -13,7 +13,7 @@ import sqlite3
 from core.index.tables.connection import run_statements
 from core.index.tables.meta import set_meta
 
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 19
 
 
 def schema_ddl(tokenizer: str) -> tuple[str, ...]:
@@ -43,12 +43,15 @@ def schema_ddl(tokenizer: str) -> tuple[str, ...]:
         problems.DDL_NOTE_PROBLEMS,
         chunks.DDL_CHUNKS,
         notes_fts.ddl_notes_fts(tokenizer),
+        notes_fts.DDL_NOTE_TEXT,
         terms.DDL_TERMS,
         terms.DDL_NOTE_TERMS,
         terms.DDL_CHUNK_TERMS,
         term_major.DDL_TERM_MAJOR,
         links.DDL_LINKS,
         links.DDL_EDGES,
+        links.DDL_LINK_KEYS,
+        links.DDL_TARGET_KEYS,
         chunk_vectors.DDL_CHUNK_VECTORS,
         skipped_files.DDL_SKIPPED,
         problems.DDL_BUILD_PROBLEMS,
