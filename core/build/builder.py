@@ -27,17 +27,17 @@ from typing import Any
 from tqdm import tqdm
 
 from core.build.faults import build_io_errors
-from core.build.ingest import NoteWriter, recompute_edges
+from core.build.ingest import NoteWriter
+from core.build.link_graph import recompute_edges, replaced_notes
 from core.build.lock import build_lock, ensure_layout, new_staging_path
 from core.build.plan import BuildPlan, BuildRun, plan_build
 from core.build.prepare_pool import default_workers, prepared_notes
-from core.build.publish import publish
+from core.build.publish import publish, start_build
 from core.build.racy import settle_racy
 from core.build.report import BuildReport, build_report
 from core.build.source import NoteSource, WorkingTreeSource, resolve_settings
 from core.build.source import stored_settings as stored_source_settings
 from core.errors import IntegrityError, UsageError, ValidationError
-from core.index import state as gstate
 from core.index.layout import GenerationRecord, IndexLayout, ResolvedIndex, layout_for
 from core.index.ownership import check_vault
 from core.index.schema import create_schema
@@ -72,6 +72,7 @@ def _open_working(path: Path, *, in_place: bool) -> sqlite3.Connection:
 
 def _apply(conn: sqlite3.Connection, plan: BuildPlan, run: BuildRun) -> dict[str, int]:
     """Apply the plan inside the caller's transaction."""
+    replaced = replaced_notes(conn, plan.changed_ids + plan.removed_ids)  # what links may have resolved to
     delete_notes(conn, plan.changed_ids + plan.removed_ids)
     touch_notes(conn, plan.touched)
     delete_skipped(conn, plan.removed_skipped)
@@ -99,7 +100,9 @@ def _apply(conn: sqlite3.Connection, plan: BuildPlan, run: BuildRun) -> dict[str
     replace_build_problems(
         conn, [(p.path, p.reason, p.detail) for p in (*plan.scan.problems, *plan.unreadable, *run.problems)]
     )
-    links, unresolved = recompute_edges(conn, new_from_id=first_new_id)
+    started = time.perf_counter()
+    links, unresolved = recompute_edges(conn, new_from_id=first_new_id, replaced=replaced)
+    run.timings["links"] = time.perf_counter() - started  # part of "write"
     return {"links": links, "unresolved_links": unresolved}
 
 
@@ -138,7 +141,12 @@ class _Base:
     rebuild_detail: str | None = None
 
 
-def _open_base(layout: IndexLayout, config: IndexConfig) -> _Base:
+FORMAT_CHANGED = "index_format_changed"  # core.index.state.move_aside_unusable_state: a one-file index
+
+
+def _open_base(layout: IndexLayout, config: IndexConfig, recovered: tuple[str, str, str] | None) -> _Base:
+    if recovered is not None and recovered[2].startswith(FORMAT_CHANGED):
+        return _Base(None, None, FORMAT_CHANGED, recovered[2])  # an index of the one-file format: all rebuilt
     try:
         record = active_record(layout)
     except IntegrityError as exc:
@@ -236,13 +244,13 @@ def build_index(
     vault, layout, config, (chosen, chosen_rev) = _requested(vault, index_dir, config, changes, source, rev, in_place)
     ensure_layout(layout)  # refuses an index dir that is not ours before anything is written
     with build_lock(layout, wait_seconds=wait_seconds), build_io_errors(layout):
-        recovered = None if in_place else gstate.move_aside_unusable_state(layout)
+        recovered = None if in_place else start_build(layout)  # unusable state aside, expired parts gone
         t = time.perf_counter()
         src = _make_source(vault, layout.index_dir, config, chosen, chosen_rev, rehash)
         run = BuildRun(vault, layout, config, progress, workers, src, source_may_change)
         if recovered is not None:
             run.problems.append(Problem(*recovered))
-        start = None if in_place else _open_base(layout, config)
+        start = None if in_place else _open_base(layout, config, recovered)
         if start is not None and start.carry is not None:
             current = _current_report(run, start.carry)
             if current is not None:
@@ -399,6 +407,8 @@ def _record(conn: sqlite3.Connection, config: IndexConfig, timings: dict[str, fl
         timings=dict(timings),
         problems=[{"path": p["path"], "reason": p["reason"]} for p in all_problems(conn)],
         dense_model=None if dense_model is None else json.dumps(dense_model, sort_keys=True),
+        schema_version=meta.get("schema_version"),
+        analysis=config.identity(),
     )
 
 

@@ -18,7 +18,6 @@ row it binds, so the two threads mostly traded the GIL; processes are what overl
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import sqlite3
 from collections.abc import Sequence
@@ -29,10 +28,10 @@ from core.build.bounds import bound_vocabulary
 from core.errors import SourceChangedError
 from core.index.tables import notes as notes_table
 from core.index.tables.chunks import insert_chunks, next_chunk_id
-from core.index.tables.links import delete_all_edges, edge_counts, insert_edges, insert_links, links_from, repoint_edges
+from core.index.tables.links import insert_links
 from core.index.tables.meta import get_meta, set_meta
 from core.index.tables.names import insert_names
-from core.index.tables.notes import insert_notes, next_note_id, note_ids_by_path, note_names, note_names_by_path
+from core.index.tables.notes import insert_notes, next_note_id
 from core.index.tables.notes_fts import FTS_COLUMNS, encode_texts, insert_fts_rows
 from core.index.tables.problems import insert_note_problems
 from core.index.tables.skipped_files import insert_skipped
@@ -50,9 +49,8 @@ from core.ranking.filters import utc_microseconds
 from core.ranking.languages import note_language
 from core.vault.chunking import chunk_body, headings
 from core.vault.gitrun import BlobRef
-from core.vault.links import LinkResolver
 from core.vault.names import name_rows
-from core.vault.notes import Link, ParsedNote, names_text, parse_note, skip_problem
+from core.vault.notes import ParsedNote, names_text, parse_note, skip_problem
 from core.vault.scan import FileRefusedError, read_file
 
 # One batch's inserts, in the order they run (notes first: the other rows name them).
@@ -422,47 +420,3 @@ class NoteWriter:
         if self.languages != self._languages_written:
             set_meta(self.conn, {"languages": sorted(self.languages)})
             self._languages_written = set(self.languages)
-
-
-def _targets_key(conn: sqlite3.Connection) -> str:
-    """SHA-256 over what link resolution depends on: every note's path and aliases."""
-    h = hashlib.sha256()
-    for rel, aliases in note_names_by_path(conn):
-        h.update(f"{rel}\0{aliases}\n".encode())
-    return h.hexdigest()
-
-
-def _resolve_links(conn: sqlite3.Connection, first_id: int | None) -> list[tuple]:
-    """Edge rows of the links of the notes with ids >= ``first_id`` (None: of every note)."""
-    notes = [(rel, tuple(json.loads(aliases))) for rel, aliases in note_names(conn)]
-    id_of = note_ids_by_path(conn)
-    resolver = LinkResolver(notes)
-    rows = []
-    for src_id, src_path, target, kind, heading, alias, source, alt in links_from(conn, first_id):
-        dst = resolver.resolve(
-            Link(target=target, kind=kind, heading=heading, alias=alias, source=source, alt_target=alt), src_path
-        )
-        rows.append((src_id, id_of.get(dst) if dst else None, kind, target, dst))
-    return rows
-
-
-def recompute_edges(conn: sqlite3.Connection, *, new_from_id: int | None = None) -> tuple[int, int]:
-    """Resolve the stored links against the current notes. Returns (edges, unresolved).
-
-    When the set of notes and aliases is what the edges were resolved against (meta
-    ``link_targets``) and ``new_from_id`` says which notes are new (ids >= it), only the new
-    notes' links are resolved (``delete_notes`` already dropped the edges of the old ones) and
-    every resolved edge follows its target path to that note's current id (a re-inserted note
-    has a new id, possibly one a deleted note had). Otherwise every link is resolved again.
-    """
-    key = _targets_key(conn)
-    incremental = new_from_id is not None and get_meta(conn).get("link_targets") == key
-    if incremental:
-        repoint_edges(conn, new_from_id)  # the same set of paths: only the re-inserted notes have new ids
-        rows = _resolve_links(conn, new_from_id)
-    else:
-        delete_all_edges(conn)
-        rows = _resolve_links(conn, None)
-    insert_edges(conn, rows)
-    set_meta(conn, {"link_targets": key})
-    return edge_counts(conn)

@@ -13,7 +13,7 @@ import sqlite3
 from core.index.tables.connection import run_statements
 from core.index.tables.meta import set_meta
 
-SCHEMA_VERSION = 17
+SCHEMA_VERSION = 19
 
 
 def schema_ddl(tokenizer: str) -> tuple[str, ...]:
@@ -50,6 +50,8 @@ def schema_ddl(tokenizer: str) -> tuple[str, ...]:
         term_major.DDL_TERM_MAJOR,
         links.DDL_LINKS,
         links.DDL_EDGES,
+        links.DDL_LINK_KEYS,
+        links.DDL_TARGET_KEYS,
         chunk_vectors.DDL_CHUNK_VECTORS,
         skipped_files.DDL_SKIPPED,
         problems.DDL_BUILD_PROBLEMS,

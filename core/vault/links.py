@@ -158,12 +158,19 @@ def _common_dir_depth(a: str, b: str) -> int:
     return depth
 
 
+def is_dendron_name(rel_path: str) -> bool:
+    """True when the note's stem is a Dendron hierarchy (``a.b.c``, no spaces)."""
+    return _DENDRON_STEM.fullmatch(_without_md(rel_path.rsplit("/", 1)[-1])) is not None
+
+
+def reads_label_first(dendron_names: int, notes: int) -> bool:
+    """True when most of a vault's ``notes`` have Dendron names (``is_dendron_name``)."""
+    return notes > 0 and dendron_names * 2 >= notes
+
+
 def looks_like_dendron(rel_paths: list[str]) -> bool:
     """True when most note stems are Dendron hierarchies (``a.b.c``, no spaces)."""
-    if not rel_paths:
-        return False
-    dotted = sum(1 for p in rel_paths if _DENDRON_STEM.fullmatch(_without_md(p.rsplit("/", 1)[-1])))
-    return dotted * 2 >= len(rel_paths)
+    return reads_label_first(sum(1 for p in rel_paths if is_dendron_name(p)), len(rel_paths))
 
 
 class LinkResolver:
@@ -259,3 +266,39 @@ class LinkResolver:
 
     def _by_alias(self, target: str, relative_first: bool, from_rel_path: str) -> str | None:
         return self._pick(self._aliases.get(target.lower(), []), from_rel_path)
+
+
+# ---------------------------------------------------------------- lookup keys (incremental resolution)
+
+# The key every note has and every link a new note could match whatever its name (a target whose last
+# part is ``.`` or ``..``: its path lookup depends on the linking note's folder, not on a name).
+ANY_NAME = ""
+
+
+def link_keys(target: str, alt_target: str | None) -> set[str]:
+    """Lookup keys of a link (its ``target`` and ``alt_target``), such that a note can change how the link
+    resolves only if one of ``note_keys(note)`` is among them: the lower-cased last part of the target's
+    normalised path (the ``path`` rule), its stem (the ``name`` rule) and the whole target (the ``alias``
+    rule). A note that is not the link's target can stop being a candidate without changing it (each rule
+    takes the first or smallest candidate), so only a note that *appears* needs these keys; one that goes
+    is found by the edges that point at it."""
+    keys: set[str] = set()
+    for raw in (target, alt_target):
+        side = _normalise_target(raw) if raw else ""
+        if not side:
+            continue
+        last = posixpath.basename(posixpath.normpath(side))
+        keys.add(ANY_NAME if last in ("", ".", "..") else last.lower())
+        keys.add(_without_md(side.rstrip("/")).lower().rsplit("/", 1)[-1])
+        keys.add(side.lower())
+    return keys
+
+
+def note_keys(rel_path: str, aliases: Iterable[str]) -> set[str]:
+    """The lookup keys under which ``LinkResolver`` finds a note (see ``link_keys``): its file name and stem
+    lower-cased (a path ``a/b.md`` is found by a target ending ``b`` or ``b.md``), its aliases, and
+    ``ANY_NAME``."""
+    name = rel_path.rsplit("/", 1)[-1]
+    keys = {ANY_NAME, name.lower(), _without_md(name.lower())}
+    keys.update(a.strip().lower() for a in aliases if a.strip())
+    return keys

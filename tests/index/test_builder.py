@@ -117,7 +117,7 @@ def test_report_keys_counts_and_what_it_publishes(tmp_path: Path) -> None:
     assert (report.notes, report.reused, report.changed, report.added, report.removed) == (3, 0, 3, 3, 0)
     assert report.index_kind == "immutable_generation" and not report.up_to_date
     assert report.full_rebuild_reason == "no_active_generation"
-    assert set(report.timings) == {"scan", "plan", "write", "validate", "publish"}
+    assert set(report.timings) == {"scan", "plan", "write", "links", "validate", "publish"}
     # alpha -> beta, alpha -> nowhere (unresolved), gamma -> alpha
     assert (report.links, report.unresolved_links) == (3, 1)
     assert report.problems == []

@@ -130,6 +130,8 @@ def test_a_deleted_note_disappears_from_every_table(vault: Path) -> None:
         ("note_terms", "note_id"),
         ("note_tags", "note_id"),
         ("links", "note_id"),
+        ("link_keys", "note_id"),
+        ("target_keys", "note_id"),
         ("note_problems", "note_id"),
         ("edges", "src_id"),
         ("edges", "dst_id"),
@@ -198,7 +200,7 @@ def test_dense_vectors_of_unchanged_notes_survive_and_those_of_changed_notes_go(
     base = gen.resolve(layout)
     with build_lock(layout):  # a generation with a (fake) vector for every chunk
         staged = new_staging_path(layout)
-        shutil.copyfile(base.path, staged)
+        shutil.copyfile(base.parts[0].path, staged)
         conn = sqlite3.connect(staged)
         ids = [r[0] for r in conn.execute("SELECT id FROM chunks")]
         conn.executemany(
@@ -240,11 +242,12 @@ def test_dense_vectors_of_unchanged_notes_survive_and_those_of_changed_notes_go(
 def test_an_unchanged_vault_publishes_nothing(vault: Path) -> None:
     layout = layout_for(vault)
     first = gen.resolve(layout).generation_id
-    files = sorted(layout.generations_dir.iterdir())
+    files = sorted([*layout.manifests_dir.iterdir(), *layout.segments_dir.iterdir()])
     report = build_index(vault)
     assert report.up_to_date and report.generation_id == first
     assert (report.changed, report.added, report.removed, report.reused) == (0, 0, 0, 4)
-    assert sorted(layout.generations_dir.iterdir()) == files and len(list_generations(layout)) == 1
+    assert sorted([*layout.manifests_dir.iterdir(), *layout.segments_dir.iterdir()]) == files
+    assert len(list_generations(layout)) == 1
 
 
 def test_a_touched_but_identical_file_is_not_reparsed_and_only_its_mtime_moves(vault: Path) -> None:
@@ -296,14 +299,16 @@ def _truncate(path: Path) -> None:
     path.write_bytes(path.read_bytes()[:-4096])
 
 
+@pytest.mark.parametrize("target", ["manifest", "part"])
 @pytest.mark.parametrize(
     ("corrupt", "reason"), [(_flip_byte, "sha256_mismatch"), (_truncate, "size_mismatch"), (Path.unlink, "missing")]
 )
-def test_a_corrupted_active_generation_is_not_carried_over(vault: Path, corrupt, reason: str) -> None:
+def test_a_corrupted_active_generation_is_not_carried_over(vault: Path, corrupt, reason: str, target: str) -> None:
     layout = layout_for(vault)
     broken = gen.resolve(layout)
-    os.chmod(broken.path, 0o644)
-    corrupt(broken.path)
+    path = broken.path if target == "manifest" else broken.parts[0].path
+    os.chmod(path, 0o644)
+    corrupt(path)
     gen.clear_verify_cache()
     report = build_index(vault)
     assert report.full_rebuild_reason == f"active_generation_rejected:{reason}"

@@ -264,23 +264,16 @@ def test_holds_files_under_a_folder_is_by_path_prefix_not_by_name(served: sqlite
     assert not notes.holds_files_under(served, "no-such-folder")
 
 
-def test_repointing_after_a_content_only_build_touches_only_the_edges_into_reinserted_notes() -> None:
-    """``links.repoint_edges(conn, first_new_id)``: edges into notes with ids >= it follow their path to
-    the note's current id; every other edge is left as it is (those notes kept their ids)."""
+def test_moving_edges_follows_reinserted_notes_to_their_new_ids_in_one_step() -> None:
+    """``links.move_edges(conn, {old id: new id})``: edges into a re-inserted note follow it; a new id that is
+    another moved note's old id is not moved twice; every other edge is left as it is."""
     conn = sqlite3.connect(":memory:")
-    conn.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, rel_path TEXT UNIQUE)")
     conn.execute(links.DDL_EDGES)
-    conn.executemany("INSERT INTO notes VALUES (?, ?)", [(1, "a.md"), (2, "b.md"), (7, "c.md")])  # c re-inserted
-    rows = [(1, 2, "wikilink", "b", "b.md"), (2, 3, "wikilink", "c", "c.md"), (1, None, "wikilink", "x", None)]
-    links.insert_edges(conn, rows)
-    conn.execute("UPDATE edges SET dst_id = 99 WHERE dst_path = 'b.md'")  # stale on purpose: must stay untouched
-    links.repoint_edges(conn, 7)
+    rows = [(1, 2, "wikilink", "b", "b.md"), (2, 3, "wikilink", "c", "c.md"), (1, 5, "wikilink", "e", "e.md")]
+    links.insert_edges(conn, [*rows, (1, None, "wikilink", "x", None), (3, 9, "wikilink", "z", "z.md")])
+    links.move_edges(conn, {3: 5, 5: 6, 2: 2})  # c.md 3 -> 5, e.md 5 -> 6 (not on to 6 via 5), b.md stays
     got = sorted(conn.execute("SELECT dst_path, dst_id FROM edges"), key=repr)
-    assert got == sorted([("b.md", 99), ("c.md", 7), (None, None)], key=repr)
-    links.repoint_edges(conn)  # every edge
-    assert sorted(conn.execute("SELECT dst_path, dst_id FROM edges"), key=repr) == sorted(
-        [("b.md", 2), ("c.md", 7), (None, None)], key=repr
-    )
+    assert got == sorted([("b.md", 2), ("c.md", 5), ("e.md", 6), (None, None), ("z.md", 9)], key=repr)
 
 
 _JSON_VALUES = st.one_of(

@@ -30,6 +30,8 @@ def corpus_db(tf: np.ndarray) -> sqlite3.Connection:
         held = np.flatnonzero(tf[d].sum(axis=1))
         rows.append((d + 1, held.astype("<i4").tobytes(), tf[d, held].astype("<u2").tobytes()))
     insert_note_terms(conn, rows)
+    conn.execute("CREATE TABLE notes(id INTEGER PRIMARY KEY, classification TEXT)")  # the notes' classes
+    conn.executemany("INSERT INTO notes(id) VALUES (?)", [(d + 1,) for d in range(tf.shape[0])])
     return conn
 
 

@@ -59,7 +59,7 @@ def vault(make_vault) -> Path:
 
 def writable_copy(vault: Path, tmp_path: Path) -> sqlite3.Connection:
     copy = tmp_path / "copy.db"
-    shutil.copyfile(gen.resolve(gen.layout_for(vault)).path, copy)
+    shutil.copyfile(gen.resolve(gen.layout_for(vault)).parts[0].path, copy)
     copy.chmod(0o644)
     return sqlite3.connect(copy)
 

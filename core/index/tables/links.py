@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 # Links as written, per source note (carried over with the note) ...
 DDL_LINKS = """
@@ -30,8 +30,26 @@ CREATE TABLE IF NOT EXISTS edges (
     target   TEXT NOT NULL,
     dst_path TEXT
 )"""
+# ... and the lookup keys of each note's links (``core.vault.links.link_keys``): which notes' links a note
+# that appears (added, renamed, new aliases) could resolve differently, without resolving every link.
+DDL_LINK_KEYS = """
+CREATE TABLE IF NOT EXISTS link_keys (
+    key     TEXT NOT NULL,
+    note_id INTEGER NOT NULL,
+    PRIMARY KEY (key, note_id)
+) WITHOUT ROWID"""
+# ... and the keys under which the links find each note (``core.vault.links.note_keys``, but ``ANY_NAME``):
+# the notes a build resolves those links against, without reading every note.
+DDL_TARGET_KEYS = """
+CREATE TABLE IF NOT EXISTS target_keys (
+    key     TEXT NOT NULL,
+    note_id INTEGER NOT NULL,
+    PRIMARY KEY (key, note_id)
+) WITHOUT ROWID"""
 INDEXES = (
     "CREATE INDEX IF NOT EXISTS links_by_note ON links(note_id)",
+    "CREATE INDEX IF NOT EXISTS link_keys_by_note ON link_keys(note_id)",
+    "CREATE INDEX IF NOT EXISTS target_keys_by_note ON target_keys(note_id)",
     "CREATE INDEX IF NOT EXISTS edges_by_src ON edges(src_id)",
     "CREATE INDEX IF NOT EXISTS edges_by_dst ON edges(dst_id)",
     # covering the filter mask's supersession test (core.ranking.filters), read by every search process
@@ -60,8 +78,47 @@ def links_from(conn: sqlite3.Connection, first_note_id: int | None) -> Iterator[
     """The links (with their source note's path) of the notes with ids >= ``first_note_id``; of every
     note when None."""
     if first_note_id is None:
-        return conn.execute(_LINKS_WITH_PATHS + "1", ())
-    return conn.execute(_LINKS_WITH_PATHS + "l.note_id >= ?", (first_note_id,))
+        return conn.execute(_LINKS_WITH_PATHS + "1 ORDER BY l.note_id, l.rowid", ())
+    return conn.execute(_LINKS_WITH_PATHS + "l.note_id >= ? ORDER BY l.note_id, l.rowid", (first_note_id,))
+
+
+def links_of(conn: sqlite3.Connection, note_ids: Sequence[int]) -> Iterator[tuple]:
+    """Like ``links_from``, for the notes with these ids."""
+    return conn.execute(
+        _LINKS_WITH_PATHS + "l.note_id IN (SELECT value FROM json_each(?)) ORDER BY l.note_id, l.rowid",
+        (json.dumps(list(note_ids)),),
+    )
+
+
+def insert_keys(conn: sqlite3.Connection, link_rows: list[tuple[str, int]], target_rows: list[tuple[str, int]]) -> None:
+    """(key, note id) rows of ``link_keys`` and of ``target_keys``, each pair once."""
+    conn.executemany("INSERT OR IGNORE INTO link_keys(key, note_id) VALUES (?, ?)", link_rows)
+    conn.executemany("INSERT OR IGNORE INTO target_keys(key, note_id) VALUES (?, ?)", target_rows)
+
+
+def delete_all_keys(conn: sqlite3.Connection) -> None:
+    conn.execute("DELETE FROM link_keys")
+    conn.execute("DELETE FROM target_keys")
+
+
+def target_rows(conn: sqlite3.Connection, first_note_id: int | None) -> list[tuple[int, str, str]]:
+    """(id, rel_path, aliases JSON) of the notes with ids >= ``first_note_id``; of every note when None."""
+    return conn.execute("SELECT id, rel_path, aliases FROM notes WHERE id >= ?", (first_note_id or 0,)).fetchall()
+
+
+def targets_by_key(conn: sqlite3.Connection, keys: Sequence[str]) -> list[tuple[int, str, str]]:
+    """(id, rel_path, aliases JSON) of the notes with one of these ``target_keys``."""
+    return conn.execute(
+        "SELECT id, rel_path, aliases FROM notes WHERE id IN "
+        "(SELECT note_id FROM target_keys WHERE key IN (SELECT value FROM json_each(?)))",
+        (json.dumps(sorted(keys)),),
+    ).fetchall()
+
+
+def notes_linking_by_key(conn: sqlite3.Connection, keys: Sequence[str], below_id: int) -> set[int]:
+    """Ids (< ``below_id``) of the notes one of whose links has one of these lookup keys."""
+    sql = "SELECT DISTINCT note_id FROM link_keys WHERE key IN (SELECT value FROM json_each(?)) AND note_id < ?"
+    return {r[0] for r in conn.execute(sql, (json.dumps(sorted(keys)), below_id))}
 
 
 def visible_links(conn: sqlite3.Connection, clause: str, values: Sequence[object]) -> Iterator[tuple]:
@@ -89,21 +146,38 @@ def link_targets(conn: sqlite3.Connection, rowids: Sequence[int]) -> list[tuple[
 # ---------------------------------------------------------------- edges: writing
 
 
-def repoint_edges(conn: sqlite3.Connection, first_new_id: int | None = None) -> None:
-    """Resolved edges follow their target path to that note's current id: every one, or (``first_new_id``)
-    those into the notes with ids >= it, the re-inserted ones (a build whose set of paths did not change:
-    every other note kept its id; at 100k notes repointing all 261k edges took 2.4 s)."""
-    if first_new_id is None:
-        conn.execute(
-            "UPDATE edges SET dst_id = (SELECT id FROM notes WHERE rel_path = edges.dst_path) "
-            "WHERE dst_path IS NOT NULL"
-        )
+def move_edges(conn: sqlite3.Connection, moved: Mapping[int, int]) -> None:
+    """Edges into the notes ``moved`` maps (old id -> new id: re-inserted at the same path) follow them to
+    their new ids, in one statement (a new id may be another moved note's old one); found by
+    ``edges_by_dst``, so a build pays for the edges into its notes, not for every edge."""
+    if not moved:
         return
+    mapping = json.dumps({str(old): new for old, new in moved.items()})
     conn.execute(
-        "UPDATE edges SET dst_id = (SELECT id FROM notes WHERE rel_path = edges.dst_path) "
-        "WHERE dst_path IN (SELECT rel_path FROM notes WHERE id >= ?)",
-        (first_new_id,),
+        "UPDATE edges SET dst_id = json_extract(?1, '$.\"' || dst_id || '\"') "
+        "WHERE dst_id IN (SELECT CAST(key AS INTEGER) FROM json_each(?1))",
+        (mapping,),
     )
+
+
+def notes_linking_to(conn: sqlite3.Connection, dst_ids: Sequence[int], below_id: int) -> set[int]:
+    """Ids (< ``below_id``) of the notes with an edge into one of the notes ``dst_ids``."""
+    sql = "SELECT DISTINCT src_id FROM edges WHERE dst_id IN (SELECT value FROM json_each(?)) AND src_id < ?"
+    return {r[0] for r in conn.execute(sql, (json.dumps(list(dst_ids)), below_id))}
+
+
+def edges_of(conn: sqlite3.Connection, src_ids: Sequence[int]) -> list[tuple[int, int, str | None]]:
+    """(rowid, src id, dst path) of the edges from these notes, in the order of their links (``links_of``)."""
+    return conn.execute(
+        "SELECT rowid, src_id, dst_path FROM edges WHERE src_id IN (SELECT value FROM json_each(?)) "
+        "ORDER BY src_id, rowid",
+        (json.dumps(list(src_ids)),),
+    ).fetchall()
+
+
+def update_edges(conn: sqlite3.Connection, rows: list[tuple[int | None, str | None, int]]) -> None:
+    """(dst id or None, dst path or None, edge rowid) per edge re-resolved."""
+    conn.executemany("UPDATE edges SET dst_id = ?, dst_path = ? WHERE rowid = ?", rows)
 
 
 def delete_all_edges(conn: sqlite3.Connection) -> None:

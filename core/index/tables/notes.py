@@ -137,6 +137,8 @@ DERIVED_ROWS = (
     ("note_terms", "note_id"),
     ("chunk_terms", "note_id"),
     ("links", "note_id"),
+    ("link_keys", "note_id"),
+    ("target_keys", "note_id"),
     ("edges", "src_id"),
     ("notes", "id"),
 )
@@ -223,6 +225,14 @@ def note_names(conn: sqlite3.Connection) -> Iterator[tuple[str, str]]:
     return conn.execute("SELECT rel_path, aliases FROM notes")
 
 
+def names_of_notes(conn: sqlite3.Connection, note_ids: Iterable[int]) -> list[tuple[int, str, str]]:
+    """(id, rel_path, aliases JSON) of the notes with these ids."""
+    return conn.execute(
+        "SELECT id, rel_path, aliases FROM notes WHERE id IN (SELECT value FROM json_each(?))",
+        (json.dumps(list(note_ids)),),
+    ).fetchall()
+
+
 def note_ids_by_path(conn: sqlite3.Connection) -> dict[str, int]:
     return dict(conn.execute("SELECT rel_path, id FROM notes"))
 
@@ -254,6 +264,14 @@ def hides_notes(conn: sqlite3.Connection, clause: str, values: Sequence[object])
     """True when some note of the database is outside the condition."""
     row = conn.execute(f"SELECT EXISTS (SELECT 1 FROM notes n WHERE NOT ({clause}))", values).fetchone()
     return bool(row[0])
+
+
+def note_classes(conn: sqlite3.Connection, unclassified: str) -> list[tuple[int, str]]:
+    """(id, classification) of every note, lowered as the classification filter lowers it (SQLite's
+    ``lower``), ``unclassified`` for a note without one: the class a caller's classifications select."""
+    return conn.execute(
+        "SELECT id, lower(coalesce(classification, ?)) FROM notes ORDER BY id", (unclassified,)
+    ).fetchall()
 
 
 def visible_paths(conn: sqlite3.Connection, clause: str, values: Sequence[object]) -> dict[int, str]:

@@ -1,0 +1,193 @@
+"""Resolve the stored links into edges, re-resolving only the links whose target could have changed.
+
+A build deletes its changed and removed notes (their links, edges and link keys go with them) and
+inserts the changed and new ones with new ids. Then ``recompute_edges``:
+
+- resolves the links of the inserted notes (their rows are new), and stores their lookup keys;
+- re-points every edge into a re-inserted note at its new id (the edge keeps its ``dst_path``);
+- when a note appeared (a new path, or new aliases at a path), re-resolves the links of the other notes
+  that have one of its lookup keys (``core.vault.links.link_keys``: the only links it can change);
+- when a note went (a path gone, or aliases changed), re-resolves the links that resolved to it (a note
+  that was a candidate but not the target changes nothing by leaving);
+- resolves every link again when there is nothing to start from (a cold build) or when the vault's
+  reading of ``[[left|right]]`` flips (``LinkResolver.label_first``: most notes Dendron-named or not;
+  meta ``link_names`` keeps the two counts).
+
+The links are resolved against the notes that share a lookup key with one of them (``target_keys``):
+by ``link_keys``, no other note can change how they resolve. A content-only edit (same path, same
+aliases) so resolves only the edited notes' links, and reads only the notes they may name.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from core.errors import IntegrityError
+from core.index.tables.links import (
+    delete_all_edges,
+    delete_all_keys,
+    edge_counts,
+    edges_of,
+    insert_edges,
+    insert_keys,
+    links_from,
+    links_of,
+    move_edges,
+    notes_linking_by_key,
+    notes_linking_to,
+    target_rows,
+    targets_by_key,
+    update_edges,
+)
+from core.index.tables.meta import meta_value, set_meta
+from core.index.tables.notes import names_of_notes
+from core.vault.links import ANY_NAME, Link, LinkResolver, is_dendron_name, link_keys, note_keys, reads_label_first
+
+# meta key: {"notes": N, "dendron": D}, the notes the edges were resolved among and how many of them have
+# Dendron names (``LinkResolver.label_first``); absent: no edges resolved yet
+NAMES_META = "link_names"
+
+
+@dataclass(frozen=True)
+class ReplacedNote:
+    """A note the build deleted (changed or removed), as it was: what its links may have resolved to."""
+
+    note_id: int
+    rel_path: str
+    aliases: tuple[str, ...]
+
+
+def replaced_notes(conn: sqlite3.Connection, note_ids: Sequence[int]) -> list[ReplacedNote]:
+    """The notes with these ids as they are now, before the build deletes them (``recompute_edges``)."""
+    return [ReplacedNote(nid, rel, tuple(json.loads(aliases))) for nid, rel, aliases in names_of_notes(conn, note_ids)]
+
+
+def _link(row: tuple) -> Link:
+    _, _, target, kind, heading, alias, source, alt = row
+    return Link(target=target, kind=kind, heading=heading, alias=alias, source=source, alt_target=alt)
+
+
+class _Resolution:
+    """A resolver over the notes that can be the target of some links (every note, or those sharing a
+    lookup key with them: the others cannot change how they resolve), and those notes' ids."""
+
+    def __init__(self, rows: Sequence[tuple[int, str, str]], label_first: bool) -> None:
+        self.names = {rel: tuple(json.loads(aliases)) for _, rel, aliases in rows}
+        self.id_of = {rel: nid for nid, rel, _ in rows}
+        self.resolver = LinkResolver(self.names.items(), label_first=label_first)
+
+    @classmethod
+    def for_links(cls, conn: sqlite3.Connection, links: list[tuple], label_first: bool) -> _Resolution:
+        keys = set().union(*(link_keys(row[2], row[7]) for row in links))
+        rows = target_rows(conn, None) if ANY_NAME in keys else targets_by_key(conn, sorted(keys))
+        return cls(rows, label_first)
+
+    def edge(self, row: tuple) -> tuple[int | None, str | None]:
+        """(dst id, dst path) of one link row (``links_from``), (None, None) when unresolved."""
+        dst = self.resolver.resolve(_link(row), row[1])
+        return (self.id_of[dst], dst) if dst else (None, None)
+
+
+def _insert_resolved(conn: sqlite3.Connection, res: _Resolution, links: list[tuple]) -> None:
+    """Resolve the links of inserted notes into new edges; store the links' lookup keys."""
+    edges: list[tuple] = []
+    keys: set[tuple[str, int]] = set()
+    for row in links:
+        dst_id, dst = res.edge(row)
+        edges.append((row[0], dst_id, row[3], row[2], dst))
+        keys.update((key, row[0]) for key in link_keys(row[2], row[7]))
+    insert_edges(conn, edges)
+    insert_keys(conn, sorted(keys), [])
+
+
+def _insert_targets(conn: sqlite3.Connection, notes: list[tuple]) -> None:
+    """Store the keys under which links find the inserted notes (id, rel_path, aliases JSON)."""
+    keys = {(k, nid) for nid, rel, aliases in notes for k in note_keys(rel, json.loads(aliases)) if k != ANY_NAME}
+    insert_keys(conn, [], sorted(keys))
+
+
+def _re_resolve(conn: sqlite3.Connection, res: _Resolution, links: list[tuple], ids: list[int]) -> None:
+    """Resolve again ``links``, those of the carried-over notes ``ids``, updating the edges whose target
+    changed (in place, so that they keep their order)."""
+    edges = edges_of(conn, ids)
+    if len(links) != len(edges) or any(ln[0] != e[1] for ln, e in zip(links, edges)):
+        raise IntegrityError(f"the edges of notes {ids[:5]} do not match their links one to one")
+    changed = []
+    for row, (rowid, _, old_dst) in zip(links, edges):
+        dst_id, dst = res.edge(row)
+        if dst != old_dst:
+            changed.append((dst_id, dst, rowid))
+    update_edges(conn, changed)
+
+
+def _affected(
+    conn: sqlite3.Connection, replaced: Sequence[ReplacedNote], inserted: list[tuple], below: int
+) -> list[int]:
+    """Ids of the carried-over notes (ids < ``below``) with a link that a note which went (``replaced`` and
+    not ``inserted`` again with the same aliases) resolved to, or that one which appeared could match."""
+    before = {n.rel_path: frozenset(n.aliases) for n in replaced}
+    after = {rel: frozenset(json.loads(aliases)) for _, rel, aliases in inserted}
+    gone = [n.note_id for n in replaced if after.get(n.rel_path) != before[n.rel_path]]
+    appeared = set().union(*(note_keys(rel, names) for rel, names in after.items() if before.get(rel) != names))
+    found = notes_linking_to(conn, gone, below) if gone else set()
+    if appeared:
+        found |= notes_linking_by_key(conn, sorted(appeared), below)
+    return sorted(found)
+
+
+def _counts(rows: Iterable[tuple]) -> tuple[int, int]:
+    """(notes, notes with Dendron names) of (id, rel_path, ...) rows."""
+    paths = [row[1] for row in rows]
+    return len(paths), sum(1 for rel in paths if is_dendron_name(rel))
+
+
+def recompute_edges(
+    conn: sqlite3.Connection, *, new_from_id: int | None = None, replaced: Sequence[ReplacedNote] | None = None
+) -> tuple[int, int]:
+    """Resolve the stored links against the current notes. Returns (edges, unresolved).
+
+    ``new_from_id``: the notes with ids >= it are the ones this build inserted; ``replaced``: the notes it
+    deleted, as they were. Given both (and edges to start from, read the same way), only the links whose
+    target could change are resolved, against the notes that could be their targets (see the module);
+    otherwise every link is resolved again, against every note.
+    """
+    stored = meta_value(conn, NAMES_META)
+    if new_from_id is not None and replaced is not None and isinstance(stored, dict):
+        inserted = target_rows(conn, new_from_id)
+        (n_in, d_in), (n_out, d_out) = _counts(inserted), _counts((0, n.rel_path) for n in replaced)
+        counts = (stored["notes"] + n_in - n_out, stored["dendron"] + d_in - d_out)
+        label_first = reads_label_first(counts[1], counts[0])
+        if label_first == reads_label_first(stored["dendron"], stored["notes"]):
+            _incremental(conn, replaced, inserted, new_from_id, label_first)
+            set_meta(conn, {NAMES_META: {"notes": counts[0], "dendron": counts[1]}})
+            return edge_counts(conn)
+    notes = target_rows(conn, None)
+    counts = _counts(notes)
+    delete_all_edges(conn)
+    delete_all_keys(conn)
+    _insert_targets(conn, notes)
+    _insert_resolved(conn, _Resolution(notes, reads_label_first(counts[1], counts[0])), list(links_from(conn, None)))
+    set_meta(conn, {NAMES_META: {"notes": counts[0], "dendron": counts[1]}})
+    return edge_counts(conn)
+
+
+def _incremental(
+    conn: sqlite3.Connection,
+    replaced: Sequence[ReplacedNote],
+    inserted: list[tuple],
+    new_from_id: int,
+    label_first: bool,
+) -> None:
+    affected = _affected(conn, replaced, inserted, new_from_id)
+    new_id = {rel: nid for nid, rel, _ in inserted}
+    move_edges(conn, {n.note_id: new_id[n.rel_path] for n in replaced if n.rel_path in new_id})
+    _insert_targets(conn, inserted)  # before the notes the links may name are looked up
+    old_links = list(links_of(conn, affected)) if affected else []
+    new_links = list(links_from(conn, new_from_id))
+    res = _Resolution.for_links(conn, old_links + new_links, label_first)
+    if affected:
+        _re_resolve(conn, res, old_links, affected)
+    _insert_resolved(conn, res, new_links)
