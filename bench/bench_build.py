@@ -161,13 +161,13 @@ def modify_fraction(vault: Path, fraction: float, seed: int = 0) -> list[str]:
 
 
 def _active_generation_bytes(vault: Path, index_dir: Path, generation_id: str) -> int:
-    """Size of the active generation's database file (the index a reader opens)."""
-    from core.generations import layout_for
+    """Size of the active generation's segments (the index a reader opens), as its manifest lists them."""
+    from core.generations import layout_for, resolve
 
-    path = layout_for(vault, index_dir).generations_dir / f"{generation_id}.db"
-    if not path.is_file():
-        raise FileNotFoundError(f"active generation {generation_id} not found at {path}")
-    return path.stat().st_size
+    resolved = resolve(layout_for(vault, index_dir))
+    if resolved.generation_id != generation_id:
+        raise FileNotFoundError(f"active generation is {resolved.generation_id}, not {generation_id}")
+    return sum(part.size for part in resolved.parts)
 
 
 def _build_phases(vault: Path, index_dir: Path) -> dict[str, Any]:

@@ -154,14 +154,23 @@ def build_vaultsearch(code: Path, vault: Path, index_dir: Path) -> float:
 
 
 def build_bm25s(vault: Path, out: Path) -> None:
+    """bm25s's saved index of the vault in ``out``, unless an earlier run left one there."""
+    if not (out / "paths.json").exists():
+        save_bm25s(vault, out)
+
+
+def save_bm25s(vault: Path, out: Path) -> None:
+    """bm25s's whole write path (it has no update): read every note, tokenize (English stopwords,
+    Snowball), index, and save the index with the notes' paths to ``out`` (overwriting what is there)."""
     import bm25s
     import Stemmer
 
-    if (out / "paths.json").exists():
-        return
     notes = list(iter_vault_notes(vault))
     tokens = bm25s.tokenize(
-        [f"{t}\n{b}" for _, t, b in notes], stopwords="en", stemmer=Stemmer.Stemmer("english").stemWords
+        [f"{t}\n{b}" for _, t, b in notes],
+        stopwords="en",
+        stemmer=Stemmer.Stemmer("english").stemWords,
+        show_progress=False,
     )
     retriever = bm25s.BM25()
     retriever.index(tokens, show_progress=False)

@@ -15,11 +15,20 @@ Per corpus (a fresh copy in a temporary folder, the index in a folder beside it)
 4. tantivy on the same notes (title + body fields): a cold index, then per edit
    delete + add of the edited document + commit + reader reload (timed), its merges waited
    for (not timed), the bytes written to its directory by the same walk, and its index bytes
-   against the Markdown bytes.
+   against the Markdown bytes;
+5. bm25s on the same notes: it has no update, so its cost for one edit is its whole write path
+   (read every note, tokenize, index, save; ``bench_coldstart.save_bm25s``), timed once per edit
+   into the same folder, with the bytes written by the same walk and its index bytes.
+
+The index-size table (``index_sizes`` in the JSON) puts the three engines' bytes on disk beside
+the Markdown bytes for every corpus, vaultsearch with two generations retained (and its active
+generation alone). Corpora: the PowerShell docs, SciFact, Dendron's docs, the multilingual MDN vault
+(all seven language folders as ONE vault copy, 6,347 notes: the corpus as one user would keep it;
+the eval sets index each language on its own) and, with ``--sizes``, synthetic vaults.
 
 Results go to ``bench/results/edit.json``; ``bench/report_edit.py`` renders them.
 
-    python -m bench.bench_edit [--corpus powershell|scifact|all] [--sizes 10000] [--out PATH]
+    python -m bench.bench_edit [--corpus powershell|scifact|dendron|mdn|all|none] [--sizes 10000] [--out PATH]
 """
 
 from __future__ import annotations
@@ -42,6 +51,8 @@ from bench.common import DATA_DIR, REPO_ROOT, RESULTS_DIR, copy_vault, dir_size_
 CORPORA: dict[str, Path] = {
     "powershell": DATA_DIR / "powershell-docs" / "reference",
     "scifact": DATA_DIR / "scifact" / "vault",
+    "dendron": DATA_DIR / "dendron" / "vault",
+    "mdn": DATA_DIR / "multilingual" / "vault",
 }
 EDITS = 3
 TANTIVY_HEAP = 64 * 2**20
@@ -93,6 +104,48 @@ def bytes_written(before: Walk, after: Walk) -> dict[str, Any]:
         "changed": len(changed),
         "removed": len(removed),
     }
+
+
+def index_size_row(markdown_bytes: int, engines: Mapping[str, int | None]) -> dict[str, Any]:
+    """One row of the index-size table: each engine's bytes on disk and their ratio to the Markdown bytes
+    (``None`` for an engine that did not run)."""
+    if markdown_bytes <= 0:
+        raise ValueError(f"markdown_bytes must be positive, got {markdown_bytes}")
+    row: dict[str, Any] = {"markdown_bytes": markdown_bytes}
+    for name, size in engines.items():
+        row[name] = None if size is None else {"bytes": size, "over_markdown": round(size / markdown_bytes, 2)}
+    return row
+
+
+def generation_bytes(walk: Walk) -> dict[str, int]:
+    """``{file: bytes}`` of the generation files (``generations/*.db``) in a walk of an index directory."""
+    return {p: walk[p][0] for p in sorted(walk) if Path(p).parent.name == "generations" and p.endswith(".db")}
+
+
+def active_generation_bytes(generations: Mapping[str, int], generation_id: str | None) -> int | None:
+    """The bytes of the generation file named ``<generation_id>.db`` (``None`` if there is no such file)."""
+    matches = [size for path, size in generations.items() if generation_id and Path(path).stem == generation_id]
+    return matches[0] if len(matches) == 1 else None
+
+
+def manifest_generation_bytes(index_dir: Path, generation_id: str | None) -> int | None:
+    """The bytes of one generation in the segment layout: its manifest ``manifests/<M>.json`` (the
+    generation id ends with the first hex digits of ``M``) plus the size the manifest records for every
+    part it lists (segments, tombstones, dense parts); ``None`` when no single manifest matches."""
+    suffix = (generation_id or "").rpartition("-")[2]
+    found = sorted((index_dir / "manifests").glob(f"{suffix}*.json")) if suffix else []
+    if len(found) != 1:
+        return None
+    data = json.loads(found[0].read_text(encoding="utf-8"))
+    parts = [part for key in ("segments", "tombstones", "dense") for part in data.get(key) or ()]
+    return found[0].stat().st_size + sum(int(part["size"]) for part in parts if isinstance(part, dict))
+
+
+def one_generation_bytes(index_dir: Path, generation_id: str | None) -> int | None:
+    """The active generation's own bytes in either layout: its ``generations/<id>.db`` file, or its
+    manifest and the parts it lists (parts shared with another generation counted here too)."""
+    whole = active_generation_bytes(generation_bytes(walk_files(index_dir)), generation_id)
+    return whole if whole is not None else manifest_generation_bytes(index_dir, generation_id)
 
 
 def parse_proc_io(text: str) -> dict[str, int] | None:
@@ -199,6 +252,8 @@ def measure_vaultsearch(vault: Path, index_dir: Path, edits: Sequence[str], tmp:
         "median_proc_wchar": _median_or_none([r["proc_wchar"] for r in runs]),
         "index_bytes": dir_size_bytes(index_dir),
         "generation_files": sorted(p for p in walk_files(index_dir) if p.endswith(".db")),
+        "generation_bytes": generation_bytes(walk_files(index_dir)),
+        "active_generation_bytes": one_generation_bytes(index_dir, runs[-1]["report"].get("generation_id")),
     }
 
 
@@ -252,21 +307,50 @@ def measure_tantivy(vault: Path, tdir: Path, edits: Sequence[str]) -> dict[str, 
     index.reload()
     cold = time.perf_counter() - start
     runs = [_tantivy_edit(tantivy, index, vault, rel, tdir) for rel in edits]
+    return _engine_result(tantivy, cold, runs, tdir, digits=4)
+
+
+def _engine_result(module: Any, cold: float, runs: list[dict[str, Any]], folder: Path, digits: int) -> dict[str, Any]:
+    """A baseline engine's figures: its version, cold build, per-edit runs, their medians, its bytes on disk."""
     return {
-        "version": getattr(tantivy, "__version__", "unknown"),
+        "version": getattr(module, "__version__", "unknown"),
         "cold_wall_seconds": round(cold, 3),
         "edits": runs,
-        "median_wall_seconds": round(statistics.median(r["wall_seconds"] for r in runs), 4),
+        "median_wall_seconds": round(statistics.median(r["wall_seconds"] for r in runs), digits),
         "median_walk_bytes": statistics.median(r["walk"]["bytes"] for r in runs),
-        "index_bytes": dir_size_bytes(tdir),
+        "index_bytes": dir_size_bytes(folder),
     }
+
+
+# ---------------------------------------------------------------- bm25s side
+
+
+def measure_bm25s(vault: Path, bdir: Path, edits: Sequence[str]) -> dict[str, Any]:
+    """bm25s has no update: per edit, its whole write path again (read, tokenize, index, save) into
+    the same folder, timed, with the bytes that rewrote; a cold save first (not counted)."""
+    from bench.bench_coldstart import save_bm25s  # imports bm25s only when called
+
+    bdir.mkdir()
+    start = time.perf_counter()
+    save_bm25s(vault, bdir)
+    cold = time.perf_counter() - start
+    runs = []
+    for rel in edits:
+        before = walk_files(bdir)
+        start = time.perf_counter()
+        save_bm25s(vault, bdir)
+        wall = time.perf_counter() - start
+        runs.append({"note": rel, "wall_seconds": round(wall, 3), "walk": bytes_written(before, walk_files(bdir))})
+    import bm25s
+
+    return _engine_result(bm25s, cold, runs, bdir, digits=3)
 
 
 # ---------------------------------------------------------------- orchestration
 
 
 def bench_corpus(name: str, source: Path) -> dict[str, Any]:
-    """Both engines on one copy of the corpus: vaultsearch first, then tantivy on the edited notes."""
+    """The engines on one copy of the corpus: vaultsearch first, then tantivy and bm25s on the edited notes."""
     with tempfile.TemporaryDirectory(prefix=f"bench-edit-{name}-") as tmp_name:
         tmp = Path(tmp_name)
         vault = copy_vault(source, tmp / "vault")
@@ -275,18 +359,30 @@ def bench_corpus(name: str, source: Path) -> dict[str, Any]:
         md_bytes = sum(size for _rel, size in files)
         vs = measure_vaultsearch(vault, tmp / "index", edits, tmp)
         tv = measure_tantivy(vault, tmp / "tantivy", edits)
+        bm = measure_bm25s(vault, tmp / "bm25s", edits)
         vs["index_over_markdown"] = round(vs["index_bytes"] / md_bytes, 2)
         tv["index_over_markdown"] = round(tv["index_bytes"] / md_bytes, 2)
+        bm["index_over_markdown"] = round(bm["index_bytes"] / md_bytes, 2)
         return {
             "notes": len(files),
             "markdown_bytes": md_bytes,
             "edited_note_bytes": {rel: size for rel, size in files if rel in edits},
             "vaultsearch": vs,
             "tantivy": tv,
+            "bm25s": bm,
+            "index_sizes": index_size_row(
+                md_bytes,
+                {
+                    "vaultsearch": vs["index_bytes"],
+                    "vaultsearch_one_generation": vs["active_generation_bytes"],
+                    "tantivy": tv["index_bytes"],
+                    "bm25s": bm["index_bytes"],
+                },
+            ),
         }
 
 
-def _synthetic(size: int, root: Path) -> Path:
+def synthetic_vault(size: int, root: Path) -> Path:
     """A synthetic vault of ``size`` notes, its files aged a day (bench_build.backdate): a real vault's
     notes are old, and fresh mtimes would make the builder re-hash notes inside its racy window."""
     from bench.bench_build import backdate
@@ -296,6 +392,23 @@ def _synthetic(size: int, root: Path) -> Path:
     make_vault(out, size)
     backdate(out, 86400.0)
     return out
+
+
+def _with_load(fn: Any, *args: Any) -> dict[str, Any]:
+    """``fn(*args)`` with the 1-minute load average before and after it (the machine is shared)."""
+    before = os.getloadavg()[0]
+    out: dict[str, Any] = fn(*args)
+    out["load_avg_1m"] = {"before": round(before, 2), "after": round(os.getloadavg()[0], 2)}
+    return out
+
+
+def run_header(load_before: Sequence[float]) -> dict[str, Any]:
+    """The machine and the load averages before (given) and now: the machine is shared, so say how busy."""
+    return {
+        "machine": machine_info(),
+        "load_avg_before": [round(x, 2) for x in load_before],
+        "load_avg_after": [round(x, 2) for x in os.getloadavg()],
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -309,20 +422,19 @@ def main(argv: Sequence[str] | None = None) -> None:
     load_before = os.getloadavg()
     for name in names:
         print(f"[edit] {name}", file=sys.stderr, flush=True)
-        corpora[name] = bench_corpus(name, CORPORA[name])
+        corpora[name] = _with_load(bench_corpus, name, CORPORA[name])
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     if sizes:
         synth_root = Path(tempfile.mkdtemp(prefix="bench-edit-synth-"))
         try:
             for size in sizes:
                 print(f"[edit] synthetic {size}", file=sys.stderr, flush=True)
-                corpora[f"synth_{size}"] = bench_corpus(f"synth_{size}", _synthetic(size, synth_root))
+                vault = synthetic_vault(size, synth_root)
+                corpora[f"synth_{size}"] = _with_load(bench_corpus, f"synth_{size}", vault)
         finally:
             shutil.rmtree(synth_root, ignore_errors=True)
     result = {
-        "machine": machine_info(),
-        "load_avg_before": [round(x, 2) for x in load_before],
-        "load_avg_after": [round(x, 2) for x in os.getloadavg()],
+        **run_header(load_before),
         "edits_per_corpus": EDITS,
         "corpora": corpora,
     }

@@ -38,7 +38,7 @@ DEPTH = 100
 def _fed_tokens(index_dir: Path, model_dir: Path) -> tuple[int, int]:
     """(chunks, tokens) the embedder will be fed for every chunk of the active generation (its own
     tokenizer, truncation included, no padding)."""
-    active = max((index_dir / "generations").glob("*.db"), key=lambda p: p.stat().st_mtime_ns)
+    active = max((index_dir / "segments").glob("*.seg"), key=lambda p: p.stat().st_mtime_ns)
     conn = sqlite3.connect(f"file:{active}?mode=ro", uri=True)
     try:
         texts = [text for _, text in pending_chunks(conn, None, everything=True)]

@@ -8,7 +8,8 @@ keeps only the steps no design of this index can skip, run the way the build run
     workers   read each file, parse it (YAML frontmatter, tags, links, headings: the SPEC's
               "Notes"), cut and count each note's words per field (the BM25F statistics
               ``fts`` ranks by), and send texts and counts back;
-    writer    insert each note's ``notes_fts`` row (same columns, same tokenizer).
+    writer    insert each note's ``notes_fts`` row (same columns, same tokenizer) and its one
+              stored copy of the texts (``note_text``, compressed), as the build does.
 
 Nothing else is written. If this alone costs more than a target ratio allows, no tuning of
 the rest of the build reaches that ratio; ``bench_build`` reports it beside the cold build.
@@ -26,19 +27,19 @@ from pathlib import Path
 
 from core.build.builder import DEFAULT_TOKENIZER
 from core.build.ingest import field_texts
-from core.index.tables.notes_fts import FTS_COLUMNS, ddl_notes_fts
+from core.index.tables.notes_fts import DDL_NOTE_TEXT, FTS_COLUMNS, ddl_notes_fts, encode_texts, insert_fts_rows
 from core.ranking.analysis import LocalVector, WordTable
 from core.vault.notes import parse_note
 from core.vault.scan import read_file, scan_vault
 
 BATCH = 64
 WORKERS = 2
-_INSERT = f"INSERT INTO notes_fts(rowid, {', '.join(FTS_COLUMNS)}) VALUES (?{', ?' * len(FTS_COLUMNS)})"
 _table: WordTable | None = None
 
 
-def _prepare(batch: list[tuple[str, str]]) -> tuple[list[tuple[str, ...]], list[LocalVector]]:
-    """Worker: the field texts and word counts of a batch of (rel_path, path)."""
+def _prepare(batch: list[tuple[str, str]]) -> tuple[list[tuple[tuple[str, ...], bytes]], list[LocalVector]]:
+    """Worker: the field texts (with their compressed ``note_text`` cell) and word counts of a batch of
+    (rel_path, path)."""
     global _table
     if _table is None:
         _table = WordTable(len(FTS_COLUMNS))
@@ -49,7 +50,7 @@ def _prepare(batch: list[tuple[str, str]]) -> tuple[list[tuple[str, ...]], list[
         if note is not None:
             texts.append(field_texts(note))
     _new_words, vectors = _table.count(texts)
-    return texts, vectors
+    return [(cells, encode_texts(cells)) for cells in texts], vectors
 
 
 def build_floor(vault: Path, db_path: Path) -> float:
@@ -64,10 +65,11 @@ def build_floor(vault: Path, db_path: Path) -> float:
         conn.execute("PRAGMA journal_mode=MEMORY")  # as the builder's staging file (it fsyncs once at the end)
         conn.execute("PRAGMA synchronous=OFF")
         conn.execute(ddl_notes_fts(DEFAULT_TOKENIZER))
+        conn.execute(DDL_NOTE_TEXT)
         next_id = 1
         with multiprocessing.get_context("fork").Pool(WORKERS) as pool, conn:
             for texts, _vectors in pool.imap(_prepare, batches):
-                conn.executemany(_INSERT, [(next_id + i, *cells) for i, cells in enumerate(texts)])
+                insert_fts_rows(conn, [(next_id + i, blob, *cells) for i, (cells, blob) in enumerate(texts)])
                 next_id += len(texts)
     finally:
         conn.close()

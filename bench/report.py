@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import REPO_ROOT, RESULTS_DIR
-from bench.report_edit import edit_section
+from bench.report_edit import edit_section, watch_section
 from bench.report_lang import lang_section, lang_target_rows
 from bench.report_summary import summary_section, test_suite_section
 from bench.report_vector import vector_norm_section
@@ -991,6 +991,7 @@ def render(results: dict[str, dict[str, Any]], results_dir: Path = RESULTS_DIR, 
         *lang_section(results),
         *vector_norm_section(results),
         *edit_section(results),
+        *watch_section(results),
         *plots_section(results_dir, out_path),
         "## Appendix: every target, the machine, the last suite run",
         "",

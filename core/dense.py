@@ -333,14 +333,19 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 @dataclass(frozen=True)
 class DenseCacheKey:
-    """Identity of one cacheable dense matrix: (vault key, generation id, database SHA-256)."""
+    """Identity of one cacheable dense matrix of a whole generation: (vault key, generation id, manifest
+    SHA-256). The manifest names every part by its SHA-256, so this key is exact for the generation.
+
+    Per-part hook (the dense-per-segment step of issue 29, not used yet): a segment's matrix will be keyed
+    by ``(vault key, part SHA-256, dense model identity)`` (``part_key``), so the matrices of the segments a
+    publish did not change survive it, and the per-generation view stays keyed by this class."""
 
     vault: str
     generation_id: str
-    db_sha256: str
+    manifest_sha256: str
 
     def __post_init__(self) -> None:
-        for name in ("vault", "generation_id", "db_sha256"):
+        for name in ("vault", "generation_id", "manifest_sha256"):
             value = getattr(self, name)
             if not isinstance(value, str):
                 raise TypeError(
@@ -349,8 +354,10 @@ class DenseCacheKey:
                 )
             if not value:
                 raise ValueError(f"DenseCacheKey.{name} must not be empty")
-        if not _SHA256.fullmatch(self.db_sha256):
-            raise ValueError(f"DenseCacheKey.db_sha256 must be 64 lowercase hex digits, got {self.db_sha256!r}")
+        if not _SHA256.fullmatch(self.manifest_sha256):
+            raise ValueError(
+                f"DenseCacheKey.manifest_sha256 must be 64 lowercase hex digits, got {self.manifest_sha256!r}"
+            )
 
     @classmethod
     def for_index(cls, resolved: Any) -> DenseCacheKey:
@@ -358,6 +365,14 @@ class DenseCacheKey:
         if resolved.kind != "immutable_generation":
             raise ValueError(f"the dense cache is never used for a {resolved.kind!r} index")
         return cls(str(resolved.layout.vault.resolve()), resolved.generation_id, resolved.sha256)
+
+    @staticmethod
+    def part_key(resolved: Any, part_sha256: str, model_identity: str) -> tuple[str, str, str]:
+        """The per-segment key the dense-per-segment step will cache by: (vault key, part SHA-256, model
+        identity). Content-addressed, so it stays valid in every generation that lists the part."""
+        if not _SHA256.fullmatch(part_sha256) or not model_identity:
+            raise ValueError("a part key needs the part's SHA-256 and a model identity")
+        return (str(resolved.layout.vault.resolve()), part_sha256, model_identity)
 
 
 @dataclass(frozen=True)

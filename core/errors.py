@@ -39,7 +39,8 @@ across the tree: tests/test_errors.py enforces both.
     │   ├── VaultMismatchError            vault_mismatch
     │   ├── LegacyInterruptedError        legacy_interrupted
     │   ├── SqliteIntegrityError          integrity_check_failed
-    │   └── SchemaMismatchError           schema_mismatch
+    │   ├── SchemaMismatchError           schema_mismatch
+    │   └── UnsupportedIndexFormatError   unsupported_index_format
     ├── CapabilityError                   capability_missing     exit 5
     │   ├── DenseIndexUnavailableError    dense_index_unavailable
     │   ├── DenseIncompleteError          dense_incomplete
@@ -272,6 +273,14 @@ class SqliteIntegrityError(IntegrityError):
 
 class SchemaMismatchError(IntegrityError):
     reason = "schema_mismatch"
+
+
+class UnsupportedIndexFormatError(IntegrityError):
+    """A verified manifest this version cannot serve (more than one segment, tombstones, another
+    manifest format): never served in part; a rebuild writes a format it reads."""
+
+    reason = "unsupported_index_format"
+    hint = "rebuild with: vaultsearch index VAULT (this version serves one-segment generations)"
 
 
 class CapabilityError(VaultSearchError):

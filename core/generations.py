@@ -1,11 +1,12 @@
 """Immutable index generations: the public surface of layout, build lock, publish, resolve and verify.
 
-A build writes a database under ``staging/``; ``publish`` checks it, fsyncs it, moves it to
-``generations/<generation_id>.db`` and then flips the active pointer in the small
-generation-state database in ONE transaction. Readers call ``resolve``, which verifies the
-active generation (state row, existence, size, SHA-256) and caches that verified identity by
-file fingerprint. Any mismatch fails closed with a typed ``IntegrityError``; there is never a
-fallback to an older generation.
+A build writes a database under ``staging/``; ``publish`` checks it, fsyncs it and moves it to
+``segments/<sha256>.seg``, writes the manifest naming it to ``manifests/<M>.json`` (M: the
+manifest's SHA-256, the generation's content identity), and then flips the active pointer in the
+small generation-state database in ONE transaction. Readers call ``resolve``, which verifies the
+active generation (state row, the manifest's SHA-256, each part's size and SHA-256) and caches
+that verified identity by file fingerprint. Any mismatch fails closed with a typed
+``IntegrityError``; there is never a fallback to an older generation.
 
 The mechanics live in ``core.index``: ``lock`` (the build lock, staging paths), ``publish``
 (publish, retention, reaping), ``verify`` (resolve, its caches and the verification record,

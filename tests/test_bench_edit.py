@@ -3,7 +3,10 @@ The bench itself (subprocess builds, tantivy) is not run here."""
 
 from __future__ import annotations
 
+import json
 import os
+
+import pytest
 
 from bench import bench_edit
 from bench.report_edit import edit_section
@@ -52,6 +55,52 @@ def test_note_title_prefers_frontmatter_then_heading_then_stem() -> None:
     assert bench_edit.note_title("a/b.md", "no heading") == "b"
 
 
+def test_index_size_row_gives_each_engine_its_ratio_to_the_markdown() -> None:
+    row = bench_edit.index_size_row(1000, {"vaultsearch": 5000, "tantivy": 250, "bm25s": None})
+    assert row == {
+        "markdown_bytes": 1000,
+        "vaultsearch": {"bytes": 5000, "over_markdown": 5.0},
+        "tantivy": {"bytes": 250, "over_markdown": 0.25},
+        "bm25s": None,
+    }
+    with pytest.raises(ValueError):
+        bench_edit.index_size_row(0, {"tantivy": 1})
+
+
+def test_generation_files_and_the_active_one_are_found_in_a_walk() -> None:
+    walk = {
+        "state.db": (28672, 1, 1),
+        os.path.join("generations", "g1-aa.db"): (100, 1, 2),
+        os.path.join("generations", "g2-bb.db"): (120, 2, 3),
+        os.path.join("generations", "g2-bb.db-wal"): (9, 2, 4),
+    }
+    gens = bench_edit.generation_bytes(walk)
+    assert gens == {os.path.join("generations", "g1-aa.db"): 100, os.path.join("generations", "g2-bb.db"): 120}
+    assert bench_edit.active_generation_bytes(gens, "g2-bb") == 120
+    assert bench_edit.active_generation_bytes(gens, "g3-cc") is None
+    assert bench_edit.active_generation_bytes(gens, None) is None
+
+
+def test_one_generation_in_the_segment_layout_is_its_manifest_and_the_parts_it_lists(tmp_path) -> None:
+    (tmp_path / "manifests").mkdir()
+    manifest = {"segments": [{"sha256": "a" * 64, "size": 4096}, {"sha256": "b" * 64, "size": 100}], "tombstones": []}
+    text = json.dumps(manifest)
+    (tmp_path / "manifests" / ("e4516fb0815b" + "0" * 52 + ".json")).write_text(text)
+    (tmp_path / "manifests" / ("0fc5c296b229" + "0" * 52 + ".json")).write_text("{}")
+    expected = len(text) + 4096 + 100
+    assert bench_edit.manifest_generation_bytes(tmp_path, "g20261206T230436-e4516fb0815b") == expected
+    assert bench_edit.one_generation_bytes(tmp_path, "g20261206T230436-e4516fb0815b") == expected
+    assert bench_edit.manifest_generation_bytes(tmp_path, "g20261206T230436-ffffffffffff") is None
+    assert bench_edit.manifest_generation_bytes(tmp_path, None) is None
+
+
+def test_one_generation_in_the_one_file_layout_is_its_file(tmp_path) -> None:
+    (tmp_path / "generations").mkdir()
+    (tmp_path / "generations" / "g1-aa.db").write_bytes(b"x" * 300)
+    assert bench_edit.one_generation_bytes(tmp_path, "g1-aa") == 300
+    assert bench_edit.one_generation_bytes(tmp_path, "g2-bb") is None
+
+
 def _corpus(wall: float, walk: int) -> dict:
     return {
         "notes": 3088,
@@ -88,3 +137,17 @@ def test_edit_section_renders_one_row_per_corpus_with_both_engines() -> None:
     assert "1.00 GiB" in rows[1] and "3,088" in rows[1]
     assert any("load average (1 min) 3.5 before and 4.0 after" in line for line in lines)
     assert edit_section({}) == []
+
+
+def test_edit_section_adds_bm25s_columns_and_the_index_size_table() -> None:
+    corpus = _corpus(2.5, 2**20)
+    corpus["bm25s"] = {"median_wall_seconds": 3.384, "median_walk_bytes": 6 * 2**20}
+    corpus["index_sizes"] = bench_edit.index_size_row(
+        2**20, {"vaultsearch": 10 * 2**20, "vaultsearch_one_generation": 5 * 2**20, "tantivy": 2**19, "bm25s": None}
+    )
+    data = {"machine": {}, "edits_per_corpus": 3, "corpora": {"mdn": corpus, "old": _corpus(1.0, 1)}}
+    lines = edit_section({"edit": data})
+    edit_rows = [line for line in lines if line.endswith("| 3.38 s | 6.0 MiB |") or line.endswith("| - | - |")]
+    assert [row.split(" |")[0] for row in edit_rows] == ["| mdn", "| old"]  # an older result has no bm25s
+    size_rows = [line for line in lines if line.startswith("| mdn | 3,088 | 1.0 MiB |")]
+    assert size_rows == ["| mdn | 3,088 | 1.0 MiB | 10.0 MiB (10.00x) | 5.0 MiB (5.00x) | 512.0 KiB (0.50x) | - |"]

@@ -450,7 +450,7 @@ def test_the_build_floor_fills_notes_fts_exactly_as_the_real_build_does(tmp_path
     assert get_meta(real)["tokenizer"] == DEFAULT_TOKENIZER  # the tokenizer the floor uses
     seconds = build_floor.build_floor(vault, tmp_path / "floor.db")
     floor = sqlite3.connect(tmp_path / "floor.db")
-    sql = "SELECT rowid, * FROM notes_fts ORDER BY rowid"
+    sql = "SELECT note_id, data FROM note_text ORDER BY note_id"
     assert seconds > 0 and len(floor.execute(sql).fetchall()) >= 20
     assert floor.execute(sql).fetchall() == real.execute(sql).fetchall()
     query = "SELECT rowid FROM notes_fts WHERE notes_fts MATCH 'survives' ORDER BY rowid"

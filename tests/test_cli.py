@@ -252,16 +252,20 @@ def test_verify_good_then_tampered(capsys, make_vault):
         active["generation_id"],
         active["sha256"],
     )
+    [part] = report["parts"]
+    assert part["kind"] == "segment" and Path(part["path"]).name == f"{part['sha256']}.seg"
     code, out, _ = run(capsys, "verify", str(root))
-    assert code == 0 and out.startswith("ok: generation")
-    path = gen.layout_for(root).generations_dir / active["file_name"]
+    assert code == 0 and out.startswith("ok: generation") and part["path"] in out  # each part is listed
+    path = Path(part["path"])
     data = bytearray(path.read_bytes())
     data[len(data) // 2] ^= 0xFF  # same size, different bytes
     path.write_bytes(bytes(data))
     code, out, err = run(capsys, "verify", str(root))
-    assert code == 4 and out == "" and "[sha256_mismatch]" in err
+    assert code == 4 and out == "" and "[sha256_mismatch]" in err and part["path"] in err
     code, _, err = run(capsys, "verify", str(root), "--json")
-    assert code == 4 and json.loads(err)["reason"] == "sha256_mismatch"
+    evidence = json.loads(err)["evidence"]
+    assert json.loads(err)["reason"] == "sha256_mismatch" and evidence["expected"] == part["sha256"]
+    assert evidence["path"] == part["path"] and evidence["actual"] != part["sha256"]
     code, out, err = run(capsys, "search", str(root), "lighthouse", "--mode", "fts")
     assert code == 4 and out == "" and "[sha256_mismatch]" in err  # never served, never a fallback
 

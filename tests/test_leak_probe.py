@@ -174,7 +174,16 @@ def test_eval_with_failures_leaves_no_trace(vaults, tmp_path):
 
 
 def _status_seen(status: dict) -> dict:
-    for key in ("vault", "index_dir", "generation_id", "sha256", "size", "source_snapshot_hash", "age_seconds"):
+    for key in (
+        "vault",
+        "index_dir",
+        "generation_id",
+        "sha256",
+        "size",
+        "source_snapshot_hash",
+        "age_seconds",
+        "parts",
+    ):
         status.pop(key)
     status.pop("generations")
     for key in ("chunks_per_s", "seconds_left", "estimate"):  # how fast this machine embedded: a timing

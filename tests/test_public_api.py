@@ -65,6 +65,7 @@ PUBLIC = [
     "TokenFileError",
     "TokenRequiredError",
     "UnknownModeError",
+    "UnsupportedIndexFormatError",
     "UsageError",
     "ValidationError",
     "VaultMismatchError",

@@ -32,13 +32,12 @@ from core.build.link_graph import recompute_edges, replaced_notes
 from core.build.lock import build_lock, ensure_layout, new_staging_path
 from core.build.plan import BuildPlan, BuildRun, plan_build
 from core.build.prepare_pool import default_workers, prepared_notes
-from core.build.publish import publish
+from core.build.publish import publish, start_build
 from core.build.racy import settle_racy
 from core.build.report import BuildReport, build_report
 from core.build.source import NoteSource, WorkingTreeSource, resolve_settings
 from core.build.source import stored_settings as stored_source_settings
 from core.errors import IntegrityError, UsageError, ValidationError
-from core.index import state as gstate
 from core.index.layout import GenerationRecord, IndexLayout, ResolvedIndex, layout_for
 from core.index.ownership import check_vault
 from core.index.schema import create_schema
@@ -51,12 +50,7 @@ from core.index.tables.connection import atomic, set_journal_mode, set_working_m
 from core.index.tables.meta import get_meta, set_meta
 from core.index.tables.notes import count_notes, delete_notes, next_note_id, touch_notes
 from core.index.tables.problems import all_problems, replace_build_problems
-from core.index.tables.skipped_files import (
-    delete_skipped,
-    source_hashes,
-    source_note_ids,
-    source_paths,
-)
+from core.index.tables.skipped_files import delete_skipped, source_hashes, source_note_ids, source_paths
 from core.index.verify import connect_readonly, copy_base, resolve
 from core.ranking.analysis import language_analyzer_for
 from core.ranking.chunk_vectors import compute_chunk_vectors, store_chunk_vectors
@@ -142,7 +136,12 @@ class _Base:
     rebuild_detail: str | None = None
 
 
-def _open_base(layout: IndexLayout, config: IndexConfig) -> _Base:
+FORMAT_CHANGED = "index_format_changed"  # core.index.state.move_aside_unusable_state: a one-file index
+
+
+def _open_base(layout: IndexLayout, config: IndexConfig, recovered: tuple[str, str, str] | None) -> _Base:
+    if recovered is not None and recovered[2].startswith(FORMAT_CHANGED):
+        return _Base(None, None, FORMAT_CHANGED, recovered[2])  # an index of the one-file format: all rebuilt
     try:
         record = active_record(layout)
     except IntegrityError as exc:
@@ -240,13 +239,13 @@ def build_index(
     vault, layout, config, (chosen, chosen_rev) = _requested(vault, index_dir, config, changes, source, rev, in_place)
     ensure_layout(layout)  # refuses an index dir that is not ours before anything is written
     with build_lock(layout, wait_seconds=wait_seconds), build_io_errors(layout):
-        recovered = None if in_place else gstate.move_aside_unusable_state(layout)
+        recovered = None if in_place else start_build(layout)  # unusable state aside, expired parts gone
         t = time.perf_counter()
         src = _make_source(vault, layout.index_dir, config, chosen, chosen_rev, rehash)
         run = BuildRun(vault, layout, config, progress, workers, src, source_may_change)
         if recovered is not None:
             run.problems.append(Problem(*recovered))
-        start = None if in_place else _open_base(layout, config)
+        start = None if in_place else _open_base(layout, config, recovered)
         if start is not None and start.carry is not None:
             current = _current_report(run, start.carry)
             if current is not None:
@@ -403,6 +402,8 @@ def _record(conn: sqlite3.Connection, config: IndexConfig, timings: dict[str, fl
         timings=dict(timings),
         problems=[{"path": p["path"], "reason": p["reason"]} for p in all_problems(conn)],
         dense_model=None if dense_model is None else json.dumps(dense_model, sort_keys=True),
+        schema_version=meta.get("schema_version"),
+        analysis=config.identity(),
     )
 
 

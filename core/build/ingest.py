@@ -32,7 +32,7 @@ from core.index.tables.links import insert_links
 from core.index.tables.meta import get_meta, set_meta
 from core.index.tables.names import insert_names
 from core.index.tables.notes import insert_notes, next_note_id
-from core.index.tables.notes_fts import FTS_COLUMNS, insert_fts_rows
+from core.index.tables.notes_fts import FTS_COLUMNS, encode_texts, insert_fts_rows
 from core.index.tables.problems import insert_note_problems
 from core.index.tables.skipped_files import insert_skipped
 from core.index.tables.tags import insert_tags
@@ -90,7 +90,8 @@ class PreparedNote:
     problems: tuple[tuple[str, str], ...]  # (reason, detail)
     links: tuple[tuple, ...]  # (target, kind, heading, alias, source, alt_target)
     cells: tuple[str, ...]  # the notes_fts row: the texts of FTS_COLUMNS (the body last)
-    chunks: tuple[tuple[int, str, int, int, str], ...]  # ord, heading_path JSON, start, end, sha256
+    text: bytes  # its note_text cell: the cells compressed (notes_fts.encode_texts)
+    chunks: tuple[tuple[int, str, int, int, bytes], ...]  # ord, heading_path JSON, start, end, SHA-256 digest
     terms: LocalVector
     chunk_terms: LocalVector  # its chunks' vectors, one group (``_pieces`` says what)
     language: str = ""  # the language its terms were analysed in (core.ranking.languages)
@@ -128,12 +129,12 @@ def field_texts(note: ParsedNote) -> tuple[str, ...]:
 
 
 def _chunk_rows(note: ParsedNote, chunk_size: int, chunk_overlap: int) -> tuple[tuple[tuple, ...], list[str]]:
-    """The chunks rows (ord, heading_path JSON, start, end, sha256) and each chunk's heading cell
+    """The chunks rows (ord, heading_path JSON, start, end, SHA-256 digest) and each chunk's heading cell
     (its section's heading on the section's first chunk, else ""). A note without a body still
     gets one empty chunk, so that every note has a passage to show."""
     chunks = chunk_body(note.body, size=chunk_size, overlap=chunk_overlap)
     if not chunks:
-        return ((0, "[]", 0, 0, hashlib.sha256(b"").hexdigest()),), [""]
+        return ((0, "[]", 0, 0, hashlib.sha256(b"").digest()),), [""]
     rows, cells = [], []
     prev_path: tuple[str, ...] | None = None
     path_json = ""
@@ -142,9 +143,7 @@ def _chunk_rows(note: ParsedNote, chunk_size: int, chunk_overlap: int) -> tuple[
         if chunk.heading_path != prev_path:  # a section's first chunk; its chunks share the path's JSON
             prev_path, path_json = chunk.heading_path, notes_table.json_cell(chunk.heading_path)
             heading = chunk.heading_path[-1] if chunk.heading_path else ""
-        rows.append(
-            (chunk.ord, path_json, chunk.start, chunk.end, hashlib.sha256(chunk.text.encode("utf-8")).hexdigest())
-        )
+        rows.append((chunk.ord, path_json, chunk.start, chunk.end, hashlib.sha256(chunk.text.encode("utf-8")).digest()))
         cells.append(heading)
     return tuple(rows), cells
 
@@ -279,6 +278,7 @@ def _prepared(
         problems=tuple((p.reason, p.detail) for p in note.problems),
         links=tuple((ln.target, ln.kind, ln.heading, ln.alias, ln.source, ln.alt_target) for ln in note.links),
         cells=texts,
+        text=encode_texts(texts),
         chunks=chunks,
         terms=terms,
         chunk_terms=chunk_terms,
@@ -392,7 +392,7 @@ class NoteWriter:
         rows["names"].extend((key, note_id, rule, ord_) for key, rule, ord_ in note.names)
         rows["problems"].extend((note_id, *p) for p in note.problems)
         rows["links"].extend((note_id, *ln) for ln in note.links)
-        rows["fts"].append((note_id, *note.cells))
+        rows["fts"].append((note_id, note.text, *note.cells))
         cid = self.next_chunk_id
         rows["chunks"].extend((cid + i, note_id, *chunk) for i, chunk in enumerate(note.chunks))
         self._chunk_terms.append((note_id, table, note.chunk_terms))

@@ -114,7 +114,7 @@ def _acquire_flock(fd: int, lock_path: Path, wait_seconds: float) -> None:
 
 
 def new_staging_path(layout: IndexLayout) -> Path:
-    """A fresh, unused path under ``staging/`` for the builder's database (same filesystem as generations).
+    """A fresh, unused path under ``staging/`` for the builder's database (same filesystem as segments/).
 
     Requires ``build_lock``: publish reaps every staging file, which is safe only if staging files are
     created under the lock, so that no other live builder can own one.

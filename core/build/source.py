@@ -29,6 +29,7 @@ from core.build.ingest import read_source
 from core.errors import IntegrityError, SourceChangedError, UsageError
 from core.index.freshness_walk import RACY_NS  # one racy-mtime rule for the build and freshness
 from core.index.layout import IndexLayout
+from core.index.manifest import peek_segment
 from core.index.state import active_record
 from core.index.tables.git_dates import forget_dates
 from core.index.tables.meta import get_meta
@@ -140,7 +141,7 @@ def stored_settings(layout: IndexLayout, *, in_place: bool) -> dict[str, Any] | 
             record = active_record(layout)
         except IntegrityError:
             return None
-        path = layout.generations_dir / record["file_name"] if record else None
+        path = peek_segment(layout, record) if record else None
     if path is None or not path.exists():
         return None
     conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)

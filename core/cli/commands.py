@@ -235,7 +235,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if args.json:
         print_json(report)
     else:
-        emit(f"ok: generation {report.get('generation_id')} sha256 {report.get('sha256')} verified")
+        emit(f"ok: generation {report.get('generation_id')} manifest sha256 {report.get('sha256')} verified")
+        for part in report.get("parts", []):
+            emit(f"  {part['kind']} {part['path']}: {part['size']} bytes, sha256 ok, integrity_check ok")
     return 0
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from core.index.layout import IndexLayout, layout_for
+from core.index.manifest import peek_segment
 from core.index.state import active_record
 from core.index.tables.meta import get_meta
 
@@ -28,7 +29,9 @@ def _active_meta(layout: IndexLayout) -> dict[str, Any] | None:
     record = active_record(layout)
     if record is None:
         return None
-    path = layout.generations_dir / record["file_name"]
+    path = peek_segment(layout, record)
+    if path is None:
+        return None
     conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro&immutable=1", uri=True)
     try:
         return get_meta(conn)

@@ -16,7 +16,9 @@ class IndexLayout:
     vault: Path
     index_dir: Path  # <vault>/.vaultsearch by default
     state_path: Path  # index_dir/state.db  (generation-state DB)
-    generations_dir: Path  # index_dir/generations/<generation_id>.db
+    segments_dir: Path  # index_dir/segments/<sha256>.seg  (immutable parts, named by their SHA-256)
+    manifests_dir: Path  # index_dir/manifests/<M>.json  (a generation: M = SHA-256 of the manifest bytes)
+    generations_dir: Path  # index_dir/generations/: the pre-manifest format's one-file generations (reaped)
     staging_dir: Path  # index_dir/staging/
     lock_path: Path  # index_dir/build.lock
     legacy_path: Path  # index_dir/index.db  (the --in-place single-file layout)
@@ -35,6 +37,19 @@ class GenerationRecord:
     timings: dict[str, float]
     problems: list[dict[str, str]]
     dense_model: str | None = None  # JSON identity of the dense model, when vectors exist
+    schema_version: int | None = None  # the staged database's table schema (recorded in the manifest)
+    analysis: dict[str, Any] = field(default_factory=dict)  # analysis identity (IndexConfig.identity())
+
+
+@dataclass(frozen=True)
+class ResolvedPart:
+    """One verified part of a generation: its manifest entry and the open descriptor that was checked."""
+
+    kind: str  # 'segment'
+    sha256: str
+    size: int
+    path: Path
+    pinned: Any = field(default=None, compare=False, repr=False)  # core.index.pinned.PinnedFile
 
 
 @dataclass(frozen=True)
@@ -42,17 +57,18 @@ class ResolvedIndex:
     """A verified, servable index."""
 
     kind: str  # 'immutable_generation' | 'legacy_db'
-    path: Path
+    path: Path  # a generation: its manifest, manifests/<sha256>.json; legacy: index.db
     generation_id: str | None
-    sha256: str | None
-    size: int
+    sha256: str | None  # a generation: the manifest's SHA-256 (its content identity); legacy: None
+    size: int  # a generation: the manifest's byte count
     source_snapshot_hash: str | None
     created_at: float  # epoch seconds of publish (legacy: file mtime)
     layout: IndexLayout
     record: dict[str, Any]  # the state row (notes, chunks, timings, problems, ...)
-    # core.index.pinned.PinnedFile: the open descriptor of the inode that was hashed (generations only);
-    # connect_readonly serves exactly that inode. Not part of the identity.
+    # core.index.pinned.PinnedFile: the open descriptor of the generation's one segment that was verified
+    # (generations only); connect_readonly serves exactly that inode. Not part of the identity.
     pinned: Any = field(default=None, compare=False, repr=False)
+    parts: tuple[ResolvedPart, ...] = field(default=(), compare=False)  # every verified part, manifest order
 
 
 def vault_identity(layout: IndexLayout) -> str:
@@ -76,6 +92,8 @@ def layout_for(vault: Path, index_dir: Path | None = None) -> IndexLayout:
         vault=vault,
         index_dir=root,
         state_path=root / "state.db",
+        segments_dir=root / "segments",
+        manifests_dir=root / "manifests",
         generations_dir=root / "generations",
         staging_dir=root / "staging",
         lock_path=root / "build.lock",

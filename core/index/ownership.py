@@ -9,7 +9,8 @@ An index directory is ours when it holds our marker file (``MARKER_NAME``, JSON 
 format version). A directory without the marker is claimed only when it is empty (or
 absent: it is created), or when everything in it is recognisably a pre-marker index of
 ours (only our file names). Reaping and retention delete only files named as we name
-them (``is_staging_file``, ``is_generation_file``).
+them (``is_staging_file``, ``is_generation_file``, and ``core.index.manifest``'s ``is_segment_file`` and
+``is_manifest_file`` for ``segments/`` and ``manifests/``).
 
 Read-path safe: only ``os``, ``json`` and the error types.
 """
@@ -32,6 +33,7 @@ from core.errors import (
     VaultMissingError,
     VaultNotDirectoryError,
 )
+from core.index.manifest import is_manifest_file, is_segment_file
 
 if TYPE_CHECKING:
     from core.index.layout import IndexLayout
@@ -40,7 +42,7 @@ MARKER_NAME = "vaultsearch-index.json"
 MARKER_FORMAT = "vaultsearch-index"
 MARKER_VERSION = 1
 MARKER_MAX_BYTES = 4096
-_STAGING_FILE = re.compile(r"[\w.-]+\.db\.tmp(-journal|-wal|-shm)?")
+_STAGING_FILE = re.compile(r"[\w.-]+\.(db|json)\.tmp(-journal|-wal|-shm)?")
 _GENERATION_FILE = re.compile(r"g\d{8}T\d{6}-[0-9a-f]{12}\.db")
 _ASIDE_FILE = re.compile(r"state\.db(-journal)?\.corrupt-\d+")
 # a verification record's temp file (core.index.state.write_verification): .verified-<pid>-<32 hex>.tmp
@@ -51,16 +53,17 @@ _OUR_ROOT_FILES = frozenset(
     | {"index.db.building", "index.db.building-journal", "verified.json"}
     | {"watch.json", "watch.lock"}
 )
-_OUR_ROOT_DIRS = frozenset({"generations", "staging"})
+_OUR_ROOT_DIRS = frozenset({"generations", "staging", "segments", "manifests"})
 
 
 def is_staging_file(name: str) -> bool:
-    """A name the builder or publish gives a staging file (``<hex>.db.tmp``, ``state-<hex>.db.tmp``)."""
+    """A name the builder or publish gives a staging file (``<hex>.db.tmp``, ``state-<hex>.db.tmp``,
+    ``manifest-<hex>.json.tmp``)."""
     return _STAGING_FILE.fullmatch(name) is not None
 
 
 def is_generation_file(name: str) -> bool:
-    """A name publish gives a generation file (``g<yyyymmddTHHMMSS>-<sha256[:12]>.db``)."""
+    """A name the pre-manifest publish gave a one-file generation (``g<yyyymmddTHHMMSS>-<sha256[:12]>.db``)."""
     return _GENERATION_FILE.fullmatch(name) is not None
 
 
@@ -132,7 +135,7 @@ def prepare_index_dir(layout: IndexLayout) -> list[str]:
     else:
         _refuse_foreign(index_dir, entries)
     _check_holds_no_notes(index_dir)
-    for directory in (layout.generations_dir, layout.staging_dir):
+    for directory in (layout.segments_dir, layout.manifests_dir, layout.staging_dir):
         try:
             directory.mkdir(exist_ok=True)
         except OSError as exc:
@@ -213,13 +216,13 @@ def _check_holds_no_notes(index_dir: Path) -> None:
 
 
 def _recognisably_ours(index_dir: Path, entries: list[str]) -> bool:
-    """A pre-marker index of ours: only our top-level names, and only our files in generations/ and staging/."""
+    """A pre-marker index of ours: only our top-level names, and only our files in our sub-folders."""
     for name in entries:
         path = index_dir / name
         if name in _OUR_ROOT_DIRS:
             if path.is_symlink() or not path.is_dir():
                 return False
-            check = is_generation_file if name == "generations" else is_staging_file
+            check = _DIR_FILES[name]
             try:
                 if not all(check(child) for child in os.listdir(path)):
                     return False
@@ -228,6 +231,14 @@ def _recognisably_ours(index_dir: Path, entries: list[str]) -> bool:
         elif not _our_root_file(name) or path.is_symlink() or not path.is_file():
             return False
     return True
+
+
+_DIR_FILES = {
+    "generations": is_generation_file,
+    "staging": is_staging_file,
+    "segments": is_segment_file,
+    "manifests": is_manifest_file,
+}
 
 
 def _refuse_foreign(index_dir: Path, entries: list[str]) -> None:

@@ -13,7 +13,7 @@ import sqlite3
 from core.index.tables.connection import run_statements
 from core.index.tables.meta import set_meta
 
-SCHEMA_VERSION = 14
+SCHEMA_VERSION = 19
 
 
 def schema_ddl(tokenizer: str) -> tuple[str, ...]:
@@ -43,6 +43,7 @@ def schema_ddl(tokenizer: str) -> tuple[str, ...]:
         problems.DDL_NOTE_PROBLEMS,
         chunks.DDL_CHUNKS,
         notes_fts.ddl_notes_fts(tokenizer),
+        notes_fts.DDL_NOTE_TEXT,
         terms.DDL_TERMS,
         terms.DDL_NOTE_TERMS,
         terms.DDL_CHUNK_TERMS,

@@ -1,6 +1,7 @@
 """The generation-state database: which generations exist and which one is active.
 
-A small SQLite file (``state.db``) beside ``generations/``. What its rows mean lives here (its
+A small SQLite file (``state.db``) beside ``manifests/`` and ``segments/``; a row names its
+generation's manifest (``core.index.manifest``). What its rows mean lives here (its
 tables and statements are ``core.index.tables.state_db``); ``core.build.publish`` and
 ``core.index.verify`` publish and verify through these functions. The first state
 DB is built whole in ``staging/`` and renamed into place, so ``state.db`` either does not
@@ -34,7 +35,10 @@ STATE_TIMEOUT_S = 10.0
 # in rollback mode a reader only takes shared locks and never writes. So the state file's stat fingerprint
 # changes only when a publish commits, which is what makes the verified-identity cache below sound.
 # 2: meta holds 'vault_identity' (which vault this index is of: core.index.layout.vault_identity).
-STATE_SCHEMA_VERSION = 2
+# 3: a generation is a manifest of content-addressed segments (file_name/sha256/size are the manifest's,
+#    removed_at starts the part grace period); a state of schema 2 names one-file generations/<gid>.db.
+STATE_SCHEMA_VERSION = 3
+ONE_FILE_STATE_VERSION = "2"  # the format before manifests: rebuilt whole by the next build
 BUSY_ERRORS = frozenset({"SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_BUSY_SNAPSHOT", "SQLITE_BUSY_RECOVERY"})
 
 
@@ -76,11 +80,13 @@ def check_state_schema(layout: IndexLayout, conn: sqlite3.Connection) -> None:
         raise state_error(layout, f"missing tables {missing}", missing_tables=missing)
     version = state_db.state_version(conn)
     if version != str(STATE_SCHEMA_VERSION):
+        older = " (one-file generations, before manifests)" if version == ONE_FILE_STATE_VERSION else ""
         raise SchemaMismatchError(
-            f"generation state schema {version!r} is not {STATE_SCHEMA_VERSION}; delete {layout.index_dir} and rebuild",
+            f"generation state schema {version!r}{older} is not {STATE_SCHEMA_VERSION}",
             path=str(layout.state_path),
             expected=STATE_SCHEMA_VERSION,
             actual=version,
+            hint=f"rebuild with: vaultsearch index {layout.vault} (the build replaces the index of {layout.index_dir})",
         )
 
 
@@ -120,7 +126,7 @@ def active_row(layout: IndexLayout, conn: sqlite3.Connection) -> dict[str, Any]:
     record = decode_row(layout, row)
     if record["status"] != "ready":
         raise state_error(layout, f"active generation {pointer} is marked {record['status']}", active=pointer)
-    if record["file_name"] != f"{record['generation_id']}.db":
+    if record["file_name"] != f"{record['sha256']}.json":
         raise state_error(
             layout,
             f"generation {pointer} names file {record['file_name']!r}",
@@ -179,12 +185,15 @@ def check_base(actual: str | None, expected: str | None) -> None:
         )
 
 
-def record_row(record: GenerationRecord, gid: str, sha256: str, size: int, created_at: float) -> dict[str, Any]:
+def record_row(
+    record: GenerationRecord, gid: str, manifest_sha256: str, manifest_size: int, created_at: float
+) -> dict[str, Any]:
+    """The state row of a generation: its manifest's name, SHA-256 and size, and the build's counts."""
     return {
         "generation_id": gid,
-        "file_name": f"{gid}.db",
-        "sha256": sha256,
-        "size": size,
+        "file_name": f"{manifest_sha256}.json",
+        "sha256": manifest_sha256,
+        "size": manifest_size,
         "source_snapshot_hash": record.source_snapshot_hash,
         "notes": record.notes,
         "chunks": record.chunks,
@@ -247,7 +256,12 @@ def move_aside_unusable_state(layout: IndexLayout) -> tuple[str, str, str] | Non
     try:
         with_state(layout, lambda conn: active_row(layout, conn))
         return None
-    except (StateCorruptError, SchemaMismatchError) as exc:
+    except SchemaMismatchError as exc:
+        if exc.evidence.get("actual") == ONE_FILE_STATE_VERSION:
+            why = "index_format_changed: one-file generations are replaced by manifests of segments"
+        else:
+            why = f"{exc.reason}: {exc.message}"
+    except StateCorruptError as exc:
         why = f"{exc.reason}: {exc.message}"
     stamp = time.time_ns()
     aside = layout.index_dir / f"state.db.corrupt-{stamp}"
@@ -259,13 +273,13 @@ def move_aside_unusable_state(layout: IndexLayout) -> tuple[str, str, str] | Non
     return ("state.db", "state_recovered", f"{why}; moved aside to {aside.name}, index rebuilt")
 
 
-def mark_removed(layout: IndexLayout, generation_ids: list[str]) -> None:
-    """Mark generations removed (their files are deleted afterwards by the caller)."""
+def mark_removed(layout: IndexLayout, generation_ids: list[str], removed_at: float) -> None:
+    """Mark generations removed at ``removed_at`` (their manifests and parts outlive it by a grace period)."""
 
     def mark(conn: sqlite3.Connection) -> None:
         with atomic(conn):
             for gid in generation_ids:
-                state_db.mark_removed(conn, gid)
+                state_db.mark_removed(conn, gid, removed_at)
 
     with_state(layout, mark)
 
@@ -275,7 +289,7 @@ def mark_removed(layout: IndexLayout, generation_ids: list[str]) -> None:
 # every fingerprint it names is unchanged (generations.resolve decides; docs/architecture.md, threat model).
 
 RECORD_NAME = "verified.json"
-RECORD_FORMAT = 1
+RECORD_FORMAT = 2  # 2: one entry per part, keyed by the part's SHA-256 (core.index.parts)
 RECORD_MAX_BYTES = 1 << 16
 
 

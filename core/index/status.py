@@ -126,6 +126,11 @@ def _visibility(classifications: Sequence[str] | None) -> dict[str, Any]:
 _GENERATION_KEYS = ("generation_id", "status", "active", "created_at")
 
 
+def _parts(resolved: ResolvedIndex) -> list[dict[str, Any]]:
+    """The generation's parts as its manifest names them (none for a legacy index)."""
+    return [{"kind": p.kind, "sha256": p.sha256, "size": p.size, "path": str(p.path)} for p in resolved.parts]
+
+
 def _link_counts(conn: sqlite3.Connection, resolved: ResolvedIndex, filters: Filters) -> tuple[int, int]:
     """(links, unresolved links) a restricted caller may know of: its visible notes' links resolved among
     its visible notes (core.ranking.visibility), so a link to a hidden note counts as unresolved and a
@@ -219,8 +224,9 @@ def index_status(
             "index_dir": str(layout.index_dir),
             "index_kind": resolved.kind,
             "generation_id": resolved.generation_id,
-            "sha256": resolved.sha256,
+            "sha256": resolved.sha256,  # a generation: its manifest's SHA-256 (content identity)
             "size": resolved.size,
+            "parts": _parts(resolved),
             "source_snapshot_hash": resolved.source_snapshot_hash,
             "age_seconds": round(max(0.0, time.time() - resolved.created_at), 3),
             "visibility": _visibility(filters.classifications),

@@ -1,10 +1,11 @@
 """Verified serving of an index: ``resolve`` (verify + cache), ``verify_full``, the read-only connection.
 
-``resolve`` verifies the active generation (state row, existence, size, SHA-256) and caches that
-verified identity by file fingerprint: in process (``VERIFY_STATS`` counts hashes and hits), and
-across processes through the verification record beside ``state.db``. Any mismatch fails closed
-with a typed ``IntegrityError``; there is never a fallback to an older generation. A generation
-is served as the very inode that was hashed (``core.index.pinned``).
+``resolve`` verifies the active generation: the state row, its manifest (hashed, matched with the row)
+and every part the manifest names (size, and SHA-256 unless a per-part record vouches: ``core.index.parts``),
+and caches that verified identity by file fingerprint: in process (``VERIFY_STATS`` counts part hashes
+and hits), and across processes through the verification record beside ``state.db``. Any mismatch
+fails closed with a typed ``IntegrityError``; there is never a fallback to an older generation. A
+part is served as the very inode that was checked (``core.index.pinned``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import os
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,21 +25,17 @@ from core.errors import (
     IndexMissingError,
     IntegrityError,
     LegacyInterruptedError,
-    Sha256MismatchError,
-    SizeMismatchError,
     SqliteIntegrityError,
 )
 from core.index import pinned
 from core.index import state as gstate
-from core.index.layout import IndexLayout, ResolvedIndex
-from core.index.ownership import is_generation_file, is_staging_file
-from core.index.state import list_generations
+from core.index.debris import debris
+from core.index.layout import IndexLayout, ResolvedIndex, ResolvedPart
+from core.index.manifest import Manifest, single_segment
+from core.index.parts import is_racy, part_problems, pin_parts, read_manifest, record_body, recorded_parts, vouched
 from core.index.tables.connection import integrity_lines, read_header
 
 HASH_BLOCK = 1 << 20
-# A file changed within this window of its verification may change again in the same timestamp tick
-# without altering its stat fingerprint (the "racy git" problem), so such a verification is not cached.
-RACY_WINDOW_NS = 50_000_000
 VERIFY_CACHE_MAX = 64  # index dirs whose verified identity (and open descriptor) a process keeps
 
 
@@ -91,10 +89,11 @@ def connect_readonly(resolved: ResolvedIndex, *, any_thread: bool = False) -> sq
 
 
 def _open_error(resolved: ResolvedIndex, exc: sqlite3.DatabaseError) -> IntegrityError | IndexBusyError:
-    evidence = {"path": str(resolved.path), "generation_id": resolved.generation_id}
+    path = resolved.pinned.path if resolved.pinned is not None else resolved.path
+    evidence = {"path": str(path), "generation_id": resolved.generation_id}
     name = getattr(exc, "sqlite_errorname", None)
-    if not resolved.path.exists():
-        return GenerationMissingError(f"index file {resolved.path} vanished after it was verified", **evidence)
+    if not path.exists():
+        return GenerationMissingError(f"index file {path} vanished after it was verified", **evidence)
     if name in gstate.BUSY_ERRORS:  # a live --in-place build holds the lock: busy, not broken
         return IndexBusyError(f"index file {resolved.path} is locked by a writer: {exc}", **evidence, sqlite_error=name)
     if resolved.kind == "legacy_db" and Path(f"{resolved.path}-journal").exists():
@@ -107,12 +106,13 @@ def _open_error(resolved: ResolvedIndex, exc: sqlite3.DatabaseError) -> Integrit
 
 
 def copy_base(resolved: ResolvedIndex, dest: Path) -> None:
-    """Copy a verified generation to ``dest`` (a builder's or embedder's base), hashing while copying: a
-    copy that is not the recorded SHA-256 and size raises a typed ``IntegrityError`` and is deleted."""
-    if resolved.pinned is None:
+    """Copy a verified generation's one segment to ``dest`` (a builder's or embedder's base), hashing while
+    copying: a copy that is not the part's SHA-256 and size raises a typed ``IntegrityError`` and is deleted."""
+    if resolved.pinned is None or len(resolved.parts) != 1:
         raise BuildError("a base generation is copied only after resolve() (no verified descriptor)")
-    resolved.pinned.copy_to(
-        dest, expected_sha256=resolved.sha256, expected_size=resolved.size, generation_id=resolved.generation_id
+    part = resolved.parts[0]
+    part.pinned.copy_to(
+        dest, expected_sha256=part.sha256, expected_size=part.size, generation_id=resolved.generation_id
     )
     with _CACHE_LOCK:
         VERIFY_STATS["full_hashes"] += 1
@@ -218,17 +218,11 @@ def _change_counter(state: Path, sig: tuple[int, ...] | None) -> bytes | None:
         return os.pread(found[0], 4, 24)
 
 
-def _is_racy(sig: tuple[int, ...] | None, now_ns: int) -> bool:
-    """True when a file changed so recently that a further change could keep the same timestamps."""
-    return sig is None or now_ns - max(sig[3], sig[4]) < RACY_WINDOW_NS
-
-
-def resolved_generation(
-    layout: IndexLayout, record: dict[str, Any], pin: pinned.PinnedFile | None = None
-) -> ResolvedIndex:
+def resolved_generation(layout: IndexLayout, record: dict[str, Any], parts: list[ResolvedPart]) -> ResolvedIndex:
+    """A generation verified as ``record`` (its manifest) and ``parts``; served through its one segment."""
     return ResolvedIndex(
         kind="immutable_generation",
-        path=layout.generations_dir / record["file_name"],
+        path=layout.manifests_dir / record["file_name"],
         generation_id=record["generation_id"],
         sha256=record["sha256"],
         size=record["size"],
@@ -236,33 +230,16 @@ def resolved_generation(
         created_at=record["created_at"],
         layout=layout,
         record=record,
-        pinned=pin,
+        pinned=parts[0].pinned if len(parts) == 1 else None,
+        parts=tuple(parts),
     )
 
 
-def _record_body(layout: IndexLayout, state: tuple[Any, ...], record: dict[str, Any], sig: tuple) -> dict[str, Any]:
-    """What a verification record vouches for: exactly the fingerprints the in-process cache trusts."""
-    return {
-        "index_dir": str(layout.index_dir),
-        "state": [s.hex() if isinstance(s, bytes) else (list(s) if s is not None else None) for s in state],
-        "generation_id": record["generation_id"],
-        "file_name": record["file_name"],
-        "sha256": record["sha256"],
-        "size": record["size"],
-        "file": list(sig),
-    }
-
-
-def _record_vouches(layout: IndexLayout, expected: dict[str, Any]) -> bool:
-    body, _status = gstate.read_verification(layout)
-    if body is None:
-        return False
-    return {key: body.get(key) for key in expected} == expected
-
-
-def _write_record(layout: IndexLayout, body: dict[str, Any]) -> None:
+def _write_record(layout: IndexLayout, body: dict[str, Any] | None) -> None:
     """Leave the verification record for later processes. A reader that may not write the index dir
     (read-only mount, other owner) still serves; the failure is counted in ``VERIFY_STATS``."""
+    if body is None:
+        return
     try:
         gstate.write_verification(layout, body)
     except OSError:
@@ -273,38 +250,34 @@ def _write_record(layout: IndexLayout, body: dict[str, Any]) -> None:
         VERIFY_STATS["record_writes"] += 1
 
 
-def _file_problems(pin: pinned.PinnedFile, record: dict[str, Any], *, hash_it: bool = True) -> list[IntegrityError]:
-    """Size, then SHA-256 of the pinned generation file against its state row; every problem found.
-    The descriptor must be unchanged afterwards (else ``GenerationChangedError``, raised, not collected)."""
-    gid, expected_sha, expected_size = record["generation_id"], record["sha256"], record["size"]
-    path = pin.path
+def remember_parts(layout: IndexLayout, parts: list[ResolvedPart]) -> None:
+    """Record parts this process has just hashed itself (a publisher), so the next process need not."""
+    _write_record(layout, record_body(layout, recorded_parts(layout), parts, time.time_ns()))
+
+
+def _check_parts(
+    parts: list[ResolvedPart], gid: str, recorded: dict[str, list[int]], now_ns: int
+) -> tuple[list[IntegrityError], int]:
+    """(every problem of every part, how many parts were hashed): a part is hashed unless vouched for."""
     problems: list[IntegrityError] = []
-    if pin.sig[2] != expected_size:
-        problems.append(
-            SizeMismatchError(
-                f"generation file {path} has {pin.sig[2]} bytes, state says {expected_size}",
-                path=str(path),
-                generation_id=gid,
-                expected=expected_size,
-                actual=pin.sig[2],
-            )
-        )
-    if hash_it:
-        actual_sha, _ = pin.digest()
-        with _CACHE_LOCK:
-            VERIFY_STATS["full_hashes"] += 1
-        pin.check_unchanged(gid)
-        if actual_sha != expected_sha:
-            problems.append(
-                Sha256MismatchError(
-                    f"generation file {path} has SHA-256 {actual_sha}, state says {expected_sha}",
-                    path=str(path),
-                    generation_id=gid,
-                    expected=expected_sha,
-                    actual=actual_sha,
-                )
-            )
-    return problems
+    hashed = 0
+    for part in parts:
+        hash_it = not vouched(recorded, part, now_ns)
+        problems += part_problems(part, gid, hash_it=hash_it)
+        hashed += hash_it
+    with _CACHE_LOCK:
+        VERIFY_STATS["full_hashes"] += hashed
+    return problems, hashed
+
+
+def _combined(problems: list[IntegrityError], *, listed: bool = False) -> IntegrityError:
+    """One error of the first problem's type carrying every problem as evidence (``listed``: even one)."""
+    first = problems[0]
+    if len(problems) == 1 and not listed:
+        return first
+    return type(first)(
+        "; ".join(p.message for p in problems), **first.evidence, problems=[p.to_dict() for p in problems]
+    )
 
 
 def _legacy(layout: IndexLayout) -> ResolvedIndex:
@@ -330,128 +303,143 @@ def _legacy(layout: IndexLayout) -> ResolvedIndex:
     )
 
 
-def _active(layout: IndexLayout) -> tuple[dict[str, Any], pinned.PinnedFile]:
-    record = gstate.with_state(layout, lambda conn: gstate.active_row(layout, conn))
-    path = layout.generations_dir / record["file_name"]
-    return record, pinned.pin(path, record["generation_id"], record["sha256"])
+# A test seam: called after the manifest was read and before its parts are pinned (the window in which
+# a publish and its part removal can overtake a reader). None in production.
+AFTER_MANIFEST_HOOK: Callable[[IndexLayout, dict[str, Any]], None] | None = None
+RESOLVE_TRIES = 3  # publishes that may overtake one reader before it gives up (each is a newer generation)
+
+
+def _active_id(layout: IndexLayout) -> str:
+    return str(gstate.with_state(layout, lambda conn: gstate.active_row(layout, conn))["generation_id"])
+
+
+def _open_active(layout: IndexLayout) -> tuple[dict[str, Any], Manifest, list[ResolvedPart]]:
+    """The active row, its verified manifest and every part pinned. A manifest or part gone between
+    reading the state and opening it means a newer publish removed it: the ACTIVE generation is resolved
+    again (never an older one); when the state still names the same generation, the loss is the error."""
+    for attempt in range(RESOLVE_TRIES):
+        record = gstate.with_state(layout, lambda conn: gstate.active_row(layout, conn))
+        gid = record["generation_id"]
+        try:
+            manifest, _pin = read_manifest(layout, record)
+            if AFTER_MANIFEST_HOOK is not None:
+                AFTER_MANIFEST_HOOK(layout, record)
+            return record, manifest, pin_parts(layout, manifest, gid)
+        except GenerationMissingError:
+            if attempt + 1 == RESOLVE_TRIES or _active_id(layout) == gid:
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def resolve(layout: IndexLayout) -> ResolvedIndex:
     """The reader path: the verified active generation (or the legacy index when no state exists).
 
-    The file is opened once and that descriptor is hashed and served (``connect_readonly``). A verified
-    identity is reused without hashing while the fingerprint of the state DB (with its siblings) and of the
-    generation file is unchanged: in process from a cache, across processes from the verification record.
-    Any mismatch, or any change seen during verification, raises a typed ``IntegrityError``; an older
-    generation is never served instead.
+    The manifest is pinned, hashed and matched with the state row; each part is pinned, its size checked
+    and its SHA-256 computed unless the verification record vouches for that part's exact file. Parts are
+    served through the descriptors that were checked (``connect_readonly``). A verified identity is reused
+    without any hash while the fingerprint of the state DB (with its siblings), the manifest and every part
+    is unchanged. Any mismatch, or any change seen during verification, raises a typed ``IntegrityError``;
+    an older generation is never served instead. A generation of more than one segment is refused whole
+    (``unsupported_index_format``).
     """
     key = str(layout.index_dir)
     state = _state_fingerprint(layout)
     with _CACHE_LOCK:
         cached = _VERIFY_CACHE.get(key)
-    if cached is not None and cached[1].layout == layout and state + (_stat_sig(cached[1].path),) == cached[0]:
+    if cached is not None and cached[1].layout == layout and state + _files_sig(cached[1]) == cached[0]:
         with _CACHE_LOCK:
             VERIFY_STATS["cache_hits"] += 1
         return cached[1]
     if state[0] is None:
         return _legacy(layout)
-    record, pin = _active(layout)
+    record, manifest, parts = _open_active(layout)
+    gid = record["generation_id"]
     started_ns = time.time_ns()
-    body = _record_body(layout, state, record, pin.sig)
-    vouched = not _is_racy(pin.sig, started_ns) and _record_vouches(layout, body)
-    problems = _file_problems(pin, record, hash_it=not vouched)
+    recorded = recorded_parts(layout)
+    problems, hashed = _check_parts(parts, gid, recorded, started_ns)
     if problems:
-        raise problems[0]
-    pin.check_unchanged(record["generation_id"])
-    resolved = resolved_generation(layout, record, pin)
-    after = _state_fingerprint(layout) + (pin.sig,)
-    if after == state + (pin.sig,) and not _is_racy(pin.sig, started_ns):
+        raise _combined(problems)
+    single_segment(manifest, layout.manifests_dir / record["file_name"], gid)
+    for part in parts:
+        part.pinned.check_unchanged(gid)
+    resolved = resolved_generation(layout, record, parts)
+    sigs = tuple(p.pinned.sig for p in parts)
+    after = _state_fingerprint(layout) + _files_sig(resolved)
+    if after == state + (_stat_sig(resolved.path), *sigs) and not any(is_racy(sig, started_ns) for sig in sigs):
         with _CACHE_LOCK:
             _VERIFY_CACHE.pop(key, None)
-            while len(_VERIFY_CACHE) >= VERIFY_CACHE_MAX:  # each entry holds an open descriptor: bounded
+            while len(_VERIFY_CACHE) >= VERIFY_CACHE_MAX:  # each entry holds open descriptors: bounded
                 _VERIFY_CACHE.pop(next(iter(_VERIFY_CACHE)))
             _VERIFY_CACHE[key] = (after, resolved)
-            if vouched:
+            if not hashed:
                 VERIFY_STATS["record_hits"] += 1
-        if not vouched:
-            _write_record(layout, body)
+        _write_record(layout, record_body(layout, recorded, parts, started_ns))
     return resolved
 
 
-def debris(layout: IndexLayout, ready: set[str]) -> list[Path]:
-    """Files no state row serves: everything in staging/, and generations/ files not named by a ready row."""
-    found: list[Path] = []
-    if layout.staging_dir.is_dir():  # only files named as we name them: a foreign file is never ours to delete
-        found = [p for p in sorted(layout.staging_dir.iterdir()) if is_staging_file(p.name) and _plain_file(p)]
-    if layout.generations_dir.is_dir():
-        found += [
-            p
-            for p in sorted(layout.generations_dir.iterdir())
-            if is_generation_file(p.name) and p.name not in ready and _plain_file(p)
-        ]
-    return found
-
-
-def _plain_file(path: Path) -> bool:
-    return path.is_file() and not path.is_symlink()
-
-
-def ready_files(layout: IndexLayout) -> set[str]:
-    return {row["file_name"] for row in list_generations(layout) if row["status"] == "ready"}
+def _files_sig(resolved: ResolvedIndex) -> tuple[Any, ...]:
+    """Stat fingerprints of a generation's manifest and parts, as named now."""
+    return (_stat_sig(resolved.path), *(_stat_sig(p.path) for p in resolved.parts))
 
 
 def verify_full(layout: IndexLayout) -> dict[str, Any]:
-    """Uncached check of the active index: state consistency, size, SHA-256 and ``PRAGMA integrity_check``.
+    """Uncached check of the active index: state consistency, the manifest's SHA-256, and for EVERY part
+    its size, SHA-256 and ``PRAGMA integrity_check``, each part listed in the report.
 
     Collects every problem and raises once (the first problem's type, all of them in ``problems``).
-    Orphan files are reported as information, not failures.
+    Files no generation needs (``core.index.debris``) are reported as ``orphans``, not failures.
     """
     if not layout.state_path.exists():
-        legacy = _legacy(layout)
-        lines = _integrity_problems(legacy.path, immutable=False)
-        if lines:
-            raise SqliteIntegrityError(
-                f"legacy index {legacy.path} fails integrity_check", path=str(legacy.path), expected="ok", actual=lines
-            )
-        return {
-            "kind": "legacy_db",
-            "path": str(legacy.path),
-            "size": legacy.size,
-            "generation_id": None,
-            "sha256": None,
-            "checks": ["integrity_check"],
-            "orphans": [],
-        }
+        return _verify_legacy(layout)
     state = _state_fingerprint(layout)
-    record, pin = _active(layout)
+    record, manifest, parts = _open_active(layout)
+    gid = record["generation_id"]
     started_ns = time.time_ns()
-    resolved = resolved_generation(layout, record, pin)
-    problems = _file_problems(pin, record)
-    lines = pinned_integrity_lines(pin, record["generation_id"])
-    if lines:
-        problems.append(
-            SqliteIntegrityError(
-                f"generation file {resolved.path} fails integrity_check",
-                path=str(resolved.path),
-                expected="ok",
-                actual=lines,
+    problems, _ = _check_parts(parts, gid, {}, started_ns)
+    listed = []
+    for part in parts:
+        lines = pinned_integrity_lines(part.pinned, gid)
+        if lines:
+            problems.append(
+                SqliteIntegrityError(
+                    f"part {part.path} fails integrity_check", path=str(part.path), expected="ok", actual=lines
+                )
             )
-        )
+        listed.append({"kind": part.kind, "path": str(part.path), "sha256": part.sha256, "size": part.size})
     if problems:
-        first = problems[0]
-        raise type(first)(
-            "; ".join(p.message for p in problems), **first.evidence, problems=[p.to_dict() for p in problems]
-        )
-    pin.check_unchanged(record["generation_id"])
-    if _state_fingerprint(layout) == state and not _is_racy(pin.sig, started_ns):
-        _write_record(layout, _record_body(layout, state, record, pin.sig))
-    orphans = [str(p) for p in debris(layout, ready_files(layout))]
+        raise _combined(problems, listed=True)
+    resolved = resolved_generation(layout, record, parts)
+    single_segment(manifest, resolved.path, gid)
+    for part in parts:
+        part.pinned.check_unchanged(gid)
+    if _state_fingerprint(layout) == state:
+        _write_record(layout, record_body(layout, recorded_parts(layout), parts, started_ns))
     return {
         "kind": "immutable_generation",
         "path": str(resolved.path),
-        "generation_id": resolved.generation_id,
+        "generation_id": gid,
         "sha256": resolved.sha256,
         "size": resolved.size,
-        "checks": ["state", "exists", "size", "sha256", "integrity_check"],
-        "orphans": orphans,
+        "manifest": {"path": str(resolved.path), "sha256": resolved.sha256, "size": resolved.size},
+        "parts": listed,
+        "checks": ["state", "manifest_sha256", "exists", "size", "sha256", "integrity_check"],
+        "orphans": [str(p) for p in debris(layout, time.time())],
+    }
+
+
+def _verify_legacy(layout: IndexLayout) -> dict[str, Any]:
+    legacy = _legacy(layout)
+    lines = _integrity_problems(legacy.path, immutable=False)
+    if lines:
+        raise SqliteIntegrityError(
+            f"legacy index {legacy.path} fails integrity_check", path=str(legacy.path), expected="ok", actual=lines
+        )
+    return {
+        "kind": "legacy_db",
+        "path": str(legacy.path),
+        "size": legacy.size,
+        "generation_id": None,
+        "sha256": None,
+        "checks": ["integrity_check"],
+        "orphans": [],
     }

@@ -107,6 +107,7 @@ class SearchContext:
     conn: sqlite3.Connection
     options: dict[str, Any] = field(default_factory=dict)
     _sparse: SparseIndex | None = None
+    _whole: SparseIndex | None = None  # the whole generation's (``_sparse`` is a restricted caller's view of it)
     _chunks: ChunkVectors | None = None
     _postings: QueryPostings | None = None
     _mask: np.ndarray | None = None
@@ -141,10 +142,13 @@ class SearchContext:
         sp, mask = self.sparse(), self.mask()
         languages = self.meta.get("languages") or ["en"]
         visible = None
-        if not mask.all():  # expansions and unmatched words see only the notes the caller may see
+        # expansions and unmatched words count only the notes the filters let through; when those are
+        # exactly the caller's visible notes, its df (summed over its visible classes) is that count
+        seen = sp.seen.rows if sp.seen is not None else None
+        if not (mask.all() if seen is None else np.array_equal(mask, seen)):
 
             def visible(tid: int) -> int:
-                return int(mask[sp.docs[sp.indptr[tid] : sp.indptr[tid + 1]]].sum())
+                return int(np.count_nonzero(mask[sp.docs[sp.indptr[tid] : sp.indptr[tid + 1]]]))
 
         return QueryAnalyzer(sp.term_id, vocabulary(sp), languages, visible, _name_counter(sp, mask)).analyse(text)
 
@@ -176,11 +180,16 @@ class SearchContext:
         return stored.Reader(connect_readonly(self.resolved, any_thread=True))
 
     def _full_sparse(self) -> SparseIndex:
-        r = self.resolved
-        if r.kind == "legacy_db":  # mutable file: never cached, read whole
-            return load_sparse(self.conn)
-        key = (str(r.path), r.generation_id, r.sha256)
-        return SPARSE_CACHE.get(str(r.layout.index_dir), key, lambda: load_sparse(self.conn, reader=self._reader()))
+        if self._whole is None:
+            r = self.resolved
+            if r.kind == "legacy_db":  # mutable file: never cached, read whole
+                self._whole = load_sparse(self.conn)
+            else:
+                key = (str(r.path), r.generation_id, r.sha256)
+                self._whole = SPARSE_CACHE.get(
+                    str(r.layout.index_dir), key, lambda: load_sparse(self.conn, reader=self._reader())
+                )
+        return self._whole
 
     def analyzer_terms(self, text: str) -> list[str]:
         """The terms the query analysis gives ``text`` (the words of a raw FTS5 expression)."""
@@ -214,11 +223,12 @@ class SearchContext:
             r, sp = self.resolved, self.sparse()
 
             def full() -> ChunkVectors:
+                whole = self._full_sparse()
                 if r.kind == "legacy_db":
-                    return load_chunk_vectors(self.conn, sp)
+                    return load_chunk_vectors(self.conn, whole)
                 key = (str(r.path), r.generation_id, r.sha256)
                 return CHUNK_CACHE.get(
-                    str(r.layout.index_dir), key, lambda: load_chunk_vectors(self.conn, sp, reader=self._reader())
+                    str(r.layout.index_dir), key, lambda: load_chunk_vectors(self.conn, whole, reader=self._reader())
                 )
 
             self._chunks = self.statistics().chunk_vectors(sp, full)

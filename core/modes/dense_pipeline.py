@@ -258,7 +258,7 @@ def dense_scores(ctx: SearchContext, embedder: Embedder) -> DenseScores:
     if ctx.statistics().restricted:
         # only the visible notes' rows, as one matrix: the same product (bit for bit) as in an index
         # without the hidden notes, where BLAS would see a matrix of exactly these rows
-        visible = np.flatnonzero(np.isin(dm.note_ids, ctx.sparse().note_ids))
+        visible = np.flatnonzero(np.isin(dm.note_ids, ctx.sparse().visible_note_ids()))
         scores: np.ndarray = np.zeros(dm.matrix.shape[0], dtype=np.float32)
         scores[visible] = scoring.unit_cosine(dm.matrix[visible], query)
     else:

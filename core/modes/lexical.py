@@ -83,6 +83,7 @@ def phrase_notes(ctx: SearchContext) -> dict[int, int]:
                 rows = None
                 for tid in ids:
                     held = np.asarray(sp.docs[sp.indptr[tid] : sp.indptr[tid + 1]]) if tid >= 0 else np.zeros(0, int)
+                    held = held[sp.sees(held)]  # the caller's notes only
                     rows = held if rows is None else np.intersect1d(rows, held)
                 candidates = sp.note_ids[rows].tolist() if rows is not None else []
             holding = phrases.phrase_note_ids(ctx.conn, phrase, candidates)

@@ -86,11 +86,18 @@ def average_lengths(sums: np.ndarray, n_docs: int) -> np.ndarray:
     return np.asarray(sums, dtype=np.int64).astype(np.float32) / np.float32(n_docs)
 
 
-def field_factors(field_len: np.ndarray, weights: tuple[float, ...], b: tuple[float, ...]) -> np.ndarray:
+def field_factors(
+    field_len: np.ndarray,
+    weights: tuple[float, ...],
+    b: tuple[float, ...],
+    sums: np.ndarray | None = None,
+    n_docs: int | None = None,
+) -> np.ndarray:
     """float32 [notes, fields]: each note's BM25F factors ``w_f / (1 - b_f + b_f * len_f / avg_f)``
-    (``scoring.bm25f_field_factors``) from its raw field lengths [notes, fields], the averages over these notes."""
-    n = int(field_len.shape[0])
-    avg = average_lengths(field_len.sum(axis=0, dtype=np.int64), n)
+    (``scoring.bm25f_field_factors``) from its raw field lengths [notes, fields]; the averages are
+    ``sums / n_docs`` (default: over these notes; a restricted caller's: over its visible notes)."""
+    n = int(field_len.shape[0]) if n_docs is None else n_docs
+    avg = average_lengths(field_len.sum(axis=0, dtype=np.int64) if sums is None else sums, n)
     return scoring.bm25f_field_factors(
         field_len.astype(np.float32), avg, np.asarray(weights, np.float32), np.asarray(b, np.float32)
     )

@@ -20,7 +20,7 @@ index, but only when a mode asks for it: fts alone never pays for it.
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 import numpy as np
@@ -45,8 +45,9 @@ VECTOR_B = 0.75
 # The power of idf on the query side (the stored numbers hold none): chosen on SciFact dev + train,
 # the known-item and the MDN sets (bench/bench_vector_norm.py, bench/results/vector_norm.json).
 VECTOR_IDF_POWER = 1.5
-# The stored group of chunk arrays; v2: raw counts and lengths (v1, ``chunks:<slope>``, held idf).
-CHUNK_GROUP = "chunks:v2"
+# The stored group of chunk arrays; v2: raw counts and lengths (v1, ``chunks:<slope>``, held idf); v3: and
+# per classification the non-empty chunks and their length sum (a restricted caller's mean chunk length).
+CHUNK_GROUP = "chunks:v3"
 
 
 @dataclass
@@ -62,9 +63,14 @@ class ChunkVectors:
     group_rows: np.ndarray  # int64 [n_groups] SparseIndex row of that note (-1: not in it)
     chunk_ids: np.ndarray  # int64 [n_chunks] chunk id of each chunk row
     group_of_row: np.ndarray  # int64 [n_docs] group of each SparseIndex row (-1: no chunks)
+    # per class of the SparseIndex (core.ranking.classes): its non-empty chunks, and their length sum
+    class_chunks: np.ndarray  # int64 [classes]
+    class_chunk_len: np.ndarray  # int64 [classes]
     # computed on load from the generation's statistics, never stored:
     idf: np.ndarray  # float32 [n_terms] smoothed idf over notes (scoring.tfidf_idf of SparseIndex.df)
     factors: np.ndarray  # float32 [n_chunks] BM25 length factor of each chunk (scoring.chunk_length_factors)
+    # a restricted caller's view (``restrict_chunks``): bool per chunk, may it see the chunk's note; None: all
+    seen: np.ndarray | None = None
 
     @property
     def n_chunks(self) -> int:
@@ -89,21 +95,19 @@ class ChunkVectors:
         )
 
 
-def read_chunk_rows(
-    conn: sqlite3.Connection, visible: tuple[str, list[object]] | None = None
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def read_chunk_rows(conn: sqlite3.Connection) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(chunk ids, note id of each chunk, postings per chunk, terms, weighted tf), chunks by note."""
-    n_chunks = count_chunks_of(conn, visible)
+    n_chunks = count_chunks_of(conn, None)
     chunk_ids, done = np.empty(n_chunks, np.int64), 0
-    ids = chunk_ids_in_order(conn, visible)
+    ids = chunk_ids_in_order(conn, None)
     while batch := ids.fetchmany(16 * READ_ROWS):
         chunk_ids[done : done + len(batch)] = [r[0] for r in batch]
         done += len(batch)
-    total = chunk_terms_bytes(conn, visible)
+    total = chunk_terms_bytes(conn, None)
     note_of, lengths = np.empty(n_chunks, np.int64), np.empty(n_chunks, np.int64)
     terms, tf = np.empty(total // 4, np.int32), np.empty(total // 4, np.uint16)
     pos = row = 0
-    rows = chunk_term_rows(conn, visible)
+    rows = chunk_term_rows(conn, None)
     while batch := rows.fetchmany(READ_ROWS):  # a few thousand notes per numpy call
         nids, length_blobs, term_blobs, tf_blobs = zip(*batch)
         per_note = np.frombuffer(b"".join(length_blobs), dtype="<u4")
@@ -149,32 +153,71 @@ def _term_major(
     return layout.indptr, out_rows, out_tf
 
 
-_CHUNK_ARRAYS = ("indptr", "chunks", "tf", "lengths", "group_starts", "group_rows", "chunk_ids", "group_of_row")
+_CHUNK_ARRAYS = ("indptr", "chunks", "tf", "lengths", "group_starts", "group_rows", "chunk_ids", "group_of_row",
+                 "class_chunks", "class_chunk_len")  # fmt: skip
 
 
-def _statistics(sparse: SparseIndex, n_terms: int, lengths: np.ndarray) -> dict[str, np.ndarray]:
-    """What the vectors take from the generation as a whole: idf of every term (from ``sparse``'s
-    document frequencies) and each chunk's BM25 length factor (from the mean chunk length)."""
+def _statistics(
+    sparse: SparseIndex, n_terms: int, lengths: np.ndarray, mean: float | None = None
+) -> dict[str, np.ndarray]:
+    """What the vectors take from the notes the caller may see: idf of every term (from ``sparse``'s
+    document frequencies) and each chunk's BM25 length factor (from the mean non-empty chunk length
+    ``mean``; default: over every chunk)."""
     if sparse.df.shape[0] > n_terms:
         raise IntegrityError(f"chunk arrays know {n_terms} terms, the sparse index {sparse.df.shape[0]}")
     df = np.zeros(n_terms, dtype=np.int64)
     df[: sparse.df.shape[0]] = sparse.df
-    factors = scoring.chunk_length_factors(lengths, VECTOR_K1, VECTOR_B)
-    return {"idf": scoring.tfidf_idf(df, sparse.n_docs), "factors": factors}
+    factors = scoring.chunk_length_factors(lengths, VECTOR_K1, VECTOR_B, mean)
+    return {"idf": scoring.tfidf_idf(df, sparse.n_stat), "factors": factors}
+
+
+def restrict_chunks(vectors: ChunkVectors, sparse: SparseIndex) -> ChunkVectors:
+    """``vectors`` as the caller of the restricted ``sparse`` (``SparseIndex.restrict``) sees them: the same
+    arrays, the chunks of its hidden notes never scored, idf over its visible notes and the mean chunk
+    length over their chunks (sums over its visible classes: exact integers)."""
+    if sparse.seen is None or sparse.classes is None:
+        return vectors
+    chosen = sparse.seen.classes
+    count, total = int(vectors.class_chunks[chosen].sum()), int(vectors.class_chunk_len[chosen].sum())
+    mean = total / count if count else 1.0  # the float64 mean of exact integer lengths, in any order
+    sizes = np.diff(np.append(vectors.group_starts, vectors.n_chunks))
+    group_seen = np.zeros(vectors.group_rows.shape[0], dtype=bool)
+    known = vectors.group_rows >= 0
+    group_seen[known] = sparse.seen.rows[vectors.group_rows[known]]
+    n_terms = max(int(vectors.indptr.shape[0]) - 1, 0)
+    stats = _statistics(sparse, n_terms, vectors.lengths, mean)
+    return replace(vectors, **stats, seen=np.repeat(group_seen, sizes))
+
+
+def _class_chunks(
+    sparse: SparseIndex, group_rows: np.ndarray, group_starts: np.ndarray, lengths: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per class of ``sparse``: its non-empty chunks and their exact length sum (a chunk of a note
+    ``sparse`` lacks belongs to no class)."""
+    c = len(sparse.classes.names) if sparse.classes is not None else 0
+    count, total = np.zeros(c, np.int64), np.zeros(c, np.int64)
+    if sparse.classes is not None and lengths.size:
+        sizes = np.diff(np.append(group_starts, lengths.shape[0]))
+        row = np.repeat(group_rows, sizes)
+        held = (row >= 0) & (lengths > 0)
+        cls = sparse.classes.row_class[row[held]]
+        np.add.at(count, cls, 1)
+        np.add.at(total, cls, lengths[held].astype(np.int64))
+    return count, total
 
 
 def load_chunk_vectors(
     conn: sqlite3.Connection,
     sparse: SparseIndex,
     *,
-    visible: tuple[str, list[object]] | None = None,
     reader: stored.Reader | None = None,
 ) -> ChunkVectors:
     """The chunk vectors of the generation ``sparse`` was loaded from: the arrays the build stored (with a
     ``reader``, the postings read a piece at a time as queries need them), else computed from the rows
-    (``compute_chunk_vectors``: the same numbers); idf and the length factors computed here."""
-    if visible is not None:  # a restricted caller's vectors come from its notes' rows
-        return compute_chunk_vectors(conn, sparse, visible=visible)
+    (``compute_chunk_vectors``: the same numbers); idf and the length factors computed here. A restricted
+    caller's are a view of them (``restrict_chunks``)."""
+    if sparse.seen is not None:
+        raise ValueError("load the whole generation's chunk vectors, then restrict_chunks them")
     arrays = stored.load_group(conn, CHUNK_GROUP, _CHUNK_ARRAYS, reader=reader)
     if arrays is None:
         return compute_chunk_vectors(conn, sparse)
@@ -185,6 +228,9 @@ def load_chunk_vectors(
         raise IntegrityError(f"stored chunk arrays disagree on the number of chunks ({arrays['chunk_ids'].shape[0]})")
     if arrays["group_of_row"].shape[0] != sparse.n_docs:
         raise IntegrityError(f"stored chunk arrays cover {arrays['group_of_row'].shape[0]} notes, not {sparse.n_docs}")
+    classes = len(sparse.classes.names) if sparse.classes is not None else 0
+    if arrays["class_chunks"].shape != (classes,) or arrays["class_chunk_len"].shape != (classes,):
+        raise IntegrityError(f"stored chunk arrays do not cover the {classes} classifications")
     n_terms = max(int(arrays["indptr"].shape[0]) - 1, 0)
     return ChunkVectors(**arrays, **_statistics(sparse, n_terms, arrays["lengths"]))
 
@@ -193,20 +239,18 @@ def store_chunk_vectors(conn: sqlite3.Connection, vectors: ChunkVectors) -> None
     """Store ``vectors`` (computed from this database's rows) in the build's database: the per-chunk
     arrays only (idf and the length factors, which depend on every note, are computed on load)."""
     arrays = {name: getattr(vectors, name) for name in _CHUNK_ARRAYS}
-    stored.save_group(conn, CHUNK_GROUP, arrays, ("chunks", "tf"))  # per posting: in pieces
+    stored.save_group(conn, CHUNK_GROUP, arrays, ("chunks", "tf"), ("chunks",))  # per posting: in pieces
 
 
-def compute_chunk_vectors(
-    conn: sqlite3.Connection, sparse: SparseIndex, *, visible: tuple[str, list[object]] | None = None
-) -> ChunkVectors:
-    """Read every chunk vector of the generation ``sparse`` was loaded from (same snapshot);
-    ``visible`` (as for ``load_sparse``, the same one ``sparse`` was loaded with) reads only those notes'.
+def compute_chunk_vectors(conn: sqlite3.Connection, sparse: SparseIndex) -> ChunkVectors:
+    """Read every chunk vector of the generation ``sparse`` was loaded from (same snapshot), with the
+    per-class chunk counts and length sums.
 
     Memory-lean like ``load_sparse``: 6 bytes per posting are read, and the term-major copy (6 bytes
     per posting, what is held) is filled block by block.
     """
     with read_snapshot(conn):  # a legacy index.db may change between the reads below
-        chunk_ids, note_of, counts, terms, tf = read_chunk_rows(conn, visible)
+        chunk_ids, note_of, counts, terms, tf = read_chunk_rows(conn)
     n_terms = max(int(sparse.df.shape[0]), int(terms.max(initial=-1)) + 1)
     starts = np.zeros(counts.shape[0] + 1, dtype=np.int64)
     np.cumsum(counts, out=starts[1:])
@@ -219,7 +263,8 @@ def compute_chunk_vectors(
     known = group_rows >= 0
     group_of_row[group_rows[known]] = np.flatnonzero(known)
     arrays = (indptr, rows, tf, lengths, group_starts, group_rows, chunk_ids, group_of_row)
-    return ChunkVectors(*arrays, **_statistics(sparse, n_terms, lengths))
+    count, total = _class_chunks(sparse, group_rows, group_starts, lengths)
+    return ChunkVectors(*arrays, count, total, **_statistics(sparse, n_terms, lengths))
 
 
 class VectorScores(NamedTuple):
@@ -242,6 +287,9 @@ def vector_scores(
     q = scoring.chunk_query_weights(qtf, vectors.idf[ids], VECTOR_IDF_POWER, term_weight)
     pos, owner = gather_postings(vectors.indptr, ids)
     rows = vectors.chunks[pos]
+    if vectors.seen is not None:  # a hidden note's chunks are never scored
+        keep = np.flatnonzero(vectors.seen[rows])
+        pos, owner, rows = pos[keep], owner[keep], rows[keep]
     tf = vectors.tf[pos].astype(np.float32) / np.float32(CHUNK_UNIT)
     per_chunk = scoring.bm25_chunk_scores(rows, tf, vectors.factors[rows], q[owner], VECTOR_K1, vectors.n_chunks)
     if vectors.group_starts.size:

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -143,7 +143,7 @@ class QueryAnalyzer:
 
     def __init__(
         self,
-        term_id: dict[str, int],
+        term_id: Mapping[str, int],
         vocab: Vocabulary,
         languages: Sequence[str],
         df: Callable[[int], int] | None = None,

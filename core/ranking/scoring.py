@@ -69,13 +69,15 @@ def chunk_query_weights(
     return (q / np.float32(float(np.linalg.norm(q)) or 1.0)).astype(np.float32)
 
 
-def chunk_length_factors(lengths: np.ndarray, k1: float, b: float) -> np.ndarray:
+def chunk_length_factors(lengths: np.ndarray, k1: float, b: float, avg: float | None = None) -> np.ndarray:
     """BM25's length factor ``k1 * (1 - b + b * len / avglen)`` of each chunk (float32), ``avglen``
-    the mean length of the non-empty chunks (Robertson & Zaragoza 2009, eq. 3.15); an empty chunk
-    (no postings) gets ``k1``. The mean is a sum and a count, so it can be kept over segments."""
+    the mean length of the non-empty chunks (Robertson & Zaragoza 2009, eq. 3.15; ``avg`` when given:
+    a restricted caller's, over its visible chunks); an empty chunk (no postings) gets ``k1``. The
+    mean is a sum and a count, so it can be kept over segments and classes."""
     lengths = np.asarray(lengths, dtype=np.float64)
     nonzero = lengths > 0
-    avg = float(lengths[nonzero].mean()) if nonzero.any() else 1.0
+    if avg is None:
+        avg = float(lengths[nonzero].mean()) if nonzero.any() else 1.0
     return np.where(nonzero, k1 * (1.0 - b + b * lengths / avg), k1).astype(np.float32)
 
 

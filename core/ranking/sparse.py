@@ -20,7 +20,8 @@ import numpy as np
 from core.errors import IntegrityError
 from core.index.tables import notes
 from core.index.tables.notes_fts import FTS_COLUMNS
-from core.ranking import scoring, stored
+from core.ranking import bm25f, scoring, stored
+from core.ranking.classes import CLASS_ARRAYS, class_stats_from
 from core.ranking.expansion import VOCABULARY_ARRAYS, vocabulary_arrays
 from core.ranking.filters import Filters
 from core.ranking.sparse_index import (
@@ -58,8 +59,9 @@ SPARSE_ARRAYS = (  # the stored arrays of a SparseIndex (besides its vocabulary,
 )
 # The arrays' layout: a generation stored with another (v1 held name term counts, v2 BM25F weights under
 # one RankParams, v3 idf arrays) computes from its rows. Since v4 no stored number depends on the ranking
-# parameters or on collection statistics (N, df, average lengths): a query computes what does.
-SPARSE_LAYOUT = 4
+# parameters or on collection statistics (N, df, average lengths): a query computes what does. v5 adds the
+# per-classification statistics a restricted caller's are summed from (core.ranking.classes).
+SPARSE_LAYOUT = 5
 SPARSE_GROUP = f"sparse:v{SPARSE_LAYOUT}"  # the stored group of arrays (core.ranking.stored)
 
 
@@ -67,19 +69,16 @@ def load_sparse(
     conn: sqlite3.Connection,
     params: RankParams = DEFAULT_PARAMS,
     *,
-    visible: tuple[str, list[object]] | None = None,
     reader: stored.Reader | None = None,
 ) -> SparseIndex:
     """The term-major postings of ``conn``: the arrays the build stored for ``params`` (no rebuild;
     with a ``reader``, the postings are read a piece at a time as queries need them), else computed
-    from the rows (``compute_sparse``: the same numbers, e.g. for other params).
-    A restricted caller's (``visible``) statistics are always computed from its notes' rows."""
-    if visible is not None:
-        return compute_sparse(conn, params, visible=visible)
+    from the rows (``compute_sparse``: the same numbers, e.g. for other params). A restricted
+    caller's is a view of it (``SparseIndex.restrict``)."""
     arrays = stored.load_group(
         conn,
         SPARSE_GROUP,
-        (*SPARSE_ARRAYS, *VOCABULARY_ARRAYS, "default_mask", "term_text", "term_ids"),
+        (*SPARSE_ARRAYS, *VOCABULARY_ARRAYS, *CLASS_ARRAYS, "default_mask", "term_text", "term_ids"),
         reader=reader,
     )
     if arrays is None:
@@ -100,6 +99,7 @@ def load_sparse(
         name_terms=arrays["name_terms"],
         vocabulary={name: arrays[name] for name in VOCABULARY_ARRAYS},
         default_mask=arrays["default_mask"],
+        classes=class_stats_from(arrays, int(arrays["note_ids"].shape[0]), len(FTS_COLUMNS), arrays["df"].shape[0]),
     )
     postings = int(index.indptr[-1]) if index.indptr.size else 0
     if any(a.shape[0] != postings for a in (index.docs, index.field_mask, index.body_tf)):
@@ -122,11 +122,14 @@ def store_sparse(conn: sqlite3.Connection, index: SparseIndex) -> None:
     arrays = {name: getattr(index, name) for name in SPARSE_ARRAYS}
     vocab = vocabulary_arrays(index.term_id, index.df)
     mask = {"default_mask": default_filter_mask(conn, index.note_ids)}
+    if index.classes is None or not isinstance(index.term_id, dict):
+        raise ValueError("store_sparse stores a whole generation's index, computed with its classes")
     stored.save_group(
         conn,
         SPARSE_GROUP,
-        {**arrays, **vocab, **mask, **stored.pack_terms(index.term_id)},
+        {**arrays, **vocab, **mask, **index.classes.arrays(), **stored.pack_terms(index.term_id)},
         _POSTING_ARRAYS,
+        ("docs", "name_terms"),  # ascending within a term's postings / a note's name terms
     )
 
 
@@ -160,6 +163,8 @@ class QueryPostings(NamedTuple):
     docs: np.ndarray  # document row of each posting
     weight: np.ndarray | None = None  # float32 per id: the term's share of the score (None: all 1)
     cover: np.ndarray | None = None  # float32 per id: its share in the coverage bonus (None: all 1)
+    # a restricted caller's: the positions of the gathered postings' side values (None: every posting of ``ids``)
+    side: np.ndarray | None = None
 
 
 def query_postings(
@@ -168,16 +173,24 @@ def query_postings(
     weights: list[float] | None = None,
     cover: list[float] | None = None,
 ) -> QueryPostings:
-    """The query's postings; ``weights`` / ``cover`` (one per term of ``terms``, which are then
-    distinct) scale each term's score and its share in the coverage bonus."""
+    """The query's postings (of the notes the caller may see); ``weights`` / ``cover`` (one per term of
+    ``terms``, which are then distinct) scale each term's score and its share in the coverage bonus."""
     ids, _ = query_term_ids(index, terms)
     pos, owner = gather_postings(index.indptr, ids)
+    docs, side = index.docs[pos], None
+    if index.seen is not None:  # a hidden note's postings are never scored
+        seen = index.seen.rows[docs]
+        side, _ = gather_postings(index.side_ptr, ids)
+        if side.size:  # the side values of the visible postings, in their order
+            side = side[np.repeat(seen, bm25f.side_counts(index.field_mask[pos]))]
+        keep = np.flatnonzero(seen)
+        pos, owner, docs = pos[keep], owner[keep], docs[keep]
     w = c = None
     if weights is not None or cover is not None:
         known = [i for i, t in enumerate(terms) if t in index.term_id]
         w = np.asarray([weights[i] if weights is not None else 1.0 for i in known], dtype=np.float32)
         c = np.asarray([cover[i] if cover is not None else 1.0 for i in known], dtype=np.float32)
-    return QueryPostings(ids, pos, owner, index.docs[pos], w, c)
+    return QueryPostings(ids, pos, owner, docs, w, c, side)
 
 
 def bm25_scores(
@@ -196,9 +209,9 @@ def bm25_scores(
     documents that match only some terms. All postings of the query are gathered once, weighed (BM25F of
     their counts) and summed per document with ``bincount``. ``params`` overrides the index's coverage
     weights; ``named`` holds the rows of the notes one of whose names the query is exactly (name match 1)."""
-    ids, pos, owner, docs, weight, cover = postings if postings is not None else query_postings(index, terms)
+    ids, pos, owner, docs, weight, cover, side = postings if postings is not None else query_postings(index, terms)
     n = index.n_docs
-    bm25 = index.posting_weights(ids, pos, owner, docs)  # BM25F computed for the gathered postings only
+    bm25 = index.posting_weights(ids, pos, owner, docs, side)  # BM25F computed for the gathered postings only
     contribution = bm25 if weight is None else bm25 * weight[owner]
     scores = np.bincount(docs, weights=contribution, minlength=n).astype(np.float32)
     matched = np.bincount(docs, minlength=n).astype(np.float32)
@@ -255,7 +268,7 @@ def name_match(
     Exact-form terms (``=word``) and expansions with no coverage share are not names the query says.
     A query that is exactly one of a note's names (``named``: rows, core.index.tables.names) is that
     note's name: 1.0, however many other names the note has (``BGB`` of "Bürgerliches Gesetzbuch (BGB)")."""
-    ids, pos, owner, docs, _, cover = postings if postings is not None else query_postings(index, terms)
+    ids, pos, owner, docs, _, cover, _ = postings if postings is not None else query_postings(index, terms)
     in_title = np.flatnonzero((index.field_mask[pos] & TITLE_BIT) != 0)
     return _name_match(index, terms, ids, owner, docs, cover, in_title, named)
 

@@ -4,12 +4,15 @@ ranking parameters it is scored under. Loaded and scored by core.ranking.sparse.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from core.errors import IntegrityError
 from core.index.tables.notes_fts import FTS_COLUMNS
 from core.ranking import bm25f, scoring, stored
+from core.ranking.classes import ClassStats
 
 
 @dataclass(frozen=True)
@@ -40,12 +43,48 @@ TITLE_BIT = np.uint8(1 << TITLE_FIELD)  # a posting's field_mask bit of the titl
 HEADING_BIT = np.uint8(1 << FTS_COLUMNS.index("headings"))
 
 
+class VisibleTerms(Mapping[str, int]):
+    """A caller's term dictionary: the terms of ``all`` some visible note holds (visible ``df`` > 0),
+    looked up in the generation's dictionary without copying it."""
+
+    def __init__(self, terms: Mapping[str, int], df: np.ndarray) -> None:
+        self.all, self._n = terms, int(df.shape[0])
+        self._live = (df > 0).tobytes()  # a byte per term: indexing bytes costs a tenth of a numpy scalar
+
+    def __getitem__(self, term: str) -> int:
+        tid = self.all[term]
+        if tid >= self._n or not self._live[tid]:
+            raise KeyError(term)
+        return tid
+
+    def __contains__(self, term: object) -> bool:
+        tid = self.all.get(term) if isinstance(term, str) else None
+        return tid is not None and tid < self._n and self._live[tid] == 1
+
+    def __iter__(self) -> Iterator[str]:
+        return (t for t, i in self.all.items() if i < self._n and self._live[i])
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+@dataclass(frozen=True)
+class Seen:
+    """What a restricted caller's statistics are computed over: its visible rows, their number and
+    their exact field-length sums (sums over its visible classes, core.ranking.classes)."""
+
+    classes: np.ndarray  # bool per class (ClassStats.names): the caller's visible classes
+    rows: np.ndarray  # bool [n_docs]
+    n_docs: int
+    length_sums: np.ndarray  # int64 [fields]
+
+
 @dataclass
 class SparseIndex:
     """Term-major postings of one generation; numbers only, never note text."""
 
     note_ids: np.ndarray  # int64 [n_docs], row -> note id (ascending)
-    term_id: dict[str, int]  # FTS5 token -> term id
+    term_id: Mapping[str, int]  # FTS5 token -> term id (a caller's: VisibleTerms)
     indptr: np.ndarray  # int64 [max_term_id + 2]: postings of term t are indptr[t]:indptr[t+1]
     # the per-posting arrays may be stored arrays read a piece at a time (core.ranking.stored)
     docs: np.ndarray | stored.StoredArray  # int32 [postings] row of the document (ascending within a term)
@@ -62,11 +101,16 @@ class SparseIndex:
     name_ptr: np.ndarray  # int64 [n_docs + 1]
     name_terms: np.ndarray | stored.StoredArray  # int32
     # the query vocabulary's arrays as the build stored them (core.ranking.expansion.vocabulary_arrays);
-    # None: computed from term_id and df on first use (restricted callers, rows-computed indexes)
+    # None: computed from term_id and df on first use (an index computed from its rows); a restricted caller's
+    # view keeps the generation's and filters its look-ups by its visible df (core.ranking.vocabulary)
     vocabulary: dict[str, np.ndarray] | None = None
     # bool [n_docs]: the notes the default filters (none set) let through, i.e. not superseded, as the
     # build computed them (``default_filter_mask``); None: the search computes its mask with SQL
     default_mask: np.ndarray | None = None
+    # the notes per classification and their statistics (core.ranking.classes); None: not known
+    classes: ClassStats | None = None
+    # a restricted caller's view (``restrict``): the rows it may see; None: every row
+    seen: Seen | None = None
     # what a query computes from the arrays above once per loaded index (``factors``)
     _derived: dict[str, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
 
@@ -75,13 +119,14 @@ class SparseIndex:
         (computed once: an index is cached per generation and per visibility set)."""
         found = self._derived.get("factors")
         if found is None:
-            computed = bm25f.field_factors(self.field_len, self.params.weights, self.params.b)
+            p = self.params
+            computed = bm25f.field_factors(self.field_len, p.weights, p.b, self.length_sums(), self.n_stat)
             found = self._derived["factors"] = np.ascontiguousarray(computed.T)
         return found
 
     def idf(self, ids: np.ndarray | int) -> np.ndarray:
         """float32 BM25 idf of the term ids ``ids`` (``scoring.bm25_idf`` of their df and N)."""
-        return scoring.bm25_idf(self.df[ids], self.n_docs)
+        return scoring.bm25_idf(self.df[ids], self.n_stat)
 
     def name_idf(self, rows: np.ndarray) -> np.ndarray:
         """float64 per row of ``rows``: the summed idf of the distinct terms of its title field (its names),
@@ -90,16 +135,55 @@ class SparseIndex:
         terms = np.asarray(self.name_terms[pos], dtype=np.int64)
         return np.bincount(owner, weights=self.idf(terms).astype(np.float64), minlength=rows.shape[0])
 
-    def posting_weights(self, ids: np.ndarray, pos: np.ndarray, owner: np.ndarray, docs: np.ndarray) -> np.ndarray:
+    def posting_weights(
+        self, ids: np.ndarray, pos: np.ndarray, owner: np.ndarray, docs: np.ndarray, side: np.ndarray | None = None
+    ) -> np.ndarray:
         """float32 BM25F weight of the postings ``pos`` (every posting of the term ids ``ids``, in their
-        order, as ``gather_postings`` gives them; ``owner``: index into ``ids``, ``docs``: rows)."""
-        side, _ = gather_postings(self.side_ptr, ids)
+        order, as ``gather_postings`` gives them; ``owner``: index into ``ids``, ``docs``: rows); a
+        restricted caller's are its visible ones, ``side`` the positions of their side values
+        (``query_postings``; None: found here)."""
+        if side is None:
+            side, _ = gather_postings(self.side_ptr, ids)
+            if self.seen is not None and side.size:  # the side values of the visible postings only
+                every, _ = gather_postings(self.indptr, ids)
+                held = bm25f.side_counts(self.field_mask[every])
+                side = side[np.repeat(self.seen.rows[self.docs[every]], held)]
         mask, body, values = self.field_mask[pos], self.body_tf[pos], np.asarray(self.side_tf[side])
         return bm25f.posting_weights(mask, body, values, self.factors(), docs, self.idf(ids)[owner], self.params.k1)
 
     @property
     def n_docs(self) -> int:
+        """The rows of the arrays (every note of the generation, for a restricted caller too)."""
         return int(self.note_ids.shape[0])
+
+    @property
+    def n_stat(self) -> int:
+        """BM25's N: the notes the caller may see."""
+        return self.n_docs if self.seen is None else self.seen.n_docs
+
+    def length_sums(self) -> np.ndarray:
+        """int64 [fields]: the exact field-length sums over the notes the caller may see."""
+        return self.field_len.sum(axis=0, dtype=np.int64) if self.seen is None else self.seen.length_sums
+
+    def sees(self, rows: np.ndarray) -> np.ndarray:
+        """bool per row of ``rows``: may the caller see it?"""
+        return np.ones(rows.shape[0], dtype=bool) if self.seen is None else self.seen.rows[rows]
+
+    def visible_note_ids(self) -> np.ndarray:
+        """The ids of the notes the caller may see, ascending."""
+        return self.note_ids if self.seen is None else self.note_ids[self.seen.rows]
+
+    def restrict(self, visible: Iterable[str]) -> SparseIndex:
+        """This index as a caller who sees the classifications ``visible`` only: the same arrays with its
+        hidden rows masked (never scored, never counted), and N, df, average lengths and the term
+        dictionary summed over its visible classes (core.ranking.classes): exact integers, so every
+        number equals that of an index of its visible notes alone."""
+        if self.classes is None:
+            raise IntegrityError("this sparse index holds no per-classification statistics")
+        chosen = self.classes.select(visible)
+        df = self.classes.df(self.df, chosen)
+        seen = Seen(chosen, self.classes.rows(chosen), self.classes.n_docs(chosen), self.classes.length_sums(chosen))
+        return replace(self, term_id=VisibleTerms(self.term_id, df), df=df, default_mask=None, seen=seen, _derived={})
 
     @property
     def nbytes(self) -> int:
@@ -121,11 +205,12 @@ class SparseIndex:
         )
 
     def rows_of(self, note_ids: np.ndarray) -> np.ndarray:
-        """The row of each note id (-1 for an id this index does not hold)."""
+        """The row of each note id (-1 for an id this index does not hold, or the caller may not see)."""
         rows = np.searchsorted(self.note_ids, note_ids)
         if self.n_docs == 0:
             return np.full(rows.shape, -1, dtype=np.int64)
-        found = (rows < self.n_docs) & (self.note_ids[np.minimum(rows, self.n_docs - 1)] == note_ids)
+        within = np.minimum(rows, self.n_docs - 1)
+        found = (rows < self.n_docs) & (self.note_ids[within] == note_ids) & self.sees(within)
         return np.where(found, rows, -1).astype(np.int64)
 
 

@@ -1,5 +1,5 @@
-"""A generation's sparse index computed from its rows (``note_terms``): what the build stores and
-what a restricted caller (core.ranking.visibility) is scored with."""
+"""A generation's sparse index computed from its rows (``note_terms``): what the build stores, with its
+per-classification statistics (core.ranking.classes)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,14 @@ import sqlite3
 
 import numpy as np
 
+from core.errors import IntegrityError
 from core.index.tables.connection import read_snapshot
+from core.index.tables.notes import note_classes
 from core.index.tables.notes_fts import FTS_COLUMNS
 from core.index.tables.terms import note_term_rows, note_terms_size, term_dictionary
 from core.ranking import bm25f
+from core.ranking.classes import ClassBuilder
+from core.ranking.filters import UNCLASSIFIED
 from core.ranking.postings import BLOCK, READ_ROWS, TermMajor, row_blocks
 from core.ranking.sparse_index import DEFAULT_PARAMS, TITLE_FIELD, RankParams, SparseIndex
 
@@ -18,17 +22,17 @@ _BODY = FTS_COLUMNS.index("body")
 
 
 def _read_vectors(
-    conn: sqlite3.Connection, n_fields: int, visible: tuple[str, list[object]] | None = None
+    conn: sqlite3.Connection, n_fields: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(note_ids, postings per note, terms, tf [P, fields], field lengths [notes, fields]) in
     note order, read ``READ_ROWS`` notes at a time into preallocated arrays."""
-    n, total = note_terms_size(conn, visible)
+    n, total = note_terms_size(conn, None)
     note_ids, lengths = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
     terms = np.empty(total // 4, dtype=np.int32)
     tf = np.empty((total // 4, n_fields), dtype=np.uint16)
     field_len = np.zeros((n, n_fields), dtype=np.uint32)
     pos = row = 0
-    rows = note_term_rows(conn, visible)
+    rows = note_term_rows(conn, None)
     while batch := rows.fetchmany(READ_ROWS):
         ids, term_blobs, tf_blobs = zip(*batch)
         k, r = sum(map(len, term_blobs)) // 4, len(batch)
@@ -44,13 +48,9 @@ def _read_vectors(
     return note_ids, lengths, terms, tf, field_len
 
 
-def compute_sparse(
-    conn: sqlite3.Connection, params: RankParams = DEFAULT_PARAMS, *, visible: tuple[str, list[object]] | None = None
-) -> SparseIndex:
-    """Read every note's term vector and build term-major postings with their raw field counts.
-
-    ``visible`` (a condition over ``notes n`` and its values) reads only those notes: every
-    statistic (N, df, average field lengths) and the term dictionary are then theirs alone.
+def compute_sparse(conn: sqlite3.Connection, params: RankParams = DEFAULT_PARAMS) -> SparseIndex:
+    """Read every note's term vector and build term-major postings with their raw field counts, and
+    the per-classification statistics (each note's class, and per class N, field-length sums and df).
 
     Memory-lean: the row-major terms and tf (14 bytes per posting) are read once; field masks,
     body counts and the other fields' counts (core.ranking.bm25f) are computed a block of notes
@@ -58,15 +58,14 @@ def compute_sparse(
     non-body field that holds the term).
     """
     with read_snapshot(conn):  # a legacy index.db may change between the reads below
-        note_ids, lengths, terms, tf, field_len = _read_vectors(conn, len(FTS_COLUMNS), visible)
+        note_ids, lengths, terms, tf, field_len = _read_vectors(conn, len(FTS_COLUMNS))
         term_id = term_dictionary(conn)
+        classes = _class_builder(conn, note_ids, field_len)
     n = int(note_ids.shape[0])
     n_terms = max(max(term_id.values(), default=0), int(terms.max(initial=0))) + 1
     layout = TermMajor(terms, n_terms)
     side_layout = TermMajor(terms, n_terms, _side_counts(tf))
     df = layout.counts.astype(np.int64)
-    if visible is not None:  # no term that only hidden notes hold
-        term_id = {t: i for t, i in term_id.items() if i < df.shape[0] and df[i] > 0}
     starts = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(lengths, out=starts[1:])
     docs = np.empty(terms.shape[0], dtype=np.int32)
@@ -81,6 +80,7 @@ def compute_sparse(
         sl = slice(int(starts[r0]), int(starts[r1]))
         block_tf, block_terms = tf[sl], terms[sl]
         block_docs = np.repeat(np.arange(r0, r1, dtype=np.int32), lengths[r0:r1])
+        classes.add(block_terms, block_docs)
         order, dest = layout.slots(block_terms)
         docs[dest] = block_docs[order]
         block_mask = bm25f.field_mask(block_tf)
@@ -96,8 +96,17 @@ def compute_sparse(
     name_terms = np.concatenate(names).astype(np.int32) if names else np.empty(0, np.int32)
     return SparseIndex(
         note_ids, term_id, layout.indptr, docs, mask, body_tf, side_tf, side_layout.indptr, field_len, df, params,
-        name_ptr, name_terms,
+        name_ptr, name_terms, classes=classes.finish(),
     )  # fmt: skip
+
+
+def _class_builder(conn: sqlite3.Connection, note_ids: np.ndarray, field_len: np.ndarray) -> ClassBuilder:
+    """The per-class statistics' builder of these rows: each note's classification as the filters see it."""
+    of = dict(note_classes(conn, UNCLASSIFIED))
+    missing = [nid for nid in note_ids.tolist() if nid not in of]
+    if missing:
+        raise IntegrityError(f"{len(missing)} note vectors have no note (first: id {missing[0]})", notes=missing[:10])
+    return ClassBuilder([of[nid] for nid in note_ids.tolist()], field_len)
 
 
 def _side_counts(tf: np.ndarray) -> np.ndarray:

@@ -14,6 +14,12 @@ a query reads the pieces its terms' postings lie in, and keeps them (a long-live
 on the whole array); a new process answering one query reads kilobytes of a 100k-note index, not
 its gigabyte of postings. Without a reader (a legacy index.db, the build) it is read whole.
 
+Each piece is zlib-compressed (level 1); a piece of an array whose values ascend within runs (a term's
+document or chunk rows: ``ascending``) holds the differences of consecutive values (modulo 2**32), so it
+compresses to a byte or two a value. A piece decodes on its own: a query decompresses the pieces it reads.
+An int64 array stored whole whose values fit int32 is stored as int32 and widened back on load (the same
+values and dtype for every reader). SciFact: the pieced arrays 14.6 -> 4.2 MB, those stored whole 5.5 -> 3.8 MB.
+
 A group is keyed by what its numbers depend on (the ranking parameters), so arrays computed
 under other parameters are never served for these; absent a group, the loaders compute the
 same arrays from the rows (identical numbers: the same code computes both).
@@ -24,6 +30,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+import zlib
 from typing import Any
 
 import numpy as np
@@ -33,39 +40,82 @@ from core.index.tables import term_major
 
 SEP = "/"  # between a group and an array name; the SQL range of a group relies on it
 PIECE = "#"  # between an array name and its piece number
-PIECE_BYTES = 64 * 1024  # a query's run of postings touches one or two pieces; a piece is 16 SQLite pages
+# Bytes of values a piece holds (before compression): a query decompresses the pieces its runs of postings lie
+# in. PowerShell docs: 0.04 ms to decode a 16 KiB piece against 0.14 ms for 64 KiB; the stored bytes +3%.
+PIECE_BYTES = 16 * 1024
 MAX_RUNS = 256  # a gather of more separate runs than this reads the whole array once instead
 # A process that has gathered from an array this many times is a long-lived one (a server, an evaluation):
 # it reads the whole array once and indexes it directly from then on (a one-shot search stays at its pieces).
 WHOLE_AFTER_GATHERS = 16
+ZLIB, ZLIB_DELTA = "zlib", "zlib-delta"  # the codecs of a piece: its bytes compressed; its differences compressed
+_LEVEL = 1  # level 6 is ~8% smaller and costs ~1.5 times as long to write
+_I32 = np.iinfo(np.int32)
 
 
 def save_group(
-    conn: sqlite3.Connection, group: str, arrays: dict[str, np.ndarray], pieced: tuple[str, ...] = ()
+    conn: sqlite3.Connection,
+    group: str,
+    arrays: dict[str, np.ndarray],
+    pieced: tuple[str, ...] = (),
+    ascending: tuple[str, ...] = (),
 ) -> None:
     """Replace the arrays of ``group`` (little-endian, C order); those named in ``pieced`` (one-dimensional:
-    the per-posting arrays) are stored in pieces when larger than PIECE_BYTES. Call inside the build's
-    transaction. The bytes are bound as views of the arrays, an array at a time (no copy of a group:
-    hundreds of MB at 100k notes)."""
+    the per-posting arrays) are stored in compressed pieces when larger than PIECE_BYTES, those also named in
+    ``ascending`` (int32, ascending within runs) as differences. Call inside the build's transaction. An
+    array is written a piece at a time (no copy of a group: hundreds of MB at 100k notes)."""
     term_major.delete_group(conn, group)
     for name, array in arrays.items():
         data = np.ascontiguousarray(array)
         little = np.ascontiguousarray(data.astype(data.dtype.newbyteorder("<"), copy=False))
-        full, raw = group + SEP + name, little.reshape(-1).view(np.uint8).data
+        full = group + SEP + name
         if name in pieced and little.ndim != 1:
             raise ValueError(f"only a one-dimensional array is stored in pieces, not {name} {little.shape}")
-        if name not in pieced or len(raw) <= PIECE_BYTES:
-            term_major.insert_rows(conn, [(full, little.dtype.str, json.dumps(list(little.shape)), raw)])
+        if name not in pieced or little.nbytes <= PIECE_BYTES:
+            term_major.insert_rows(conn, [_whole_row(full, little)])
             continue
-        shape = json.dumps({"shape": list(little.shape), "piece_bytes": PIECE_BYTES})
+        codec = ZLIB_DELTA if name in ascending else ZLIB
+        if codec == ZLIB_DELTA and little.dtype != np.dtype("<i4"):
+            raise ValueError(f"only an int32 array is stored as differences, not {name} {little.dtype}")
+        shape = json.dumps({"shape": list(little.shape), "piece_bytes": PIECE_BYTES, "codec": codec})
         term_major.insert_rows(conn, [(full, little.dtype.str, shape, b"")])
+        per = PIECE_BYTES // little.dtype.itemsize
         term_major.insert_rows(
             conn,
             (
-                (_piece_name(full, k // PIECE_BYTES), little.dtype.str, "[]", raw[k : k + PIECE_BYTES])
-                for k in range(0, len(raw), PIECE_BYTES)
+                (_piece_name(full, k // per), little.dtype.str, "[]", _encode(little[k : k + per], codec))
+                for k in range(0, little.shape[0], per)
             ),
         )
+
+
+def _whole_row(full: str, little: np.ndarray) -> tuple[str, str, str, Any]:
+    """The row of an array stored whole: an int64 array whose values fit int32 is stored as int32 (its
+    shape then says ``{"shape": ..., "dtype": "<i8"}``, what it is widened back to on load)."""
+    shape: Any = list(little.shape)
+    if little.dtype == np.dtype("<i8") and little.size and _I32.min <= little.min() and little.max() <= _I32.max:
+        shape, little = {"shape": shape, "dtype": little.dtype.str}, little.astype("<i4")
+    return full, little.dtype.str, json.dumps(shape), little.reshape(-1).view(np.uint8).data
+
+
+def _encode(values: np.ndarray, codec: str) -> bytes:
+    if codec == ZLIB_DELTA:  # the first value, then each one's difference from the one before (mod 2**32)
+        values = np.diff(values.view(np.uint32), prepend=np.uint32(0))
+    return zlib.compress(values.view(np.uint8).data, _LEVEL)
+
+
+def _decode(data: bytes, codec: str, dtype: np.dtype, name: str) -> np.ndarray:
+    """A piece's values (read-only) from its stored bytes."""
+    try:
+        raw = zlib.decompress(data) if codec in (ZLIB, ZLIB_DELTA) else data
+    except zlib.error as exc:
+        raise IntegrityError(f"stored array {name}: a piece does not decompress: {exc}", array=name) from exc
+    if len(raw) % dtype.itemsize:
+        raise IntegrityError(f"stored array {name}: a piece of {len(raw)} bytes", array=name)
+    values = np.frombuffer(raw, dtype=dtype)
+    if codec == ZLIB_DELTA:
+        values = np.cumsum(values.view(np.uint32), dtype=np.uint32).view(dtype)
+        values.flags.writeable = False
+    return values
 
 
 def _piece_name(full: str, k: int) -> str:
@@ -94,10 +144,12 @@ class StoredArray:
     reads the whole array once (``__array__``). The values are those of the stored bytes either way.
     """
 
-    def __init__(self, reader: Reader, name: str, dtype: np.dtype, length: int, piece_bytes: int) -> None:
-        if piece_bytes <= 0 or piece_bytes % dtype.itemsize:
-            raise IntegrityError(f"stored array {name} has pieces of {piece_bytes} bytes", array=name)
-        self._reader, self._name, self.dtype = reader, name, dtype
+    def __init__(
+        self, reader: Reader, name: str, dtype: np.dtype, length: int, piece_bytes: int, codec: str = ""
+    ) -> None:
+        if piece_bytes <= 0 or piece_bytes % dtype.itemsize or codec not in ("", ZLIB, ZLIB_DELTA):
+            raise IntegrityError(f"stored array {name} has pieces of {piece_bytes} bytes ({codec})", array=name)
+        self._reader, self._name, self.dtype, self._codec = reader, name, dtype, codec
         self.shape = (length,)
         self._per_piece = piece_bytes // dtype.itemsize
         self._n_pieces = -(-length // self._per_piece)
@@ -125,10 +177,10 @@ class StoredArray:
             return found
         data = self._reader.data(_piece_name(self._name, k))
         want = min(self._per_piece, self.shape[0] - k * self._per_piece)
-        if data is None or len(data) != want * self.dtype.itemsize:
-            got = "none" if data is None else f"{len(data)} bytes"
+        piece = None if data is None else _decode(data, self._codec, self.dtype, self._name)
+        if piece is None or piece.shape[0] != want:
+            got = "none" if piece is None else f"{piece.shape[0]} values"
             raise IntegrityError(f"stored array {self._name}: piece {k} holds {got}", array=self._name, piece=k)
-        piece = np.frombuffer(data, dtype=self.dtype)
         with self._lock:
             self._pieces[k] = piece
         return piece
@@ -201,29 +253,22 @@ def load_group(
     if not term_major.has_term_major(conn):
         return None
     out: dict[str, Any] = {}
-    pieced: dict[str, tuple[str, np.dtype, tuple[int, ...], int]] = {}
+    pieced: dict[str, tuple[str, np.dtype, tuple[int, ...], int, str]] = {}
     rows = term_major.group_listing(conn, group)
     for full, dtype, shape, size in rows:
         if PIECE in full[len(group) + 1 :]:
             continue  # a piece: read through its header's array
         spec, kind = json.loads(shape), np.dtype(dtype)
         name = full[len(group) + 1 :]
-        if isinstance(spec, dict):
+        if isinstance(spec, dict) and "piece_bytes" in spec:
             dims, piece_bytes = tuple(spec["shape"]), int(spec["piece_bytes"])
             if len(dims) != 1 or size != 0:
                 raise IntegrityError(f"stored array {full} is pieced with shape {dims} and {size} bytes", array=full)
-            pieced[name] = (full, kind, dims, piece_bytes)
+            pieced[name] = (full, kind, dims, piece_bytes, str(spec.get("codec", "")))
             continue
-        dims = tuple(spec)
-        data = term_major.read_data(conn, full)
-        if data is None:
-            raise IntegrityError(f"stored array {full} vanished while its group was read", array=full)
-        array = np.frombuffer(data, dtype=kind)
-        if array.size != int(np.prod(dims, dtype=np.int64)):
-            raise IntegrityError(f"stored array {full} holds {array.size} values, its shape says {dims}", array=full)
-        out[name] = array.reshape(dims)
-    for name, (full, kind, dims, piece_bytes) in pieced.items():
-        lazy = StoredArray(reader or Reader(conn), full, kind, dims[0], piece_bytes)
+        out[name] = _whole_array(conn, full, kind, spec)
+    for name, (full, kind, dims, piece_bytes, codec) in pieced.items():
+        lazy = StoredArray(reader or Reader(conn), full, kind, dims[0], piece_bytes, codec)
         out[name] = lazy if reader is not None else np.asarray(lazy)
     if not out:
         return None
@@ -231,6 +276,23 @@ def load_group(
     if missing:
         raise IntegrityError(f"stored group {group} lacks {missing}", group=group, missing=missing)
     return out
+
+
+def _whole_array(conn: sqlite3.Connection, full: str, kind: np.dtype, spec: Any) -> np.ndarray:
+    """An array stored whole (read-only), widened back to its dtype when it was stored narrower."""
+    dims = tuple(spec["shape"] if isinstance(spec, dict) else spec)
+    data = term_major.read_data(conn, full)
+    if data is None:
+        raise IntegrityError(f"stored array {full} vanished while its group was read", array=full)
+    if len(data) % kind.itemsize:
+        raise IntegrityError(f"stored array {full} holds {len(data)} bytes of {kind}", array=full)
+    array = np.frombuffer(data, dtype=kind)
+    if array.size != int(np.prod(dims, dtype=np.int64)):
+        raise IntegrityError(f"stored array {full} holds {array.size} values, its shape says {dims}", array=full)
+    if isinstance(spec, dict):
+        array = array.astype(np.dtype(spec["dtype"]))
+        array.flags.writeable = False
+    return array.reshape(dims)
 
 
 def pack_terms(term_id: dict[str, int]) -> dict[str, np.ndarray]:

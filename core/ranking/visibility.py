@@ -4,15 +4,18 @@ A caller that restricts classifications (``Filters.classifications`` not None) m
 same results - ids, scores, snippets, counts - as it would from an index of the vault without
 the notes it may not see. BM25F's N, document frequencies and average field lengths, the
 idf and mean chunk length of `vector`, the heading and identifier bonus maxima (taken over the
-scored rows) and the term dictionary (no term only hidden notes hold) therefore come from a
-:class:`~core.ranking.sparse.SparseIndex` (and :class:`~core.ranking.chunk_vectors.ChunkVectors`)
-loaded over the visible notes only, with the same loaders as the full index.
+scored rows) and the term dictionary (no term only hidden notes hold) therefore come from the
+visible notes only: the generation's own :class:`~core.ranking.sparse.SparseIndex` (and
+:class:`~core.ranking.chunk_vectors.ChunkVectors`) seen through the caller's classes
+(``SparseIndex.restrict``, ``restrict_chunks``): the same arrays with the hidden rows masked, and
+statistics summed over the visible classes from the per-classification statistics stored with
+them (core.ranking.classes). One code path: an unrestricted caller sees every class.
 
-They are cached per process by (generation, visible classifications): numbers only, no note
-text, at most :data:`SETS_PER_INDEX` visibility sets per index directory, and a new generation
-drops every set of the old one. When every note of the generation is visible the full
-(already cached) index is used as it is, so an unrestricted caller, and a restricted one on a
-vault with nothing hidden, pay nothing extra.
+A view is cached per process by (generation, visible classifications): its df, row mask and
+numbers only, no note text, at most :data:`SETS_PER_INDEX` visibility sets per index directory,
+and a new generation drops every set of the old one. When every note of the generation is visible
+the full (already cached) index is used as it is, so an unrestricted caller, and a restricted one
+on a vault with nothing hidden, pay nothing extra.
 """
 
 from __future__ import annotations
@@ -28,8 +31,8 @@ from typing import Any, TypeVar
 from core.index.tables.links import visible_links
 from core.index.tables.notes import hides_notes as _hides_notes
 from core.index.tables.notes import visible_names
-from core.ranking.chunk_vectors import ChunkVectors, load_chunk_vectors
-from core.ranking.sparse import SparseIndex, load_sparse
+from core.ranking.chunk_vectors import ChunkVectors, restrict_chunks
+from core.ranking.sparse import SparseIndex
 
 SETS_PER_INDEX = 4
 T = TypeVar("T")
@@ -92,16 +95,6 @@ def hides_notes(conn: sqlite3.Connection, visible: Clause) -> bool:
     return _hides_notes(conn, sql, vals)
 
 
-def visible_sparse(conn: sqlite3.Connection, visible: Clause) -> SparseIndex:
-    """The SparseIndex of the visible notes only: their N, df, average field lengths, and terms."""
-    return load_sparse(conn, visible=visible)
-
-
-def visible_chunk_vectors(conn: sqlite3.Connection, sparse: SparseIndex, visible: Clause) -> ChunkVectors:
-    """`vector`'s chunk vectors of the visible notes only (idf over them, mean length over their chunks)."""
-    return load_chunk_vectors(conn, sparse, visible=visible)
-
-
 # (source note id, target note id or None when unresolved, kind, the link's rowid in ``links``)
 LinkRow = tuple[int, int | None, str, int]
 
@@ -147,10 +140,11 @@ class CallerStatistics:
         classifications: tuple[str, ...] | None,
     ) -> None:
         self.conn, self.visible = conn, visible
+        self.classifications = tuple(sorted(set(classifications or ())))
         self._entry: _VisibleSet | None = None
         self._restricted: bool | None = None if visible is not None else False
         if visible is not None and generation is not None:
-            self._entry = VISIBILITY_CACHE.entry(owner, generation, tuple(sorted(set(classifications or ()))))
+            self._entry = VISIBILITY_CACHE.entry(owner, generation, self.classifications)
 
     @property
     def restricted(self) -> bool:
@@ -193,7 +187,9 @@ class CallerStatistics:
         return self.cached("superseded", list, lambda _: sorted({d for _, d, k in self.edges() if k == "supersedes"}))
 
     def sparse(self, full: Callable[[], SparseIndex]) -> SparseIndex:
-        return self.cached("sparse", full, lambda visible: visible_sparse(self.conn, visible))
+        """The whole generation's index (``full()``), seen through the caller's classes when it hides some note."""
+        return self.cached("sparse", full, lambda _: full().restrict(self.classifications))
 
     def chunk_vectors(self, sparse: SparseIndex, full: Callable[[], ChunkVectors]) -> ChunkVectors:
-        return self.cached("chunks", full, lambda visible: visible_chunk_vectors(self.conn, sparse, visible))
+        """The whole generation's chunk vectors (``full()``), seen as ``sparse`` (this caller's) sees them."""
+        return self.cached("chunks", full, lambda _: restrict_chunks(full(), sparse))

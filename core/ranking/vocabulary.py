@@ -29,7 +29,7 @@ VOCABULARY_ARRAYS = (
 )
 
 
-def _vocabulary_lists(term_id: dict[str, int], df: np.ndarray) -> tuple[list[str], list[int], list[int], list[int]]:
+def _vocabulary_lists(term_id: Mapping[str, int], df: np.ndarray) -> tuple[list[str], list[int], list[int], list[int]]:
     """(sorted words, exact term id of each or -1, CSR offsets and ids of each word's base terms in
     term-dictionary order) over the terms that occur in a note."""
     keys: dict[str, list[int]] = {}
@@ -67,7 +67,7 @@ def _json_value(array: np.ndarray) -> Any:
     return json.loads(array.tobytes().decode("utf-8"))
 
 
-def vocabulary_arrays(term_id: dict[str, int], df: np.ndarray) -> dict[str, np.ndarray]:
+def vocabulary_arrays(term_id: Mapping[str, int], df: np.ndarray) -> dict[str, np.ndarray]:
     """What a Vocabulary of (``term_id``, ``df``) holds, as the arrays the build stores beside the
     sparse postings (``core.ranking.sparse.store_sparse``): a new process then loads the vocabulary
     instead of sorting and splitting every term of the generation (VOCABULARY_ARRAYS)."""
@@ -86,7 +86,7 @@ class _TermNames(Mapping[int, str]):
     """Term id -> term over the terms of ``term_id`` with ``df > 0``: one object array filled by numpy
     (a dict built term by term costs ~1 us a term, every process)."""
 
-    def __init__(self, term_id: dict[str, int], df: np.ndarray) -> None:
+    def __init__(self, term_id: Mapping[str, int], df: np.ndarray) -> None:
         names = np.full(df.shape[0], None, dtype=object)
         ids = np.fromiter(term_id.values(), dtype=np.int64, count=len(term_id))
         keep = ids < df.shape[0]
@@ -120,16 +120,27 @@ class Vocabulary:
 
     ``stored`` (``vocabulary_arrays`` of the same ``term_id`` and ``df``, as the build stored them)
     is used instead of computing; the suffix list, the typo alphabet and the id -> term map are
-    built on first use only (most queries need none of them).
+    built on first use only (most queries need none of them). ``filtered``: ``df`` is a restricted
+    caller's (visible df, core.ranking.classes) and ``stored`` the whole generation's: a word is then
+    a vocabulary word only while one of its terms has ``df`` > 0 (``live``), and a term id is one of
+    a word's only while its ``df`` > 0, so no look-up surfaces a word only hidden notes hold.
     """
 
     def __init__(
-        self, term_id: dict[str, int], df: np.ndarray, n_docs: int, stored: dict[str, np.ndarray] | None = None
+        self,
+        term_id: Mapping[str, int],
+        df: np.ndarray,
+        n_docs: int,
+        stored: dict[str, np.ndarray] | None = None,
+        filtered: bool = False,
     ) -> None:
         self.n_docs = n_docs
         self.df = df
         self._term_id = term_id
         self._stored = stored
+        self._filtered = filtered and stored is not None
+        self._live: np.ndarray | None = None
+        self._live_bytes = b""  # ``live`` a byte per word (``_index``)
         self._reversed: list[str] | None = None
         self._chars: set[str] | None = None
         self._name: _TermNames | None = None
@@ -145,6 +156,21 @@ class Vocabulary:
             w = len(self.sorted)
             if len(self._exact) != w or len(self._indptr) != w + 1 or self._indptr[-1] != len(self._ids):
                 raise IntegrityError(f"stored vocabulary arrays disagree on its {w} words")
+
+    @property
+    def live(self) -> np.ndarray | None:
+        """bool per word of ``sorted`` (``filtered`` only, else None): does one of its terms have df > 0?"""
+        if self._filtered and self._live is None:
+            ptr, exact = np.asarray(self._indptr, dtype=np.int64), np.asarray(self._exact, dtype=np.int64)
+            held = np.concatenate(([0], np.cumsum(self.df[np.asarray(self._ids, dtype=np.int64)] > 0)))
+            has_exact = (exact >= 0) & (self.df[np.maximum(exact, 0)] > 0)
+            self._live = ((held[ptr[1:]] - held[ptr[:-1]]) > 0) | has_exact
+            self._live_bytes = self._live.tobytes()
+        return self._live
+
+    def _alive(self, ids: list[int]) -> list[int]:
+        """The term ids of ``ids`` the df counts in some note (all of them unless ``filtered``)."""
+        return [t for t in ids if self.df[t] > 0] if self._filtered else ids
 
     @property
     def reversed(self) -> list[str]:
@@ -174,17 +200,20 @@ class Vocabulary:
     def base(self) -> dict[str, list[int]]:
         """key -> its base term ids (``base_ids`` looks one up without building this)."""
         ptr = self._indptr
-        return {w: self._ids[a:b] for w, a, b in zip(self.sorted, ptr, ptr[1:]) if b > a}
+        found = {w: self._alive(self._ids[a:b]) for w, a, b in zip(self.sorted, ptr, ptr[1:]) if b > a}
+        return {w: ids for w, ids in found.items() if ids}
 
     @property
     def exact(self) -> dict[str, int]:
         """exact key -> its term id (``is_exact`` looks one up without building this)."""
-        return {w: e for w, e in zip(self.sorted, self._exact) if e >= 0}
+        return {w: e for w, e in zip(self.sorted, self._exact) if e >= 0 and self._alive([e])}
 
     def _index(self, word: str) -> int:
         """The position of ``word`` in ``sorted``, -1 when it is not a vocabulary word."""
         i = bisect.bisect_left(self.sorted, word)
-        return i if i < len(self.sorted) and self.sorted[i] == word else -1
+        if i >= len(self.sorted) or self.sorted[i] != word:
+            return -1
+        return i if not self._filtered or (self.live is not None and self._live_bytes[i]) else -1
 
     def known(self, candidates: Iterable[str]) -> list[str]:
         """The candidates that are vocabulary words, in their order (typo edits: hundreds per word).
@@ -193,42 +222,49 @@ class Vocabulary:
         words once and uses it from then on (a server; a one-shot search does not pay for it)."""
         self._known_calls += 1
         if self._known_set is None and self._known_calls > KNOWN_SET_AFTER:
-            self._known_set = frozenset(self.sorted)
+            live = self.live
+            self._known_set = frozenset(self.sorted if live is None else np.asarray(self.sorted, dtype=object)[live])
         found = self._known_set
         if found is not None:
             return [c for c in candidates if c in found]
+        if self._filtered:
+            return [c for c in candidates if self._index(c) >= 0]
         words, n = self.sorted, len(self.sorted)
         return [c for c in candidates if (i := bisect.bisect_left(words, c)) < n and words[i] == c]
 
     def is_exact(self, key: str) -> bool:
         """Is ``key`` the surface form of an exact term (``=key``)?"""
         i = self._index(key)
-        return i >= 0 and self._exact[i] >= 0
+        return i >= 0 and self._exact[i] >= 0 and bool(self._alive([self._exact[i]]))
 
     def base_ids(self, key: str) -> list[int]:
         """The base term ids of a vocabulary word (empty when it has none)."""
         i = self._index(key)
-        return self._ids[self._indptr[i] : self._indptr[i + 1]] if i >= 0 else []
+        return self._alive(self._ids[self._indptr[i] : self._indptr[i + 1]]) if i >= 0 else []
 
     def surfaces(self, key: str) -> list[int]:
         """Term ids a vocabulary word stands for: its exact term, else its base terms."""
         i = self._index(key)
         if i < 0:
             return []
-        if self._exact[i] >= 0:
+        if self._exact[i] >= 0 and self._alive([self._exact[i]]):
             return [self._exact[i]]
-        return self._ids[self._indptr[i] : self._indptr[i + 1]]
+        return self._alive(self._ids[self._indptr[i] : self._indptr[i + 1]])
 
-    def _range(self, words: list[str], prefix: str) -> list[str]:
-        lo = bisect.bisect_left(words, prefix)
-        hi = bisect.bisect_left(words, prefix + "\U0010ffff")
-        return words[lo:hi]
+    def _bounds(self, words: list[str], prefix: str) -> tuple[int, int]:
+        return bisect.bisect_left(words, prefix), bisect.bisect_left(words, prefix + "\U0010ffff")
 
     def starting(self, prefix: str) -> list[str]:
-        return self._range(self.sorted, prefix)
+        lo, hi = self._bounds(self.sorted, prefix)
+        live = self.live
+        if live is None:
+            return self.sorted[lo:hi]
+        return [self.sorted[i] for i in (np.flatnonzero(live[lo:hi]) + lo).tolist()]
 
     def ending(self, suffix: str) -> list[str]:
-        return [w[::-1] for w in self._range(self.reversed, suffix[::-1])]
+        lo, hi = self._bounds(self.reversed, suffix[::-1])
+        found = [w[::-1] for w in self.reversed[lo:hi]]
+        return [w for w in found if self._index(w) >= 0] if self._filtered else found
 
     def best(
         self, candidates: Sequence[str], limit: int, df: Callable[[int], int] | None = None
@@ -252,7 +288,11 @@ def vocabulary(sparse: Any) -> Vocabulary:
         found = _VOCAB.get(key)
         if found is not None and found[0]() is sparse:
             return found[1]
-    vocab = Vocabulary(sparse.term_id, sparse.df, sparse.n_docs, getattr(sparse, "vocabulary", None))
+    terms = sparse.term_id
+    restricted = getattr(sparse, "seen", None) is not None  # a caller's view: its df, the generation's words
+    vocab = Vocabulary(
+        getattr(terms, "all", terms), sparse.df, sparse.n_stat, getattr(sparse, "vocabulary", None), restricted
+    )
     with _VOCAB_LOCK:
         for k in [k for k, (ref, _) in _VOCAB.items() if ref() is None]:
             del _VOCAB[k]

@@ -212,7 +212,7 @@ def test_a_builder_killed_while_its_workers_parse_does_not_leave_the_lock_held(v
 def test_a_second_builder_fails_build_locked_or_waits_its_turn(vault: Path) -> None:
     old = served(vault)
     write(vault, {"note4.md": "# Note 4\n\nchanged for the first builder\n"})
-    first = child(CHILD, str(vault), "integrity_check", "hold", "1")
+    first = child(CHILD, str(vault), "part_integrity_check", "hold", "1")
     assert first.stdout is not None and first.stdout.readline().strip() == "holding"
     try:
         with pytest.raises(BuildLockedError) as caught:

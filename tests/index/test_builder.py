@@ -22,6 +22,7 @@ from core import generations as gen
 from core.build.builder import BuildReport, IndexConfig, build_index
 from core.errors import UsageError
 from core.index.tables.notes_fts import note_bodies
+from core.index.tables.terms import note_term_rows
 from core.vault.notes import parse_note
 from tests import paths
 
@@ -97,9 +98,9 @@ def decoded_terms(conn: sqlite3.Connection) -> dict[str, dict[str, tuple[int, ..
     """rel_path -> {term: per-field tf} from the packed note_terms rows."""
     names = dict(conn.execute("SELECT id, term FROM terms"))
     out = {}
-    for path, tids, tf in conn.execute(
-        "SELECT n.rel_path, t.term_ids, t.tf FROM note_terms t JOIN notes n ON n.id = t.note_id"
-    ):
+    paths = dict(conn.execute("SELECT id, rel_path FROM notes"))
+    for nid, tids, tf in note_term_rows(conn, None):
+        path = paths[nid]
         ids = np.frombuffer(tids, "<i4")
         matrix = np.frombuffer(tf, "<u2").reshape(len(ids), -1)
         out[path] = {names[int(i)]: tuple(int(x) for x in row) for i, row in zip(ids, matrix)}
@@ -252,7 +253,7 @@ def test_real_dendron_subset_is_covered_and_its_chunks_are_the_body(dendron: tup
     for rel, nid, start, end, sha in rows:
         assert stored[nid] == bodies[rel]  # the FTS5 body cell is the parsed body
         text = stored[nid][start:end]
-        assert sha == hashlib.sha256(text.encode()).hexdigest()
+        assert sha == hashlib.sha256(text.encode()).digest()
 
 
 def test_resolved_edges_point_at_existing_notes(dendron: tuple[Path, BuildReport]) -> None:
@@ -294,6 +295,7 @@ def test_worker_processes_build_exactly_the_same_index(tmp_path: Path, dendron: 
         "SELECT * FROM notes",
         "SELECT * FROM chunks",
         "SELECT rowid, * FROM notes_fts",
+        "SELECT * FROM note_text",
         "SELECT * FROM note_terms",
         "SELECT * FROM terms",
         "SELECT * FROM edges",

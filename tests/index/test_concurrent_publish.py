@@ -158,7 +158,8 @@ def test_waiting_builder_publishes_after_the_holder(layout: IndexLayout) -> None
 
 
 def test_compare_and_swap_refuses_a_stale_base(layout: IndexLayout) -> None:
-    stale = publish_db(layout, "a").generation_id
+    first = publish_db(layout, "a")
+    stale = first.generation_id
     current = publish_db(layout, "b")
     with build_lock(layout):
         staged = make_db(new_staging_path(layout), "c")
@@ -167,7 +168,9 @@ def test_compare_and_swap_refuses_a_stale_base(layout: IndexLayout) -> None:
     assert info.value.reason == "build_locked"
     assert (info.value.evidence["expected"], info.value.evidence["actual"]) == (stale, current.generation_id)
     assert not staged.exists()
-    assert {p.name for p in layout.generations_dir.iterdir()} == {current.path.name, f"{stale}.db"}
+    assert {p.name for p in layout.manifests_dir.iterdir()} == {current.path.name, first.path.name}
+    assert {p.name for p in layout.segments_dir.iterdir()} == {p.parts[0].path.name for p in (first, current)}
+    assert list(layout.staging_dir.iterdir()) == []  # the refused publish removed its part and manifest
     assert resolve(layout).generation_id == current.generation_id
     assert len(list_generations(layout)) == 2
 

@@ -43,7 +43,8 @@ from core.generations import (
     resolve,
     verify_full,
 )
-from core.index import verify
+from core.index import parts, verify
+from core.index import state as gstate
 
 GEN_ID = re.compile(r"^g\d{8}T\d{6}-[0-9a-f]{12}$")
 
@@ -74,11 +75,13 @@ def make_record(notes: int = 3) -> GenerationRecord:
     )
 
 
-def publish_db(layout: IndexLayout, letter: str = "a", *, keep: int = 2) -> gen.ResolvedIndex:
+def publish_db(layout: IndexLayout, letter: str = "a", *, keep: int = 2, grace_s: float = 0.0) -> gen.ResolvedIndex:
+    """Publish a small database; ``grace_s`` 0 removes what a removed generation alone needs at once."""
     with build_lock(layout):
         base = active_record(layout)
         staged = make_db(new_staging_path(layout), letter)
-        return publish(layout, staged, make_record(), expected_base=base["generation_id"] if base else None, keep=keep)
+        expected = base["generation_id"] if base else None
+        return publish(layout, staged, make_record(), expected_base=expected, keep=keep, grace_s=grace_s)
 
 
 def sha_of(path: Path) -> str:
@@ -109,7 +112,7 @@ def layout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> IndexLayout:
     gen.clear_verify_cache()
     # Files published a moment ago are "racy" and never cached; tests that need a warm cache right
     # after publishing switch that guard off (it has its own test below).
-    monkeypatch.setattr(verify, "RACY_WINDOW_NS", 0)
+    monkeypatch.setattr(parts, "RACY_WINDOW_NS", 0)
     return layout_for(vault)
 
 
@@ -129,12 +132,13 @@ def two(layout: IndexLayout) -> tuple[IndexLayout, gen.ResolvedIndex, gen.Resolv
 def test_layout_defaults_and_override(tmp_path: Path) -> None:
     default = layout_for(tmp_path)
     assert default.index_dir == tmp_path.resolve() / ".vaultsearch"
-    assert default.state_path.parent == default.generations_dir.parent == default.index_dir
+    assert default.state_path.parent == default.segments_dir.parent == default.manifests_dir.parent == default.index_dir
     other = layout_for(tmp_path, tmp_path / "elsewhere")
     assert other.index_dir == (tmp_path / "elsewhere").resolve()
     ensure_layout(other)
     assert (other.index_dir / ".gitignore").read_text() == "*\n"
-    assert other.generations_dir.is_dir() and other.staging_dir.is_dir()
+    assert other.segments_dir.is_dir() and other.manifests_dir.is_dir() and other.staging_dir.is_dir()
+    assert not other.generations_dir.exists()  # the one-file format's folder is no longer made
 
 
 # --- publish and resolve -----------------------------------------------------------------------------------
@@ -146,9 +150,12 @@ def test_publish_then_resolve_serves_verified_generation(layout: IndexLayout) ->
     assert resolved == published
     assert resolved.kind == "immutable_generation"
     assert GEN_ID.match(resolved.generation_id)
-    assert resolved.path == layout.generations_dir / f"{resolved.generation_id}.db"
+    assert resolved.path == layout.manifests_dir / f"{resolved.sha256}.json"
     assert resolved.sha256 == sha_of(resolved.path) and resolved.size == resolved.path.stat().st_size
     assert resolved.generation_id.endswith(resolved.sha256[:12])
+    [part] = resolved.parts
+    assert part.path == layout.segments_dir / f"{part.sha256}.seg" and part.sha256 == sha_of(part.path)
+    assert (part.kind, part.size) == ("segment", part.path.stat().st_size)
     assert resolved.record["timings"] == {"total": 0.5} and resolved.record["notes"] == 3
     assert resolved.record["problems"] == [{"path": "bad.md", "reason": "yaml"}]
     assert resolved.source_snapshot_hash == "snap-" + "0" * 10
@@ -190,9 +197,10 @@ def test_publish_invalidates_the_cache(layout: IndexLayout) -> None:
     publish_db(layout, "a")
     warm(layout)
     newer = publish_db(layout, "b")
-    hashes = gen.VERIFY_STATS["full_hashes"]
+    hits, recorded = gen.VERIFY_STATS["cache_hits"], gen.VERIFY_STATS["record_hits"]
     assert resolve(layout).generation_id == newer.generation_id
-    assert gen.VERIFY_STATS["full_hashes"] == hashes + 1
+    # verified again, not served from the cache: the new part vouched for by the publisher's own record
+    assert gen.VERIFY_STATS["cache_hits"] == hits and gen.VERIFY_STATS["record_hits"] == recorded + 1
 
 
 @pytest.mark.parametrize("kind", ["garbage", "corrupt_page"])
@@ -212,7 +220,8 @@ def test_staged_file_failing_integrity_check_is_refused(layout: IndexLayout, kin
     assert info.value.reason == "integrity_check_failed"
     assert not staged.exists()
     assert resolve(layout).generation_id == active.generation_id
-    assert [p.name for p in layout.generations_dir.iterdir()] == [active.path.name]
+    assert [p.name for p in layout.manifests_dir.iterdir()] == [active.path.name]
+    assert [p.name for p in layout.segments_dir.iterdir()] == [active.parts[0].path.name]
 
 
 def test_staged_file_with_pending_wal_is_refused(layout: IndexLayout) -> None:
@@ -298,6 +307,7 @@ def test_pointer_edited_to_another_existing_generation_is_served_verified(two, c
     layout, old, new = two
     if cache == "warm":
         warm(layout)
+    gstate.record_path(layout).unlink()  # no record: the old generation's part is hashed
     hashes = gen.VERIFY_STATS["full_hashes"]
     set_active(layout, old.generation_id)
     resolved = resolve(layout)
@@ -376,7 +386,7 @@ def test_state_schema_version_mismatch(two) -> None:
 
 def test_recently_changed_generation_is_rehashed_not_cached(two, monkeypatch: pytest.MonkeyPatch) -> None:
     layout, _, new = two
-    monkeypatch.setattr(verify, "RACY_WINDOW_NS", 3600 * 10**9)  # everything counts as just written
+    monkeypatch.setattr(parts, "RACY_WINDOW_NS", 3600 * 10**9)  # everything counts as just written
     hashes = gen.VERIFY_STATS["full_hashes"]
     assert resolve(layout) == resolve(layout) == new
     assert gen.VERIFY_STATS["full_hashes"] == hashes + 2 and gen.VERIFY_STATS["cache_hits"] == 0
@@ -384,9 +394,9 @@ def test_recently_changed_generation_is_rehashed_not_cached(two, monkeypatch: py
 
 def test_racy_timestamps_are_not_cached() -> None:
     now = time.time_ns()
-    assert verify._is_racy((0, 0, 0, now, now), now + 1_000)
-    assert not verify._is_racy((0, 0, 0, now, now), now + 10 * 60 * 10**9)
-    assert verify._is_racy(None, now)
+    assert parts.is_racy((0, 0, 0, now, now), now + 1_000)
+    assert not parts.is_racy((0, 0, 0, now, now), now + 10 * 60 * 10**9)
+    assert parts.is_racy(None, now)
 
 
 # --- active_record, verify_full ----------------------------------------------------------------------------
@@ -413,22 +423,35 @@ def test_verify_full_report_and_collected_problems(two) -> None:
     report = verify_full(layout)
     assert report["generation_id"] == new.generation_id and report["sha256"] == new.sha256
     assert "integrity_check" in report["checks"] and report["orphans"] == []
-    _tamper_append(layout, old, new)
+    assert report["parts"] == [
+        {"kind": "segment", "path": str(new.parts[0].path), "sha256": new.parts[0].sha256, "size": new.parts[0].size}
+    ]
+    with open(new.parts[0].path, "ab") as handle:
+        handle.write(b"\0" * 10)
     with pytest.raises(SizeMismatchError) as info:
         verify_full(layout)
     reasons = [p["reason"] for p in info.value.evidence["problems"]]
     assert reasons == ["size_mismatch", "sha256_mismatch"]
+    assert info.value.evidence["path"] == str(new.parts[0].path)
 
 
 def test_verify_full_runs_integrity_check(two) -> None:
-    """A generation whose recorded hash matches corrupt bytes is still refused by integrity_check."""
+    """A generation whose recorded hashes match corrupt bytes is still refused by integrity_check: a forger
+    who rewrites the part, its manifest entry and the state row gets past the hashes, not past verify."""
     layout, old, new = two
-    os.chmod(new.path, 0o644)
-    data = bytearray(new.path.read_bytes())
+    part = new.parts[0].path
+    os.chmod(part, 0o644)
+    data = bytearray(part.read_bytes())
     data[4096 + 8 : 4096 + 400] = b"\xff" * 392
-    new.path.write_bytes(bytes(data))
+    part.write_bytes(bytes(data))
+    part = part.rename(layout.segments_dir / f"{sha_of(part)}.seg")
+    forged = new.path.read_bytes().replace(new.parts[0].sha256.encode(), sha_of(part).encode())
+    layout.manifests_dir.joinpath(f"{hashlib.sha256(forged).hexdigest()}.json").write_bytes(forged)
     conn = sqlite3.connect(layout.state_path)
-    conn.execute("UPDATE generations SET sha256 = ? WHERE generation_id = ?", (sha_of(new.path), new.generation_id))
+    conn.execute(
+        "UPDATE generations SET sha256 = ?, file_name = ? WHERE generation_id = ?",
+        (hashlib.sha256(forged).hexdigest(), f"{hashlib.sha256(forged).hexdigest()}.json", new.generation_id),
+    )
     conn.commit()
     conn.close()
     assert resolve(layout).generation_id == new.generation_id  # hash and size agree with the state
@@ -445,22 +468,26 @@ def test_retention_keeps_newest_and_removes_older_files(layout: IndexLayout) -> 
     rows = {row["generation_id"]: row for row in list_generations(layout)}
     assert [rows[p.generation_id]["status"] for p in published] == ["removed", "removed", "ready", "ready"]
     assert [p.path.exists() for p in published] == [False, False, True, True]
+    assert [p.parts[0].path.exists() for p in published] == [False, False, True, True]
     assert [row["active"] for row in list_generations(layout)] == [True, False, False, False]
     last = publish_db(layout, "e", keep=1)
-    assert sorted(p.name for p in layout.generations_dir.iterdir()) == [last.path.name]
+    assert sorted(p.name for p in layout.manifests_dir.iterdir()) == [last.path.name]
+    assert sorted(p.name for p in layout.segments_dir.iterdir()) == [last.parts[0].path.name]
     assert verify_full(layout)["generation_id"] == last.generation_id
 
 
 def test_reap_removes_staging_debris_and_orphans(two) -> None:
     layout, old, new = two
+    layout.generations_dir.mkdir()  # the one-file format's folder, left by an older vaultsearch
     debris = [
         layout.staging_dir / "dead.db.tmp",
         layout.staging_dir / "state-x.db.tmp",
+        layout.staging_dir / "manifest-x.json.tmp",
         layout.generations_dir / "g20000101T000000-aaaaaaaaaaaa.db",
-        layout.generations_dir / "junk",
+        layout.segments_dir / f"{'a' * 64}.seg",  # a part no manifest lists (a publish killed before its manifest)
+        layout.manifests_dir / f"{'b' * 64}.json",  # a manifest no state row names (killed before the commit)
     ]
-    foreign = [layout.generations_dir / "junk", layout.staging_dir / "user-file.txt"]  # not named as we name files
-    debris.remove(layout.generations_dir / "junk")
+    foreign = [layout.generations_dir / "junk", layout.staging_dir / "user-file.txt", layout.segments_dir / "x.seg"]
     for path in debris + foreign:
         path.write_bytes(b"x")
     assert sorted(verify_full(layout)["orphans"]) == sorted(str(p) for p in debris)
@@ -469,8 +496,13 @@ def test_reap_removes_staging_debris_and_orphans(two) -> None:
     assert all(p.exists() for p in foreign)  # reaping deletes only files we wrote
     assert list(layout.staging_dir.iterdir()) == [layout.staging_dir / "user-file.txt"]
     ready = {row["file_name"] for row in list_generations(layout) if row["status"] == "ready"}
-    assert {p.name for p in layout.generations_dir.iterdir()} == ready | {"junk"}
-    assert ready == {new.path.name, newest.path.name}
+    assert {p.name for p in layout.manifests_dir.iterdir()} == ready == {new.path.name, newest.path.name}
+    assert {p.name for p in layout.segments_dir.iterdir()} == {
+        new.parts[0].path.name,
+        newest.parts[0].path.name,
+        "x.seg",
+    }
+    assert [p.name for p in layout.generations_dir.iterdir()] == ["junk"]
 
 
 # --- legacy and missing ------------------------------------------------------------------------------------

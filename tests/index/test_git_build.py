@@ -223,7 +223,7 @@ def _add_fake_vectors(vault: Path) -> None:
     base = gen.resolve(layout)
     with gen.build_lock(layout):
         staged = gen.new_staging_path(layout)
-        sh.copyfile(base.path, staged)
+        sh.copyfile(base.parts[0].path, staged)
         conn = sqlite3.connect(staged)
         ids = [r[0] for r in conn.execute("SELECT id FROM chunks")]
         conn.executemany(

@@ -21,7 +21,11 @@ from conftest import write_files as write
 
 from core import generations as gen
 from core.build.builder import IndexConfig, build_index
+from core.build.ingest import field_texts
 from core.generations import GenerationRecord, build_lock, layout_for, list_generations, new_staging_path, publish
+from core.index.tables.notes_fts import stored_texts
+from core.index.tables.terms import note_term_rows
+from core.vault.notes import parse_note
 from tests import paths
 
 DENDRON = paths.DENDRON
@@ -56,7 +60,7 @@ def note_rows(conn: sqlite3.Connection, rel_path: str) -> dict[str, list[tuple]]
     queries = {
         "notes": "SELECT * FROM notes WHERE id = ?",
         "chunks": "SELECT * FROM chunks WHERE note_id = ? ORDER BY ord",
-        "fts": "SELECT rowid, * FROM notes_fts WHERE rowid = ?",
+        "fts": "SELECT note_id, data FROM note_text WHERE note_id = ?",
         "note_terms": "SELECT * FROM note_terms WHERE note_id = ?",
         "tags": "SELECT * FROM note_tags WHERE note_id = ? ORDER BY tag",
         "links": "SELECT * FROM links WHERE note_id = ? ORDER BY target",
@@ -134,8 +138,49 @@ def test_a_deleted_note_disappears_from_every_table(vault: Path) -> None:
     ):
         assert after.execute(f"SELECT count(*) FROM {table} WHERE {col} = ?", (gid,)).fetchone()[0] == 0, table
     assert after.execute("SELECT count(*) FROM notes_fts WHERE rowid = ?", (gid,)).fetchone()[0] == 0
+    assert after.execute("SELECT count(*) FROM note_text WHERE note_id = ?", (gid,)).fetchone()[0] == 0
     assert fts_paths(after, "gammaword") == set()
     assert ("beta.md", None, "gamma") in edges_by_path(after)  # the link stays, now unresolved
+
+
+def fts_postings(conn: sqlite3.Connection) -> list[tuple[str, str, str, int]]:
+    """Every (term, note path, column, offset) FTS5's inverted index holds: it must be the index of the live texts."""
+    conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.fts_instances USING fts5vocab(main, notes_fts, instance)")
+    rows = conn.execute(
+        "SELECT v.term, n.rel_path, v.col, v.offset FROM temp.fts_instances v JOIN notes n ON n.id = v.doc"
+    ).fetchall()
+    missing = conn.execute("SELECT count(*) FROM temp.fts_instances WHERE doc NOT IN (SELECT id FROM notes)")
+    assert missing.fetchone()[0] == 0  # no posting of a removed note survives
+    return sorted(rows)
+
+
+def test_an_edited_note_matches_its_new_words_and_phrases_only(vault: Path) -> None:
+    from core.searcher import search_vault
+
+    write(vault, {"beta.md": "---\ntitle: Beta\n---\nBeta watches the harbour lights at dusk.\n"})
+    build_index(vault)
+    after = active(vault)
+    assert fts_paths(after, "betatag") == set() and fts_paths(after, "mentions") == set()
+    assert fts_paths(after, '"harbour lights"') == {"beta.md"}
+    hits = search_vault(vault, '"harbour lights"', mode="fts").hits
+    assert [h.rel_path for h in hits] == ["beta.md"] and "harbour" in hits[0].snippet
+    assert [h.rel_path for h in search_vault(vault, "harbour AND dusk", mode="fts", raw=True).hits] == ["beta.md"]
+    assert search_vault(vault, "betatag OR mentions", mode="fts", raw=True).hits == ()
+    write(vault, {"beta.md": "---\ntitle: Beta\n---\nBeta mentions [[gamma]] and #betatag.\n"})
+    build_index(vault)  # back to the first text: FTS5's index is the cold build's
+    cold = vault.parent / "cold"
+    build_index(vault, index_dir=cold)
+    assert fts_postings(active(vault)) == fts_postings(active(vault, cold))
+
+
+def test_note_text_is_stored_once_compressed(vault: Path) -> None:
+    conn = active(vault)
+    assert conn.execute("SELECT count(*) FROM notes_fts WHERE body IS NOT NULL").fetchone()[0] == 0
+    assert conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'notes_fts_content'").fetchone()[0] == 0
+    ids = dict(conn.execute("SELECT rel_path, id FROM notes"))
+    texts = stored_texts(conn, ids.values())
+    for rel, nid in ids.items():  # exactly the texts FTS5 indexed
+        assert texts[nid] == field_texts(parse_note(rel, (vault / rel).read_bytes())), rel
 
 
 def test_a_new_note_resolves_a_link_of_a_carried_over_note(vault: Path) -> None:
@@ -155,7 +200,7 @@ def test_dense_vectors_of_unchanged_notes_survive_and_those_of_changed_notes_go(
     base = gen.resolve(layout)
     with build_lock(layout):  # a generation with a (fake) vector for every chunk
         staged = new_staging_path(layout)
-        shutil.copyfile(base.path, staged)
+        shutil.copyfile(base.parts[0].path, staged)
         conn = sqlite3.connect(staged)
         ids = [r[0] for r in conn.execute("SELECT id FROM chunks")]
         conn.executemany(
@@ -197,11 +242,12 @@ def test_dense_vectors_of_unchanged_notes_survive_and_those_of_changed_notes_go(
 def test_an_unchanged_vault_publishes_nothing(vault: Path) -> None:
     layout = layout_for(vault)
     first = gen.resolve(layout).generation_id
-    files = sorted(layout.generations_dir.iterdir())
+    files = sorted([*layout.manifests_dir.iterdir(), *layout.segments_dir.iterdir()])
     report = build_index(vault)
     assert report.up_to_date and report.generation_id == first
     assert (report.changed, report.added, report.removed, report.reused) == (0, 0, 0, 4)
-    assert sorted(layout.generations_dir.iterdir()) == files and len(list_generations(layout)) == 1
+    assert sorted([*layout.manifests_dir.iterdir(), *layout.segments_dir.iterdir()]) == files
+    assert len(list_generations(layout)) == 1
 
 
 def test_a_touched_but_identical_file_is_not_reparsed_and_only_its_mtime_moves(vault: Path) -> None:
@@ -253,14 +299,16 @@ def _truncate(path: Path) -> None:
     path.write_bytes(path.read_bytes()[:-4096])
 
 
+@pytest.mark.parametrize("target", ["manifest", "part"])
 @pytest.mark.parametrize(
     ("corrupt", "reason"), [(_flip_byte, "sha256_mismatch"), (_truncate, "size_mismatch"), (Path.unlink, "missing")]
 )
-def test_a_corrupted_active_generation_is_not_carried_over(vault: Path, corrupt, reason: str) -> None:
+def test_a_corrupted_active_generation_is_not_carried_over(vault: Path, corrupt, reason: str, target: str) -> None:
     layout = layout_for(vault)
     broken = gen.resolve(layout)
-    os.chmod(broken.path, 0o644)
-    corrupt(broken.path)
+    path = broken.path if target == "manifest" else broken.parts[0].path
+    os.chmod(path, 0o644)
+    corrupt(path)
     gen.clear_verify_cache()
     report = build_index(vault)
     assert report.full_rebuild_reason == f"active_generation_rejected:{reason}"
@@ -277,10 +325,10 @@ def _comparable(conn: sqlite3.Connection) -> dict[str, object]:
     """The index content keyed by paths and ordinals, not by ids (which differ between builds)."""
     cols = [r[1] for r in conn.execute("PRAGMA table_info(notes)") if r[1] != "id"]
     names = dict(conn.execute("SELECT id, term FROM terms"))
+    paths_by_id = dict(conn.execute("SELECT id, rel_path FROM notes"))
     terms = {}
-    for path, tids, tf in conn.execute(
-        "SELECT n.rel_path, t.term_ids, t.tf FROM note_terms t JOIN notes n ON n.id = t.note_id"
-    ):
+    for nid, tids, tf in note_term_rows(conn, None):
+        path = paths_by_id[nid]
         ids = np.frombuffer(tids, "<i4")
         terms[path] = sorted(
             (names[int(i)], row.tobytes()) for i, row in zip(ids, np.frombuffer(tf, "<u2").reshape(len(ids), -1))
@@ -293,12 +341,7 @@ def _comparable(conn: sqlite3.Connection) -> dict[str, object]:
                 "JOIN notes n ON n.id = c.note_id"
             )
         ),
-        "fts": sorted(
-            conn.execute(
-                "SELECT n.rel_path, f.title, f.description, f.tags, f.headings, f.body "
-                "FROM notes_fts f JOIN notes n ON n.id = f.rowid"
-            )
-        ),
+        "fts": sorted((paths_by_id[nid], *texts) for nid, texts in stored_texts(conn, paths_by_id).items()),
         "terms": terms,
         "edges": sorted(edges_by_path(conn), key=repr),
         "tags": sorted(conn.execute("SELECT n.rel_path, t.tag FROM note_tags t JOIN notes n ON n.id = t.note_id")),

@@ -19,7 +19,7 @@ from core import generations as gen
 from core.build.builder import build_index
 from core.cli import main
 from core.errors import UsageError
-from core.index import verify
+from core.index import parts
 from core.searcher import search_vault
 
 NOTE = "---\ntitle: {title}\n---\n# {title}\n\nquasar body of {title}\n"
@@ -174,7 +174,7 @@ def test_an_index_with_a_verification_record_is_adopted(vault: Path, monkeypatch
     both are ours, so a pre-marker index holding them is adopted, not refused."""
     build_index(vault)
     layout = gen.layout_for(vault)
-    monkeypatch.setattr(verify, "RACY_WINDOW_NS", 0)  # the record is written even right after the build
+    monkeypatch.setattr(parts, "RACY_WINDOW_NS", 0)  # the record is written even right after the build
     gen.clear_verify_cache()
     gen.resolve(layout)
     assert (layout.index_dir / "verified.json").is_file()
@@ -215,7 +215,7 @@ def test_retention_never_deletes_a_file_a_tampered_state_row_names(vault: Path, 
     conn.execute(
         "INSERT INTO generations SELECT 'g00000000T000000-000000000000', '../../top.md', sha256, size,"
         " source_snapshot_hash, notes, chunks, dense_chunks, chunker, tokenizer, dense_model, timings, problems,"
-        " 0.0, 'ready' FROM generations LIMIT 1"
+        " 0.0, 'ready', NULL FROM generations LIMIT 1"
     )
     conn.commit()
     conn.close()

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from core import generations as gen
-from core.index import pinned, verify
+from core.index import parts, pinned
 from core.index.layout import IndexLayout
 from tests.index.test_generations import publish_db
 
@@ -28,7 +28,7 @@ from tests.index.test_generations import publish_db
 def layout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> IndexLayout:
     (tmp_path / "vault").mkdir()
     gen.clear_verify_cache()
-    monkeypatch.setattr(verify, "RACY_WINDOW_NS", 0)
+    monkeypatch.setattr(parts, "RACY_WINDOW_NS", 0)
     return gen.layout_for(tmp_path / "vault")
 
 
@@ -95,7 +95,9 @@ def test_pinned_descriptor_released_by_another_thread_during_a_connect_is_not_a_
     resolved = gen.resolve(layout)
     assert resolved.pinned is not None
     fill_fd_gaps()
-    second = [pinned.pin(resolved.path, resolved.generation_id, resolved.sha256)]  # another pin of the same inode
+    second = [
+        pinned.pin(resolved.pinned.path, resolved.generation_id, resolved.sha256)
+    ]  # another pin of the same inode
 
     def release() -> None:
         second.clear()  # the last reference goes: its descriptor is closed
@@ -119,7 +121,7 @@ def test_a_plain_descriptor_of_the_inode_closed_during_a_connect_is_not_a_refusa
     resolved = gen.resolve(layout)
     assert resolved.pinned is not None
     fill_fd_gaps()
-    foreign = [os.open(resolved.path, os.O_RDONLY)]
+    foreign = [os.open(resolved.pinned.path, os.O_RDONLY)]
     started = _close_during_connect(monkeypatch, lambda: os.close(foreign.pop()))
     conn = pinned.connect_pinned(resolved.pinned, resolved.generation_id)  # raised generation_changed
     try:

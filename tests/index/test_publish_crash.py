@@ -1,14 +1,17 @@
 """Crash safety of publish: SIGKILL the publishing process at every step, then check what serves.
 
 Each crash runs the real publish in a child process whose ``on_step`` hook kills itself at the
-named step. Afterwards exactly one verified generation is active (the previous one when the kill
-came before the state commit, the new one after it), and the next publish succeeds and reaps the
-debris the dead process left behind.
+named step (each part step, each manifest step, the state commit, retention and the removal of
+unreferenced parts). Afterwards exactly one verified generation is active (the previous one when the
+kill came before the state commit, the new one after it, never a mixed one), and the next publish
+succeeds and removes the debris the dead process left behind: only the manifests of ready generations
+and the parts they list remain.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import signal
 import sqlite3
@@ -50,7 +53,7 @@ record = GenerationRecord(source_snapshot_hash="child", notes=1, chunks=1, dense
 with build_lock(layout):
     base = active_record(layout)
     publish(layout, Path(sys.argv[3]), record, expected_base=base["generation_id"] if base else None,
-            on_step=hook)
+            on_step=hook, grace_s=0.0)
 """
 
 
@@ -63,7 +66,7 @@ def make_db(path: Path, letter: str) -> Path:
     return path
 
 
-def publish_db(layout: IndexLayout, letter: str) -> gen.ResolvedIndex:
+def publish_db(layout: IndexLayout, letter: str, grace_s: float = 0.0) -> gen.ResolvedIndex:
     record = GenerationRecord(
         source_snapshot_hash="parent",
         notes=1,
@@ -77,7 +80,7 @@ def publish_db(layout: IndexLayout, letter: str) -> gen.ResolvedIndex:
     with build_lock(layout):
         base = active_record(layout)
         staged = make_db(new_staging_path(layout), letter)
-        return publish(layout, staged, record, expected_base=base["generation_id"] if base else None)
+        return publish(layout, staged, record, expected_base=base["generation_id"] if base else None, grace_s=grace_s)
 
 
 def stage(layout: IndexLayout, letter: str) -> Path:
@@ -107,8 +110,22 @@ def assert_clean_after_next_publish(layout: IndexLayout, letter: str) -> None:
     assert resolve(layout).generation_id == newest.generation_id
     assert verify_full(layout)["orphans"] == []
     assert list(layout.staging_dir.iterdir()) == []
+    assert_only_ready_files(layout)
+
+
+def listed_parts(layout: IndexLayout, manifest_names: set[str]) -> set[str]:
+    names = set()
+    for name in manifest_names:
+        doc = json.loads((layout.manifests_dir / name).read_bytes())
+        names |= {f"{seg['sha256']}.seg" for seg in doc["segments"]}
+    return names
+
+
+def assert_only_ready_files(layout: IndexLayout) -> None:
+    """The manifests of ready generations and the parts they list: nothing else."""
     ready = {row["file_name"] for row in list_generations(layout) if row["status"] == "ready"}
-    assert {p.name for p in layout.generations_dir.iterdir()} == ready
+    assert {p.name for p in layout.manifests_dir.iterdir()} == ready
+    assert {p.name for p in layout.segments_dir.iterdir()} == listed_parts(layout, ready)
 
 
 @pytest.fixture
@@ -133,11 +150,13 @@ def test_sigkill_at_each_step_keeps_a_verified_generation_active(layout: IndexLa
         assert served.generation_id == second.generation_id
         assert served.sha256 == second.sha256
     else:
-        assert served.sha256 == staged_sha and served.record["source_snapshot_hash"] == "child"
+        assert [p.sha256 for p in served.parts] == [staged_sha] and served.record["source_snapshot_hash"] == "child"
     report = verify_full(layout)
     assert report["generation_id"] == served.generation_id
-    assert first.path.exists() == (PUBLISH_STEPS.index(step) <= PUBLISH_STEPS.index("retention"))
+    assert [p["sha256"] for p in report["parts"]] == [p.sha256 for p in served.parts]
+    assert first.path.exists()  # the kill came before the removal of what only `first` needed
     assert_clean_after_next_publish(layout, "d")
+    assert not first.path.exists() and not first.parts[0].path.exists()
 
 
 @pytest.mark.parametrize("step", PUBLISH_STEPS[:COMMITTED_AT])
@@ -171,7 +190,9 @@ def test_exception_at_each_step_cleans_up_in_process(layout: IndexLayout, step: 
     if PUBLISH_STEPS.index(step) < COMMITTED_AT:
         assert served.generation_id == previous.generation_id
         assert not staged.exists()
-        assert [p.name for p in layout.generations_dir.iterdir()] == [previous.path.name]
+        assert [p.name for p in layout.manifests_dir.iterdir()] == [previous.path.name]
+        assert [p.name for p in layout.segments_dir.iterdir()] == [previous.parts[0].path.name]
+        assert list(layout.staging_dir.iterdir()) == []
     else:
         assert served.generation_id != previous.generation_id
     assert verify_full(layout)["generation_id"] == served.generation_id
@@ -184,7 +205,7 @@ conn.execute("PRAGMA cache_size = 1")
 conn.execute("BEGIN IMMEDIATE")
 conn.execute("UPDATE active SET generation_id = 'g20000101T000000-000000000000'")
 for i in range(300):
-    conn.execute("INSERT INTO generations VALUES (?, ?, 'x', 1, 's', 0, 0, 0, 'c', 't', NULL, '{}', '[]', 0, 'ready')",
+    conn.execute("INSERT INTO generations VALUES (?, ?, 'x', 1, 's', 0, 0, 0, 'c', 't', NULL, '{}', '[]', 0, 'ready', NULL)",
                  (f"junk{i}", f"junk{i}" + "y" * 3000))
 os.kill(os.getpid(), signal.SIGKILL)
 """

@@ -75,7 +75,7 @@ def test_a_corrupt_state_db_fails_readers_closed_and_the_next_build_recovers(vau
     assert len(search_vault(vault, "quasar")) == 5
     assert served(vault) == report.generation_id
     assert [p.name for p in layout.index_dir.glob("state.db.corrupt-*")]  # kept aside as evidence
-    assert len(os.listdir(layout.generations_dir)) == 1  # the old generation was reaped
+    assert len(os.listdir(layout.segments_dir)) == len(os.listdir(layout.manifests_dir)) == 1  # the old one reaped
 
 
 def test_a_state_db_of_another_schema_is_recovered_by_a_build(vault: Path) -> None:
@@ -87,6 +87,32 @@ def test_a_state_db_of_another_schema_is_recovered_by_a_build(vault: Path) -> No
     gen.clear_verify_cache()
     assert reason_of(lambda: search_vault(vault, "quasar")) == "schema_mismatch"
     assert build_index(vault).problems[0]["reason"] == "state_recovered"
+    assert len(search_vault(vault, "quasar")) == 5
+
+
+def test_an_index_of_the_one_file_format_is_rebuilt_whole_and_the_report_says_why(vault: Path) -> None:
+    """An index directory written before manifests (state schema 2, one ``generations/<gid>.db`` per
+    generation): readers get the typed schema mismatch that says to rebuild, and ``vaultsearch index``
+    rebuilds every note, saying why, and removes the old format's files."""
+    layout = gen.layout_for(vault)
+    conn = sqlite3.connect(layout.state_path)
+    conn.execute("UPDATE meta SET value = '2' WHERE key = 'state_schema_version'")
+    conn.commit()
+    conn.close()
+    layout.generations_dir.mkdir()
+    old_file = layout.generations_dir / "g20260101T000000-0123456789ab.db"
+    old_file.write_bytes(b"an old one-file generation")
+    gen.clear_verify_cache()
+    with pytest.raises(VaultSearchError) as info:
+        search_vault(vault, "quasar")
+    assert info.value.reason == "schema_mismatch" and "vaultsearch index" in (info.value.hint or "")
+    assert "one-file generations" in info.value.message
+    report = build_index(vault)
+    assert report.full_rebuild_reason == "index_format_changed"
+    assert "replaced by manifests of segments" in (report.full_rebuild_detail or "")
+    assert report.added == report.notes == 5
+    assert [p["reason"] for p in report.problems] == ["state_recovered"]
+    assert not old_file.exists()
     assert len(search_vault(vault, "quasar")) == 5
 
 
@@ -108,8 +134,7 @@ def test_a_lock_held_on_state_db_is_busy_not_corrupt(vault: Path, monkeypatch: p
 
 def test_a_generation_removed_between_verify_and_open_is_typed(vault: Path) -> None:
     resolved = gen.resolve(gen.layout_for(vault))
-    os.chmod(resolved.path, 0o644)
-    resolved.path.unlink()
+    resolved.parts[0].path.unlink()
     # the verified inode is no longer the file at its path: typed, never an sqlite3 error
     assert reason_of(lambda: gen.connect_readonly(resolved)) == "generation_changed"
 
@@ -161,7 +186,8 @@ def _oserror(name: str) -> OSError:
     return OSError(FAULTS[name], os.strerror(FAULTS[name]))
 
 
-BEFORE_FLIP = ["copy_base", "write_rows", *PUBLISH_STEPS[:5]]
+COMMIT = PUBLISH_STEPS.index("state_commit")
+BEFORE_FLIP = ["copy_base", "write_rows", *PUBLISH_STEPS[: COMMIT + 1]]
 # every step with one of the faults in turn, and every fault at the base copy and at the state commit
 CASES = sorted(
     {(step, sorted(FAULTS)[i % len(FAULTS)]) for i, step in enumerate(BEFORE_FLIP)}
@@ -207,7 +233,7 @@ def test_a_disk_fault_before_the_flip_is_typed_and_the_old_generation_serves(
     assert build_index(vault).added == 1  # and the next build goes through
 
 
-@pytest.mark.parametrize("step", PUBLISH_STEPS[5:])
+@pytest.mark.parametrize("step", PUBLISH_STEPS[COMMIT + 1 :])
 def test_a_disk_fault_after_the_flip_is_typed_and_the_new_generation_serves(vault: Path, step: str) -> None:
     write_files(vault, {"n9.md": "# Nine\n\nquasar new note\n"})
 

@@ -16,6 +16,7 @@ import ast
 import json
 import re
 import sqlite3
+import zlib
 from pathlib import Path
 
 import pytest
@@ -184,12 +185,11 @@ def test_the_table_functions_return_what_the_inline_sql_returned(served: sqlite3
     where = f" WHERE note_id IN (SELECT n.id FROM notes n WHERE {clause})"
     for vis, w, v in ((None, "", []), (visible, where, list(vals))):
         assert notes.visible_rows(vis) == (w, v)
-        assert terms.note_terms_size(conn, vis) == tuple(
-            conn.execute(f"SELECT count(*), coalesce(sum(length(term_ids)), 0) FROM note_terms{w}", v).fetchone()
-        )
-        assert [tuple(r) for r in terms.note_term_rows(conn, vis)] == _rows(
-            conn, f"SELECT note_id, term_ids, tf FROM note_terms{w} ORDER BY note_id", v
-        )
+        stored = _rows(conn, f"SELECT note_id, n_terms, data FROM note_terms{w} ORDER BY note_id", v)
+        assert terms.note_terms_size(conn, vis) == (len(stored), 4 * sum(r[1] for r in stored))
+        assert [tuple(r) for r in terms.note_term_rows(conn, vis)] == [
+            (nid, zlib.decompress(data)[: 4 * n], zlib.decompress(data)[4 * n :]) for nid, n, data in stored
+        ]
     assert terms.term_dictionary(conn) == dict(conn.execute("SELECT term, id FROM terms"))
     with connection.read_snapshot(conn):
         assert conn.in_transaction

@@ -1,6 +1,7 @@
-"""The verification record (issue #14): a later process skips the full hash only while the state DB
-(and its -wal/-shm/-journal), the generation file's (dev, inode, size, mtime_ns, ctime_ns) and the
-SHA-256 are what the verifying process saw. Each change it must notice makes it rehash.
+"""The verification record (issues #14, #29): a later process skips hashing a part only while the part's
+(dev, inode, size, mtime_ns, ctime_ns) is what the process that hashed it saw; entries are keyed by the
+part's SHA-256, so a part's entry stays valid across generations. The manifest is always hashed and
+matched with the state row. Each change to a part it must notice makes it rehash.
 
 A "later process" is simulated by ``clear_verify_cache()`` (the in-process cache is gone, the record
 on disk stays); the cross-process and concurrent-writer cases run real subprocesses.
@@ -20,8 +21,8 @@ import pytest
 
 from core import generations as gen
 from core.errors import IntegrityError
+from core.index import parts, verify
 from core.index import state as gstate
-from core.index import verify
 from core.index.layout import IndexLayout
 from tests.index.test_generations import make_db, publish_db
 
@@ -32,9 +33,10 @@ ROOT = Path(__file__).resolve().parents[2]
 def layout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> IndexLayout:
     (tmp_path / "vault").mkdir()
     gen.clear_verify_cache()
-    monkeypatch.setattr(verify, "RACY_WINDOW_NS", 0)
+    monkeypatch.setattr(parts, "RACY_WINDOW_NS", 0)
     layout = gen.layout_for(tmp_path / "vault")
     publish_db(layout, "a")
+    gstate.record_path(layout).unlink()  # the publisher's own record: these tests start without one
     return layout
 
 
@@ -58,23 +60,29 @@ def writable(path: Path) -> None:
     os.chmod(path, 0o644)
 
 
+def part_path(resolved: gen.ResolvedIndex) -> Path:
+    [part] = resolved.parts
+    return part.path
+
+
 # --- each change the record must notice ----------------------------------------------------------------
 
 
 def test_record_is_reused_while_nothing_changed(layout: IndexLayout) -> None:
     resolved = recorded(layout)
     body, status = gstate.read_verification(layout)
-    assert status == "ok" and body["sha256"] == resolved.sha256 and body["generation_id"] == resolved.generation_id
-    assert body["file"] == list(verify._stat_sig(resolved.path))
+    assert status == "ok" and body["index_dir"] == str(layout.index_dir)
+    assert body["parts"] == {resolved.parts[0].sha256: list(verify._stat_sig(part_path(resolved)))}
 
 
 def test_bytes_appended_and_mtime_restored(layout: IndexLayout) -> None:
     resolved = recorded(layout)
-    before = resolved.path.stat()
-    writable(resolved.path)
-    with open(resolved.path, "ab") as handle:
+    path = part_path(resolved)
+    before = path.stat()
+    writable(path)
+    with open(path, "ab") as handle:
         handle.write(b"\0" * 4096)
-    os.utime(resolved.path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
     with pytest.raises(IntegrityError) as info:
         later_process_resolve(layout)
     assert info.value.reason == "size_mismatch"
@@ -83,12 +91,13 @@ def test_bytes_appended_and_mtime_restored(layout: IndexLayout) -> None:
 
 def test_bytes_flipped_in_place_keeping_size_and_mtime(layout: IndexLayout) -> None:
     resolved = recorded(layout)
-    before = resolved.path.stat()
-    writable(resolved.path)
-    with open(resolved.path, "r+b") as handle:
+    path = part_path(resolved)
+    before = path.stat()
+    writable(path)
+    with open(path, "r+b") as handle:
         handle.seek(before.st_size - 100)
         handle.write(b"X")
-    os.utime(resolved.path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
     with pytest.raises(IntegrityError) as info:
         later_process_resolve(layout)
     assert info.value.reason == "sha256_mismatch" and gen.VERIFY_STATS["full_hashes"] == 1
@@ -96,11 +105,12 @@ def test_bytes_flipped_in_place_keeping_size_and_mtime(layout: IndexLayout) -> N
 
 def test_file_replaced_by_a_doctored_copy_of_equal_size_and_mtime(layout: IndexLayout) -> None:
     resolved = recorded(layout)
-    before = resolved.path.stat()
+    path = part_path(resolved)
+    before = path.stat()
     fake = make_db(layout.index_dir / "fake.db", "b")
-    os.replace(fake, resolved.path)
-    os.utime(resolved.path, ns=(before.st_atime_ns, before.st_mtime_ns))
-    assert resolved.path.stat().st_size == before.st_size
+    os.replace(fake, path)
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert path.stat().st_size == before.st_size
     with pytest.raises(IntegrityError) as info:
         later_process_resolve(layout)
     assert info.value.reason == "sha256_mismatch" and gen.VERIFY_STATS["full_hashes"] == 1
@@ -108,37 +118,57 @@ def test_file_replaced_by_a_doctored_copy_of_equal_size_and_mtime(layout: IndexL
 
 def test_inode_change_with_identical_bytes_is_rehashed(layout: IndexLayout) -> None:
     resolved = recorded(layout)
-    copy = resolved.path.with_name("copy.db")
-    shutil.copy2(resolved.path, copy)
-    os.replace(copy, resolved.path)
-    assert resolved.path.stat().st_ino != resolved.pinned.inode[1]
+    path = part_path(resolved)
+    copy = path.with_name("copy.db")
+    shutil.copy2(path, copy)
+    os.replace(copy, path)
+    assert path.stat().st_ino != resolved.pinned.inode[1]
     assert later_process_resolve(layout) == resolved  # the same bytes: served, after a full hash
     assert gen.VERIFY_STATS["full_hashes"] == 1 and gen.VERIFY_STATS["record_hits"] == 0
 
 
-def test_state_db_edit_is_rehashed(layout: IndexLayout) -> None:
+def test_state_db_edit_is_read_again_and_the_unchanged_part_stays_vouched(layout: IndexLayout) -> None:
     recorded(layout)
     conn = sqlite3.connect(layout.state_path)
     conn.execute("UPDATE generations SET timings = '{\"total\": 9}'")
     conn.commit()
     conn.close()
     assert later_process_resolve(layout).record["timings"] == {"total": 9}
-    assert gen.VERIFY_STATS["full_hashes"] == 1 and gen.VERIFY_STATS["record_hits"] == 0
+    assert gen.VERIFY_STATS["full_hashes"] == 0 and gen.VERIFY_STATS["record_hits"] == 1
 
 
-def test_state_wal_sibling_appearing_is_rehashed(layout: IndexLayout) -> None:
+def test_a_state_row_naming_another_manifest_is_refused_before_any_part_is_trusted(layout: IndexLayout) -> None:
     recorded(layout)
-    Path(f"{layout.state_path}-wal").write_bytes(b"")
-    later_process_resolve(layout)
-    assert gen.VERIFY_STATS["full_hashes"] == 1
+    conn = sqlite3.connect(layout.state_path)
+    conn.execute("UPDATE generations SET sha256 = ?, file_name = ?", ("0" * 64, f"{'0' * 64}.json"))
+    conn.commit()
+    conn.close()
+    with pytest.raises(IntegrityError) as info:
+        later_process_resolve(layout)
+    assert info.value.reason == "missing" and info.value.evidence["expected"] == "0" * 64
+
+
+def test_a_parts_record_stays_valid_across_generations(layout: IndexLayout) -> None:
+    """Parts never change: the entry of the first generation's part still vouches for it after another
+    generation was published and the pointer is moved back to the first."""
+    first = recorded(layout)
+    publish_db(layout, "b")
+    conn = sqlite3.connect(layout.state_path)
+    conn.execute("UPDATE active SET generation_id = ?", (first.generation_id,))
+    conn.commit()
+    conn.close()
+    assert later_process_resolve(layout).generation_id == first.generation_id
+    assert gen.VERIFY_STATS["full_hashes"] == 0 and gen.VERIFY_STATS["record_hits"] == 1
 
 
 def _edit_field(doc: dict) -> None:
-    doc["body"]["file"][2] += 1  # claims another size, digest left as it was
+    for sig in doc["body"]["parts"].values():
+        sig[2] += 1  # claims another size, digest left as it was
 
 
 def _edit_field_and_digest(doc: dict) -> None:
-    doc["body"]["sha256"] = "0" * 64
+    [sig] = doc["body"]["parts"].values()
+    doc["body"]["parts"] = {"0" * 64: sig}  # vouches for another part
     doc["digest"] = gstate._record_digest(doc["body"])
 
 
@@ -180,14 +210,22 @@ def test_record_that_is_a_fifo_is_ignored_without_hanging(layout: IndexLayout) -
 
 def test_new_generation_is_not_vouched_for_by_the_old_record(layout: IndexLayout) -> None:
     recorded(layout)
+    old_record = gstate.record_path(layout).read_bytes()
     newer = publish_db(layout, "b")
+    gstate.record_path(layout).write_bytes(old_record)  # the publisher's entry for the new part undone
     assert later_process_resolve(layout).generation_id == newer.generation_id
     assert gen.VERIFY_STATS["full_hashes"] == 1 and gen.VERIFY_STATS["record_hits"] == 0
 
 
+def test_the_publisher_records_the_part_it_hashed(layout: IndexLayout) -> None:
+    newer = publish_db(layout, "b")
+    assert later_process_resolve(layout).generation_id == newer.generation_id
+    assert gen.VERIFY_STATS["full_hashes"] == 0 and gen.VERIFY_STATS["record_hits"] == 1
+
+
 def test_racy_file_is_neither_trusted_nor_recorded(layout: IndexLayout, monkeypatch: pytest.MonkeyPatch) -> None:
     recorded(layout)
-    monkeypatch.setattr(verify, "RACY_WINDOW_NS", 3600 * 10**9)  # everything counts as just written
+    monkeypatch.setattr(parts, "RACY_WINDOW_NS", 3600 * 10**9)  # everything counts as just written
     later_process_resolve(layout)
     assert gen.VERIFY_STATS["full_hashes"] == 1 and gen.VERIFY_STATS["record_writes"] == 0
 
@@ -205,8 +243,8 @@ PROBE = """
 import json, sys
 from pathlib import Path
 from core import generations as gen
-from core.index import verify
-verify.RACY_WINDOW_NS = 0
+from core.index import parts, verify
+parts.RACY_WINDOW_NS = 0
 layout = gen.layout_for(Path(sys.argv[1]))
 resolved = gen.resolve(layout)
 conn = gen.connect_readonly(resolved)

@@ -19,7 +19,8 @@ import pytest
 from core import generations as gen
 from core.build.builder import build_index
 from core.errors import BuildError, GenerationChangedError, IntegrityError
-from core.index import pinned, verify
+from core.index import parts, pinned, verify
+from core.index import state as gstate
 from core.index.layout import IndexLayout
 from core.searcher import search_vault
 from tests.conftest import note
@@ -32,7 +33,7 @@ GOOD, EVIL = "a" * 200, "b" * 200
 def layout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> IndexLayout:
     (tmp_path / "vault").mkdir()
     gen.clear_verify_cache()
-    monkeypatch.setattr(verify, "RACY_WINDOW_NS", 0)
+    monkeypatch.setattr(parts, "RACY_WINDOW_NS", 0)
     return gen.layout_for(tmp_path / "vault")
 
 
@@ -53,13 +54,15 @@ def served_body(resolved: gen.ResolvedIndex) -> str:
 
 def test_published_generation_files_are_read_only(layout: IndexLayout) -> None:
     published = publish_db(layout, "a")
-    assert stat.S_IMODE(published.path.stat().st_mode) == 0o444
+    assert stat.S_IMODE(published.parts[0].path.stat().st_mode) == 0o444
+    assert stat.S_IMODE(published.path.stat().st_mode) == 0o444  # the manifest
 
 
 def test_swap_during_hashing_is_refused(layout: IndexLayout, monkeypatch: pytest.MonkeyPatch) -> None:
     published = publish_db(layout, "a")
     gen.clear_verify_cache()
-    fake = doctored(layout, published.path)
+    gstate.record_path(layout).unlink()  # the publisher's record of its part: this reader hashes
+    fake = doctored(layout, published.parts[0].path)
     real_digest = pinned.PinnedFile.digest
 
     def digest_then_swap(self: pinned.PinnedFile) -> tuple[str, int]:
@@ -80,6 +83,7 @@ def test_swap_during_hashing_is_refused(layout: IndexLayout, monkeypatch: pytest
 def test_append_during_hashing_is_refused_not_returned(layout: IndexLayout, monkeypatch: pytest.MonkeyPatch) -> None:
     published = publish_db(layout, "a")
     gen.clear_verify_cache()
+    gstate.record_path(layout).unlink()  # the publisher's record of its part: this reader hashes
     real_digest = pinned.PinnedFile.digest
 
     def digest_then_append(self: pinned.PinnedFile) -> tuple[str, int]:
@@ -122,8 +126,9 @@ SWAPS = {
 def test_swap_between_verify_and_open_never_serves_doctored_bytes(layout: IndexLayout, name: str) -> None:
     publish_db(layout, "a")
     gen.clear_verify_cache()
+    gstate.record_path(layout).unlink()
     resolved = gen.resolve(layout)
-    SWAPS[name](resolved.path, doctored(layout, resolved.path))
+    SWAPS[name](resolved.parts[0].path, doctored(layout, resolved.parts[0].path))
     try:
         body = served_body(resolved)
     except GenerationChangedError as exc:
@@ -183,7 +188,7 @@ def test_builder_refuses_a_base_doctored_after_verification(tmp_path: Path, monk
     real_copy = gen.copy_base
 
     def doctor_then_copy(resolved: gen.ResolvedIndex, dest: Path) -> None:
-        _doctor_in_place(resolved.path)
+        _doctor_in_place(resolved.parts[0].path)
         real_copy(resolved, dest)
 
     monkeypatch.setattr("core.build.builder.copy_base", doctor_then_copy)
@@ -204,10 +209,10 @@ def test_builder_copies_the_verified_inode_when_the_path_is_swapped(
     real_copy = gen.copy_base
 
     def swap_then_copy(resolved: gen.ResolvedIndex, dest: Path) -> None:
-        fake = resolved.path.with_name("fake.db")
-        shutil.copyfile(resolved.path, fake)
+        fake = resolved.parts[0].path.with_name("fake.db")
+        shutil.copyfile(resolved.parts[0].path, fake)
         _doctor_in_place(fake)
-        os.replace(fake, resolved.path)
+        os.replace(fake, resolved.parts[0].path)
         real_copy(resolved, dest)
 
     monkeypatch.setattr("core.build.builder.copy_base", swap_then_copy)
@@ -231,7 +236,7 @@ def test_embedder_refuses_a_base_doctored_after_verification(
     real_copy = gen.copy_base
 
     def doctor_then_copy(resolved: gen.ResolvedIndex, dest: Path) -> None:
-        _doctor_in_place(resolved.path)
+        _doctor_in_place(resolved.parts[0].path)
         real_copy(resolved, dest)
 
     monkeypatch.setattr("core.build.embed.copy_base", doctor_then_copy)
@@ -248,6 +253,6 @@ def test_without_proc_fd_the_path_fallback_is_checked(layout: IndexLayout, monke
     resolved = gen.resolve(layout)
     monkeypatch.setattr(pinned, "FD_DIR", layout.index_dir / "no-such-dir")
     assert served_body(resolved) == GOOD  # opened by path, checked to be the pinned inode
-    _replace(resolved.path, doctored(layout, resolved.path))
+    _replace(resolved.parts[0].path, doctored(layout, resolved.parts[0].path))
     with pytest.raises(GenerationChangedError):
         served_body(resolved)

@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 from core import generations as gen
 from core.build.builder import DEFAULT_TOKENIZER, build_index
 from core.errors import UsageError
-from core.index.tables.notes_fts import FTS_COLUMNS
+from core.index.tables.notes_fts import FTS_COLUMNS, stored_texts
+from core.index.tables.terms import note_term_rows
 from core.ranking.analysis import LANGUAGE_TOKENIZER, Analyzer, LocalVector, TermVectors, WordTable, check_tokenizer
 from core.ranking.languages import LanguageAnalysis, note_language
 from core.vault.chunking import headings
@@ -204,10 +205,9 @@ def test_stored_term_vectors_equal_fts5vocab_per_field(tmp_path: Path) -> None:
     conn = gen.connect_readonly(gen.resolve(gen.layout_for(vault)))
     ref = Reference(LANGUAGE_TOKENIZER, FTS_COLUMNS)  # FTS5's cuts; then each note's language analysis
     term_of = dict(conn.execute("SELECT id, term FROM terms"))
-    rows = conn.execute(
-        "SELECT n.rel_path, f.title, f.description, f.tags, t.term_ids, t.tf FROM notes n "
-        "JOIN notes_fts f ON f.rowid = n.id JOIN note_terms t ON t.note_id = n.id"
-    ).fetchall()
+    texts = stored_texts(conn, [r[0] for r in conn.execute("SELECT id FROM notes")])
+    paths = dict(conn.execute("SELECT id, rel_path FROM notes"))
+    rows = [(paths[nid], *texts[nid][:3], tids, tf) for nid, tids, tf in note_term_rows(conn, None)]
     assert len(rows) == len(names)
     for rel, title, description, tags, tids, tf in rows:
         parsed = parse_note(rel, (vault / rel).read_bytes())

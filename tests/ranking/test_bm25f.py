@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.errors import IntegrityError
-from core.index.tables.terms import DDL_NOTE_TERMS, DDL_TERMS
+from core.index.tables.terms import DDL_NOTE_TERMS, DDL_TERMS, insert_note_terms
 from core.ranking import bm25f, scoring
 from core.ranking.sparse import RankParams, bm25_scores, compute_sparse
 
@@ -29,7 +29,9 @@ def corpus_db(tf: np.ndarray) -> sqlite3.Connection:
     for d in range(tf.shape[0]):
         held = np.flatnonzero(tf[d].sum(axis=1))
         rows.append((d + 1, held.astype("<i4").tobytes(), tf[d, held].astype("<u2").tobytes()))
-    conn.executemany("INSERT INTO note_terms(note_id, term_ids, tf) VALUES (?, ?, ?)", rows)
+    insert_note_terms(conn, rows)
+    conn.execute("CREATE TABLE notes(id INTEGER PRIMARY KEY, classification TEXT)")  # the notes' classes
+    conn.executemany("INSERT INTO notes(id) VALUES (?)", [(d + 1,) for d in range(tf.shape[0])])
     return conn
 
 

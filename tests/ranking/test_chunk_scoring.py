@@ -76,7 +76,8 @@ def test_term_major_scores_equal_a_dense_recompute(collection, k1, b):
     lengths = counts.sum(axis=1)
     avg = lengths[lengths > 0].mean() if (lengths > 0).any() else 1.0
     k = k1 * (1 - b + b * lengths / avg)
-    matrix = tf * (k1 + 1) / (tf + k[:, None])
+    # a cell without the term scores 0 (an empty chunk with b = 1 has k = 0: 0/0 without the where)
+    matrix = np.divide(tf * (k1 + 1), tf + k[:, None], out=np.zeros_like(tf), where=tf > 0)
     idf = np.log((1 + n_docs) / (1 + df)) + 1
     q = np.zeros(tf.shape[1])
     q[query] = (1 + np.log(qtf)) * idf[query] ** power * weight

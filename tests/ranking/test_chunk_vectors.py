@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import zlib
 from collections import Counter
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from conftest import note
 
 from core import generations as gen
 from core.index.tables.notes_fts import note_bodies
-from core.index.tables.terms import CHUNK_FIELD_UNITS, CHUNK_UNIT
+from core.index.tables.terms import CHUNK_FIELD_UNITS, CHUNK_UNIT, chunk_term_rows
 from core.ranking.analysis import language_analyzer_for
 from core.ranking.chunk_vectors import (
     VECTOR_B,
@@ -140,7 +141,7 @@ def test_the_vector_mode_uses_the_cached_chunk_vectors(vault):
 
 def test_every_chunk_has_a_stored_vector_and_ids_ascend(conn):
     per_note = dict(conn.execute("SELECT note_id, count(*) FROM chunks GROUP BY note_id"))
-    rows = conn.execute("SELECT note_id, lengths, term_ids, tf FROM chunk_terms").fetchall()
+    rows = list(chunk_term_rows(conn, None))
     assert {nid for nid, *_ in rows} == set(per_note)
     for nid, lengths, ids, tf in rows:
         runs = np.frombuffer(lengths, "<u4")
@@ -158,13 +159,32 @@ def test_chunk_terms_that_disagree_with_the_chunks_table_are_an_integrity_error(
     from core.errors import IntegrityError
 
     copy = tmp_path / "copy.db"
-    shutil.copyfile(gen.resolve(gen.layout_for(vault)).path, copy)
+    shutil.copyfile(gen.resolve(gen.layout_for(vault)).parts[0].path, copy)
     copy.chmod(0o644)
     db = sqlite3.connect(copy)
     db.execute("DELETE FROM chunk_terms WHERE note_id = (SELECT max(note_id) FROM chunk_terms)")
     db.commit()
     with pytest.raises(IntegrityError):
         compute_chunk_vectors(db, load_sparse(db))  # the row reader the build stores from
+
+
+@pytest.mark.parametrize("table", ["note_terms", "chunk_terms"])
+@pytest.mark.parametrize("data", [b"not zlib", zlib.compress(b"short")])
+def test_a_vector_row_that_does_not_decode_is_an_integrity_error(vault, tmp_path, table, data):
+    import shutil
+    import sqlite3
+
+    from core.errors import IntegrityError
+    from core.ranking.sparse_rows import compute_sparse
+
+    copy = tmp_path / "copy.db"
+    shutil.copyfile(gen.resolve(gen.layout_for(vault)).parts[0].path, copy)
+    copy.chmod(0o644)
+    db = sqlite3.connect(copy)
+    db.execute(f"UPDATE {table} SET data = ? WHERE note_id = (SELECT max(note_id) FROM {table})", (data,))
+    db.commit()
+    with pytest.raises(IntegrityError, match=f"{table} row of note"):
+        compute_chunk_vectors(db, compute_sparse(db))  # the row readers the build stores from
 
 
 @pytest.mark.parametrize("block", [1, 3, 17])

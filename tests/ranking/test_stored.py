@@ -4,6 +4,7 @@ group is refused or not used."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import sqlite3
 import threading
@@ -15,6 +16,7 @@ from conftest import note
 
 from core import generations as gen
 from core.errors import IntegrityError
+from core.index.tables import term_major
 from core.ranking import bm25f, stored
 from core.ranking.chunk_vectors import CHUNK_GROUP, compute_chunk_vectors, load_chunk_vectors
 from core.ranking.filters import Filters
@@ -57,7 +59,7 @@ def vault(make_vault) -> Path:
 
 def writable_copy(vault: Path, tmp_path: Path) -> sqlite3.Connection:
     copy = tmp_path / "copy.db"
-    shutil.copyfile(gen.resolve(gen.layout_for(vault)).path, copy)
+    shutil.copyfile(gen.resolve(gen.layout_for(vault)).parts[0].path, copy)
     copy.chmod(0o644)
     return sqlite3.connect(copy)
 
@@ -182,6 +184,29 @@ def test_posting_arrays_are_stored_in_pieces_and_read_back_exactly(pieced: Path)
         load_chunk_vectors(conn, eager),
         CHUNKS,
     )
+
+
+def test_pieces_are_compressed_and_wide_integers_stored_narrow(pieced: Path) -> None:
+    conn = gen.connect_readonly(gen.resolve(gen.layout_for(pieced)))
+    rows = {name: (dtype, shape, size) for name, dtype, shape, size in term_major.group_listing(conn, SPARSE_GROUP)}
+    codecs = {name: json.loads(rows[f"{SPARSE_GROUP}/{name}"][1])["codec"] for name in POSTINGS["sparse"]}
+    assert codecs == {"docs": "zlib-delta", "field_mask": "zlib", "body_tf": "zlib", "side_tf": "zlib"}
+    whole = load_sparse(conn)
+    docs_bytes = sum(size for name, (_, _, size) in rows.items() if name.startswith(f"{SPARSE_GROUP}/docs#"))
+    assert 0 < docs_bytes < whole.docs.nbytes / 2
+    dtype, shape, size = rows[f"{SPARSE_GROUP}/indptr"]
+    assert (dtype, json.loads(shape)["dtype"], size) == ("<i4", "<i8", whole.indptr.nbytes // 2)
+    assert whole.indptr.dtype == np.int64 and not whole.indptr.flags.writeable
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_piece_of_differences_decodes_to_its_values_across_run_breaks_and_extremes(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    runs = [np.sort(rng.integers(-(2**31), 2**31 - 1, rng.integers(0, 50))) for _ in range(20)]
+    values = np.concatenate([*runs, np.array([2**31 - 1, -(2**31), 0], np.int64)]).astype("<i4")
+    for codec in (stored.ZLIB, stored.ZLIB_DELTA):
+        got = stored._decode(stored._encode(values, codec), codec, np.dtype("<i4"), "x")
+        assert got.dtype == values.dtype and np.array_equal(got, values) and not got.flags.writeable
 
 
 def test_a_stored_array_answers_every_index_as_the_whole_array(pieced: Path) -> None:

@@ -173,21 +173,23 @@ def vaults(draw) -> tuple[dict[str, str], set[str]]:
     return files, hidden
 
 
-def _check_property(tmp_path_factory, files: dict[str, str], hidden: set[str], queries: list[str]) -> None:
+def _check_property(
+    tmp_path_factory, files: dict[str, str], hidden: set[str], queries: list[str], visible=PUBLIC
+) -> None:
     with_hidden = write_vault(tmp_path_factory.mktemp("p"), files)
     without = write_vault(tmp_path_factory.mktemp("q"), {k: v for k, v in files.items() if k not in hidden})
     build_index(with_hidden)
     build_index(without)
     for mode in LEXICAL:
         for query in queries:
-            a = search_vault(with_hidden, query, mode=mode, limit=10, classifications=PUBLIC)
-            b = search_vault(without, query, mode=mode, limit=10, classifications=PUBLIC)
-            assert comparable(a) == comparable(b), (mode, query)
+            a = search_vault(with_hidden, query, mode=mode, limit=10, classifications=visible)
+            b = search_vault(without, query, mode=mode, limit=10, classifications=visible)
+            assert comparable(a) == comparable(b), (mode, query, visible)
     for query in [q for q in queries if q.strip()]:
         raw = f"{query.split()[0].split('-')[0]}* OR ({query.replace('-', ' ')})"
-        a = search_vault(with_hidden, raw, mode="fts", raw=True, limit=10, classifications=PUBLIC)
-        b = search_vault(without, raw, mode="fts", raw=True, limit=10, classifications=PUBLIC)
-        assert comparable(a) == comparable(b), ("raw", raw)
+        a = search_vault(with_hidden, raw, mode="fts", raw=True, limit=10, classifications=visible)
+        b = search_vault(without, raw, mode="fts", raw=True, limit=10, classifications=visible)
+        assert comparable(a) == comparable(b), ("raw", raw, visible)
 
 
 QUERIES = st.lists(st.sampled_from([*WORDS, "quasar orbit", "alpha-beta garden", ""]), min_size=1, max_size=3)
@@ -204,6 +206,59 @@ def test_property_hidden_notes_change_nothing_a_restricted_caller_sees(tmp_path_
 @given(vault=vaults(), queries=QUERIES)
 def test_property_hidden_notes_change_nothing_many_vaults(tmp_path_factory, vault, queries):
     _check_property(tmp_path_factory, *vault, queries)
+
+
+# ---------------------------------------------------------------- property: random classes, random visible set
+# (statistics summed over the visible classes, core.ranking.classes, on the generation's own arrays)
+
+CLASSES = (None, "public", "secret", "lan", "Team")  # None: no classification (public); "Team" is the class team
+# words, prefixes (quas, nebu, orbi) and typos (quasra, nebual, commet): the expansions must agree too
+CLASS_WORDS = ["quasar", "quasars", "nebula", "nebulae", "orbit", "orbital", "comet", "garden", "alpha-beta"]
+CLASS_QUERIES = st.lists(
+    st.sampled_from([*CLASS_WORDS, "quas", "nebu", "orbi", "quasra", "nebual", "commet", "quasar orbit", ""]),
+    min_size=1,
+    max_size=3,
+)
+VISIBLE_SETS = st.lists(st.sampled_from(["public", "secret", "lan", "team", "TEAM"]), max_size=3, unique=True)
+
+
+@st.composite
+def classified_vaults(draw) -> tuple[dict[str, str], dict[str, str]]:
+    """(files, each file's class as the filters see it): random notes, headings, links and classifications."""
+    n = draw(st.integers(2, 8))
+    files: dict[str, str] = {}
+    classes: dict[str, str] = {}
+    for i in range(n):
+        words = draw(st.lists(st.sampled_from(CLASS_WORDS), min_size=1, max_size=12))
+        title = " ".join(draw(st.lists(st.sampled_from(CLASS_WORDS), min_size=1, max_size=3)))
+        cls = draw(st.sampled_from(CLASSES))
+        link = f" See [[n{draw(st.integers(0, n - 1))}]]." if draw(st.booleans()) else ""
+        heading = f"\n\n## {draw(st.sampled_from(CLASS_WORDS))}\n\nmore text" if draw(st.booleans()) else ""
+        rel = f"{draw(st.sampled_from(['', 'a/', 'b/']))}n{i}.md"
+        files[rel] = note(title, " ".join(words) + link + heading, **({"classification": cls} if cls else {}))
+        classes[rel] = (cls or "public").lower()
+    return files, classes
+
+
+def _check_classes(tmp_path_factory, vault, visible: list[str], queries: list[str]) -> None:
+    files, classes = vault
+    seen = {c.lower() for c in visible}
+    _check_property(tmp_path_factory, files, {k for k in files if classes[k] not in seen}, queries, visible)
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(vault=classified_vaults(), visible=VISIBLE_SETS, queries=CLASS_QUERIES)
+def test_property_any_classes_any_visible_set_equal_a_cold_index_without_the_hidden_notes(
+    tmp_path_factory, vault, visible, queries
+):
+    _check_classes(tmp_path_factory, vault, visible, queries)
+
+
+@pytest.mark.slow
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(vault=classified_vaults(), visible=VISIBLE_SETS, queries=CLASS_QUERIES)
+def test_property_any_classes_many_vaults(tmp_path_factory, vault, visible, queries):
+    _check_classes(tmp_path_factory, vault, visible, queries)
 
 
 def test_a_hidden_note_with_the_same_name_does_not_capture_a_visible_notes_link(tmp_path):

@@ -4,10 +4,12 @@ analysis it gives is exactly the computed one's."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import sqlite3
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import note
 
@@ -20,7 +22,12 @@ from core.ranking.sparse import SPARSE_GROUP, compute_sparse, load_sparse
 
 FILES = {
     "en.md": note("Worktrees", "git worktrees and the worktree command; removing items by force " * 5),
-    "de.md": note("Kontostand", "Die Konten und das Konto: die Dateisicherung der Graphansicht " * 5, lang="de"),
+    "de.md": note(
+        "Kontostand",
+        "Die Konten und das Konto: die Dateisicherung der Graphansicht " * 5,
+        lang="de",
+        classification="secret",
+    ),
     "fr.md": note("Tableaux", "Les tableaux sont des objets qui contiennent des valeurs " * 5, lang="fr"),
     "ja.md": note("東京タワー", "東京タワーは東京の電波塔です。東京 タワー " * 5, lang="ja"),
     "mixed.md": note("Mixed", "konten konto graph removed remove forcing worktreeadd"),
@@ -112,18 +119,37 @@ def test_a_loaded_index_never_computes_its_vocabulary(vault: Path, monkeypatch: 
     assert vocab.reversed and vocab.chars
 
 
-def test_a_restricted_callers_index_computes_its_own_vocabulary(vault: Path) -> None:
-    """Statistics over visible notes only (a rows-computed SparseIndex) carry no stored vocabulary."""
-    conn = _connection(vault)
-    visible = load_sparse(conn, visible=("n.rel_path != ?", ["de.md"]))
-    assert visible.vocabulary is None
-    vocab = vocabulary(visible)
-    assert "kontostand" not in vocab.sorted and "worktre" in vocab.sorted
+def test_a_restricted_callers_vocabulary_is_the_stored_one_filtered_by_its_visible_df(vault: Path, monkeypatch) -> None:
+    """A restricted caller's view (de.md hidden) keeps the generation's stored words and keeps a word,
+    or a term of it, only while its visible df > 0: every look-up and every query analysis equal those of
+    a vocabulary computed over the visible terms alone, and nothing is computed per visibility set."""
+    view = load_sparse(_connection(vault)).restrict(["public"])
+    assert view.n_stat == len(FILES) - 1 and view.seen is not None
+    visible_terms = dict(view.term_id.items())  # the terms some visible note holds
+    computed = Vocabulary(visible_terms, view.df, view.n_stat)
+    assert "kontostand" not in computed.sorted and "worktre" in computed.sorted  # the control
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the vocabulary was computed, not loaded")
+
+    monkeypatch.setattr(vocabulary_module, "_vocabulary_lists", refuse)
+    stored = vocabulary(view)
+    assert stored.starting("kontost") == [] and stored.known(["kontostand", "worktre"]) == ["worktre"]
+    for prefix in ("", "k", "kont", "w", "gr", "ta", "東", "=", "d"):
+        assert stored.starting(prefix) == computed.starting(prefix), prefix
+    for word in stored.sorted:
+        assert stored.surfaces(word) == computed.surfaces(word) and stored.base_ids(word) == computed.base_ids(word)
+        assert stored.is_exact(word) == computed.is_exact(word) and stored.ending(word) == computed.ending(word)
+    assert stored.base == computed.base and stored.exact == computed.exact and stored.name == computed.name
+    for q in (*QUERIES, "kontost", "grap", "konto"):
+        a = QueryAnalyzer(view.term_id, stored, ["en", "de"]).analyse(q)
+        b = QueryAnalyzer(visible_terms, computed, ["en", "de"]).analyse(q)
+        assert (a.terms, a.weights, a.expansions, a.unmatched) == (b.terms, b.weights, b.expansions, b.unmatched), q
 
 
 def _writable_copy(vault: Path, tmp_path: Path) -> sqlite3.Connection:
     copy = tmp_path / "copy.db"
-    shutil.copyfile(gen.resolve(gen.layout_for(vault)).path, copy)
+    shutil.copyfile(gen.resolve(gen.layout_for(vault)).parts[0].path, copy)
     copy.chmod(0o644)
     return sqlite3.connect(copy)
 
@@ -138,7 +164,13 @@ def test_a_sparse_group_without_its_vocabulary_is_an_integrity_error(vault: Path
 def test_stored_vocabulary_arrays_that_disagree_are_an_integrity_error(vault: Path, tmp_path: Path) -> None:
     db = _writable_copy(vault, tmp_path)
     name = f"{SPARSE_GROUP}/vocab_exact"
-    db.execute("UPDATE term_major SET data = substr(data, 1, 16), shape = '[2]' WHERE name = ?", (name,))
+    dtype, shape = db.execute("SELECT dtype, shape FROM term_major WHERE name = ?", (name,)).fetchone()
+    spec = json.loads(shape)  # [n], or {"shape": [n], "dtype": ...} when stored narrower than its dtype
+    spec = {**spec, "shape": [2]} if isinstance(spec, dict) else [2]
+    db.execute(
+        "UPDATE term_major SET data = substr(data, 1, ?), shape = ? WHERE name = ?",
+        (2 * np.dtype(dtype).itemsize, json.dumps(spec), name),
+    )
     sp = load_sparse(db)
     with pytest.raises(IntegrityError):
         vocabulary(sp)

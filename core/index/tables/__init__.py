@@ -4,7 +4,7 @@ One module per table, or per small group of tables that are written and read tog
 
     meta            the generation's key/value settings and identity (``meta``)
     notes           ``notes`` (one row per note) and the removal of a note with everything derived from it
-    notes_fts       the FTS5 table (``notes_fts``): insert, bodies, MATCH
+    notes_fts       the contentless FTS5 table (``notes_fts``) and the one copy of the texts (``note_text``)
     tags            ``note_tags``
     problems        ``note_problems``, ``build_problems`` and the list of every problem
     chunks          ``chunks`` (offset ranges into a note's body)

@@ -6,10 +6,11 @@ import sqlite3
 
 CHECKS = {
     "notes vs notes_fts": "SELECT (SELECT count(*) FROM notes) - (SELECT count(*) FROM notes_fts)",
+    "notes vs note_text": "SELECT (SELECT count(*) FROM notes) - (SELECT count(*) FROM note_text)",
     "notes vs note_terms": "SELECT (SELECT count(*) FROM notes) - (SELECT count(*) FROM note_terms)",
     "notes vs chunk_terms": "SELECT (SELECT count(*) FROM notes) - (SELECT count(*) FROM chunk_terms)",
     "chunk_terms vs chunks": "SELECT (SELECT count(*) FROM chunks) - "
-    "(SELECT coalesce(sum(length(lengths)), 0) / 4 FROM chunk_terms)",
+    "(SELECT coalesce(sum(n_chunks), 0) FROM chunk_terms)",
     "notes without chunks": "SELECT count(*) FROM notes WHERE id NOT IN (SELECT note_id FROM chunks)",
     "orphan chunks": "SELECT count(*) FROM chunks WHERE note_id NOT IN (SELECT id FROM notes)",
     "orphan vectors": "SELECT count(*) FROM chunk_vectors WHERE chunk_id NOT IN (SELECT id FROM chunks)",

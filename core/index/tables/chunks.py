@@ -1,4 +1,4 @@
-"""``chunks``: a note's passages as character offset ranges into its ``body`` cell of ``notes_fts``.
+"""``chunks``: a note's passages as character offset ranges into its body (``note_text``).
 
 A chunk's text is ``body[start:end]`` (``notes_fts.note_bodies``), never stored twice.
 """
@@ -18,7 +18,7 @@ CREATE TABLE IF NOT EXISTS chunks (
     heading_path TEXT NOT NULL,
     start        INTEGER NOT NULL,
     end          INTEGER NOT NULL,
-    text_sha256  TEXT NOT NULL,
+    text_sha256  BLOB NOT NULL,
     UNIQUE (note_id, ord)
 )"""
 
@@ -26,7 +26,7 @@ Visible = tuple[str, list[object]]
 
 
 def insert_chunks(conn: sqlite3.Connection, rows: list[tuple]) -> None:
-    """(id, note id, ord, heading_path JSON, start, end, text sha256) per chunk."""
+    """(id, note id, ord, heading_path JSON, start, end, SHA-256 digest of the text: 32 bytes) per chunk."""
     conn.executemany(
         "INSERT INTO chunks(id, note_id, ord, heading_path, start, end, text_sha256) VALUES (?, ?, ?, ?, ?, ?, ?)", rows
     )

@@ -12,6 +12,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from json.encoder import encode_basestring
 from typing import Any
 
+from core.index.tables.notes_fts import delete_fts_rows
+
 _encode_json = json.JSONEncoder(ensure_ascii=False, sort_keys=True).encode
 
 
@@ -190,7 +192,7 @@ def delete_notes(conn: sqlite3.Connection, note_ids: Iterable[int]) -> int:
     conn.execute("CREATE TEMP TABLE IF NOT EXISTS gone(id INTEGER PRIMARY KEY)")
     conn.execute("DELETE FROM temp.gone")
     conn.executemany("INSERT INTO temp.gone(id) VALUES (?)", ids)
-    conn.execute("DELETE FROM notes_fts WHERE rowid IN (SELECT id FROM temp.gone)")
+    delete_fts_rows(conn)  # before the notes' other rows: it reads their stored texts
     conn.execute(
         "DELETE FROM chunk_vectors WHERE chunk_id IN "
         "(SELECT id FROM chunks WHERE note_id IN (SELECT id FROM temp.gone))"
@@ -262,6 +264,14 @@ def hides_notes(conn: sqlite3.Connection, clause: str, values: Sequence[object])
     """True when some note of the database is outside the condition."""
     row = conn.execute(f"SELECT EXISTS (SELECT 1 FROM notes n WHERE NOT ({clause}))", values).fetchone()
     return bool(row[0])
+
+
+def note_classes(conn: sqlite3.Connection, unclassified: str) -> list[tuple[int, str]]:
+    """(id, classification) of every note, lowered as the classification filter lowers it (SQLite's
+    ``lower``), ``unclassified`` for a note without one: the class a caller's classifications select."""
+    return conn.execute(
+        "SELECT id, lower(coalesce(classification, ?)) FROM notes ORDER BY id", (unclassified,)
+    ).fetchall()
 
 
 def visible_paths(conn: sqlite3.Connection, clause: str, values: Sequence[object]) -> dict[int, str]:

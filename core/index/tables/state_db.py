@@ -1,5 +1,9 @@
 """The generation-state database (``state.db``): ``meta``, ``generations`` and the ``active`` pointer.
 
+A generation row names its manifest (``file_name`` = ``<sha256>.json``, ``sha256`` and ``size`` are the
+manifest's); two rows may name the same manifest (equal content). ``removed_at`` starts the grace period
+after which the parts only a removed generation references are deleted (``core.build.publish``).
+
 ``core.index.state`` decides what the rows mean (schema version, vault identity, the active
 generation's consistency, the compare-and-swap of a publish); the statements are here.
 """
@@ -14,7 +18,7 @@ STATE_DDL = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE generations (
     generation_id TEXT PRIMARY KEY,
-    file_name TEXT NOT NULL UNIQUE,
+    file_name TEXT NOT NULL,
     sha256 TEXT NOT NULL,
     size INTEGER NOT NULL,
     source_snapshot_hash TEXT NOT NULL,
@@ -27,7 +31,8 @@ CREATE TABLE generations (
     timings TEXT NOT NULL,
     problems TEXT NOT NULL,
     created_at REAL NOT NULL,
-    status TEXT NOT NULL CHECK (status IN ('ready', 'removed'))
+    status TEXT NOT NULL CHECK (status IN ('ready', 'removed')),
+    removed_at REAL
 );
 CREATE TABLE active (
     id INTEGER PRIMARY KEY CHECK (id = 1),
@@ -52,7 +57,7 @@ SQL_SET_ACTIVE = (
 )
 SQL_GET_GENERATION = "SELECT * FROM generations WHERE generation_id = ?"
 SQL_LIST_GENERATIONS = "SELECT * FROM generations ORDER BY created_at DESC, generation_id DESC"
-SQL_MARK_REMOVED = "UPDATE generations SET status = 'removed' WHERE generation_id = ?"
+SQL_MARK_REMOVED = "UPDATE generations SET status = 'removed', removed_at = ? WHERE generation_id = ?"
 
 
 def create_state(conn: sqlite3.Connection, version: int, vault_identity: str) -> None:
@@ -97,5 +102,5 @@ def set_active(conn: sqlite3.Connection, generation_id: str) -> None:
     conn.execute(SQL_SET_ACTIVE, (generation_id,))
 
 
-def mark_removed(conn: sqlite3.Connection, generation_id: str) -> None:
-    conn.execute(SQL_MARK_REMOVED, (generation_id,))
+def mark_removed(conn: sqlite3.Connection, generation_id: str, removed_at: float) -> None:
+    conn.execute(SQL_MARK_REMOVED, (removed_at, generation_id))

@@ -2,7 +2,7 @@
 
 Computed from note_terms / chunk_terms at the end of every build (``core.ranking.stored``): name =
 ``<group>/<array>``; an array of more than ``stored.PIECE_BYTES`` is a header row of no bytes and
-pieces ``<group>/<array>#000000``, ... read on demand. Covered by the generation's SHA-256 like every
+pieces ``<group>/<array>#000000``, ... (each compressed on its own) read on demand. Covered by the generation's SHA-256 like every
 other row; a reader lists a group without reading its bytes, then reads the arrays (or pieces) it needs.
 """
 

@@ -1,11 +1,21 @@
 """The sparse term vectors: ``terms`` (the dictionary), ``note_terms`` (per note, per field: fts) and
-``chunk_terms`` (each chunk's field-weighted vector, one row per note: vector)."""
+``chunk_terms`` (each chunk's field-weighted vector, one row per note: vector).
+
+A vector row is stored zlib-compressed (level 1) with its counts beside it, so that a reader sizes its
+arrays without reading the bytes; the readers here give back the uncompressed parts. SciFact: note_terms
+18.4 -> 3.6 MB, chunk_terms 9.9 -> 3.9 MB; compressing costs ~0.03 s a MB of rows (loaded machine),
+decompressing a tenth of that.
+"""
 
 from __future__ import annotations
 
 import sqlite3
+import zlib
+from collections.abc import Callable, Iterator
 
+from core.errors import IntegrityError
 from core.index.tables.notes import visible_rows
+from core.index.tables.notes_fts import FTS_COLUMNS
 
 DDL_TERMS = """
 CREATE TABLE IF NOT EXISTS terms (
@@ -14,12 +24,13 @@ CREATE TABLE IF NOT EXISTS terms (
 )"""
 
 # Sparse term vector of a note: int32 term ids (ascending) and a uint16 matrix
-# [n_terms, len(FTS_COLUMNS)] of per-field term frequencies, both little-endian bytes.
+# [n_terms, len(FTS_COLUMNS)] of per-field term frequencies, both little-endian bytes, stored as
+# zlib(term ids + tf) in `data`; `n_terms` is the number of term ids.
 DDL_NOTE_TERMS = """
 CREATE TABLE IF NOT EXISTS note_terms (
     note_id  INTEGER PRIMARY KEY,
-    term_ids BLOB NOT NULL,
-    tf       BLOB NOT NULL
+    n_terms  INTEGER NOT NULL,
+    data     BLOB NOT NULL
 )"""
 
 # Sparse term vectors of a note's chunks, for the `vector` mode, one row per note (a tenth
@@ -28,12 +39,13 @@ CREATE TABLE IF NOT EXISTS note_terms (
 # frequency per term, sum over fields of CHUNK_FIELD_UNITS[f] * tf_f (capped at 65535), the
 # chunks' runs concatenated; little-endian. A chunk's fields: its note's title, description
 # and tags on chunk 0, its section's heading on the section's first chunk, the chunk text.
+# Stored as zlib(lengths + term ids + tf) in `data`, with the numbers of chunks and of term ids.
 DDL_CHUNK_TERMS = """
 CREATE TABLE IF NOT EXISTS chunk_terms (
     note_id  INTEGER PRIMARY KEY,
-    lengths  BLOB NOT NULL,
-    term_ids BLOB NOT NULL,
-    tf       BLOB NOT NULL
+    n_chunks INTEGER NOT NULL,
+    n_terms  INTEGER NOT NULL,
+    data     BLOB NOT NULL
 )"""
 # Field weights of a chunk vector (FTS_COLUMNS order) in units of CHUNK_UNIT: title 2, description
 # 1.5, tags 1.5, heading 4, body 1 (fts's BM25F field weights). Changing them changes the stored
@@ -42,6 +54,37 @@ CHUNK_FIELD_UNITS = (4, 3, 3, 8, 2)
 CHUNK_UNIT = 2
 
 Visible = tuple[str, list[object]]
+_LEVEL = 1  # zlib level of a vector row: level 6 is 14% smaller and costs half as much again
+
+
+class VectorRows:
+    """The rows of a vector query, ``(note id, count, term count, data)``, with ``data`` decompressed and
+    split back into the parts ``sizes(count, term count)`` gives the byte lengths of: iterate it or read it
+    with ``fetchmany``, as a cursor. A row that does not decode is an IntegrityError."""
+
+    def __init__(self, cursor: sqlite3.Cursor, table: str, sizes: Callable[[int, int], tuple[int, ...]]) -> None:
+        self._cursor, self._table, self._sizes = cursor, table, sizes
+
+    def _decode(self, row: tuple) -> tuple:
+        note_id, count, n_terms, data = row
+        sizes = self._sizes(count, n_terms)
+        try:
+            raw = zlib.decompress(data)
+        except zlib.error as exc:
+            raise IntegrityError(f"{self._table} row of note {note_id} does not decompress: {exc}") from exc
+        if len(raw) != sum(sizes):
+            raise IntegrityError(f"{self._table} row of note {note_id} holds {len(raw)} bytes, not {sum(sizes)}")
+        out, at = [note_id], 0
+        for size in sizes:
+            out.append(raw[at : at + size])
+            at += size
+        return tuple(out)
+
+    def fetchmany(self, size: int) -> list[tuple]:
+        return [self._decode(row) for row in self._cursor.fetchmany(size)]
+
+    def __iter__(self) -> Iterator[tuple]:
+        return map(self._decode, self._cursor)
 
 
 # ---------------------------------------------------------------- terms
@@ -75,22 +118,24 @@ def term_dictionary(conn: sqlite3.Connection) -> dict[str, int]:
 
 def insert_note_terms(conn: sqlite3.Connection, rows: list[tuple[int, bytes, bytes]]) -> None:
     """(note id, term ids bytes, tf bytes) per note."""
-    conn.executemany("INSERT INTO note_terms(note_id, term_ids, tf) VALUES (?, ?, ?)", rows)
+    conn.executemany(
+        "INSERT INTO note_terms(note_id, n_terms, data) VALUES (?, ?, ?)",
+        ((nid, len(ids) // 4, zlib.compress(ids + tf, _LEVEL)) for nid, ids, tf in rows),
+    )
 
 
 def note_terms_size(conn: sqlite3.Connection, visible: Visible | None) -> tuple[int, int]:
     """(rows, bytes of term ids) of the note vectors of the notes ``visible`` allows (None: all)."""
     where, vals = visible_rows(visible)
-    n, total = conn.execute(
-        f"SELECT count(*), coalesce(sum(length(term_ids)), 0) FROM note_terms{where}", vals
-    ).fetchone()
+    n, total = conn.execute(f"SELECT count(*), coalesce(sum(n_terms), 0) * 4 FROM note_terms{where}", vals).fetchone()
     return int(n), int(total)
 
 
-def note_term_rows(conn: sqlite3.Connection, visible: Visible | None) -> sqlite3.Cursor:
+def note_term_rows(conn: sqlite3.Connection, visible: Visible | None) -> VectorRows:
     """(note id, term ids bytes, tf bytes) by note id, of the notes ``visible`` allows; read with fetchmany."""
     where, vals = visible_rows(visible)
-    return conn.execute(f"SELECT note_id, term_ids, tf FROM note_terms{where} ORDER BY note_id", vals)
+    cursor = conn.execute(f"SELECT note_id, 0, n_terms, data FROM note_terms{where} ORDER BY note_id", vals)
+    return VectorRows(cursor, "note_terms", lambda _, n: (4 * n, 2 * len(FTS_COLUMNS) * n))
 
 
 # ---------------------------------------------------------------- chunk_terms
@@ -98,16 +143,23 @@ def note_term_rows(conn: sqlite3.Connection, visible: Visible | None) -> sqlite3
 
 def insert_chunk_terms(conn: sqlite3.Connection, rows: list[tuple[int, bytes, bytes, bytes]]) -> None:
     """(note id, lengths bytes, term ids bytes, tf bytes) per note."""
-    conn.executemany("INSERT INTO chunk_terms(note_id, lengths, term_ids, tf) VALUES (?, ?, ?, ?)", rows)
+    conn.executemany(
+        "INSERT INTO chunk_terms(note_id, n_chunks, n_terms, data) VALUES (?, ?, ?, ?)",
+        (
+            (nid, len(lengths) // 4, len(ids) // 4, zlib.compress(lengths + ids + tf, _LEVEL))
+            for nid, lengths, ids, tf in rows
+        ),
+    )
 
 
 def chunk_terms_bytes(conn: sqlite3.Connection, visible: Visible | None) -> int:
     """Bytes of term ids of the chunk vectors of the notes ``visible`` allows (None: all)."""
     where, vals = visible_rows(visible)
-    return int(conn.execute(f"SELECT coalesce(sum(length(term_ids)), 0) FROM chunk_terms{where}", vals).fetchone()[0])
+    return int(conn.execute(f"SELECT coalesce(sum(n_terms), 0) * 4 FROM chunk_terms{where}", vals).fetchone()[0])
 
 
-def chunk_term_rows(conn: sqlite3.Connection, visible: Visible | None) -> sqlite3.Cursor:
+def chunk_term_rows(conn: sqlite3.Connection, visible: Visible | None) -> VectorRows:
     """(note id, lengths, term ids, tf bytes) by note id, of the notes ``visible`` allows; read with fetchmany."""
     where, vals = visible_rows(visible)
-    return conn.execute(f"SELECT note_id, lengths, term_ids, tf FROM chunk_terms{where} ORDER BY note_id", vals)
+    cursor = conn.execute(f"SELECT note_id, n_chunks, n_terms, data FROM chunk_terms{where} ORDER BY note_id", vals)
+    return VectorRows(cursor, "chunk_terms", lambda chunks, n: (4 * chunks, 4 * n, 2 * n))
