@@ -51,6 +51,14 @@ generator, not the page.
 
 # ---------------------------------------------------------------- small formatting helpers
 
+STEP_HEADING = "One-note edit after the first storage steps of issue 29"
+STEP_INTRO = (
+    "The same bench on the code of this stop: note text stored once (contentless FTS5, zlib), compressed "
+    "forward rows and array pieces, per-class statistics, links resolved incrementally, and a generation "
+    "as a hashed manifest of one content-addressed segment. Every edit still writes a whole segment: the "
+    "multi-segment writer is the next step. `python -m bench.bench_edit --out bench/results/edit_step.json`"
+)
+
 
 def _f(value: Any, digits: int = 2) -> str:
     """A number with ``digits`` decimals, '-' for None."""
@@ -991,6 +999,7 @@ def render(results: dict[str, dict[str, Any]], results_dir: Path = RESULTS_DIR, 
         *lang_section(results),
         *vector_norm_section(results),
         *edit_section(results),
+        *edit_section(results, "edit_step", STEP_HEADING, STEP_INTRO),
         *watch_section(results),
         *plots_section(results_dir, out_path),
         "## Appendix: every target, the machine, the last suite run",

@@ -82,14 +82,21 @@ def _load_text(data: dict[str, Any]) -> str:
     )
 
 
-def edit_section(results: dict[str, dict[str, Any]]) -> list[str]:
-    data = results.get("edit")
+BASELINE_HEADING = "One-note edit: what it costs the index (issue 29's baseline)"
+
+
+def edit_section(
+    results: dict[str, dict[str, Any]], key: str = "edit", heading: str = BASELINE_HEADING, intro: str = ""
+) -> list[str]:
+    """The edit table of ``results[key]`` (a bench_edit JSON) under ``heading``; ``intro``: a paragraph first."""
+    data = results.get(key)
     if not data:
         return []
     machine = data.get("machine", {})
     out = [
-        "## One-note edit: what it costs the index (issue 29's baseline)",
+        f"## {heading}",
         "",
+        *([intro, ""] if intro else []),
         f"One line appended to a mid-sized note, median of {data['edits_per_corpus']} edits (a different note",
         "each time). `vaultsearch index` is a whole new process (interpreter start-up included). *Walk* is",
         "the bytes of the files under the index directory that are new or changed (size, mtime or inode)",
