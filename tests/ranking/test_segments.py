@@ -1,0 +1,124 @@
+"""Ranking arrays over segments with tombstones (core.ranking.segments): split a vault's notes into
+random segments (each built as its own small vault), tombstone some, and the combined index ranks
+exactly (paths, order, scores to the bit) as one index built from the live notes only, for every
+visible class set, and its vocabulary never surfaces a word only a dead or hidden note holds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import note, write_vault
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from core import generations as gen
+from core.build.builder import build_index
+from core.errors import IntegrityError
+from core.ranking import segments
+from core.ranking.expansion import QueryAnalyzer, vocabulary
+from core.ranking.sparse import bm25_scores, load_sparse, query_postings
+
+FILES = {
+    "a/quasar.md": note("Quasar log", "quasar observations tonight with the telescope", tags=["sky"]),
+    "a/comet.md": note("Comet", "comet orbit near the quasar; orbit tables", classification="public"),
+    "b/budget.md": note("Budget", "budget budget relay zebrafish", classification="secret"),
+    "b/relay.md": note("Relay wiring", "relay wiring of the quasar mount", classification="lan"),
+    "c/garden.md": note("Garden", "gardening and the old shed, telescope stand"),
+    "c/orbit.md": note("Orbit tables", "orbit orbit tables for the comet season"),
+    "d/secret.md": note("Quasar secret", "quasar budget notes, xylophone only here", classification="secret"),
+    "d/telescope.md": note("Telescope", "telescope maintenance: mount, mirror, quasar", tags=["sky", "gear"]),
+    "e/mirror.md": note("Mirror", "mirror polishing notes; telescope mirror", classification="lan"),
+    "e/season.md": note("Season", "the comet season and the garden shed"),
+}
+QUERIES = ("quasar", "telescope mirror", "orbit tables", "quas", "telescop", "budgte", "zebrafish", "xylophone",
+           "comet season garden", "relay")  # fmt: skip
+CLASS_SETS = (None, ("public",), ("public", "lan"), ("secret",), ("lan", "secret"), ())
+
+
+def _index(root: Path):
+    conn = gen.connect_readonly(gen.resolve(gen.layout_for(root)))
+    sparse = load_sparse(conn)
+    by_id = dict(conn.execute("SELECT id, rel_path FROM notes").fetchall())
+    return sparse, [by_id[int(i)] for i in sparse.note_ids]
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """Every subset a property example asks for, built once (keyed by its paths)."""
+    cache: dict[tuple[str, ...], tuple] = {}
+
+    def build(paths: tuple[str, ...]):
+        if paths not in cache:
+            root = write_vault(tmp_path_factory.mktemp("seg"), {p: FILES[p] for p in paths})
+            build_index(root)
+            cache[paths] = _index(root)
+        return cache[paths]
+
+    return build
+
+
+def _ranked(sparse, paths, text: str, visible):
+    """(analysed terms, [(path, score)] best first, ties on the row) of ``text`` for a caller."""
+    sp = sparse if visible is None else sparse.restrict(visible)
+    analysis = QueryAnalyzer(sp.term_id, vocabulary(sp), ["en"]).analyse(text)
+    postings = query_postings(sp, analysis.terms, analysis.weights, analysis.cover)
+    scores, matched = bm25_scores(sp, analysis.terms, postings)
+    rows = np.flatnonzero((matched > 0) & sp.sees(np.arange(sp.n_docs)))
+    order = rows[np.lexsort((rows, -scores[rows]))]
+    return sorted(analysis.terms), [(paths[r], scores[r].tobytes()) for r in order.tolist()]
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_combined_segments_rank_as_one_index_of_the_live_notes(built, data):
+    names = sorted(FILES)
+    k = data.draw(st.integers(1, 3), label="segments")
+    which = data.draw(st.lists(st.integers(0, k - 1), min_size=len(names), max_size=len(names)), label="split")
+    dead = set(data.draw(st.lists(st.sampled_from(names), max_size=4, unique=True), label="dead"))
+    parts = []
+    for s in range(k):
+        mine = tuple(p for p, w in zip(names, which) if w == s)
+        if not mine:
+            continue
+        sparse, paths = built(mine)
+        rows = [r for r, p in enumerate(paths) if p in dead]
+        tomb = segments.tombstone(sparse, np.asarray(rows, dtype=np.int64)) if rows else None
+        parts.append((segments.Segment(f"s{s}", sparse, paths), tomb))
+    live = tuple(p for p in names if p not in dead)
+    combined = segments.combine(parts)
+    assert list(combined.paths) == sorted(live)
+    cold, cold_paths = built(live)
+    assert cold_paths == sorted(live)  # a cold build numbers its notes in path order: ties on the path
+    live_terms = {t: int(cold.df[i]) for t, i in cold.term_id.items() if cold.df[i] > 0}
+    assert {t: int(combined.sparse.df[i]) for t, i in combined.sparse.term_id.items()} == live_terms
+    for text in QUERIES:
+        for visible in CLASS_SETS:
+            got = _ranked(combined.sparse, combined.paths, text, visible)
+            assert got == _ranked(cold, cold_paths, text, visible), (text, visible)
+
+
+def test_a_tombstone_that_does_not_match_its_segment_fails_closed(built):
+    sparse, paths = built(tuple(sorted(FILES)))
+    tomb = segments.tombstone(sparse, np.asarray([0, 3], dtype=np.int64))
+    doctored = segments.Tombstone(tomb.rows, tomb.docs, tomb.field_len, tomb.df * 0)
+    with pytest.raises(IntegrityError, match="do not match their live postings"):
+        segments.combine([(segments.Segment("s", sparse, paths), doctored)])
+    with pytest.raises(IntegrityError, match="beyond"):
+        segments.tombstone(sparse, np.asarray([len(paths)], dtype=np.int64))
+
+
+def test_two_live_notes_with_one_path_fail_closed(built):
+    sparse, paths = built(("a/quasar.md", "c/garden.md"))
+    seg = segments.Segment("s", sparse, paths)
+    with pytest.raises(IntegrityError, match="same path"):
+        segments.combine([(seg, None), (seg, None)])
+
+
+def test_a_word_only_a_dead_note_holds_is_not_in_the_vocabulary(built):
+    sparse, paths = built(tuple(sorted(FILES)))
+    rows = [paths.index("d/secret.md"), paths.index("b/budget.md")]
+    combined = segments.combine([(segments.Segment("s", sparse, paths), segments.tombstone(sparse, np.asarray(rows)))])
+    assert "xylophon" not in combined.sparse.term_id and "zebrafish" not in combined.sparse.term_id
+    assert _ranked(combined.sparse, combined.paths, "xylophone", None)[1] == []
