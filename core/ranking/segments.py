@@ -55,6 +55,9 @@ class Combined:
     segment: np.ndarray  # int64 [n_docs]: the index into the segment list of each row's segment
     local_id: np.ndarray  # int64 [n_docs]: that segment's note id of the row
     paths: tuple[str, ...]  # each row's path (ascending)
+    # per segment: its local term id -> the combined one, and its local row -> the combined row (-1: none)
+    term_map: tuple[np.ndarray, ...]
+    row_map: tuple[np.ndarray, ...]
 
 
 def _class_df(stats: ClassStats, total: np.ndarray) -> np.ndarray:
@@ -121,7 +124,7 @@ def combine(parts: Sequence[tuple[Segment, Tombstone | None]]) -> Combined:
     sparse = _finish(parts, _postings(parts, remap, row_of, len(words)), live, remap, row_of, words)
     ids = [np.asarray(seg.sparse.note_ids, dtype=np.int64) for seg, _ in parts]
     note_ids = np.asarray([ids[s][r] for s, r in zip(seg_of.tolist(), local_row.tolist())], dtype=np.int64)
-    return Combined(sparse, seg_of, note_ids, paths)
+    return Combined(sparse, seg_of, note_ids, paths, tuple(remap), tuple(row_of))
 
 
 def _dictionary(

@@ -17,7 +17,9 @@ from core import generations as gen
 from core.build.builder import build_index
 from core.errors import IntegrityError
 from core.ranking import segments
+from core.ranking.chunk_vectors import load_chunk_vectors, restrict_chunks, vector_scores
 from core.ranking.expansion import QueryAnalyzer, vocabulary
+from core.ranking.segment_chunks import combine_chunks
 from core.ranking.sparse import bm25_scores, load_sparse, query_postings
 
 FILES = {
@@ -41,7 +43,7 @@ def _index(root: Path):
     conn = gen.connect_readonly(gen.resolve(gen.layout_for(root)))
     sparse = load_sparse(conn)
     by_id = dict(conn.execute("SELECT id, rel_path FROM notes").fetchall())
-    return sparse, [by_id[int(i)] for i in sparse.note_ids]
+    return sparse, [by_id[int(i)] for i in sparse.note_ids], load_chunk_vectors(conn, sparse)
 
 
 @pytest.fixture(scope="module")
@@ -59,12 +61,17 @@ def built(tmp_path_factory):
     return build
 
 
-def _ranked(sparse, paths, text: str, visible):
-    """(analysed terms, [(path, score)] best first, ties on the row) of ``text`` for a caller."""
+def _ranked(sparse, paths, text: str, visible, chunks=None):
+    """(analysed terms, [(path, score)] best first, ties on the row) of ``text`` for a caller: fts's
+    BM25F with its bonuses, or with ``chunks`` vector's chunk BM25 (and its best chunk's id)."""
     sp = sparse if visible is None else sparse.restrict(visible)
     analysis = QueryAnalyzer(sp.term_id, vocabulary(sp), ["en"]).analyse(text)
     postings = query_postings(sp, analysis.terms, analysis.weights, analysis.cover)
-    scores, matched = bm25_scores(sp, analysis.terms, postings)
+    if chunks is None:
+        scores, matched = bm25_scores(sp, analysis.terms, postings)
+    else:
+        vectors = chunks if visible is None else restrict_chunks(chunks, sp)
+        scores, matched, _ = vector_scores(sp, vectors, analysis.terms, postings)
     rows = np.flatnonzero((matched > 0) & sp.sees(np.arange(sp.n_docs)))
     order = rows[np.lexsort((rows, -scores[rows]))]
     return sorted(analysis.terms), [(paths[r], scores[r].tobytes()) for r in order.tolist()]
@@ -77,19 +84,22 @@ def test_combined_segments_rank_as_one_index_of_the_live_notes(built, data):
     k = data.draw(st.integers(1, 3), label="segments")
     which = data.draw(st.lists(st.integers(0, k - 1), min_size=len(names), max_size=len(names)), label="split")
     dead = set(data.draw(st.lists(st.sampled_from(names), max_size=4, unique=True), label="dead"))
-    parts = []
+    parts, vectors = [], []
     for s in range(k):
         mine = tuple(p for p, w in zip(names, which) if w == s)
         if not mine:
             continue
-        sparse, paths = built(mine)
+        sparse, paths, chunks = built(mine)
+        vectors.append(chunks)
         rows = [r for r, p in enumerate(paths) if p in dead]
         tomb = segments.tombstone(sparse, np.asarray(rows, dtype=np.int64)) if rows else None
         parts.append((segments.Segment(f"s{s}", sparse, paths), tomb))
     live = tuple(p for p in names if p not in dead)
     combined = segments.combine(parts)
     assert list(combined.paths) == sorted(live)
-    cold, cold_paths = built(live)
+    combined_chunks = combine_chunks(combined, vectors)
+    cold, cold_paths, cold_chunks = built(live)
+    assert sorted(combined_chunks.chunk_ids.tolist()) != [] and combined_chunks.n_chunks == cold_chunks.n_chunks
     assert cold_paths == sorted(live)  # a cold build numbers its notes in path order: ties on the path
     live_terms = {t: int(cold.df[i]) for t, i in cold.term_id.items() if cold.df[i] > 0}
     assert {t: int(combined.sparse.df[i]) for t, i in combined.sparse.term_id.items()} == live_terms
@@ -97,10 +107,12 @@ def test_combined_segments_rank_as_one_index_of_the_live_notes(built, data):
         for visible in CLASS_SETS:
             got = _ranked(combined.sparse, combined.paths, text, visible)
             assert got == _ranked(cold, cold_paths, text, visible), (text, visible)
+            got = _ranked(combined.sparse, combined.paths, text, visible, combined_chunks)
+            assert got == _ranked(cold, cold_paths, text, visible, cold_chunks), ("vector", text, visible)
 
 
 def test_a_tombstone_that_does_not_match_its_segment_fails_closed(built):
-    sparse, paths = built(tuple(sorted(FILES)))
+    sparse, paths, _ = built(tuple(sorted(FILES)))
     tomb = segments.tombstone(sparse, np.asarray([0, 3], dtype=np.int64))
     doctored = segments.Tombstone(tomb.rows, tomb.docs, tomb.field_len, tomb.df * 0)
     with pytest.raises(IntegrityError, match="do not match their live postings"):
@@ -110,14 +122,14 @@ def test_a_tombstone_that_does_not_match_its_segment_fails_closed(built):
 
 
 def test_two_live_notes_with_one_path_fail_closed(built):
-    sparse, paths = built(("a/quasar.md", "c/garden.md"))
+    sparse, paths, _ = built(("a/quasar.md", "c/garden.md"))
     seg = segments.Segment("s", sparse, paths)
     with pytest.raises(IntegrityError, match="same path"):
         segments.combine([(seg, None), (seg, None)])
 
 
 def test_a_word_only_a_dead_note_holds_is_not_in_the_vocabulary(built):
-    sparse, paths = built(tuple(sorted(FILES)))
+    sparse, paths, _ = built(tuple(sorted(FILES)))
     rows = [paths.index("d/secret.md"), paths.index("b/budget.md")]
     combined = segments.combine([(segments.Segment("s", sparse, paths), segments.tombstone(sparse, np.asarray(rows)))])
     assert "xylophon" not in combined.sparse.term_id and "zebrafish" not in combined.sparse.term_id
