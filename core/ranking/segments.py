@@ -11,8 +11,9 @@ sums over (segment, class) minus the tombstones' exact contributions (``Tombston
 the live postings counted (a tombstone that does not match its segment fails closed). A restricted
 caller restricts the combined index as a generation's (``SparseIndex.restrict``: per-class sums).
 
-The combined index's note ids are its rows + 1 (path order); ``Combined.origin`` maps each back to
-(segment, the segment's own note id) for the SQL side.
+The combined index's note ids are the segments' own (unique across a generation: the build numbers
+notes once, core.build.segment_writer), its rows in path order (``SparseIndex.id_order`` finds a row
+by id); ``Combined.segment`` names each row's segment for the SQL side.
 """
 
 from __future__ import annotations
@@ -53,7 +54,6 @@ class Combined:
 
     sparse: SparseIndex
     segment: np.ndarray  # int64 [n_docs]: the index into the segment list of each row's segment
-    local_id: np.ndarray  # int64 [n_docs]: that segment's note id of the row
     paths: tuple[str, ...]  # each row's path (ascending)
     # per segment: its local term id -> the combined one, and its local row -> the combined row (-1: none)
     term_map: tuple[np.ndarray, ...]
@@ -121,10 +121,15 @@ def combine(parts: Sequence[tuple[Segment, Tombstone | None]]) -> Combined:
     live = [_live_stats(seg, tomb) for seg, tomb in parts]
     words, remap = _dictionary(parts, live)
     seg_of, local_row, paths, row_of = _rows(parts)
-    sparse = _finish(parts, _postings(parts, remap, row_of, len(words)), live, remap, row_of, words)
     ids = [np.asarray(seg.sparse.note_ids, dtype=np.int64) for seg, _ in parts]
     note_ids = np.asarray([ids[s][r] for s, r in zip(seg_of.tolist(), local_row.tolist())], dtype=np.int64)
-    return Combined(sparse, seg_of, note_ids, paths, tuple(remap), tuple(row_of))
+    id_order = np.argsort(note_ids, kind="stable")
+    if note_ids.size > 1 and (np.diff(note_ids[id_order]) == 0).any():
+        raise IntegrityError("two live notes of the generation's segments have the same note id")
+    ascending = note_ids.size < 2 or bool((np.diff(note_ids) > 0).all())
+    sparse = _finish(parts, _postings(parts, remap, row_of, len(words)), live, remap, row_of, words)
+    sparse.note_ids, sparse.id_order = note_ids, None if ascending else id_order
+    return Combined(sparse, seg_of, paths, tuple(remap), tuple(row_of))
 
 
 def _dictionary(
@@ -259,7 +264,7 @@ def _finish(
                          np.concatenate(df_terms or [np.zeros(0, np.int32)]),
                          np.concatenate(df_counts or [np.zeros(0, np.int32)]))  # fmt: skip
     return SparseIndex(
-        note_ids=np.arange(1, n + 1, dtype=np.int64),
+        note_ids=np.arange(1, n + 1, dtype=np.int64),  # the segments' ids: set by ``combine``
         term_id={w: i for i, w in enumerate(words.tolist())},
         field_len=field_len,
         df=total,

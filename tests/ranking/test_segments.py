@@ -5,6 +5,7 @@ visible class set, and its vocabulary never surfaces a word only a dead or hidde
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -90,6 +91,7 @@ def test_combined_segments_rank_as_one_index_of_the_live_notes(built, data):
         if not mine:
             continue
         sparse, paths, chunks = built(mine)
+        sparse = replace(sparse, note_ids=sparse.note_ids + 100 * (k - s))  # ids unique in the generation
         vectors.append(chunks)
         rows = [r for r, p in enumerate(paths) if p in dead]
         tomb = segments.tombstone(sparse, np.asarray(rows, dtype=np.int64)) if rows else None
@@ -97,6 +99,8 @@ def test_combined_segments_rank_as_one_index_of_the_live_notes(built, data):
     live = tuple(p for p in names if p not in dead)
     combined = segments.combine(parts)
     assert list(combined.paths) == sorted(live)
+    ids = {p: int(i) for p, i in zip(combined.paths, combined.sparse.note_ids)}
+    assert combined.sparse.rows_of(np.asarray([ids[p] for p in live])).tolist() == list(range(len(live)))
     combined_chunks = combine_chunks(combined, vectors)
     cold, cold_paths, cold_chunks = built(live)
     assert sorted(combined_chunks.chunk_ids.tolist()) != [] and combined_chunks.n_chunks == cold_chunks.n_chunks
