@@ -252,17 +252,7 @@ def _finish(
     if not np.array_equal(total, counted) or int(docs.sum()) != n:
         raise IntegrityError("the segments' statistics minus their tombstones do not match their live postings")
     name_ptr = np.concatenate(([0], np.cumsum([a.shape[0] for a in name_lists]))).astype(np.int64)
-    major = int(np.argmax(docs)) if docs.size else -1
-    minor = [c for c in range(len(names)) if c != major and len(names) > 1]
-    df_ptr, df_terms, df_counts = [0], [], []
-    for c in range(len(names)):
-        t = np.flatnonzero(df[c]) if c in minor else np.zeros(0, np.int64)
-        df_terms.append(t.astype(np.int32))
-        df_counts.append(df[c][t].astype(np.int32))
-        df_ptr.append(df_ptr[-1] + t.shape[0])
-    classes = ClassStats(names, row_class, docs, flen, np.asarray(df_ptr, np.int64),
-                         np.concatenate(df_terms or [np.zeros(0, np.int32)]),
-                         np.concatenate(df_counts or [np.zeros(0, np.int32)]))  # fmt: skip
+    classes = _class_stats(names, row_class, docs, flen, df)
     return SparseIndex(
         note_ids=np.arange(1, n + 1, dtype=np.int64),  # the segments' ids: set by ``combine``
         term_id={w: i for i, w in enumerate(words.tolist())},
@@ -279,3 +269,20 @@ def _finish(
         side_tf=arrays["side_tf"],
         side_ptr=arrays["side_ptr"],
     )
+
+
+def _class_stats(
+    names: tuple[str, ...], row_class: np.ndarray, docs: np.ndarray, flen: np.ndarray, df: np.ndarray
+) -> ClassStats:
+    """The combined ClassStats from per-class sums (the majority's df derived, as a build stores it)."""
+    major = int(np.argmax(docs)) if docs.size else -1
+    minor = [c for c in range(len(names)) if c != major and len(names) > 1]
+    df_ptr, df_terms, df_counts = [0], [], []
+    for c in range(len(names)):
+        t = np.flatnonzero(df[c]) if c in minor else np.zeros(0, np.int64)
+        df_terms.append(t.astype(np.int32))
+        df_counts.append(df[c][t].astype(np.int32))
+        df_ptr.append(df_ptr[-1] + t.shape[0])
+    return ClassStats(names, row_class, docs, flen, np.asarray(df_ptr, np.int64),
+                         np.concatenate(df_terms or [np.zeros(0, np.int32)]),
+                         np.concatenate(df_counts or [np.zeros(0, np.int32)]))  # fmt: skip

@@ -138,3 +138,46 @@ def test_a_word_only_a_dead_note_holds_is_not_in_the_vocabulary(built):
     combined = segments.combine([(segments.Segment("s", sparse, paths), segments.tombstone(sparse, np.asarray(rows)))])
     assert "xylophon" not in combined.sparse.term_id and "zebrafish" not in combined.sparse.term_id
     assert _ranked(combined.sparse, combined.paths, "xylophone", None)[1] == []
+
+
+def test_the_modes_load_a_generation_of_segments_through_one_function_cached_per_segment(tmp_path, built):
+    from core.modes import segment_arrays as sa
+
+    names = sorted(FILES)
+    # segment two starts with five placeholder notes (paths sorting first), tombstoned: its own notes get
+    # ids 6.., after segment one's 1..5, as a build numbers notes once per generation
+    placeholders = {f"0/p{i}.md": note(f"Placeholder {i}", "placeholder words only") for i in range(5)}
+    files = {"one": {p: FILES[p] for p in names[:5]}, "two": {**placeholders, **{p: FILES[p] for p in names[5:]}}}
+    roots = {}
+    for name, content in files.items():
+        roots[name] = write_vault(tmp_path / name, content)
+        build_index(roots[name])
+
+    def source(name, dead=()):
+        root = roots[name]
+        return sa.SegmentSource(name * 32, lambda: gen.connect_readonly(gen.resolve(gen.layout_for(root))), dead)
+
+    sa.SEGMENT_CACHE.clear()
+    marker = load_sparse(source("one").connect())
+    assert sa.generation_sparse([source("one")], "dir", ("g1",), lambda: marker) is marker  # today's path
+    assert sa.SEGMENT_CACHE.loads == 0
+    two = _index(roots["two"])
+    dead = tuple(int(i) for i, p in zip(two[0].note_ids, two[1]) if p.startswith("0/"))
+    generation = [source("one"), source("two", dead)]
+    got = sa.generation_sparse(generation, "dir", ("g2",), lambda: marker)
+    cold, cold_paths, cold_chunks = built(tuple(names))
+    assert got.note_ids.tolist() == cold.note_ids.tolist()  # ids 1..10 in path order, as the cold build's
+    assert {t: int(got.df[i]) for t, i in got.term_id.items()} == {
+        t: int(cold.df[i]) for t, i in cold.term_id.items() if cold.df[i] > 0
+    }
+    assert "placeholder" not in got.term_id
+    vectors = sa.generation_chunks(generation, "dir", ("g2",), lambda: cold_chunks)
+    assert _ranked(got, cold_paths, "telescope mirror", ("public",), vectors) == _ranked(
+        cold, cold_paths, "telescope mirror", ("public",), cold_chunks
+    )
+    assert sa.SEGMENT_CACHE.loads == 4  # each segment's sparse and chunk arrays, once
+    # the next generation drops segment one's notes but "a/comet.md": nothing is loaded again
+    first = _index(roots["one"])
+    gone = tuple(int(i) for i, p in zip(first[0].note_ids, first[1]) if p != "a/comet.md")
+    after = sa.generation_sparse([source("one", gone), source("two", dead)], "dir", ("g3",), lambda: marker)
+    assert sa.SEGMENT_CACHE.loads == 4 and after.n_docs == 6
