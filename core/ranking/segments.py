@@ -229,7 +229,7 @@ def _finish(
     fields = parts[0][0].sparse.field_len.shape[1] if parts else 5
     field_len = np.zeros((n, fields), dtype=np.uint32)
     row_class = np.zeros(n, dtype=np.uint8 if len(names) <= 256 else np.uint16)
-    name_lists: list[np.ndarray] = [np.zeros(0, np.int32)] * n
+    name_rows, name_ids = [], []
     docs, flen = np.zeros(len(names), np.int64), np.zeros((len(names), fields), np.int64)
     df = np.zeros((len(names), n_terms), np.int64)
     for (seg, _), m, r, (sdocs, sflen, sdf) in zip(parts, remap, row_of, live):
@@ -244,14 +244,16 @@ def _finish(
         held = m >= 0
         for c_local, c in enumerate(code.tolist()):
             np.add.at(df[c], m[held], sdf[c_local][held])
-        for row in mine.tolist():
-            local = np.asarray(sp.name_terms[int(sp.name_ptr[row]) : int(sp.name_ptr[row + 1])], dtype=np.int64)
-            name_lists[int(r[row])] = np.sort(m[local]).astype(np.int32)
+        pos, owner = gather_postings(sp.name_ptr, mine)
+        name_rows.append(r[mine][owner])
+        name_ids.append(m[np.asarray(sp.name_terms[pos], dtype=np.int64)])
     total = df.sum(axis=0)
     counted = np.diff(arrays["indptr"])
     if not np.array_equal(total, counted) or int(docs.sum()) != n:
         raise IntegrityError("the segments' statistics minus their tombstones do not match their live postings")
-    name_ptr = np.concatenate(([0], np.cumsum([a.shape[0] for a in name_lists]))).astype(np.int64)
+    name_row, name_id = (np.concatenate(x or [np.zeros(0, np.int64)]) for x in (name_rows, name_ids))
+    by_row = np.lexsort((name_id, name_row))  # each row's name terms, ascending (as a build stores them)
+    name_ptr = np.concatenate(([0], np.cumsum(np.bincount(name_row, minlength=n)))).astype(np.int64)
     classes = _class_stats(names, row_class, docs, flen, df)
     return SparseIndex(
         note_ids=np.arange(1, n + 1, dtype=np.int64),  # the segments' ids: set by ``combine``
@@ -260,7 +262,7 @@ def _finish(
         df=total,
         params=parts[0][0].sparse.params if parts else DEFAULT_PARAMS,
         name_ptr=name_ptr,
-        name_terms=np.concatenate(name_lists or [np.zeros(0, np.int32)]).astype(np.int32),
+        name_terms=name_id[by_row].astype(np.int32),
         classes=classes,
         indptr=arrays["indptr"],
         docs=arrays["docs"],
