@@ -201,6 +201,20 @@ class SearchContext:
             self._segment_sources = segment_sources(self.resolved)
         return self._segment_sources
 
+    def tie_order(self) -> Callable[[int], int]:
+        """note id -> where equal scores put it: its row in the generation's index, which orders a
+        generation of several segments by path (core.ranking.segments); one segment's rows follow its ids.
+        A note the index lacks (a graph neighbour of another kind) comes after every row, by id."""
+        whole = self._full_sparse()
+        if whole.id_order is None:
+            return lambda nid: nid
+
+        def rank(nid: int) -> int:
+            row = int(whole.positions(np.asarray([nid]))[0])
+            return row if row >= 0 else whole.n_docs + nid
+
+        return rank
+
     def analyzer_terms(self, text: str) -> list[str]:
         """The terms the query analysis gives ``text`` (the words of a raw FTS5 expression)."""
         return self._analyse(text).terms

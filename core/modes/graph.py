@@ -66,7 +66,8 @@ class _Allowed:
 def run_graph(ctx: SearchContext) -> ModeRun:
     """Hybrid list; its top anchors spread their scores through stored links, never through hidden notes."""
     depth = max(FUSION_DEPTH, ctx.limit)
-    fusion = fused([fts_ranking(ctx, depth), vector_ranking(ctx, depth)], depth)
+    tie = ctx.tie_order()
+    fusion = fused([fts_ranking(ctx, depth), vector_ranking(ctx, depth)], depth, tie=tie)
     anchors = dict(fusion[:GRAPH_ANCHORS])
     expanded = scoring.graph_expand(
         anchors,
@@ -79,7 +80,7 @@ def run_graph(ctx: SearchContext) -> ModeRun:
     for nid, (s, via, kind, direction, hops) in expanded.items():
         if nid not in best or s > best[nid].score:
             best[nid] = Hit(nid, s, "graph", {"from": via, "edge": kind, "direction": direction, "hops": hops})
-    hits = sorted(best.values(), key=lambda h: (-h.score, h.note_id))[: ctx.limit]
+    hits = sorted(best.values(), key=lambda h: (-h.score, tie(h.note_id)))[: ctx.limit]
     via_ids = sorted({h.via["from"] for h in hits if h.via})
     path_of = paths_of(ctx.conn, via_ids) if via_ids else {}
     hits = [

@@ -12,6 +12,7 @@ import numpy as np
 
 from core.errors import IntegrityError
 from core.ranking.chunk_vectors import ChunkVectors, class_chunks, vector_statistics
+from core.ranking.postings import stable_order
 from core.ranking.segments import Combined
 from core.ranking.sparse_index import gather_postings
 
@@ -72,7 +73,7 @@ def combine_chunks(combined: Combined, vectors: Sequence[ChunkVectors]) -> Chunk
     t, c = np.concatenate(terms or [np.zeros(0, np.int64)]), np.concatenate(chunks or [np.zeros(0, np.int64)])
     if (t < 0).any():
         raise IntegrityError("a live chunk holds a term no live note holds")
-    order = np.lexsort((c, t))
+    order = stable_order(t, max(n_terms, 1))  # within a term: segment after segment (core.ranking.segments)
     indptr = np.concatenate(([0], np.cumsum(np.bincount(t, minlength=n_terms)))).astype(np.int64)
     group_of_row = np.full(combined.sparse.n_docs, -1, dtype=np.int64)
     group_of_row[group_rows] = np.arange(group_rows.shape[0])

@@ -26,6 +26,7 @@ import numpy as np
 from core.errors import IntegrityError
 from core.ranking import bm25f
 from core.ranking.classes import ClassStats
+from core.ranking.postings import stable_order
 from core.ranking.sparse_index import DEFAULT_PARAMS, SparseIndex, gather_postings
 
 
@@ -181,25 +182,27 @@ def _alive(seg: Segment, tomb: Tombstone | None) -> np.ndarray:
 def _postings(
     parts: Sequence[tuple[Segment, Tombstone | None]], remap: list[np.ndarray], row_of: list[np.ndarray], n_terms: int
 ) -> dict[str, np.ndarray]:
-    """The live postings of every segment, term-major in global ids, rows ascending within a term."""
+    """The live postings of every segment, term-major in global ids: within a term, segment after segment
+    (each one's rows ascending), so one stable counting sort by term places them (no sort by row: a
+    note holds a term once, so no sum over a note's postings depends on the order within a term)."""
     term, row, mask, body, side_len, side_vals = [], [], [], [], [], []
     for (seg, _), m, r in zip(parts, remap, row_of):
         sp = seg.sparse
         docs = np.asarray(sp.docs[:]).astype(np.int64)
         fmask = np.asarray(sp.field_mask[:])
         counts = bm25f.side_counts(fmask).astype(np.int64)
-        keep = np.flatnonzero(r[docs] >= 0)
+        alive = r[docs] >= 0
+        keep = np.flatnonzero(alive)
         local_term = np.searchsorted(sp.indptr, keep, side="right") - 1
         term.append(m[local_term])
         row.append(r[docs[keep]])
         mask.append(fmask[keep])
         body.append(np.asarray(sp.body_tf[:])[keep])
-        ptr = np.concatenate(([0], np.cumsum(counts)))
-        pos, _ = gather_postings(ptr, keep)
-        side_vals.append(np.asarray(sp.side_tf[:])[pos])
+        side = np.asarray(sp.side_tf[:])
+        side_vals.append(side if alive.all() else side[np.repeat(alive, counts)])
         side_len.append(counts[keep])
     t, r_ = np.concatenate(term), np.concatenate(row)
-    order = np.lexsort((r_, t))
+    order = stable_order(t, max(n_terms, 1))
     counts = np.concatenate(side_len)
     sptr = np.concatenate(([0], np.cumsum(counts)))
     spos, _ = gather_postings(sptr, order)

@@ -87,7 +87,8 @@ class SparseIndex:
     term_id: Mapping[str, int]  # FTS5 token -> term id (a caller's: VisibleTerms)
     indptr: np.ndarray  # int64 [max_term_id + 2]: postings of term t are indptr[t]:indptr[t+1]
     # the per-posting arrays may be stored arrays read a piece at a time (core.ranking.stored)
-    docs: np.ndarray | stored.StoredArray  # int32 [postings] row of the document (ascending within a term)
+    # int32 [postings] row of the document (ascending within a term; a combined index's: within each segment's run)
+    docs: np.ndarray | stored.StoredArray
     field_mask: np.ndarray | stored.StoredArray  # uint8 [postings] bit f set when the term occurs in field f
     body_tf: np.ndarray | stored.StoredArray  # uint16 [postings] occurrences in the body
     # uint16 [side values]: the other fields' non-zero counts (core.ranking.bm25f), term t's at side_ptr[t]:side_ptr[t+1]
