@@ -181,3 +181,13 @@ def test_the_modes_load_a_generation_of_segments_through_one_function_cached_per
     gone = tuple(int(i) for i, p in zip(first[0].note_ids, first[1]) if p != "a/comet.md")
     after = sa.generation_sparse([source("one", gone), source("two", dead)], "dir", ("g3",), lambda: marker)
     assert sa.SEGMENT_CACHE.loads == 4 and after.n_docs == 6
+
+
+def test_fusion_breaks_equal_scores_by_the_tie_order_it_is_given():
+    """hybrid / graph_assisted fuse by note id; over segments the ids do not follow the paths, so the
+    context hands the index row (path order) as the tie order (core.modes.context.tie_order)."""
+    from core.modes.lexical import fused
+
+    rankings = [[(7, 1.0), (3, 0.5)], [(3, 1.0), (7, 0.5)]]  # 3 and 7 tie
+    assert [nid for nid, _ in fused(rankings, 2)] == [3, 7]
+    assert [nid for nid, _ in fused(rankings, 2, tie={7: 0, 3: 1}.__getitem__)] == [7, 3]
