@@ -189,5 +189,5 @@ def test_fusion_breaks_equal_scores_by_the_tie_order_it_is_given():
     from core.modes.lexical import fused
 
     rankings = [[(7, 1.0), (3, 0.5)], [(3, 1.0), (7, 0.5)]]  # 3 and 7 tie
-    assert [nid for nid, _ in fused(rankings, 2)] == [3, 7]
-    assert [nid for nid, _ in fused(rankings, 2, tie={7: 0, 3: 1}.__getitem__)] == [7, 3]
+    assert [nid for nid, _ in fused(rankings, 2, (1.0, 1.0))] == [3, 7]
+    assert [nid for nid, _ in fused(rankings, 2, (1.0, 1.0), tie={7: 0, 3: 1}.__getitem__)] == [7, 3]
