@@ -9,11 +9,13 @@ one function the modes' context (core.modes.context) and a multi-segment connect
 from __future__ import annotations
 
 import sqlite3
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from core.errors import IntegrityError
 from core.index import pinned
 from core.index.layout import ResolvedIndex, ResolvedPart
 from core.index.tables.notes import note_ids_by_path
@@ -38,20 +40,25 @@ class SegmentCache:
 
     def __init__(self, size: int = 64) -> None:
         self.size, self.loads = size, 0
+        self._lock = threading.Lock()
         self._items: dict[tuple[str, str], object] = {}
 
     def get(self, key: tuple[str, str], loader: Callable[[], object]) -> object:
-        found = self._items.pop(key, None)
-        if found is None:
+        with self._lock:
+            found = self._items.pop(key, None)
+        if found is None:  # loaded outside the lock (a request thread may load another segment meanwhile)
             found = loader()
-            self.loads += 1
-        self._items[key] = found  # most recent last
-        while len(self._items) > self.size:
-            del self._items[next(iter(self._items))]
+            with self._lock:
+                self.loads += 1
+        with self._lock:
+            self._items[key] = found  # most recent last
+            while len(self._items) > self.size:
+                del self._items[next(iter(self._items))]
         return found
 
     def clear(self) -> None:
-        self._items.clear()
+        with self._lock:
+            self._items.clear()
 
 
 SEGMENT_CACHE = SegmentCache()
@@ -80,7 +87,10 @@ def tombstone_of(segment: segments.Segment, dead: Sequence[int]) -> segments.Tom
     if not dead:
         return None
     rows = segment.sparse.positions(np.asarray(dead, dtype=np.int64))
-    return segments.tombstone(segment.sparse, rows[rows >= 0])
+    if (rows < 0).any():
+        missing = [int(i) for i, r in zip(dead, rows.tolist()) if r < 0][:5]
+        raise IntegrityError(f"a tombstone of segment {segment.key[:12]} names notes it does not hold: {missing}")
+    return segments.tombstone(segment.sparse, rows)
 
 
 def _single(sources: Sequence[SegmentSource]) -> bool:

@@ -181,6 +181,8 @@ def test_the_modes_load_a_generation_of_segments_through_one_function_cached_per
     gone = tuple(int(i) for i, p in zip(first[0].note_ids, first[1]) if p != "a/comet.md")
     after = sa.generation_sparse([source("one", gone), source("two", dead)], "dir", ("g3",), lambda: marker)
     assert sa.SEGMENT_CACHE.loads == 4 and after.n_docs == 6
+    with pytest.raises(IntegrityError, match="names notes it does not hold"):
+        sa.generation_sparse([source("one", (999,)), source("two", dead)], "dir", ("g4",), lambda: marker)
 
 
 def test_fusion_breaks_equal_scores_by_the_tie_order_it_is_given():
