@@ -13,7 +13,7 @@ import numpy as np
 from core.errors import IntegrityError
 from core.ranking.chunk_vectors import ChunkVectors, class_chunks, vector_statistics
 from core.ranking.postings import stable_order
-from core.ranking.segments import Combined
+from core.ranking.segments import Combined, posting_terms
 from core.ranking.sparse_index import gather_postings
 
 
@@ -65,7 +65,7 @@ def combine_chunks(combined: Combined, vectors: Sequence[ChunkVectors]) -> Chunk
         rows = np.asarray(v.chunks[:]).astype(np.int64)
         mine = new_of[at + rows]
         held = np.flatnonzero(mine >= 0)
-        local_term = np.searchsorted(v.indptr, held, side="right") - 1
+        local_term = posting_terms(v.indptr)[held]
         terms.append(term_map[local_term])
         chunks.append(mine[held])
         tf.append(np.asarray(v.tf[:])[held])

@@ -172,6 +172,11 @@ def _rows(
     return seg_of[order], local_row[order], tuple(paths[order].tolist()), _spread(alive, rank)
 
 
+def posting_terms(indptr: np.ndarray) -> np.ndarray:
+    """int64 per posting of a term-major layout: its term id (one repeat, no binary search)."""
+    return np.repeat(np.arange(indptr.shape[0] - 1, dtype=np.int64), np.diff(indptr))
+
+
 def _alive(seg: Segment, tomb: Tombstone | None) -> np.ndarray:
     alive = np.ones(seg.sparse.n_docs, dtype=bool)
     if tomb is not None:
@@ -193,7 +198,7 @@ def _postings(
         counts = bm25f.side_counts(fmask).astype(np.int64)
         alive = r[docs] >= 0
         keep = np.flatnonzero(alive)
-        local_term = np.searchsorted(sp.indptr, keep, side="right") - 1
+        local_term = posting_terms(sp.indptr)[keep]
         term.append(m[local_term])
         row.append(r[docs[keep]])
         mask.append(fmask[keep])
