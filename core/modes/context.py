@@ -18,6 +18,7 @@ from core.index.tables.meta import get_meta
 from core.index.tables.names import named_note_ids
 from core.index.tables.notes import filtered_note_ids, hit_rows
 from core.index.verify import connect_readonly
+from core.modes.segment_arrays import SegmentSource, generation_chunks, generation_sparse, segment_sources
 from core.ranking import stored
 from core.ranking.chunk_vectors import ChunkVectors, load_chunk_vectors
 from core.ranking.expansion import QueryAnalysis, QueryAnalyzer, vocabulary
@@ -115,6 +116,7 @@ class SearchContext:
     _meta: dict[str, Any] | None = None
     _statistics: CallerStatistics | None = None
     _named: np.ndarray | None = None
+    _segment_sources: list[SegmentSource] | None = None
     # note id -> how many of the query's quoted phrases it holds (core.modes.lexical, once per search)
     phrase_notes: dict[int, int] | None = None
 
@@ -185,11 +187,33 @@ class SearchContext:
             if r.kind == "legacy_db":  # mutable file: never cached, read whole
                 self._whole = load_sparse(self.conn)
             else:
-                key = (str(r.path), r.generation_id, r.sha256)
-                self._whole = SPARSE_CACHE.get(
-                    str(r.layout.index_dir), key, lambda: load_sparse(self.conn, reader=self._reader())
-                )
+                key, owner = (str(r.path), r.generation_id, r.sha256), str(r.layout.index_dir)
+
+                def today() -> SparseIndex:
+                    return SPARSE_CACHE.get(owner, key, lambda: load_sparse(self.conn, reader=self._reader()))
+
+                self._whole = generation_sparse(self._sources(), owner, key, today)
         return self._whole
+
+    def _sources(self) -> list[SegmentSource]:
+        """The resolved generation's (segment, tombstone) list (core.modes.segment_arrays)."""
+        if self._segment_sources is None:
+            self._segment_sources = segment_sources(self.resolved)
+        return self._segment_sources
+
+    def tie_order(self) -> Callable[[int], int]:
+        """note id -> where equal scores put it: its row in the generation's index, which orders a
+        generation of several segments by path (core.ranking.segments); one segment's rows follow its ids.
+        A note the index lacks (a graph neighbour of another kind) comes after every row, by id."""
+        whole = self._full_sparse()
+        if whole.id_order is None:
+            return lambda nid: nid
+
+        def rank(nid: int) -> int:
+            row = int(whole.positions(np.asarray([nid]))[0])
+            return row if row >= 0 else whole.n_docs + nid
+
+        return rank
 
     def analyzer_terms(self, text: str) -> list[str]:
         """The terms the query analysis gives ``text`` (the words of a raw FTS5 expression)."""
@@ -226,10 +250,14 @@ class SearchContext:
                 whole = self._full_sparse()
                 if r.kind == "legacy_db":
                     return load_chunk_vectors(self.conn, whole)
-                key = (str(r.path), r.generation_id, r.sha256)
-                return CHUNK_CACHE.get(
-                    str(r.layout.index_dir), key, lambda: load_chunk_vectors(self.conn, whole, reader=self._reader())
-                )
+                key, owner = (str(r.path), r.generation_id, r.sha256), str(r.layout.index_dir)
+
+                def today() -> ChunkVectors:
+                    return CHUNK_CACHE.get(
+                        owner, key, lambda: load_chunk_vectors(self.conn, whole, reader=self._reader())
+                    )
+
+                return generation_chunks(self._sources(), owner, key, today)
 
             self._chunks = self.statistics().chunk_vectors(sp, full)
         return self._chunks

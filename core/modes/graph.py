@@ -12,7 +12,7 @@ from core.index.tables.notes import paths_of
 from core.modes.context import Hit, ModeRun, SearchContext
 from core.modes.lexical import FUSION_DEPTH, fts_ranking, fused, vector_ranking
 from core.ranking import scoring
-from core.ranking.sparse import GRAPH_CACHE
+from core.ranking.sparse import GRAPH_CACHE, SparseIndex
 
 GRAPH_ANCHORS = 10
 GRAPH_HOPS = 2
@@ -53,33 +53,34 @@ def _load_neighbors(conn: sqlite3.Connection) -> dict[int, list[tuple[int, str, 
 class _Allowed:
     """``note_id in allowed`` answered from the cached filter mask (no per-query id set)."""
 
-    def __init__(self, note_ids: np.ndarray, mask: np.ndarray) -> None:
-        self.note_ids, self.mask = note_ids, mask
+    def __init__(self, sparse: SparseIndex, mask: np.ndarray) -> None:
+        self.sparse, self.mask = sparse, mask
 
     def __contains__(self, note_id: object) -> bool:
         if not isinstance(note_id, int):
             return False
-        pos = int(np.searchsorted(self.note_ids, note_id))
-        return pos < self.note_ids.shape[0] and int(self.note_ids[pos]) == note_id and bool(self.mask[pos])
+        pos = int(self.sparse.positions(np.asarray([note_id]))[0])
+        return pos >= 0 and bool(self.mask[pos])
 
 
 def run_graph(ctx: SearchContext) -> ModeRun:
     """Hybrid list; its top anchors spread their scores through stored links, never through hidden notes."""
     depth = max(FUSION_DEPTH, ctx.limit)
-    fusion = fused([fts_ranking(ctx, depth), vector_ranking(ctx, depth)], depth)
+    tie = ctx.tie_order()
+    fusion = fused([fts_ranking(ctx, depth), vector_ranking(ctx, depth)], depth, tie=tie)
     anchors = dict(fusion[:GRAPH_ANCHORS])
     expanded = scoring.graph_expand(
         anchors,
         _neighbors(ctx),
         hops=GRAPH_HOPS,
         decay=GRAPH_DECAY,
-        allowed=_Allowed(ctx.sparse().note_ids, ctx.mask()),
+        allowed=_Allowed(ctx.sparse(), ctx.mask()),
     )
     best: dict[int, Hit] = {nid: Hit(nid, s, "rrf") for nid, s in fusion}
     for nid, (s, via, kind, direction, hops) in expanded.items():
         if nid not in best or s > best[nid].score:
             best[nid] = Hit(nid, s, "graph", {"from": via, "edge": kind, "direction": direction, "hops": hops})
-    hits = sorted(best.values(), key=lambda h: (-h.score, h.note_id))[: ctx.limit]
+    hits = sorted(best.values(), key=lambda h: (-h.score, tie(h.note_id)))[: ctx.limit]
     via_ids = sorted({h.via["from"] for h in hits if h.via})
     path_of = paths_of(ctx.conn, via_ids) if via_ids else {}
     hits = [

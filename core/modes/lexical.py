@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
+from collections.abc import Callable
 from dataclasses import replace
 
 import numpy as np
@@ -292,15 +293,20 @@ def run_vector(ctx: SearchContext) -> ModeRun:
 
 
 def fused(
-    rankings: list[list[tuple[int, float]]], limit: int, weights: tuple[float, ...] = HYBRID_WEIGHTS
+    rankings: list[list[tuple[int, float]]],
+    limit: int,
+    weights: tuple[float, ...] = HYBRID_WEIGHTS,
+    tie: Callable[[int], int] | None = None,
 ) -> list[tuple[int, float]]:
+    """The RRF fusion of ``rankings``, best first; equal scores by ``tie(note id)`` (default: the id)."""
     scores = scoring.rrf_fuse([[nid for nid, _ in r] for r in rankings], k=RRF_K, weights=weights)
-    return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
+    order = tie or (lambda nid: nid)
+    return sorted(scores.items(), key=lambda kv: (-kv[1], order(kv[0])))[:limit]
 
 
 def run_hybrid(ctx: SearchContext) -> ModeRun:
     depth = max(FUSION_DEPTH, ctx.limit)
-    fusion = fused([fts_ranking(ctx, depth), vector_ranking(ctx, depth)], ctx.limit)
+    fusion = fused([fts_ranking(ctx, depth), vector_ranking(ctx, depth)], ctx.limit, tie=ctx.tie_order())
     return ModeRun(_hits(fusion, "rrf", ctx.limit, ctx))
 
 

@@ -157,7 +157,7 @@ _CHUNK_ARRAYS = ("indptr", "chunks", "tf", "lengths", "group_starts", "group_row
                  "class_chunks", "class_chunk_len")  # fmt: skip
 
 
-def _statistics(
+def vector_statistics(
     sparse: SparseIndex, n_terms: int, lengths: np.ndarray, mean: float | None = None
 ) -> dict[str, np.ndarray]:
     """What the vectors take from the notes the caller may see: idf of every term (from ``sparse``'s
@@ -185,11 +185,11 @@ def restrict_chunks(vectors: ChunkVectors, sparse: SparseIndex) -> ChunkVectors:
     known = vectors.group_rows >= 0
     group_seen[known] = sparse.seen.rows[vectors.group_rows[known]]
     n_terms = max(int(vectors.indptr.shape[0]) - 1, 0)
-    stats = _statistics(sparse, n_terms, vectors.lengths, mean)
+    stats = vector_statistics(sparse, n_terms, vectors.lengths, mean)
     return replace(vectors, **stats, seen=np.repeat(group_seen, sizes))
 
 
-def _class_chunks(
+def class_chunks(
     sparse: SparseIndex, group_rows: np.ndarray, group_starts: np.ndarray, lengths: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per class of ``sparse``: its non-empty chunks and their exact length sum (a chunk of a note
@@ -232,7 +232,7 @@ def load_chunk_vectors(
     if arrays["class_chunks"].shape != (classes,) or arrays["class_chunk_len"].shape != (classes,):
         raise IntegrityError(f"stored chunk arrays do not cover the {classes} classifications")
     n_terms = max(int(arrays["indptr"].shape[0]) - 1, 0)
-    return ChunkVectors(**arrays, **_statistics(sparse, n_terms, arrays["lengths"]))
+    return ChunkVectors(**arrays, **vector_statistics(sparse, n_terms, arrays["lengths"]))
 
 
 def store_chunk_vectors(conn: sqlite3.Connection, vectors: ChunkVectors) -> None:
@@ -263,8 +263,8 @@ def compute_chunk_vectors(conn: sqlite3.Connection, sparse: SparseIndex) -> Chun
     known = group_rows >= 0
     group_of_row[group_rows[known]] = np.flatnonzero(known)
     arrays = (indptr, rows, tf, lengths, group_starts, group_rows, chunk_ids, group_of_row)
-    count, total = _class_chunks(sparse, group_rows, group_starts, lengths)
-    return ChunkVectors(*arrays, count, total, **_statistics(sparse, n_terms, lengths))
+    count, total = class_chunks(sparse, group_rows, group_starts, lengths)
+    return ChunkVectors(*arrays, count, total, **vector_statistics(sparse, n_terms, lengths))
 
 
 class VectorScores(NamedTuple):

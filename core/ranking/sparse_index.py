@@ -83,11 +83,12 @@ class Seen:
 class SparseIndex:
     """Term-major postings of one generation; numbers only, never note text."""
 
-    note_ids: np.ndarray  # int64 [n_docs], row -> note id (ascending)
+    note_ids: np.ndarray  # int64 [n_docs], row -> note id (ascending unless ``id_order`` is set)
     term_id: Mapping[str, int]  # FTS5 token -> term id (a caller's: VisibleTerms)
     indptr: np.ndarray  # int64 [max_term_id + 2]: postings of term t are indptr[t]:indptr[t+1]
     # the per-posting arrays may be stored arrays read a piece at a time (core.ranking.stored)
-    docs: np.ndarray | stored.StoredArray  # int32 [postings] row of the document (ascending within a term)
+    # int32 [postings] row of the document (ascending within a term; a combined index's: within each segment's run)
+    docs: np.ndarray | stored.StoredArray
     field_mask: np.ndarray | stored.StoredArray  # uint8 [postings] bit f set when the term occurs in field f
     body_tf: np.ndarray | stored.StoredArray  # uint16 [postings] occurrences in the body
     # uint16 [side values]: the other fields' non-zero counts (core.ranking.bm25f), term t's at side_ptr[t]:side_ptr[t+1]
@@ -111,6 +112,9 @@ class SparseIndex:
     classes: ClassStats | None = None
     # a restricted caller's view (``restrict``): the rows it may see; None: every row
     seen: Seen | None = None
+    # the rows in note id order when ``note_ids`` are not ascending (a generation of several segments, its
+    # rows in path order: core.ranking.segments); None: they ascend
+    id_order: np.ndarray | None = None
     # what a query computes from the arrays above once per loaded index (``factors``)
     _derived: dict[str, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
 
@@ -206,12 +210,21 @@ class SparseIndex:
 
     def rows_of(self, note_ids: np.ndarray) -> np.ndarray:
         """The row of each note id (-1 for an id this index does not hold, or the caller may not see)."""
-        rows = np.searchsorted(self.note_ids, note_ids)
-        if self.n_docs == 0:
-            return np.full(rows.shape, -1, dtype=np.int64)
-        within = np.minimum(rows, self.n_docs - 1)
-        found = (rows < self.n_docs) & (self.note_ids[within] == note_ids) & self.sees(within)
+        rows = self.positions(note_ids)
+        found = rows >= 0
+        found[found] = self.sees(rows[found])
         return np.where(found, rows, -1).astype(np.int64)
+
+    def positions(self, note_ids: np.ndarray) -> np.ndarray:
+        """The row of each note id (-1 for an id this index does not hold), whoever the caller."""
+        note_ids = np.asarray(note_ids, dtype=np.int64)
+        if self.n_docs == 0:
+            return np.full(note_ids.shape, -1, dtype=np.int64)
+        order = self.id_order
+        ids = self.note_ids if order is None else self.note_ids[order]
+        at = np.minimum(np.searchsorted(ids, note_ids), self.n_docs - 1)
+        rows = at if order is None else order[at]
+        return np.where(ids[at] == note_ids, rows, -1).astype(np.int64)
 
 
 def gather_postings(indptr: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

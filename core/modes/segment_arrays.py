@@ -1,0 +1,156 @@
+"""The ranking arrays of a generation of several segments (issue 29, storage step 2b): each segment's
+SparseIndex and ChunkVectors loaded once and cached per segment SHA-256 (a reader switching to a
+generation that adds one small segment loads only that one), then combined with the tombstones'
+dead rows left out (core.ranking.segments, core.ranking.segment_chunks). ``generation_sparse`` is the
+one function the modes' context (core.modes.context) and a multi-segment connection call with the
+(segment, tombstone) list of a resolved generation; one segment without a tombstone is today's path.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from core.errors import IntegrityError
+from core.index import pinned
+from core.index.layout import ResolvedIndex, ResolvedPart
+from core.index.tables.notes import note_ids_by_path
+from core.ranking import segments
+from core.ranking.chunk_vectors import ChunkVectors, load_chunk_vectors
+from core.ranking.segment_chunks import combine_chunks
+from core.ranking.sparse import GenerationCache, SparseIndex, load_sparse
+
+
+@dataclass(frozen=True)
+class SegmentSource:
+    """One verified segment of a resolved generation and its tombstone (the note ids it marks dead)."""
+
+    sha256: str
+    connect: Callable[[], sqlite3.Connection]  # a read-only connection to the verified segment
+    dead: tuple[int, ...] = ()
+
+
+class SegmentCache:
+    """A segment's loaded arrays by its SHA-256 (immutable: the same bytes, the same arrays), the most
+    recently used ``size`` kept (a generation's segments, and the previous generation's while it switches)."""
+
+    def __init__(self, size: int = 64) -> None:
+        self.size, self.loads = size, 0
+        self._lock = threading.Lock()
+        self._items: dict[tuple[str, str], object] = {}
+
+    def get(self, key: tuple[str, str], loader: Callable[[], object]) -> object:
+        with self._lock:
+            found = self._items.pop(key, None)
+        if found is None:  # loaded outside the lock (a request thread may load another segment meanwhile)
+            found = loader()
+            with self._lock:
+                self.loads += 1
+        with self._lock:
+            self._items[key] = found  # most recent last
+            while len(self._items) > self.size:
+                del self._items[next(iter(self._items))]
+        return found
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
+
+SEGMENT_CACHE = SegmentCache()
+COMBINED_CACHE: GenerationCache = GenerationCache()  # a generation's combined index (core.ranking.segments)
+
+
+def _segment(source: SegmentSource) -> segments.Segment:
+    def load() -> segments.Segment:
+        conn = source.connect()
+        try:
+            sparse = load_sparse(conn)  # whole arrays: the combination reads every posting
+            by_id = {i: p for p, i in note_ids_by_path(conn).items()}
+            return segments.Segment(source.sha256, sparse, [by_id[int(i)] for i in sparse.note_ids])
+        finally:
+            conn.close()
+
+    found = SEGMENT_CACHE.get(("sparse", source.sha256), load)
+    assert isinstance(found, segments.Segment)
+    return found
+
+
+def tombstone_of(segment: segments.Segment, dead: Sequence[int]) -> segments.Tombstone | None:
+    """The tombstone of ``segment`` for its dead note ids, its statistics counted from the segment's own
+    arrays (the one place to read a stored tombstone's statistics instead, once the segment writer's are
+    on main); None when no note of it is dead."""
+    if not dead:
+        return None
+    rows = segment.sparse.positions(np.asarray(dead, dtype=np.int64))
+    if (rows < 0).any():
+        missing = [int(i) for i, r in zip(dead, rows.tolist()) if r < 0][:5]
+        raise IntegrityError(f"a tombstone of segment {segment.key[:12]} names notes it does not hold: {missing}")
+    return segments.tombstone(segment.sparse, rows)
+
+
+def _single(sources: Sequence[SegmentSource]) -> bool:
+    return len(sources) <= 1 and not any(s.dead for s in sources)
+
+
+def segment_sources(resolved: ResolvedIndex) -> list[SegmentSource]:
+    """The (segment, tombstone) list of a resolved generation, manifest order: each segment part with the
+    note ids its tombstone part lists (a ``dead(note_id)`` table, core.build.segment_writer)."""
+    dead: dict[str, tuple[int, ...]] = {}
+    for part in resolved.parts:
+        if part.kind == "tombstone":  # format 2 (core.index.manifest): a tombstone part names its segment
+            conn = pinned.connect_pinned(part.pinned, resolved.generation_id)
+            owner: str = getattr(part, "segment", "")  # noqa: B009 (format 1's ResolvedPart has no such field)
+            try:
+                dead[owner] = tuple(int(r[0]) for r in conn.execute("SELECT note_id FROM dead ORDER BY note_id"))
+            finally:
+                conn.close()
+
+    def opener(part: ResolvedPart) -> Callable[[], sqlite3.Connection]:
+        return lambda: pinned.connect_pinned(part.pinned, resolved.generation_id)
+
+    segs = [p for p in resolved.parts if p.kind == "segment"]
+    return [SegmentSource(p.sha256, opener(p), dead.get(p.sha256, ())) for p in segs]
+
+
+def generation_sparse(
+    sources: Sequence[SegmentSource], owner: str, key: tuple, today: Callable[[], SparseIndex]
+) -> SparseIndex:
+    """The SparseIndex the modes rank the generation ``key`` (of the index dir ``owner``) with: ``today()``
+    (the single segment's stored arrays, read a piece at a time) for one segment without a tombstone, else
+    the segments' combined index (cached per generation; each segment's arrays per SHA-256)."""
+    if _single(sources):
+        return today()
+    return COMBINED_CACHE.get(owner, key, lambda: _combine(sources)).sparse
+
+
+def _combine(sources: Sequence[SegmentSource]) -> segments.Combined:
+    return segments.combine([(seg, tombstone_of(seg, s.dead)) for s, seg in ((s, _segment(s)) for s in sources)])
+
+
+def generation_chunks(
+    sources: Sequence[SegmentSource], owner: str, key: tuple, today: Callable[[], ChunkVectors]
+) -> ChunkVectors:
+    """The chunk vectors of ``generation_sparse``'s index: ``today()`` for one segment without a tombstone,
+    else each segment's (cached by SHA-256) combined."""
+    if _single(sources):
+        return today()
+    combined = COMBINED_CACHE.get(owner, key, lambda: _combine(sources))
+
+    def chunks_of(source: SegmentSource) -> ChunkVectors:
+        def load() -> ChunkVectors:
+            conn = source.connect()
+            try:
+                return load_chunk_vectors(conn, _segment(source).sparse)
+            finally:
+                conn.close()
+
+        found = SEGMENT_CACHE.get(("chunks", source.sha256), load)
+        assert isinstance(found, ChunkVectors)
+        return found
+
+    return combine_chunks(combined, [chunks_of(s) for s in sources])

@@ -1,0 +1,195 @@
+"""Ranking arrays over segments with tombstones (core.ranking.segments): split a vault's notes into
+random segments (each built as its own small vault), tombstone some, and the combined index ranks
+exactly (paths, order, scores to the bit) as one index built from the live notes only, for every
+visible class set, and its vocabulary never surfaces a word only a dead or hidden note holds."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import note, write_vault
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from core import generations as gen
+from core.build.builder import build_index
+from core.errors import IntegrityError
+from core.ranking import segments
+from core.ranking.chunk_vectors import load_chunk_vectors, restrict_chunks, vector_scores
+from core.ranking.expansion import QueryAnalyzer, vocabulary
+from core.ranking.segment_chunks import combine_chunks
+from core.ranking.sparse import bm25_scores, load_sparse, query_postings
+
+FILES = {
+    "a/quasar.md": note("Quasar log", "quasar observations tonight with the telescope", tags=["sky"]),
+    "a/comet.md": note("Comet", "comet orbit near the quasar; orbit tables", classification="public"),
+    "b/budget.md": note("Budget", "budget budget relay zebrafish", classification="secret"),
+    "b/relay.md": note("Relay wiring", "relay wiring of the quasar mount", classification="lan"),
+    "c/garden.md": note("Garden", "gardening and the old shed, telescope stand"),
+    "c/orbit.md": note("Orbit tables", "orbit orbit tables for the comet season"),
+    "d/secret.md": note("Quasar secret", "quasar budget notes, xylophone only here", classification="secret"),
+    "d/telescope.md": note("Telescope", "telescope maintenance: mount, mirror, quasar", tags=["sky", "gear"]),
+    "e/mirror.md": note("Mirror", "mirror polishing notes; telescope mirror", classification="lan"),
+    "e/season.md": note("Season", "the comet season and the garden shed"),
+}
+QUERIES = ("quasar", "telescope mirror", "orbit tables", "quas", "telescop", "budgte", "zebrafish", "xylophone",
+           "comet season garden", "relay")  # fmt: skip
+CLASS_SETS = (None, ("public",), ("public", "lan"), ("secret",), ("lan", "secret"), ())
+
+
+def _index(root: Path):
+    conn = gen.connect_readonly(gen.resolve(gen.layout_for(root)))
+    sparse = load_sparse(conn)
+    by_id = dict(conn.execute("SELECT id, rel_path FROM notes").fetchall())
+    return sparse, [by_id[int(i)] for i in sparse.note_ids], load_chunk_vectors(conn, sparse)
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """Every subset a property example asks for, built once (keyed by its paths)."""
+    cache: dict[tuple[str, ...], tuple] = {}
+
+    def build(paths: tuple[str, ...]):
+        if paths not in cache:
+            root = write_vault(tmp_path_factory.mktemp("seg"), {p: FILES[p] for p in paths})
+            build_index(root)
+            cache[paths] = _index(root)
+        return cache[paths]
+
+    return build
+
+
+def _ranked(sparse, paths, text: str, visible, chunks=None):
+    """(analysed terms, [(path, score)] best first, ties on the row) of ``text`` for a caller: fts's
+    BM25F with its bonuses, or with ``chunks`` vector's chunk BM25 (and its best chunk's id)."""
+    sp = sparse if visible is None else sparse.restrict(visible)
+    analysis = QueryAnalyzer(sp.term_id, vocabulary(sp), ["en"]).analyse(text)
+    postings = query_postings(sp, analysis.terms, analysis.weights, analysis.cover)
+    if chunks is None:
+        scores, matched = bm25_scores(sp, analysis.terms, postings)
+    else:
+        vectors = chunks if visible is None else restrict_chunks(chunks, sp)
+        scores, matched, _ = vector_scores(sp, vectors, analysis.terms, postings)
+    rows = np.flatnonzero((matched > 0) & sp.sees(np.arange(sp.n_docs)))
+    order = rows[np.lexsort((rows, -scores[rows]))]
+    return sorted(analysis.terms), [(paths[r], scores[r].tobytes()) for r in order.tolist()]
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_combined_segments_rank_as_one_index_of_the_live_notes(built, data):
+    names = sorted(FILES)
+    k = data.draw(st.integers(1, 3), label="segments")
+    which = data.draw(st.lists(st.integers(0, k - 1), min_size=len(names), max_size=len(names)), label="split")
+    dead = set(data.draw(st.lists(st.sampled_from(names), max_size=4, unique=True), label="dead"))
+    parts, vectors = [], []
+    for s in range(k):
+        mine = tuple(p for p, w in zip(names, which) if w == s)
+        if not mine:
+            continue
+        sparse, paths, chunks = built(mine)
+        sparse = replace(sparse, note_ids=sparse.note_ids + 100 * (k - s))  # ids unique in the generation
+        vectors.append(chunks)
+        rows = [r for r, p in enumerate(paths) if p in dead]
+        tomb = segments.tombstone(sparse, np.asarray(rows, dtype=np.int64)) if rows else None
+        parts.append((segments.Segment(f"s{s}", sparse, paths), tomb))
+    live = tuple(p for p in names if p not in dead)
+    combined = segments.combine(parts)
+    assert list(combined.paths) == sorted(live)
+    ids = {p: int(i) for p, i in zip(combined.paths, combined.sparse.note_ids)}
+    assert combined.sparse.rows_of(np.asarray([ids[p] for p in live])).tolist() == list(range(len(live)))
+    combined_chunks = combine_chunks(combined, vectors)
+    cold, cold_paths, cold_chunks = built(live)
+    assert sorted(combined_chunks.chunk_ids.tolist()) != [] and combined_chunks.n_chunks == cold_chunks.n_chunks
+    assert cold_paths == sorted(live)  # a cold build numbers its notes in path order: ties on the path
+    live_terms = {t: int(cold.df[i]) for t, i in cold.term_id.items() if cold.df[i] > 0}
+    assert {t: int(combined.sparse.df[i]) for t, i in combined.sparse.term_id.items()} == live_terms
+    for text in QUERIES:
+        for visible in CLASS_SETS:
+            got = _ranked(combined.sparse, combined.paths, text, visible)
+            assert got == _ranked(cold, cold_paths, text, visible), (text, visible)
+            got = _ranked(combined.sparse, combined.paths, text, visible, combined_chunks)
+            assert got == _ranked(cold, cold_paths, text, visible, cold_chunks), ("vector", text, visible)
+
+
+def test_a_tombstone_that_does_not_match_its_segment_fails_closed(built):
+    sparse, paths, _ = built(tuple(sorted(FILES)))
+    tomb = segments.tombstone(sparse, np.asarray([0, 3], dtype=np.int64))
+    doctored = segments.Tombstone(tomb.rows, tomb.docs, tomb.field_len, tomb.df * 0)
+    with pytest.raises(IntegrityError, match="do not match their live postings"):
+        segments.combine([(segments.Segment("s", sparse, paths), doctored)])
+    with pytest.raises(IntegrityError, match="beyond"):
+        segments.tombstone(sparse, np.asarray([len(paths)], dtype=np.int64))
+
+
+def test_two_live_notes_with_one_path_fail_closed(built):
+    sparse, paths, _ = built(("a/quasar.md", "c/garden.md"))
+    seg = segments.Segment("s", sparse, paths)
+    with pytest.raises(IntegrityError, match="same path"):
+        segments.combine([(seg, None), (seg, None)])
+
+
+def test_a_word_only_a_dead_note_holds_is_not_in_the_vocabulary(built):
+    sparse, paths, _ = built(tuple(sorted(FILES)))
+    rows = [paths.index("d/secret.md"), paths.index("b/budget.md")]
+    combined = segments.combine([(segments.Segment("s", sparse, paths), segments.tombstone(sparse, np.asarray(rows)))])
+    assert "xylophon" not in combined.sparse.term_id and "zebrafish" not in combined.sparse.term_id
+    assert _ranked(combined.sparse, combined.paths, "xylophone", None)[1] == []
+
+
+def test_the_modes_load_a_generation_of_segments_through_one_function_cached_per_segment(tmp_path, built):
+    from core.modes import segment_arrays as sa
+
+    names = sorted(FILES)
+    # segment two starts with five placeholder notes (paths sorting first), tombstoned: its own notes get
+    # ids 6.., after segment one's 1..5, as a build numbers notes once per generation
+    placeholders = {f"0/p{i}.md": note(f"Placeholder {i}", "placeholder words only") for i in range(5)}
+    files = {"one": {p: FILES[p] for p in names[:5]}, "two": {**placeholders, **{p: FILES[p] for p in names[5:]}}}
+    roots = {}
+    for name, content in files.items():
+        roots[name] = write_vault(tmp_path / name, content)
+        build_index(roots[name])
+
+    def source(name, dead=()):
+        root = roots[name]
+        return sa.SegmentSource(name * 32, lambda: gen.connect_readonly(gen.resolve(gen.layout_for(root))), dead)
+
+    sa.SEGMENT_CACHE.clear()
+    marker = load_sparse(source("one").connect())
+    assert sa.generation_sparse([source("one")], "dir", ("g1",), lambda: marker) is marker  # today's path
+    assert sa.SEGMENT_CACHE.loads == 0
+    two = _index(roots["two"])
+    dead = tuple(int(i) for i, p in zip(two[0].note_ids, two[1]) if p.startswith("0/"))
+    generation = [source("one"), source("two", dead)]
+    got = sa.generation_sparse(generation, "dir", ("g2",), lambda: marker)
+    cold, cold_paths, cold_chunks = built(tuple(names))
+    assert got.note_ids.tolist() == cold.note_ids.tolist()  # ids 1..10 in path order, as the cold build's
+    assert {t: int(got.df[i]) for t, i in got.term_id.items()} == {
+        t: int(cold.df[i]) for t, i in cold.term_id.items() if cold.df[i] > 0
+    }
+    assert "placeholder" not in got.term_id
+    vectors = sa.generation_chunks(generation, "dir", ("g2",), lambda: cold_chunks)
+    assert _ranked(got, cold_paths, "telescope mirror", ("public",), vectors) == _ranked(
+        cold, cold_paths, "telescope mirror", ("public",), cold_chunks
+    )
+    assert sa.SEGMENT_CACHE.loads == 4  # each segment's sparse and chunk arrays, once
+    # the next generation drops segment one's notes but "a/comet.md": nothing is loaded again
+    first = _index(roots["one"])
+    gone = tuple(int(i) for i, p in zip(first[0].note_ids, first[1]) if p != "a/comet.md")
+    after = sa.generation_sparse([source("one", gone), source("two", dead)], "dir", ("g3",), lambda: marker)
+    assert sa.SEGMENT_CACHE.loads == 4 and after.n_docs == 6
+    with pytest.raises(IntegrityError, match="names notes it does not hold"):
+        sa.generation_sparse([source("one", (999,)), source("two", dead)], "dir", ("g4",), lambda: marker)
+
+
+def test_fusion_breaks_equal_scores_by_the_tie_order_it_is_given():
+    """hybrid / graph_assisted fuse by note id; over segments the ids do not follow the paths, so the
+    context hands the index row (path order) as the tie order (core.modes.context.tie_order)."""
+    from core.modes.lexical import fused
+
+    rankings = [[(7, 1.0), (3, 0.5)], [(3, 1.0), (7, 0.5)]]  # 3 and 7 tie
+    assert [nid for nid, _ in fused(rankings, 2, (1.0, 1.0))] == [3, 7]
+    assert [nid for nid, _ in fused(rankings, 2, (1.0, 1.0), tie={7: 0, 3: 1}.__getitem__)] == [7, 3]
