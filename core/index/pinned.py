@@ -237,6 +237,37 @@ def _changed(pinned: PinnedFile, generation_id: str | None, why: str) -> Generat
     )
 
 
+def _unreadable(pinned: PinnedFile, generation_id: str | None, exc: sqlite3.DatabaseError) -> SqliteIntegrityError:
+    return SqliteIntegrityError(
+        f"generation file {pinned.path} is not a readable SQLite database: {exc}",
+        path=str(pinned.path),
+        generation_id=generation_id,
+        expected="ok",
+        actual=[f"not a readable SQLite database: {exc}"],
+    )
+
+
+def _before_open(pinned: PinnedFile, generation_id: str | None, use_fd: bool) -> tuple[set[tuple[int, int, int]], bool]:
+    """(the open descriptors before SQLite opens the pinned inode; whether another descriptor of that
+    inode was open, which a reused number can explain). Without /proc/self/fd: the path is checked."""
+    before = _open_files() if use_fd else set()
+    ambiguous = any((dev, ino) == pinned.inode and fd != pinned.fd for fd, dev, ino in before)
+    if not use_fd:
+        pinned.check_unchanged(generation_id)
+    return before, ambiguous
+
+
+def _opened_pinned(
+    pinned: PinnedFile, generation_id: str | None, use_fd: bool, before: set[tuple[int, int, int]]
+) -> bool:
+    """A descriptor SQLite opened since ``before`` is the pinned inode, not rewritten in place since."""
+    if not use_fd:
+        pinned.check_unchanged(generation_id)
+        return True
+    same = any((dev, ino) == pinned.inode for _, dev, ino in _open_files() - before)
+    return same and sig_of(os.fstat(pinned.fd)) == pinned.sig
+
+
 CONNECT_TRIES = 4  # a refusal that another descriptor of the same inode may explain is tried again
 
 
@@ -270,10 +301,7 @@ def _connect_once(
     use_fd = FD_DIR.is_dir()
     target = f"{FD_DIR}/{pinned.fd}" if use_fd else str(pinned.path.resolve())
     with _exclusive():
-        before = _open_files() if use_fd else set()
-        ambiguous = any((dev, ino) == pinned.inode and fd != pinned.fd for fd, dev, ino in before)
-        if not use_fd:
-            pinned.check_unchanged(generation_id)
+        before, ambiguous = _before_open(pinned, generation_id, use_fd)
         try:
             conn = sqlite3.connect(
                 f"file:{target}?mode=ro&immutable=1",
@@ -285,24 +313,38 @@ def _connect_once(
             raise _changed(pinned, generation_id, f"cannot be opened ({exc})") from exc
         try:
             probe_schema(conn)
-            if use_fd:
-                same = any((dev, ino) == pinned.inode for _, dev, ino in _open_files() - before)
-                same = same and sig_of(os.fstat(pinned.fd)) == pinned.sig  # not rewritten in place since
-            else:
-                pinned.check_unchanged(generation_id)
-                same = True
+            same = _opened_pinned(pinned, generation_id, use_fd, before)
         except sqlite3.DatabaseError as exc:
             conn._close_own()
-            raise SqliteIntegrityError(
-                f"generation file {pinned.path} is not a readable SQLite database: {exc}",
-                path=str(pinned.path),
-                generation_id=generation_id,
-                expected="ok",
-                actual=[f"not a readable SQLite database: {exc}"],
-            ) from exc
+            raise _unreadable(pinned, generation_id, exc) from exc
         except BaseException:
             conn._close_own()
             raise
         if not same:
             conn._close_own()
     return (conn, ambiguous) if same else (None, ambiguous)
+
+
+def attach_pinned(conn: sqlite3.Connection, pinned: PinnedFile, schema: str, generation_id: str | None) -> None:
+    """ATTACH the pinned inode to ``conn`` as ``schema`` (read-only, immutable), checked like
+    ``connect_pinned``: a descriptor SQLite opened during the ATTACH must be the pinned (device, inode),
+    else the database is detached again and ``GenerationChangedError`` raised. ``conn`` must have been
+    opened with URI filenames (``connect_pinned`` does)."""
+    if not schema.isidentifier():
+        raise ValueError(f"not a schema name: {schema!r}")
+    use_fd = FD_DIR.is_dir()
+    target = f"{FD_DIR}/{pinned.fd}" if use_fd else str(pinned.path.resolve())
+    for _ in range(CONNECT_TRIES):
+        with _exclusive():
+            before, ambiguous = _before_open(pinned, generation_id, use_fd)
+            try:
+                conn.execute(f"ATTACH DATABASE ? AS {schema}", (f"file:{target}?mode=ro&immutable=1",))
+                conn.execute(f"SELECT count(*) FROM {schema}.sqlite_master").fetchone()
+            except sqlite3.DatabaseError as exc:
+                raise _unreadable(pinned, generation_id, exc) from exc
+            if _opened_pinned(pinned, generation_id, use_fd, before):
+                return
+            conn.execute(f"DETACH DATABASE {schema}")
+        if not ambiguous:
+            break
+    raise _changed(pinned, generation_id, "SQLite attached another inode than the one verified")

@@ -1,0 +1,110 @@
+"""Reading a generation of several segments through ONE SQLite connection (issue 29, step 2a).
+
+The first (oldest) segment is the connection's ``main`` database, opened pinned; every other segment is
+ATTACHed as ``s1`` .. ``s10`` through its own pinned descriptor (read-only, ``immutable=1``, checked by
+device and inode: ``core.index.pinned.attach_pinned``). SQLite 3.40 allows 10 attached databases, so a
+generation has at most ``MAX_SEGMENTS`` = 11 segments.
+
+Each tombstone part (a small SQLite file: ``dead(note_id)``, and the deleted notes' per-class statistics
+for the ranking arrays) is read once through its pinned descriptor; its note ids, and the ids of those
+notes' chunks, go into ``temp.vs_dead`` / ``temp.vs_dead_chunks``. Then a TEMP VIEW named like every
+per-note table (``PER_NOTE_TABLES``) unions that table over the segments with the dead rows left out:
+SQLite resolves an unqualified name in ``temp`` first, so the read path's SQL runs unchanged. The
+generation-level tables (``GENERATION_TABLES``: meta, settings, skipped files, build problems, git dates)
+are carried by the NEWEST segment and viewed from it. ``temp.vs_segments`` lists the schemas in manifest
+order: FTS5 ``MATCH`` cannot run through a view, so ``core.index.tables.notes_fts`` matches per schema and
+drops dead rowids. Read path: stdlib, the error types and ``core.index`` only.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+from core.errors import BuildError
+from core.index import pinned
+from core.index.layout import ResolvedIndex, ResolvedPart
+
+# per-note table -> the column that names its note (edges: the source; a dead destination is dropped too)
+PER_NOTE_TABLES = {
+    "notes": "id",
+    "note_tags": "note_id",
+    "note_names": "note_id",
+    "note_problems": "note_id",
+    "chunks": "note_id",
+    "note_text": "note_id",
+    "note_terms": "note_id",
+    "chunk_terms": "note_id",
+    "links": "note_id",
+    "edges": "src_id",
+    "link_keys": "note_id",
+    "target_keys": "note_id",
+}
+GENERATION_TABLES = ("meta", "skipped_files", "build_problems", "git_dates")
+SEGMENTS_TABLE = "vs_segments"
+
+
+def schema_names(count: int) -> list[str]:
+    """The schema of each segment on a generation connection, manifest order."""
+    return ["main"] + [f"s{i}" for i in range(1, count)]
+
+
+def dead_ids_of(part: ResolvedPart, generation_id: str | None) -> list[int]:
+    """The note ids a pinned tombstone part lists (its ``dead`` table)."""
+    conn = pinned.connect_pinned(part.pinned, generation_id)
+    try:
+        return [int(r[0]) for r in conn.execute("SELECT note_id FROM dead ORDER BY note_id")]
+    finally:
+        conn.close()
+
+
+def connect_segments(resolved: ResolvedIndex, *, any_thread: bool = False) -> sqlite3.Connection:
+    """A connection serving every segment of ``resolved`` with its tombstones applied (see module doc)."""
+    segments = [p for p in resolved.parts if p.kind == "segment"]
+    if not segments or any(p.pinned is None for p in resolved.parts):
+        raise BuildError("a generation is served only through resolve() or publish() (no verified descriptor)")
+    gid = resolved.generation_id
+    dead = {p.segment: dead_ids_of(p, gid) for p in resolved.parts if p.kind == "tombstone"}
+    conn = pinned.connect_pinned(segments[0].pinned, gid, any_thread=any_thread)
+    try:
+        schemas = schema_names(len(segments))
+        for schema, part in zip(schemas[1:], segments[1:], strict=True):
+            pinned.attach_pinned(conn, part.pinned, schema, gid)
+        _federate(conn, schemas, [s.sha256 for s in segments], [dead.get(s.sha256, []) for s in segments])
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _federate(conn: sqlite3.Connection, schemas: list[str], shas: list[str], dead: list[list[int]]) -> None:
+    conn.execute(f"CREATE TEMP TABLE {SEGMENTS_TABLE}(pos INTEGER PRIMARY KEY, schema TEXT NOT NULL, sha256 TEXT)")
+    conn.executemany(f"INSERT INTO temp.{SEGMENTS_TABLE} VALUES (?, ?, ?)", zip(range(len(schemas)), schemas, shas))
+    conn.execute("CREATE TEMP TABLE vs_dead(id INTEGER PRIMARY KEY)")
+    conn.execute("CREATE TEMP TABLE vs_dead_chunks(id INTEGER PRIMARY KEY)")
+    for schema, ids in zip(schemas, dead, strict=True):
+        conn.executemany("INSERT INTO temp.vs_dead(id) VALUES (?)", ((i,) for i in ids))
+        conn.execute(
+            f"INSERT INTO temp.vs_dead_chunks(id) SELECT id FROM {schema}.chunks "
+            f"WHERE note_id IN (SELECT id FROM temp.vs_dead)"
+        )
+    for table, column in PER_NOTE_TABLES.items():
+        keep = f"{column} NOT IN (SELECT id FROM temp.vs_dead)"
+        if table == "edges":
+            keep += " AND (dst_id IS NULL OR dst_id NOT IN (SELECT id FROM temp.vs_dead))"
+        union = " UNION ALL ".join(f"SELECT * FROM {s}.{table} WHERE {keep}" for s in schemas)
+        conn.execute(f"CREATE TEMP VIEW {table} AS {union}")
+    union = " UNION ALL ".join(
+        f"SELECT * FROM {s}.chunk_vectors WHERE chunk_id NOT IN (SELECT id FROM temp.vs_dead_chunks)" for s in schemas
+    )
+    conn.execute(f"CREATE TEMP VIEW chunk_vectors AS {union}")
+    for table in GENERATION_TABLES:
+        conn.execute(f"CREATE TEMP VIEW {table} AS SELECT * FROM {schemas[-1]}.{table}")
+
+
+def live_counts(resolved: ResolvedIndex) -> dict[str, Any]:
+    """Live notes and chunk rows of a generation from its manifest entries (a count through the views
+    scans every segment: 3.9 ms for 4 segments against 0.003 ms on one table)."""
+    notes = sum(p.notes for p in resolved.parts if p.kind == "segment")
+    dead = sum(p.notes for p in resolved.parts if p.kind == "tombstone")
+    return {"notes": notes - dead, "segments": sum(p.kind == "segment" for p in resolved.parts)}

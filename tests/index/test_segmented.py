@@ -1,0 +1,195 @@
+"""A generation of several segments with tombstones, read through one SQL connection (issue 29, step 2a).
+
+The example vault's one-segment generation is split by ``write_segment`` into K segments (1..11) with
+random tombstones and published as a format 2 manifest; a second index directory gets ONE segment of the
+same live notes. Every read-path query then answers identically on both: the per-note tables through
+the views, the generation-level tables, raw FTS5 expressions, phrases, filters' SQL and counts. A
+doctored, missing or extra part fails closed naming it; a 12th segment is refused; ranking a
+multi-part generation is refused with a typed error until the arrays work lands.
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from core.build.builder import build_index
+from core.build.lock import build_lock, new_staging_path
+from core.build.publish_segments import PlannedPart, publish_segments
+from core.build.segment_writer import SegmentSource, write_segment, write_tombstone
+from core.errors import (
+    GenerationMissingError,
+    Sha256MismatchError,
+    UnsupportedIndexFormatError,
+)
+from core.index import verify
+from core.index.layout import GenerationRecord, IndexLayout, ResolvedIndex, layout_for
+from core.index.manifest import MAX_SEGMENTS, manifest_bytes_v2, parse_manifest
+from core.index.segmented import GENERATION_TABLES, PER_NOTE_TABLES
+from core.index.state import active_record
+from core.index.tables import notes_fts
+from core.index.tables.meta import get_meta
+from core.searcher import search_vault
+from tests.conftest import EXAMPLE_VAULT
+
+EXPRESSIONS = ("note", "search OR index", '"the vault"', "NEAR(note link, 5)", "tag*", "title: note", "zzzunknown")
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, list[int], str]:
+    """(vault, a copy of its one segment, its note ids, its tokenizer)."""
+    root = tmp_path_factory.mktemp("seg") / "vault"
+    shutil.copytree(EXAMPLE_VAULT, root)
+    build_index(root)
+    resolved = verify.resolve(layout_for(root))
+    segment = tmp_path_factory.mktemp("src") / "base.seg"
+    shutil.copyfile(resolved.parts[0].path, segment)
+    conn = sqlite3.connect(segment)
+    ids = [r[0] for r in conn.execute("SELECT id FROM notes ORDER BY id")]
+    tokenizer = get_meta(conn)["tokenizer"]
+    conn.close()
+    return root, segment, ids, tokenizer
+
+
+def _record(notes: int) -> GenerationRecord:
+    return GenerationRecord(
+        source_snapshot_hash="split", notes=notes, chunks=0, dense_chunks=0, chunker="c", tokenizer="t",
+        timings={}, problems=[],
+    )  # fmt: skip
+
+
+def publish_split(
+    layout: IndexLayout, segment: Path, groups: list[list[int]], dead: set[int], tokenizer: str
+) -> ResolvedIndex:
+    """Publish ``groups`` as segments (oldest first) of ``segment``'s notes, with ``dead`` tombstoned."""
+    with build_lock(layout):
+        segments, tombstones = [], []
+        for i, group in enumerate(groups):
+            staged = new_staging_path(layout)
+            last = i == len(groups) - 1
+            counts = write_segment(
+                staged, [SegmentSource(segment, group)], tokenizer=tokenizer, dead=dead,
+                generation_from=segment if last else None,
+            )  # fmt: skip
+            segments.append(PlannedPart("segment", staged, notes=counts["notes"], chunks=counts["chunks"]))
+            gone = sorted(dead & set(group))
+            if gone:
+                stone = new_staging_path(layout)
+                write_tombstone(stone, staged, gone, tokenizer=tokenizer)
+                tombstones.append(PlannedPart("tombstone", stone, notes=len(gone), segment=i))
+        base = active_record(layout)
+        live = sum(len(g) for g in groups) - sum(len(dead & set(g)) for g in groups)
+        return publish_segments(
+            layout, segments, tombstones, _record(live), next_ids=(10_000, 100_000),
+            expected_base=base["generation_id"] if base else None, grace_s=0.0,
+        )  # fmt: skip
+
+
+def _split(ids: list[int], k: int, rng: random.Random) -> list[list[int]]:
+    cuts = sorted(rng.sample(range(1, len(ids)), k - 1)) if k > 1 else []
+    return [ids[a:b] for a, b in zip([0, *cuts], [*cuts, len(ids)], strict=True)]
+
+
+def _answers(conn: sqlite3.Connection) -> dict[str, object]:
+    out: dict[str, object] = {}
+    for table in [*PER_NOTE_TABLES, "chunk_vectors", *GENERATION_TABLES]:
+        out[table] = sorted(map(repr, conn.execute(f"SELECT * FROM {table}")))
+    out["meta"] = {k: v for k, v in get_meta(conn).items() if k not in ("schema_version", "tokenizer")}
+    for expr in EXPRESSIONS:
+        out[f"fts:{expr}"] = sorted(notes_fts.matching_rowids(conn, expr))
+        out[f"fts+tag:{expr}"] = notes_fts.matching_note_ids(
+            conn, expr, "n.id IN (SELECT note_id FROM note_tags) AND n.rel_path >= ?", ["a"]
+        )
+    ids = [r[0] for r in conn.execute("SELECT id FROM notes ORDER BY id")]
+    out["texts"] = notes_fts.note_texts(conn, ids)
+    out["bodies"] = notes_fts.note_bodies(conn, ids[:5])
+    out["count"] = conn.execute("SELECT count(*) FROM notes").fetchone()
+    out["linked_from"] = conn.execute(
+        "SELECT n.rel_path, count(e.src_id) FROM notes n LEFT JOIN edges e ON e.dst_id = n.id "
+        "GROUP BY n.rel_path ORDER BY n.rel_path"
+    ).fetchall()
+    out["tags"] = conn.execute("SELECT tag, count(*) FROM note_tags GROUP BY tag ORDER BY tag").fetchall()
+    out["dates"] = conn.execute("SELECT rel_path FROM notes WHERE mtime_ns >= 0 ORDER BY rel_path").fetchall()
+    return out
+
+
+@pytest.mark.parametrize("k", [1, 2, 4, MAX_SEGMENTS])
+def test_k_segments_with_tombstones_answer_as_one_segment(
+    base: tuple[Path, Path, list[int], str], tmp_path: Path, k: int
+) -> None:
+    root, segment, ids, tokenizer = base
+    rng = random.Random(k)
+    dead = set(rng.sample(ids, max(1, len(ids) // 5)))
+    live = [i for i in ids if i not in dead]
+    split = publish_split(layout_for(root, tmp_path / "split"), segment, _split(ids, k, rng), dead, tokenizer)
+    one = publish_split(layout_for(root, tmp_path / "one"), segment, [live], dead, tokenizer)
+    assert sum(p.kind == "segment" for p in split.parts) == k
+    assert len(one.parts) == 1
+    a, b = verify.connect_readonly(split), verify.connect_readonly(one)
+    try:
+        got, want = _answers(a), _answers(b)
+    finally:
+        a.close()
+        b.close()
+    assert want["count"] == (len(live),)
+    for key in want:
+        assert got[key] == want[key], key
+
+
+def test_multi_part_generation_fails_closed(base: tuple[Path, Path, list[int], str], tmp_path: Path) -> None:
+    root, segment, ids, tokenizer = base
+    layout = layout_for(root, tmp_path / "idx")
+    resolved = publish_split(layout, segment, _split(ids, 3, random.Random(3)), set(ids[:3]), tokenizer)
+    stone = next(p for p in resolved.parts if p.kind == "tombstone")
+    seg = next(p for p in resolved.parts if p.kind == "segment")
+    verify.clear_verify_cache()
+    assert verify.verify_full(layout)["parts"][-1]["path"] == str(stone.path)
+    stone.path.chmod(0o644)
+    with open(stone.path, "r+b") as handle:  # same size, other bytes
+        handle.seek(200)
+        handle.write(b"\xff")
+    verify.clear_verify_cache()
+    with pytest.raises(Sha256MismatchError) as err:
+        verify.verify_full(layout)
+    assert err.value.evidence["path"] == str(stone.path)
+    stone.path.unlink()
+    verify.clear_verify_cache()
+    with pytest.raises(GenerationMissingError) as missing:
+        verify.resolve(layout)
+    assert missing.value.evidence["path"] == str(stone.path)
+    seg.path.unlink()
+    with pytest.raises(GenerationMissingError):
+        verify.resolve(layout)
+
+
+def test_search_refuses_a_multi_part_generation(base: tuple[Path, Path, list[int], str], tmp_path: Path) -> None:
+    root, segment, ids, tokenizer = base
+    publish_split(layout_for(root, tmp_path / "idx"), segment, _split(ids, 2, random.Random(2)), set(), tokenizer)
+    with pytest.raises(UnsupportedIndexFormatError, match="segments"):
+        search_vault(root, "note", index_dir=tmp_path / "idx", freshness=False)
+
+
+def test_a_twelfth_segment_is_refused(base: tuple[Path, Path, list[int], str], tmp_path: Path) -> None:
+    root, segment, ids, tokenizer = base
+    layout = layout_for(root, tmp_path / "idx")
+    with build_lock(layout), pytest.raises(UnsupportedIndexFormatError):
+        parts = [PlannedPart("segment", sha256="a" * 64, size=1) for _ in range(MAX_SEGMENTS + 1)]
+        publish_segments(layout, parts, [], _record(1), next_ids=(1, 1), expected_base=None)
+    entry = {"sha256": "", "size": 1, "notes": 1, "chunks": 0, "dense_chunks": 0}
+    raw = manifest_bytes_v2(
+        schema=1, analysis={}, source={}, tombstones=[], next_note_id=1, next_chunk_id=1,
+        segments=[{**entry, "sha256": f"{i:064x}"} for i in range(MAX_SEGMENTS + 1)],
+    )  # fmt: skip
+    with pytest.raises(UnsupportedIndexFormatError, match="at most 11"):
+        parse_manifest(raw, tmp_path / "m.json", None)
+    raw = manifest_bytes_v2(
+        schema=1, analysis={}, source={}, next_note_id=1, next_chunk_id=1,
+        segments=[{**entry, "sha256": "1" * 64}],
+        tombstones=[{"segment": "2" * 64, "sha256": "3" * 64, "size": 1, "notes": 1}],
+    )  # fmt: skip
+    with pytest.raises(UnsupportedIndexFormatError, match="names no listed segment"):
+        parse_manifest(raw, tmp_path / "m.json", None)
