@@ -3,6 +3,7 @@ The bench itself (subprocess builds, tantivy) is not run here."""
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -78,6 +79,26 @@ def test_generation_files_and_the_active_one_are_found_in_a_walk() -> None:
     assert bench_edit.active_generation_bytes(gens, "g2-bb") == 120
     assert bench_edit.active_generation_bytes(gens, "g3-cc") is None
     assert bench_edit.active_generation_bytes(gens, None) is None
+
+
+def test_one_generation_in_the_segment_layout_is_its_manifest_and_the_parts_it_lists(tmp_path) -> None:
+    (tmp_path / "manifests").mkdir()
+    manifest = {"segments": [{"sha256": "a" * 64, "size": 4096}, {"sha256": "b" * 64, "size": 100}], "tombstones": []}
+    text = json.dumps(manifest)
+    (tmp_path / "manifests" / ("e4516fb0815b" + "0" * 52 + ".json")).write_text(text)
+    (tmp_path / "manifests" / ("0fc5c296b229" + "0" * 52 + ".json")).write_text("{}")
+    expected = len(text) + 4096 + 100
+    assert bench_edit.manifest_generation_bytes(tmp_path, "g20261206T230436-e4516fb0815b") == expected
+    assert bench_edit.one_generation_bytes(tmp_path, "g20261206T230436-e4516fb0815b") == expected
+    assert bench_edit.manifest_generation_bytes(tmp_path, "g20261206T230436-ffffffffffff") is None
+    assert bench_edit.manifest_generation_bytes(tmp_path, None) is None
+
+
+def test_one_generation_in_the_one_file_layout_is_its_file(tmp_path) -> None:
+    (tmp_path / "generations").mkdir()
+    (tmp_path / "generations" / "g1-aa.db").write_bytes(b"x" * 300)
+    assert bench_edit.one_generation_bytes(tmp_path, "g1-aa") == 300
+    assert bench_edit.one_generation_bytes(tmp_path, "g2-bb") is None
 
 
 def _corpus(wall: float, walk: int) -> dict:

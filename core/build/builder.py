@@ -50,12 +50,7 @@ from core.index.tables.connection import atomic, set_journal_mode, set_working_m
 from core.index.tables.meta import get_meta, set_meta
 from core.index.tables.notes import count_notes, delete_notes, next_note_id, touch_notes
 from core.index.tables.problems import all_problems, replace_build_problems
-from core.index.tables.skipped_files import (
-    delete_skipped,
-    source_hashes,
-    source_note_ids,
-    source_paths,
-)
+from core.index.tables.skipped_files import delete_skipped, source_hashes, source_note_ids, source_paths
 from core.index.verify import connect_readonly, copy_base, resolve
 from core.ranking.analysis import language_analyzer_for
 from core.ranking.chunk_vectors import compute_chunk_vectors, store_chunk_vectors

@@ -178,7 +178,7 @@ def test_a_vector_row_that_does_not_decode_is_an_integrity_error(vault, tmp_path
     from core.ranking.sparse_rows import compute_sparse
 
     copy = tmp_path / "copy.db"
-    shutil.copyfile(gen.resolve(gen.layout_for(vault)).path, copy)
+    shutil.copyfile(gen.resolve(gen.layout_for(vault)).parts[0].path, copy)
     copy.chmod(0o644)
     db = sqlite3.connect(copy)
     db.execute(f"UPDATE {table} SET data = ? WHERE note_id = (SELECT max(note_id) FROM {table})", (data,))
