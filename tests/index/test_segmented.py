@@ -31,6 +31,7 @@ from core.index.layout import GenerationRecord, IndexLayout, ResolvedIndex, layo
 from core.index.manifest import MAX_SEGMENTS, manifest_bytes_v2, parse_manifest
 from core.index.segmented import GENERATION_TABLES, PER_NOTE_TABLES
 from core.index.state import active_record
+from core.index.status import index_status
 from core.index.tables import notes_fts
 from core.index.tables.meta import get_meta
 from core.searcher import search_vault
@@ -55,11 +56,34 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, list[int
     return root, segment, ids, tokenizer
 
 
-def _record(notes: int) -> GenerationRecord:
+def split_record(notes: int) -> GenerationRecord:
     return GenerationRecord(
         source_snapshot_hash="split", notes=notes, chunks=0, dense_chunks=0, chunker="c", tokenizer="t",
         timings={}, problems=[],
     )  # fmt: skip
+
+
+def stage_split(
+    layout: IndexLayout, segment: Path, groups: list[list[int]], dead: set[int], tokenizer: str
+) -> tuple[list[PlannedPart], list[PlannedPart], int]:
+    """Under the build lock: ``groups`` written as staged segments (oldest first) of ``segment``'s notes,
+    a tombstone for each holding some of ``dead``; (segments, tombstones, live notes)."""
+    segments, tombstones = [], []
+    for i, group in enumerate(groups):
+        staged = new_staging_path(layout)
+        last = i == len(groups) - 1
+        counts = write_segment(
+            staged, [SegmentSource(segment, group)], tokenizer=tokenizer, dead=dead,
+            generation_from=segment if last else None,
+        )  # fmt: skip
+        segments.append(PlannedPart("segment", staged, notes=counts["notes"], chunks=counts["chunks"]))
+        gone = sorted(dead & set(group))
+        if gone:
+            stone = new_staging_path(layout)
+            write_tombstone(stone, staged, gone, tokenizer=tokenizer)
+            tombstones.append(PlannedPart("tombstone", stone, notes=len(gone), segment=i))
+    live = sum(len(g) for g in groups) - sum(len(dead & set(g)) for g in groups)
+    return segments, tombstones, live
 
 
 def publish_split(
@@ -67,29 +91,15 @@ def publish_split(
 ) -> ResolvedIndex:
     """Publish ``groups`` as segments (oldest first) of ``segment``'s notes, with ``dead`` tombstoned."""
     with build_lock(layout):
-        segments, tombstones = [], []
-        for i, group in enumerate(groups):
-            staged = new_staging_path(layout)
-            last = i == len(groups) - 1
-            counts = write_segment(
-                staged, [SegmentSource(segment, group)], tokenizer=tokenizer, dead=dead,
-                generation_from=segment if last else None,
-            )  # fmt: skip
-            segments.append(PlannedPart("segment", staged, notes=counts["notes"], chunks=counts["chunks"]))
-            gone = sorted(dead & set(group))
-            if gone:
-                stone = new_staging_path(layout)
-                write_tombstone(stone, staged, gone, tokenizer=tokenizer)
-                tombstones.append(PlannedPart("tombstone", stone, notes=len(gone), segment=i))
+        segments, tombstones, live = stage_split(layout, segment, groups, dead, tokenizer)
         base = active_record(layout)
-        live = sum(len(g) for g in groups) - sum(len(dead & set(g)) for g in groups)
         return publish_segments(
-            layout, segments, tombstones, _record(live), next_ids=(10_000, 100_000),
+            layout, segments, tombstones, split_record(live), next_ids=(10_000, 100_000),
             expected_base=base["generation_id"] if base else None, grace_s=0.0,
         )  # fmt: skip
 
 
-def _split(ids: list[int], k: int, rng: random.Random) -> list[list[int]]:
+def split_ids(ids: list[int], k: int, rng: random.Random) -> list[list[int]]:
     cuts = sorted(rng.sample(range(1, len(ids)), k - 1)) if k > 1 else []
     return [ids[a:b] for a, b in zip([0, *cuts], [*cuts, len(ids)], strict=True)]
 
@@ -125,7 +135,7 @@ def test_k_segments_with_tombstones_answer_as_one_segment(
     rng = random.Random(k)
     dead = set(rng.sample(ids, max(1, len(ids) // 5)))
     live = [i for i in ids if i not in dead]
-    split = publish_split(layout_for(root, tmp_path / "split"), segment, _split(ids, k, rng), dead, tokenizer)
+    split = publish_split(layout_for(root, tmp_path / "split"), segment, split_ids(ids, k, rng), dead, tokenizer)
     one = publish_split(layout_for(root, tmp_path / "one"), segment, [live], dead, tokenizer)
     assert sum(p.kind == "segment" for p in split.parts) == k
     assert len(one.parts) == 1
@@ -138,12 +148,16 @@ def test_k_segments_with_tombstones_answer_as_one_segment(
     assert want["count"] == (len(live),)
     for key in want:
         assert got[key] == want[key], key
+    status = [index_status(root, tmp_path / name) for name in ("split", "one")]
+    for key in ("notes", "chunks", "links", "unresolved_links", "names", "skipped_files", "problems", "coverage"):
+        assert status[0][key] == status[1][key], key
+    assert [p["kind"] for p in status[0]["parts"]].count("segment") == k
 
 
 def test_multi_part_generation_fails_closed(base: tuple[Path, Path, list[int], str], tmp_path: Path) -> None:
     root, segment, ids, tokenizer = base
     layout = layout_for(root, tmp_path / "idx")
-    resolved = publish_split(layout, segment, _split(ids, 3, random.Random(3)), set(ids[:3]), tokenizer)
+    resolved = publish_split(layout, segment, split_ids(ids, 3, random.Random(3)), set(ids[:3]), tokenizer)
     stone = next(p for p in resolved.parts if p.kind == "tombstone")
     seg = next(p for p in resolved.parts if p.kind == "segment")
     verify.clear_verify_cache()
@@ -168,9 +182,23 @@ def test_multi_part_generation_fails_closed(base: tuple[Path, Path, list[int], s
 
 def test_search_refuses_a_multi_part_generation(base: tuple[Path, Path, list[int], str], tmp_path: Path) -> None:
     root, segment, ids, tokenizer = base
-    publish_split(layout_for(root, tmp_path / "idx"), segment, _split(ids, 2, random.Random(2)), set(), tokenizer)
+    publish_split(layout_for(root, tmp_path / "idx"), segment, split_ids(ids, 2, random.Random(2)), set(), tokenizer)
     with pytest.raises(UnsupportedIndexFormatError, match="segments"):
         search_vault(root, "note", index_dir=tmp_path / "idx", freshness=False)
+
+
+def test_the_builder_rebuilds_a_multi_part_generation_whole(
+    base: tuple[Path, Path, list[int], str], tmp_path: Path
+) -> None:
+    root, segment, ids, tokenizer = base
+    vault = tmp_path / "vault"
+    shutil.copytree(root, vault, ignore=shutil.ignore_patterns(".vaultsearch"))
+    layout = layout_for(vault)
+    publish_split(layout, segment, split_ids(ids, 3, random.Random(5)), set(ids[-2:]), tokenizer)
+    report = build_index(vault)
+    assert report.full_rebuild_reason == "multi_part_base"
+    assert len(verify.resolve(layout).parts) == 1
+    assert search_vault(vault, "note", freshness=False).hits
 
 
 def test_a_twelfth_segment_is_refused(base: tuple[Path, Path, list[int], str], tmp_path: Path) -> None:
@@ -178,7 +206,7 @@ def test_a_twelfth_segment_is_refused(base: tuple[Path, Path, list[int], str], t
     layout = layout_for(root, tmp_path / "idx")
     with build_lock(layout), pytest.raises(UnsupportedIndexFormatError):
         parts = [PlannedPart("segment", sha256="a" * 64, size=1) for _ in range(MAX_SEGMENTS + 1)]
-        publish_segments(layout, parts, [], _record(1), next_ids=(1, 1), expected_base=None)
+        publish_segments(layout, parts, [], split_record(1), next_ids=(1, 1), expected_base=None)
     entry = {"sha256": "", "size": 1, "notes": 1, "chunks": 0, "dense_chunks": 0}
     raw = manifest_bytes_v2(
         schema=1, analysis={}, source={}, tombstones=[], next_note_id=1, next_chunk_id=1,
