@@ -14,9 +14,10 @@ segment of a generation (``core.index.segmented`` reads them there): ``generatio
 source they are copied from (every segment carries its own ``meta`` schema version and tokenizer).
 
 ``write_tombstone`` writes ``dead(note_id)`` and, in ``term_major``, the deleted notes' exact
-per-class statistics (``class_*`` arrays of the sparse and chunk groups, in core.ranking.classes'
-encoding, over the segment's own term dictionary), computed by writing those notes as a scratch
-segment with the segment's whole dictionary: what the ranking side subtracts.
+statistics: the ``class_*`` arrays of the sparse and chunk groups (core.ranking.classes' encoding),
+the sparse group's total ``df`` and both groups' ``indptr`` (per term: its dead notes / chunks), all
+over the segment's own term ids; computed by writing those notes as a scratch segment with the
+segment's whole dictionary (the builder's own array code): what the ranking side subtracts.
 """
 
 from __future__ import annotations
@@ -191,6 +192,13 @@ def write_segment(
     return counts
 
 
+def _statistic(name: str) -> bool:
+    """An array (or piece) a tombstone keeps: per-class statistics, the total df (``df``) and the
+    postings' term pointers (``indptr``: a term's notes / chunks) of the dead notes."""
+    array = name.split("/", 1)[-1].split("#", 1)[0]
+    return array.startswith("class_") or array in ("df", "indptr")
+
+
 def write_tombstone(dest: Path, segment: Path, dead_ids: Collection[int], *, tokenizer: str) -> int:
     """Write a tombstone part ``dest`` for ``segment``: ALL of that segment's deleted note ids (a newer
     delete writes a new tombstone) and their per-class statistics. Returns how many ids it lists."""
@@ -205,9 +213,9 @@ def write_tombstone(dest: Path, segment: Path, dead_ids: Collection[int], *, tok
             conn.execute("ATTACH DATABASE ? AS src", (f"file:{scratch}?mode=ro",))
             conn.execute("BEGIN")
             conn.executemany("INSERT INTO dead(note_id) VALUES (?)", ((i,) for i in ids))
-            conn.execute(
-                "INSERT INTO main.term_major SELECT * FROM src.term_major WHERE name LIKE '%/class\\_%' ESCAPE '\\'"
-            )
+            names = [r[0] for r in conn.execute("SELECT name FROM src.term_major") if _statistic(r[0])]
+            sql = "INSERT INTO main.term_major SELECT * FROM src.term_major WHERE name = ?"
+            conn.executemany(sql, ((n,) for n in names))
             conn.commit()
             conn.execute("DETACH DATABASE src")
             set_journal_mode(conn, "DELETE")

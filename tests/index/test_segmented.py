@@ -10,11 +10,14 @@ multi-part generation is refused with a typed error until the arrays work lands.
 
 from __future__ import annotations
 
+import json
 import random
 import shutil
 import sqlite3
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 
 from core.build.builder import build_index
@@ -24,6 +27,7 @@ from core.build.segment_writer import SegmentSource, write_segment, write_tombst
 from core.errors import (
     GenerationMissingError,
     Sha256MismatchError,
+    SizeMismatchError,
     UnsupportedIndexFormatError,
 )
 from core.index import verify
@@ -34,9 +38,13 @@ from core.index.state import active_record
 from core.index.status import index_status
 from core.index.tables import notes_fts
 from core.index.tables.meta import get_meta
+from core.ranking.chunk_vectors import CHUNK_GROUP
+from core.ranking.sparse import SPARSE_GROUP
+from core.ranking.stored import load_group
 from core.searcher import search_vault
 from tests.conftest import EXAMPLE_VAULT
 
+CHUNK_CLASS = ("class_chunks", "class_chunk_len")
 EXPRESSIONS = ("note", "search OR index", '"the vault"', "NEAR(note link, 5)", "tag*", "title: note", "zzzunknown")
 
 
@@ -180,6 +188,25 @@ def test_multi_part_generation_fails_closed(base: tuple[Path, Path, list[int], s
         verify.resolve(layout)
 
 
+@pytest.mark.parametrize("kind", ["segment", "tombstone"])
+def test_a_truncated_part_fails_closed_naming_it(
+    base: tuple[Path, Path, list[int], str], tmp_path: Path, kind: str
+) -> None:
+    root, segment, ids, tokenizer = base
+    layout = layout_for(root, tmp_path / "idx")
+    resolved = publish_split(layout, segment, split_ids(ids, 3, random.Random(4)), set(ids[-4:]), tokenizer)
+    part = [p for p in resolved.parts if p.kind == kind][-1]
+    part.path.chmod(0o644)
+    with open(part.path, "r+b") as handle:
+        handle.truncate(part.size - 512)
+    verify.clear_verify_cache()
+    for check in (verify.resolve, verify.verify_full):
+        with pytest.raises(SizeMismatchError) as err:
+            check(layout)
+        assert err.value.evidence["path"] == str(part.path)
+        assert err.value.evidence["expected"] == part.size
+
+
 def test_search_refuses_a_multi_part_generation(base: tuple[Path, Path, list[int], str], tmp_path: Path) -> None:
     root, segment, ids, tokenizer = base
     publish_split(layout_for(root, tmp_path / "idx"), segment, split_ids(ids, 2, random.Random(2)), set(), tokenizer)
@@ -221,3 +248,51 @@ def test_a_twelfth_segment_is_refused(base: tuple[Path, Path, list[int], str], t
     )  # fmt: skip
     with pytest.raises(UnsupportedIndexFormatError, match="names no listed segment"):
         parse_manifest(raw, tmp_path / "m.json", None)
+
+
+def _stats(path: Path) -> dict[str, dict[str, Any]]:
+    """Per group: per class name its notes / field lengths (sparse) or chunks / chunk length (chunks), and
+    the per-term counts (sparse df, and each group's postings per term)."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        out: dict[str, dict[str, Any]] = {}
+        names: list[str] = []
+        for group, per_class in ((SPARSE_GROUP, ("class_docs", "class_field_len")), (CHUNK_GROUP, CHUNK_CLASS)):
+            arrays = load_group(conn, group, ())
+            assert arrays is not None
+            names = json.loads(arrays["class_names"].tobytes()) if group == SPARSE_GROUP else names  # chunks: the same
+            assert len(names) == len(arrays[per_class[0]])
+            out[group] = {a: {n: np.asarray(arrays[a][i]).tolist() for i, n in enumerate(names)} for a in per_class}
+            out[group]["per_term"] = np.diff(np.asarray(arrays["indptr"])).tolist()
+            if "df" in arrays:
+                out[group]["df"] = np.asarray(arrays["df"]).tolist()
+        return out
+    finally:
+        conn.close()
+
+
+def _plus(a: Any, b: Any) -> Any:
+    if isinstance(a, dict):
+        return {k: _plus(a.get(k), b.get(k)) for k in set(a) | set(b)}
+    if a is None or b is None:
+        return a if b is None else b
+    return (np.asarray(a) + np.asarray(b)).tolist()
+
+
+def test_a_tombstone_carries_the_dead_notes_exact_statistics(
+    base: tuple[Path, Path, list[int], str], tmp_path: Path
+) -> None:
+    """segment statistics == (the same segment without the dead notes) + (its tombstone), per class and
+    per term, in the builder's encoding (what the ranking side subtracts)."""
+    root, segment, ids, tokenizer = base
+    dead = sorted(random.Random(7).sample(ids, 7))
+    live = tmp_path / "live.seg"
+    write_segment(live, [SegmentSource(segment, [i for i in ids if i not in dead])], tokenizer=tokenizer)
+    stone = tmp_path / "t.del"
+    assert write_tombstone(stone, segment, dead, tokenizer=tokenizer) == len(dead)
+    conn = sqlite3.connect(stone)
+    assert [r[0] for r in conn.execute("SELECT note_id FROM dead")] == dead
+    conn.close()
+    whole, rest, gone = _stats(segment), _stats(live), _stats(stone)
+    assert sum(gone[SPARSE_GROUP]["class_docs"].values()) == len(dead)
+    assert _plus(rest, gone) == whole
