@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.build import publish as one
-from core.build.lock import require_lock
+from core.build.lock import new_staging_path, require_lock
+from core.build.segment_writer import SegmentSource, write_segment, write_tombstone
 from core.errors import GenerationMissingError, UnsupportedIndexFormatError, UsageError
 from core.index import debris as debris_rules
 from core.index import state as gstate
@@ -41,6 +42,31 @@ class PlannedPart:
     chunks: int = 0  # a segment: its chunk rows
     dense_chunks: int = 0
     segment: int | None = None  # a tombstone: the index of its segment in the segments list
+
+
+def stage_split(
+    layout: IndexLayout, segment: Path, groups: list[list[int]], dead: set[int], tokenizer: str
+) -> tuple[list[PlannedPart], list[PlannedPart], int]:
+    """The split path, under the build lock: ``groups`` of ``segment``'s note ids written as staged
+    segments (oldest first; the last carries the generation-level tables), a tombstone for each that holds
+    some of ``dead``; (segments, tombstones, live notes), ready for ``publish_segments``."""
+    require_lock(layout)
+    segments, tombstones = [], []
+    for i, group in enumerate(groups):
+        staged = new_staging_path(layout)
+        last = i == len(groups) - 1
+        counts = write_segment(
+            staged, [SegmentSource(segment, group)], tokenizer=tokenizer, dead=dead,
+            generation_from=segment if last else None,
+        )  # fmt: skip
+        segments.append(PlannedPart("segment", staged, notes=counts["notes"], chunks=counts["chunks"]))
+        gone = sorted(dead & set(group))
+        if gone:
+            stone = new_staging_path(layout)
+            write_tombstone(stone, staged, gone, tokenizer=tokenizer)
+            tombstones.append(PlannedPart("tombstone", stone, notes=len(gone), segment=i))
+    live = sum(len(g) for g in groups) - sum(len(dead & set(g)) for g in groups)
+    return segments, tombstones, live
 
 
 def _existing(layout: IndexLayout, part: PlannedPart) -> tuple[str, int]:

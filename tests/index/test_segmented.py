@@ -21,14 +21,15 @@ import numpy as np
 import pytest
 
 from core.build.builder import build_index
-from core.build.lock import build_lock, new_staging_path
-from core.build.publish_segments import PlannedPart, publish_segments
+from core.build.lock import build_lock
+from core.build.publish_segments import PlannedPart, publish_segments, stage_split
 from core.build.segment_writer import SegmentSource, write_segment, write_tombstone
 from core.errors import (
     GenerationMissingError,
     Sha256MismatchError,
     SizeMismatchError,
     UnsupportedIndexFormatError,
+    VaultSearchError,
 )
 from core.index import verify
 from core.index.layout import GenerationRecord, IndexLayout, ResolvedIndex, layout_for
@@ -42,6 +43,7 @@ from core.ranking.chunk_vectors import CHUNK_GROUP
 from core.ranking.sparse import SPARSE_GROUP
 from core.ranking.stored import load_group
 from core.searcher import search_vault
+from core.serve.tools import ServeConfig, Tools
 from tests.conftest import EXAMPLE_VAULT
 
 CHUNK_CLASS = ("class_chunks", "class_chunk_len")
@@ -71,29 +73,6 @@ def split_record(notes: int) -> GenerationRecord:
     )  # fmt: skip
 
 
-def stage_split(
-    layout: IndexLayout, segment: Path, groups: list[list[int]], dead: set[int], tokenizer: str
-) -> tuple[list[PlannedPart], list[PlannedPart], int]:
-    """Under the build lock: ``groups`` written as staged segments (oldest first) of ``segment``'s notes,
-    a tombstone for each holding some of ``dead``; (segments, tombstones, live notes)."""
-    segments, tombstones = [], []
-    for i, group in enumerate(groups):
-        staged = new_staging_path(layout)
-        last = i == len(groups) - 1
-        counts = write_segment(
-            staged, [SegmentSource(segment, group)], tokenizer=tokenizer, dead=dead,
-            generation_from=segment if last else None,
-        )  # fmt: skip
-        segments.append(PlannedPart("segment", staged, notes=counts["notes"], chunks=counts["chunks"]))
-        gone = sorted(dead & set(group))
-        if gone:
-            stone = new_staging_path(layout)
-            write_tombstone(stone, staged, gone, tokenizer=tokenizer)
-            tombstones.append(PlannedPart("tombstone", stone, notes=len(gone), segment=i))
-    live = sum(len(g) for g in groups) - sum(len(dead & set(g)) for g in groups)
-    return segments, tombstones, live
-
-
 def publish_split(
     layout: IndexLayout, segment: Path, groups: list[list[int]], dead: set[int], tokenizer: str
 ) -> ResolvedIndex:
@@ -115,7 +94,8 @@ def split_ids(ids: list[int], k: int, rng: random.Random) -> list[list[int]]:
 def _answers(conn: sqlite3.Connection) -> dict[str, object]:
     out: dict[str, object] = {}
     for table in [*PER_NOTE_TABLES, "chunk_vectors", *GENERATION_TABLES]:
-        out[table] = sorted(map(repr, conn.execute(f"SELECT * FROM {table}")))
+        columns = ", ".join(r[1] for r in conn.execute(f"PRAGMA main.table_info({table})"))
+        out[table] = sorted(map(repr, conn.execute(f"SELECT {columns} FROM {table}")))
     out["meta"] = {k: v for k, v in get_meta(conn).items() if k not in ("schema_version", "tokenizer")}
     for expr in EXPRESSIONS:
         out[f"fts:{expr}"] = sorted(notes_fts.matching_rowids(conn, expr))
@@ -296,3 +276,42 @@ def test_a_tombstone_carries_the_dead_notes_exact_statistics(
     whole, rest, gone = _stats(segment), _stats(live), _stats(stone)
     assert sum(gone[SPARSE_GROUP]["class_docs"].values()) == len(dead)
     assert _plus(rest, gone) == whole
+
+
+def _tool_answers(tools: Tools, paths: list[str]) -> list[Any]:
+    out: list[Any] = []
+    for path in paths:
+        for name in ("read_note", "related"):
+            try:
+                answer = tools.call(name, {"path": path})
+            except VaultSearchError as exc:
+                answer = exc.to_dict()
+            out.append(_without_identity(answer))
+    out.append({k: v for k, v in tools.call("status", {}).items() if k in ("notes", "chunks", "links", "problems")})
+    return out
+
+
+def _without_identity(value: Any) -> Any:
+    """A tool's answer without what names the generation (its id, manifest hash, parts, age)."""
+    if isinstance(value, dict):
+        drop = {"index", "generation_id", "sha256", "size", "parts", "age_seconds", "generations", "freshness"}
+        return {k: _without_identity(v) for k, v in value.items() if k not in drop}
+    if isinstance(value, list):
+        return [_without_identity(v) for v in value]
+    return value
+
+
+def test_read_and_related_tools_answer_as_one_segment(base: tuple[Path, Path, list[int], str], tmp_path: Path) -> None:
+    root, segment, ids, tokenizer = base
+    rng = random.Random(11)
+    dead = set(rng.sample(ids, 5))
+    live = [i for i in ids if i not in dead]
+    publish_split(layout_for(root, tmp_path / "split"), segment, split_ids(ids, 4, rng), dead, tokenizer)
+    publish_split(layout_for(root, tmp_path / "one"), segment, [live], dead, tokenizer)
+    conn = sqlite3.connect(segment)
+    paths = [r[0] for r in conn.execute("SELECT rel_path FROM notes ORDER BY id")][::3]
+    conn.close()
+    got, want = (_tool_answers(Tools(ServeConfig(root, index_dir=tmp_path / name)), paths) for name in ("split", "one"))
+    assert got == want
+    served = [a for a in want if isinstance(a, dict) and "reason" not in a]
+    assert len(served) > len(paths)  # most notes read and related, not refused

@@ -19,10 +19,11 @@ import pytest
 
 from core.build.lock import build_lock
 from core.build.publish import PUBLISH_STEPS
+from core.build.publish_segments import stage_split
 from core.index import verify
 from core.index.layout import IndexLayout, layout_for
 from core.index.state import list_generations
-from tests.index.test_segmented import base, publish_split, split_ids, stage_split  # noqa: F401, F811 (fixture)
+from tests.index.test_segmented import base, publish_split, split_ids  # noqa: F401, F811 (fixture)
 
 REPO = Path(__file__).resolve().parents[2]
 PART_STEPS = PUBLISH_STEPS[: PUBLISH_STEPS.index("manifest_write")]
