@@ -31,17 +31,12 @@ from pathlib import Path
 import numpy as np
 
 from core.index.schema import create_schema
-from core.index.segmented import PER_NOTE_TABLES
-from core.index.tables.connection import set_journal_mode, set_working_mode
-from core.index.tables.notes_fts import SQL_INSERT_FTS, decode_texts
-from core.index.tables.term_major import DDL_TERM_MAJOR
+from core.index.tables import segments as seg
+from core.index.tables.connection import atomic, set_journal_mode, set_working_mode
 from core.ranking.chunk_vectors import compute_chunk_vectors, store_chunk_vectors
 from core.ranking.sparse import store_sparse
 from core.ranking.sparse_rows import compute_sparse
 
-# per-note tables copied by note id (edges, the vectors and chunk_vectors have their own copy)
-_BY_NOTE = {t: c for t, c in PER_NOTE_TABLES.items() if t not in ("edges", "note_terms", "chunk_terms")}
-GENERATION_TABLES = ("skipped_files", "build_problems", "git_dates")
 _FIELDS = 5  # len(FTS_COLUMNS): the tf columns of a note_terms row
 
 
@@ -53,22 +48,11 @@ class SegmentSource:
     note_ids: Collection[int]
 
 
-def _attach(conn: sqlite3.Connection, path: Path) -> None:
-    conn.execute("ATTACH DATABASE ? AS src", (f"file:{path}?mode=ro&immutable=1",))
+def _uri(path: Path, *, immutable: bool = True) -> str:
+    return f"file:{path}?mode=ro" + ("&immutable=1" if immutable else "")
 
 
-def _dictionary(conn: sqlite3.Connection, first: bool) -> np.ndarray | None:
-    """Merge ``src.terms`` into ``main.terms``: None when the source's ids are kept as they are, else the
-    array old id -> new id."""
-    if first:
-        conn.execute("INSERT INTO main.terms SELECT * FROM src.terms")
-        return None
-    conn.execute(
-        "INSERT INTO main.terms(id, term) SELECT (SELECT coalesce(max(id), 0) FROM main.terms) + "
-        "row_number() OVER (ORDER BY s.id), s.term FROM src.terms s "
-        "WHERE s.term NOT IN (SELECT term FROM main.terms)"
-    )
-    pairs = conn.execute("SELECT s.id, m.id FROM src.terms s JOIN main.terms m ON m.term = s.term").fetchall()
+def _table(pairs: list[tuple[int, int]]) -> np.ndarray:
     table = np.zeros(max((p[0] for p in pairs), default=0) + 1, dtype=np.int32)
     for old, new in pairs:
         table[old] = new
@@ -81,28 +65,21 @@ def _remap(ids: np.ndarray, tf: np.ndarray, table: np.ndarray) -> tuple[np.ndarr
     return new[order], tf[order]
 
 
-def _copy_vectors(conn: sqlite3.Connection, table: np.ndarray | None) -> None:
-    """note_terms and chunk_terms of the chosen notes, their term ids remapped when ``table`` is given."""
-    where = "WHERE note_id IN (SELECT id FROM temp.ws_ids)"
-    if table is None:
-        conn.execute(f"INSERT INTO main.note_terms SELECT * FROM src.note_terms {where}")
-        conn.execute(f"INSERT INTO main.chunk_terms SELECT * FROM src.chunk_terms {where}")
-        return
-    rows = []
-    for nid, n, data in conn.execute(f"SELECT note_id, n_terms, data FROM src.note_terms {where}").fetchall():
+def _remapped(notes: list[tuple], chunks: list[tuple], table: np.ndarray) -> tuple[list[tuple], list[tuple]]:
+    """Vector rows (as stored) with their term ids mapped through ``table`` and sorted again per vector."""
+    out_notes = []
+    for nid, n, data in notes:
         raw = zlib.decompress(data)
         ids = np.frombuffer(raw, dtype="<i4", count=n)
         tf = np.frombuffer(raw, dtype="<u2", offset=4 * n).reshape(n, _FIELDS)
         ids, tf = _remap(ids, tf, table)
-        rows.append((nid, n, zlib.compress(ids.astype("<i4").tobytes() + tf.astype("<u2").tobytes(), 1)))
-    conn.executemany("INSERT INTO main.note_terms(note_id, n_terms, data) VALUES (?, ?, ?)", rows)
-    chunk_rows = []
-    sql = f"SELECT note_id, n_chunks, n_terms, data FROM src.chunk_terms {where}"
-    for nid, chunks, n, data in conn.execute(sql).fetchall():
+        out_notes.append((nid, n, zlib.compress(ids.astype("<i4").tobytes() + tf.astype("<u2").tobytes(), 1)))
+    out_chunks = []
+    for nid, count, n, data in chunks:
         raw = zlib.decompress(data)
-        lengths = np.frombuffer(raw, dtype="<u4", count=chunks)
-        ids = np.frombuffer(raw, dtype="<i4", offset=4 * chunks, count=n)
-        tf = np.frombuffer(raw, dtype="<u2", offset=4 * chunks + 4 * n, count=n)
+        lengths = np.frombuffer(raw, dtype="<u4", count=count)
+        ids = np.frombuffer(raw, dtype="<i4", offset=4 * count, count=n)
+        tf = np.frombuffer(raw, dtype="<u2", offset=4 * count + 4 * n, count=n)
         runs, at = [], 0
         for length in lengths.tolist():
             runs.append(_remap(ids[at : at + length], tf[at : at + length], table))
@@ -110,42 +87,25 @@ def _copy_vectors(conn: sqlite3.Connection, table: np.ndarray | None) -> None:
         new_ids = np.concatenate([r[0] for r in runs]) if runs else ids
         new_tf = np.concatenate([r[1] for r in runs]) if runs else tf
         blob = lengths.tobytes() + new_ids.astype("<i4").tobytes() + new_tf.astype("<u2").tobytes()
-        chunk_rows.append((nid, chunks, n, zlib.compress(blob, 1)))
-    sql = "INSERT INTO main.chunk_terms(note_id, n_chunks, n_terms, data) VALUES (?, ?, ?, ?)"
-    conn.executemany(sql, chunk_rows)
+        out_chunks.append((nid, count, n, zlib.compress(blob, 1)))
+    return out_notes, out_chunks
 
 
 def _copy_source(conn: sqlite3.Connection, source: SegmentSource, first: bool) -> None:
-    conn.execute("DELETE FROM temp.ws_ids")
-    conn.executemany("INSERT INTO temp.ws_ids(id) VALUES (?)", ((i,) for i in source.note_ids))
-    _attach(conn, source.path)
-    conn.execute("BEGIN")
+    seg.choose_notes(conn, source.note_ids)
+    seg.attach(conn, _uri(source.path), "src")
     try:
-        table = _dictionary(conn, first)
-        for name, column in _BY_NOTE.items():
-            conn.execute(
-                f"INSERT INTO main.{name} SELECT * FROM src.{name} WHERE {column} IN (SELECT id FROM temp.ws_ids)"
-            )
-        conn.execute(
-            "INSERT INTO main.edges SELECT * FROM src.edges WHERE src_id IN (SELECT id FROM temp.ws_ids) "
-            "AND (dst_id IS NULL OR dst_id NOT IN (SELECT id FROM temp.ws_dead))"
-        )
-        conn.execute(
-            "INSERT INTO main.chunk_vectors SELECT * FROM src.chunk_vectors WHERE chunk_id IN "
-            "(SELECT id FROM src.chunks WHERE note_id IN (SELECT id FROM temp.ws_ids))"
-        )
-        _copy_vectors(conn, table)
-        if first:
-            conn.execute("INSERT OR REPLACE INTO main.meta SELECT * FROM src.meta")
+        with atomic(conn):
+            pairs = seg.merge_terms(conn, keep_ids=first)
+            seg.copy_note_rows(conn)
+            if pairs is None:
+                seg.copy_vector_rows(conn)
+            else:
+                seg.insert_vector_rows(conn, *_remapped(*seg.source_vector_rows(conn), _table(pairs)))
+            if first:
+                seg.copy_generation_tables(conn, meta_only=True)
     finally:
-        conn.commit()
-        conn.execute("DETACH DATABASE src")
-
-
-def _fill_fts(conn: sqlite3.Connection) -> None:
-    """FTS5 rows of the copied notes, from their stored texts (contentless: nothing to copy)."""
-    rows = conn.execute("SELECT note_id, data FROM note_text ORDER BY note_id").fetchall()
-    conn.executemany(SQL_INSERT_FTS, ((nid, *decode_texts(nid, data)) for nid, data in rows))
+        seg.detach(conn, "src")
 
 
 def write_segment(
@@ -163,29 +123,22 @@ def write_segment(
     try:
         set_working_mode(conn, durable=False)
         create_schema(conn, tokenizer)
-        conn.execute("CREATE TEMP TABLE ws_ids(id INTEGER PRIMARY KEY)")
-        conn.execute("CREATE TEMP TABLE ws_dead(id INTEGER PRIMARY KEY)")
-        conn.executemany("INSERT INTO temp.ws_dead(id) VALUES (?)", ((i,) for i in dead))
+        seg.start_copy(conn, dead)
         for i, source in enumerate(sources):
             _copy_source(conn, source, i == 0)
         if generation_from is not None:
-            _attach(conn, generation_from)
-            conn.execute("BEGIN")
-            conn.execute("INSERT OR REPLACE INTO main.meta SELECT * FROM src.meta")
-            for name in GENERATION_TABLES:
-                conn.execute(f"INSERT INTO main.{name} SELECT * FROM src.{name}")
-            conn.commit()
-            conn.execute("DETACH DATABASE src")
-        conn.execute("BEGIN")
-        _fill_fts(conn)
-        sparse = compute_sparse(conn)
-        store_sparse(conn, sparse)
-        store_chunk_vectors(conn, compute_chunk_vectors(conn, sparse))
-        conn.commit()
-        counts = {
-            name: int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
-            for name, table in (("notes", "notes"), ("chunks", "chunks"), ("dense_chunks", "chunk_vectors"))
-        }
+            seg.attach(conn, _uri(generation_from), "src")
+            try:
+                with atomic(conn):
+                    seg.copy_generation_tables(conn, meta_only=False)
+            finally:
+                seg.detach(conn, "src")
+        with atomic(conn):
+            seg.index_stored_texts(conn)
+            sparse = compute_sparse(conn)
+            store_sparse(conn, sparse)
+            store_chunk_vectors(conn, compute_chunk_vectors(conn, sparse))
+        counts = seg.segment_counts(conn)
         set_journal_mode(conn, "DELETE")
     finally:
         conn.close()
@@ -201,23 +154,18 @@ def _statistic(name: str) -> bool:
 
 def write_tombstone(dest: Path, segment: Path, dead_ids: Collection[int], *, tokenizer: str) -> int:
     """Write a tombstone part ``dest`` for ``segment``: ALL of that segment's deleted note ids (a newer
-    delete writes a new tombstone) and their per-class statistics. Returns how many ids it lists."""
+    delete writes a new tombstone) and their statistics. Returns how many ids it lists."""
     ids = sorted(set(dead_ids))
     scratch = dest.with_name(dest.name + ".scratch")
     try:
         write_segment(scratch, [SegmentSource(segment, ids)], tokenizer=tokenizer)
         conn = sqlite3.connect(f"file:{dest}?mode=rwc", uri=True, isolation_level=None)
         try:
-            conn.execute("CREATE TABLE dead(note_id INTEGER PRIMARY KEY)")
-            conn.execute(DDL_TERM_MAJOR)
-            conn.execute("ATTACH DATABASE ? AS src", (f"file:{scratch}?mode=ro",))
-            conn.execute("BEGIN")
-            conn.executemany("INSERT INTO dead(note_id) VALUES (?)", ((i,) for i in ids))
-            names = [r[0] for r in conn.execute("SELECT name FROM src.term_major") if _statistic(r[0])]
-            sql = "INSERT INTO main.term_major SELECT * FROM src.term_major WHERE name = ?"
-            conn.executemany(sql, ((n,) for n in names))
-            conn.commit()
-            conn.execute("DETACH DATABASE src")
+            seg.attach(conn, _uri(scratch, immutable=False), "src")
+            with atomic(conn):
+                seg.create_tombstone(conn, ids)
+                seg.copy_arrays(conn, _statistic)
+            seg.detach(conn, "src")
             set_journal_mode(conn, "DELETE")
         finally:
             conn.close()

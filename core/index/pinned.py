@@ -35,6 +35,7 @@ from core.errors import (
     SqliteIntegrityError,
 )
 from core.index.tables.connection import probe_schema
+from core.index.tables.segments import attach, detach
 
 HASH_BLOCK = 1 << 20
 FD_DIR = Path("/proc/self/fd")
@@ -330,21 +331,18 @@ def attach_pinned(conn: sqlite3.Connection, pinned: PinnedFile, schema: str, gen
     ``connect_pinned``: a descriptor SQLite opened during the ATTACH must be the pinned (device, inode),
     else the database is detached again and ``GenerationChangedError`` raised. ``conn`` must have been
     opened with URI filenames (``connect_pinned`` does)."""
-    if not schema.isidentifier():
-        raise ValueError(f"not a schema name: {schema!r}")
     use_fd = FD_DIR.is_dir()
     target = f"{FD_DIR}/{pinned.fd}" if use_fd else str(pinned.path.resolve())
     for _ in range(CONNECT_TRIES):
         with _exclusive():
             before, ambiguous = _before_open(pinned, generation_id, use_fd)
             try:
-                conn.execute(f"ATTACH DATABASE ? AS {schema}", (f"file:{target}?mode=ro&immutable=1",))
-                conn.execute(f"SELECT count(*) FROM {schema}.sqlite_master").fetchone()
+                attach(conn, f"file:{target}?mode=ro&immutable=1", schema)
             except sqlite3.DatabaseError as exc:
                 raise _unreadable(pinned, generation_id, exc) from exc
             if _opened_pinned(pinned, generation_id, use_fd, before):
                 return
-            conn.execute(f"DETACH DATABASE {schema}")
+            detach(conn, schema)
         if not ambiguous:
             break
     raise _changed(pinned, generation_id, "SQLite attached another inode than the one verified")

@@ -24,24 +24,7 @@ import sqlite3
 from core.errors import BuildError
 from core.index import pinned
 from core.index.layout import ResolvedIndex, ResolvedPart
-
-# per-note table -> the column that names its note (edges: the source; a dead destination is dropped too)
-PER_NOTE_TABLES = {
-    "notes": "id",
-    "note_tags": "note_id",
-    "note_names": "note_id",
-    "note_problems": "note_id",
-    "chunks": "note_id",
-    "note_text": "note_id",
-    "note_terms": "note_id",
-    "chunk_terms": "note_id",
-    "links": "note_id",
-    "edges": "src_id",
-    "link_keys": "note_id",
-    "target_keys": "note_id",
-}
-GENERATION_TABLES = ("meta", "skipped_files", "build_problems", "git_dates")
-SEGMENTS_TABLE = "vs_segments"
+from core.index.tables.segments import dead_note_ids, federate
 
 
 def schema_names(count: int) -> list[str]:
@@ -53,7 +36,7 @@ def dead_ids_of(part: ResolvedPart, generation_id: str | None) -> list[int]:
     """The note ids a pinned tombstone part lists (its ``dead`` table)."""
     conn = pinned.connect_pinned(part.pinned, generation_id)
     try:
-        return [int(r[0]) for r in conn.execute("SELECT note_id FROM dead ORDER BY note_id")]
+        return dead_note_ids(conn)
     finally:
         conn.close()
 
@@ -70,45 +53,8 @@ def connect_segments(resolved: ResolvedIndex, *, any_thread: bool = False) -> sq
         schemas = schema_names(len(segments))
         for schema, part in zip(schemas[1:], segments[1:], strict=True):
             pinned.attach_pinned(conn, part.pinned, schema, gid)
-        _federate(conn, schemas, [s.sha256 for s in segments], [dead.get(s.sha256, []) for s in segments])
+        federate(conn, schemas, [s.sha256 for s in segments], [dead.get(s.sha256, []) for s in segments])
     except BaseException:
         conn.close()
         raise
     return conn
-
-
-ROWID_TABLES = ("links", "edges")  # the read path names a link by its rowid (core.index.tables.links)
-ROWID_SHIFT = 40
-
-
-def _rowid(table: str, pos: int) -> str:
-    """A view of a table whose rowids the read path uses has a ``rowid`` column: the segment's position
-    above bit 40, its own rowid below (unique across segments, in segment then insertion order)."""
-    return f"({pos} << {ROWID_SHIFT}) + rowid AS rowid, " if table in ROWID_TABLES else ""
-
-
-def _federate(conn: sqlite3.Connection, schemas: list[str], shas: list[str], dead: list[list[int]]) -> None:
-    conn.execute(f"CREATE TEMP TABLE {SEGMENTS_TABLE}(pos INTEGER PRIMARY KEY, schema TEXT NOT NULL, sha256 TEXT)")
-    conn.executemany(f"INSERT INTO temp.{SEGMENTS_TABLE} VALUES (?, ?, ?)", zip(range(len(schemas)), schemas, shas))
-    conn.execute("CREATE TEMP TABLE vs_dead(id INTEGER PRIMARY KEY)")
-    conn.execute("CREATE TEMP TABLE vs_dead_chunks(id INTEGER PRIMARY KEY)")
-    for schema, ids in zip(schemas, dead, strict=True):
-        conn.executemany("INSERT INTO temp.vs_dead(id) VALUES (?)", ((i,) for i in ids))
-        conn.execute(
-            f"INSERT INTO temp.vs_dead_chunks(id) SELECT id FROM {schema}.chunks "
-            f"WHERE note_id IN (SELECT id FROM temp.vs_dead)"
-        )
-    for table, column in PER_NOTE_TABLES.items():
-        keep = f"{column} NOT IN (SELECT id FROM temp.vs_dead)"
-        if table == "edges":
-            keep += " AND (dst_id IS NULL OR dst_id NOT IN (SELECT id FROM temp.vs_dead))"
-        union = " UNION ALL ".join(
-            f"SELECT {_rowid(table, pos)}* FROM {s}.{table} WHERE {keep}" for pos, s in enumerate(schemas)
-        )
-        conn.execute(f"CREATE TEMP VIEW {table} AS {union}")
-    union = " UNION ALL ".join(
-        f"SELECT * FROM {s}.chunk_vectors WHERE chunk_id NOT IN (SELECT id FROM temp.vs_dead_chunks)" for s in schemas
-    )
-    conn.execute(f"CREATE TEMP VIEW chunk_vectors AS {union}")
-    for table in GENERATION_TABLES:
-        conn.execute(f"CREATE TEMP VIEW {table} AS SELECT * FROM {schemas[-1]}.{table}")

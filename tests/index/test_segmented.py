@@ -14,6 +14,7 @@ import json
 import random
 import shutil
 import sqlite3
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -34,17 +35,17 @@ from core.errors import (
 from core.index import verify
 from core.index.layout import GenerationRecord, IndexLayout, ResolvedIndex, layout_for
 from core.index.manifest import MAX_SEGMENTS, manifest_bytes_v2, parse_manifest
-from core.index.segmented import GENERATION_TABLES, PER_NOTE_TABLES
 from core.index.state import active_record
 from core.index.status import index_status
 from core.index.tables import notes_fts
 from core.index.tables.meta import get_meta
+from core.index.tables.segments import GENERATION_TABLES, PER_NOTE_TABLES
 from core.ranking.chunk_vectors import CHUNK_GROUP
 from core.ranking.sparse import SPARSE_GROUP
 from core.ranking.stored import load_group
 from core.searcher import search_vault
 from core.serve.tools import ServeConfig, Tools
-from tests.conftest import EXAMPLE_VAULT
+from tests.conftest import EXAMPLE_VAULT, note
 
 CHUNK_CLASS = ("class_chunks", "class_chunk_len")
 EXPRESSIONS = ("note", "search OR index", '"the vault"', "NEAR(note link, 5)", "tag*", "title: note", "zzzunknown")
@@ -315,3 +316,89 @@ def test_read_and_related_tools_answer_as_one_segment(base: tuple[Path, Path, li
     assert got == want
     served = [a for a in want if isinstance(a, dict) and "reason" not in a]
     assert len(served) > len(paths)  # most notes read and related, not refused
+
+
+def _vectors(path: Path) -> dict[str, Any]:
+    """rel_path -> (its note vector, its chunk vectors) with terms as strings: what a merge must keep."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        term = dict(conn.execute("SELECT id, term FROM terms"))
+        path_of = dict(conn.execute("SELECT id, rel_path FROM notes"))
+        out: dict[str, Any] = {}
+        for nid, n, data in conn.execute("SELECT note_id, n_terms, data FROM note_terms"):
+            raw = zlib.decompress(data)
+            ids = np.frombuffer(raw, dtype="<i4", count=n)
+            tf = np.frombuffer(raw, dtype="<u2", offset=4 * n).reshape(n, -1)
+            assert (np.diff(ids) > 0).all()  # ascending term ids, as the loaders expect
+            out[path_of[nid]] = [{term[int(i)]: t.tolist() for i, t in zip(ids, tf, strict=True)}]
+        for nid, chunks, n, data in conn.execute("SELECT note_id, n_chunks, n_terms, data FROM chunk_terms"):
+            raw = zlib.decompress(data)
+            lengths = np.frombuffer(raw, dtype="<u4", count=chunks).tolist()
+            ids = np.frombuffer(raw, dtype="<i4", offset=4 * chunks, count=n)
+            tf = np.frombuffer(raw, dtype="<u2", offset=4 * chunks + 4 * n, count=n)
+            at = 0
+            for length in lengths:
+                assert (np.diff(ids[at : at + length]) > 0).all()
+                out[path_of[nid]].append(
+                    {term[int(i)]: int(t) for i, t in zip(ids[at : at + length], tf[at : at + length], strict=True)}
+                )
+                at += length
+        return out
+    finally:
+        conn.close()
+
+
+def test_a_merge_of_segments_with_other_dictionaries_keeps_every_vector(
+    base: tuple[Path, Path, list[int], str], tmp_path: Path
+) -> None:
+    """Two sources whose term dictionaries differ: the first keeps its ids, the second's vectors are
+    remapped (and sorted again); every note's and chunk's vector, by term, is what its source held, and
+    the merged segment answers FTS and loads its arrays."""
+    root, segment, ids, tokenizer = base
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "zz-merge-a.md").write_text(
+        note("Zebra quokka", "quokka zebra aardvark xylophone words"), encoding="utf-8"
+    )
+    (other / "zz-merge-b.md").write_text(note("Quokka", "## Heading\n\nyak quokka note vault"), encoding="utf-8")
+    build_index(other)
+    small = verify.resolve(layout_for(other)).parts[0].path
+    conn = sqlite3.connect(f"file:{small}?mode=ro", uri=True)
+    taken = {r[0] for r in conn.execute("SELECT id FROM chunks")}
+    small_ids = [r[0] for r in conn.execute("SELECT id FROM notes")]
+    conn.close()
+    conn = sqlite3.connect(segment)
+    clash = {r[0] for r in conn.execute("SELECT note_id FROM chunks WHERE id IN (SELECT value FROM json_each(?))",
+                                         (json.dumps(sorted(taken)),))}  # fmt: skip
+    conn.close()
+    rest = [i for i in ids if i not in clash and i not in small_ids]
+    merged = tmp_path / "merged.seg"
+    counts = write_segment(merged, [SegmentSource(small, small_ids), SegmentSource(segment, rest)], tokenizer=tokenizer)
+    assert counts["notes"] == len(small_ids) + len(rest)
+    whole = {**_vectors(small), **{p: v for p, v in _vectors(segment).items() if p in _paths(segment, rest)}}
+    assert _vectors(merged) == whole
+    moved = [t for t, i in _dictionary(segment).items() if _dictionary(merged)[t] != i]
+    assert len(moved) > 100  # the second source's ids were remapped, not copied
+    conn = sqlite3.connect(f"file:{merged}?mode=ro", uri=True)
+    try:
+        found = {r[0] for r in notes_fts.matching_rowids(conn, "quokka")}
+        assert found == set(small_ids)
+        assert load_group(conn, SPARSE_GROUP, ("df",)) is not None
+    finally:
+        conn.close()
+
+
+def _paths(path: Path, note_ids: list[int]) -> set[str]:
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return {r[1] for r in conn.execute("SELECT id, rel_path FROM notes") if r[0] in set(note_ids)}
+    finally:
+        conn.close()
+
+
+def _dictionary(path: Path) -> dict[str, int]:
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return dict(conn.execute("SELECT term, id FROM terms"))
+    finally:
+        conn.close()
