@@ -26,6 +26,7 @@ from core.build.lock import build_lock
 from core.build.publish_segments import PlannedPart, publish_segments, stage_split
 from core.build.segment_writer import SegmentSource, write_segment, write_tombstone
 from core.errors import (
+    GenerationChangedError,
     GenerationMissingError,
     Sha256MismatchError,
     SizeMismatchError,
@@ -402,3 +403,24 @@ def _dictionary(path: Path) -> dict[str, int]:
         return dict(conn.execute("SELECT term, id FROM terms"))
     finally:
         conn.close()
+
+
+@pytest.mark.parametrize("which", ["first", "attached", "tombstone"])
+def test_a_part_changed_after_verification_is_not_served(
+    base: tuple[Path, Path, list[int], str], tmp_path: Path, which: str
+) -> None:
+    """Each part is served as the inode that was verified: one rewritten in place between resolve and
+    connect (the first segment, an ATTACHed one, a tombstone) is a GenerationChangedError naming it."""
+    root, segment, ids, tokenizer = base
+    layout = layout_for(root, tmp_path / "idx")
+    resolved = publish_split(layout, segment, split_ids(ids, 3, random.Random(6)), set(ids[-3:]), tokenizer)
+    segments = [p for p in resolved.parts if p.kind == "segment"]
+    part = {"first": segments[0], "attached": segments[1]}.get(which) or resolved.parts[-1]
+    assert (part.kind == "tombstone") == (which == "tombstone")
+    part.path.chmod(0o644)
+    with open(part.path, "r+b") as handle:  # same inode, same size, new mtime: not what was hashed
+        handle.seek(100)
+        handle.write(handle.read(1))
+    with pytest.raises(GenerationChangedError) as err:
+        verify.connect_readonly(resolved).close()
+    assert err.value.evidence["path"] == str(part.path)
