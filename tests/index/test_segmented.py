@@ -424,3 +424,19 @@ def test_a_part_changed_after_verification_is_not_served(
     with pytest.raises(GenerationChangedError) as err:
         verify.connect_readonly(resolved).close()
     assert err.value.evidence["path"] == str(part.path)
+
+
+def test_an_extra_tombstone_file_is_an_orphan_not_a_part(
+    base: tuple[Path, Path, list[int], str], tmp_path: Path
+) -> None:
+    """A ``.del`` no kept manifest lists changes nothing served, is reported by verify and removed by gc."""
+    root, segment, ids, tokenizer = base
+    layout = layout_for(root, tmp_path / "idx")
+    resolved = publish_split(layout, segment, split_ids(ids, 2, random.Random(8)), set(ids[:2]), tokenizer)
+    stray = layout.segments_dir / f"{'e' * 64}.del"
+    stray.write_bytes(b"not listed")
+    verify.clear_verify_cache()
+    assert verify.resolve(layout).generation_id == resolved.generation_id
+    assert verify.verify_full(layout)["orphans"] == [str(stray)]
+    publish_split(layout, segment, [ids], set(), tokenizer)
+    assert not stray.exists()
