@@ -23,7 +23,7 @@ import os
 import sqlite3
 import threading
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -252,20 +252,33 @@ def _before_open(pinned: PinnedFile, generation_id: str | None, use_fd: bool) ->
     """(the open descriptors before SQLite opens the pinned inode; whether another descriptor of that
     inode was open, which a reused number can explain). Without /proc/self/fd: the path is checked."""
     before = _open_files() if use_fd else set()
-    ambiguous = any((dev, ino) == pinned.inode and fd != pinned.fd for fd, dev, ino in before)
+    return before, _ambiguous(pinned, generation_id, use_fd, before)
+
+
+def _ambiguous(pinned: PinnedFile, generation_id: str | None, use_fd: bool, before: set[tuple[int, int, int]]) -> bool:
+    """Whether another descriptor of the pinned inode is open (a reused number can explain a refusal);
+    without /proc/self/fd the path is checked now."""
     if not use_fd:
         pinned.check_unchanged(generation_id)
-    return before, ambiguous
+    return any((dev, ino) == pinned.inode and fd != pinned.fd for fd, dev, ino in before)
 
 
 def _opened_pinned(
     pinned: PinnedFile, generation_id: str | None, use_fd: bool, before: set[tuple[int, int, int]]
 ) -> bool:
     """A descriptor SQLite opened since ``before`` is the pinned inode, not rewritten in place since."""
+    return _seen_pinned(pinned, generation_id, use_fd, _open_files() - before if use_fd else set())
+
+
+def _seen_pinned(
+    pinned: PinnedFile, generation_id: str | None, use_fd: bool, opened: set[tuple[int, int, int]]
+) -> bool:
+    """``opened`` (descriptors SQLite opened) holds the pinned inode, not rewritten in place since; without
+    /proc/self/fd the path is checked instead."""
     if not use_fd:
         pinned.check_unchanged(generation_id)
         return True
-    same = any((dev, ino) == pinned.inode for _, dev, ino in _open_files() - before)
+    same = any((dev, ino) == pinned.inode for _, dev, ino in opened)
     return same and sig_of(os.fstat(pinned.fd)) == pinned.sig
 
 
@@ -326,23 +339,31 @@ def _connect_once(
     return (conn, ambiguous) if same else (None, ambiguous)
 
 
-def attach_pinned(conn: sqlite3.Connection, pinned: PinnedFile, schema: str, generation_id: str | None) -> None:
-    """ATTACH the pinned inode to ``conn`` as ``schema`` (read-only, immutable), checked like
-    ``connect_pinned``: a descriptor SQLite opened during the ATTACH must be the pinned (device, inode),
-    else the database is detached again and ``GenerationChangedError`` raised. ``conn`` must have been
+def attach_pinned(conn: sqlite3.Connection, parts: Sequence[tuple[PinnedFile, str]], generation_id: str | None) -> None:
+    """ATTACH each pinned inode to ``conn`` under its schema name (read-only, immutable), checked like
+    ``connect_pinned`` but with one look at the open descriptors for all of them: each must be among the
+    descriptors SQLite opened during the ATTACHes (device, inode; not rewritten since), else all are
+    detached again and ``GenerationChangedError`` names the first that was not. ``conn`` must have been
     opened with URI filenames (``connect_pinned`` does)."""
     use_fd = FD_DIR.is_dir()
-    target = f"{FD_DIR}/{pinned.fd}" if use_fd else str(pinned.path.resolve())
+    wrong: PinnedFile | None = None
     for _ in range(CONNECT_TRIES):
         with _exclusive():
-            before, ambiguous = _before_open(pinned, generation_id, use_fd)
-            try:
-                attach(conn, f"file:{target}?mode=ro&immutable=1", schema)
-            except sqlite3.DatabaseError as exc:
-                raise _unreadable(pinned, generation_id, exc) from exc
-            if _opened_pinned(pinned, generation_id, use_fd, before):
+            before = _open_files() if use_fd else set()
+            ambiguous = [_ambiguous(pin, generation_id, use_fd, before) for pin, _ in parts]
+            for pin, schema in parts:
+                target = f"{FD_DIR}/{pin.fd}" if use_fd else str(pin.path.resolve())
+                try:
+                    attach(conn, f"file:{target}?mode=ro&immutable=1", schema)
+                except sqlite3.DatabaseError as exc:
+                    raise _unreadable(pin, generation_id, exc) from exc
+            opened = _open_files() - before if use_fd else set()
+            wrong = next((pin for pin, _ in parts if not _seen_pinned(pin, generation_id, use_fd, opened)), None)
+            if wrong is None:
                 return
-            detach(conn, schema)
-        if not ambiguous:
+            for _, schema in parts:
+                detach(conn, schema)
+        if not any(ambiguous):
             break
-    raise _changed(pinned, generation_id, "SQLite attached another inode than the one verified")
+    assert wrong is not None
+    raise _changed(wrong, generation_id, "SQLite attached another inode than the one verified")

@@ -164,6 +164,9 @@ _CACHE_LOCK = threading.Lock()
 
 def clear_verify_cache() -> None:
     """Forget every verified identity and reset ``VERIFY_STATS`` (for tests and benchmarks)."""
+    from core.index.segmented import forget_tombstones  # a tombstone's ids are read once per process
+
+    forget_tombstones()
     with _CACHE_LOCK:
         _VERIFY_CACHE.clear()
         VERIFY_STATS.update(dict.fromkeys(VERIFY_STATS, 0))
