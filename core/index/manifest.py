@@ -270,15 +270,13 @@ def _tombstone(entry: Any, path: Path, generation_id: str | None) -> PartEntry:
 
 
 def peek_segment(layout: IndexLayout, record: dict[str, Any]) -> Path | None:
-    """The one segment a generation row's manifest names, read WITHOUT verification (settings and
-    watermark peeks that only choose how to build; whatever is served or carried over is verified).
-    None when the manifest cannot be read or does not name exactly one segment."""
+    """The segment carrying a generation row's generation-level tables (meta, settings, watermarks: its
+    newest, the last listed), read WITHOUT verification (settings and watermark peeks that only choose
+    how to build; whatever is served or carried over is verified). None when the manifest cannot be read."""
     path = layout.manifests_dir / record["file_name"]
     try:
         with open(path, "rb") as handle:
             manifest = parse_manifest(handle.read(MANIFEST_MAX_BYTES + 1), path, record["generation_id"])
     except (OSError, UnsupportedIndexFormatError):
         return None
-    if len(manifest.segments) != 1:
-        return None
-    return layout.segments_dir / manifest.segments[0].file_name
+    return layout.segments_dir / manifest.segments[-1].file_name

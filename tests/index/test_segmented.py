@@ -25,6 +25,7 @@ from core.build.builder import build_index
 from core.build.lock import build_lock
 from core.build.publish_segments import PlannedPart, publish_segments, stage_split
 from core.build.segment_writer import SegmentSource, write_segment, write_tombstone
+from core.build.source import stored_settings
 from core.errors import (
     GenerationChangedError,
     GenerationMissingError,
@@ -204,6 +205,11 @@ def test_the_builder_rebuilds_a_multi_part_generation_whole(
     shutil.copytree(root, vault, ignore=shutil.ignore_patterns(".vaultsearch"))
     layout = layout_for(vault)
     publish_split(layout, segment, split_ids(ids, 3, random.Random(5)), set(ids[-2:]), tokenizer)
+    conn = sqlite3.connect(segment)
+    built_with = get_meta(conn)
+    conn.close()
+    meta = stored_settings(layout, in_place=False)  # peeked from the newest segment, which carries them
+    assert meta is not None and meta["settings"] == built_with["settings"]
     report = build_index(vault)
     assert report.full_rebuild_reason == "multi_part_base"
     assert len(verify.resolve(layout).parts) == 1
