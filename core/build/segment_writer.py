@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from core.errors import UsageError
 from core.index.schema import create_schema
 from core.index.tables import segments as seg
 from core.index.tables.connection import atomic, set_journal_mode, set_working_mode
@@ -158,7 +159,14 @@ def write_tombstone(dest: Path, segment: Path, dead_ids: Collection[int], *, tok
     ids = sorted(set(dead_ids))
     scratch = dest.with_name(dest.name + ".scratch")
     try:
-        write_segment(scratch, [SegmentSource(segment, ids)], tokenizer=tokenizer)
+        found = write_segment(scratch, [SegmentSource(segment, ids)], tokenizer=tokenizer)["notes"]
+        if found != len(ids):
+            raise UsageError(
+                f"a tombstone lists only notes of its segment: {len(ids) - found} of {len(ids)} ids are not in {segment}",
+                path=str(segment),
+                expected=len(ids),
+                actual=found,
+            )
         conn = sqlite3.connect(f"file:{dest}?mode=rwc", uri=True, isolation_level=None)
         try:
             seg.attach(conn, _uri(scratch, immutable=False), "src")

@@ -32,6 +32,7 @@ from core.errors import (
     Sha256MismatchError,
     SizeMismatchError,
     UnsupportedIndexFormatError,
+    UsageError,
     VaultSearchError,
 )
 from core.index import verify
@@ -284,6 +285,8 @@ def test_a_tombstone_carries_the_dead_notes_exact_statistics(
     whole, rest, gone = _stats(segment), _stats(live), _stats(stone)
     assert sum(gone[SPARSE_GROUP]["class_docs"].values()) == len(dead)
     assert _plus(rest, gone) == whole
+    with pytest.raises(UsageError, match="only notes of its segment"):
+        write_tombstone(tmp_path / "bad.del", live, dead, tokenizer=tokenizer)  # dead ids are not in `live`
 
 
 def _tool_answers(tools: Tools, paths: list[str]) -> list[Any]:
