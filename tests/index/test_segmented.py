@@ -44,12 +44,22 @@ from core.index.tables import notes_fts
 from core.index.tables.meta import get_meta
 from core.index.tables.segments import GENERATION_TABLES, PER_NOTE_TABLES
 from core.ranking.chunk_vectors import CHUNK_GROUP
+from core.ranking.filters import Filters
 from core.ranking.sparse import SPARSE_GROUP
 from core.ranking.stored import load_group
 from core.searcher import search_vault
 from core.serve.tools import ServeConfig, Tools
 from tests.conftest import EXAMPLE_VAULT, note
 
+FILTERS = (
+    {},
+    {"tags_any": ["postgres", "people"]},
+    {"tags_all": ["adr"]},
+    {"path_prefixes": ["projects/", "people/"]},
+    {"since": "2024-01-01", "until": "2026-01-01"},
+    {"include_superseded": True, "classifications": ["public", "internal"]},
+    {"note_types": ["person", "project"], "status": ["active"]},
+)
 CHUNK_CLASS = ("class_chunks", "class_chunk_len")
 EXPRESSIONS = ("note", "search OR index", '"the vault"', "NEAR(note link, 5)", "tag*", "title: note", "zzzunknown")
 
@@ -114,6 +124,10 @@ def _answers(conn: sqlite3.Connection) -> dict[str, object]:
         "SELECT n.rel_path, count(e.src_id) FROM notes n LEFT JOIN edges e ON e.dst_id = n.id "
         "GROUP BY n.rel_path ORDER BY n.rel_path"
     ).fetchall()
+    for i, kw in enumerate(FILTERS):
+        clause, vals = Filters.make(**kw).where()
+        out[f"filter{i}"] = conn.execute(f"SELECT n.id FROM notes n WHERE {clause} ORDER BY n.id", vals).fetchall()
+        out[f"fts+filter{i}"] = notes_fts.matching_note_ids(conn, "note OR project", clause, vals)
     out["tags"] = conn.execute("SELECT tag, count(*) FROM note_tags GROUP BY tag ORDER BY tag").fetchall()
     out["dates"] = conn.execute("SELECT rel_path FROM notes WHERE mtime_ns >= 0 ORDER BY rel_path").fetchall()
     return out
