@@ -152,6 +152,8 @@ def _open_base(layout: IndexLayout, config: IndexConfig, recovered: tuple[str, s
         base = resolve(layout)
     except IntegrityError as exc:  # a broken base is not carried over; the new build is complete on its own
         return _Base(record["generation_id"], None, f"active_generation_rejected:{exc.reason}")
+    if len(base.parts) > 1:  # this builder writes ONE segment: a generation of several parts is rebuilt whole
+        return _Base(base.generation_id, None, "multi_part_base", f"{len(base.parts)} parts")
     conn = connect_readonly(base)
     try:
         meta = get_meta(conn)

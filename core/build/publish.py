@@ -27,7 +27,7 @@ from core.index import pinned
 from core.index import state as gstate
 from core.index.debris import debris
 from core.index.layout import GenerationRecord, IndexLayout, ResolvedIndex, ResolvedPart
-from core.index.manifest import manifest_bytes, manifest_file_name, segment_file_name
+from core.index.manifest import manifest_bytes, manifest_file_name, segment_file_name, tombstone_file_name
 from core.index.state import list_generations
 from core.index.verify import invalidate, pinned_integrity_lines, remember_parts, resolved_generation
 
@@ -102,7 +102,9 @@ class _Created:
         self.paths: list[Path] = []
 
 
-def _publish_part(layout: IndexLayout, staged: Path, step: Callable[[str], None], created: _Created) -> ResolvedPart:
+def _publish_part(
+    layout: IndexLayout, staged: Path, step: Callable[[str], None], created: _Created, kind: str = "segment"
+) -> ResolvedPart:
     step("part_integrity_check")
     pin = _validate_staged(layout, staged)
     step("part_fsync")
@@ -113,7 +115,7 @@ def _publish_part(layout: IndexLayout, staged: Path, step: Callable[[str], None]
     sha256, size = pin.digest()
     pin.check_unchanged(None)
     step("part_rename")
-    final = layout.segments_dir / segment_file_name(sha256)
+    final = layout.segments_dir / (tombstone_file_name(sha256) if kind == "tombstone" else segment_file_name(sha256))
     if _same_size_file(final, size):  # shared with a generation that has it already
         staged.unlink()
         pin = pinned.pin(final, None, sha256)
@@ -123,14 +125,13 @@ def _publish_part(layout: IndexLayout, staged: Path, step: Callable[[str], None]
         pin.moved_to(final, None)
     step("segments_fsync")
     gstate.fsync_path(layout.segments_dir)
-    return ResolvedPart("segment", sha256, size, final, pin)
+    return ResolvedPart(kind, sha256, size, final, pin)
 
 
 def _publish_manifest(
     layout: IndexLayout, record: GenerationRecord, part: ResolvedPart, step: Callable[[str], None], created: _Created
 ) -> tuple[str, int]:
     """Write, fsync, hash and rename the manifest naming ``part``; (its SHA-256 M, its size)."""
-    import hashlib
 
     step("manifest_write")
     segment = {"sha256": part.sha256, "size": part.size, "notes": record.notes, "chunks": record.chunks}
@@ -140,6 +141,13 @@ def _publish_manifest(
         source={"snapshot_hash": record.source_snapshot_hash},
         segments=[{**segment, "dense_chunks": record.dense_chunks}],
     )
+    return write_manifest(layout, raw, step, created)
+
+
+def write_manifest(layout: IndexLayout, raw: bytes, step: Callable[[str], None], created: _Created) -> tuple[str, int]:
+    """Write ``raw`` as a manifest: temp file, fsync, hash of the bytes on disk, rename, directory fsync."""
+    import hashlib
+
     temp = layout.staging_dir / f"manifest-{os.urandom(16).hex()}.json.tmp"
     created.paths.append(temp)
     fd = os.open(temp, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o444)

@@ -4,7 +4,7 @@
 - every file of the pre-manifest format in ``generations/`` (``g<stamp>-<sha[:12]>.db``);
 - a manifest that no ready generation names and no removed generation superseded (the next one
   published) less than ``GC_GRACE_S`` ago;
-- a part (``segments/<sha256>.seg``) that no kept manifest lists.
+- a part (``segments/<sha256>.seg``, or a tombstone ``.del``) that no kept manifest lists.
 
 A removed generation's manifest and parts stay until ``GC_GRACE_S`` after it was superseded: a
 reader that read the state row while that generation was active still finds the manifest and every

@@ -45,11 +45,13 @@ class GenerationRecord:
 class ResolvedPart:
     """One verified part of a generation: its manifest entry and the open descriptor that was checked."""
 
-    kind: str  # 'segment'
+    kind: str  # 'segment' | 'tombstone'
     sha256: str
     size: int
     path: Path
     pinned: Any = field(default=None, compare=False, repr=False)  # core.index.pinned.PinnedFile
+    notes: int = 0  # the manifest's count: a segment's note rows, a tombstone's dead note ids
+    segment: str | None = None  # a tombstone: the SHA-256 of the segment it belongs to
 
 
 @dataclass(frozen=True)
@@ -65,7 +67,7 @@ class ResolvedIndex:
     created_at: float  # epoch seconds of publish (legacy: file mtime)
     layout: IndexLayout
     record: dict[str, Any]  # the state row (notes, chunks, timings, problems, ...)
-    # core.index.pinned.PinnedFile: the open descriptor of the generation's one segment that was verified
+    # core.index.pinned.PinnedFile: the open descriptor of the generation's first segment that was verified
     # (generations only); connect_readonly serves exactly that inode. Not part of the identity.
     pinned: Any = field(default=None, compare=False, repr=False)
     parts: tuple[ResolvedPart, ...] = field(default=(), compare=False)  # every verified part, manifest order

@@ -65,9 +65,8 @@ def pin_parts(layout: IndexLayout, manifest: Manifest, generation_id: str) -> li
     out = []
     for entry in manifest.parts:
         path = layout.segments_dir / entry.file_name
-        out.append(
-            ResolvedPart(entry.kind, entry.sha256, entry.size, path, pinned.pin(path, generation_id, entry.sha256))
-        )
+        pin = pinned.pin(path, generation_id, entry.sha256)
+        out.append(ResolvedPart(entry.kind, entry.sha256, entry.size, path, pin, entry.notes, entry.segment))
     return out
 
 

@@ -23,7 +23,7 @@ import os
 import sqlite3
 import threading
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -35,6 +35,7 @@ from core.errors import (
     SqliteIntegrityError,
 )
 from core.index.tables.connection import probe_schema
+from core.index.tables.segments import attach, detach
 
 HASH_BLOCK = 1 << 20
 FD_DIR = Path("/proc/self/fd")
@@ -237,6 +238,50 @@ def _changed(pinned: PinnedFile, generation_id: str | None, why: str) -> Generat
     )
 
 
+def _unreadable(pinned: PinnedFile, generation_id: str | None, exc: sqlite3.DatabaseError) -> SqliteIntegrityError:
+    return SqliteIntegrityError(
+        f"generation file {pinned.path} is not a readable SQLite database: {exc}",
+        path=str(pinned.path),
+        generation_id=generation_id,
+        expected="ok",
+        actual=[f"not a readable SQLite database: {exc}"],
+    )
+
+
+def _before_open(pinned: PinnedFile, generation_id: str | None, use_fd: bool) -> tuple[set[tuple[int, int, int]], bool]:
+    """(the open descriptors before SQLite opens the pinned inode; whether another descriptor of that
+    inode was open, which a reused number can explain). Without /proc/self/fd: the path is checked."""
+    before = _open_files() if use_fd else set()
+    return before, _ambiguous(pinned, generation_id, use_fd, before)
+
+
+def _ambiguous(pinned: PinnedFile, generation_id: str | None, use_fd: bool, before: set[tuple[int, int, int]]) -> bool:
+    """Whether another descriptor of the pinned inode is open (a reused number can explain a refusal);
+    without /proc/self/fd the path is checked now."""
+    if not use_fd:
+        pinned.check_unchanged(generation_id)
+    return any((dev, ino) == pinned.inode and fd != pinned.fd for fd, dev, ino in before)
+
+
+def _opened_pinned(
+    pinned: PinnedFile, generation_id: str | None, use_fd: bool, before: set[tuple[int, int, int]]
+) -> bool:
+    """A descriptor SQLite opened since ``before`` is the pinned inode, not rewritten in place since."""
+    return _seen_pinned(pinned, generation_id, use_fd, _open_files() - before if use_fd else set())
+
+
+def _seen_pinned(
+    pinned: PinnedFile, generation_id: str | None, use_fd: bool, opened: set[tuple[int, int, int]]
+) -> bool:
+    """``opened`` (descriptors SQLite opened) holds the pinned inode, not rewritten in place since; without
+    /proc/self/fd the path is checked instead."""
+    if not use_fd:
+        pinned.check_unchanged(generation_id)
+        return True
+    same = any((dev, ino) == pinned.inode for _, dev, ino in opened)
+    return same and sig_of(os.fstat(pinned.fd)) == pinned.sig
+
+
 CONNECT_TRIES = 4  # a refusal that another descriptor of the same inode may explain is tried again
 
 
@@ -270,10 +315,7 @@ def _connect_once(
     use_fd = FD_DIR.is_dir()
     target = f"{FD_DIR}/{pinned.fd}" if use_fd else str(pinned.path.resolve())
     with _exclusive():
-        before = _open_files() if use_fd else set()
-        ambiguous = any((dev, ino) == pinned.inode and fd != pinned.fd for fd, dev, ino in before)
-        if not use_fd:
-            pinned.check_unchanged(generation_id)
+        before, ambiguous = _before_open(pinned, generation_id, use_fd)
         try:
             conn = sqlite3.connect(
                 f"file:{target}?mode=ro&immutable=1",
@@ -285,24 +327,43 @@ def _connect_once(
             raise _changed(pinned, generation_id, f"cannot be opened ({exc})") from exc
         try:
             probe_schema(conn)
-            if use_fd:
-                same = any((dev, ino) == pinned.inode for _, dev, ino in _open_files() - before)
-                same = same and sig_of(os.fstat(pinned.fd)) == pinned.sig  # not rewritten in place since
-            else:
-                pinned.check_unchanged(generation_id)
-                same = True
+            same = _opened_pinned(pinned, generation_id, use_fd, before)
         except sqlite3.DatabaseError as exc:
             conn._close_own()
-            raise SqliteIntegrityError(
-                f"generation file {pinned.path} is not a readable SQLite database: {exc}",
-                path=str(pinned.path),
-                generation_id=generation_id,
-                expected="ok",
-                actual=[f"not a readable SQLite database: {exc}"],
-            ) from exc
+            raise _unreadable(pinned, generation_id, exc) from exc
         except BaseException:
             conn._close_own()
             raise
         if not same:
             conn._close_own()
     return (conn, ambiguous) if same else (None, ambiguous)
+
+
+def attach_pinned(conn: sqlite3.Connection, parts: Sequence[tuple[PinnedFile, str]], generation_id: str | None) -> None:
+    """ATTACH each pinned inode to ``conn`` under its schema name (read-only, immutable), checked like
+    ``connect_pinned`` but with one look at the open descriptors for all of them: each must be among the
+    descriptors SQLite opened during the ATTACHes (device, inode; not rewritten since), else all are
+    detached again and ``GenerationChangedError`` names the first that was not. ``conn`` must have been
+    opened with URI filenames (``connect_pinned`` does)."""
+    use_fd = FD_DIR.is_dir()
+    wrong: PinnedFile | None = None
+    for _ in range(CONNECT_TRIES):
+        with _exclusive():
+            before = _open_files() if use_fd else set()
+            ambiguous = [_ambiguous(pin, generation_id, use_fd, before) for pin, _ in parts]
+            for pin, schema in parts:
+                target = f"{FD_DIR}/{pin.fd}" if use_fd else str(pin.path.resolve())
+                try:
+                    attach(conn, f"file:{target}?mode=ro&immutable=1", schema)
+                except sqlite3.DatabaseError as exc:
+                    raise _unreadable(pin, generation_id, exc) from exc
+            opened = _open_files() - before if use_fd else set()
+            wrong = next((pin for pin, _ in parts if not _seen_pinned(pin, generation_id, use_fd, opened)), None)
+            if wrong is None:
+                return
+            for _, schema in parts:
+                detach(conn, schema)
+        if not any(ambiguous):
+            break
+    assert wrong is not None
+    raise _changed(wrong, generation_id, "SQLite attached another inode than the one verified")

@@ -31,7 +31,7 @@ from core.index import pinned
 from core.index import state as gstate
 from core.index.debris import debris
 from core.index.layout import IndexLayout, ResolvedIndex, ResolvedPart
-from core.index.manifest import Manifest, single_segment
+from core.index.manifest import Manifest
 from core.index.parts import is_racy, part_problems, pin_parts, read_manifest, record_body, recorded_parts, vouched
 from core.index.tables.connection import integrity_lines, read_header
 
@@ -73,7 +73,11 @@ def connect_readonly(resolved: ResolvedIndex, *, any_thread: bool = False) -> sq
     if resolved.kind == "immutable_generation" and resolved.pinned is None:
         raise BuildError("a generation is served only through resolve() or publish() (no verified descriptor)")
     try:
-        if resolved.kind == "immutable_generation":
+        if resolved.kind == "immutable_generation" and len(resolved.parts) > 1:
+            from core.index.segmented import connect_segments  # only a generation of several parts needs it
+
+            conn = connect_segments(resolved, any_thread=any_thread)
+        elif resolved.kind == "immutable_generation":
             assert resolved.pinned is not None
             conn = pinned.connect_pinned(resolved.pinned, resolved.generation_id, any_thread=any_thread)
         else:
@@ -160,6 +164,9 @@ _CACHE_LOCK = threading.Lock()
 
 def clear_verify_cache() -> None:
     """Forget every verified identity and reset ``VERIFY_STATS`` (for tests and benchmarks)."""
+    from core.index.segmented import forget_tombstones  # a tombstone's ids are read once per process
+
+    forget_tombstones()
     with _CACHE_LOCK:
         _VERIFY_CACHE.clear()
         VERIFY_STATS.update(dict.fromkeys(VERIFY_STATS, 0))
@@ -230,7 +237,7 @@ def resolved_generation(layout: IndexLayout, record: dict[str, Any], parts: list
         created_at=record["created_at"],
         layout=layout,
         record=record,
-        pinned=parts[0].pinned if len(parts) == 1 else None,
+        pinned=parts[0].pinned if parts else None,
         parts=tuple(parts),
     )
 
@@ -339,8 +346,8 @@ def resolve(layout: IndexLayout) -> ResolvedIndex:
     served through the descriptors that were checked (``connect_readonly``). A verified identity is reused
     without any hash while the fingerprint of the state DB (with its siblings), the manifest and every part
     is unchanged. Any mismatch, or any change seen during verification, raises a typed ``IntegrityError``;
-    an older generation is never served instead. A generation of more than one segment is refused whole
-    (``unsupported_index_format``).
+    an older generation is never served instead. A generation of several segments (manifest format 2) is
+    served through one connection (``core.index.segmented``).
     """
     key = str(layout.index_dir)
     state = _state_fingerprint(layout)
@@ -359,7 +366,6 @@ def resolve(layout: IndexLayout) -> ResolvedIndex:
     problems, hashed = _check_parts(parts, gid, recorded, started_ns)
     if problems:
         raise _combined(problems)
-    single_segment(manifest, layout.manifests_dir / record["file_name"], gid)
     for part in parts:
         part.pinned.check_unchanged(gid)
     resolved = resolved_generation(layout, record, parts)
@@ -409,7 +415,6 @@ def verify_full(layout: IndexLayout) -> dict[str, Any]:
     if problems:
         raise _combined(problems, listed=True)
     resolved = resolved_generation(layout, record, parts)
-    single_segment(manifest, resolved.path, gid)
     for part in parts:
         part.pinned.check_unchanged(gid)
     if _state_fingerprint(layout) == state:

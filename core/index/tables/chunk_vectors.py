@@ -9,6 +9,8 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
+from core.index.tables.connection import count_live
+
 DDL_CHUNK_VECTORS = """
 CREATE TABLE IF NOT EXISTS chunk_vectors (
     chunk_id INTEGER PRIMARY KEY,
@@ -35,7 +37,7 @@ def delete_all_vectors(conn: sqlite3.Connection) -> None:
 
 
 def count_vectors(conn: sqlite3.Connection) -> int:
-    return int(conn.execute("SELECT count(*) FROM chunk_vectors").fetchone()[0])
+    return count_live(conn, "chunk_vectors", "chunk_id", "vs_dead_chunks")
 
 
 def count_vectors_and_chunks(conn: sqlite3.Connection) -> tuple[int, int]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
+from core.index.tables.connection import count_live
 from core.index.tables.notes import visible_rows
 
 DDL_CHUNKS = """
@@ -37,7 +38,7 @@ def next_chunk_id(conn: sqlite3.Connection) -> int:
 
 
 def count_chunks(conn: sqlite3.Connection) -> int:
-    return int(conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
+    return count_live(conn, "chunks", "note_id", "vs_dead")
 
 
 def count_chunks_of(conn: sqlite3.Connection, visible: Visible | None) -> int:

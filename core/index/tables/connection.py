@@ -97,3 +97,31 @@ def integrity_lines(conn: sqlite3.Connection) -> list[str]:
 def table_names(conn: sqlite3.Connection) -> set[str]:
     """The names of the database's tables."""
     return {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+
+def segment_schemas(conn: sqlite3.Connection) -> list[str] | None:
+    """The segment schemas, manifest order, of a generation connection of several parts
+    (``core.index.segmented``: its ``temp.vs_segments``); None for a connection to one database."""
+    try:
+        rows = conn.execute("SELECT schema FROM temp.vs_segments ORDER BY pos").fetchall()
+    except sqlite3.OperationalError:
+        return None
+    return [str(r[0]) for r in rows]
+
+
+def count_live(conn: sqlite3.Connection, table: str, dead_column: str, dead_table: str) -> int:
+    """``count(*)`` of a per-note table: through a generation's views every row pays a dead-id test (SciFact,
+    4 segments: 14 ms against 1.7), so a generation of several parts counts each segment's rows and
+    subtracts the dead ones it holds (index lookups)."""
+    schemas = segment_schemas(conn)
+    if schemas is None:
+        return int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+    total = 0
+    for schema in schemas:
+        total += int(conn.execute(f"SELECT count(*) FROM {schema}.{table}").fetchone()[0])
+        total -= int(
+            conn.execute(
+                f"SELECT count(*) FROM {schema}.{table} WHERE {dead_column} IN (SELECT id FROM temp.{dead_table})"
+            ).fetchone()[0]
+        )
+    return total

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from json.encoder import encode_basestring
 from typing import Any
 
+from core.index.tables.connection import count_live
 from core.index.tables.notes_fts import delete_fts_rows
 
 _encode_json = json.JSONEncoder(ensure_ascii=False, sort_keys=True).encode
@@ -207,7 +208,7 @@ def delete_notes(conn: sqlite3.Connection, note_ids: Iterable[int]) -> int:
 
 
 def count_notes(conn: sqlite3.Connection) -> int:
-    return int(conn.execute("SELECT count(*) FROM notes").fetchone()[0])
+    return count_live(conn, "notes", "id", "vs_dead")
 
 
 def note_file_rows(conn: sqlite3.Connection) -> Iterator[tuple[str, int, str, int, int]]:

@@ -19,6 +19,7 @@ import zlib
 from collections.abc import Iterable, Sequence
 
 from core.errors import IntegrityError
+from core.index.tables.connection import segment_schemas
 
 # FTS5 columns of notes_fts, in order: one row per note holding exactly the texts its
 # sparse term vector counts (its names: title, file name and aliases; description, tags, its
@@ -121,16 +122,37 @@ def note_texts(conn: sqlite3.Connection, note_ids: Iterable[int]) -> dict[int, s
     return {nid: "\n".join(texts) for nid, texts in stored_texts(conn, note_ids).items()}
 
 
+_LIVE = "rowid NOT IN (SELECT id FROM temp.vs_dead)"
+
+
 def matching_rowids(conn: sqlite3.Connection, expression: str) -> list[tuple[int]]:
-    """The note ids (as rows) an FTS5 ``MATCH`` expression finds, every note considered."""
-    return conn.execute("SELECT rowid FROM notes_fts WHERE notes_fts MATCH ?", (expression,)).fetchall()
+    """The note ids (as rows) an FTS5 ``MATCH`` expression finds, every note considered (every live note
+    of every segment: a generation of several segments matches per segment and drops its dead rowids)."""
+    schemas = segment_schemas(conn)
+    if schemas is None:
+        return conn.execute("SELECT rowid FROM notes_fts WHERE notes_fts MATCH ?", (expression,)).fetchall()
+    out: list[tuple[int]] = []
+    for schema in schemas:
+        sql = f"SELECT rowid FROM {schema}.notes_fts WHERE notes_fts MATCH ? AND {_LIVE}"
+        out += conn.execute(sql, (expression,)).fetchall()
+    return out
 
 
 def matching_note_ids(conn: sqlite3.Connection, expression: str, clause: str, values: Sequence[object]) -> list[int]:
     """Ids, ascending, of the notes the condition (over ``notes n``) allows that the FTS5 expression
     finds; an invalid expression raises ``sqlite3.OperationalError``."""
-    sql = (
-        f"SELECT n.id FROM notes_fts JOIN notes n ON n.id = notes_fts.rowid "
-        f"WHERE notes_fts MATCH ? AND {clause} ORDER BY n.id"
-    )
-    return [r[0] for r in conn.execute(sql, [expression, *values])]
+    schemas = segment_schemas(conn)
+    if schemas is None:
+        sql = (
+            f"SELECT n.id FROM notes_fts JOIN notes n ON n.id = notes_fts.rowid "
+            f"WHERE notes_fts MATCH ? AND {clause} ORDER BY n.id"
+        )
+        return [r[0] for r in conn.execute(sql, [expression, *values])]
+    ids: list[int] = []
+    for schema in schemas:
+        sql = (
+            f"SELECT n.id FROM {schema}.notes_fts f JOIN notes n ON n.id = f.rowid "
+            f"WHERE f.notes_fts MATCH ? AND {clause}"
+        )
+        ids += [r[0] for r in conn.execute(sql, [expression, *values])]
+    return sorted(ids)

@@ -1,0 +1,182 @@
+"""Writing a segment from existing segments' rows (the merge and split path: no note is parsed again), and
+a tombstone part for a segment's deleted notes (issue 29, step 2a).
+
+``write_segment`` creates a new segment file holding the given notes' rows of every per-note table
+(notes, note_tags, note_names, note_problems, chunks, note_text and its FTS5 rows, links, link_keys,
+target_keys, the edges those notes are the source of, note_terms / chunk_terms, dense chunk_vectors),
+copied from each source segment ATTACHed read-only; then the term-major arrays and per-class
+statistics over THAT segment's notes only, with the builder's own array code. The first source's term
+dictionary is kept as it is (its ids unchanged); a term of a later source that it lacks gets the next
+id, and that source's vectors are remapped. An edge to a note listed as dead is left out.
+
+Generation-level tables (meta, skipped_files, build_problems, git_dates) are carried by the NEWEST
+segment of a generation (``core.index.segmented`` reads them there): ``generation_from`` names the
+source they are copied from (every segment carries its own ``meta`` schema version and tokenizer).
+
+``write_tombstone`` writes ``dead(note_id)`` and, in ``term_major``, the deleted notes' exact
+statistics: the ``class_*`` arrays of the sparse and chunk groups (core.ranking.classes' encoding),
+the sparse group's total ``df`` and both groups' ``indptr`` (per term: its dead notes / chunks), all
+over the segment's own term ids; computed by writing those notes as a scratch segment with the
+segment's whole dictionary (the builder's own array code): what the ranking side subtracts.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import zlib
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from core.errors import UsageError
+from core.index.schema import create_schema
+from core.index.tables import segments as seg
+from core.index.tables.connection import atomic, set_journal_mode, set_working_mode
+from core.ranking.chunk_vectors import compute_chunk_vectors, store_chunk_vectors
+from core.ranking.sparse import store_sparse
+from core.ranking.sparse_rows import compute_sparse
+
+_FIELDS = 5  # len(FTS_COLUMNS): the tf columns of a note_terms row
+
+
+@dataclass(frozen=True)
+class SegmentSource:
+    """A segment file to copy notes from (a path SQLite can open: a pinned ``/proc/self/fd/N`` too)."""
+
+    path: Path
+    note_ids: Collection[int]
+
+
+def _uri(path: Path, *, immutable: bool = True) -> str:
+    return f"file:{path}?mode=ro" + ("&immutable=1" if immutable else "")
+
+
+def _table(pairs: list[tuple[int, int]]) -> np.ndarray:
+    table = np.zeros(max((p[0] for p in pairs), default=0) + 1, dtype=np.int32)
+    for old, new in pairs:
+        table[old] = new
+    return table
+
+
+def _remap(ids: np.ndarray, tf: np.ndarray, table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    new = table[ids]
+    order = np.argsort(new, kind="stable")
+    return new[order], tf[order]
+
+
+def _remapped(notes: list[tuple], chunks: list[tuple], table: np.ndarray) -> tuple[list[tuple], list[tuple]]:
+    """Vector rows (as stored) with their term ids mapped through ``table`` and sorted again per vector."""
+    out_notes = []
+    for nid, n, data in notes:
+        raw = zlib.decompress(data)
+        ids = np.frombuffer(raw, dtype="<i4", count=n)
+        tf = np.frombuffer(raw, dtype="<u2", offset=4 * n).reshape(n, _FIELDS)
+        ids, tf = _remap(ids, tf, table)
+        out_notes.append((nid, n, zlib.compress(ids.astype("<i4").tobytes() + tf.astype("<u2").tobytes(), 1)))
+    out_chunks = []
+    for nid, count, n, data in chunks:
+        raw = zlib.decompress(data)
+        lengths = np.frombuffer(raw, dtype="<u4", count=count)
+        ids = np.frombuffer(raw, dtype="<i4", offset=4 * count, count=n)
+        tf = np.frombuffer(raw, dtype="<u2", offset=4 * count + 4 * n, count=n)
+        runs, at = [], 0
+        for length in lengths.tolist():
+            runs.append(_remap(ids[at : at + length], tf[at : at + length], table))
+            at += length
+        new_ids = np.concatenate([r[0] for r in runs]) if runs else ids
+        new_tf = np.concatenate([r[1] for r in runs]) if runs else tf
+        blob = lengths.tobytes() + new_ids.astype("<i4").tobytes() + new_tf.astype("<u2").tobytes()
+        out_chunks.append((nid, count, n, zlib.compress(blob, 1)))
+    return out_notes, out_chunks
+
+
+def _copy_source(conn: sqlite3.Connection, source: SegmentSource, first: bool) -> None:
+    seg.choose_notes(conn, source.note_ids)
+    seg.attach(conn, _uri(source.path), "src")
+    try:
+        with atomic(conn):
+            pairs = seg.merge_terms(conn, keep_ids=first)
+            seg.copy_note_rows(conn)
+            if pairs is None:
+                seg.copy_vector_rows(conn)
+            else:
+                seg.insert_vector_rows(conn, *_remapped(*seg.source_vector_rows(conn), _table(pairs)))
+            if first:
+                seg.copy_generation_tables(conn, meta_only=True)
+    finally:
+        seg.detach(conn, "src")
+
+
+def write_segment(
+    dest: Path,
+    sources: Sequence[SegmentSource],
+    *,
+    tokenizer: str,
+    dead: Collection[int] = (),
+    generation_from: Path | None = None,
+) -> dict[str, int]:
+    """Write a new segment file ``dest`` (must not exist) of ``sources``' chosen notes; ``dead``: note ids
+    no edge may point at; ``generation_from``: the segment whose generation-level tables it carries.
+    Returns the segment's counts (notes, chunks, dense_chunks)."""
+    conn = sqlite3.connect(f"file:{dest}?mode=rwc", uri=True, isolation_level=None)
+    try:
+        set_working_mode(conn, durable=False)
+        create_schema(conn, tokenizer)
+        seg.start_copy(conn, dead)
+        for i, source in enumerate(sources):
+            _copy_source(conn, source, i == 0)
+        if generation_from is not None:
+            seg.attach(conn, _uri(generation_from), "src")
+            try:
+                with atomic(conn):
+                    seg.copy_generation_tables(conn, meta_only=False)
+            finally:
+                seg.detach(conn, "src")
+        with atomic(conn):
+            seg.index_stored_texts(conn)
+            sparse = compute_sparse(conn)
+            store_sparse(conn, sparse)
+            store_chunk_vectors(conn, compute_chunk_vectors(conn, sparse))
+        counts = seg.segment_counts(conn)
+        set_journal_mode(conn, "DELETE")
+    finally:
+        conn.close()
+    return counts
+
+
+def _statistic(name: str) -> bool:
+    """An array (or piece) a tombstone keeps: per-class statistics, the total df (``df``) and the
+    postings' term pointers (``indptr``: a term's notes / chunks) of the dead notes."""
+    array = name.split("/", 1)[-1].split("#", 1)[0]
+    return array.startswith("class_") or array in ("df", "indptr")
+
+
+def write_tombstone(dest: Path, segment: Path, dead_ids: Collection[int], *, tokenizer: str) -> int:
+    """Write a tombstone part ``dest`` for ``segment``: ALL of that segment's deleted note ids (a newer
+    delete writes a new tombstone) and their statistics. Returns how many ids it lists."""
+    ids = sorted(set(dead_ids))
+    scratch = dest.with_name(dest.name + ".scratch")
+    try:
+        found = write_segment(scratch, [SegmentSource(segment, ids)], tokenizer=tokenizer)["notes"]
+        if found != len(ids):
+            raise UsageError(
+                f"a tombstone lists only notes of its segment: {len(ids) - found} of {len(ids)} ids are not in {segment}",
+                path=str(segment),
+                expected=len(ids),
+                actual=found,
+            )
+        conn = sqlite3.connect(f"file:{dest}?mode=rwc", uri=True, isolation_level=None)
+        try:
+            seg.attach(conn, _uri(scratch, immutable=False), "src")
+            with atomic(conn):
+                seg.create_tombstone(conn, ids)
+                seg.copy_arrays(conn, _statistic)
+            seg.detach(conn, "src")
+            set_journal_mode(conn, "DELETE")
+        finally:
+            conn.close()
+    finally:
+        scratch.unlink(missing_ok=True)
+    return len(ids)

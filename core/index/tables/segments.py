@@ -1,0 +1,199 @@
+"""The SQL of a generation of several segments: attaching segments, the federated TEMP views that serve
+them through one connection (``core.index.segmented``), a tombstone part's tables, and the row copies
+a new segment is written with (``core.build.segment_writer``).
+
+A tombstone part is a small SQLite file: ``dead(note_id)`` (ALL the deleted note ids of its segment)
+and ``term_major`` rows of those notes' statistics.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Collection, Iterable, Sequence
+
+from core.index.tables.notes_fts import SQL_INSERT_FTS, decode_texts
+from core.index.tables.term_major import DDL_TERM_MAJOR
+
+# per-note table -> the column that names its note (edges: the source; a dead destination is dropped too)
+PER_NOTE_TABLES = {
+    "notes": "id",
+    "note_tags": "note_id",
+    "note_names": "note_id",
+    "note_problems": "note_id",
+    "chunks": "note_id",
+    "note_text": "note_id",
+    "note_terms": "note_id",
+    "chunk_terms": "note_id",
+    "links": "note_id",
+    "edges": "src_id",
+    "link_keys": "note_id",
+    "target_keys": "note_id",
+}
+# carried by a generation's NEWEST segment (meta: every segment has its own schema version and tokenizer)
+GENERATION_TABLES = ("meta", "skipped_files", "build_problems", "git_dates")
+ROWID_TABLES = ("links", "edges")  # the read path names a link by its rowid (core.index.tables.links)
+ROWID_SHIFT = 40
+_COPIED_BY_NOTE = {t: c for t, c in PER_NOTE_TABLES.items() if t not in ("edges", "note_terms", "chunk_terms")}
+
+
+def _schema(name: str) -> str:
+    if not name.isidentifier():
+        raise ValueError(f"not a schema name: {name!r}")
+    return name
+
+
+# ---------------------------------------------------------------- attaching
+
+
+def attach(conn: sqlite3.Connection, uri: str, schema: str) -> None:
+    """ATTACH the database at ``uri`` (a ``file:`` URI) as ``schema`` and read its first page."""
+    conn.execute(f"ATTACH DATABASE ? AS {_schema(schema)}", (uri,))
+    conn.execute(f"SELECT count(*) FROM {schema}.sqlite_master").fetchone()
+
+
+def detach(conn: sqlite3.Connection, schema: str) -> None:
+    conn.execute(f"DETACH DATABASE {_schema(schema)}")
+
+
+# ---------------------------------------------------------------- the federated views
+
+
+def dead_note_ids(conn: sqlite3.Connection) -> list[int]:
+    """The note ids a tombstone part lists."""
+    return [int(r[0]) for r in conn.execute("SELECT note_id FROM dead ORDER BY note_id")]
+
+
+def _rowid(table: str, pos: int) -> str:
+    """A view of a table whose rowids the read path uses has a ``rowid`` column: the segment's position
+    above bit 40, its own rowid below (unique across segments, in segment then insertion order)."""
+    return f"({pos} << {ROWID_SHIFT}) + rowid AS rowid, " if table in ROWID_TABLES else ""
+
+
+def federate(conn: sqlite3.Connection, schemas: list[str], shas: list[str], dead: list[list[int]]) -> None:
+    """``temp.vs_segments`` (the schemas in manifest order), ``temp.vs_dead`` / ``vs_dead_chunks`` and a
+    TEMP VIEW per per-note table (UNION ALL over ``schemas``, dead rows left out) and per generation table
+    (the newest segment's)."""
+    conn.execute("CREATE TEMP TABLE vs_segments(pos INTEGER PRIMARY KEY, schema TEXT NOT NULL, sha256 TEXT)")
+    conn.executemany("INSERT INTO temp.vs_segments VALUES (?, ?, ?)", zip(range(len(schemas)), schemas, shas))
+    conn.execute("CREATE TEMP TABLE vs_dead(id INTEGER PRIMARY KEY)")
+    conn.execute("CREATE TEMP TABLE vs_dead_chunks(id INTEGER PRIMARY KEY)")
+    for schema, ids in zip(map(_schema, schemas), dead, strict=True):
+        conn.executemany("INSERT INTO temp.vs_dead(id) VALUES (?)", ((i,) for i in ids))
+        conn.execute(
+            f"INSERT INTO temp.vs_dead_chunks(id) SELECT id FROM {schema}.chunks "
+            f"WHERE note_id IN (SELECT id FROM temp.vs_dead)"
+        )
+    for table, column in PER_NOTE_TABLES.items():
+        keep = f"{column} NOT IN (SELECT id FROM temp.vs_dead)"
+        if table == "edges":
+            keep += " AND (dst_id IS NULL OR dst_id NOT IN (SELECT id FROM temp.vs_dead))"
+        union = " UNION ALL ".join(
+            f"SELECT {_rowid(table, pos)}* FROM {s}.{table} WHERE {keep}" for pos, s in enumerate(schemas)
+        )
+        conn.execute(f"CREATE TEMP VIEW {table} AS {union}")
+    union = " UNION ALL ".join(
+        f"SELECT * FROM {s}.chunk_vectors WHERE chunk_id NOT IN (SELECT id FROM temp.vs_dead_chunks)" for s in schemas
+    )
+    conn.execute(f"CREATE TEMP VIEW chunk_vectors AS {union}")
+    for table in GENERATION_TABLES:
+        conn.execute(f"CREATE TEMP VIEW {table} AS SELECT * FROM {schemas[-1]}.{table}")
+
+
+# ---------------------------------------------------------------- writing a segment from ``src``
+
+
+def start_copy(conn: sqlite3.Connection, dead: Collection[int]) -> None:
+    """The copy's scratch tables: the notes to copy (``temp.ws_ids``) and the dead ids no edge may name."""
+    conn.execute("CREATE TEMP TABLE ws_ids(id INTEGER PRIMARY KEY)")
+    conn.execute("CREATE TEMP TABLE ws_dead(id INTEGER PRIMARY KEY)")
+    conn.executemany("INSERT INTO temp.ws_dead(id) VALUES (?)", ((i,) for i in dead))
+
+
+def choose_notes(conn: sqlite3.Connection, note_ids: Iterable[int]) -> None:
+    conn.execute("DELETE FROM temp.ws_ids")
+    conn.executemany("INSERT INTO temp.ws_ids(id) VALUES (?)", ((i,) for i in note_ids))
+
+
+def merge_terms(conn: sqlite3.Connection, *, keep_ids: bool) -> list[tuple[int, int]] | None:
+    """Merge ``src.terms`` into ``main.terms``. ``keep_ids`` (the first source): copied as they are (None);
+    else a term ``main`` lacks gets the next id, and the (source id, id in main) of every term comes back."""
+    if keep_ids:
+        conn.execute("INSERT INTO main.terms SELECT * FROM src.terms")
+        return None
+    conn.execute(
+        "INSERT INTO main.terms(id, term) SELECT (SELECT coalesce(max(id), 0) FROM main.terms) + "
+        "row_number() OVER (ORDER BY s.id), s.term FROM src.terms s "
+        "WHERE s.term NOT IN (SELECT term FROM main.terms)"
+    )
+    return conn.execute("SELECT s.id, m.id FROM src.terms s JOIN main.terms m ON m.term = s.term").fetchall()
+
+
+def copy_note_rows(conn: sqlite3.Connection) -> None:
+    """Every per-note row of the chosen notes but their vectors; edges to a dead note are left out."""
+    for name, column in _COPIED_BY_NOTE.items():
+        conn.execute(f"INSERT INTO main.{name} SELECT * FROM src.{name} WHERE {column} IN (SELECT id FROM temp.ws_ids)")
+    conn.execute(
+        "INSERT INTO main.edges SELECT * FROM src.edges WHERE src_id IN (SELECT id FROM temp.ws_ids) "
+        "AND (dst_id IS NULL OR dst_id NOT IN (SELECT id FROM temp.ws_dead))"
+    )
+    conn.execute(
+        "INSERT INTO main.chunk_vectors SELECT * FROM src.chunk_vectors WHERE chunk_id IN "
+        "(SELECT id FROM src.chunks WHERE note_id IN (SELECT id FROM temp.ws_ids))"
+    )
+
+
+def copy_vector_rows(conn: sqlite3.Connection) -> None:
+    """note_terms and chunk_terms of the chosen notes as they are (the source's term ids are kept)."""
+    where = "WHERE note_id IN (SELECT id FROM temp.ws_ids)"
+    conn.execute(f"INSERT INTO main.note_terms SELECT * FROM src.note_terms {where}")
+    conn.execute(f"INSERT INTO main.chunk_terms SELECT * FROM src.chunk_terms {where}")
+
+
+def source_vector_rows(conn: sqlite3.Connection) -> tuple[list[tuple], list[tuple]]:
+    """(note id, n_terms, data) of the chosen notes' note_terms and (note id, n_chunks, n_terms, data) of
+    their chunk_terms, compressed as stored."""
+    where = "WHERE note_id IN (SELECT id FROM temp.ws_ids)"
+    notes = conn.execute(f"SELECT note_id, n_terms, data FROM src.note_terms {where}").fetchall()
+    chunks = conn.execute(f"SELECT note_id, n_chunks, n_terms, data FROM src.chunk_terms {where}").fetchall()
+    return notes, chunks
+
+
+def insert_vector_rows(conn: sqlite3.Connection, notes: Sequence[tuple], chunks: Sequence[tuple]) -> None:
+    """Rows shaped as ``source_vector_rows`` gives them (their data compressed)."""
+    conn.executemany("INSERT INTO main.note_terms(note_id, n_terms, data) VALUES (?, ?, ?)", notes)
+    conn.executemany("INSERT INTO main.chunk_terms(note_id, n_chunks, n_terms, data) VALUES (?, ?, ?, ?)", chunks)
+
+
+def copy_generation_tables(conn: sqlite3.Connection, *, meta_only: bool) -> None:
+    """``src``'s meta (over the new segment's), and unless ``meta_only`` its other generation tables."""
+    conn.execute("INSERT OR REPLACE INTO main.meta SELECT * FROM src.meta")
+    for name in () if meta_only else GENERATION_TABLES[1:]:
+        conn.execute(f"INSERT INTO main.{name} SELECT * FROM src.{name}")
+
+
+def index_stored_texts(conn: sqlite3.Connection) -> None:
+    """FTS5 rows of every note from its stored texts (contentless FTS5 has nothing to copy)."""
+    rows = conn.execute("SELECT note_id, data FROM note_text ORDER BY note_id").fetchall()
+    conn.executemany(SQL_INSERT_FTS, ((nid, *decode_texts(nid, data)) for nid, data in rows))
+
+
+def segment_counts(conn: sqlite3.Connection) -> dict[str, int]:
+    return {
+        name: int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+        for name, table in (("notes", "notes"), ("chunks", "chunks"), ("dense_chunks", "chunk_vectors"))
+    }
+
+
+# ---------------------------------------------------------------- a tombstone part
+
+
+def create_tombstone(conn: sqlite3.Connection, note_ids: Sequence[int]) -> None:
+    conn.execute("CREATE TABLE dead(note_id INTEGER PRIMARY KEY)")
+    conn.execute(DDL_TERM_MAJOR)
+    conn.executemany("INSERT INTO dead(note_id) VALUES (?)", ((i,) for i in note_ids))
+
+
+def copy_arrays(conn: sqlite3.Connection, keep: Callable[[str], bool]) -> None:
+    """The ``src.term_major`` rows whose name ``keep(name)`` accepts, into ``main.term_major``."""
+    names = [r[0] for r in conn.execute("SELECT name FROM src.term_major") if keep(r[0])]
+    conn.executemany("INSERT INTO main.term_major SELECT * FROM src.term_major WHERE name = ?", ((n,) for n in names))
