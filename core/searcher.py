@@ -24,7 +24,7 @@ from urllib.parse import quote
 
 import numpy as np
 
-from core.errors import SchemaMismatchError, UnsupportedIndexFormatError
+from core.errors import SchemaMismatchError
 from core.index import verify
 from core.index.freshness import FreshnessOptions, check_freshness
 from core.index.layout import IndexLayout, ResolvedIndex, layout_for
@@ -366,7 +366,7 @@ def search_vault(
     fresh = freshness_options(freshness)
     vault = Path(vault_dir)
     resolved = verify.resolve(_layout(os.path.abspath(vault), os.path.abspath(index_dir) if index_dir else None))
-    conn = _connection(_single_part(resolved))
+    conn = _connection(resolved)
     try:
         ctx = SearchContext(
             vault=vault,
@@ -390,20 +390,6 @@ def search_vault(
             conn.close()
     return _response(hits, query, mode, run, resolved, fresh_info, analysed, watermark)
 
-
-def _single_part(resolved: ResolvedIndex) -> ResolvedIndex:
-    """Ranking reads one segment's arrays: a generation of several segments or with tombstones is refused
-    (typed) until the arrays are combined across segments (issue 29 step 2b), never ranked wrongly."""
-    if len(resolved.parts) > 1:
-        raise UnsupportedIndexFormatError(
-            f"generation {resolved.generation_id} has {len(resolved.parts)} parts (segments and tombstones): "
-            "ranking across segments is not served by this version",
-            path=str(resolved.path),
-            generation_id=resolved.generation_id,
-            expected=1,
-            actual=len(resolved.parts),
-        )
-    return resolved
 
 
 def _response(

@@ -142,6 +142,9 @@ def clear_loaded_process_caches() -> None:
         modules["core.modes.dense_pipeline"].clear_model_caches()  # embedders and rerankers
     if "core.dense" in modules:
         modules["core.dense"].clear_model_cache()
+    if "core.modes.segment_arrays" in modules:  # each segment's arrays, and each generation's combination
+        modules["core.modes.segment_arrays"].SEGMENT_CACHE.clear()
+        modules["core.modes.segment_arrays"].COMBINED_CACHE.clear()
 
 
 GLIBC = platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"

@@ -205,13 +205,6 @@ def test_a_truncated_part_fails_closed_naming_it(
         assert err.value.evidence["expected"] == part.size
 
 
-def test_search_refuses_a_multi_part_generation(base: tuple[Path, Path, list[int], str], tmp_path: Path) -> None:
-    root, segment, ids, tokenizer = base
-    publish_split(layout_for(root, tmp_path / "idx"), segment, split_ids(ids, 2, random.Random(2)), set(), tokenizer)
-    with pytest.raises(UnsupportedIndexFormatError, match="segments"):
-        search_vault(root, "note", index_dir=tmp_path / "idx", freshness=False)
-
-
 def test_the_builder_rebuilds_a_multi_part_generation_whole(
     base: tuple[Path, Path, list[int], str], tmp_path: Path
 ) -> None:
