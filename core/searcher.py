@@ -391,7 +391,6 @@ def search_vault(
     return _response(hits, query, mode, run, resolved, fresh_info, analysed, watermark)
 
 
-
 def _response(
     hits: list[SearchResult],
     query: str,
