@@ -100,15 +100,13 @@ def _single(sources: Sequence[SegmentSource]) -> bool:
 def segment_sources(resolved: ResolvedIndex) -> list[SegmentSource]:
     """The (segment, tombstone) list of a resolved generation, manifest order: each segment part with the
     note ids its tombstone part lists (a ``dead(note_id)`` table, core.build.segment_writer)."""
-    dead: dict[str, tuple[int, ...]] = {}
-    for part in resolved.parts:
-        if part.kind == "tombstone":  # format 2 (core.index.manifest): a tombstone part names its segment
-            conn = pinned.connect_pinned(part.pinned, resolved.generation_id)
-            owner: str = getattr(part, "segment", "")  # noqa: B009 (format 1's ResolvedPart has no such field)
-            try:
-                dead[owner] = tuple(int(r[0]) for r in conn.execute("SELECT note_id FROM dead ORDER BY note_id"))
-            finally:
-                conn.close()
+    from core.index.segmented import dead_ids_of  # a tombstone's ids, read once per part (its SQL: tables)
+
+    dead = {
+        part.segment or "": dead_ids_of(part, resolved.generation_id)
+        for part in resolved.parts
+        if part.kind == "tombstone"  # format 2 (core.index.manifest): a tombstone part names its segment
+    }
 
     def opener(part: ResolvedPart) -> Callable[[], sqlite3.Connection]:
         return lambda: pinned.connect_pinned(part.pinned, resolved.generation_id)
