@@ -102,10 +102,12 @@ def table_names(conn: sqlite3.Connection) -> set[str]:
 def segment_schemas(conn: sqlite3.Connection) -> list[str] | None:
     """The segment schemas, manifest order, of a generation connection of several parts
     (``core.index.segmented``: its ``temp.vs_segments``); None for a connection to one database."""
-    try:
-        rows = conn.execute("SELECT schema FROM temp.vs_segments ORDER BY pos").fetchall()
-    except sqlite3.OperationalError:
-        return None
+    if (
+        conn.execute("SELECT 1 FROM temp.sqlite_master WHERE type = 'table' AND name = 'vs_segments'").fetchone()
+        is None
+    ):
+        return None  # asked, not guessed from an error: any other failure is raised
+    rows = conn.execute("SELECT schema FROM temp.vs_segments ORDER BY pos").fetchall()
     return [str(r[0]) for r in rows]
 
 
