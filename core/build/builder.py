@@ -15,7 +15,6 @@ many) while this process gives them ids, maps words to FTS5 terms and writes row
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import sqlite3
 import time
@@ -26,6 +25,7 @@ from typing import Any
 
 from tqdm import tqdm
 
+from core.build import incremental
 from core.build.faults import build_io_errors
 from core.build.ingest import NoteWriter
 from core.build.link_graph import recompute_edges, replaced_notes
@@ -33,25 +33,25 @@ from core.build.lock import build_lock, ensure_layout, new_staging_path
 from core.build.plan import BuildPlan, BuildRun, plan_build
 from core.build.prepare_pool import default_workers, prepared_notes
 from core.build.publish import publish, start_build
+from core.build.publish_segments import publish_segments
 from core.build.racy import settle_racy
-from core.build.report import BuildReport, build_report
+from core.build.report import BuildReport, build_report, generation_record
 from core.build.source import NoteSource, WorkingTreeSource, resolve_settings
 from core.build.source import stored_settings as stored_source_settings
 from core.errors import IntegrityError, UsageError, ValidationError
-from core.index.layout import GenerationRecord, IndexLayout, ResolvedIndex, layout_for
+from core.index.layout import IndexLayout, ResolvedIndex, layout_for
 from core.index.ownership import check_vault
 from core.index.schema import create_schema
 from core.index.settings import DEFAULT_TOKENIZER, IndexConfig, resolve_config  # noqa: F401 (public API)
 from core.index.state import active_record
 from core.index.tables.checks import inconsistencies
 from core.index.tables.chunk_vectors import count_vectors
-from core.index.tables.chunks import count_chunks
 from core.index.tables.connection import atomic, set_journal_mode, set_working_mode
 from core.index.tables.meta import get_meta, set_meta
-from core.index.tables.notes import count_notes, delete_notes, next_note_id, touch_notes
-from core.index.tables.problems import all_problems, replace_build_problems
+from core.index.tables.notes import delete_notes, touch_notes
+from core.index.tables.problems import replace_build_problems
 from core.index.tables.skipped_files import delete_skipped, source_hashes, source_note_ids, source_paths
-from core.index.verify import connect_readonly, copy_base, resolve
+from core.index.verify import connect_readonly, resolve
 from core.ranking.analysis import language_analyzer_for
 from core.ranking.chunk_vectors import compute_chunk_vectors, store_chunk_vectors
 from core.ranking.sparse import compute_sparse, store_sparse
@@ -74,7 +74,10 @@ def _apply(conn: sqlite3.Connection, plan: BuildPlan, run: BuildRun) -> dict[str
     items = [(f.rel_path, str(f.path), data, sha, f.mtime_ns, f.size) for f, data, sha in plan.changed]
     workers = default_workers(len(items)) if run.workers is None else run.workers
     writer = NoteWriter(conn, language_analyzer_for(run.config.language))
-    first_new_id = next_note_id(conn)
+    if run.first_ids is not None:  # ids unique across the generation's segments, dead rows included
+        writer.next_note_id = max(writer.next_note_id, run.first_ids[0])
+        writer.next_chunk_id = max(writer.next_chunk_id, run.first_ids[1])
+    first_new_id = writer.next_note_id
     with (
         prepared_notes(
             items,
@@ -152,13 +155,14 @@ def _open_base(layout: IndexLayout, config: IndexConfig, recovered: tuple[str, s
         base = resolve(layout)
     except IntegrityError as exc:  # a broken base is not carried over; the new build is complete on its own
         return _Base(record["generation_id"], None, f"active_generation_rejected:{exc.reason}")
-    if len(base.parts) > 1:  # this builder writes ONE segment: a generation of several parts is rebuilt whole
-        return _Base(base.generation_id, None, "multi_part_base", f"{len(base.parts)} parts")
     conn = connect_readonly(base)
     try:
         meta = get_meta(conn)
+        unmatched = incremental.unmatched_edges(conn)
     finally:
         conn.close()
+    if unmatched:  # edges to a dead note left out (the split path): not carried over
+        return _Base(base.generation_id, None, "multi_part_base", f"{unmatched} links without their edge")
     changed = {k: (meta.get(k), v) for k, v in config.identity().items() if meta.get(k) != v}
     if changed:
         detail = "; ".join(f"{k}: {old!r} -> {new!r}" for k, (old, new) in changed.items())
@@ -337,7 +341,8 @@ def _build_generation(
     finally:
         if base_conn is not None:
             base_conn.close()
-    published, extra = _publish_staged(run, start, plan, keep=keep, on_step=on_step, hook=hook)
+    published, extra, refused = _publish_staged(run, start, plan, keep=keep, on_step=on_step, hook=hook)
+    reason, detail = (start.rebuild_reason, start.rebuild_detail) if refused is None else refused
     conn = connect_readonly(published)
     try:
         return build_report(
@@ -347,8 +352,8 @@ def _build_generation(
             kind="immutable_generation",
             generation_id=published.generation_id,
             up_to_date=False,
-            rebuild_reason=start.rebuild_reason,
-            rebuild_detail=start.rebuild_detail,
+            rebuild_reason=reason,
+            rebuild_detail=detail,
             extra=extra,
         )
     finally:
@@ -363,13 +368,17 @@ def _publish_staged(
     keep: int,
     on_step: Callable[[str], None] | None,
     hook: Callable[[sqlite3.Connection], int] | None,
-) -> tuple[ResolvedIndex, dict[str, int]]:
-    """Stage the plan on a copy of the base (or a new database), run the hook, publish; (published, extra)."""
+) -> tuple[ResolvedIndex, dict[str, int], tuple[str, str] | None]:
+    """Stage the plan on a scratch copy of the base (or a new database), run the hook, publish the delta
+    (``core.build.incremental``) or, without a base or when the delta is refused, the whole staged database
+    as one segment; (published, extra, why the delta was refused)."""
     base = start.carry
     staging = new_staging_path(run.layout)
+    refused: tuple[str, str] | None = None
     try:
         if base is not None:
-            copy_base(base, staging)
+            incremental.scratch_base(base, staging, run.config.tokenizer)
+            run.first_ids = incremental.first_ids(base)
         conn = _open_working(staging, in_place=False)
         try:
             if base is None:
@@ -379,34 +388,25 @@ def _publish_staged(
                 t = time.perf_counter()
                 extra["embedded"] = hook(conn)
                 run.lap("embed", t)
-            record = _record(conn, run.config, run.timings)
+            record = generation_record(conn, run.config, run.timings)
+            if base is not None and run.first_ids is not None:
+                refused = incremental.refusal_for(base, conn, plan, run.first_ids[0])
             set_journal_mode(conn, "DELETE")
         finally:
             conn.close()
         t = time.perf_counter()
-        published = publish(run.layout, staging, record, expected_base=start.active_id, keep=keep, on_step=on_step)
+        if base is not None and run.first_ids is not None and refused is None:
+            delta = incremental.delta_parts(run.layout, base, staging, plan, run.first_ids[0], run.config.tokenizer)
+            published = publish_segments(
+                run.layout, delta.segments, delta.tombstones, record, next_ids=delta.next_ids,
+                expected_base=start.active_id, keep=keep, on_step=on_step,
+            )  # fmt: skip
+        else:
+            published = publish(run.layout, staging, record, expected_base=start.active_id, keep=keep, on_step=on_step)
         run.lap("publish", t)
     finally:
         staging.unlink(missing_ok=True)
-    return published, extra
-
-
-def _record(conn: sqlite3.Connection, config: IndexConfig, timings: dict[str, float]) -> GenerationRecord:
-    meta = get_meta(conn)
-    dense_model = meta.get("dense_model")
-    return GenerationRecord(
-        source_snapshot_hash=meta["source_snapshot_hash"],
-        notes=count_notes(conn),
-        chunks=count_chunks(conn),
-        dense_chunks=count_vectors(conn),
-        chunker=config.chunker,
-        tokenizer=config.tokenizer,
-        timings=dict(timings),
-        problems=[{"path": p["path"], "reason": p["reason"]} for p in all_problems(conn)],
-        dense_model=None if dense_model is None else json.dumps(dense_model, sort_keys=True),
-        schema_version=meta.get("schema_version"),
-        analysis=config.identity(),
-    )
+    return published, extra, refused
 
 
 def _legacy_rebuild_reason(path: Path, config: IndexConfig) -> str | None:

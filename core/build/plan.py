@@ -56,6 +56,7 @@ class BuildRun:
     started: float = field(default_factory=time.perf_counter)
     timings: dict[str, float] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)  # index-level problems (e.g. a recovered state DB)
+    first_ids: tuple[int, int] | None = None  # (note id, chunk id) new rows start at least from (a segmented base)
 
     @property
     def root(self) -> str:

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from core.build.plan import BuildPlan, BuildRun
+from core.index.layout import GenerationRecord
+from core.index.settings import IndexConfig
+from core.index.tables.chunk_vectors import count_vectors
 from core.index.tables.chunks import count_chunks
 from core.index.tables.links import edge_counts
-from core.index.tables.meta import meta_value
+from core.index.tables.meta import get_meta, meta_value
 from core.index.tables.notes import count_notes
 from core.index.tables.problems import all_problems
 
@@ -83,4 +87,22 @@ def build_report(
         timings={k: round(v, 4) for k, v in run.timings.items()},
         watermark=meta_value(conn, "git_commit"),
         **extra,
+    )
+
+
+def generation_record(conn: sqlite3.Connection, config: IndexConfig, timings: dict[str, float]) -> GenerationRecord:
+    meta = get_meta(conn)
+    dense_model = meta.get("dense_model")
+    return GenerationRecord(
+        source_snapshot_hash=meta["source_snapshot_hash"],
+        notes=count_notes(conn),
+        chunks=count_chunks(conn),
+        dense_chunks=count_vectors(conn),
+        chunker=config.chunker,
+        tokenizer=config.tokenizer,
+        timings=dict(timings),
+        problems=[{"path": p["path"], "reason": p["reason"]} for p in all_problems(conn)],
+        dense_model=None if dense_model is None else json.dumps(dense_model, sort_keys=True),
+        schema_version=meta.get("schema_version"),
+        analysis=config.identity(),
     )

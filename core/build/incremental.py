@@ -1,0 +1,224 @@
+"""The incremental segment writer on the edit path (issue 29, storage step 3).
+
+A build on a generation (one segment or several) still applies its plan to a scratch working database
+(``scratch_base``: a byte copy of a one-segment base, or the live rows of every segment written as one)
+so that planning, link resolution and validation run unchanged; what it PUBLISHES is only the delta
+(``delta_parts``):
+
+- one new segment with the changed and new notes (ids from the base manifest's ``next_note_id`` /
+  ``next_chunk_id``, ``first_ids``), carrying the generation-level tables (meta, skipped files, problems);
+- per base segment that lost notes, a tombstone listing ALL its dead ids (its previous tombstone's too);
+- the unchanged segments and tombstones listed again by hash (shared, not copied).
+
+The delta is not taken (``None``, with the reason; the builder then publishes the whole scratch as ONE
+segment, and the report's ``rebuild_reason`` says why) when a carried-over note's rows changed too:
+its resolved edges (``edge_changes``: an edit re-inserts a note with a new id, so every note linking to it
+has a new ``dst_id``; an add or rename can re-resolve other notes' links) or its mtime (``plan.touched``);
+or when the segment count would pass ``MAX_SEGMENTS`` (the fallback is the merge of every segment).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from core.build.lock import new_staging_path
+from core.build.plan import BuildPlan
+from core.build.publish_segments import PlannedPart
+from core.build.segment_writer import SegmentSource, write_segment, write_tombstone
+from core.index.layout import IndexLayout, ResolvedIndex, ResolvedPart
+from core.index.manifest import MAX_SEGMENTS
+from core.index.verify import connect_readonly, copy_base
+
+LINKS_CHANGED = "incremental_links_changed"
+TOUCHED = "incremental_touched_notes"
+SEGMENT_LIMIT = "incremental_segment_limit"
+
+
+@dataclass(frozen=True)
+class Delta:
+    """What an incremental build publishes: every segment and tombstone of the new generation."""
+
+    segments: list[PlannedPart]
+    tombstones: list[PlannedPart]
+    next_ids: tuple[int, int]
+
+
+def _ro(path: Path) -> sqlite3.Connection:
+    return sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
+
+
+def _segments(base: ResolvedIndex) -> list[ResolvedPart]:
+    return [p for p in base.parts if p.kind == "segment"]
+
+
+def _dead_of(base: ResolvedIndex) -> dict[str, list[int]]:
+    """Segment SHA-256 -> the note ids its tombstone lists."""
+    out: dict[str, list[int]] = {}
+    for part in base.parts:
+        if part.kind == "tombstone" and part.segment is not None:
+            conn = _ro(part.path)
+            try:
+                out[part.segment] = [int(r[0]) for r in conn.execute("SELECT note_id FROM dead")]
+            finally:
+                conn.close()
+    return out
+
+
+def _note_ids(path: Path) -> list[int]:
+    conn = _ro(path)
+    try:
+        return [int(r[0]) for r in conn.execute("SELECT id FROM notes ORDER BY id")]
+    finally:
+        conn.close()
+
+
+def _manifest(base: ResolvedIndex) -> dict:
+    doc: dict = json.loads(base.path.read_bytes())
+    return doc
+
+
+def first_ids(base: ResolvedIndex) -> tuple[int, int]:
+    """(next note id, next chunk id) above every id of the base's segments, dead ones included."""
+    doc = _manifest(base)
+    if "next_note_id" in doc:
+        return int(doc["next_note_id"]), int(doc["next_chunk_id"])
+    conn = _ro(_segments(base)[0].path)
+    try:
+        row = conn.execute(
+            "SELECT (SELECT coalesce(max(id), 0) + 1 FROM notes), (SELECT coalesce(max(id), 0) + 1 FROM chunks)"
+        ).fetchone()
+    finally:
+        conn.close()
+    return int(row[0]), int(row[1])
+
+
+def unmatched_edges(conn: sqlite3.Connection) -> int:
+    """How many live links have no edge on a generation connection (0 for every generation a build
+    published; the split path leaves out edges to dead notes): such a base is rebuilt whole."""
+    links, edges = conn.execute("SELECT (SELECT count(*) FROM links), (SELECT count(*) FROM edges)").fetchone()
+    return int(links) - int(edges)
+
+
+def scratch_base(base: ResolvedIndex, dest: Path, tokenizer: str) -> None:
+    """The working database of a build on ``base``: a verified copy of its one segment, or every segment's
+    live notes written as one (not published: the delta is taken from it)."""
+    if len(base.parts) == 1:
+        copy_base(base, dest)
+        return
+    dead = _dead_of(base)
+    segments = _segments(base)
+    sources = []
+    for part in segments:
+        gone = set(dead.get(part.sha256, ()))
+        sources.append(SegmentSource(part.path, [i for i in _note_ids(part.path) if i not in gone]))
+    write_segment(dest, sources, tokenizer=tokenizer, generation_from=segments[-1].path)
+
+
+def _edges_by_src(conn: sqlite3.Connection, below: int) -> dict[int, list[tuple]]:
+    out: dict[int, list[tuple]] = {}
+    for row in conn.execute(
+        "SELECT src_id, dst_id, kind, target, dst_path FROM edges WHERE src_id < ? ORDER BY src_id, rowid", (below,)
+    ):
+        out.setdefault(row[0], []).append(row[1:])
+    return out
+
+
+def edge_changes(base_conn: sqlite3.Connection, scratch: sqlite3.Connection, first_new: int, gone: set[int]) -> int:
+    """How many carried-over notes (ids below ``first_new``, not in ``gone``) have other resolved edges in
+    ``scratch`` than in the base."""
+    before = _edges_by_src(base_conn, first_new)
+    after = _edges_by_src(scratch, first_new)
+    return sum(1 for src in set(before) | set(after) if src not in gone and before.get(src) != after.get(src))
+
+
+def refusal(base: ResolvedIndex, plan: BuildPlan, links_changed: int) -> tuple[str, str] | None:
+    """Why this build cannot publish a delta (reason, detail), or None when it can."""
+    if links_changed:
+        return LINKS_CHANGED, f"{links_changed} unchanged notes have other resolved edges"
+    if plan.touched:
+        return TOUCHED, f"{len(plan.touched)} notes with a new mtime and the same content"
+    count = len(_segments(base)) + 1
+    if count > MAX_SEGMENTS:
+        return SEGMENT_LIMIT, f"{count} segments > {MAX_SEGMENTS}: every segment merged into one"
+    return None
+
+
+def refusal_for(
+    base: ResolvedIndex, scratch: sqlite3.Connection, plan: BuildPlan, first_new: int
+) -> tuple[str, str] | None:
+    """``refusal`` of the staged ``scratch`` against the verified ``base``."""
+    base_conn = connect_readonly(base)
+    try:
+        gone = set(plan.changed_ids + plan.removed_ids)
+        return refusal(base, plan, edge_changes(base_conn, scratch, first_new, gone))
+    finally:
+        base_conn.close()
+
+
+def _kept_parts(base: ResolvedIndex, new_dead: dict[str, list[int]]) -> tuple[list[PlannedPart], list[PlannedPart]]:
+    """The base's segments (shared by hash) and the tombstones of those that lose no note now."""
+    docs = {d["sha256"]: d for d in _manifest(base).get("segments", [])}
+    segments = []
+    for part in _segments(base):
+        doc = docs.get(part.sha256, {})
+        segments.append(
+            PlannedPart(
+                "segment", sha256=part.sha256, size=part.size, notes=part.notes,
+                chunks=int(doc.get("chunks", 0)), dense_chunks=int(doc.get("dense_chunks", 0)),
+            )
+        )  # fmt: skip
+    index = {p.sha256: i for i, p in enumerate(_segments(base))}
+    tombstones = [
+        PlannedPart("tombstone", sha256=p.sha256, size=p.size, notes=p.notes, segment=index[p.segment])
+        for p in base.parts
+        if p.kind == "tombstone" and p.segment is not None and p.segment not in new_dead
+    ]
+    return segments, tombstones
+
+
+def _new_dead(base: ResolvedIndex, gone: Sequence[int]) -> dict[str, list[int]]:
+    """Segment SHA-256 -> ALL its dead ids, for each segment holding one of ``gone``."""
+    wanted = set(gone)
+    old = _dead_of(base)
+    out = {}
+    for part in _segments(base):
+        here = wanted.intersection(_note_ids(part.path)) if wanted else set()
+        if here:
+            out[part.sha256] = sorted(here | set(old.get(part.sha256, ())))
+    return out
+
+
+def delta_parts(
+    layout: IndexLayout, base: ResolvedIndex, scratch: Path, plan: BuildPlan, first_new: int, tokenizer: str
+) -> Delta:
+    """Stage the new segment (notes of ``scratch`` with ids from ``first_new``) and tombstones; list the rest."""
+    conn = _ro(scratch)
+    try:
+        new_ids = [int(r[0]) for r in conn.execute("SELECT id FROM notes WHERE id >= ? ORDER BY id", (first_new,))]
+        tops = conn.execute("SELECT (SELECT max(id) FROM notes), (SELECT max(id) FROM chunks)").fetchone()
+    finally:
+        conn.close()
+    base_next = first_ids(base)
+    next_ids = (max(base_next[0], (tops[0] or 0) + 1), max(base_next[1], (tops[1] or 0) + 1))
+    new_dead = _new_dead(base, plan.changed_ids + plan.removed_ids)
+    segments, tombstones = _kept_parts(base, new_dead)
+    staged = new_staging_path(layout)
+    counts = write_segment(staged, [SegmentSource(scratch, new_ids)], tokenizer=tokenizer, generation_from=scratch)
+    index = {p.sha256: i for i, p in enumerate(segments)}
+    for part in _segments(base):
+        ids = new_dead.get(part.sha256)
+        if ids:
+            stone = new_staging_path(layout)
+            write_tombstone(stone, part.path, ids, tokenizer=tokenizer)
+            tombstones.append(PlannedPart("tombstone", stone, notes=len(ids), segment=index[part.sha256]))
+    segments.append(
+        PlannedPart(
+            "segment", staged, notes=counts["notes"], chunks=counts["chunks"],
+            dense_chunks=counts.get("dense_chunks", 0),
+        )
+    )  # fmt: skip
+    return Delta(segments, tombstones, next_ids)
