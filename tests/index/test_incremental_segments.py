@@ -5,13 +5,19 @@ sequence of such builds ranks exactly as a cold build of the same notes."""
 from __future__ import annotations
 
 import shutil
+import signal
 from pathlib import Path
+
+import pytest
 
 from core.build import incremental
 from core.build.builder import build_index
+from core.generations import PUBLISH_STEPS
 from core.index import verify
 from core.index.layout import layout_for
+from core.index.manifest import MAX_SEGMENTS
 from tests.conftest import EXAMPLE_VAULT
+from tests.index.test_build_crash import CHILD, COMMITTED_AT, child, served
 from tests.index.test_segmented_search import CALLERS, MODES, QUERIES, _ranking
 
 
@@ -64,16 +70,53 @@ def test_edits_publish_only_the_delta_and_rank_as_a_cold_build(tmp_path: Path) -
         _same_as_cold(root, tmp_path, step)
 
 
-def test_an_edit_that_moves_other_notes_edges_publishes_one_segment_labelled(tmp_path: Path) -> None:
+def test_an_edit_of_a_linked_note_publishes_one_segment_labelled(tmp_path: Path) -> None:
+    root = tmp_path / "vault"
+    shutil.copytree(EXAMPLE_VAULT, root)
+    (root / "hub.md").write_text("# Hub\n\nzebrafish\n")
+    (root / "spoke.md").write_text("# Spoke\n\nsee [[hub]]\n")
+    build_index(root)
+    (root / "other.md").write_text("# Other\n\nquokka\n")
+    assert build_index(root).full_rebuild_reason is None
+    (root / "hub.md").write_text("# Hub\n\nzebrafish quokka\n")  # re-inserted with a new id: spoke's edge moves
+    report = build_index(root)
+    assert report.full_rebuild_reason == incremental.LINKS_CHANGED
+    assert [p.kind for p in verify.resolve(layout_for(root)).parts] == ["segment"]
+    _same_as_cold(root, tmp_path, 0)
+
+
+def test_the_twelfth_segment_merges_every_segment_into_one(tmp_path: Path) -> None:
     root = tmp_path / "vault"
     shutil.copytree(EXAMPLE_VAULT, root)
     build_index(root)
-    (root / "zebra.md").write_text("# Zebra\n\nzebrafish\n")
-    build_index(root)
-    linked = root / "index.md"
-    linked.write_text(linked.read_text() + "\nzebrafish quokka\n")  # a note others may link to
+    for i in range(MAX_SEGMENTS - 1):
+        (root / f"new{i}.md").write_text(f"# New {i}\n\nzebrafish {i}\n")
+        assert build_index(root).full_rebuild_reason is None
+    assert len(verify.resolve(layout_for(root)).parts) == MAX_SEGMENTS
+    (root / "last.md").write_text("# Last\n\nquokka\n")
     report = build_index(root)
-    if report.full_rebuild_reason is not None:
-        assert report.full_rebuild_reason == incremental.LINKS_CHANGED
-        assert len(verify.resolve(layout_for(root)).parts) == 1
+    assert report.full_rebuild_reason == incremental.SEGMENT_LIMIT
+    assert len(verify.resolve(layout_for(root)).parts) == 1
+    _same_as_cold(root, tmp_path, 0)
+
+
+@pytest.mark.parametrize("step", PUBLISH_STEPS)
+def test_a_kill_at_each_step_of_a_delta_publish_leaves_a_served_generation(tmp_path: Path, step: str) -> None:
+    root = tmp_path / "vault"
+    shutil.copytree(EXAMPLE_VAULT, root)
+    leaf = _leaf(root)
+    build_index(root)
+    leaf.write_text("# Leaf\n\nedited once, zebrafish\n")
+    old = build_index(root).generation_id
+    leaf.write_text("# Leaf\n\nedited twice, quokka\n")  # a segment and a tombstone
+    proc = child(CHILD, str(root), step, "kill", "1")
+    out, err = proc.communicate(timeout=120)
+    now = served(root)
+    if PUBLISH_STEPS.index(step) < COMMITTED_AT:
+        assert proc.returncode == -signal.SIGKILL, err
+        assert now == old
+    else:
+        assert now != old
+    assert build_index(root).up_to_date == (PUBLISH_STEPS.index(step) >= COMMITTED_AT)  # the edit, once
+    assert served(root)
     _same_as_cold(root, tmp_path, 0)
