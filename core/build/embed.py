@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
+from core.build.incremental import scratch_base
 from core.build.lock import build_lock, new_staging_path
 from core.build.publish import publish
 from core.dense import (
@@ -73,7 +74,7 @@ from core.index.tables.meta import get_meta, set_meta
 from core.index.tables.notes import count_notes
 from core.index.tables.notes_fts import note_bodies
 from core.index.tables.problems import all_problems
-from core.index.verify import connect_readonly, copy_base, resolve
+from core.index.verify import connect_readonly, resolve
 from core.models.installed import default_model
 from core.models.presets import DEFAULT_EMBEDDING_MODEL
 
@@ -281,6 +282,7 @@ def _publish_batch(
     try:
         drop = _needs_drop(conn, run)
         ids, vectors = _embed_pending(conn, run, take, drop, None if seconds is None else time.perf_counter() + seconds)
+        tokenizer = str(get_meta(conn)["tokenizer"])
     finally:
         conn.close()
     if not ids and not drop:
@@ -288,7 +290,7 @@ def _publish_batch(
     t = time.perf_counter()
     staging = new_staging_path(layout)
     try:
-        copy_base(base, staging)
+        scratch_base(base, staging, tokenizer)  # a generation of several segments is written as one
         work = sqlite3.connect(staging, isolation_level=None)
         try:
             set_journal_mode(work, "MEMORY")

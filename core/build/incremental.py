@@ -207,14 +207,20 @@ def delta_parts(
     new_dead = _new_dead(base, plan.changed_ids + plan.removed_ids)
     segments, tombstones = _kept_parts(base, new_dead)
     staged = new_staging_path(layout)
-    counts = write_segment(staged, [SegmentSource(scratch, new_ids)], tokenizer=tokenizer, generation_from=scratch)
-    index = {p.sha256: i for i, p in enumerate(segments)}
-    for part in _segments(base):
-        ids = new_dead.get(part.sha256)
-        if ids:
-            stone = new_staging_path(layout)
-            write_tombstone(stone, part.path, ids, tokenizer=tokenizer)
-            tombstones.append(PlannedPart("tombstone", stone, notes=len(ids), segment=index[part.sha256]))
+    made = [staged]
+    try:
+        counts = write_segment(staged, [SegmentSource(scratch, new_ids)], tokenizer=tokenizer, generation_from=scratch)
+        index = {p.sha256: i for i, p in enumerate(segments)}
+        for part in _segments(base):
+            ids = new_dead.get(part.sha256)
+            if ids:
+                made.append(new_staging_path(layout))
+                write_tombstone(made[-1], part.path, ids, tokenizer=tokenizer)
+                tombstones.append(PlannedPart("tombstone", made[-1], notes=len(ids), segment=index[part.sha256]))
+    except BaseException:
+        for path in made:  # nothing staged outlives a failed build
+            path.unlink(missing_ok=True)
+        raise
     segments.append(
         PlannedPart(
             "segment", staged, notes=counts["notes"], chunks=counts["chunks"],

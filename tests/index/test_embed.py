@@ -110,6 +110,16 @@ def test_embed_all_publishes_a_generation_with_vectors_and_the_model_identity(va
     assert (status["chunks_with_vectors"], status["chunks"], status["coverage"]) == (10, 10, 1.0)
 
 
+def test_embedding_a_generation_of_several_segments_publishes_them_as_one(vault, model_dirs):
+    (vault / "n10.md").write_text(note("Note 10", "A new note after the first build.", updated="2024-01-30"))
+    build_index(vault)  # the incremental builder: a second segment
+    assert len(gen.resolve(gen.layout_for(vault)).parts) == 2
+    report = embed_index(vault, model=model_dirs[FP32])
+    assert report.embedded == report.chunks == 11 and report.complete
+    assert len(gen.resolve(gen.layout_for(vault)).parts) == 1
+    assert len(embedded_notes(vault)) == 11
+
+
 def test_a_complete_index_publishes_nothing(vault, model_dirs):
     embed_index(vault, model=model_dirs[FP32])
     gid = active_id(vault)
