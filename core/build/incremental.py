@@ -209,7 +209,9 @@ def delta_parts(
     staged = new_staging_path(layout)
     made = [staged]
     try:
-        counts = write_segment(staged, [SegmentSource(scratch, new_ids)], tokenizer=tokenizer, generation_from=scratch)
+        counts = write_segment(
+            staged, [SegmentSource(scratch, new_ids)], tokenizer=tokenizer, generation_from=scratch, compact=True
+        )
         index = {p.sha256: i for i, p in enumerate(segments)}
         for part in _segments(base):
             ids = new_dead.get(part.sha256)

@@ -92,12 +92,26 @@ def _remapped(notes: list[tuple], chunks: list[tuple], table: np.ndarray) -> tup
     return out_notes, out_chunks
 
 
-def _copy_source(conn: sqlite3.Connection, source: SegmentSource, first: bool) -> None:
+def _used_terms(notes: list[tuple], chunks: list[tuple]) -> set[int]:
+    """The term ids the stored vector rows name."""
+    used: set[int] = set()
+    for _, n, data in notes:
+        used.update(np.frombuffer(zlib.decompress(data), dtype="<i4", count=n).tolist())
+    for _, count, n, data in chunks:
+        used.update(np.frombuffer(zlib.decompress(data), dtype="<i4", offset=4 * count, count=n).tolist())
+    return used
+
+
+def _copy_source(conn: sqlite3.Connection, source: SegmentSource, first: bool, compact: bool = False) -> None:
     seg.choose_notes(conn, source.note_ids)
     seg.attach(conn, _uri(source.path), "src")
     try:
         with atomic(conn):
-            pairs = seg.merge_terms(conn, keep_ids=first)
+            if compact and first:  # only the terms the chosen notes hold (a small segment of a big one)
+                rows = seg.source_vector_rows(conn)
+                pairs: list[tuple[int, int]] | None = seg.insert_used_terms(conn, sorted(_used_terms(*rows)))
+            else:
+                pairs = seg.merge_terms(conn, keep_ids=first)
             seg.copy_note_rows(conn)
             if pairs is None:
                 seg.copy_vector_rows(conn)
@@ -116,17 +130,19 @@ def write_segment(
     tokenizer: str,
     dead: Collection[int] = (),
     generation_from: Path | None = None,
+    compact: bool = False,
 ) -> dict[str, int]:
     """Write a new segment file ``dest`` (must not exist) of ``sources``' chosen notes; ``dead``: note ids
-    no edge may point at; ``generation_from``: the segment whose generation-level tables it carries.
-    Returns the segment's counts (notes, chunks, dense_chunks)."""
+    no edge may point at; ``generation_from``: the segment whose generation-level tables it carries;
+    ``compact``: the dictionary holds only the terms of the chosen notes (renumbered), not the first
+    source's whole dictionary. Returns the segment's counts (notes, chunks, dense_chunks)."""
     conn = sqlite3.connect(f"file:{dest}?mode=rwc", uri=True, isolation_level=None)
     try:
         set_working_mode(conn, durable=False)
         create_schema(conn, tokenizer)
         seg.start_copy(conn, dead)
         for i, source in enumerate(sources):
-            _copy_source(conn, source, i == 0)
+            _copy_source(conn, source, i == 0, compact)
         if generation_from is not None:
             seg.attach(conn, _uri(generation_from), "src")
             try:

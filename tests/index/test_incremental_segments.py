@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 import signal
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,14 @@ from tests.index.test_segmented_search import CALLERS, MODES, QUERIES, _ranking
 
 def _files(root: Path) -> set[str]:
     return {p.name for p in layout_for(root).segments_dir.iterdir()}
+
+
+def _terms(segment: Path) -> int:
+    conn = sqlite3.connect(f"file:{segment}?mode=ro", uri=True)
+    try:
+        return int(conn.execute("SELECT count(*) FROM terms").fetchone()[0])
+    finally:
+        conn.close()
 
 
 def _same_as_cold(root: Path, tmp_path: Path, step: int) -> None:
@@ -66,7 +75,9 @@ def test_edits_publish_only_the_delta_and_rank_as_a_cold_build(tmp_path: Path) -
         assert len([n for n in new if n.endswith(".seg")]) == 1, (step, new)  # only the changed notes' segment
         assert len([n for n in new if n.endswith(".del")]) <= 1, (step, new)
         parts = verify.resolve(layout_for(root)).parts
-        assert sum(p.kind == "segment" for p in parts) == step + 2
+        segments = [p.path for p in parts if p.kind == "segment"]
+        assert len(segments) == step + 2
+        assert _terms(segments[-1]) < _terms(segments[0]) / 10  # its own notes' dictionary, not the base's
         _same_as_cold(root, tmp_path, step)
 
 

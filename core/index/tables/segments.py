@@ -128,6 +128,19 @@ def merge_terms(conn: sqlite3.Connection, *, keep_ids: bool) -> list[tuple[int, 
     return conn.execute("SELECT s.id, m.id FROM src.terms s JOIN main.terms m ON m.term = s.term").fetchall()
 
 
+def insert_used_terms(conn: sqlite3.Connection, used: Sequence[int]) -> list[tuple[int, int]]:
+    """Only the ``src.terms`` with these ids into the empty ``main.terms``, numbered 1.. in their order;
+    the (source id, new id) of each."""
+    pairs = [(old, new) for new, old in enumerate(sorted(used), start=1)]
+    conn.execute("CREATE TEMP TABLE IF NOT EXISTS ws_terms(old INTEGER PRIMARY KEY, new INTEGER NOT NULL)")
+    conn.execute("DELETE FROM temp.ws_terms")
+    conn.executemany("INSERT INTO temp.ws_terms(old, new) VALUES (?, ?)", pairs)
+    conn.execute(
+        "INSERT INTO main.terms(id, term) SELECT w.new, s.term FROM temp.ws_terms w JOIN src.terms s ON s.id = w.old"
+    )
+    return pairs
+
+
 def copy_note_rows(conn: sqlite3.Connection) -> None:
     """Every per-note row of the chosen notes but their vectors; edges to a dead note are left out."""
     for name, column in _COPIED_BY_NOTE.items():
