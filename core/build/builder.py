@@ -19,7 +19,7 @@ import os
 import sqlite3
 import time
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -342,22 +342,15 @@ def _build_generation(
         if base_conn is not None:
             base_conn.close()
     published, extra, refused = _publish_staged(run, start, plan, keep=keep, on_step=on_step, hook=hook)
-    reason, detail = (start.rebuild_reason, start.rebuild_detail) if refused is None else refused
     conn = connect_readonly(published)
     try:
-        return build_report(
-            conn,
-            plan,
-            run,
-            kind="immutable_generation",
-            generation_id=published.generation_id,
-            up_to_date=False,
-            rebuild_reason=reason,
-            rebuild_detail=detail,
-            extra=extra,
-        )
+        report = build_report(
+            conn, plan, run, kind="immutable_generation", generation_id=published.generation_id, up_to_date=False,
+            rebuild_reason=start.rebuild_reason, rebuild_detail=start.rebuild_detail, extra=extra,
+        )  # fmt: skip
     finally:
         conn.close()
+    return report if refused is None else replace(report, one_segment_reason=f"{refused[0]}: {refused[1]}")
 
 
 def _publish_staged(

@@ -31,6 +31,7 @@ from core.build.publish_segments import PlannedPart
 from core.build.segment_writer import SegmentSource, write_segment, write_tombstone
 from core.index.layout import IndexLayout, ResolvedIndex, ResolvedPart
 from core.index.manifest import MAX_SEGMENTS
+from core.index.tables import segments as seg
 from core.index.verify import connect_readonly, copy_base
 
 LINKS_CHANGED = "incremental_links_changed"
@@ -62,7 +63,7 @@ def _dead_of(base: ResolvedIndex) -> dict[str, list[int]]:
         if part.kind == "tombstone" and part.segment is not None:
             conn = _ro(part.path)
             try:
-                out[part.segment] = [int(r[0]) for r in conn.execute("SELECT note_id FROM dead")]
+                out[part.segment] = seg.dead_note_ids(conn)
             finally:
                 conn.close()
     return out
@@ -71,7 +72,7 @@ def _dead_of(base: ResolvedIndex) -> dict[str, list[int]]:
 def _note_ids(path: Path) -> list[int]:
     conn = _ro(path)
     try:
-        return [int(r[0]) for r in conn.execute("SELECT id FROM notes ORDER BY id")]
+        return seg.segment_note_ids(conn)
     finally:
         conn.close()
 
@@ -88,19 +89,16 @@ def first_ids(base: ResolvedIndex) -> tuple[int, int]:
         return int(doc["next_note_id"]), int(doc["next_chunk_id"])
     conn = _ro(_segments(base)[0].path)
     try:
-        row = conn.execute(
-            "SELECT (SELECT coalesce(max(id), 0) + 1 FROM notes), (SELECT coalesce(max(id), 0) + 1 FROM chunks)"
-        ).fetchone()
+        return seg.next_ids(conn)
     finally:
         conn.close()
-    return int(row[0]), int(row[1])
 
 
 def unmatched_edges(conn: sqlite3.Connection) -> int:
     """How many live links have no edge on a generation connection (0 for every generation a build
     published; the split path leaves out edges to dead notes): such a base is rebuilt whole."""
-    links, edges = conn.execute("SELECT (SELECT count(*) FROM links), (SELECT count(*) FROM edges)").fetchone()
-    return int(links) - int(edges)
+    links, edges = seg.links_and_edges(conn)
+    return links - edges
 
 
 def scratch_base(base: ResolvedIndex, dest: Path, tokenizer: str) -> None:
@@ -120,9 +118,7 @@ def scratch_base(base: ResolvedIndex, dest: Path, tokenizer: str) -> None:
 
 def _edges_by_src(conn: sqlite3.Connection, below: int) -> dict[int, list[tuple]]:
     out: dict[int, list[tuple]] = {}
-    for row in conn.execute(
-        "SELECT src_id, dst_id, kind, target, dst_path FROM edges WHERE src_id < ? ORDER BY src_id, rowid", (below,)
-    ):
+    for row in seg.edges_below(conn, below):
         out.setdefault(row[0], []).append(row[1:])
     return out
 
@@ -198,12 +194,12 @@ def delta_parts(
     """Stage the new segment (notes of ``scratch`` with ids from ``first_new``) and tombstones; list the rest."""
     conn = _ro(scratch)
     try:
-        new_ids = [int(r[0]) for r in conn.execute("SELECT id FROM notes WHERE id >= ? ORDER BY id", (first_new,))]
-        tops = conn.execute("SELECT (SELECT max(id) FROM notes), (SELECT max(id) FROM chunks)").fetchone()
+        new_ids = seg.note_ids_from(conn, first_new)
+        tops = seg.next_ids(conn)
     finally:
         conn.close()
     base_next = first_ids(base)
-    next_ids = (max(base_next[0], (tops[0] or 0) + 1), max(base_next[1], (tops[1] or 0) + 1))
+    next_ids = (max(base_next[0], tops[0]), max(base_next[1], tops[1]))
     new_dead = _new_dead(base, plan.changed_ids + plan.removed_ids)
     segments, tombstones = _kept_parts(base, new_dead)
     staged = new_staging_path(layout)

@@ -34,6 +34,9 @@ class BuildReport:
     up_to_date: bool
     full_rebuild_reason: str | None = None
     full_rebuild_detail: str | None = None  # what changed, e.g. "tokenizer: 'a' -> 'b'"
+    # why a build on a generation published ONE segment of every note instead of a delta (no note re-parsed;
+    # core.build.incremental), e.g. "incremental_links_changed: 3 unchanged notes have other resolved edges"
+    one_segment_reason: str | None = None
     new_problems: list[dict[str, str]] = field(default_factory=list)  # problems of the notes this build read
     settings: dict[str, Any] = field(default_factory=dict)  # the settings this build used
     links: int = 0
@@ -86,6 +89,7 @@ def build_report(
         full_rebuild_detail=rebuild_detail,
         timings={k: round(v, 4) for k, v in run.timings.items()},
         watermark=meta_value(conn, "git_commit"),
+        one_segment_reason=None,  # core.build.builder sets it
         **extra,
     )
 

@@ -23,6 +23,7 @@ from core import generations as gen
 from core.build.builder import IndexConfig, build_index
 from core.build.ingest import field_texts
 from core.generations import GenerationRecord, build_lock, layout_for, list_generations, new_staging_path, publish
+from core.index.tables import notes_fts
 from core.index.tables.notes_fts import stored_texts
 from core.index.tables.terms import note_term_rows
 from core.vault.notes import parse_note
@@ -71,12 +72,9 @@ def note_rows(conn: sqlite3.Connection, rel_path: str) -> dict[str, list[tuple]]
 
 
 def fts_paths(conn: sqlite3.Connection, query: str) -> set[str]:
-    return {
-        r[0]
-        for r in conn.execute(
-            "SELECT n.rel_path FROM notes_fts f JOIN notes n ON n.id = f.rowid WHERE notes_fts MATCH ?", (query,)
-        )
-    }
+    """Per segment (a generation the incremental builder published has several; FTS5 MATCH runs on each)."""
+    ids = {r[0] for r in notes_fts.matching_rowids(conn, query)}
+    return {r[1] for r in conn.execute("SELECT id, rel_path FROM notes") if r[0] in ids}
 
 
 def edges_by_path(conn: sqlite3.Connection) -> set[tuple[str, str | None, str]]:

@@ -210,3 +210,35 @@ def copy_arrays(conn: sqlite3.Connection, keep: Callable[[str], bool]) -> None:
     """The ``src.term_major`` rows whose name ``keep(name)`` accepts, into ``main.term_major``."""
     names = [r[0] for r in conn.execute("SELECT name FROM src.term_major") if keep(r[0])]
     conn.executemany("INSERT INTO main.term_major SELECT * FROM src.term_major WHERE name = ?", ((n,) for n in names))
+
+
+# ---------------------------------------------------------------- the edit path's delta (core.build.incremental)
+
+
+def segment_note_ids(conn: sqlite3.Connection) -> list[int]:
+    """Every note id a segment holds (its dead ones too), in order."""
+    return [int(r[0]) for r in conn.execute("SELECT id FROM notes ORDER BY id")]
+
+
+def note_ids_from(conn: sqlite3.Connection, first: int) -> list[int]:
+    return [int(r[0]) for r in conn.execute("SELECT id FROM notes WHERE id >= ? ORDER BY id", (first,))]
+
+
+def next_ids(conn: sqlite3.Connection) -> tuple[int, int]:
+    """(note id, chunk id) above every row of this database."""
+    row = conn.execute(
+        "SELECT (SELECT coalesce(max(id), 0) + 1 FROM notes), (SELECT coalesce(max(id), 0) + 1 FROM chunks)"
+    ).fetchone()
+    return int(row[0]), int(row[1])
+
+
+def links_and_edges(conn: sqlite3.Connection) -> tuple[int, int]:
+    row = conn.execute("SELECT (SELECT count(*) FROM links), (SELECT count(*) FROM edges)").fetchone()
+    return int(row[0]), int(row[1])
+
+
+def edges_below(conn: sqlite3.Connection, below: int) -> Iterable[tuple]:
+    """(src id, dst id, kind, target, dst path) of the edges of notes with ids below ``below``, in order."""
+    return conn.execute(
+        "SELECT src_id, dst_id, kind, target, dst_path FROM edges WHERE src_id < ? ORDER BY src_id, rowid", (below,)
+    )
