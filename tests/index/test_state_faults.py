@@ -27,7 +27,7 @@ import pytest
 from conftest import write_files
 
 from core import generations as gen
-from core.build import builder
+from core.build import builder, incremental
 from core.build.builder import build_index
 from core.errors import VaultSearchError
 from core.generations import PUBLISH_STEPS
@@ -207,7 +207,7 @@ def test_a_disk_fault_before_the_flip_is_typed_and_the_old_generation_serves(
         def copy_fails(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
             raise _oserror(fault)
 
-        monkeypatch.setattr(builder, "copy_base", copy_fails)  # the hashed copy of the base (core.index.verify)
+        monkeypatch.setattr(incremental, "copy_base", copy_fails)  # the hashed copy of the base (core.index.verify)
     elif step == "write_rows":
         real_flush = builder.NoteWriter.flush
 
