@@ -20,6 +20,7 @@ or when the segment count would pass ``MAX_SEGMENTS`` (the fallback is the merge
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -37,6 +38,7 @@ from core.index.verify import connect_readonly, copy_base
 LINKS_CHANGED = "incremental_links_changed"
 TOUCHED = "incremental_touched_notes"
 SEGMENT_LIMIT = "incremental_segment_limit"
+PART_REPLACED = "incremental_part_replaced"
 
 
 @dataclass(frozen=True)
@@ -143,10 +145,24 @@ def refusal(base: ResolvedIndex, plan: BuildPlan, links_changed: int) -> tuple[s
     return None
 
 
+def _same_inode(part: ResolvedPart) -> bool:
+    """The part's path still names the inode that was verified (read by path when shared)."""
+    try:
+        st = os.stat(part.path)
+    except OSError:
+        return False
+    return part.pinned is not None and (st.st_dev, st.st_ino) == tuple(part.pinned.inode)
+
+
 def refusal_for(
     base: ResolvedIndex, scratch: sqlite3.Connection, plan: BuildPlan, first_new: int
 ) -> tuple[str, str] | None:
-    """``refusal`` of the staged ``scratch`` against the verified ``base``."""
+    """``refusal`` of the staged ``scratch`` against the verified ``base``; a base whose part paths no longer
+    name the verified files (replaced since ``resolve``) is not shared: its scratch copy, made from the
+    verified descriptor, is published as one segment."""
+    replaced = [p.path.name for p in base.parts if not _same_inode(p)]
+    if replaced:
+        return PART_REPLACED, f"{len(replaced)} parts replaced since verification: {replaced[:3]}"
     base_conn = connect_readonly(base)
     try:
         gone = set(plan.changed_ids + plan.removed_ids)

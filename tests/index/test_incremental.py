@@ -24,6 +24,7 @@ from core.build.builder import IndexConfig, build_index
 from core.build.ingest import field_texts
 from core.generations import GenerationRecord, build_lock, layout_for, list_generations, new_staging_path, publish
 from core.index.tables import notes_fts
+from core.index.tables.connection import segment_schemas
 from core.index.tables.notes_fts import stored_texts
 from core.index.tables.terms import note_term_rows
 from core.vault.notes import parse_note
@@ -322,14 +323,18 @@ def test_a_corrupted_active_generation_is_not_carried_over(vault: Path, corrupt,
 def _comparable(conn: sqlite3.Connection) -> dict[str, object]:
     """The index content keyed by paths and ordinals, not by ids (which differ between builds)."""
     cols = [r[1] for r in conn.execute("PRAGMA table_info(notes)") if r[1] != "id"]
-    names = dict(conn.execute("SELECT id, term FROM terms"))
+    names_of = {}  # note id -> its segment's term dictionary (each segment has its own)
+    for schema in segment_schemas(conn) or ["main"]:
+        names = dict(conn.execute(f"SELECT id, term FROM {schema}.terms"))
+        names_of.update({nid: names for (nid,) in conn.execute(f"SELECT id FROM {schema}.notes")})
     paths_by_id = dict(conn.execute("SELECT id, rel_path FROM notes"))
     terms = {}
     for nid, tids, tf in note_term_rows(conn, None):
         path = paths_by_id[nid]
         ids = np.frombuffer(tids, "<i4")
         terms[path] = sorted(
-            (names[int(i)], row.tobytes()) for i, row in zip(ids, np.frombuffer(tf, "<u2").reshape(len(ids), -1))
+            (names_of[nid][int(i)], row.tobytes())
+            for i, row in zip(ids, np.frombuffer(tf, "<u2").reshape(len(ids), -1))
         )
     return {
         "notes": sorted(conn.execute(f"SELECT {', '.join(cols)} FROM notes")),

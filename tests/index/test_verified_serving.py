@@ -191,7 +191,7 @@ def test_builder_refuses_a_base_doctored_after_verification(tmp_path: Path, monk
         _doctor_in_place(resolved.parts[0].path)
         real_copy(resolved, dest)
 
-    monkeypatch.setattr("core.build.builder.copy_base", doctor_then_copy)
+    monkeypatch.setattr("core.build.incremental.copy_base", doctor_then_copy)
     with pytest.raises(IntegrityError) as info:
         build_index(vault)
     assert info.value.reason == "sha256_mismatch"
@@ -215,7 +215,7 @@ def test_builder_copies_the_verified_inode_when_the_path_is_swapped(
         os.replace(fake, resolved.parts[0].path)
         real_copy(resolved, dest)
 
-    monkeypatch.setattr("core.build.builder.copy_base", swap_then_copy)
+    monkeypatch.setattr("core.build.incremental.copy_base", swap_then_copy)
     report = build_index(vault)
     monkeypatch.undo()
     titles = {hit.title for hit in search_vault(vault, "words", mode="fts")}
@@ -239,7 +239,7 @@ def test_embedder_refuses_a_base_doctored_after_verification(
         _doctor_in_place(resolved.parts[0].path)
         real_copy(resolved, dest)
 
-    monkeypatch.setattr("core.build.embed.copy_base", doctor_then_copy)
+    monkeypatch.setattr("core.build.incremental.copy_base", doctor_then_copy)
     with pytest.raises(IntegrityError) as info:
         embed_index(vault, model=model)
     assert info.value.reason == "sha256_mismatch"
