@@ -33,6 +33,7 @@ REPORT_KEYS = {
     "generation_id",
     "embedded",
     "watermark",
+    "one_segment_reason",
     "index_kind",
     "notes",
     "chunks",
