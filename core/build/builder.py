@@ -5,7 +5,10 @@
     re-resolve links -> validate -> source unchanged? -> generations.publish
 
 Unchanged notes (same content hash) keep their rows, chunks, term vectors and dense vectors because the
-working database starts as a byte copy of the verified active generation. ``in_place=True`` applies the same plan to one writable ``index.db`` in a
+working database starts as a copy of the verified active generation (``core.build.incremental``: a
+byte copy of one segment, or every segment's live notes written as one); what is published is only the
+delta (a new segment of the changed notes, tombstones, the unchanged parts shared), or, when it is
+refused (``BuildReport.one_segment_reason``), the whole working database as one segment. ``in_place=True`` applies the same plan to one writable ``index.db`` in a
 single transaction instead (the ``legacy_db`` layout).
 
 Changed notes are read, parsed and counted by ``prepare_pool.prepared_notes`` (in forked workers when there are

@@ -6,9 +6,9 @@ then the one state commit): every new part is integrity-checked, made read-only,
 renamed to ``segments/<sha256>.seg`` (a tombstone: ``.del``), ``segments/`` fsynced; an existing part
 is listed again when its file is still there with the manifest's size (it was verified when the
 generation listing it was served). Until the state commit any failure leaves the previous generation
-active and removes what this publish created. The builder itself still publishes ONE segment per
-generation (the incremental segment writer is the next step of issue 29): this is the merge and
-split path's publish, and the tests'.
+active and removes what this publish created. The builder publishes its deltas through it
+(``core.build.incremental``: a new segment, tombstones, the unchanged parts shared), as do the split
+path and the tests.
 """
 
 from __future__ import annotations
