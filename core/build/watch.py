@@ -173,7 +173,13 @@ class Watcher:
         with self._save_lock:
             view = self.view()
             state = {**self.state(), "pid": os.getpid(), "view": view.to_dict() if view is not None else None}
-            write_state(self.layout.index_dir, state)
+            try:
+                write_state(self.layout.index_dir, state)
+            except OSError as exc:  # the folder may go between the check above and the write
+                gone = self._gone()
+                if gone is not None:
+                    raise gone from exc
+                raise
 
     # ------------------------------------------------------------ one build
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from core.build.watch import Watcher
-from core.errors import WatchRunningError
+from core.errors import VaultSearchError, WatchRunningError
 from tests.serve.serve_helpers import make_serve_vault
 
 
@@ -77,3 +77,27 @@ def test_an_index_that_cannot_be_opened_while_an_event_is_sorted_leaves_the_even
     finally:
         watcher.stop()
         thread.join(30)
+
+
+def test_a_vault_deleted_while_the_watcher_writes_its_state_stops_it_with_vault_missing(tmp_path: Path, monkeypatch):
+    """The vault (and the index dir inside it) going between the watcher's check and its write of
+    watch.json is the typed ``vault_missing``, not a bare FileNotFoundError (a CI run hit this race)."""
+    from core.build import watch
+
+    vault = make_serve_vault(tmp_path / "vault", tmp_path / "outside")
+    watcher = Watcher(vault, debounce_ms=50, lock_wait=0.0)
+    watcher._claim()
+    real = watch.write_state
+
+    def vault_goes_first(index_dir: Path, state: dict) -> None:
+        shutil.rmtree(vault)
+        real(index_dir, state)
+
+    monkeypatch.setattr(watch, "write_state", vault_goes_first)
+    try:
+        with pytest.raises(VaultSearchError) as err:
+            watcher._save()
+        assert err.value.reason == "vault_missing"
+    finally:
+        monkeypatch.setattr(watch, "write_state", real)
+        watcher.stop()
