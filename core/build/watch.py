@@ -14,8 +14,8 @@ holds a ``flock`` on the index directory itself (a second watcher of one index i
 ``watch_already_running``, even when files in it were deleted). A path stops being pending
 once a build that *started after its event* succeeds (and hashed it: ``rehash``). Freshness
 waits until the watcher caught up with a search (``wait_caught_up``, ``watch.clock``). The
-watch is armed before the first build, so the baseline covers every change. A vault (or index dir) moved, deleted or replaced
-stops the watcher with ``vault_missing`` (``index_dir_inaccessible``): it never recreates one.
+watch is armed before the first build, so the baseline covers every change. A vault (or index dir) moved, deleted or
+replaced stops the watcher with ``vault_missing`` (``index_dir_inaccessible``): it never recreates one.
 
 Events that say more than one path changed make the next freshness check walk the vault
 until a build covers them (``rescan``): a folder created, moved or deleted (a folder that held
@@ -163,8 +163,7 @@ class Watcher:
             }
 
     def _save(self) -> None:
-        """Mirror the state to ``watch.json`` for readers in other processes (raises the typed
-        error of a vault or index dir that went: the watcher then stops)."""
+        """Mirror the state to ``watch.json`` for other processes (raises the typed error of a vault or index dir that went)."""
         if self._lock_fd is None:
             return  # only the watcher holding the lock speaks for the index
         gone = self._gone()
@@ -176,13 +175,11 @@ class Watcher:
             try:
                 write_state(self.layout.index_dir, state)
             except OSError as exc:  # the folder may go between the check above and the write
-                gone = self._gone()
-                if gone is not None:
-                    raise gone from exc
-                raise
+                if (gone := self._gone()) is None:
+                    raise
+                raise gone from exc
 
     # ------------------------------------------------------------ one build
-
     def build_once(self, changed: Iterable[str] = ()) -> BuildOutcome:
         """An incremental build + publish; a failure is recorded, the old generation keeps serving.
 
