@@ -429,29 +429,15 @@ def _build_in_place(run: BuildRun, scan: ScanResult, scan_started_ns: int) -> Bu
         conn = _open_working(path, in_place=True)
         try:
             plan = plan_build(scan, scan_started_ns, conn, run.source)
-            if plan.up_to_date and _settings_kept(conn, run.source):
-                return build_report(
-                    conn,
-                    plan,
-                    run,
-                    kind="legacy_db",
-                    generation_id=None,
-                    up_to_date=True,
-                    rebuild_reason=None,
-                    extra={},
-                )
-            with atomic(conn):
-                extra = _stage(conn, plan, run)
+            up_to_date = plan.up_to_date and _settings_kept(conn, run.source)
+            extra: dict[str, Any] = {}
+            if not up_to_date:
+                with atomic(conn):
+                    extra = _stage(conn, plan, run)
             return build_report(
-                conn,
-                plan,
-                run,
-                kind="legacy_db",
-                generation_id=None,
-                up_to_date=False,
-                rebuild_reason=None,
+                conn, plan, run, kind="legacy_db", generation_id=None, up_to_date=up_to_date, rebuild_reason=None,
                 extra=extra,
-            )
+            )  # fmt: skip
         finally:
             conn.close()
     fresh = path.with_name(path.name + ".building")
