@@ -13,6 +13,7 @@ import gc
 import os
 import platform
 import shutil
+import sqlite3
 import sys
 import textwrap
 from collections.abc import Callable, Iterator, Mapping
@@ -21,10 +22,41 @@ from pathlib import Path
 import pytest
 
 from core.build.builder import IndexConfig, build_index
+from core.build.forward_rows import load_working, read_forward
 
 EXAMPLE_VAULT = Path(__file__).resolve().parent.parent / "examples" / "vault"
 
 MakeVault = Callable[..., Path]
+
+
+def with_working(conn: sqlite3.Connection) -> sqlite3.Connection:
+    """``conn`` with a writer's working tables (terms, note_terms, chunk_terms: TEMP tables) filled from its
+    stored arrays, as the build fills them; committed, so a reader's connection is left out of a transaction."""
+    load_working(conn)
+    if conn.in_transaction:
+        conn.commit()
+    return conn
+
+
+def note_vectors(conn: sqlite3.Connection) -> dict[int, list[tuple[str, bytes]]]:
+    """Note id -> its term vector, sorted (term, per-field tf bytes), of every live note of the generation
+    ``conn`` serves: each segment's rows derived from its term-major arrays (a segment stores no forward rows)."""
+    live = {int(r[0]) for r in conn.execute("SELECT id FROM notes")}
+    out: dict[int, list[tuple[str, bytes]]] = {}
+    for _, schema, path in conn.execute("PRAGMA database_list").fetchall():
+        if schema == "temp" or not path:
+            continue
+        part = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            tombstone = part.execute("SELECT 1 FROM sqlite_master WHERE name = 'dead'").fetchone() is not None
+            forward = None if tombstone else read_forward(part)
+        finally:
+            part.close()
+        word = {i: t for t, i in forward.terms.items()} if forward is not None else {}
+        for nid, ids, tf in forward.notes if forward is not None else ():
+            if nid in live:
+                out[nid] = sorted((word[int(i)], row.tobytes()) for i, row in zip(ids, tf, strict=True))
+    return out
 
 
 def write_vault(root: Path, files: Mapping[str, str]) -> Path:

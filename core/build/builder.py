@@ -30,6 +30,7 @@ from tqdm import tqdm
 
 from core.build import incremental
 from core.build.faults import build_io_errors
+from core.build.forward_rows import load_working
 from core.build.ingest import NoteWriter
 from core.build.link_graph import recompute_edges, replaced_notes
 from core.build.lock import build_lock, ensure_layout, new_staging_path
@@ -177,6 +178,7 @@ def _stage(conn: sqlite3.Connection, plan: BuildPlan, run: BuildRun) -> dict[str
     """Apply the plan, stamp meta, validate, and check that the source did not move."""
     t = time.perf_counter()
     with atomic(conn):
+        load_working(conn)  # the term vectors the arrays are computed from: TEMP tables, never stored
         extra = _apply(conn, plan, run)
         run.source.finish(conn)
         scan_ns = (

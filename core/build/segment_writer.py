@@ -3,11 +3,13 @@ a tombstone part for a segment's deleted notes (issue 29, step 2a).
 
 ``write_segment`` creates a new segment file holding the given notes' rows of every per-note table
 (notes, note_tags, note_names, note_problems, chunks, note_text and its FTS5 rows, links, link_keys,
-target_keys, the edges those notes are the source of, note_terms / chunk_terms, dense chunk_vectors),
-copied from each source segment ATTACHed read-only; then the term-major arrays and per-class
-statistics over THAT segment's notes only, with the builder's own array code. The first source's term
-dictionary is kept as it is (its ids unchanged); a term of a later source that it lacks gets the next
-id, and that source's vectors are remapped. An edge to a note listed as dead is left out.
+target_keys, the edges those notes are the source of, dense chunk_vectors), copied from each source
+segment ATTACHed read-only; the chosen notes' term vectors derived from the source's term-major arrays
+(core.build.forward_rows: a segment stores its postings once) into the writer's TEMP working tables;
+then the term-major arrays and per-class statistics over THAT segment's notes only, with the builder's
+own array code. The first source's term dictionary is kept as it is (its ids unchanged); a term of a
+later source that it lacks gets the next id, and that source's vectors are remapped. An edge to a note
+listed as dead is left out.
 
 Generation-level tables (meta, skipped_files, build_problems, git_dates) are carried by the NEWEST
 segment of a generation (``core.index.segmented`` reads them there): ``generation_from`` names the
@@ -23,22 +25,20 @@ segment's whole dictionary (the builder's own array code): what the ranking side
 from __future__ import annotations
 
 import sqlite3
-import zlib
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from core.errors import UsageError
+from core.build.forward_rows import Forward, create_working, fill_working, insert_dictionary, read_forward
+from core.errors import IntegrityError, UsageError
 from core.index.schema import create_schema
 from core.index.tables import segments as seg
 from core.index.tables.connection import atomic, set_journal_mode, set_working_mode
 from core.ranking.chunk_vectors import compute_chunk_vectors, store_chunk_vectors
 from core.ranking.sparse import store_sparse
 from core.ranking.sparse_rows import compute_sparse
-
-_FIELDS = 5  # len(FTS_COLUMNS): the tf columns of a note_terms row
 
 
 @dataclass(frozen=True)
@@ -53,70 +53,53 @@ def _uri(path: Path, *, immutable: bool = True) -> str:
     return f"file:{path}?mode=ro" + ("&immutable=1" if immutable else "")
 
 
-def _table(pairs: list[tuple[int, int]]) -> np.ndarray:
-    table = np.zeros(max((p[0] for p in pairs), default=0) + 1, dtype=np.int32)
-    for old, new in pairs:
-        table[old] = new
+def _source_forward(source: SegmentSource) -> Forward:
+    """The chosen notes' forward rows, derived from the source's stored term-major arrays."""
+    conn = sqlite3.connect(_uri(source.path), uri=True)
+    try:
+        forward = read_forward(conn, source.note_ids)
+    finally:
+        conn.close()
+    if forward is None:
+        raise IntegrityError(f"segment {source.path} holds no term-major arrays", path=str(source.path))
+    return forward
+
+
+def _merge_terms(dictionary: dict[str, int], forward: Forward, first: bool, compact: bool) -> np.ndarray | None:
+    """Merge ``forward``'s terms into ``dictionary``; the source id -> new id table (None: ids kept). The first
+    source's dictionary is kept whole (or, ``compact``, only the terms its chosen notes hold, numbered 1..
+    in their order); a later source's term the dictionary lacks gets the next id, in source id order."""
+    if first and not compact:
+        dictionary.update(forward.terms)
+        return None
+    size = max(max(forward.terms.values(), default=0), int(forward.used_terms().max(initial=0))) + 1
+    table = np.zeros(size, dtype=np.int32)
+    word = {i: t for t, i in forward.terms.items()}
+    if first:
+        for new, old in enumerate(forward.used_terms().tolist(), start=1):
+            table[old] = dictionary[word[old]] = new
+        return table
+    next_id = max(dictionary.values(), default=0) + 1
+    for old in sorted(word):
+        found = dictionary.get(word[old])
+        if found is None:
+            found = dictionary[word[old]] = next_id
+            next_id += 1
+        table[old] = found
     return table
 
 
-def _remap(ids: np.ndarray, tf: np.ndarray, table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    new = table[ids]
-    order = np.argsort(new, kind="stable")
-    return new[order], tf[order]
-
-
-def _remapped(notes: list[tuple], chunks: list[tuple], table: np.ndarray) -> tuple[list[tuple], list[tuple]]:
-    """Vector rows (as stored) with their term ids mapped through ``table`` and sorted again per vector."""
-    out_notes = []
-    for nid, n, data in notes:
-        raw = zlib.decompress(data)
-        ids = np.frombuffer(raw, dtype="<i4", count=n)
-        tf = np.frombuffer(raw, dtype="<u2", offset=4 * n).reshape(n, _FIELDS)
-        ids, tf = _remap(ids, tf, table)
-        out_notes.append((nid, n, zlib.compress(ids.astype("<i4").tobytes() + tf.astype("<u2").tobytes(), 1)))
-    out_chunks = []
-    for nid, count, n, data in chunks:
-        raw = zlib.decompress(data)
-        lengths = np.frombuffer(raw, dtype="<u4", count=count)
-        ids = np.frombuffer(raw, dtype="<i4", offset=4 * count, count=n)
-        tf = np.frombuffer(raw, dtype="<u2", offset=4 * count + 4 * n, count=n)
-        runs, at = [], 0
-        for length in lengths.tolist():
-            runs.append(_remap(ids[at : at + length], tf[at : at + length], table))
-            at += length
-        new_ids = np.concatenate([r[0] for r in runs]) if runs else ids
-        new_tf = np.concatenate([r[1] for r in runs]) if runs else tf
-        blob = lengths.tobytes() + new_ids.astype("<i4").tobytes() + new_tf.astype("<u2").tobytes()
-        out_chunks.append((nid, count, n, zlib.compress(blob, 1)))
-    return out_notes, out_chunks
-
-
-def _used_terms(notes: list[tuple], chunks: list[tuple]) -> set[int]:
-    """The term ids the stored vector rows name."""
-    used: set[int] = set()
-    for _, n, data in notes:
-        used.update(np.frombuffer(zlib.decompress(data), dtype="<i4", count=n).tolist())
-    for _, count, n, data in chunks:
-        used.update(np.frombuffer(zlib.decompress(data), dtype="<i4", offset=4 * count, count=n).tolist())
-    return used
-
-
-def _copy_source(conn: sqlite3.Connection, source: SegmentSource, first: bool, compact: bool = False) -> None:
+def _copy_source(
+    conn: sqlite3.Connection, source: SegmentSource, first: bool, compact: bool, dictionary: dict[str, int]
+) -> None:
     seg.choose_notes(conn, source.note_ids)
+    forward = _source_forward(source)
+    table = _merge_terms(dictionary, forward, first, compact)
     seg.attach(conn, _uri(source.path), "src")
     try:
         with atomic(conn):
-            if compact and first:  # only the terms the chosen notes hold (a small segment of a big one)
-                rows = seg.source_vector_rows(conn)
-                pairs: list[tuple[int, int]] | None = seg.insert_used_terms(conn, sorted(_used_terms(*rows)))
-            else:
-                pairs = seg.merge_terms(conn, keep_ids=first)
             seg.copy_note_rows(conn)
-            if pairs is None:
-                seg.copy_vector_rows(conn)
-            else:
-                seg.insert_vector_rows(conn, *_remapped(*seg.source_vector_rows(conn), _table(pairs)))
+            fill_working(conn, forward, table)
             if first:
                 seg.copy_generation_tables(conn, meta_only=True)
     finally:
@@ -140,9 +123,13 @@ def write_segment(
     try:
         set_working_mode(conn, durable=False)
         create_schema(conn, tokenizer)
+        create_working(conn)
         seg.start_copy(conn, dead)
+        dictionary: dict[str, int] = {}
         for i, source in enumerate(sources):
-            _copy_source(conn, source, i == 0, compact)
+            _copy_source(conn, source, i == 0, compact, dictionary)
+        with atomic(conn):
+            insert_dictionary(conn, dictionary)
         if generation_from is not None:
             seg.attach(conn, _uri(generation_from), "src")
             try:

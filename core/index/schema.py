@@ -13,7 +13,7 @@ import sqlite3
 from core.index.tables.connection import run_statements
 from core.index.tables.meta import set_meta
 
-SCHEMA_VERSION = 19
+SCHEMA_VERSION = 20
 
 
 def schema_ddl(tokenizer: str) -> tuple[str, ...]:
@@ -32,7 +32,6 @@ def schema_ddl(tokenizer: str) -> tuple[str, ...]:
         skipped_files,
         tags,
         term_major,
-        terms,
     )
 
     return (
@@ -44,9 +43,6 @@ def schema_ddl(tokenizer: str) -> tuple[str, ...]:
         chunks.DDL_CHUNKS,
         notes_fts.ddl_notes_fts(tokenizer),
         notes_fts.DDL_NOTE_TEXT,
-        terms.DDL_TERMS,
-        terms.DDL_NOTE_TERMS,
-        terms.DDL_CHUNK_TERMS,
         term_major.DDL_TERM_MAJOR,
         links.DDL_LINKS,
         links.DDL_EDGES,

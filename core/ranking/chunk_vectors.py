@@ -28,7 +28,7 @@ import numpy as np
 from core.errors import IntegrityError
 from core.index.tables.chunks import chunk_ids_in_order, count_chunks_of
 from core.index.tables.connection import read_snapshot
-from core.index.tables.terms import CHUNK_UNIT, chunk_term_rows, chunk_terms_bytes
+from core.index.tables.terms import CHUNK_UNIT, chunk_term_rows, chunk_terms_bytes, require_working
 from core.ranking import scoring, stored
 from core.ranking.postings import READ_ROWS, TermMajor, row_blocks
 from core.ranking.sparse import (
@@ -249,6 +249,7 @@ def compute_chunk_vectors(conn: sqlite3.Connection, sparse: SparseIndex) -> Chun
     Memory-lean like ``load_sparse``: 6 bytes per posting are read, and the term-major copy (6 bytes
     per posting, what is held) is filled block by block.
     """
+    require_working(conn)
     with read_snapshot(conn):  # a legacy index.db may change between the reads below
         chunk_ids, note_of, counts, terms, tf = read_chunk_rows(conn)
     n_terms = max(int(sparse.df.shape[0]), int(terms.max(initial=-1)) + 1)

@@ -1,5 +1,6 @@
-"""A generation's sparse index computed from its rows (``note_terms``): what the build stores, with its
-per-classification statistics (core.ranking.classes)."""
+"""A generation's sparse index computed from its rows (``note_terms``, a writer's working table,
+core.index.tables.terms): what the build stores, with its per-classification statistics
+(core.ranking.classes)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from core.errors import IntegrityError
 from core.index.tables.connection import read_snapshot
 from core.index.tables.notes import note_classes
 from core.index.tables.notes_fts import FTS_COLUMNS
-from core.index.tables.terms import note_term_rows, note_terms_size, term_dictionary
+from core.index.tables.terms import note_term_rows, note_terms_size, require_working, term_dictionary
 from core.ranking import bm25f
 from core.ranking.classes import ClassBuilder
 from core.ranking.filters import UNCLASSIFIED
@@ -57,6 +58,7 @@ def compute_sparse(conn: sqlite3.Connection, params: RankParams = DEFAULT_PARAMS
     at a time and dropped straight into their term-major slots (7 bytes per posting, plus 2 per
     non-body field that holds the term).
     """
+    require_working(conn)
     with read_snapshot(conn):  # a legacy index.db may change between the reads below
         note_ids, lengths, terms, tf, field_len = _read_vectors(conn, len(FTS_COLUMNS))
         term_id = term_dictionary(conn)

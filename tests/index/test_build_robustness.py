@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from conftest import write_files
+from conftest import with_working, write_files
 
 from core import generations as gen
 from core.build import bounds, builder
@@ -190,7 +190,7 @@ def test_one_note_with_too_many_distinct_words_is_bounded_and_reported(
     write_files(vault, {"huge.md": f"# Huge\n\n{words}\n"})
     report = build_index(vault)
     assert problems(report) == {"huge.md": "vocabulary_truncated"}
-    conn = gen.connect_readonly(gen.resolve(gen.layout_for(vault)))
+    conn = with_working(gen.connect_readonly(gen.resolve(gen.layout_for(vault))))
     try:
         terms = conn.execute("SELECT count(*) FROM terms WHERE term GLOB '*:w[0-9]*x'").fetchone()[0]
     finally:

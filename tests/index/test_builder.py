@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import with_working
 from conftest import write_files as write
 
 from core import generations as gen
@@ -96,7 +97,8 @@ def table(conn: sqlite3.Connection, sql: str) -> list[tuple]:
 
 
 def decoded_terms(conn: sqlite3.Connection) -> dict[str, dict[str, tuple[int, ...]]]:
-    """rel_path -> {term: per-field tf} from the packed note_terms rows."""
+    """rel_path -> {term: per-field tf} from the packed note_terms rows (derived from the stored arrays)."""
+    with_working(conn)
     names = dict(conn.execute("SELECT id, term FROM terms"))
     out = {}
     paths = dict(conn.execute("SELECT id, rel_path FROM notes"))
@@ -297,8 +299,7 @@ def test_worker_processes_build_exactly_the_same_index(tmp_path: Path, dendron: 
         "SELECT * FROM chunks",
         "SELECT rowid, * FROM notes_fts",
         "SELECT * FROM note_text",
-        "SELECT * FROM note_terms",
-        "SELECT * FROM terms",
+        "SELECT * FROM term_major",  # the postings and the term dictionary, byte for byte
         "SELECT * FROM edges",
         "SELECT * FROM links",
         "SELECT * FROM note_tags",

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import note_vectors
 from conftest import write_files as write
 
 from core import generations as gen
@@ -24,9 +25,7 @@ from core.build.builder import IndexConfig, build_index
 from core.build.ingest import field_texts
 from core.generations import GenerationRecord, build_lock, layout_for, list_generations, new_staging_path, publish
 from core.index.tables import notes_fts
-from core.index.tables.connection import segment_schemas
 from core.index.tables.notes_fts import stored_texts
-from core.index.tables.terms import note_term_rows
 from core.vault.notes import parse_note
 from tests import paths
 
@@ -63,13 +62,13 @@ def note_rows(conn: sqlite3.Connection, rel_path: str) -> dict[str, list[tuple]]
         "notes": "SELECT * FROM notes WHERE id = ?",
         "chunks": "SELECT * FROM chunks WHERE note_id = ? ORDER BY ord",
         "fts": "SELECT note_id, data FROM note_text WHERE note_id = ?",
-        "note_terms": "SELECT * FROM note_terms WHERE note_id = ?",
         "tags": "SELECT * FROM note_tags WHERE note_id = ? ORDER BY tag",
         "links": "SELECT * FROM links WHERE note_id = ? ORDER BY target",
         "problems": "SELECT * FROM note_problems WHERE note_id = ?",
         "vectors": f"SELECT * FROM chunk_vectors WHERE chunk_id IN ({chunk_ids}) ORDER BY chunk_id",
     }
-    return {name: conn.execute(sql, (nid,)).fetchall() for name, sql in queries.items()}
+    rows = {name: conn.execute(sql, (nid,)).fetchall() for name, sql in queries.items()}
+    return {**rows, "note_terms": note_vectors(conn)[nid]}
 
 
 def fts_paths(conn: sqlite3.Connection, query: str) -> set[str]:
@@ -113,7 +112,7 @@ def test_unchanged_notes_keep_ids_and_byte_identical_rows(vault: Path) -> None:
     beta = after.execute("SELECT id, title FROM notes WHERE rel_path = 'beta.md'").fetchone()
     assert beta[1] == "Beta v2" and beta[0] != old_beta_id  # re-parsed into a new note row
     assert fts_paths(after, "betanew") == {"beta.md"} and fts_paths(after, "betatag") == set()
-    assert after.execute("SELECT count(*) FROM note_terms WHERE note_id = ?", (old_beta_id,)).fetchone()[0] == 0
+    assert old_beta_id not in note_vectors(after)
 
 
 def test_a_deleted_note_disappears_from_every_table(vault: Path) -> None:
@@ -126,7 +125,6 @@ def test_a_deleted_note_disappears_from_every_table(vault: Path) -> None:
     assert after.execute("SELECT count(*) FROM notes WHERE rel_path = 'gamma.md'").fetchone()[0] == 0
     for table, col in (
         ("chunks", "note_id"),
-        ("note_terms", "note_id"),
         ("note_tags", "note_id"),
         ("links", "note_id"),
         ("link_keys", "note_id"),
@@ -323,19 +321,8 @@ def test_a_corrupted_active_generation_is_not_carried_over(vault: Path, corrupt,
 def _comparable(conn: sqlite3.Connection) -> dict[str, object]:
     """The index content keyed by paths and ordinals, not by ids (which differ between builds)."""
     cols = [r[1] for r in conn.execute("PRAGMA table_info(notes)") if r[1] != "id"]
-    names_of = {}  # note id -> its segment's term dictionary (each segment has its own)
-    for schema in segment_schemas(conn) or ["main"]:
-        names = dict(conn.execute(f"SELECT id, term FROM {schema}.terms"))
-        names_of.update({nid: names for (nid,) in conn.execute(f"SELECT id FROM {schema}.notes")})
     paths_by_id = dict(conn.execute("SELECT id, rel_path FROM notes"))
-    terms = {}
-    for nid, tids, tf in note_term_rows(conn, None):
-        path = paths_by_id[nid]
-        ids = np.frombuffer(tids, "<i4")
-        terms[path] = sorted(
-            (names_of[nid][int(i)], row.tobytes())
-            for i, row in zip(ids, np.frombuffer(tf, "<u2").reshape(len(ids), -1))
-        )
+    terms = {paths_by_id[nid]: vector for nid, vector in note_vectors(conn).items()}
     return {
         "notes": sorted(conn.execute(f"SELECT {', '.join(cols)} FROM notes")),
         "chunks": sorted(

@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 from core.build.builder import build_index
+from core.build.forward_rows import load_working
 from core.build.lock import build_lock
 from core.build.publish_segments import PlannedPart, publish_segments, stage_split
 from core.build.segment_writer import SegmentSource, write_segment, write_tombstone
@@ -339,6 +340,7 @@ def _vectors(path: Path) -> dict[str, Any]:
     """rel_path -> (its note vector, its chunk vectors) with terms as strings: what a merge must keep."""
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
+        load_working(conn)  # the rows a segment's arrays hold (it stores no forward rows)
         term = dict(conn.execute("SELECT id, term FROM terms"))
         path_of = dict(conn.execute("SELECT id, rel_path FROM notes"))
         out: dict[str, Any] = {}
@@ -416,6 +418,7 @@ def _paths(path: Path, note_ids: list[int]) -> set[str]:
 def _dictionary(path: Path) -> dict[str, int]:
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
+        load_working(conn)
         return dict(conn.execute("SELECT term, id FROM terms"))
     finally:
         conn.close()

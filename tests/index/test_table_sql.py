@@ -20,6 +20,7 @@ import zlib
 from pathlib import Path
 
 import pytest
+from conftest import with_working
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -181,7 +182,8 @@ def test_the_table_functions_return_what_the_inline_sql_returned(served: sqlite3
     ]
     with pytest.raises(sqlite3.OperationalError):
         notes_fts.matching_note_ids(conn, '"unbalanced', "1", [])
-    # core/ranking/sparse.py
+    # core/ranking/sparse.py (the writer's working tables, filled from the stored arrays)
+    with_working(conn)
     where = f" WHERE note_id IN (SELECT n.id FROM notes n WHERE {clause})"
     for vis, w, v in ((None, "", []), (visible, where, list(vals))):
         assert notes.visible_rows(vis) == (w, v)

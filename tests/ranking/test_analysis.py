@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import with_working
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -202,7 +203,7 @@ def test_stored_term_vectors_equal_fts5vocab_per_field(tmp_path: Path) -> None:
     (vault / "hardcut.md").write_text("# Blob\n\nStart " + "x9" * 700 + " end of it, " * 80 + "\n", encoding="utf-8")
     names.append("hardcut.md")
     build_index(vault)
-    conn = gen.connect_readonly(gen.resolve(gen.layout_for(vault)))
+    conn = with_working(gen.connect_readonly(gen.resolve(gen.layout_for(vault))))
     ref = Reference(LANGUAGE_TOKENIZER, FTS_COLUMNS)  # FTS5's cuts; then each note's language analysis
     term_of = dict(conn.execute("SELECT id, term FROM terms"))
     texts = stored_texts(conn, [r[0] for r in conn.execute("SELECT id FROM notes")])

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import note
+from conftest import note, with_working
 
 from core import generations as gen
 from core.index.tables.notes_fts import note_bodies
@@ -55,7 +55,7 @@ def vault(make_vault) -> Path:
 
 @pytest.fixture(scope="module")
 def conn(vault):
-    return gen.connect_readonly(gen.resolve(gen.layout_for(vault)))
+    return with_working(gen.connect_readonly(gen.resolve(gen.layout_for(vault))))
 
 
 def reference_scores(vault: Path, conn, query: str) -> dict[str, float]:
@@ -161,7 +161,7 @@ def test_chunk_terms_that_disagree_with_the_chunks_table_are_an_integrity_error(
     copy = tmp_path / "copy.db"
     shutil.copyfile(gen.resolve(gen.layout_for(vault)).parts[0].path, copy)
     copy.chmod(0o644)
-    db = sqlite3.connect(copy)
+    db = with_working(sqlite3.connect(copy))
     db.execute("DELETE FROM chunk_terms WHERE note_id = (SELECT max(note_id) FROM chunk_terms)")
     db.commit()
     with pytest.raises(IntegrityError):
@@ -180,7 +180,7 @@ def test_a_vector_row_that_does_not_decode_is_an_integrity_error(vault, tmp_path
     copy = tmp_path / "copy.db"
     shutil.copyfile(gen.resolve(gen.layout_for(vault)).parts[0].path, copy)
     copy.chmod(0o644)
-    db = sqlite3.connect(copy)
+    db = with_working(sqlite3.connect(copy))
     db.execute(f"UPDATE {table} SET data = ? WHERE note_id = (SELECT max(note_id) FROM {table})", (data,))
     db.commit()
     with pytest.raises(IntegrityError, match=f"{table} row of note"):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import note, write_vault
+from conftest import note, with_working, write_vault
 
 from core import generations as gen
 from core.build.builder import build_index
@@ -40,7 +40,7 @@ def _conn(vault):
 
 
 def test_the_stored_class_statistics_are_the_computed_ones_and_sum_to_the_totals(vault):
-    stored, computed = load_sparse(_conn(vault)), sparse_rows.compute_sparse(_conn(vault))
+    stored, computed = load_sparse(_conn(vault)), sparse_rows.compute_sparse(with_working(_conn(vault)))
     a, b = stored.classes, computed.classes
     assert a is not None and b is not None
     assert a.names == b.names == ("lan", "public", "secret")  # SECRET is the class secret, as the filter lowers it

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import note
+from conftest import note, with_working
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -45,7 +45,7 @@ PARAMS = RankParams(
 def built(make_vault):
     """(vault, read-only connection to its active generation)."""
     root = make_vault(FILES, name="sparse")
-    return root, gen.connect_readonly(gen.resolve(gen.layout_for(root)))
+    return root, with_working(gen.connect_readonly(gen.resolve(gen.layout_for(root))))
 
 
 @pytest.fixture(scope="module")

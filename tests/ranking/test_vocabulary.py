@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import note
+from conftest import note, with_working
 
 from core import generations as gen
 from core.errors import IntegrityError
@@ -79,7 +79,7 @@ def test_the_stored_vocabulary_is_exactly_the_computed_one(vault: Path) -> None:
 
 def test_the_vocabulary_is_what_the_build_computed_from_the_generation(vault: Path) -> None:
     """The same term dictionary and df (the rows) give the same vocabulary as the build stored."""
-    conn = _connection(vault)
+    conn = with_working(_connection(vault))
     sp, rows = load_sparse(conn), compute_sparse(conn)
     fresh = expansion.vocabulary_arrays(rows.term_id, rows.df)
     assert sp.vocabulary is not None
@@ -151,7 +151,7 @@ def _writable_copy(vault: Path, tmp_path: Path) -> sqlite3.Connection:
     copy = tmp_path / "copy.db"
     shutil.copyfile(gen.resolve(gen.layout_for(vault)).parts[0].path, copy)
     copy.chmod(0o644)
-    return sqlite3.connect(copy)
+    return with_working(sqlite3.connect(copy))
 
 
 def test_a_sparse_group_without_its_vocabulary_is_an_integrity_error(vault: Path, tmp_path: Path) -> None:

@@ -22,8 +22,6 @@ PER_NOTE_TABLES = {
     "note_problems": "note_id",
     "chunks": "note_id",
     "note_text": "note_id",
-    "note_terms": "note_id",
-    "chunk_terms": "note_id",
     "links": "note_id",
     "edges": "src_id",
     "link_keys": "note_id",
@@ -33,7 +31,7 @@ PER_NOTE_TABLES = {
 GENERATION_TABLES = ("meta", "skipped_files", "build_problems", "git_dates")
 ROWID_TABLES = ("links", "edges")  # the read path names a link by its rowid (core.index.tables.links)
 ROWID_SHIFT = 40
-_COPIED_BY_NOTE = {t: c for t, c in PER_NOTE_TABLES.items() if t not in ("edges", "note_terms", "chunk_terms")}
+_COPIED_BY_NOTE = {t: c for t, c in PER_NOTE_TABLES.items() if t != "edges"}
 
 
 def _schema(name: str) -> str:
@@ -114,35 +112,9 @@ def choose_notes(conn: sqlite3.Connection, note_ids: Iterable[int]) -> None:
     conn.executemany("INSERT INTO temp.ws_ids(id) VALUES (?)", ((i,) for i in note_ids))
 
 
-def merge_terms(conn: sqlite3.Connection, *, keep_ids: bool) -> list[tuple[int, int]] | None:
-    """Merge ``src.terms`` into ``main.terms``. ``keep_ids`` (the first source): copied as they are (None);
-    else a term ``main`` lacks gets the next id, and the (source id, id in main) of every term comes back."""
-    if keep_ids:
-        conn.execute("INSERT INTO main.terms SELECT * FROM src.terms")
-        return None
-    conn.execute(
-        "INSERT INTO main.terms(id, term) SELECT (SELECT coalesce(max(id), 0) FROM main.terms) + "
-        "row_number() OVER (ORDER BY s.id), s.term FROM src.terms s "
-        "WHERE s.term NOT IN (SELECT term FROM main.terms)"
-    )
-    return conn.execute("SELECT s.id, m.id FROM src.terms s JOIN main.terms m ON m.term = s.term").fetchall()
-
-
-def insert_used_terms(conn: sqlite3.Connection, used: Sequence[int]) -> list[tuple[int, int]]:
-    """Only the ``src.terms`` with these ids into the empty ``main.terms``, numbered 1.. in their order;
-    the (source id, new id) of each."""
-    pairs = [(old, new) for new, old in enumerate(sorted(used), start=1)]
-    conn.execute("CREATE TEMP TABLE IF NOT EXISTS ws_terms(old INTEGER PRIMARY KEY, new INTEGER NOT NULL)")
-    conn.execute("DELETE FROM temp.ws_terms")
-    conn.executemany("INSERT INTO temp.ws_terms(old, new) VALUES (?, ?)", pairs)
-    conn.execute(
-        "INSERT INTO main.terms(id, term) SELECT w.new, s.term FROM temp.ws_terms w JOIN src.terms s ON s.id = w.old"
-    )
-    return pairs
-
-
 def copy_note_rows(conn: sqlite3.Connection) -> None:
-    """Every per-note row of the chosen notes but their vectors; edges to a dead note are left out."""
+    """Every per-note row of the chosen notes (their term vectors are the writer's: core.build.forward_rows);
+    edges to a dead note are left out."""
     for name, column in _COPIED_BY_NOTE.items():
         conn.execute(f"INSERT INTO main.{name} SELECT * FROM src.{name} WHERE {column} IN (SELECT id FROM temp.ws_ids)")
     conn.execute(
@@ -153,28 +125,6 @@ def copy_note_rows(conn: sqlite3.Connection) -> None:
         "INSERT INTO main.chunk_vectors SELECT * FROM src.chunk_vectors WHERE chunk_id IN "
         "(SELECT id FROM src.chunks WHERE note_id IN (SELECT id FROM temp.ws_ids))"
     )
-
-
-def copy_vector_rows(conn: sqlite3.Connection) -> None:
-    """note_terms and chunk_terms of the chosen notes as they are (the source's term ids are kept)."""
-    where = "WHERE note_id IN (SELECT id FROM temp.ws_ids)"
-    conn.execute(f"INSERT INTO main.note_terms SELECT * FROM src.note_terms {where}")
-    conn.execute(f"INSERT INTO main.chunk_terms SELECT * FROM src.chunk_terms {where}")
-
-
-def source_vector_rows(conn: sqlite3.Connection) -> tuple[list[tuple], list[tuple]]:
-    """(note id, n_terms, data) of the chosen notes' note_terms and (note id, n_chunks, n_terms, data) of
-    their chunk_terms, compressed as stored."""
-    where = "WHERE note_id IN (SELECT id FROM temp.ws_ids)"
-    notes = conn.execute(f"SELECT note_id, n_terms, data FROM src.note_terms {where}").fetchall()
-    chunks = conn.execute(f"SELECT note_id, n_chunks, n_terms, data FROM src.chunk_terms {where}").fetchall()
-    return notes, chunks
-
-
-def insert_vector_rows(conn: sqlite3.Connection, notes: Sequence[tuple], chunks: Sequence[tuple]) -> None:
-    """Rows shaped as ``source_vector_rows`` gives them (their data compressed)."""
-    conn.executemany("INSERT INTO main.note_terms(note_id, n_terms, data) VALUES (?, ?, ?)", notes)
-    conn.executemany("INSERT INTO main.chunk_terms(note_id, n_chunks, n_terms, data) VALUES (?, ?, ?, ?)", chunks)
 
 
 def copy_generation_tables(conn: sqlite3.Connection, *, meta_only: bool) -> None:

@@ -1,5 +1,11 @@
-"""The sparse term vectors: ``terms`` (the dictionary), ``note_terms`` (per note, per field: fts) and
-``chunk_terms`` (each chunk's field-weighted vector, one row per note: vector).
+"""The build's working tables of sparse term vectors: ``terms`` (the dictionary), ``note_terms`` (per note,
+per field: fts) and ``chunk_terms`` (each chunk's field-weighted vector, one row per note: vector).
+
+They are TEMP tables of the connection that writes a database (the build's, a segment writer's), never
+stored: a stored database holds its postings once, term-major (``term_major``, core.ranking.stored),
+with the dictionary as its ``term_text`` / ``term_ids`` arrays; a writer fills these tables from those
+arrays (``core.build.forward_rows``) and computes the arrays again from them. Unqualified SQL names
+resolve to the TEMP schema first, so every query below reads the working copy.
 
 A vector row is stored zlib-compressed (level 1) with its counts beside it, so that a reader sizes its
 arrays without reading the bytes; the readers here give back the uncompressed parts. SciFact: note_terms
@@ -18,7 +24,7 @@ from core.index.tables.notes import visible_rows
 from core.index.tables.notes_fts import FTS_COLUMNS
 
 DDL_TERMS = """
-CREATE TABLE IF NOT EXISTS terms (
+CREATE TEMP TABLE IF NOT EXISTS terms (
     id   INTEGER PRIMARY KEY,
     term TEXT NOT NULL UNIQUE
 )"""
@@ -27,7 +33,7 @@ CREATE TABLE IF NOT EXISTS terms (
 # [n_terms, len(FTS_COLUMNS)] of per-field term frequencies, both little-endian bytes, stored as
 # zlib(term ids + tf) in `data`; `n_terms` is the number of term ids.
 DDL_NOTE_TERMS = """
-CREATE TABLE IF NOT EXISTS note_terms (
+CREATE TEMP TABLE IF NOT EXISTS note_terms (
     note_id  INTEGER PRIMARY KEY,
     n_terms  INTEGER NOT NULL,
     data     BLOB NOT NULL
@@ -41,7 +47,7 @@ CREATE TABLE IF NOT EXISTS note_terms (
 # and tags on chunk 0, its section's heading on the section's first chunk, the chunk text.
 # Stored as zlib(lengths + term ids + tf) in `data`, with the numbers of chunks and of term ids.
 DDL_CHUNK_TERMS = """
-CREATE TABLE IF NOT EXISTS chunk_terms (
+CREATE TEMP TABLE IF NOT EXISTS chunk_terms (
     note_id  INTEGER PRIMARY KEY,
     n_chunks INTEGER NOT NULL,
     n_terms  INTEGER NOT NULL,
@@ -52,6 +58,7 @@ CREATE TABLE IF NOT EXISTS chunk_terms (
 # numbers, so it needs a new SCHEMA_VERSION.
 CHUNK_FIELD_UNITS = (4, 3, 3, 8, 2)
 CHUNK_UNIT = 2
+WORKING_DDL = (DDL_TERMS, DDL_NOTE_TERMS, DDL_CHUNK_TERMS)
 
 Visible = tuple[str, list[object]]
 _LEVEL = 1  # zlib level of a vector row: level 6 is 14% smaller and costs half as much again
@@ -85,6 +92,18 @@ class VectorRows:
 
     def __iter__(self) -> Iterator[tuple]:
         return map(self._decode, self._cursor)
+
+
+def require_working(conn: sqlite3.Connection) -> None:
+    """An IntegrityError unless this connection has the working tables (a stored database has its arrays
+    instead: a reader that finds neither has a damaged file)."""
+    if conn.execute("SELECT 1 FROM temp.sqlite_master WHERE name = 'note_terms'").fetchone() is None:
+        raise IntegrityError("the database holds neither its term-major arrays nor working term vectors")
+
+
+def working_loaded(conn: sqlite3.Connection) -> bool:
+    """Does this connection's working dictionary hold a term already?"""
+    return conn.execute("SELECT 1 FROM temp.terms LIMIT 1").fetchone() is not None
 
 
 # ---------------------------------------------------------------- terms
