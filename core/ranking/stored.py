@@ -1,7 +1,8 @@
 """Term-major arrays stored in the generation (table ``term_major``), read back without rebuilding them.
 
 The builder computes the arrays the sparse loaders hold (``core.ranking.sparse``,
-``core.ranking.chunk_vectors``) from ``note_terms`` / ``chunk_terms`` once per build and stores
+``core.ranking.chunk_vectors``) from the working ``note_terms`` / ``chunk_terms`` (TEMP tables derived from
+the previous arrays: core.build.forward_rows) once per build and stores
 each as little-endian bytes inside the generation database, so the generation's SHA-256 covers
 them like every other row. A reader then loads a group of arrays with ``np.frombuffer`` (read-only
 views of the fetched bytes) instead of rebuilding them row by row.

@@ -9,7 +9,7 @@ One module per table, or per small group of tables that are written and read tog
     problems        ``note_problems``, ``build_problems`` and the list of every problem
     chunks          ``chunks`` (offset ranges into a note's body)
     chunk_vectors   the dense vectors (``chunk_vectors``) and the chunks still without one
-    terms           the sparse term vectors: ``terms``, ``note_terms``, ``chunk_terms``
+    terms           a writer's TEMP working tables: ``terms``, ``note_terms``, ``chunk_terms`` (never stored)
     term_major      the stored term-major arrays (``term_major``)
     links           ``links`` as written and the resolved ``edges``
     skipped_files   files read but not indexed, and every source file (notes and skipped files)

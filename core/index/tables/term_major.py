@@ -1,6 +1,7 @@
 """``term_major``: the term-major arrays the sparse loaders hold, one little-endian BLOB per array.
 
-Computed from note_terms / chunk_terms at the end of every build (``core.ranking.stored``): name =
+The one stored copy of a database's postings and term dictionary (issue 29): computed from a writer's
+working note_terms / chunk_terms (core.build.forward_rows) at the end of every build (``core.ranking.stored``): name =
 ``<group>/<array>``; an array of more than ``stored.PIECE_BYTES`` is a header row of no bytes and
 pieces ``<group>/<array>#000000``, ... (each compressed on its own) read on demand. Covered by the generation's SHA-256 like every
 other row; a reader lists a group without reading its bytes, then reads the arrays (or pieces) it needs.
