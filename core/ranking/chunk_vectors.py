@@ -239,7 +239,8 @@ def store_chunk_vectors(conn: sqlite3.Connection, vectors: ChunkVectors) -> None
     """Store ``vectors`` (computed from this database's rows) in the build's database: the per-chunk
     arrays only (idf and the length factors, which depend on every note, are computed on load)."""
     arrays = {name: getattr(vectors, name) for name in _CHUNK_ARRAYS}
-    stored.save_group(conn, CHUNK_GROUP, arrays, ("chunks", "tf"), ("chunks",))  # per posting: in pieces
+    ascending = ("chunks", "indptr", "group_starts", "chunk_ids")  # stored as differences
+    stored.save_group(conn, CHUNK_GROUP, arrays, ("chunks", "tf"), ascending)  # per posting: in pieces
 
 
 def compute_chunk_vectors(conn: sqlite3.Connection, sparse: SparseIndex) -> ChunkVectors:

@@ -129,7 +129,8 @@ def store_sparse(conn: sqlite3.Connection, index: SparseIndex) -> None:
         SPARSE_GROUP,
         {**arrays, **vocab, **mask, **index.classes.arrays(), **stored.pack_terms(index.term_id)},
         _POSTING_ARRAYS,
-        ("docs", "name_terms"),  # ascending within a term's postings / a note's name terms
+        # ascending within a term's postings / a note's name terms; the pointers and ids ascend: stored as differences
+        ("docs", "name_terms", "indptr", "side_ptr", "name_ptr", "note_ids", "term_ids", "vocab_base_indptr"),
     )
 
 

@@ -390,3 +390,27 @@ def test_no_stored_number_depends_on_collection_statistics(make_vault) -> None:
     assert {k: v for k, v in after.items() if k[1] != "zz.md"} == before
     assert {k: v for k, v in after_notes.items() if k != "zz.md"} == before_notes
     assert any(k[1] == "zz.md" for k in after) and after_notes["zz.md"][1]  # the new note is there, with names
+
+
+def test_a_large_whole_array_is_stored_compressed_and_read_back_exactly() -> None:
+    """Arrays stored whole (the dictionary, the vocabulary, the term pointers) are compressed above
+    WHOLE_RAW_BYTES, the ascending int32 ones as differences; each loads back with its dtype and shape."""
+    conn = sqlite3.connect(":memory:")
+    conn.execute(term_major.DDL_TERM_MAJOR)
+    arrays = {
+        "ptr": np.arange(0, 30_000, 3, dtype=np.int64),  # narrowed to int32, then differences
+        "text": np.frombuffer(b'["en:soil", "en:compost"]' * 400, dtype=np.uint8),
+        "grid": np.arange(6_000, dtype=np.uint32).reshape(2_000, 3),
+        "small": np.arange(5, dtype=np.int64),
+    }
+    stored.save_group(conn, "g", arrays, (), ("ptr",))
+    rows = {name: (json.loads(shape), size) for name, _, shape, size in term_major.group_listing(conn, "g")}
+    assert rows["g/ptr"][0]["codec"] == stored.ZLIB_DELTA and rows["g/ptr"][1] < 1_000
+    assert rows["g/text"][0]["codec"] == stored.ZLIB and rows["g/text"][1] < 1_000
+    assert rows["g/grid"][0]["codec"] == stored.ZLIB and "codec" not in rows["g/small"][0]  # small: raw bytes
+    loaded = stored.load_group(conn, "g", tuple(arrays))
+    assert loaded is not None
+    for name, array in arrays.items():
+        got = loaded[name]
+        assert got.dtype == array.dtype and got.shape == array.shape and np.array_equal(got, array), name
+        assert not got.flags.writeable, name
