@@ -154,7 +154,7 @@ def fill_working(conn: sqlite3.Connection, forward: Forward, table: np.ndarray |
 
 
 def insert_dictionary(conn: sqlite3.Connection, terms: dict[str, int]) -> None:
-    insert_terms(conn, sorted((i, t) for t, i in terms.items()))
+    insert_terms(conn, sorted(((i, t) for t, i in terms.items()), key=lambda row: row[1]))  # in key order: appends
 
 
 def load_working(conn: sqlite3.Connection) -> None:
