@@ -77,6 +77,8 @@ def _apply(conn: sqlite3.Connection, plan: BuildPlan, run: BuildRun) -> dict[str
     items = [(f.rel_path, str(f.path), data, sha, f.mtime_ns, f.size) for f, data, sha in plan.changed]
     workers = default_workers(len(items)) if run.workers is None else run.workers
     writer = NoteWriter(conn, language_analyzer_for(run.config.language))
+    writer.keep_ids = {n.rel_path: n.note_id for n in replaced}  # an edited note keeps its id (issue 29)
+    writer.next_note_id = max([writer.next_note_id, *(n.note_id + 1 for n in replaced)])
     if run.first_ids is not None:  # ids unique across the generation's segments, dead rows included
         writer.next_note_id = max(writer.next_note_id, run.first_ids[0])
         writer.next_chunk_id = max(writer.next_chunk_id, run.first_ids[1])
@@ -102,7 +104,7 @@ def _apply(conn: sqlite3.Connection, plan: BuildPlan, run: BuildRun) -> dict[str
         conn, [(p.path, p.reason, p.detail) for p in (*plan.scan.problems, *plan.unreadable, *run.problems)]
     )
     started = time.perf_counter()
-    links, unresolved = recompute_edges(conn, new_from_id=first_new_id, replaced=replaced)
+    links, unresolved = recompute_edges(conn, new_from_id=first_new_id, replaced=replaced, kept=writer.kept)
     run.timings["links"] = time.perf_counter() - started  # part of "write"
     return {"links": links, "unresolved_links": unresolved}
 
