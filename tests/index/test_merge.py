@@ -126,13 +126,16 @@ def test_a_budget_out_of_range_is_refused() -> None:
 # ---------------------------------------------------------------- a merge changes no result
 
 
-def _answers(root: Path, index_dir: Path) -> dict[tuple, list]:
+def answers(
+    root: Path, index_dir: Path | None, queries: tuple[str, ...] = QUERIES, callers: tuple = CALLERS
+) -> dict[tuple, list]:
+    """search_vault's hits (path, score, mode label) for every mode, query and caller."""
     verify.clear_verify_cache()
     return {
         (mode, query, classes): _ranking(root, index_dir, query, mode, classes)
         for mode in MODES
-        for query in QUERIES
-        for classes in CALLERS
+        for query in queries
+        for classes in callers
     }
 
 
@@ -164,7 +167,7 @@ def test_a_merge_changes_no_result(base: tuple, tmp_path: Path, merges: list[Mer
     root, index_dir, layout, dead = _split(base, tmp_path, 4, seed=3)
     before_infos = segment_infos(verify.resolve(layout))
     assert len(before_infos) == 4 and sum(s.dead for s in before_infos) == len(dead)
-    expected = _answers(root, index_dir)
+    expected = answers(root, index_dir)
     report = _merge(layout, merges)
     assert report["outcome"] == MERGED
     assert report["segments_after"] == segments_after(4, merges)
@@ -175,16 +178,16 @@ def test_a_merge_changes_no_result(base: tuple, tmp_path: Path, merges: list[Mer
     merged_dead = sum(before_infos[i].dead for m in merges for i in m.members)
     assert sum(s.dead for s in infos) == len(dead) - merged_dead  # a merge drops its members' dead rows
     assert verify.verify_full(layout)["generation_id"] == after.generation_id
-    assert _answers(root, index_dir) == expected
+    assert answers(root, index_dir) == expected
 
 
 def test_optimize_by_the_policy_then_into_one_segment(base: tuple, tmp_path: Path) -> None:  # noqa: F811
     root, index_dir, layout, _ = _split(base, tmp_path, 5, seed=5)  # 5 small segments: tier 0 is full
-    expected = _answers(root, index_dir)
+    expected = answers(root, index_dir)
     report = optimize_index(root, index_dir=index_dir, grace_s=0.0).to_dict()
     assert report["outcome"] == MERGED and report["segments_before"] == 5 and report["segments_after"] == 1
     assert report["merges"][0]["reason"] == TIER and report["bytes_written"] == report["merges"][0]["bytes_out"]
-    assert _answers(root, index_dir) == expected
+    assert answers(root, index_dir) == expected
     assert optimize_index(root, index_dir=index_dir).outcome == NOTHING_DUE  # no dead rows left either
     assert optimize_index(root, index_dir=index_dir, one_segment=True).outcome == NOTHING_DUE
 
@@ -210,11 +213,60 @@ def test_incremental_edits_then_optimize_match_a_cold_build(tmp_path: Path) -> N
         assert build_index(root).one_segment_reason is None
     infos = segment_infos(verify.resolve(layout_for(root)))
     assert len(infos) == 6 and sum(s.dead for s in infos) == 5
-    expected = _answers(root, root / ".vaultsearch")
+    expected = answers(root, root / ".vaultsearch")
     assert optimize_index(root, grace_s=0.0).segments_after < 6
-    assert _answers(root, root / ".vaultsearch") == expected
+    assert answers(root, root / ".vaultsearch") == expected
     cold = tmp_path / "cold"
     shutil.copytree(root, cold, ignore=shutil.ignore_patterns(".vaultsearch"))
     build_index(cold)
-    assert _answers(cold, cold / ".vaultsearch") == expected
+    assert answers(cold, cold / ".vaultsearch") == expected
     shutil.rmtree(cold)
+
+
+def _edited_vault(tmp_path: Path) -> Path:
+    """A vault whose index holds delta segments and tombstones (edits of notes nobody links to)."""
+    from tests.conftest import note, write_vault
+
+    files = {f"n{i}.md": note(f"Note {i}", f"body {i} alpha beta zzyzx{i}", classification="public") for i in range(6)}
+    root = write_vault(tmp_path / "vault", files)
+    build_index(root)
+    for i in range(3):
+        (root / f"n{i}.md").write_text(note(f"Note {i}", f"edited {i} alpha"))
+        assert build_index(root).one_segment_reason is None
+    return root
+
+
+def test_a_term_only_deleted_notes_held_is_unknown_after_a_merge(tmp_path: Path) -> None:
+    # the merged segment keeps its oldest member's whole dictionary, zzyzx0 included (df 0 now); before the
+    # fix it weighed in `vector`'s query norm and every score of the query dropped (core.ranking.sparse)
+    root = _edited_vault(tmp_path)
+    queries = ("alpha zzyzx0", "zzyzx0 zzyzx4 beta")
+    before = {(m, q): _ranking(root, None, q, m, None) for m in MODES for q in queries}
+    assert optimize_index(root, one_segment=True, grace_s=0.0).segments_after == 1
+    verify.clear_verify_cache()
+    assert {(m, q): _ranking(root, None, q, m, None) for m in MODES for q in queries} == before
+    cold = tmp_path / "cold"
+    shutil.copytree(root, cold, ignore=shutil.ignore_patterns(".vaultsearch"))
+    build_index(cold)
+    assert {(m, q): _ranking(cold, None, q, m, None) for m in MODES for q in queries} == before
+
+
+def test_cli_index_optimize_reports_what_merged(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.test_cli import run, run_json
+
+    root = _edited_vault(tmp_path)
+    out = run_json(capsys, "index", str(root), "--optimize")
+    assert out["build"]["up_to_date"] is True
+    merged = out["optimize"]
+    # four segments of tier 0 (3 live notes and 3 dead in the first, one note each in the deltas): one merge
+    assert (merged["outcome"], merged["segments_before"], merged["segments_after"]) == (MERGED, 4, 1)
+    assert (merged["parts_before"], merged["parts_after"]) == (5, 1) and merged["live_notes"] == 6
+    assert merged["merges"] == [
+        {"members": [0, 1, 2, 3], "reason": TIER, "bytes_in": merged["merges"][0]["bytes_in"],
+         "bytes_out": merged["bytes_after"]}
+    ]  # fmt: skip
+    assert merged["bytes_written"] == merged["bytes_after"] < merged["bytes_before"]
+    again = run_json(capsys, "index", str(root), "--optimize", "--one-segment")["optimize"]
+    assert again["outcome"] == NOTHING_DUE and again["generation_after"] == merged["generation_after"]
+    code, _, err = run(capsys, "index", str(root), "--one-segment")
+    assert code != 0 and "--one-segment applies with --optimize" in err
