@@ -25,10 +25,10 @@ from typing import Any
 
 from core.build import incremental
 from core.build.faults import build_io_errors
-from core.build.lock import build_lock, ensure_layout, new_staging_path, require_lock
+from core.build.lock import build_lock, ensure_layout, require_lock
 from core.build.merge import Merge, SegmentInfo, choose_merges
+from core.build.merge_write import write_live
 from core.build.publish_segments import PlannedPart, publish_segments
-from core.build.segment_writer import SegmentSource, write_segment
 from core.errors import BuildLockedError, IndexMissingError, UsageError
 from core.index.layout import GenerationRecord, IndexLayout, ResolvedIndex, ResolvedPart, layout_for
 from core.index.ownership import check_vault
@@ -94,28 +94,15 @@ def _existing(part: ResolvedPart, doc: dict[str, Any]) -> PlannedPart:
 
 
 def _write_merged(layout: IndexLayout, base: ResolvedIndex, members: Sequence[int], tokenizer: str) -> PlannedPart:
-    """Stage one segment of ``members``' live notes (oldest member first: its dictionary is kept)."""
+    """Stage one segment of ``members``' live notes (the newest segment's generation tables if it is one)."""
     segments = _segments(base)
     dead = incremental._dead_of(base)
-    every_dead = {i for ids in dead.values() for i in ids}
-    sources = []
-    for i in members:
-        gone = set(dead.get(segments[i].sha256, ()))
-        sources.append(
-            SegmentSource(segments[i].path, [n for n in incremental._note_ids(segments[i].path) if n not in gone])
-        )
     newest = len(segments) - 1
-    staged = new_staging_path(layout)
-    try:
-        counts = write_segment(
-            staged, sources, tokenizer=tokenizer, dead=every_dead,
-            generation_from=segments[newest].path if newest in members else None,
-        )  # fmt: skip
-    except BaseException:
-        staged.unlink(missing_ok=True)
-        raise
-    return PlannedPart(
-        "segment", staged, notes=counts["notes"], chunks=counts["chunks"], dense_chunks=counts.get("dense_chunks", 0)
+    return write_live(
+        layout,
+        [(segments[i].path, dead.get(segments[i].sha256, ())) for i in members],
+        tokenizer=tokenizer,
+        generation_from=segments[newest].path if newest in members else None,
     )
 
 
