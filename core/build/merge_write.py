@@ -42,14 +42,15 @@ def write_live(
     """Stage one segment of the live notes of ``members`` ((segment path, its dead note ids), oldest first:
     the first one's dictionary is kept); ``generation_from``: the segment whose generation-level tables it
     carries (the newest of a generation), if it is one of them."""
-    every_dead = {i for _, dead in members for i in dead}
     sources = []
     for path, dead in members:
         gone = set(dead)
         sources.append(SegmentSource(path, [n for n in _note_ids(path) if n not in gone]))
     staged = new_staging_path(layout)
     try:
-        counts = write_segment(staged, sources, tokenizer=tokenizer, dead=every_dead, generation_from=generation_from)
+        # no ``dead``: a live note's edges point at live notes (a build whose edges moved publishes no delta),
+        # and a dead id may live on in another segment (an edited note that keeps its id)
+        counts = write_segment(staged, sources, tokenizer=tokenizer, generation_from=generation_from)
     except BaseException:
         staged.unlink(missing_ok=True)
         raise
