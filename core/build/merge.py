@@ -21,7 +21,7 @@ A merge never changes a result (statistics are exact, ties break on the note's p
 cost only. ``choose_merges(..., all_into_one=True)`` merges everything into one segment (``index
 --optimize --one-segment``: the smallest index and the fastest one-shot search, at the cost of a full
 rewrite); ``fit_merges`` is what an incremental build uses when one more segment would pass
-``MAX_SEGMENTS``: the fewest, smallest segments merged so that the new delta fits.
+``MAX_SEGMENTS``: the smallest segments merged into one, down to ``SEGMENT_BUDGET`` with the new delta.
 """
 
 from __future__ import annotations
@@ -130,13 +130,14 @@ def choose_merges(
 
 
 def fit_merges(segments: Sequence[SegmentInfo], adding: int = 1) -> list[Merge]:
-    """The smallest merge that leaves room for ``adding`` more segments under ``MAX_SEGMENTS`` (an
-    incremental build at the segment limit): the smallest segments merged into one; [] when they fit."""
-    excess = len(segments) + adding - MAX_SEGMENTS
-    if excess <= 0:
+    """An incremental build at the segment limit: when ``adding`` more segments would pass ``MAX_SEGMENTS``,
+    the smallest segments merged into one so that the generation holds ``SEGMENT_BUDGET`` with them (not
+    just ``MAX_SEGMENTS``: the next few edits then publish a delta without merging again); [] when they fit."""
+    if len(segments) + adding <= MAX_SEGMENTS:
         return []
+    take = max(2, len(segments) + adding - SEGMENT_BUDGET + 1)
     order = sorted(range(len(segments)), key=lambda i: _key(segments, [i]))
-    return [Merge(tuple(sorted(order[: excess + 1])), FIT)]
+    return [Merge(tuple(sorted(order[:take])), FIT)]
 
 
 def segments_after(count: int, merges: Sequence[Merge]) -> int:

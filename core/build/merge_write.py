@@ -113,5 +113,7 @@ def fit_segment_limit(
                 stone.staged.unlink(missing_ok=True)
             continue
         stones.append(replace(stone, segment=where[stone.segment or 0]))
-    label = f"{len(segments)} segments > {MAX_SEGMENTS}: segments {list(members)}, the smallest, merged into one"
+    label = (
+        f"{len(segments)} segments > {MAX_SEGMENTS}: the smallest, {list(members)}, merged into one (merge.fit_merges)"
+    )
     return out, stones, label

@@ -13,6 +13,7 @@ import pytest
 
 from core.build import incremental
 from core.build.builder import build_index
+from core.build.merge import SEGMENT_BUDGET
 from core.generations import PUBLISH_STEPS
 from core.index import verify
 from core.index.layout import layout_for
@@ -111,7 +112,8 @@ def test_the_twelfth_segment_merges_the_smallest_segments_not_every_one(tmp_path
     assert report.one_segment_reason is None  # a delta still (before: every segment merged into one)
     assert (report.segment_limit_merge or "").startswith(incremental.SEGMENT_LIMIT)
     after = verify.resolve(layout_for(root)).parts
-    assert len(after) == MAX_SEGMENTS and after[0].sha256 == before[0].sha256  # the big base segment shared
+    # the five smallest merged into one: SEGMENT_BUDGET segments with the delta; the big base segment shared
+    assert len(after) == SEGMENT_BUDGET and after[0].sha256 == before[0].sha256
     assert after[-1].notes == 1  # the delta: last.md
     _same_as_cold(root, tmp_path, 0)
 

@@ -115,7 +115,9 @@ def test_all_into_one_only_when_there_is_something_to_merge() -> None:
 def test_fit_merges_the_smallest_to_leave_room_for_the_delta() -> None:
     assert fit_merges(_infos(*range(100, 100 + MAX_SEGMENTS - 1))) == []
     live = [500, 9, 400, 3, 300, 7, 200, 100, 90, 80, 1]  # 11 segments: one more would be 12
-    assert fit_merges(_infos(*live)) == [Merge((3, 10), FIT)]
+    merges = fit_merges(_infos(*live))
+    assert merges == [Merge((1, 3, 5, 9, 10), FIT)]  # the five smallest: 8 segments with the new one
+    assert segments_after(len(live), merges) + 1 == SEGMENT_BUDGET
 
 
 def test_a_budget_out_of_range_is_refused() -> None:
