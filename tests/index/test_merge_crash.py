@@ -1,5 +1,5 @@
-"""Crash safety of a merge (issue 29, "Must show"): SIGKILL the merging process at each step of each merged
-segment's publish (the first and the second of two merges), of the manifest, at the state commit, retention
+"""Crash safety of a merge (issue 29, "Must show"): SIGKILL the merging process once it wrote a merged
+segment, and at each step of each merged segment's publish (the first and the second of two merges), of the manifest, at the state commit, retention
 and the removal of unreferenced parts. Afterwards exactly one verified generation is active (the one before
 the merge until the state commit, the merged one after it: never a mixed one), it answers with the same live
 notes either way, and the next merge or build removes whatever the dead process left behind. The harness is
@@ -24,9 +24,13 @@ from core.index.layout import layout_for
 from tests.index.test_segmented import base, publish_split, split_ids  # noqa: F401 (fixture)
 from tests.index.test_segmented_crash import COMMITTED_AT, PART_STEPS, REPO, _listed
 
-# (step, which occurrence): each part step of the first and of the second merged segment, then every later step
+# (step, which occurrence): the writing of the first merged segment, each part step of the first and of the
+# second merged segment, then every later step
 MATRIX = (
-    [(s, 1) for s in PART_STEPS] + [(s, 2) for s in PART_STEPS] + [(s, 1) for s in PUBLISH_STEPS[len(PART_STEPS) :]]
+    [("segment_write", 1)]
+    + [(s, 1) for s in PART_STEPS]
+    + [(s, 2) for s in PART_STEPS]
+    + [(s, 1) for s in PUBLISH_STEPS[len(PART_STEPS) :]]
 )
 
 CHILD = """
@@ -44,6 +48,13 @@ def hook(name):
     seen[name] = seen.get(name, 0) + 1
     if name == step and seen[name] == int(nth):
         os.kill(os.getpid(), signal.SIGKILL)
+if step == "segment_write":  # killed once the first merged segment is written, before any publish step
+    import core.build.merge_write as mw
+    real = mw.write_segment
+    def killing(*args, **kwargs):
+        real(*args, **kwargs)
+        os.kill(os.getpid(), signal.SIGKILL)
+    mw.write_segment = killing
 with build_lock(layout):
     merge_generation(layout, resolve(layout), [Merge((0, 1), "tier"), Merge((2, 3), "tier")], on_step=hook,
                      grace_s=0.0)
@@ -76,7 +87,7 @@ def test_sigkill_at_each_step_of_a_merge(
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     verify.clear_verify_cache()
     served = verify.resolve(layout)
-    if PUBLISH_STEPS.index(step) < COMMITTED_AT:
+    if step == "segment_write" or PUBLISH_STEPS.index(step) < COMMITTED_AT:
         assert served.generation_id == previous.generation_id
         assert len(segment_infos(served)) == 4
     else:
@@ -84,6 +95,8 @@ def test_sigkill_at_each_step_of_a_merge(
         assert [s.dead for s in segment_infos(served)] == [0, 0]  # both merges, their dead rows gone
     assert verify.verify_full(layout)["generation_id"] == served.generation_id
     assert _live_paths(served) == live  # the same live notes either way
+    if step == "segment_write":
+        assert list(layout.staging_dir.iterdir())  # the dead process's merged segment, never published
     newest = publish_split(layout, segment, [ids], set(), tokenizer)  # the next publish cleans up
     verify.clear_verify_cache()
     assert verify.resolve(layout).generation_id == newest.generation_id
