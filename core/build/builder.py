@@ -355,6 +355,8 @@ def _build_generation(
         )  # fmt: skip
     finally:
         conn.close()
+    if refused is not None and refused[0] == incremental.SEGMENT_LIMIT:  # a delta, the smallest segments merged
+        return replace(report, segment_limit_merge=f"{refused[0]}: {refused[1]}")
     return report if refused is None else replace(report, one_segment_reason=f"{refused[0]}: {refused[1]}")
 
 
@@ -395,6 +397,7 @@ def _publish_staged(
         t = time.perf_counter()
         if base is not None and run.first_ids is not None and refused is None:
             delta = incremental.delta_parts(run.layout, base, staging, plan, run.first_ids[0], run.config.tokenizer)
+            refused = None if delta.merged is None else (incremental.SEGMENT_LIMIT, delta.merged)
             published = publish_segments(
                 run.layout, delta.segments, delta.tombstones, record, next_ids=delta.next_ids,
                 expected_base=start.active_id, keep=keep, on_step=on_step,

@@ -15,8 +15,9 @@ so that planning, link resolution and validation run unchanged; what it PUBLISHE
 The delta is not taken (``None``, with the reason; the builder then publishes the whole scratch as ONE
 segment, and the report's ``rebuild_reason`` says why) when a carried-over note's rows changed too:
 its resolved edges (``edge_changes``: a content-only edit changes none, since the note keeps its id; an add,
-delete, rename or aliases change can re-resolve other notes' links) or its mtime (``plan.touched``);
-or when the segment count would pass ``MAX_SEGMENTS`` (the fallback is the merge of every segment).
+delete, rename or aliases change can re-resolve other notes' links) or its mtime (``plan.touched``).
+A delta that would pass ``MAX_SEGMENTS`` segments merges the smallest base segments into one
+(``core.build.merge_write.fit_segment_limit``; the report's ``segment_limit_merge`` says which).
 """
 
 from __future__ import annotations
@@ -29,11 +30,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.build.lock import new_staging_path
+from core.build.merge_write import fit_segment_limit
 from core.build.plan import BuildPlan
 from core.build.publish_segments import PlannedPart
 from core.build.segment_writer import SegmentSource, write_segment, write_tombstone
 from core.index.layout import IndexLayout, ResolvedIndex, ResolvedPart
-from core.index.manifest import MAX_SEGMENTS
 from core.index.tables import segments as seg
 from core.index.verify import connect_readonly, copy_base
 
@@ -50,6 +51,7 @@ class Delta:
     segments: list[PlannedPart]
     tombstones: list[PlannedPart]
     next_ids: tuple[int, int]
+    merged: str | None = None  # the smallest segments merged to stay within MAX_SEGMENTS (SEGMENT_LIMIT)
 
 
 def _ro(path: Path) -> sqlite3.Connection:
@@ -141,10 +143,7 @@ def refusal(base: ResolvedIndex, plan: BuildPlan, links_changed: int) -> tuple[s
         return LINKS_CHANGED, f"{links_changed} unchanged notes have other resolved edges"
     if plan.touched:
         return TOUCHED, f"{len(plan.touched)} notes with a new mtime and the same content"
-    count = len(_segments(base)) + 1
-    if count > MAX_SEGMENTS:
-        return SEGMENT_LIMIT, f"{count} segments > {MAX_SEGMENTS}: every segment merged into one"
-    return None
+    return None  # past MAX_SEGMENTS: ``delta_parts`` merges the smallest segments (merge_write.fit_segment_limit)
 
 
 def _same_inode(part: ResolvedPart) -> bool:
@@ -245,4 +244,7 @@ def delta_parts(
             dense_chunks=counts.get("dense_chunks", 0),
         )
     )  # fmt: skip
-    return Delta(segments, tombstones, next_ids)
+    segments, tombstones, merged = fit_segment_limit(
+        layout, base, segments, tombstones, {**_dead_of(base), **new_dead}, tokenizer
+    )
+    return Delta(segments, tombstones, next_ids, merged)

@@ -34,6 +34,7 @@ REPORT_KEYS = {
     "embedded",
     "watermark",
     "one_segment_reason",
+    "segment_limit_merge",
     "index_kind",
     "notes",
     "chunks",

@@ -13,6 +13,7 @@ import pytest
 
 from core.build import incremental
 from core.build.builder import build_index
+from core.build.merge import SEGMENT_BUDGET
 from core.generations import PUBLISH_STEPS
 from core.index import verify
 from core.index.layout import layout_for
@@ -116,18 +117,23 @@ def test_an_edit_of_a_linked_note_publishes_only_its_delta(tmp_path: Path) -> No
         assert _tools(root, paths) == _tools(cold, paths)
 
 
-def test_the_twelfth_segment_merges_every_segment_into_one(tmp_path: Path) -> None:
+def test_the_twelfth_segment_merges_the_smallest_segments_not_every_one(tmp_path: Path) -> None:
     root = tmp_path / "vault"
     shutil.copytree(EXAMPLE_VAULT, root)
     build_index(root)
     for i in range(MAX_SEGMENTS - 1):
         (root / f"new{i}.md").write_text(f"# New {i}\n\nzebrafish {i}\n")
         assert build_index(root).one_segment_reason is None
-    assert len(verify.resolve(layout_for(root)).parts) == MAX_SEGMENTS
+    before = verify.resolve(layout_for(root)).parts
+    assert len(before) == MAX_SEGMENTS
     (root / "last.md").write_text("# Last\n\nquokka\n")
     report = build_index(root)
-    assert (report.one_segment_reason or "").startswith(incremental.SEGMENT_LIMIT)
-    assert len(verify.resolve(layout_for(root)).parts) == 1
+    assert report.one_segment_reason is None  # a delta still (before: every segment merged into one)
+    assert (report.segment_limit_merge or "").startswith(incremental.SEGMENT_LIMIT)
+    after = verify.resolve(layout_for(root)).parts
+    # the five smallest merged into one: SEGMENT_BUDGET segments with the delta; the big base segment shared
+    assert len(after) == SEGMENT_BUDGET and after[0].sha256 == before[0].sha256
+    assert after[-1].notes == 1  # the delta: last.md
     _same_as_cold(root, tmp_path, 0)
 
 
