@@ -115,15 +115,17 @@ def snapshot_hash(conn: sqlite3.Connection) -> str:
     return h.hexdigest()
 
 
-def _validate(conn: sqlite3.Connection, plan: BuildPlan) -> None:
-    """Exact source coverage (every readable scanned file) and consistent counts; collects every
-    problem, raises once."""
+def _validate(conn: sqlite3.Connection, plan: BuildPlan, *, tables: bool = True) -> None:
+    """Exact source coverage (every readable scanned file) and, with ``tables``, consistent counts across the
+    per-note tables; collects every problem, raises once. A delta publish checks the counts on its new segment
+    instead (``core.build.incremental.delta_parts``: O(change)); the one-segment fallback here."""
     found: list[str] = []
     indexed = source_paths(conn)
     expected = {f.rel_path for f in plan.scan.files} - {p.path for p in plan.unreadable}
     if indexed != expected:
         found.append(f"coverage: missing {sorted(expected - indexed)[:5]}, extra {sorted(indexed - expected)[:5]}")
-    found += inconsistencies(conn)
+    if tables:
+        found += inconsistencies(conn)
     meta = get_meta(conn)
     if count_vectors(conn) and not meta.get("dense_model"):
         found.append("dense manifest: vectors without a model identity")
@@ -173,8 +175,18 @@ def _open_base(layout: IndexLayout, config: IndexConfig, recovered: tuple[str, s
     return _Base(base.generation_id, base, None)
 
 
-def _stage(conn: sqlite3.Connection, plan: BuildPlan, run: BuildRun) -> dict[str, int]:
-    """Apply the plan, stamp meta, validate, and check that the source did not move."""
+def _store_arrays(conn: sqlite3.Connection) -> None:
+    """The term-major arrays readers load in one query (core.ranking.stored), over the whole database."""
+    with atomic(conn):
+        sparse = compute_sparse(conn)
+        store_sparse(conn, sparse)
+        store_chunk_vectors(conn, compute_chunk_vectors(conn, sparse))
+
+
+def _stage(conn: sqlite3.Connection, plan: BuildPlan, run: BuildRun, *, whole: bool = True) -> dict[str, int]:
+    """Apply the plan, stamp meta, validate, and check that the source did not move. ``whole=False`` (a build on
+    a base, which publishes a delta unless refused): no array work and no whole-database table counts here
+    (``_publish_staged`` does both only for a one-segment fallback)."""
     t = time.perf_counter()
     with atomic(conn):
         extra = _apply(conn, plan, run)
@@ -194,12 +206,10 @@ def _stage(conn: sqlite3.Connection, plan: BuildPlan, run: BuildRun) -> dict[str
                 "built_at": time.time(),
             },
         )
-    with atomic(conn):  # the term-major arrays readers load in one query (core.ranking.stored)
-        sparse = compute_sparse(conn)
-        store_sparse(conn, sparse)
-        store_chunk_vectors(conn, compute_chunk_vectors(conn, sparse))
+    if whole:
+        _store_arrays(conn)
     t = run.lap("write", t)
-    _validate(conn, plan)
+    _validate(conn, plan, tables=whole)
     if not run.source_may_change:
         run.source.check_unchanged(plan.scan)
     run.lap("validate", t)
@@ -379,14 +389,19 @@ def _publish_staged(
         try:
             if base is None:
                 create_schema(conn, run.config.tokenizer)
-            extra = _stage(conn, plan, run)
+            extra = _stage(conn, plan, run, whole=base is None)
             if hook is not None:
                 t = time.perf_counter()
                 extra["embedded"] = hook(conn)
                 run.lap("embed", t)
-            record = generation_record(conn, run.config, run.timings)
             if base is not None and run.first_ids is not None:
                 refused = incremental.refusal_for(base, conn, plan, run.first_ids[0])
+                if refused is not None:  # the whole scratch is published: its arrays and counts, only now
+                    t = time.perf_counter()
+                    _store_arrays(conn)
+                    _validate(conn, plan)
+                    run.lap("one_segment_arrays", t)
+            record = generation_record(conn, run.config, run.timings)
             set_journal_mode(conn, "DELETE")
         finally:
             conn.close()

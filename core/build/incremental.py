@@ -30,9 +30,11 @@ from core.build.lock import new_staging_path
 from core.build.plan import BuildPlan
 from core.build.publish_segments import PlannedPart
 from core.build.segment_writer import SegmentSource, write_segment, write_tombstone
+from core.errors import ValidationError
 from core.index.layout import IndexLayout, ResolvedIndex, ResolvedPart
 from core.index.manifest import MAX_SEGMENTS
 from core.index.tables import segments as seg
+from core.index.tables.checks import inconsistencies
 from core.index.verify import connect_readonly, copy_base
 
 LINKS_CHANGED = "incremental_links_changed"
@@ -204,6 +206,18 @@ def _new_dead(base: ResolvedIndex, gone: Sequence[int]) -> dict[str, list[int]]:
     return out
 
 
+def _check_segment(path: Path) -> None:
+    """The new segment's per-note tables agree (``core.index.tables.checks``: the counts the builder checks on a
+    whole database, here over the changed notes only)."""
+    conn = _ro(path)
+    try:
+        found = inconsistencies(conn)
+    finally:
+        conn.close()
+    if found:
+        raise ValidationError("the staged delta segment failed validation: " + "; ".join(found), problems=found)
+
+
 def delta_parts(
     layout: IndexLayout, base: ResolvedIndex, scratch: Path, plan: BuildPlan, first_new: int, tokenizer: str
 ) -> Delta:
@@ -224,6 +238,7 @@ def delta_parts(
         counts = write_segment(
             staged, [SegmentSource(scratch, new_ids)], tokenizer=tokenizer, generation_from=scratch, compact=True
         )
+        _check_segment(staged)
         index = {p.sha256: i for i, p in enumerate(segments)}
         for part in _segments(base):
             ids = new_dead.get(part.sha256)
