@@ -382,8 +382,10 @@ def _publish_staged(
     staging = new_staging_path(run.layout)
     refused: tuple[str, str] | None = None
     try:
+        complete = True
         if base is not None:
-            incremental.scratch_base(base, staging, run.config.tokenizer)
+            gone = plan.changed_ids + plan.removed_ids
+            complete = incremental.scratch_base(base, staging, run.config.tokenizer, gone=gone)
             run.first_ids = incremental.first_ids(base)
         conn = _open_working(staging, in_place=False)
         try:
@@ -396,8 +398,10 @@ def _publish_staged(
                 run.lap("embed", t)
             if base is not None and run.first_ids is not None:
                 refused = incremental.refusal_for(base, conn, plan, run.first_ids[0])
-                if refused is not None:  # the whole scratch is published: its arrays and counts, only now
+                if refused is not None:  # the whole scratch is published: its FTS5 rows, arrays and counts
                     t = time.perf_counter()
+                    if not complete:
+                        incremental.complete_scratch(conn)
                     _store_arrays(conn)
                     _validate(conn, plan)
                     run.lap("one_segment_arrays", t)

@@ -134,11 +134,15 @@ def write_segment(
     dead: Collection[int] = (),
     generation_from: Path | None = None,
     compact: bool = False,
+    arrays: bool = True,
+    texts: Collection[int] | None = None,
 ) -> dict[str, int]:
     """Write a new segment file ``dest`` (must not exist) of ``sources``' chosen notes; ``dead``: note ids
     no edge may point at; ``generation_from``: the segment whose generation-level tables it carries;
     ``compact``: the dictionary holds only the terms of the chosen notes (renumbered), not the first
-    source's whole dictionary. Returns the segment's counts (notes, chunks, dense_chunks)."""
+    source's whole dictionary; ``arrays=False`` and ``texts`` (FTS5 rows of these notes only): a build's
+    working database, never published as it is (``core.build.incremental.scratch_base``). Returns the
+    segment's counts (notes, chunks, dense_chunks)."""
     conn = sqlite3.connect(f"file:{dest}?mode=rwc", uri=True, isolation_level=None)
     try:
         set_working_mode(conn, durable=False)
@@ -154,10 +158,11 @@ def write_segment(
             finally:
                 seg.detach(conn, "src")
         with atomic(conn):
-            seg.index_stored_texts(conn)
-            sparse = compute_sparse(conn)
-            store_sparse(conn, sparse)
-            store_chunk_vectors(conn, compute_chunk_vectors(conn, sparse))
+            seg.index_stored_texts(conn, texts)
+            if arrays:
+                sparse = compute_sparse(conn)
+                store_sparse(conn, sparse)
+                store_chunk_vectors(conn, compute_chunk_vectors(conn, sparse))
         counts = seg.segment_counts(conn)
         set_journal_mode(conn, "DELETE")
     finally:

@@ -183,10 +183,19 @@ def copy_generation_tables(conn: sqlite3.Connection, *, meta_only: bool) -> None
         conn.execute(f"INSERT INTO main.{name} SELECT * FROM src.{name}")
 
 
-def index_stored_texts(conn: sqlite3.Connection) -> None:
-    """FTS5 rows of every note from its stored texts (contentless FTS5 has nothing to copy)."""
+def index_stored_texts(conn: sqlite3.Connection, only: Collection[int] | None = None) -> None:
+    """FTS5 rows of every note (``only``: of these notes) from its stored texts (contentless FTS5 has
+    nothing to copy)."""
     rows = conn.execute("SELECT note_id, data FROM note_text ORDER BY note_id").fetchall()
-    conn.executemany(SQL_INSERT_FTS, ((nid, *decode_texts(nid, data)) for nid, data in rows))
+    wanted = None if only is None else set(only)
+    chosen = rows if wanted is None else [r for r in rows if r[0] in wanted]
+    conn.executemany(SQL_INSERT_FTS, ((nid, *decode_texts(nid, data)) for nid, data in chosen))
+
+
+def reindex_stored_texts(conn: sqlite3.Connection) -> None:
+    """Every note's FTS5 rows anew from its stored texts (whatever the FTS5 table held before is dropped)."""
+    conn.execute("INSERT INTO notes_fts(notes_fts) VALUES ('delete-all')")
+    index_stored_texts(conn)
 
 
 def segment_counts(conn: sqlite3.Connection) -> dict[str, int]:
