@@ -42,6 +42,7 @@ from core.ranking.sparse import load_sparse, store_sparse
 from core.ranking.sparse_rows import compute_sparse
 
 _FIELDS = 5  # len(FTS_COLUMNS): the tf columns of a note_terms row
+SMALL_PAGE = 1024  # bytes: the SQLite page of a compact segment and of a tombstone (SQLite's default: 4096)
 
 
 @dataclass(frozen=True)
@@ -145,6 +146,8 @@ def write_segment(
     segment's counts (notes, chunks, dense_chunks)."""
     conn = sqlite3.connect(f"file:{dest}?mode=rwc", uri=True, isolation_level=None)
     try:
+        if compact:  # a small segment of a few notes: its ~40 tables and indexes take a page each at least
+            conn.execute(f"PRAGMA page_size = {SMALL_PAGE}")
         set_working_mode(conn, durable=False)
         create_schema(conn, tokenizer)
         seg.start_copy(conn, dead)
@@ -210,6 +213,7 @@ def write_tombstone(dest: Path, segment: Path, dead_ids: Collection[int], *, tok
             src.close()
         conn = sqlite3.connect(f"file:{dest}?mode=rwc", uri=True, isolation_level=None)
         try:
+            conn.execute(f"PRAGMA page_size = {SMALL_PAGE}")
             with atomic(conn):
                 seg.create_tombstone(conn, ids, classes, df)
             set_journal_mode(conn, "DELETE")
