@@ -17,7 +17,6 @@ many) while this process gives them ids, maps words to FTS5 terms and writes row
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sqlite3
 import time
@@ -25,8 +24,6 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
-
-from tqdm import tqdm
 
 from core.build import incremental
 from core.build.faults import build_io_errors
@@ -41,23 +38,21 @@ from core.build.racy import settle_racy
 from core.build.report import BuildReport, build_report, generation_record
 from core.build.source import NoteSource, WorkingTreeSource, resolve_settings
 from core.build.source import stored_settings as stored_source_settings
-from core.errors import IntegrityError, UsageError, ValidationError
+from core.build.staged import progress_bar, snapshot_hash, whole_database
+from core.build.staged import validate as _validate  # a name tests wrap
+from core.errors import IntegrityError, UsageError
 from core.index.layout import IndexLayout, ResolvedIndex, layout_for
 from core.index.ownership import check_vault
 from core.index.schema import create_schema
 from core.index.settings import DEFAULT_TOKENIZER, IndexConfig, resolve_config  # noqa: F401 (public API)
 from core.index.state import active_record
-from core.index.tables.checks import inconsistencies
-from core.index.tables.chunk_vectors import count_vectors
 from core.index.tables.connection import atomic, set_journal_mode, set_working_mode
 from core.index.tables.meta import get_meta, set_meta
 from core.index.tables.notes import delete_notes, touch_notes
 from core.index.tables.problems import replace_build_problems
-from core.index.tables.skipped_files import delete_skipped, source_hashes, source_note_ids, source_paths
+from core.index.tables.skipped_files import delete_skipped, source_note_ids
 from core.index.verify import connect_readonly, resolve
 from core.ranking.analysis import language_analyzer_for
-from core.ranking.chunk_vectors import compute_chunk_vectors, store_chunk_vectors
-from core.ranking.sparse import compute_sparse, store_sparse
 from core.vault.problems import Problem
 from core.vault.scan import ScanResult
 
@@ -91,7 +86,7 @@ def _apply(conn: sqlite3.Connection, plan: BuildPlan, run: BuildRun) -> dict[str
             language=run.config.language,
             max_bytes=run.config.max_note_bytes,
         ) as batches,
-        tqdm(total=len(items), desc="indexing", unit="note", disable=not run.progress) as bar,
+        progress_bar(len(items), run.progress) as bar,
     ):
         for batch in batches:
             writer.add_batch(batch)
@@ -105,32 +100,6 @@ def _apply(conn: sqlite3.Connection, plan: BuildPlan, run: BuildRun) -> dict[str
     links, unresolved = recompute_edges(conn, new_from_id=first_new_id, replaced=replaced)
     run.timings["links"] = time.perf_counter() - started  # part of "write"
     return {"links": links, "unresolved_links": unresolved}
-
-
-def snapshot_hash(conn: sqlite3.Connection) -> str:
-    """SHA-256 over the sorted (rel_path, content sha256) of every source file read."""
-    h = hashlib.sha256()
-    for rel, sha in source_hashes(conn):
-        h.update(f"{rel}\0{sha}\n".encode())
-    return h.hexdigest()
-
-
-def _validate(conn: sqlite3.Connection, plan: BuildPlan, *, tables: bool = True) -> None:
-    """Exact source coverage (every readable scanned file) and, with ``tables``, consistent counts across the
-    per-note tables; collects every problem, raises once. A delta publish checks the counts on its new segment
-    instead (``core.build.incremental.delta_parts``: O(change)); the one-segment fallback here."""
-    found: list[str] = []
-    indexed = source_paths(conn)
-    expected = {f.rel_path for f in plan.scan.files} - {p.path for p in plan.unreadable}
-    if indexed != expected:
-        found.append(f"coverage: missing {sorted(expected - indexed)[:5]}, extra {sorted(indexed - expected)[:5]}")
-    if tables:
-        found += inconsistencies(conn)
-    meta = get_meta(conn)
-    if count_vectors(conn) and not meta.get("dense_model"):
-        found.append("dense manifest: vectors without a model identity")
-    if found:
-        raise ValidationError("the staged index failed validation: " + "; ".join(found), problems=found)
 
 
 @dataclass(frozen=True)
@@ -175,14 +144,6 @@ def _open_base(layout: IndexLayout, config: IndexConfig, recovered: tuple[str, s
     return _Base(base.generation_id, base, None)
 
 
-def _store_arrays(conn: sqlite3.Connection) -> None:
-    """The term-major arrays readers load in one query (core.ranking.stored), over the whole database."""
-    with atomic(conn):
-        sparse = compute_sparse(conn)
-        store_sparse(conn, sparse)
-        store_chunk_vectors(conn, compute_chunk_vectors(conn, sparse))
-
-
 def _stage(conn: sqlite3.Connection, plan: BuildPlan, run: BuildRun, *, whole: bool = True) -> dict[str, int]:
     """Apply the plan, stamp meta, validate, and check that the source did not move. ``whole=False`` (a build on
     a base, which publishes a delta unless refused): no array work and no whole-database table counts here
@@ -207,9 +168,9 @@ def _stage(conn: sqlite3.Connection, plan: BuildPlan, run: BuildRun, *, whole: b
             },
         )
     if whole:
-        _store_arrays(conn)
+        whole_database(conn)
     t = run.lap("write", t)
-    _validate(conn, plan, tables=whole)
+    _validate(conn, plan)
     if not run.source_may_change:
         run.source.check_unchanged(plan.scan)
     run.lap("validate", t)
@@ -402,8 +363,7 @@ def _publish_staged(
                     t = time.perf_counter()
                     if not complete:
                         incremental.complete_scratch(conn)
-                    _store_arrays(conn)
-                    _validate(conn, plan)
+                    whole_database(conn)
                     run.lap("one_segment_arrays", t)
             record = generation_record(conn, run.config, run.timings)
             set_journal_mode(conn, "DELETE")

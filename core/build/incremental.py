@@ -130,7 +130,7 @@ def scratch_base(base: ResolvedIndex, dest: Path, tokenizer: str, *, gone: Colle
 
 def complete_scratch(conn: sqlite3.Connection) -> None:
     """Every note's FTS5 rows of a working database ``scratch_base`` left incomplete (its arrays: the
-    builder's ``_store_arrays``)."""
+    ``core.build.staged.whole_database``)."""
     with atomic(conn):
         seg.reindex_stored_texts(conn)
 
