@@ -345,9 +345,11 @@ def _publish_staged(
     try:
         complete = True
         if base is not None:
+            t = time.perf_counter()
             gone = plan.changed_ids + plan.removed_ids
             complete = incremental.scratch_base(base, staging, run.config.tokenizer, gone=gone)
             run.first_ids = incremental.first_ids(base)
+            run.lap("scratch", t)  # the working database: O(base) (a byte copy, or every segment's live rows)
         conn = _open_working(staging, in_place=False)
         try:
             if base is None:
