@@ -78,6 +78,7 @@ NOT_FOR_AN_EDIT = (
     "onnxruntime",
     "tqdm",
     "importlib.metadata",
+    "core.render",
 )
 
 
