@@ -71,7 +71,7 @@ def _class_df(stats: ClassStats, total: np.ndarray) -> np.ndarray:
 
 def tombstone(sparse: SparseIndex, dead_rows: np.ndarray) -> Tombstone:
     """The exact contribution of ``dead_rows`` to ``sparse``'s per-class statistics, counted from its own
-    arrays (until the segment writer stores it with the tombstone)."""
+    arrays (what the segment writer stores with a tombstone, and the reader for a tombstone without them)."""
     if sparse.classes is None:
         raise IntegrityError("a segment's sparse index holds no per-classification statistics")
     rows = np.unique(np.asarray(dead_rows, dtype=np.int64))
