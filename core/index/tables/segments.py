@@ -3,19 +3,18 @@ them through one connection (``core.index.segmented``), a tombstone part's table
 a new segment is written with (``core.build.segment_writer``).
 
 A tombstone part is a small SQLite file: ``dead(note_id)`` (ALL the deleted note ids of its segment)
-and ``term_major`` rows of those notes' statistics.
+and those notes' exact per-class statistics for the terms they hold only (``create_tombstone``).
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 
 from core.errors import IntegrityError
 from core.index.tables.connection import dead_in
 from core.index.tables.notes_fts import SQL_INSERT_FTS, decode_texts
-from core.index.tables.term_major import DDL_TERM_MAJOR
 
 # per-note table -> the column that names its note (edges: the source; a dead destination is dropped too)
 PER_NOTE_TABLES = {
@@ -210,10 +209,19 @@ def copy_generation_tables(conn: sqlite3.Connection, *, meta_only: bool) -> None
         conn.execute(f"INSERT INTO main.{name} SELECT * FROM src.{name}")
 
 
-def index_stored_texts(conn: sqlite3.Connection) -> None:
-    """FTS5 rows of every note from its stored texts (contentless FTS5 has nothing to copy)."""
+def index_stored_texts(conn: sqlite3.Connection, only: Collection[int] | None = None) -> None:
+    """FTS5 rows of every note (``only``: of these notes) from its stored texts (contentless FTS5 has
+    nothing to copy)."""
     rows = conn.execute("SELECT note_id, data FROM note_text ORDER BY note_id").fetchall()
-    conn.executemany(SQL_INSERT_FTS, ((nid, *decode_texts(nid, data)) for nid, data in rows))
+    wanted = None if only is None else set(only)
+    chosen = rows if wanted is None else [r for r in rows if r[0] in wanted]
+    conn.executemany(SQL_INSERT_FTS, ((nid, *decode_texts(nid, data)) for nid, data in chosen))
+
+
+def reindex_stored_texts(conn: sqlite3.Connection) -> None:
+    """Every note's FTS5 rows anew from its stored texts (whatever the FTS5 table held before is dropped)."""
+    conn.execute("INSERT INTO notes_fts(notes_fts) VALUES ('delete-all')")
+    index_stored_texts(conn)
 
 
 def segment_counts(conn: sqlite3.Connection) -> dict[str, int]:
@@ -226,16 +234,45 @@ def segment_counts(conn: sqlite3.Connection) -> dict[str, int]:
 # ---------------------------------------------------------------- a tombstone part
 
 
-def create_tombstone(conn: sqlite3.Connection, note_ids: Sequence[int]) -> None:
+def create_tombstone(
+    conn: sqlite3.Connection,
+    note_ids: Sequence[int],
+    classes: Sequence[tuple[str, int, str]],
+    df: Iterable[tuple[str, int, int]],
+) -> None:
+    """A tombstone's tables: ``dead`` (its note ids), ``dead_classes`` (class name, dead notes, their
+    field-length sums as a JSON list) and ``dead_df`` (class name, the segment's term id, how many dead
+    notes of that class hold the term), only the terms the dead notes hold."""
     conn.execute("CREATE TABLE dead(note_id INTEGER PRIMARY KEY)")
-    conn.execute(DDL_TERM_MAJOR)
+    conn.execute("CREATE TABLE dead_classes(class TEXT PRIMARY KEY, docs INTEGER NOT NULL, field_len TEXT NOT NULL)")
+    conn.execute(
+        "CREATE TABLE dead_df(class TEXT NOT NULL, term_id INTEGER NOT NULL, df INTEGER NOT NULL, "
+        "PRIMARY KEY (class, term_id)) WITHOUT ROWID"
+    )
     conn.executemany("INSERT INTO dead(note_id) VALUES (?)", ((i,) for i in note_ids))
+    conn.executemany("INSERT INTO dead_classes(class, docs, field_len) VALUES (?, ?, ?)", classes)
+    conn.executemany("INSERT INTO dead_df(class, term_id, df) VALUES (?, ?, ?)", df)
 
 
-def copy_arrays(conn: sqlite3.Connection, keep: Callable[[str], bool]) -> None:
-    """The ``src.term_major`` rows whose name ``keep(name)`` accepts, into ``main.term_major``."""
-    names = [r[0] for r in conn.execute("SELECT name FROM src.term_major") if keep(r[0])]
-    conn.executemany("INSERT INTO main.term_major SELECT * FROM src.term_major WHERE name = ?", ((n,) for n in names))
+def segment_term_ids(conn: sqlite3.Connection, schema: str) -> dict[int, int]:
+    """The term id in ``schema`` (a segment ATTACHed) of every term of ``main.terms`` (a part of its notes)."""
+    sql = f"SELECT m.id, g.id FROM main.terms m JOIN {_schema(schema)}.terms g ON g.term = m.term"
+    return {int(a): int(b) for a, b in conn.execute(sql)}
+
+
+# a tombstone's stored statistics: (class, dead notes, field-length sums as JSON) rows, (class, term id, df) rows
+DeadStatistics = tuple[list[tuple[str, int, str]], list[tuple[str, int, int]]]
+
+
+def dead_statistics(conn: sqlite3.Connection) -> DeadStatistics | None:
+    """A tombstone's stored statistics (``create_tombstone``): (classes rows, df rows by class then term);
+    None for a tombstone written before they were stored (no ``dead_df`` table)."""
+    found = conn.execute("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'dead_df'").fetchone()
+    if not found[0]:
+        return None
+    classes = [(str(c), int(n), str(f)) for c, n, f in conn.execute("SELECT * FROM dead_classes ORDER BY class")]
+    df = [(str(c), int(t), int(n)) for c, t, n in conn.execute("SELECT * FROM dead_df ORDER BY class, term_id")]
+    return classes, df
 
 
 # ---------------------------------------------------------------- the edit path's delta (core.build.incremental)
