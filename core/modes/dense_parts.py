@@ -31,6 +31,9 @@ from core.errors import DenseIncompleteError
 from core.index.tables.chunk_vectors import path_ordered_vector_rows
 from core.index.tables.meta import get_meta
 
+# Past this many runs of consecutive rows, a part's rows are copied by one gather and scatter (_copy_rows).
+MAX_RUNS = 4096
+
 
 @dataclass(frozen=True)
 class PartMatrix:
@@ -50,6 +53,16 @@ class PartMatrix:
     def nbytes(self) -> int:
         return int(self.dense.nbytes + self.paths.nbytes + self.ords.nbytes)
 
+    @classmethod
+    def in_path_order(cls, dense: DenseMatrix, paths: np.ndarray, ords: np.ndarray, identity: str | None) -> PartMatrix:
+        """The part with its rows sorted by (path, chunk order), what :func:`assemble` relies on (rows read
+        in SQLite's byte order of UTF-8 are already in numpy's code point order: nothing moves)."""
+        order = np.lexsort((ords, paths))
+        if (order == np.arange(order.size)).all():
+            return cls(dense, paths, ords, identity)
+        moved = DenseMatrix(dense.matrix[order], dense.chunk_ids[order], dense.note_ids[order])
+        return cls(moved, paths[order], ords[order], identity)
+
 
 def load_part(conn: Any) -> PartMatrix:
     """Every vector of one database (a segment's own connection, or a legacy index), in path order."""
@@ -62,8 +75,8 @@ def load_part(conn: Any) -> PartMatrix:
         note_ids=np.array([r[1] for r in rows], dtype=np.int64),
     )
     stamp = stored_identity(get_meta(conn).get(META_KEY))
-    paths = np.array([r[2] for r in rows], dtype=str)
-    return PartMatrix(dense, paths, np.array([r[3] for r in rows], dtype=np.int64), _key_of(stamp))
+    paths, ords = np.array([r[2] for r in rows], dtype=str), np.array([r[3] for r in rows], dtype=np.int64)
+    return PartMatrix.in_path_order(dense, paths, ords, _key_of(stamp))
 
 
 def _key_of(identity: dict[str, Any] | None) -> str | None:
@@ -83,29 +96,44 @@ class PartCache(DenseMatrixCache):
 
 def assemble(parts: Sequence[tuple[PartMatrix, Sequence[int]]]) -> DenseMatrix:
     """The generation's matrix: each part's rows whose note its own dead set does not list, in (path,
-    chunk order). One part with nothing dead is served as it is (no copy)."""
+    chunk order). One part with nothing dead is served as it is (no copy).
+
+    A live path is in one part only, and each part is sorted, so a row's place is its place in its part
+    plus, for every other part, how many of that part's live rows sort before its path (a merge of sorted
+    runs by binary search: no string sort of the whole generation)."""
     if len(parts) == 1 and not parts[0][1]:
         return parts[0][0].dense
     kept = [np.flatnonzero(~np.isin(p.dense.note_ids, np.asarray(dead, dtype=np.int64))) for p, dead in parts]
+    paths = [p.paths[k] for (p, _), k in zip(parts, kept)]
+    total = sum(k.size for k in kept)
     dim = max((p.dense.matrix.shape[1] for p, _ in parts), default=0)
-    owner = np.concatenate([np.full(k.size, i, dtype=np.int64) for i, k in enumerate(kept)])
-    local = np.concatenate(kept)
-    paths = np.concatenate([p.paths[k] for (p, _), k in zip(parts, kept)])
-    ords = np.concatenate([p.ords[k] for (p, _), k in zip(parts, kept)])
-    order = np.lexsort((ords, paths))
-    owner, local = owner[order], local[order]
-    matrix = np.empty((local.size, dim), dtype=np.float32)
-    chunk_ids = np.empty(local.size, dtype=np.int64)
-    note_ids = np.empty(local.size, dtype=np.int64)
-    for i, (part, _) in enumerate(parts):
-        dest = np.flatnonzero(owner == i)
-        if not dest.size:  # a part without vectors (a segment of no chunk) adds no row
+    matrix = np.empty((total, dim), dtype=np.float32)
+    chunk_ids = np.empty(total, dtype=np.int64)
+    note_ids = np.empty(total, dtype=np.int64)
+    for i, ((part, _), rows) in enumerate(zip(parts, kept)):
+        if not rows.size:  # a part without live vectors (a segment of no chunk) adds no row
             continue
-        rows = local[dest]
-        matrix[dest] = part.dense.matrix[rows]
-        chunk_ids[dest] = part.dense.chunk_ids[rows]
-        note_ids[dest] = part.dense.note_ids[rows]
+        place = np.arange(rows.size, dtype=np.int64)
+        for j, other in enumerate(paths):
+            if j != i and other.size:
+                place += np.searchsorted(other, paths[i])
+        for target, source in zip(
+            (matrix, chunk_ids, note_ids), (part.dense.matrix, part.dense.chunk_ids, part.dense.note_ids)
+        ):
+            _copy_rows(target, place, source, rows)
     return DenseMatrix(matrix=matrix, chunk_ids=chunk_ids, note_ids=note_ids)
+
+
+def _copy_rows(target: np.ndarray, place: np.ndarray, source: np.ndarray, rows: np.ndarray) -> None:
+    """``target[place] = source[rows]``, as slice copies of the runs where both advance by one (a big part
+    with a few dead rows and a few rows of newer parts between its own is a few runs: one pass over the
+    bytes instead of a gather and a scatter); as one gather and scatter when the runs are many."""
+    breaks = np.flatnonzero((np.diff(place) != 1) | (np.diff(rows) != 1)) + 1
+    if breaks.size > MAX_RUNS:
+        target[place] = source[rows]
+        return
+    for a, b in zip([0, *breaks.tolist()], [*breaks.tolist(), place.size]):
+        target[place[a] : place[a] + b - a] = source[rows[a] : rows[a] + b - a]
 
 
 def checked(part: PartMatrix, sha256: str, identity: str | None) -> PartMatrix:

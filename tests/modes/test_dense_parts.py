@@ -9,6 +9,7 @@ import pytest
 
 from core.dense import DenseMatrix
 from core.errors import DenseIncompleteError
+from core.modes import dense_parts
 from core.modes.dense_parts import PartCache, PartMatrix, assemble, checked
 
 
@@ -20,12 +21,15 @@ def _part(rows: list[tuple[int, int, str, int]], identity: str | None = "m") -> 
         chunk_ids=np.array([r[0] for r in rows], dtype=np.int64),
         note_ids=np.array([r[1] for r in rows], dtype=np.int64),
     )
-    return PartMatrix(
-        dense, np.array([r[2] for r in rows], dtype=str), np.array([r[3] for r in rows], np.int64), identity
-    )
+    paths, ords = np.array([r[2] for r in rows], dtype=str), np.array([r[3] for r in rows], np.int64)
+    return PartMatrix.in_path_order(dense, paths, ords, identity)  # rows given out of order on purpose
 
 
-def test_an_id_dead_in_an_old_segment_stays_live_in_the_newer_one_and_rows_follow_the_path() -> None:
+@pytest.mark.parametrize("runs", [dense_parts.MAX_RUNS, 0])  # slice copies of runs / one gather and scatter
+def test_an_id_dead_in_an_old_segment_stays_live_in_the_newer_one_and_rows_follow_the_path(
+    runs: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(dense_parts, "MAX_RUNS", runs)
     old = _part([(1, 5, "b.md", 0), (2, 5, "b.md", 1), (3, 6, "d.md", 0)])
     new = _part([(10, 5, "b.md", 0), (11, 7, "a.md", 0), (12, 8, "c.md", 1), (13, 8, "c.md", 0)])
     dm = assemble([(old, (5,)), (new, ())])

@@ -78,14 +78,6 @@ def count_visible_vectors(conn: sqlite3.Connection, clause: str, values: Sequenc
     )
 
 
-def vector_rows(conn: sqlite3.Connection) -> list[tuple[int, int, bytes]]:
-    """(chunk id, note id, vector bytes) of every vector, by chunk id: the dense matrix."""
-    return conn.execute(
-        "SELECT v.chunk_id, c.note_id, v.vector FROM chunk_vectors v JOIN chunks c "
-        "ON c.id = v.chunk_id ORDER BY v.chunk_id"
-    ).fetchall()
-
-
 def count_pending(conn: sqlite3.Connection) -> int:
     """Chunks without a vector."""
     return int(
