@@ -6,7 +6,7 @@ query after an edit, on a copy of the first ``--notes`` notes of a corpus (Dendr
 Steps (MiniLM fp32, the tests' fixture model): build, embed everything, one semantic query (warm);
 then A) append a line to one note, ``build_index`` (text only), ``embed_index``: its wall time and the
 bytes of the files it added to the index directory (new parts + manifest) and the process's written bytes
-(``/proc/self/io`` write_bytes); B) append to another note, ``build_index`` with the in-build embed hook
+(``/proc/self/io`` write_bytes), then one semantic query (warm again); B) append to another note, ``build_index`` with the in-build embed hook
 (text and vectors in one generation), then the first semantic query: its wall time and how many matrices
 it loaded (generation matrices; segment matrices where the code has a per-part cache). Run it once per
 code tree (PYTHONPATH) to compare before / after. Prints one JSON line.
@@ -82,6 +82,7 @@ def run(corpus: str, notes: int, work: Path) -> dict[str, Any]:
     embed_s = time.perf_counter() - t
     added = sum(size for path, size in _files(index_dir).items() if path not in before)
     embed_written = _written() - written
+    search_vault(vault, "how to configure the tool", mode="semantic", model=str(model))  # warm again
     # B) one edit with the in-build embed, then the first semantic query
     _append(files[len(files) // 3], "Another added line about search.")
     build_index(vault, before_publish=EmbedInStaging(model))

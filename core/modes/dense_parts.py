@@ -86,12 +86,20 @@ def _key_of(identity: dict[str, Any] | None) -> str | None:
 class PartCache(DenseMatrixCache):
     """Byte-bounded LRU of PartMatrix by (vault, part SHA-256, model identity key), the rules of
     DenseMatrixCache (one lock, loads included; a part larger than the bound is returned but not kept)
-    except that a part never replaces another: every generation listing it shares it."""
+    except that loading a part replaces none: every generation listing it shares it. Once a generation
+    is assembled, ``keep_only`` drops its vault's parts it does not list (memory: about twice one
+    generation's vectors, the parts and the assembled matrix of a generation of several segments)."""
 
     def get_or_load(self, key: Any, loader: Callable[[], Any]) -> Any:
         if not (isinstance(key, tuple) and len(key) == 3 and all(isinstance(k, str) for k in key)):
             raise TypeError(f"a part key is (vault, part SHA-256, model identity), got {key!r}")
         return self._get_or_load(key, loader, PartMatrix, lambda k: False)
+
+    def keep_only(self, keys: Sequence[tuple[str, str, str]]) -> None:
+        """Forget the parts of these keys' vault that they do not name (the parts of older generations)."""
+        vaults, wanted = {k[0] for k in keys}, set(keys)
+        with self._lock:
+            self._drop([k for k in self._entries if k[0] in vaults and k not in wanted])
 
 
 def assemble(parts: Sequence[tuple[PartMatrix, Sequence[int]]]) -> DenseMatrix:

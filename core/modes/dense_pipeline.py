@@ -15,8 +15,8 @@ Exact search: the whole matrix of a verified generation is scored with numpy. It
 in :data:`DENSE_CACHE` keyed by (vault, generation id, SHA-256), assembled from its segments'
 matrices, each kept in :data:`PART_CACHE` by (part SHA-256, model identity) so a publish that adds
 one segment loads only that one (core.modes.dense_parts); rows are in note-path order, so ties are
-broken on the path. A legacy index is loaded per search, never cached. Filters become a chunk mask before any ranking, so a hidden note
-cannot influence a score, a count or a candidate list. One hit per note: its best chunk,
+broken on the path. A legacy index is loaded per search, never cached. Filters become a chunk mask
+before any ranking, so a hidden note cannot influence a score, a count or a candidate list. One hit per note: its best chunk,
 whose id goes into the Hit so the snippet comes from it.
 
 ``reranked``: weighted RRF of fts + vector + dense (top :data:`RERANK_CANDIDATES`), then the
@@ -217,11 +217,12 @@ def _assembled(ctx: SearchContext) -> DenseMatrix:
     if identity is None or not sources:  # readiness checked both (a model is named; a generation has segments)
         raise DenseIndexUnavailableError(f"generation {ctx.resolved.generation_id} names no model or no segment")
     key = identity_key(identity)
-    parts = []
+    parts, keys = [], []
     for source in sources:
-        part_key = DenseCacheKey.part_key(ctx.resolved, source.sha256, key)
-        part = PART_CACHE.get_or_load(part_key, partial(_load_source, source))
+        keys.append(DenseCacheKey.part_key(ctx.resolved, source.sha256, key))
+        part = PART_CACHE.get_or_load(keys[-1], partial(_load_source, source))
         parts.append((dense_parts.checked(part, source.sha256, key), source.dead))
+    PART_CACHE.keep_only(keys)  # as DENSE_CACHE: the vault's newest generation replaces the older ones
     return dense_parts.assemble(parts)
 
 

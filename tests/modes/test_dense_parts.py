@@ -53,10 +53,13 @@ def test_a_part_of_another_model_fails_closed_and_a_part_without_vectors_passes(
     assert checked(_part([], identity=None), "ab" * 32, "m").dense.matrix.shape[0] == 0
 
 
-def test_the_part_cache_loads_a_part_once_and_never_drops_one_for_another() -> None:
+def test_the_part_cache_loads_a_part_once_and_keeps_only_the_newest_generations_parts_of_a_vault() -> None:
     cache = PartCache(1 << 20)
     for sha in ("a", "b", "a", "b"):
         cache.get_or_load(("vault", sha, "m"), lambda: _part([(1, 1, "a.md", 0)]))
     assert (cache.stats.loads, cache.stats.hits, len(cache)) == (2, 2, 2)
+    cache.get_or_load(("other vault", "a", "m"), lambda: _part([(1, 1, "a.md", 0)]))
+    cache.keep_only([("vault", "b", "m")])  # a generation of "vault" listing only part b
+    assert ("vault", "b", "m") in cache and ("vault", "a", "m") not in cache and ("other vault", "a", "m") in cache
     with pytest.raises(TypeError):
         cache.get_or_load("not a key", lambda: _part([]))  # type: ignore[arg-type]
