@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import os
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 
@@ -213,6 +213,19 @@ class UnreadableFile:
     detail: str
 
 
+def sample_bytes(items: Sequence[NoteFile], root: str, limit: int | None) -> Iterator[bytes]:
+    """The content of each of ``items`` (read unless given); one that cannot be read is left out: the
+    build's own read of it reports it (``_parse``)."""
+    for rel_path, path, data, _, _, _ in items:
+        if isinstance(data, bytes):
+            yield data
+            continue
+        try:
+            yield data.load()[0] if isinstance(data, BlobRef) else read_source(rel_path, path, root, limit)[0]
+        except (FileRefusedError, OSError):
+            continue  # reported where the note is read for the index
+
+
 def _parse(item: NoteFile, root: str, limit: int | None) -> tuple[str, ParsedNote | SkippedFile | UnreadableFile]:
     """(sha256, parsed note) of one file, read unless its content is given; a binary file is skipped,
     an unreadable one reported."""
@@ -242,6 +255,7 @@ def _prepared(
     terms: LocalVector,
     chunk_terms: LocalVector,
     language: str,
+    zdict: bytes | None,
 ) -> PreparedNote:
     mtime_ns, size = item[4], item[5]
     d = note.dates
@@ -278,7 +292,7 @@ def _prepared(
         problems=tuple((p.reason, p.detail) for p in note.problems),
         links=tuple((ln.target, ln.kind, ln.heading, ln.alias, ln.source, ln.alt_target) for ln in note.links),
         cells=texts,
-        text=encode_texts(texts),
+        text=encode_texts(texts, zdict),
         chunks=chunks,
         terms=terms,
         chunk_terms=chunk_terms,
@@ -300,10 +314,12 @@ def prepare_notes(
     root: str,
     language: str = "en",
     max_bytes: int | None = None,
+    zdict: bytes | None = None,
 ) -> PreparedBatch:
     """Read (inside the vault's real ``root``), parse, chunk and count a batch of note files. Words are
     counted for the batch at once by this process's ``WordTable`` for ``build``; each note's words are
-    tagged with its language unless it is the vault default ``language`` (``core.ranking.languages.note_language``)."""
+    tagged with its language unless it is the vault default ``language`` (``core.ranking.languages.note_language``);
+    ``zdict``: the segment's text dictionary each note's ``note_text`` cell is compressed with."""
     table = _tables.get(build)
     if table is None:
         table = _tables[build] = WordTable(len(FTS_COLUMNS))
@@ -327,7 +343,7 @@ def prepare_notes(
     # each note's vector, then its chunks' as one weighted group
     new_words, vectors = table.count_pieces(n_docs, pieces, groups, CHUNK_FIELD_UNITS, tags)
     ready = {
-        id(note): _prepared(item, sha, note, texts, rows, vectors[2 * i], vectors[2 * i + 1], lang)
+        id(note): _prepared(item, sha, note, texts, rows, vectors[2 * i], vectors[2 * i + 1], lang, zdict)
         for i, (item, sha, note, texts, rows, lang) in enumerate(notes)
     }
     return PreparedBatch(

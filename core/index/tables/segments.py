@@ -9,9 +9,17 @@ and ``term_major`` rows of those notes' statistics.
 from __future__ import annotations
 
 import sqlite3
+import zlib
 from collections.abc import Callable, Collection, Iterable, Sequence
 
-from core.index.tables.notes_fts import SQL_INSERT_FTS, decode_texts
+from core.index.tables.notes_fts import (
+    SQL_INSERT_FTS,
+    TextDicts,
+    decode_texts,
+    encode_texts,
+    stored_text_dict,
+    text_dicts,
+)
 from core.index.tables.term_major import DDL_TERM_MAJOR
 
 # per-note table -> the column that names its note (edges: the source; a dead destination is dropped too)
@@ -33,7 +41,9 @@ PER_NOTE_TABLES = {
 GENERATION_TABLES = ("meta", "skipped_files", "build_problems", "git_dates")
 ROWID_TABLES = ("links", "edges")  # the read path names a link by its rowid (core.index.tables.links)
 ROWID_SHIFT = 40
-_COPIED_BY_NOTE = {t: c for t, c in PER_NOTE_TABLES.items() if t not in ("edges", "note_terms", "chunk_terms")}
+_COPIED_BY_NOTE = {
+    t: c for t, c in PER_NOTE_TABLES.items() if t not in ("edges", "note_terms", "chunk_terms", "note_text")
+}
 
 
 def _schema(name: str) -> str:
@@ -95,6 +105,8 @@ def federate(conn: sqlite3.Connection, schemas: list[str], shas: list[str], dead
         f"SELECT * FROM {s}.chunk_vectors WHERE chunk_id NOT IN (SELECT id FROM temp.vs_dead_chunks)" for s in schemas
     )
     conn.execute(f"CREATE TEMP VIEW chunk_vectors AS {union}")
+    union = " UNION ALL ".join(f"SELECT * FROM {s}.text_dict" for s in schemas)  # every segment's: cells name theirs
+    conn.execute(f"CREATE TEMP VIEW text_dict AS {union}")
     for table in GENERATION_TABLES:
         conn.execute(f"CREATE TEMP VIEW {table} AS SELECT * FROM {schemas[-1]}.{table}")
 
@@ -155,6 +167,27 @@ def copy_note_rows(conn: sqlite3.Connection) -> None:
     )
 
 
+def copy_note_texts(conn: sqlite3.Connection, *, use_dict: bool) -> None:
+    """The chosen notes' ``note_text`` cells. The new segment's dictionary is the first one a source brings
+    (none unless ``use_dict``); a cell is copied as it is when it needs no dictionary or that one, else it is
+    decoded and compressed again with the new segment's dictionary (or without one)."""
+    src = conn.execute("SELECT data FROM src.text_dict").fetchone()
+    mine = stored_text_dict(conn)
+    if use_dict and mine is None and src is not None:
+        mine = bytes(src[0])
+        conn.execute("INSERT INTO main.text_dict(id, data) VALUES (1, ?)", (mine,))
+    where = "WHERE note_id IN (SELECT id FROM temp.ws_ids)"
+    if src is None or bytes(src[0]) == mine:
+        conn.execute(f"INSERT INTO main.note_text SELECT * FROM src.note_text {where}")
+        return
+    dicts: TextDicts = {zlib.adler32(src[0]): (bytes(src[0]),)}
+    rows = conn.execute(f"SELECT note_id, data FROM src.note_text {where}").fetchall()
+    conn.executemany(
+        "INSERT INTO main.note_text(note_id, data) VALUES (?, ?)",
+        ((nid, encode_texts(decode_texts(nid, data, dicts), mine)) for nid, data in rows),
+    )
+
+
 def copy_vector_rows(conn: sqlite3.Connection) -> None:
     """note_terms and chunk_terms of the chosen notes as they are (the source's term ids are kept)."""
     where = "WHERE note_id IN (SELECT id FROM temp.ws_ids)"
@@ -187,7 +220,8 @@ def copy_generation_tables(conn: sqlite3.Connection, *, meta_only: bool) -> None
 def index_stored_texts(conn: sqlite3.Connection) -> None:
     """FTS5 rows of every note from its stored texts (contentless FTS5 has nothing to copy)."""
     rows = conn.execute("SELECT note_id, data FROM note_text ORDER BY note_id").fetchall()
-    conn.executemany(SQL_INSERT_FTS, ((nid, *decode_texts(nid, data)) for nid, data in rows))
+    dicts = text_dicts(conn)
+    conn.executemany(SQL_INSERT_FTS, ((nid, *decode_texts(nid, data, dicts)) for nid, data in rows))
 
 
 def segment_counts(conn: sqlite3.Connection) -> dict[str, int]:
