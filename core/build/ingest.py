@@ -27,7 +27,7 @@ from functools import partial
 from core.build.bounds import bound_vocabulary
 from core.errors import SourceChangedError
 from core.index.tables import notes as notes_table
-from core.index.tables.chunks import insert_chunks, next_chunk_id
+from core.index.tables.chunks import HeadingIds, insert_chunks, insert_headings, next_chunk_id
 from core.index.tables.links import insert_links
 from core.index.tables.meta import get_meta, set_meta
 from core.index.tables.names import insert_names
@@ -59,6 +59,7 @@ _INSERTS = {
     "tags": insert_tags,
     "names": insert_names,
     "problems": insert_note_problems,
+    "headings": insert_headings,
     "chunks": insert_chunks,
     "fts": insert_fts_rows,
     "new_terms": insert_terms,
@@ -371,6 +372,7 @@ class NoteWriter:
     def __init__(self, conn: sqlite3.Connection, analyzer: LanguageAnalyzer) -> None:
         self.next_note_id = next_note_id(conn)
         self.next_chunk_id = next_chunk_id(conn)
+        self.headings = HeadingIds(conn)
         first_term = next_term_id(conn)
         # a build that starts from an empty dictionary (a cold build) knows every term it meets: the
         # terms it gave ids to; only a carried-over index is asked for the ids it already has
@@ -410,7 +412,8 @@ class NoteWriter:
         rows["links"].extend((note_id, *ln) for ln in note.links)
         rows["fts"].append((note_id, note.text, *note.cells))
         cid = self.next_chunk_id
-        rows["chunks"].extend((cid + i, note_id, *chunk) for i, chunk in enumerate(note.chunks))
+        heading_id = self.headings.id_of
+        rows["chunks"].extend((cid + i, note_id, c[0], heading_id(c[1]), *c[2:]) for i, c in enumerate(note.chunks))
         self._chunk_terms.append((note_id, table, note.chunk_terms))
         self.next_chunk_id = cid + len(note.chunks)
         self._terms.append((note_id, table, note.terms))
@@ -428,6 +431,7 @@ class NoteWriter:
                 (nid, lengths, ids, tf) for (nid, _, _), (ids, tf, lengths) in zip(self._chunk_terms, vectors)
             ]
         rows["new_terms"] = self.vectors.take_new_terms()
+        rows["headings"] = self.headings.take_new()
         for name, insert in _INSERTS.items():
             if rows[name]:
                 insert(self.conn, rows[name])

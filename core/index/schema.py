@@ -41,6 +41,8 @@ def schema_ddl(tokenizer: str) -> tuple[str, ...]:
         tags.DDL_NOTE_TAGS,
         names.DDL_NOTE_NAMES,
         problems.DDL_NOTE_PROBLEMS,
+        chunks.DDL_HEADINGS,
+        chunks.DDL_CHUNK_ROWS,
         chunks.DDL_CHUNKS,
         notes_fts.ddl_notes_fts(tokenizer),
         notes_fts.DDL_NOTE_TEXT,

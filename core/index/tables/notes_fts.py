@@ -52,9 +52,11 @@ CREATE TABLE IF NOT EXISTS text_dict (
 )"""
 _HEADER = struct.Struct(f"<{len(FTS_COLUMNS)}I")
 # zlib level 1 without a dictionary: level 6 is 3% (SciFact) to 13% (PowerShell docs) smaller and takes
-# 1.1 to 2.2 times as long. With one, level 6: 14% smaller than level 1 on SciFact (2.98 vs 3.44 MB).
+# 1.1 to 2.2 times as long. With one, level 4 (compressed bytes, CPU seconds of the whole vault): SciFact
+# 3.41 MB 0.71 s at level 1, 3.10 MB 0.78 s at 4, 2.98 MB 1.09 s at 6; PowerShell docs 10.23 MB 0.77 s,
+# 8.84 MB 1.13 s, 8.38 MB 1.99 s (without a dictionary, level 1: 3.96 MB 0.34 s, 11.3 MB 0.54 s).
 _LEVEL = 1
-_DICT_LEVEL = 6
+_DICT_LEVEL = 4
 DICT_BYTES = 32768  # zlib's window: a longer dictionary's start is never reached
 _FDICT = 0x20  # zlib header: a preset dictionary, its Adler-32 in the next 4 bytes (RFC 1950)
 TextDicts = dict[int, tuple[bytes, ...]]  # Adler-32 -> the dictionaries with that checksum
@@ -67,6 +69,11 @@ def ddl_notes_fts(tokenizer: str) -> str:
     chunk overlaps), a phrase or NEAR never breaks at a chunk boundary, and FTS5's
     per-row cost is paid 3,000 times rather than 90,000 on the PowerShell docs. A chunk
     is an offset range into its note's ``body`` cell (``note_bodies``).
+
+    Measured and left out: ``optimize`` at the end of a build (SciFact 4.29 -> 4.12 MB, PowerShell docs
+    9.88 -> 9.65 MB of ``notes_fts_data``, for 1.1-1.6 s more per build); ``columnsize=0`` (drops
+    ``notes_fts_docsize``, 0.08 MB on SciFact, but a contentless table without it cannot be counted:
+    the consistency check ``notes vs notes_fts`` counts its rows).
     """
     if "'" in tokenizer:
         raise ValueError(f"invalid tokenizer spec: {tokenizer!r}")
@@ -105,6 +112,11 @@ def stored_text_dict(conn: sqlite3.Connection) -> bytes | None:
     """The dictionary of the segment ``conn``'s main database is (None: it has none)."""
     row = conn.execute("SELECT data FROM main.text_dict").fetchone()
     return None if row is None else bytes(row[0])
+
+
+def store_text_dict(conn: sqlite3.Connection, data: bytes) -> None:
+    """Store the dictionary of the segment ``conn``'s main database is (it has none yet)."""
+    conn.execute("INSERT INTO main.text_dict(id, data) VALUES (1, ?)", (data,))
 
 
 def _inflate(data: bytes, dicts: TextDicts) -> bytes:

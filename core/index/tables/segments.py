@@ -17,6 +17,7 @@ from core.index.tables.notes_fts import (
     TextDicts,
     decode_texts,
     encode_texts,
+    store_text_dict,
     stored_text_dict,
     text_dicts,
 )
@@ -42,7 +43,7 @@ GENERATION_TABLES = ("meta", "skipped_files", "build_problems", "git_dates")
 ROWID_TABLES = ("links", "edges")  # the read path names a link by its rowid (core.index.tables.links)
 ROWID_SHIFT = 40
 _COPIED_BY_NOTE = {
-    t: c for t, c in PER_NOTE_TABLES.items() if t not in ("edges", "note_terms", "chunk_terms", "note_text")
+    t: c for t, c in PER_NOTE_TABLES.items() if t not in ("edges", "note_terms", "chunk_terms", "note_text", "chunks")
 }
 
 
@@ -90,7 +91,7 @@ def federate(conn: sqlite3.Connection, schemas: list[str], shas: list[str], dead
     for schema, ids in zip(map(_schema, schemas), dead, strict=True):
         conn.executemany("INSERT INTO temp.vs_dead(id) VALUES (?)", ((i,) for i in ids))
         conn.execute(
-            f"INSERT INTO temp.vs_dead_chunks(id) SELECT id FROM {schema}.chunks "
+            f"INSERT INTO temp.vs_dead_chunks(id) SELECT id FROM {schema}.chunk_rows "
             f"WHERE note_id IN (SELECT id FROM temp.vs_dead)"
         )
     for table, column in PER_NOTE_TABLES.items():
@@ -157,6 +158,7 @@ def copy_note_rows(conn: sqlite3.Connection) -> None:
     """Every per-note row of the chosen notes but their vectors; edges to a dead note are left out."""
     for name, column in _COPIED_BY_NOTE.items():
         conn.execute(f"INSERT INTO main.{name} SELECT * FROM src.{name} WHERE {column} IN (SELECT id FROM temp.ws_ids)")
+    copy_chunk_rows(conn)
     conn.execute(
         "INSERT INTO main.edges SELECT * FROM src.edges WHERE src_id IN (SELECT id FROM temp.ws_ids) "
         "AND (dst_id IS NULL OR dst_id NOT IN (SELECT id FROM temp.ws_dead))"
@@ -164,6 +166,27 @@ def copy_note_rows(conn: sqlite3.Connection) -> None:
     conn.execute(
         "INSERT INTO main.chunk_vectors SELECT * FROM src.chunk_vectors WHERE chunk_id IN "
         "(SELECT id FROM src.chunks WHERE note_id IN (SELECT id FROM temp.ws_ids))"
+    )
+
+
+def copy_chunk_rows(conn: sqlite3.Connection) -> None:
+    """The chosen notes' chunk rows, their heading ids mapped to the new segment's (a path it lacks is added)."""
+    chosen = "SELECT heading_id FROM src.chunk_rows WHERE note_id IN (SELECT id FROM temp.ws_ids)"
+    conn.execute(
+        "INSERT INTO main.headings(id, path) SELECT (SELECT coalesce(max(id), 0) FROM main.headings) + "
+        f"row_number() OVER (ORDER BY h.id), h.path FROM src.headings h WHERE h.id IN ({chosen}) "
+        "AND h.path NOT IN (SELECT path FROM main.headings)"
+    )
+    conn.execute("CREATE TEMP TABLE IF NOT EXISTS ws_headings(old INTEGER PRIMARY KEY, new INTEGER NOT NULL)")
+    conn.execute("DELETE FROM temp.ws_headings")
+    conn.execute(
+        "INSERT INTO temp.ws_headings(old, new) SELECT s.id, m.id FROM src.headings s "
+        f"JOIN main.headings m ON m.path = s.path WHERE s.id IN ({chosen})"
+    )
+    conn.execute(
+        "INSERT INTO main.chunk_rows SELECT c.id, c.note_id, c.ord, w.new, c.start, c.end, c.text_sha256 "
+        "FROM src.chunk_rows c JOIN temp.ws_headings w ON w.old = c.heading_id "
+        "WHERE c.note_id IN (SELECT id FROM temp.ws_ids)"
     )
 
 
@@ -175,7 +198,7 @@ def copy_note_texts(conn: sqlite3.Connection, *, use_dict: bool) -> None:
     mine = stored_text_dict(conn)
     if use_dict and mine is None and src is not None:
         mine = bytes(src[0])
-        conn.execute("INSERT INTO main.text_dict(id, data) VALUES (1, ?)", (mine,))
+        store_text_dict(conn, mine)
     where = "WHERE note_id IN (SELECT id FROM temp.ws_ids)"
     if src is None or bytes(src[0]) == mine:
         conn.execute(f"INSERT INTO main.note_text SELECT * FROM src.note_text {where}")
