@@ -12,8 +12,9 @@ removed by the ``'delete'`` command with its original texts, read back from ``no
 A segment may hold one preset dictionary (``text_dict``, at most 32 KB: the segment's frequent words
 and word trigrams, ``core.build.text_dict``) its cells are compressed with: each cell stays readable
 alone (zlib's header names its dictionary by Adler-32, ``text_dicts`` maps that to the bytes; a cell
-without one decodes without). SciFact (7.9 MB of Markdown): FTS5's own copy took 9.9 MB, per-note zlib
-4.5 MB, with the dictionary 3.2 MB.
+without one decodes without). ``note_text`` on disk, per-note zlib -> with the dictionary: SciFact (7.9 MB
+of Markdown; FTS5's own copy took 9.9 MB) 4.51 -> 3.45 MB, PowerShell docs 12.99 -> 10.79 MB, Dendron
+1.17 -> 0.95 MB, the multilingual MDN vault as one vault 14.35 -> 11.99 MB.
 """
 
 from __future__ import annotations
