@@ -27,7 +27,7 @@ from typing import Any
 
 from core.build import incremental
 from core.build.faults import build_io_errors
-from core.build.ingest import NoteWriter
+from core.build.ingest import NoteWriter, sample_bytes
 from core.build.link_graph import recompute_edges, replaced_notes
 from core.build.lock import build_lock, ensure_layout, new_staging_path
 from core.build.plan import BuildPlan, BuildRun, plan_build
@@ -40,6 +40,7 @@ from core.build.source import NoteSource, WorkingTreeSource, resolve_settings
 from core.build.source import stored_settings as stored_source_settings
 from core.build.staged import progress_bar, snapshot_hash, whole_database
 from core.build.staged import validate as _validate  # a name tests wrap
+from core.build.text_dict import dictionary_for, spread
 from core.errors import IntegrityError, UsageError
 from core.index.layout import IndexLayout, ResolvedIndex, layout_for
 from core.index.ownership import check_vault
@@ -78,6 +79,8 @@ def _apply(conn: sqlite3.Connection, plan: BuildPlan, run: BuildRun) -> dict[str
         writer.next_note_id = max(writer.next_note_id, run.first_ids[0])
         writer.next_chunk_id = max(writer.next_chunk_id, run.first_ids[1])
     first_new_id = writer.next_note_id
+    limit = run.config.max_note_bytes
+    zdict = dictionary_for(conn, len(items), sample_bytes(spread(items), run.root, limit))
     with (
         prepared_notes(
             items,
@@ -86,7 +89,8 @@ def _apply(conn: sqlite3.Connection, plan: BuildPlan, run: BuildRun) -> dict[str
             workers=workers,
             root=run.root,
             language=run.config.language,
-            max_bytes=run.config.max_note_bytes,
+            max_bytes=limit,
+            zdict=zdict,
         ) as batches,
         progress_bar(len(items), run.progress) as bar,
     ):

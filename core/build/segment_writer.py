@@ -2,7 +2,8 @@
 a tombstone part for a segment's deleted notes (issue 29, step 2a).
 
 ``write_segment`` creates a new segment file holding the given notes' rows of every per-note table
-(notes, note_tags, note_names, note_problems, chunks, note_text and its FTS5 rows, links, link_keys,
+(notes, note_tags, note_names, note_problems, chunks, note_text (re-encoded where the text dictionary
+changes: ``segments.copy_note_texts``) and its FTS5 rows, links, link_keys,
 target_keys, the edges those notes are the source of, note_terms / chunk_terms, dense chunk_vectors),
 copied from each source segment ATTACHed read-only; then the term-major arrays and per-class
 statistics over THAT segment's notes only, with the builder's own array code. The first source's term
@@ -32,6 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
+from core.build import text_dict
 from core.errors import UsageError
 from core.index.schema import create_schema
 from core.index.tables import segments as seg
@@ -106,7 +108,9 @@ def _used_terms(notes: list[tuple], chunks: list[tuple]) -> set[int]:
     return used
 
 
-def _copy_source(conn: sqlite3.Connection, source: SegmentSource, first: bool, compact: bool = False) -> None:
+def _copy_source(
+    conn: sqlite3.Connection, source: SegmentSource, first: bool, compact: bool = False, use_dict: bool = True
+) -> None:
     seg.choose_notes(conn, source.note_ids)
     seg.attach(conn, _uri(source.path), "src")
     try:
@@ -117,6 +121,7 @@ def _copy_source(conn: sqlite3.Connection, source: SegmentSource, first: bool, c
             else:
                 pairs = seg.merge_terms(conn, keep_ids=first)
             seg.copy_note_rows(conn)
+            seg.copy_note_texts(conn, use_dict=use_dict)
             if pairs is None:
                 seg.copy_vector_rows(conn)
             else:
@@ -151,8 +156,9 @@ def write_segment(
         set_working_mode(conn, durable=False)
         create_schema(conn, tokenizer)
         seg.start_copy(conn, dead)
+        use_dict = sum(len(s.note_ids) for s in sources) >= text_dict.MIN_NOTES  # a few notes: cheaper without
         for i, source in enumerate(sources):
-            _copy_source(conn, source, i == 0, compact)
+            _copy_source(conn, source, i == 0, compact, use_dict)
         if generation_from is not None:
             seg.attach(conn, _uri(generation_from), "src")
             try:

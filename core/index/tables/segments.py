@@ -10,11 +10,20 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import zlib
 from collections.abc import Collection, Iterable, Sequence
 
 from core.errors import IntegrityError
 from core.index.tables.connection import dead_in
-from core.index.tables.notes_fts import SQL_INSERT_FTS, decode_texts
+from core.index.tables.notes_fts import (
+    SQL_INSERT_FTS,
+    TextDicts,
+    decode_texts,
+    encode_texts,
+    store_text_dict,
+    stored_text_dict,
+    text_dicts,
+)
 
 # per-note table -> the column that names its note (edges: the source; a dead destination is dropped too)
 PER_NOTE_TABLES = {
@@ -35,7 +44,9 @@ PER_NOTE_TABLES = {
 GENERATION_TABLES = ("meta", "skipped_files", "build_problems", "git_dates")
 ROWID_TABLES = ("links", "edges")  # the read path names a link by its rowid (core.index.tables.links)
 ROWID_SHIFT = 40
-_COPIED_BY_NOTE = {t: c for t, c in PER_NOTE_TABLES.items() if t not in ("edges", "note_terms", "chunk_terms")}
+_COPIED_BY_NOTE = {
+    t: c for t, c in PER_NOTE_TABLES.items() if t not in ("edges", "note_terms", "chunk_terms", "note_text", "chunks")
+}
 
 
 def _schema(name: str) -> str:
@@ -104,7 +115,7 @@ def federate(conn: sqlite3.Connection, schemas: list[str], shas: list[str], dead
     for pos, (schema, ids) in enumerate(zip(map(_schema, schemas), dead, strict=True)):
         conn.executemany(f"INSERT INTO temp.vs_dead(pos, id) VALUES ({pos}, ?)", ((i,) for i in ids))
         conn.execute(
-            f"INSERT INTO temp.vs_dead_chunks(pos, id) SELECT {pos}, id FROM {schema}.chunks "
+            f"INSERT INTO temp.vs_dead_chunks(pos, id) SELECT {pos}, id FROM {schema}.chunk_rows "
             f"WHERE note_id IN ({dead_in(pos)})"
         )
     _drop_live_elsewhere(conn, schemas)
@@ -120,6 +131,8 @@ def federate(conn: sqlite3.Connection, schemas: list[str], shas: list[str], dead
         for pos, s in enumerate(schemas)
     )
     conn.execute(f"CREATE TEMP VIEW chunk_vectors AS {union}")
+    union = " UNION ALL ".join(f"SELECT * FROM {s}.text_dict" for s in schemas)  # every segment's: cells name theirs
+    conn.execute(f"CREATE TEMP VIEW text_dict AS {union}")
     for table in GENERATION_TABLES:
         conn.execute(f"CREATE TEMP VIEW {table} AS SELECT * FROM {schemas[-1]}.{table}")
 
@@ -170,6 +183,7 @@ def copy_note_rows(conn: sqlite3.Connection) -> None:
     """Every per-note row of the chosen notes but their vectors; edges to a dead note are left out."""
     for name, column in _COPIED_BY_NOTE.items():
         conn.execute(f"INSERT INTO main.{name} SELECT * FROM src.{name} WHERE {column} IN (SELECT id FROM temp.ws_ids)")
+    copy_chunk_rows(conn)
     conn.execute(
         "INSERT INTO main.edges SELECT * FROM src.edges WHERE src_id IN (SELECT id FROM temp.ws_ids) "
         "AND (dst_id IS NULL OR dst_id NOT IN (SELECT id FROM temp.ws_dead))"
@@ -177,6 +191,48 @@ def copy_note_rows(conn: sqlite3.Connection) -> None:
     conn.execute(
         "INSERT INTO main.chunk_vectors SELECT * FROM src.chunk_vectors WHERE chunk_id IN "
         "(SELECT id FROM src.chunks WHERE note_id IN (SELECT id FROM temp.ws_ids))"
+    )
+
+
+def copy_chunk_rows(conn: sqlite3.Connection) -> None:
+    """The chosen notes' chunk rows, their heading ids mapped to the new segment's (a path it lacks is added)."""
+    chosen = "SELECT heading_id FROM src.chunk_rows WHERE note_id IN (SELECT id FROM temp.ws_ids)"
+    conn.execute(
+        "INSERT INTO main.headings(id, path) SELECT (SELECT coalesce(max(id), 0) FROM main.headings) + "
+        f"row_number() OVER (ORDER BY h.id), h.path FROM src.headings h WHERE h.id IN ({chosen}) "
+        "AND h.path NOT IN (SELECT path FROM main.headings)"
+    )
+    conn.execute("CREATE TEMP TABLE IF NOT EXISTS ws_headings(old INTEGER PRIMARY KEY, new INTEGER NOT NULL)")
+    conn.execute("DELETE FROM temp.ws_headings")
+    conn.execute(
+        "INSERT INTO temp.ws_headings(old, new) SELECT s.id, m.id FROM src.headings s "
+        f"JOIN main.headings m ON m.path = s.path WHERE s.id IN ({chosen})"
+    )
+    conn.execute(
+        "INSERT INTO main.chunk_rows SELECT c.id, c.note_id, c.ord, w.new, c.start, c.end, c.text_sha256 "
+        "FROM src.chunk_rows c JOIN temp.ws_headings w ON w.old = c.heading_id "
+        "WHERE c.note_id IN (SELECT id FROM temp.ws_ids)"
+    )
+
+
+def copy_note_texts(conn: sqlite3.Connection, *, use_dict: bool) -> None:
+    """The chosen notes' ``note_text`` cells. The new segment's dictionary is the first one a source brings
+    (none unless ``use_dict``); a cell is copied as it is when it needs no dictionary or that one, else it is
+    decoded and compressed again with the new segment's dictionary (or without one)."""
+    src = conn.execute("SELECT data FROM src.text_dict").fetchone()
+    mine = stored_text_dict(conn)
+    if use_dict and mine is None and src is not None:
+        mine = bytes(src[0])
+        store_text_dict(conn, mine)
+    where = "WHERE note_id IN (SELECT id FROM temp.ws_ids)"
+    if src is None or bytes(src[0]) == mine:
+        conn.execute(f"INSERT INTO main.note_text SELECT * FROM src.note_text {where}")
+        return
+    dicts: TextDicts = {zlib.adler32(src[0]): (bytes(src[0]),)}
+    rows = conn.execute(f"SELECT note_id, data FROM src.note_text {where}").fetchall()
+    conn.executemany(
+        "INSERT INTO main.note_text(note_id, data) VALUES (?, ?)",
+        ((nid, encode_texts(decode_texts(nid, data, dicts), mine)) for nid, data in rows),
     )
 
 
@@ -215,7 +271,8 @@ def index_stored_texts(conn: sqlite3.Connection, only: Collection[int] | None = 
     rows = conn.execute("SELECT note_id, data FROM note_text ORDER BY note_id").fetchall()
     wanted = None if only is None else set(only)
     chosen = rows if wanted is None else [r for r in rows if r[0] in wanted]
-    conn.executemany(SQL_INSERT_FTS, ((nid, *decode_texts(nid, data)) for nid, data in chosen))
+    dicts = text_dicts(conn)
+    conn.executemany(SQL_INSERT_FTS, ((nid, *decode_texts(nid, data, dicts)) for nid, data in chosen))
 
 
 def reindex_stored_texts(conn: sqlite3.Connection) -> None:
