@@ -8,19 +8,34 @@ tables of ``core.index.tables.terms``: ``read_forward`` turns a database's array
 rows they were computed from (per note: ascending term ids and per-field counts; per chunk: ascending term
 ids and weighted counts), for all notes or the chosen ones, with the term ids mapped through a table;
 ``fill_working`` puts rows and a dictionary into the connection's working tables.
+
+A build on a base (core.build.builder) starts from EMPTY working tables: they hold only the notes it
+writes (``working_forward`` reads them back for its delta segment), and ``complete_working`` adds every
+other note's rows from the base segments' arrays when the delta is refused and the whole is published.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from core.errors import IntegrityError
 from core.index.tables.connection import run_statements
-from core.index.tables.terms import WORKING_DDL, insert_chunk_terms, insert_note_terms, insert_terms, working_loaded
+from core.index.tables.notes_fts import FTS_COLUMNS
+from core.index.tables.terms import (
+    WORKING_DDL,
+    chunk_term_rows,
+    clear_working,
+    insert_chunk_terms,
+    insert_note_terms,
+    insert_terms,
+    note_term_rows,
+    term_dictionary,
+    working_loaded,
+)
 from core.ranking import bm25f, stored
 from core.ranking.chunk_vectors import CHUNK_GROUP
 from core.ranking.sparse import SPARSE_GROUP
@@ -45,6 +60,15 @@ class Forward:
         held = [ids for _, ids, _ in self.notes] + [ids for _, _, ids, _ in self.chunks]
         self._used = np.unique(np.concatenate(held)) if held else np.zeros(0, np.int64)
         return self._used
+
+    def only(self, note_ids: Collection[int]) -> Forward:
+        """The rows of ``note_ids`` (each must have its rows: else an IntegrityError), the same dictionary."""
+        wanted = set(note_ids)
+        notes = [row for row in self.notes if row[0] in wanted]
+        chunks = [row for row in self.chunks if row[0] in wanted]
+        if len(notes) != len(wanted) or len(chunks) != len(wanted):
+            raise IntegrityError(f"{len(wanted) - len(notes)} of {len(wanted)} notes have no term vectors")
+        return Forward(self.terms, notes, chunks)
 
 
 def create_working(conn: sqlite3.Connection) -> None:
@@ -167,3 +191,61 @@ def load_working(conn: sqlite3.Connection) -> None:
     if forward is not None:
         insert_dictionary(conn, forward.terms)
         fill_working(conn, forward)
+
+
+def merge_terms(dictionary: dict[str, int], forward: Forward, first: bool, compact: bool) -> np.ndarray | None:
+    """Merge ``forward``'s terms into ``dictionary``; the source id -> new id table (None: ids kept). The first
+    source's dictionary is kept whole (or, ``compact``, only the terms its chosen notes hold, numbered 1..
+    in their order); a later source's term the dictionary lacks gets the next id, in source id order."""
+    if first and not compact:
+        dictionary.update(forward.terms)
+        return None
+    size = max(max(forward.terms.values(), default=0), int(forward.used_terms().max(initial=0))) + 1
+    table = np.zeros(size, dtype=np.int32)
+    word = {i: t for t, i in forward.terms.items()}
+    if first:
+        for new, old in enumerate(forward.used_terms().tolist(), start=1):
+            table[old] = dictionary[word[old]] = new
+        return table
+    next_id = max(dictionary.values(), default=0) + 1
+    for old in sorted(word):
+        found = dictionary.get(word[old])
+        if found is None:
+            found = dictionary[word[old]] = next_id
+            next_id += 1
+        table[old] = found
+    return table
+
+
+def working_forward(conn: sqlite3.Connection) -> Forward:
+    """Every row of the connection's working tables, with their dictionary: on a build on a base, the rows of
+    the notes that build wrote (``core.build.builder``), which its delta segment is written from."""
+    notes = [
+        (nid, np.frombuffer(ids, dtype="<i4"), np.frombuffer(tf, dtype="<u2").reshape(-1, len(FTS_COLUMNS)))
+        for nid, ids, tf in note_term_rows(conn, None)
+    ]
+    chunks = [
+        (nid, np.frombuffer(lengths, dtype="<u4"), np.frombuffer(ids, dtype="<i4"), np.frombuffer(tf, dtype="<u2"))
+        for nid, lengths, ids, tf in chunk_term_rows(conn, None)
+    ]
+    return Forward(term_dictionary(conn), notes, chunks)
+
+
+def complete_working(conn: sqlite3.Connection, sources: Sequence[tuple[sqlite3.Connection, Collection[int]]]) -> None:
+    """Working tables over every note of a build on a base (``working_forward``: the notes the build wrote
+    only): the other notes' rows from the base's arrays, ``sources`` (a connection holding a base segment's
+    arrays, and the note ids to take from it), then the build's own, into one dictionary (the first source's
+    ids kept), replacing what the tables held."""
+    built = working_forward(conn)
+    dictionary: dict[str, int] = {}
+    forwards = []
+    for i, (source, note_ids) in enumerate(sources):
+        forward = read_forward(source, note_ids)
+        if forward is None:
+            raise IntegrityError("a base segment holds no term-major arrays")
+        forwards.append((forward, merge_terms(dictionary, forward, i == 0, False)))
+    forwards.append((built, merge_terms(dictionary, built, not sources, False)))
+    clear_working(conn)
+    for forward, table in forwards:
+        fill_working(conn, forward, table)
+    insert_dictionary(conn, dictionary)

@@ -1,20 +1,27 @@
 """The incremental segment writer on the edit path (issue 29, storage step 3).
 
 A build on a generation (one segment or several) still applies its plan to a scratch working database
-(``scratch_base``: a byte copy of a one-segment base, or the live rows of every segment written as one)
-so that planning, link resolution and validation run unchanged; what it PUBLISHES is only the delta
-(``delta_parts``):
+(``scratch_base``: a byte copy of a one-segment base, or the live rows of every segment written as one,
+without ranking arrays and with FTS5 rows only for the notes the build deletes) so that planning, link
+resolution and validation run unchanged; no whole-generation array is computed (the builder decides
+the refusal first), and the build's working term vectors (TEMP tables, core.build.forward_rows) hold
+only the notes it writes: a scratch stores none, a segment stores its postings once. What it PUBLISHES
+is only the delta (``delta_parts``, its segment's vectors the build's working rows):
 
-- one new segment with the changed and new notes (ids from the base manifest's ``next_note_id`` /
-  ``next_chunk_id``, ``first_ids``), carrying the generation-level tables (meta, skipped files, problems);
-- per base segment that lost notes, a tombstone listing ALL its dead ids (its previous tombstone's too);
+- one new segment with the changed notes (re-inserted with their OLD note ids: an edge into one does not
+  change) and the new ones (ids from the base manifest's ``next_note_id`` / ``next_chunk_id``,
+  ``first_ids``; every chunk id new), carrying the generation-level tables (meta, skipped files, problems);
+- per base segment that lost notes, a tombstone listing ALL its dead ids (its previous tombstone's too): an
+  edited note's id is then dead in its old segment and live in the new one (``core.index.segmented``);
 - the unchanged segments and tombstones listed again by hash (shared, not copied).
 
 The delta is not taken (``None``, with the reason; the builder then publishes the whole scratch as ONE
-segment, and the report's ``rebuild_reason`` says why) when a carried-over note's rows changed too:
-its resolved edges (``edge_changes``: an edit re-inserts a note with a new id, so every note linking to it
-has a new ``dst_id``; an add or rename can re-resolve other notes' links) or its mtime (``plan.touched``);
-or when the segment count would pass ``MAX_SEGMENTS`` (the fallback is the merge of every segment).
+segment, after ``complete_scratch`` gives it every note's vectors (the others' derived from the base
+segments' arrays), and the report's ``rebuild_reason`` says why) when a carried-over note's rows changed too:
+its resolved edges (``edge_changes``: a content-only edit changes none, since the note keeps its id; an add,
+delete, rename or aliases change can re-resolve other notes' links) or its mtime (``plan.touched``).
+A delta that would pass ``MAX_SEGMENTS`` segments merges the smallest base segments into one
+(``core.build.merge_write.fit_segment_limit``; the report's ``segment_limit_merge`` says which).
 """
 
 from __future__ import annotations
@@ -22,17 +29,21 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from core.build.forward_rows import Forward, complete_working, working_forward
 from core.build.lock import new_staging_path
+from core.build.merge_write import fit_segment_limit
 from core.build.plan import BuildPlan
 from core.build.publish_segments import PlannedPart
 from core.build.segment_writer import SegmentSource, write_segment, write_tombstone
+from core.errors import ValidationError
 from core.index.layout import IndexLayout, ResolvedIndex, ResolvedPart
-from core.index.manifest import MAX_SEGMENTS
 from core.index.tables import segments as seg
+from core.index.tables.checks import inconsistencies
+from core.index.tables.connection import atomic
 from core.index.verify import connect_readonly, copy_base
 
 LINKS_CHANGED = "incremental_links_changed"
@@ -48,6 +59,7 @@ class Delta:
     segments: list[PlannedPart]
     tombstones: list[PlannedPart]
     next_ids: tuple[int, int]
+    merged: str | None = None  # the smallest segments merged to stay within MAX_SEGMENTS (SEGMENT_LIMIT)
 
 
 def _ro(path: Path) -> sqlite3.Connection:
@@ -103,19 +115,55 @@ def unmatched_edges(conn: sqlite3.Connection) -> int:
     return links - edges
 
 
-def scratch_base(base: ResolvedIndex, dest: Path, tokenizer: str) -> None:
+def scratch_base(base: ResolvedIndex, dest: Path, tokenizer: str, *, gone: Collection[int] | None = None) -> bool:
     """The working database of a build on ``base``: a verified copy of its one segment, or every segment's
-    live notes written as one (not published: the delta is taken from it)."""
+    live notes written as one. ``gone`` (a build's changed and removed note ids: it publishes a delta unless
+    refused, and the delta's segment gets its own arrays and FTS5 rows): that one written without ranking
+    arrays or term vectors and with FTS5 rows only for those notes (what the build's deletes need). Returns
+    whether the database is complete; the build's own is published only after ``complete_scratch``."""
     if len(base.parts) == 1:
         copy_base(base, dest)
-        return
+        return True
     dead = _dead_of(base)
     segments = _segments(base)
     sources = []
     for part in segments:
-        gone = set(dead.get(part.sha256, ()))
-        sources.append(SegmentSource(part.path, [i for i in _note_ids(part.path) if i not in gone]))
-    write_segment(dest, sources, tokenizer=tokenizer, generation_from=segments[-1].path)
+        dropped = set(dead.get(part.sha256, ()))
+        sources.append(SegmentSource(part.path, [i for i in _note_ids(part.path) if i not in dropped]))
+    write_segment(
+        dest, sources, tokenizer=tokenizer, generation_from=segments[-1].path, arrays=gone is None, texts=gone
+    )
+    return gone is None
+
+
+def complete_scratch(conn: sqlite3.Connection, base: ResolvedIndex, *, texts: bool) -> None:
+    """What a staged working database lacks to be published whole (its arrays: then
+    ``core.build.staged.whole_database``): every note's term vectors (the build wrote those of its own
+    notes only; the others' from the base segments' arrays) and, ``texts`` (``scratch_base`` left them
+    incomplete), every note's FTS5 rows."""
+    built = {nid for nid, _, _ in working_forward(conn).notes}
+    wanted = set(seg.segment_note_ids(conn)) - built
+    with atomic(conn):
+        if len(base.parts) == 1:  # the scratch is the base's byte copy: its arrays are the base's
+            complete_working(conn, [(conn, wanted)])
+        else:
+            _complete_from_segments(conn, base, wanted)
+        if texts:
+            seg.reindex_stored_texts(conn)
+
+
+def _complete_from_segments(conn: sqlite3.Connection, base: ResolvedIndex, wanted: set[int]) -> None:
+    dead = _dead_of(base)
+    sources, opened = [], []
+    try:
+        for part in _segments(base):
+            opened.append(_ro(part.path))
+            live = wanted.intersection(_note_ids(part.path)).difference(dead.get(part.sha256, ()))
+            sources.append((opened[-1], live))
+        complete_working(conn, sources)
+    finally:
+        for source in opened:
+            source.close()
 
 
 def _edges_by_src(conn: sqlite3.Connection, below: int) -> dict[int, list[tuple]]:
@@ -139,10 +187,7 @@ def refusal(base: ResolvedIndex, plan: BuildPlan, links_changed: int) -> tuple[s
         return LINKS_CHANGED, f"{links_changed} unchanged notes have other resolved edges"
     if plan.touched:
         return TOUCHED, f"{len(plan.touched)} notes with a new mtime and the same content"
-    count = len(_segments(base)) + 1
-    if count > MAX_SEGMENTS:
-        return SEGMENT_LIMIT, f"{count} segments > {MAX_SEGMENTS}: every segment merged into one"
-    return None
+    return None  # past MAX_SEGMENTS: ``delta_parts`` merges the smallest segments (merge_write.fit_segment_limit)
 
 
 def _same_inode(part: ResolvedPart) -> bool:
@@ -193,24 +238,45 @@ def _kept_parts(base: ResolvedIndex, new_dead: dict[str, list[int]]) -> tuple[li
 
 
 def _new_dead(base: ResolvedIndex, gone: Sequence[int]) -> dict[str, list[int]]:
-    """Segment SHA-256 -> ALL its dead ids, for each segment holding one of ``gone``."""
+    """Segment SHA-256 -> ALL its dead ids, for each segment holding one of ``gone`` live (an edited note's
+    id is in its older segments too, dead there already)."""
     wanted = set(gone)
     old = _dead_of(base)
     out = {}
     for part in _segments(base):
-        here = wanted.intersection(_note_ids(part.path)) if wanted else set()
+        here = wanted.intersection(_note_ids(part.path)).difference(old.get(part.sha256, ())) if wanted else set()
         if here:
             out[part.sha256] = sorted(here | set(old.get(part.sha256, ())))
     return out
 
 
+def _check_segment(path: Path) -> None:
+    """The new segment's per-note tables agree (``core.index.tables.checks``: the counts the builder checks on a
+    whole database, here over the changed notes only)."""
+    conn = _ro(path)
+    try:
+        found = inconsistencies(conn, working=False)  # its vectors are checked by its writer's arrays
+    finally:
+        conn.close()
+    if found:
+        raise ValidationError("the staged delta segment failed validation: " + "; ".join(found), problems=found)
+
+
 def delta_parts(
-    layout: IndexLayout, base: ResolvedIndex, scratch: Path, plan: BuildPlan, first_new: int, tokenizer: str
+    layout: IndexLayout,
+    base: ResolvedIndex,
+    scratch: Path,
+    plan: BuildPlan,
+    first_new: int,
+    tokenizer: str,
+    forward: Forward,
 ) -> Delta:
-    """Stage the new segment (notes of ``scratch`` with ids from ``first_new``) and tombstones; list the rest."""
+    """Stage the new segment (the notes of ``scratch`` with ids from ``first_new`` or re-inserted with their
+    ids, ``plan.changed_ids``; their term vectors ``forward``, the build's working rows: a scratch stores
+    none) and tombstones; list the rest."""
     conn = _ro(scratch)
     try:
-        new_ids = seg.note_ids_from(conn, first_new)
+        new_ids = seg.note_ids_from(conn, first_new, plan.changed_ids)
         tops = seg.next_ids(conn)
     finally:
         conn.close()
@@ -222,14 +288,19 @@ def delta_parts(
     made = [staged]
     try:
         counts = write_segment(
-            staged, [SegmentSource(scratch, new_ids)], tokenizer=tokenizer, generation_from=scratch, compact=True
+            staged,
+            [SegmentSource(scratch, new_ids, forward)],
+            tokenizer=tokenizer,
+            generation_from=scratch,
+            compact=True,
         )
+        _check_segment(staged)
         index = {p.sha256: i for i, p in enumerate(segments)}
         for part in _segments(base):
             ids = new_dead.get(part.sha256)
             if ids:
                 made.append(new_staging_path(layout))
-                write_tombstone(made[-1], part.path, ids, tokenizer=tokenizer)
+                write_tombstone(made[-1], part.path, ids)
                 tombstones.append(PlannedPart("tombstone", made[-1], notes=len(ids), segment=index[part.sha256]))
     except BaseException:
         for path in made:  # nothing staged outlives a failed build
@@ -241,4 +312,7 @@ def delta_parts(
             dense_chunks=counts.get("dense_chunks", 0),
         )
     )  # fmt: skip
-    return Delta(segments, tombstones, next_ids)
+    segments, tombstones, merged = fit_segment_limit(
+        layout, base, segments, tombstones, {**_dead_of(base), **new_dead}, tokenizer
+    )
+    return Delta(segments, tombstones, next_ids, merged)

@@ -63,7 +63,7 @@ def stage_split(
         gone = sorted(dead & set(group))
         if gone:
             stone = new_staging_path(layout)
-            write_tombstone(stone, staged, gone, tokenizer=tokenizer)
+            write_tombstone(stone, staged, gone)
             tombstones.append(PlannedPart("tombstone", stone, notes=len(gone), segment=i))
     live = sum(len(g) for g in groups) - sum(len(dead & set(g)) for g in groups)
     return segments, tombstones, live

@@ -2,28 +2,30 @@
 a tombstone part for a segment's deleted notes (issue 29, step 2a).
 
 ``write_segment`` creates a new segment file holding the given notes' rows of every per-note table
-(notes, note_tags, note_names, note_problems, chunks, note_text and its FTS5 rows, links, link_keys,
-target_keys, the edges those notes are the source of, dense chunk_vectors), copied from each source
-segment ATTACHed read-only; the chosen notes' term vectors derived from the source's term-major arrays
-(core.build.forward_rows: a segment stores its postings once) into the writer's TEMP working tables;
-then the term-major arrays and per-class statistics over THAT segment's notes only, with the builder's
-own array code. The first source's term dictionary is kept as it is (its ids unchanged); a term of a
-later source that it lacks gets the next id, and that source's vectors are remapped. An edge to a note
-listed as dead is left out.
+(notes, note_tags, note_names, note_problems, chunks, note_text (re-encoded where the text dictionary
+changes: ``segments.copy_note_texts``) and its FTS5 rows, links, link_keys, target_keys, the edges those
+notes are the source of, dense chunk_vectors), copied from each source segment ATTACHed read-only; the
+chosen notes' term vectors derived from the source's term-major arrays (core.build.forward_rows: a segment
+stores its postings once) into the writer's TEMP working tables; then the term-major arrays and per-class
+statistics over THAT segment's notes only, with the builder's own array code. The first source's term
+dictionary is kept as it is (its ids unchanged); a term of a later source that it lacks gets the next
+id, and that source's vectors are remapped. An edge to a note listed as dead is left out.
 
 Generation-level tables (meta, skipped_files, build_problems, git_dates) are carried by the NEWEST
 segment of a generation (``core.index.segmented`` reads them there): ``generation_from`` names the
 source they are copied from (every segment carries its own ``meta`` schema version and tokenizer).
 
-``write_tombstone`` writes ``dead(note_id)`` and, in ``term_major``, the deleted notes' exact
-statistics: the ``class_*`` arrays of the sparse and chunk groups (core.ranking.classes' encoding),
-the sparse group's total ``df`` and both groups' ``indptr`` (per term: its dead notes / chunks), all
-over the segment's own term ids; computed by writing those notes as a scratch segment with the
-segment's whole dictionary (the builder's own array code): what the ranking side subtracts.
+``write_tombstone`` writes ``dead(note_id)`` and the deleted notes' exact per-class statistics of the
+sparse group (notes, field-length sums, and df only for the terms those notes hold, over the segment's
+own term ids: ``core.index.tables.segments.create_tombstone``), counted from the segment's own arrays
+(``core.ranking.segments.tombstone``: what the ranking side subtracts,
+``core.modes.segment_arrays.tombstone_of``). The chunk group needs none: the combined chunk vectors
+recompute their statistics from the live chunks (``core.ranking.segment_chunks``).
 """
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
@@ -31,14 +33,19 @@ from pathlib import Path
 
 import numpy as np
 
-from core.build.forward_rows import Forward, create_working, fill_working, insert_dictionary, read_forward
+from core.build import text_dict
+from core.build.forward_rows import Forward, create_working, fill_working, insert_dictionary, merge_terms, read_forward
 from core.errors import IntegrityError, UsageError
 from core.index.schema import create_schema
 from core.index.tables import segments as seg
 from core.index.tables.connection import atomic, set_journal_mode, set_working_mode
 from core.ranking.chunk_vectors import compute_chunk_vectors, store_chunk_vectors
-from core.ranking.sparse import store_sparse
+from core.ranking.segments import tombstone
+from core.ranking.sparse import load_sparse, store_sparse
 from core.ranking.sparse_rows import compute_sparse
+
+SMALL_PAGE = 1024  # bytes: the SQLite page of a compact segment and of a tombstone (SQLite's default: 4096)
+Terms = dict[str, int] | None  # a writer's dictionary (None: a segment written without arrays)
 
 
 @dataclass(frozen=True)
@@ -47,6 +54,7 @@ class SegmentSource:
 
     path: Path
     note_ids: Collection[int]
+    forward: Forward | None = None  # its notes' term vectors, when the file holds no arrays for them (a scratch)
 
 
 def _uri(path: Path, *, immutable: bool = True) -> str:
@@ -54,7 +62,9 @@ def _uri(path: Path, *, immutable: bool = True) -> str:
 
 
 def _source_forward(source: SegmentSource) -> Forward:
-    """The chosen notes' forward rows, derived from the source's stored term-major arrays."""
+    """The chosen notes' forward rows: the source's own (``forward``), else derived from its stored arrays."""
+    if source.forward is not None:
+        return source.forward.only(source.note_ids)
     conn = sqlite3.connect(_uri(source.path), uri=True)
     try:
         forward = read_forward(conn, source.note_ids)
@@ -65,41 +75,22 @@ def _source_forward(source: SegmentSource) -> Forward:
     return forward
 
 
-def _merge_terms(dictionary: dict[str, int], forward: Forward, first: bool, compact: bool) -> np.ndarray | None:
-    """Merge ``forward``'s terms into ``dictionary``; the source id -> new id table (None: ids kept). The first
-    source's dictionary is kept whole (or, ``compact``, only the terms its chosen notes hold, numbered 1..
-    in their order); a later source's term the dictionary lacks gets the next id, in source id order."""
-    if first and not compact:
-        dictionary.update(forward.terms)
-        return None
-    size = max(max(forward.terms.values(), default=0), int(forward.used_terms().max(initial=0))) + 1
-    table = np.zeros(size, dtype=np.int32)
-    word = {i: t for t, i in forward.terms.items()}
-    if first:
-        for new, old in enumerate(forward.used_terms().tolist(), start=1):
-            table[old] = dictionary[word[old]] = new
-        return table
-    next_id = max(dictionary.values(), default=0) + 1
-    for old in sorted(word):
-        found = dictionary.get(word[old])
-        if found is None:
-            found = dictionary[word[old]] = next_id
-            next_id += 1
-        table[old] = found
-    return table
-
-
 def _copy_source(
-    conn: sqlite3.Connection, source: SegmentSource, first: bool, compact: bool, dictionary: dict[str, int]
+    conn: sqlite3.Connection, source: SegmentSource, first: bool, compact: bool, use_dict: bool, dictionary: Terms
 ) -> None:
+    """One source's chosen notes; their term vectors too unless ``dictionary`` is None (no arrays written)."""
     seg.choose_notes(conn, source.note_ids)
-    forward = _source_forward(source)
-    table = _merge_terms(dictionary, forward, first, compact)
+    forward = table = None
+    if dictionary is not None:
+        forward = _source_forward(source)
+        table = merge_terms(dictionary, forward, first, compact)
     seg.attach(conn, _uri(source.path), "src")
     try:
         with atomic(conn):
             seg.copy_note_rows(conn)
-            fill_working(conn, forward, table)
+            seg.copy_note_texts(conn, use_dict=use_dict)
+            if forward is not None:
+                fill_working(conn, forward, table)
             if first:
                 seg.copy_generation_tables(conn, meta_only=True)
     finally:
@@ -114,22 +105,30 @@ def write_segment(
     dead: Collection[int] = (),
     generation_from: Path | None = None,
     compact: bool = False,
+    arrays: bool = True,
+    texts: Collection[int] | None = None,
 ) -> dict[str, int]:
     """Write a new segment file ``dest`` (must not exist) of ``sources``' chosen notes; ``dead``: note ids
     no edge may point at; ``generation_from``: the segment whose generation-level tables it carries;
     ``compact``: the dictionary holds only the terms of the chosen notes (renumbered), not the first
-    source's whole dictionary. Returns the segment's counts (notes, chunks, dense_chunks)."""
+    source's whole dictionary; ``arrays=False`` and ``texts`` (FTS5 rows of these notes only): a build's
+    working database, never published as it is (``core.build.incremental.scratch_base``). Returns the
+    segment's counts (notes, chunks, dense_chunks)."""
     conn = sqlite3.connect(f"file:{dest}?mode=rwc", uri=True, isolation_level=None)
     try:
+        if compact:  # a small segment of a few notes: its ~40 tables and indexes take a page each at least
+            conn.execute(f"PRAGMA page_size = {SMALL_PAGE}")
         set_working_mode(conn, durable=False)
         create_schema(conn, tokenizer)
         create_working(conn)
         seg.start_copy(conn, dead)
-        dictionary: dict[str, int] = {}
+        use_dict = sum(len(s.note_ids) for s in sources) >= text_dict.MIN_NOTES  # a few notes: cheaper without
+        dictionary: Terms = {} if arrays else None
         for i, source in enumerate(sources):
-            _copy_source(conn, source, i == 0, compact, dictionary)
-        with atomic(conn):
-            insert_dictionary(conn, dictionary)
+            _copy_source(conn, source, i == 0, compact, use_dict, dictionary)
+        if dictionary is not None:
+            with atomic(conn):
+                insert_dictionary(conn, dictionary)
         if generation_from is not None:
             seg.attach(conn, _uri(generation_from), "src")
             try:
@@ -138,10 +137,11 @@ def write_segment(
             finally:
                 seg.detach(conn, "src")
         with atomic(conn):
-            seg.index_stored_texts(conn)
-            sparse = compute_sparse(conn)
-            store_sparse(conn, sparse)
-            store_chunk_vectors(conn, compute_chunk_vectors(conn, sparse))
+            seg.index_stored_texts(conn, texts)
+            if arrays:
+                sparse = compute_sparse(conn)
+                store_sparse(conn, sparse)
+                store_chunk_vectors(conn, compute_chunk_vectors(conn, sparse))
         counts = seg.segment_counts(conn)
         set_journal_mode(conn, "DELETE")
     finally:
@@ -149,37 +149,46 @@ def write_segment(
     return counts
 
 
-def _statistic(name: str) -> bool:
-    """An array (or piece) a tombstone keeps: per-class statistics, the total df (``df``) and the
-    postings' term pointers (``indptr``: a term's notes / chunks) of the dead notes."""
-    array = name.split("/", 1)[-1].split("#", 1)[0]
-    return array.startswith("class_") or array in ("df", "indptr")
-
-
-def write_tombstone(dest: Path, segment: Path, dead_ids: Collection[int], *, tokenizer: str) -> int:
-    """Write a tombstone part ``dest`` for ``segment``: ALL of that segment's deleted note ids (a newer
-    delete writes a new tombstone) and their statistics. Returns how many ids it lists."""
-    ids = sorted(set(dead_ids))
-    scratch = dest.with_name(dest.name + ".scratch")
+def _dead_rows(segment: Path, ids: list[int]) -> tuple[list[tuple[str, int, str]], list[tuple[str, int, int]]]:
+    """(classes rows, df rows) of ``seg.create_tombstone``: the exact contribution of the notes ``ids`` to
+    ``segment``'s per-class statistics, counted from its own arrays (``core.ranking.segments.tombstone``:
+    what the ranking side subtracts), in its own term ids. A listed id the segment lacks is a UsageError."""
+    conn = sqlite3.connect(_uri(segment), uri=True)
     try:
-        found = write_segment(scratch, [SegmentSource(segment, ids)], tokenizer=tokenizer)["notes"]
-        if found != len(ids):
-            raise UsageError(
-                f"a tombstone lists only notes of its segment: {len(ids) - found} of {len(ids)} ids are not in {segment}",
-                path=str(segment),
-                expected=len(ids),
-                actual=found,
-            )
-        conn = sqlite3.connect(f"file:{dest}?mode=rwc", uri=True, isolation_level=None)
-        try:
-            seg.attach(conn, _uri(scratch, immutable=False), "src")
-            with atomic(conn):
-                seg.create_tombstone(conn, ids)
-                seg.copy_arrays(conn, _statistic)
-            seg.detach(conn, "src")
-            set_journal_mode(conn, "DELETE")
-        finally:
-            conn.close()
+        sparse = load_sparse(conn)
     finally:
-        scratch.unlink(missing_ok=True)
+        conn.close()
+    if sparse.classes is None:
+        raise UsageError("a segment without per-classification statistics cannot be tombstoned")
+    rows = np.flatnonzero(np.isin(np.asarray(sparse.note_ids, dtype=np.int64), ids))
+    if rows.shape[0] != len(ids):
+        missing = len(ids) - int(rows.shape[0])
+        raise UsageError(
+            f"a tombstone lists only notes of its segment: {missing} of {len(ids)} ids are not in {segment}",
+            path=str(segment),
+            expected=len(ids),
+            actual=int(rows.shape[0]),
+        )
+    counted = tombstone(sparse, rows)
+    names = sparse.classes.names
+    classes = [(name, int(counted.docs[c]), json.dumps(counted.field_len[c].tolist())) for c, name in enumerate(names)]
+    cls, terms = np.nonzero(counted.df)
+    df = [(names[c], int(t), int(counted.df[c, t])) for c, t in zip(cls.tolist(), terms.tolist(), strict=True)]
+    return classes, df
+
+
+def write_tombstone(dest: Path, segment: Path, dead_ids: Collection[int]) -> int:
+    """Write a tombstone part ``dest`` for ``segment``: ALL of that segment's deleted note ids (a newer
+    delete writes a new tombstone) and their exact per-class statistics for the terms they hold (its size
+    grows with the dead notes, not with the segment). Returns how many ids it lists."""
+    ids = sorted(set(dead_ids))
+    classes, df = _dead_rows(segment, ids)
+    conn = sqlite3.connect(f"file:{dest}?mode=rwc", uri=True, isolation_level=None)
+    try:
+        conn.execute(f"PRAGMA page_size = {SMALL_PAGE}")
+        with atomic(conn):
+            seg.create_tombstone(conn, ids, classes, df)
+        set_journal_mode(conn, "DELETE")
+    finally:
+        conn.close()
     return len(ids)

@@ -14,17 +14,21 @@ from core.errors import UsageError
 
 def cmd_index(args: argparse.Namespace) -> int:
     """Build (unless --embed-only), then embed (with --embed / --embed-only)."""
-    from core.build.embed import embed_index
-
     embed = args.embed or args.embed_only
     if (args.embed_limit is not None or args.model) and not embed:
         raise UsageError("--embed-limit and --model apply with --embed or --embed-only")
+    if args.one_segment and not args.optimize:
+        raise UsageError("--one-segment applies with --optimize")
+    if args.optimize and args.in_place:
+        raise UsageError("--optimize merges the segments of a generation index, not --in-place's index.db")
     progress = not args.json and sys.stderr.isatty()
     out: dict[str, Any] = {}
     model = _load_model_first(args) if embed else None
     if not args.embed_only:
         out["build"] = _build(args, model, progress)
     if embed:
+        from core.build.embed import embed_index  # the dense side: loaded only to embed
+
         try:
             out["embed"] = embed_index(
                 Path(args.vault),
@@ -37,6 +41,8 @@ def cmd_index(args: argparse.Namespace) -> int:
             ).to_dict()
         except KeyboardInterrupt:
             return _embed_interrupted(args)
+    if args.optimize:
+        out["optimize"] = _optimize(args)
     if args.json:
         print_json(out["build"] if list(out) == ["build"] else out)
         return 0
@@ -46,7 +52,29 @@ def cmd_index(args: argparse.Namespace) -> int:
         emit(format_build(out["build"]))
     if "embed" in out:
         _print_embed(out["embed"])
+    if "optimize" in out:
+        _print_optimize(out["optimize"])
     return 0
+
+
+def _optimize(args: argparse.Namespace) -> dict[str, Any]:
+    from core.build.optimize import optimize_index
+
+    return optimize_index(
+        Path(args.vault), index_dir=env_index_dir(args), one_segment=args.one_segment, keep=args.keep,
+        wait_seconds=args.wait,
+    ).to_dict()  # fmt: skip
+
+
+def _print_optimize(report: dict[str, Any]) -> None:
+    if report["outcome"] != "merged":
+        emit(f"optimize: {report['outcome']}" + (f" ({report['detail']})" if report["detail"] else ""))
+        return
+    emit(
+        f"optimize: {report['segments_before']} -> {report['segments_after']} segments, "
+        f"{report['bytes_before']} -> {report['bytes_after']} bytes ({report['bytes_written']} written), "
+        f"{report['seconds']:.2f} s; active {report['generation_after']}"
+    )
 
 
 def _load_model_first(args: argparse.Namespace) -> str:
@@ -61,7 +89,6 @@ def _load_model_first(args: argparse.Namespace) -> str:
 
 
 def _build(args: argparse.Namespace, model: str | None, progress: bool) -> dict[str, Any]:
-    from core.build.build_embed import EmbedInStaging
     from core.build.builder import build_index
 
     changes = {
@@ -82,10 +109,17 @@ def _build(args: argparse.Namespace, model: str | None, progress: bool) -> dict[
         source=args.source,
         rev=args.rev,
         # --embed: a small change's vectors go into the same generation as its text
-        before_publish=EmbedInStaging(model, batch=args.embed_limit, progress=progress)
-        if args.embed and not args.in_place
-        else None,
+        before_publish=_embed_in_staging(args, model, progress),
     ).to_dict()
+
+
+def _embed_in_staging(args: argparse.Namespace, model: str | None, progress: bool) -> Any:
+    """The build's ``before_publish`` hook with --embed (not in place), else None (the dense side not loaded)."""
+    if not args.embed or args.in_place:
+        return None
+    from core.build.build_embed import EmbedInStaging
+
+    return EmbedInStaging(model, batch=args.embed_limit, progress=progress)
 
 
 def _embed_interrupted(args: argparse.Namespace) -> int:

@@ -13,7 +13,7 @@ import sqlite3
 from core.index.tables.connection import run_statements
 from core.index.tables.meta import set_meta
 
-SCHEMA_VERSION = 20
+SCHEMA_VERSION = 22
 
 
 def schema_ddl(tokenizer: str) -> tuple[str, ...]:
@@ -40,9 +40,12 @@ def schema_ddl(tokenizer: str) -> tuple[str, ...]:
         tags.DDL_NOTE_TAGS,
         names.DDL_NOTE_NAMES,
         problems.DDL_NOTE_PROBLEMS,
+        chunks.DDL_HEADINGS,
+        chunks.DDL_CHUNK_ROWS,
         chunks.DDL_CHUNKS,
         notes_fts.ddl_notes_fts(tokenizer),
         notes_fts.DDL_NOTE_TEXT,
+        notes_fts.DDL_TEXT_DICT,
         term_major.DDL_TERM_MAJOR,
         links.DDL_LINKS,
         links.DDL_EDGES,

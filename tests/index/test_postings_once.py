@@ -17,6 +17,7 @@ from core.build.builder import build_index
 from core.build.forward_rows import read_forward
 from core.errors import IntegrityError
 from core.generations import layout_for
+from core.index import verify
 from core.ranking.chunk_vectors import load_chunk_vectors
 from core.ranking.sparse import SPARSE_GROUP, load_sparse
 
@@ -113,3 +114,50 @@ def test_a_part_without_arrays_or_working_rows_is_an_integrity_error(vault: Path
             load_sparse(conn)
     finally:
         conn.close()
+
+
+def _vectors_by_path(vault: Path) -> dict[str, object]:
+    """rel_path -> its note vector and its chunks' vectors by term text, from the one segment of ``vault``'s
+    generation (a refused delta publishes the whole as one segment)."""
+    (segment,) = verify.resolve(layout_for(vault)).parts
+    assert segment.kind == "segment"
+    conn = sqlite3.connect(f"file:{segment.path}?mode=ro", uri=True)
+    try:
+        forward = read_forward(conn)
+        paths = dict(conn.execute("SELECT id, rel_path FROM notes"))
+    finally:
+        conn.close()
+    assert forward is not None
+    word = {i: t for t, i in forward.terms.items()}
+    out: dict[str, object] = {}
+    for (nid, ids, tf), (cid, lengths, cids, ctf) in zip(forward.notes, forward.chunks, strict=True):
+        assert nid == cid
+        runs = np.split(np.arange(cids.shape[0]), np.cumsum(lengths)[:-1]) if lengths.size else []
+        out[paths[nid]] = (
+            sorted((word[int(i)], row.tobytes()) for i, row in zip(ids, tf, strict=True)),
+            [sorted((word[int(cids[k])], int(ctf[k])) for k in run) for run in runs],
+        )
+    return out
+
+
+@pytest.mark.parametrize("deltas", [0, 2])
+def test_a_refused_delta_publishes_every_notes_vectors_as_a_cold_build(tmp_path: Path, deltas: int) -> None:
+    """A build on a base writes the vectors of its own notes only; when its delta is refused (a rename
+    re-resolves another note's link), the one segment it publishes holds every note's vectors, the others'
+    derived from the base's segments: the same as a cold build's (a base of 1 and of 3 segments)."""
+    root = tmp_path / "vault"
+    root.mkdir()
+    (root / "a.md").write_text("# Alpha\n\nquokka meets [[b]] here.\n\n## Later\n\nzebrafish text\n", encoding="utf-8")
+    (root / "b.md").write_text("# Beta\n\nbeta words and a database.\n", encoding="utf-8")
+    (root / "c.md").write_text("# Gamma\n\ngamma project search.\n", encoding="utf-8")
+    build_index(root)
+    for step in range(deltas):
+        (root / "c.md").write_text(f"# Gamma\n\ngamma project search, edit {step} numbat.\n", encoding="utf-8")
+        assert build_index(root).one_segment_reason is None  # a delta
+    assert len([p for p in _parts(root) if p.suffix == ".seg"]) == 1 + deltas
+    (root / "b.md").rename(root / "b-moved.md")  # a's link no longer resolves: its edges change
+    assert str(build_index(root).one_segment_reason).startswith("incremental_links_changed")
+    cold = tmp_path / "cold"
+    shutil.copytree(root, cold, ignore=shutil.ignore_patterns(".vaultsearch"))
+    build_index(cold)
+    assert _vectors_by_path(root) == _vectors_by_path(cold)

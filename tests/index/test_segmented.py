@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from core.build.builder import build_index
-from core.build.forward_rows import load_working
+from core.build.forward_rows import load_working, read_forward
 from core.build.lock import build_lock
 from core.build.publish_segments import PlannedPart, publish_segments, stage_split
 from core.build.segment_writer import SegmentSource, write_segment, write_tombstone
@@ -43,10 +43,10 @@ from core.index.state import active_record
 from core.index.status import index_status
 from core.index.tables import notes_fts
 from core.index.tables.meta import get_meta
-from core.index.tables.segments import GENERATION_TABLES, PER_NOTE_TABLES
-from core.ranking.chunk_vectors import CHUNK_GROUP
+from core.index.tables.segments import GENERATION_TABLES, PER_NOTE_TABLES, dead_statistics
 from core.ranking.filters import Filters
-from core.ranking.sparse import SPARSE_GROUP
+from core.ranking.segments import _class_df
+from core.ranking.sparse import SPARSE_GROUP, load_sparse
 from core.ranking.stored import load_group
 from core.searcher import search_vault
 from core.serve.tools import ServeConfig, Tools
@@ -61,7 +61,6 @@ FILTERS = (
     {"include_superseded": True, "classifications": ["public", "internal"]},
     {"note_types": ["person", "project"], "status": ["active"]},
 )
-CHUNK_CLASS = ("class_chunks", "class_chunk_len")
 EXPRESSIONS = ("note", "search OR index", '"the vault"', "NEAR(note link, 5)", "tag*", "title: note", "zzzunknown")
 
 
@@ -146,19 +145,27 @@ def test_k_segments_with_tombstones_answer_as_one_segment(
     one = publish_split(layout_for(root, tmp_path / "one"), segment, [live], dead, tokenizer)
     assert sum(p.kind == "segment" for p in split.parts) == k
     assert len(one.parts) == 1
-    a, b = verify.connect_readonly(split), verify.connect_readonly(one)
+    status = assert_reads_alike(root, tmp_path / "split", tmp_path / "one", len(live))
+    assert [p["kind"] for p in status["parts"]].count("segment") == k
+
+
+def assert_reads_alike(root: Path, got_dir: Path, want_dir: Path, live: int) -> dict[str, Any]:
+    """The generations in ``got_dir`` and ``want_dir`` (``live`` notes) answer every read-path query and
+    status count alike; the status of ``got_dir``."""
+    got_index, want_index = verify.resolve(layout_for(root, got_dir)), verify.resolve(layout_for(root, want_dir))
+    a, b = verify.connect_readonly(got_index), verify.connect_readonly(want_index)
     try:
         got, want = _answers(a), _answers(b)
     finally:
         a.close()
         b.close()
-    assert want["count"] == (len(live),)
+    assert want["count"] == (live,)
     for key in want:
         assert got[key] == want[key], key
-    status = [index_status(root, tmp_path / name) for name in ("split", "one")]
+    status = [index_status(root, d) for d in (got_dir, want_dir)]
     for key in ("notes", "chunks", "links", "unresolved_links", "names", "skipped_files", "problems", "coverage"):
         assert status[0][key] == status[1][key], key
-    assert [p["kind"] for p in status[0]["parts"]].count("segment") == k
+    return status[0]
 
 
 def test_multi_part_generation_fails_closed(base: tuple[Path, Path, list[int], str], tmp_path: Path) -> None:
@@ -247,54 +254,97 @@ def test_a_twelfth_segment_is_refused(base: tuple[Path, Path, list[int], str], t
         parse_manifest(raw, tmp_path / "m.json", None)
 
 
-def _stats(path: Path) -> dict[str, dict[str, Any]]:
-    """Per group: per class name its notes / field lengths (sparse) or chunks / chunk length (chunks), and
-    the per-term counts (sparse df, and each group's postings per term)."""
+def _stats(path: Path) -> dict[str, Any]:
+    """A segment's sparse statistics by class name: notes, field-length sums, and df per term (by term text)."""
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
-        out: dict[str, dict[str, Any]] = {}
-        names: list[str] = []
-        for group, per_class in ((SPARSE_GROUP, ("class_docs", "class_field_len")), (CHUNK_GROUP, CHUNK_CLASS)):
-            arrays = load_group(conn, group, ())
-            assert arrays is not None
-            names = json.loads(arrays["class_names"].tobytes()) if group == SPARSE_GROUP else names  # chunks: the same
-            assert len(names) == len(arrays[per_class[0]])
-            out[group] = {a: {n: np.asarray(arrays[a][i]).tolist() for i, n in enumerate(names)} for a in per_class}
-            out[group]["per_term"] = np.diff(np.asarray(arrays["indptr"])).tolist()
-            if "df" in arrays:
-                out[group]["df"] = np.asarray(arrays["df"]).tolist()
-        return out
+        sparse = load_sparse(conn)
     finally:
         conn.close()
+    assert sparse.classes is not None
+    words = {i: w for w, i in sparse.term_id.items()}
+    df = _class_df(sparse.classes, np.asarray(sparse.df, dtype=np.int64))
+    out: dict[str, Any] = {}
+    for c, name in enumerate(sparse.classes.names):
+        out[name] = {
+            "docs": int(sparse.classes.docs[c]),
+            "field_len": np.asarray(sparse.classes.field_len[c]).tolist(),
+            "df": {words[int(t)]: int(df[c, t]) for t in np.flatnonzero(df[c])},
+        }
+    return out
+
+
+def _tombstone_stats(stone: Path, segment: Path) -> dict[str, Any]:
+    """A tombstone's stored statistics in ``_stats``' form (its term ids named by ``segment``'s dictionary)."""
+    conn = sqlite3.connect(f"file:{stone}?mode=ro", uri=True)
+    try:
+        stored = dead_statistics(conn)
+    finally:
+        conn.close()
+    assert stored is not None
+    seg_conn = sqlite3.connect(f"file:{segment}?mode=ro", uri=True)
+    try:
+        words = {i: w for w, i in load_sparse(seg_conn).term_id.items()}  # the segment's dictionary: its arrays
+    finally:
+        seg_conn.close()
+    classes, df = stored
+    out: dict[str, Any] = {n: {"docs": d, "field_len": json.loads(f), "df": {}} for n, d, f in classes}
+    for name, term, n in df:
+        out[name]["df"][words[term]] = n
+    return out
 
 
 def _plus(a: Any, b: Any) -> Any:
-    if isinstance(a, dict):
-        return {k: _plus(a.get(k), b.get(k)) for k in set(a) | set(b)}
     if a is None or b is None:
         return a if b is None else b
+    if isinstance(a, dict):
+        return {k: _plus(a.get(k), b.get(k)) for k in set(a) | set(b)}
     return (np.asarray(a) + np.asarray(b)).tolist()
+
+
+def _dropped_zero(stats: Any) -> Any:
+    if isinstance(stats, dict):
+        return {k: _dropped_zero(v) for k, v in stats.items() if v != 0}
+    return stats
 
 
 def test_a_tombstone_carries_the_dead_notes_exact_statistics(
     base: tuple[Path, Path, list[int], str], tmp_path: Path
 ) -> None:
     """segment statistics == (the same segment without the dead notes) + (its tombstone), per class and
-    per term, in the builder's encoding (what the ranking side subtracts)."""
+    per term; the tombstone holds only the terms the dead notes hold, so its size follows them (issue 29:
+    it was the dead notes written with the segment's WHOLE dictionary and its arrays)."""
     root, segment, ids, tokenizer = base
     dead = sorted(random.Random(7).sample(ids, 7))
     live = tmp_path / "live.seg"
     write_segment(live, [SegmentSource(segment, [i for i in ids if i not in dead])], tokenizer=tokenizer)
     stone = tmp_path / "t.del"
-    assert write_tombstone(stone, segment, dead, tokenizer=tokenizer) == len(dead)
+    assert write_tombstone(stone, segment, dead) == len(dead)
     conn = sqlite3.connect(stone)
     assert [r[0] for r in conn.execute("SELECT note_id FROM dead")] == dead
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    stored_pairs = conn.execute("SELECT count(*) FROM dead_df").fetchone()[0]
     conn.close()
-    whole, rest, gone = _stats(segment), _stats(live), _stats(stone)
-    assert sum(gone[SPARSE_GROUP]["class_docs"].values()) == len(dead)
-    assert _plus(rest, gone) == whole
+    assert tables == {"dead", "dead_classes", "dead_df"}  # no dictionary, no arrays
+    whole, rest, gone = _stats(segment), _stats(live), _tombstone_stats(stone, segment)
+    assert sum(c["docs"] for c in gone.values()) == len(dead)
+    assert _dropped_zero(_plus(rest, gone)) == _dropped_zero(whole)
+    dead_terms = set().union(*(set(_note_words(segment, i)) for i in dead))
+    assert stored_pairs <= len(dead_terms) * len(gone)  # (class, term) pairs of terms the dead notes hold
+    assert stone.stat().st_size <= 4096 * (4 + stored_pairs // 100)  # pages of its rows, not the dictionary's
     with pytest.raises(UsageError, match="only notes of its segment"):
-        write_tombstone(tmp_path / "bad.del", live, dead, tokenizer=tokenizer)  # dead ids are not in `live`
+        write_tombstone(tmp_path / "bad.del", live, dead)  # dead ids are not in `live`
+
+
+def _note_words(segment: Path, note_id: int) -> list[int]:
+    """The term ids a note of ``segment`` holds (its vector, derived from the segment's arrays)."""
+    conn = sqlite3.connect(f"file:{segment}?mode=ro", uri=True)
+    try:
+        forward = read_forward(conn, [note_id])
+    finally:
+        conn.close()
+    assert forward is not None and len(forward.notes) == 1
+    return forward.notes[0][1].tolist()
 
 
 def _tool_answers(tools: Tools, paths: list[str]) -> list[Any]:

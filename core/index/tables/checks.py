@@ -7,20 +7,25 @@ import sqlite3
 CHECKS = {
     "notes vs notes_fts": "SELECT (SELECT count(*) FROM notes) - (SELECT count(*) FROM notes_fts)",
     "notes vs note_text": "SELECT (SELECT count(*) FROM notes) - (SELECT count(*) FROM note_text)",
+    "notes without chunks": "SELECT count(*) FROM notes WHERE id NOT IN (SELECT note_id FROM chunks)",
+    "chunks without a heading path": "SELECT count(*) FROM chunks WHERE heading_path IS NULL",
+    "orphan chunks": "SELECT count(*) FROM chunks WHERE note_id NOT IN (SELECT id FROM notes)",
+    "orphan vectors": "SELECT count(*) FROM chunk_vectors WHERE chunk_id NOT IN (SELECT id FROM chunks)",
+}
+# a writer's working term vectors (TEMP tables of its connection, core.index.tables.terms: a stored file has none)
+WORKING_CHECKS = {
     "notes vs note_terms": "SELECT (SELECT count(*) FROM notes) - (SELECT count(*) FROM note_terms)",
     "notes vs chunk_terms": "SELECT (SELECT count(*) FROM notes) - (SELECT count(*) FROM chunk_terms)",
     "chunk_terms vs chunks": "SELECT (SELECT count(*) FROM chunks) - "
     "(SELECT coalesce(sum(n_chunks), 0) FROM chunk_terms)",
-    "notes without chunks": "SELECT count(*) FROM notes WHERE id NOT IN (SELECT note_id FROM chunks)",
-    "orphan chunks": "SELECT count(*) FROM chunks WHERE note_id NOT IN (SELECT id FROM notes)",
-    "orphan vectors": "SELECT count(*) FROM chunk_vectors WHERE chunk_id NOT IN (SELECT id FROM chunks)",
 }
 
 
-def inconsistencies(conn: sqlite3.Connection) -> list[str]:
-    """``"<check>: <count>"`` of every check that is not 0, in CHECKS order."""
+def inconsistencies(conn: sqlite3.Connection, *, working: bool = True) -> list[str]:
+    """``"<check>: <count>"`` of every check that is not 0, in CHECKS order, then (``working``: a writer's
+    connection) WORKING_CHECKS'."""
     found = []
-    for name, sql in CHECKS.items():
+    for name, sql in {**CHECKS, **(WORKING_CHECKS if working else {})}.items():
         n = conn.execute(sql).fetchone()[0]
         if n:
             found.append(f"{name}: {n}")

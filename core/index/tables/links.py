@@ -48,8 +48,7 @@ CREATE TABLE IF NOT EXISTS target_keys (
 ) WITHOUT ROWID"""
 INDEXES = (
     "CREATE INDEX IF NOT EXISTS links_by_note ON links(note_id)",
-    "CREATE INDEX IF NOT EXISTS link_keys_by_note ON link_keys(note_id)",
-    "CREATE INDEX IF NOT EXISTS target_keys_by_note ON target_keys(note_id)",
+    # link_keys / target_keys: looked up by key only (their primary key); no index by note, as note_names
     "CREATE INDEX IF NOT EXISTS edges_by_src ON edges(src_id)",
     "CREATE INDEX IF NOT EXISTS edges_by_dst ON edges(dst_id)",
     # covering the filter mask's supersession test (core.ranking.filters), read by every search process
@@ -104,6 +103,14 @@ def delete_all_keys(conn: sqlite3.Connection) -> None:
 def target_rows(conn: sqlite3.Connection, first_note_id: int | None) -> list[tuple[int, str, str]]:
     """(id, rel_path, aliases JSON) of the notes with ids >= ``first_note_id``; of every note when None."""
     return conn.execute("SELECT id, rel_path, aliases FROM notes WHERE id >= ?", (first_note_id or 0,)).fetchall()
+
+
+def target_rows_of(conn: sqlite3.Connection, note_ids: Sequence[int]) -> list[tuple[int, str, str]]:
+    """(id, rel_path, aliases JSON) of the notes with these ids."""
+    return conn.execute(
+        "SELECT id, rel_path, aliases FROM notes WHERE id IN (SELECT value FROM json_each(?))",
+        (json.dumps(sorted(note_ids)),),
+    ).fetchall()
 
 
 def targets_by_key(conn: sqlite3.Connection, keys: Sequence[str]) -> list[tuple[int, str, str]]:

@@ -183,3 +183,9 @@ def chunk_term_rows(conn: sqlite3.Connection, visible: Visible | None) -> Vector
     where, vals = visible_rows(visible)
     cursor = conn.execute(f"SELECT note_id, n_chunks, n_terms, data FROM chunk_terms{where} ORDER BY note_id", vals)
     return VectorRows(cursor, "chunk_terms", lambda chunks, n: (4 * chunks, 4 * n, 2 * n))
+
+
+def clear_working(conn: sqlite3.Connection) -> None:
+    """Empty the working tables (filled again by the caller)."""
+    for name in ("terms", "note_terms", "chunk_terms"):
+        conn.execute(f"DELETE FROM temp.{name}")
