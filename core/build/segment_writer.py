@@ -39,13 +39,16 @@ from core.errors import IntegrityError, UsageError
 from core.index.schema import create_schema
 from core.index.tables import segments as seg
 from core.index.tables.connection import atomic, set_journal_mode, set_working_mode
+from core.ranking import stored
 from core.ranking.chunk_vectors import compute_chunk_vectors, store_chunk_vectors
-from core.ranking.segments import tombstone
-from core.ranking.sparse import load_sparse, store_sparse
+from core.ranking.classes import CLASS_ARRAYS, class_stats_from
+from core.ranking.segments import dead_counts
+from core.ranking.sparse import SPARSE_GROUP, store_sparse
 from core.ranking.sparse_rows import compute_sparse
 
 SMALL_PAGE = 1024  # bytes: the SQLite page of a compact segment and of a tombstone (SQLite's default: 4096)
 Terms = dict[str, int] | None  # a writer's dictionary (None: a segment written without arrays)
+_TOMBSTONE_ARRAYS = ("note_ids", "indptr", "docs", "field_len", "df", *CLASS_ARRAYS)  # what dead_counts reads
 
 
 @dataclass(frozen=True)
@@ -151,16 +154,18 @@ def write_segment(
 
 def _dead_rows(segment: Path, ids: list[int]) -> tuple[list[tuple[str, int, str]], list[tuple[str, int, int]]]:
     """(classes rows, df rows) of ``seg.create_tombstone``: the exact contribution of the notes ``ids`` to
-    ``segment``'s per-class statistics, counted from its own arrays (``core.ranking.segments.tombstone``:
-    what the ranking side subtracts), in its own term ids. A listed id the segment lacks is a UsageError."""
+    ``segment``'s per-class statistics, counted from the arrays of its own it needs
+    (``core.ranking.segments.dead_counts``: what the ranking side subtracts), in its own term ids. A listed id the segment lacks is a UsageError."""
     conn = sqlite3.connect(_uri(segment), uri=True)
     try:
-        sparse = load_sparse(conn)
+        arrays = stored.load_group(conn, SPARSE_GROUP, _TOMBSTONE_ARRAYS)
     finally:
         conn.close()
-    if sparse.classes is None:
-        raise UsageError("a segment without per-classification statistics cannot be tombstoned")
-    rows = np.flatnonzero(np.isin(np.asarray(sparse.note_ids, dtype=np.int64), ids))
+    if arrays is None:
+        raise IntegrityError(f"segment {segment} holds no term-major arrays", path=str(segment))
+    n_docs, fields, n_terms = int(arrays["note_ids"].shape[0]), int(arrays["field_len"].shape[1]), arrays["df"].shape[0]
+    stats = class_stats_from(arrays, n_docs, fields, n_terms)
+    rows = np.flatnonzero(np.isin(np.asarray(arrays["note_ids"], dtype=np.int64), ids))
     if rows.shape[0] != len(ids):
         missing = len(ids) - int(rows.shape[0])
         raise UsageError(
@@ -169,8 +174,8 @@ def _dead_rows(segment: Path, ids: list[int]) -> tuple[list[tuple[str, int, str]
             expected=len(ids),
             actual=int(rows.shape[0]),
         )
-    counted = tombstone(sparse, rows)
-    names = sparse.classes.names
+    counted = dead_counts(stats, arrays["field_len"], arrays["indptr"], arrays["docs"], n_terms, rows)
+    names = stats.names
     classes = [(name, int(counted.docs[c]), json.dumps(counted.field_len[c].tolist())) for c, name in enumerate(names)]
     cls, terms = np.nonzero(counted.df)
     df = [(names[c], int(t), int(counted.df[c, t])) for c, t in zip(cls.tolist(), terms.tolist(), strict=True)]

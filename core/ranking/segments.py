@@ -71,24 +71,34 @@ def _class_df(stats: ClassStats, total: np.ndarray) -> np.ndarray:
 
 def tombstone(sparse: SparseIndex, dead_rows: np.ndarray) -> Tombstone:
     """The exact contribution of ``dead_rows`` to ``sparse``'s per-class statistics, counted from its own
-    arrays (what the segment writer stores with a tombstone, and the reader for a tombstone without them)."""
+    arrays (``dead_counts``: what the segment writer stores with a tombstone; the reader counts it for a
+    tombstone without them)."""
     if sparse.classes is None:
         raise IntegrityError("a segment's sparse index holds no per-classification statistics")
-    rows = np.unique(np.asarray(dead_rows, dtype=np.int64))
-    if rows.size and (rows[0] < 0 or rows[-1] >= sparse.n_docs):
-        raise IntegrityError(f"a tombstone names a row beyond the segment's {sparse.n_docs} notes")
-    stats, c = sparse.classes, len(sparse.classes.names)
-    cls = stats.row_class[rows].astype(np.intp)
-    field_len = np.zeros((c, sparse.field_len.shape[1]), dtype=np.int64)
-    np.add.at(field_len, cls, sparse.field_len[rows].astype(np.int64))
-    dead = np.zeros(sparse.n_docs, dtype=bool)
-    dead[rows] = True
     docs = np.asarray(sparse.docs[:])
+    return dead_counts(sparse.classes, sparse.field_len, sparse.indptr, docs, sparse.df.shape[0], dead_rows)
+
+
+def dead_counts(
+    stats: ClassStats, field_len: np.ndarray, indptr: np.ndarray, docs: np.ndarray, n_terms: int, dead_rows: np.ndarray
+) -> Tombstone:
+    """``tombstone`` from the arrays it reads only (a writer loads no other array of the segment):
+    ``field_len`` [rows, fields], the postings' ``indptr`` and ``docs``."""
+    n_docs = int(field_len.shape[0])
+    rows = np.unique(np.asarray(dead_rows, dtype=np.int64))
+    if rows.size and (rows[0] < 0 or rows[-1] >= n_docs):
+        raise IntegrityError(f"a tombstone names a row beyond the segment's {n_docs} notes")
+    c = len(stats.names)
+    cls = stats.row_class[rows].astype(np.intp)
+    lengths = np.zeros((c, field_len.shape[1]), dtype=np.int64)
+    np.add.at(lengths, cls, np.asarray(field_len[rows], dtype=np.int64))
+    dead = np.zeros(n_docs, dtype=bool)
+    dead[rows] = True
     hit = np.flatnonzero(dead[docs])
-    terms = np.searchsorted(sparse.indptr, hit, side="right") - 1
-    df = np.zeros((c, sparse.df.shape[0]), dtype=np.int64)
+    terms = np.searchsorted(indptr, hit, side="right") - 1
+    df = np.zeros((c, n_terms), dtype=np.int64)
     np.add.at(df, (stats.row_class[docs[hit]].astype(np.intp), terms), 1)
-    return Tombstone(rows, np.bincount(cls, minlength=c).astype(np.int64), field_len, df)
+    return Tombstone(rows, np.bincount(cls, minlength=c).astype(np.int64), lengths, df)
 
 
 def _live_stats(seg: Segment, tomb: Tombstone | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
