@@ -17,6 +17,7 @@ from core.index import verify
 from core.index.layout import layout_for
 from core.ranking.filters import Filters
 from core.searcher import search_vault
+from core.serve.tools import ServeConfig, Tools
 from tests.conftest import note, write_files
 
 MODES = ("fts", "vector", "hybrid", "graph_assisted")
@@ -97,3 +98,28 @@ def test_ties_follow_paths_after_edits_deletes_re_adds_and_renames(tmp_path: Pat
     assert (report.one_segment_reason or "").startswith(incremental.LINKS_CHANGED), report
     assert _segments(root) == 1
     _same_as_cold(root, tmp_path, "one-segment")
+
+
+def _related(vault: Path, path: str, classes: tuple[str, ...]) -> dict[str, Any]:
+    out = Tools(ServeConfig(vault, classifications=classes)).call("related", {"path": path, "depth": 2})
+    return {k: out[k] for k in ("links", "backlinks", "unresolved")}
+
+
+def test_backlinks_follow_their_sources_paths_after_an_incremental_build(tmp_path: Path) -> None:
+    root = _vault(tmp_path / "vault")
+    build_index(root)
+    (root / "leaf-a.md").unlink()  # re-added: a new id, its edges stored after leaf-b's
+    build_index(root)
+    write_files(root, {"leaf-a.md": note("Leaf", "nothing here\n\n[[deep]]", classification="public")})
+    build_index(root)
+    cold = tmp_path / "cold"
+    shutil.copytree(root, cold, ignore=shutil.ignore_patterns(".vaultsearch"))
+    build_index(cold)
+    for classes in (("public", "lan"), ("public",)):
+        for path in ("deep.md", "hub.md"):
+            assert _related(root, path, classes) == _related(cold, path, classes), (path, classes)
+    assert [b["path"] for b in _related(root, "deep.md", ("public",))["backlinks"]] == [
+        "leaf-a.md",
+        "leaf-b.md",
+        "hub.md",
+    ]
