@@ -77,6 +77,8 @@ def _apply(conn: sqlite3.Connection, plan: BuildPlan, run: BuildRun) -> dict[str
     items = [(f.rel_path, str(f.path), data, sha, f.mtime_ns, f.size) for f, data, sha in plan.changed]
     workers = default_workers(len(items)) if run.workers is None else run.workers
     writer = NoteWriter(conn, language_analyzer_for(run.config.language))
+    writer.keep_ids = {n.rel_path: n.note_id for n in replaced}  # an edited note keeps its id (issue 29)
+    writer.next_note_id = max([writer.next_note_id, *(n.note_id + 1 for n in replaced)])
     if run.first_ids is not None:  # ids unique across the generation's segments, dead rows included
         writer.next_note_id = max(writer.next_note_id, run.first_ids[0])
         writer.next_chunk_id = max(writer.next_chunk_id, run.first_ids[1])
@@ -102,7 +104,7 @@ def _apply(conn: sqlite3.Connection, plan: BuildPlan, run: BuildRun) -> dict[str
         conn, [(p.path, p.reason, p.detail) for p in (*plan.scan.problems, *plan.unreadable, *run.problems)]
     )
     started = time.perf_counter()
-    links, unresolved = recompute_edges(conn, new_from_id=first_new_id, replaced=replaced)
+    links, unresolved = recompute_edges(conn, new_from_id=first_new_id, replaced=replaced, kept=writer.kept)
     run.timings["links"] = time.perf_counter() - started  # part of "write"
     return {"links": links, "unresolved_links": unresolved}
 
@@ -353,6 +355,8 @@ def _build_generation(
         )  # fmt: skip
     finally:
         conn.close()
+    if refused is not None and refused[0] == incremental.SEGMENT_LIMIT:  # a delta, the smallest segments merged
+        return replace(report, segment_limit_merge=f"{refused[0]}: {refused[1]}")
     return report if refused is None else replace(report, one_segment_reason=f"{refused[0]}: {refused[1]}")
 
 
@@ -393,6 +397,7 @@ def _publish_staged(
         t = time.perf_counter()
         if base is not None and run.first_ids is not None and refused is None:
             delta = incremental.delta_parts(run.layout, base, staging, plan, run.first_ids[0], run.config.tokenizer)
+            refused = None if delta.merged is None else (incremental.SEGMENT_LIMIT, delta.merged)
             published = publish_segments(
                 run.layout, delta.segments, delta.tombstones, record, next_ids=delta.next_ids,
                 expected_base=start.active_id, keep=keep, on_step=on_step,

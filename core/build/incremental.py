@@ -5,16 +5,19 @@ A build on a generation (one segment or several) still applies its plan to a scr
 so that planning, link resolution and validation run unchanged; what it PUBLISHES is only the delta
 (``delta_parts``):
 
-- one new segment with the changed and new notes (ids from the base manifest's ``next_note_id`` /
-  ``next_chunk_id``, ``first_ids``), carrying the generation-level tables (meta, skipped files, problems);
-- per base segment that lost notes, a tombstone listing ALL its dead ids (its previous tombstone's too);
+- one new segment with the changed notes (re-inserted with their OLD note ids: an edge into one does not
+  change) and the new ones (ids from the base manifest's ``next_note_id`` / ``next_chunk_id``,
+  ``first_ids``; every chunk id new), carrying the generation-level tables (meta, skipped files, problems);
+- per base segment that lost notes, a tombstone listing ALL its dead ids (its previous tombstone's too): an
+  edited note's id is then dead in its old segment and live in the new one (``core.index.segmented``);
 - the unchanged segments and tombstones listed again by hash (shared, not copied).
 
 The delta is not taken (``None``, with the reason; the builder then publishes the whole scratch as ONE
 segment, and the report's ``rebuild_reason`` says why) when a carried-over note's rows changed too:
-its resolved edges (``edge_changes``: an edit re-inserts a note with a new id, so every note linking to it
-has a new ``dst_id``; an add or rename can re-resolve other notes' links) or its mtime (``plan.touched``);
-or when the segment count would pass ``MAX_SEGMENTS`` (the fallback is the merge of every segment).
+its resolved edges (``edge_changes``: a content-only edit changes none, since the note keeps its id; an add,
+delete, rename or aliases change can re-resolve other notes' links) or its mtime (``plan.touched``).
+A delta that would pass ``MAX_SEGMENTS`` segments merges the smallest base segments into one
+(``core.build.merge_write.fit_segment_limit``; the report's ``segment_limit_merge`` says which).
 """
 
 from __future__ import annotations
@@ -27,11 +30,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.build.lock import new_staging_path
+from core.build.merge_write import fit_segment_limit
 from core.build.plan import BuildPlan
 from core.build.publish_segments import PlannedPart
 from core.build.segment_writer import SegmentSource, write_segment, write_tombstone
 from core.index.layout import IndexLayout, ResolvedIndex, ResolvedPart
-from core.index.manifest import MAX_SEGMENTS
 from core.index.tables import segments as seg
 from core.index.verify import connect_readonly, copy_base
 
@@ -48,6 +51,7 @@ class Delta:
     segments: list[PlannedPart]
     tombstones: list[PlannedPart]
     next_ids: tuple[int, int]
+    merged: str | None = None  # the smallest segments merged to stay within MAX_SEGMENTS (SEGMENT_LIMIT)
 
 
 def _ro(path: Path) -> sqlite3.Connection:
@@ -139,10 +143,7 @@ def refusal(base: ResolvedIndex, plan: BuildPlan, links_changed: int) -> tuple[s
         return LINKS_CHANGED, f"{links_changed} unchanged notes have other resolved edges"
     if plan.touched:
         return TOUCHED, f"{len(plan.touched)} notes with a new mtime and the same content"
-    count = len(_segments(base)) + 1
-    if count > MAX_SEGMENTS:
-        return SEGMENT_LIMIT, f"{count} segments > {MAX_SEGMENTS}: every segment merged into one"
-    return None
+    return None  # past MAX_SEGMENTS: ``delta_parts`` merges the smallest segments (merge_write.fit_segment_limit)
 
 
 def _same_inode(part: ResolvedPart) -> bool:
@@ -193,12 +194,13 @@ def _kept_parts(base: ResolvedIndex, new_dead: dict[str, list[int]]) -> tuple[li
 
 
 def _new_dead(base: ResolvedIndex, gone: Sequence[int]) -> dict[str, list[int]]:
-    """Segment SHA-256 -> ALL its dead ids, for each segment holding one of ``gone``."""
+    """Segment SHA-256 -> ALL its dead ids, for each segment holding one of ``gone`` live (an edited note's
+    id is in its older segments too, dead there already)."""
     wanted = set(gone)
     old = _dead_of(base)
     out = {}
     for part in _segments(base):
-        here = wanted.intersection(_note_ids(part.path)) if wanted else set()
+        here = wanted.intersection(_note_ids(part.path)).difference(old.get(part.sha256, ())) if wanted else set()
         if here:
             out[part.sha256] = sorted(here | set(old.get(part.sha256, ())))
     return out
@@ -207,10 +209,11 @@ def _new_dead(base: ResolvedIndex, gone: Sequence[int]) -> dict[str, list[int]]:
 def delta_parts(
     layout: IndexLayout, base: ResolvedIndex, scratch: Path, plan: BuildPlan, first_new: int, tokenizer: str
 ) -> Delta:
-    """Stage the new segment (notes of ``scratch`` with ids from ``first_new``) and tombstones; list the rest."""
+    """Stage the new segment (the notes of ``scratch`` with ids from ``first_new`` or re-inserted with their
+    ids, ``plan.changed_ids``) and tombstones; list the rest."""
     conn = _ro(scratch)
     try:
-        new_ids = seg.note_ids_from(conn, first_new)
+        new_ids = seg.note_ids_from(conn, first_new, plan.changed_ids)
         tops = seg.next_ids(conn)
     finally:
         conn.close()
@@ -241,4 +244,7 @@ def delta_parts(
             dense_chunks=counts.get("dense_chunks", 0),
         )
     )  # fmt: skip
-    return Delta(segments, tombstones, next_ids)
+    segments, tombstones, merged = fit_segment_limit(
+        layout, base, segments, tombstones, {**_dead_of(base), **new_dead}, tokenizer
+    )
+    return Delta(segments, tombstones, next_ids, merged)

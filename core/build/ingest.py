@@ -368,6 +368,9 @@ class NoteWriter:
         self._languages_written = set(self.languages)
         self.conn = conn
         self.unreadable: list[UnreadableFile] = []
+        # rel_path -> the id a note re-inserted at that path keeps (its old one); ``kept``: the ids so reused
+        self.keep_ids: dict[str, int] = {}
+        self.kept: list[int] = []
 
     def add_batch(self, batch: PreparedBatch) -> None:
         """Queue the rows of a prepared batch (skipped files become ``skipped_files`` rows, unreadable
@@ -384,8 +387,12 @@ class NoteWriter:
             self.flush()
 
     def _add(self, note: PreparedNote, table: tuple[int, str]) -> None:
-        note_id = self.next_note_id
-        self.next_note_id += 1
+        note_id = self.keep_ids.pop(note.values[0], None)  # values[0]: rel_path (NOTE_COLUMNS after id)
+        if note_id is None:
+            note_id = self.next_note_id
+            self.next_note_id += 1
+        else:
+            self.kept.append(note_id)
         rows = self._rows
         rows["notes"].append((note_id, *note.values))
         rows["tags"].extend((tag, note_id) for tag in note.tags)

@@ -1,10 +1,11 @@
 """Resolve the stored links into edges, re-resolving only the links whose target could have changed.
 
 A build deletes its changed and removed notes (their links, edges and link keys go with them) and
-inserts the changed and new ones with new ids. Then ``recompute_edges``:
+inserts the changed notes again with their OLD ids (``kept``: an edge into one stays as it is) and the new
+ones with new ids. Then ``recompute_edges``:
 
 - resolves the links of the inserted notes (their rows are new), and stores their lookup keys;
-- re-points every edge into a re-inserted note at its new id (the edge keeps its ``dst_path``);
+- re-points every edge into a note re-inserted with a new id at that id (the edge keeps its ``dst_path``);
 - when a note appeared (a new path, or new aliases at a path), re-resolves the links of the other notes
   that have one of its lookup keys (``core.vault.links.link_keys``: the only links it can change);
 - when a note went (a path gone, or aliases changed), re-resolves the links that resolved to it (a note
@@ -39,6 +40,7 @@ from core.index.tables.links import (
     notes_linking_by_key,
     notes_linking_to,
     target_rows,
+    target_rows_of,
     targets_by_key,
     update_edges,
 )
@@ -128,9 +130,9 @@ def _re_resolve(conn: sqlite3.Connection, res: _Resolution, links: list[tuple], 
 
 
 def _affected(
-    conn: sqlite3.Connection, replaced: Sequence[ReplacedNote], inserted: list[tuple], below: int
+    conn: sqlite3.Connection, replaced: Sequence[ReplacedNote], inserted: list[tuple], below: int, kept: set[int]
 ) -> list[int]:
-    """Ids of the carried-over notes (ids < ``below``) with a link that a note which went (``replaced`` and
+    """Ids of the carried-over notes (ids < ``below``, not ``kept``) with a link that a note which went (``replaced`` and
     not ``inserted`` again with the same aliases) resolved to, or that one which appeared could match."""
     before = {n.rel_path: frozenset(n.aliases) for n in replaced}
     after = {rel: frozenset(json.loads(aliases)) for _, rel, aliases in inserted}
@@ -139,7 +141,7 @@ def _affected(
     found = notes_linking_to(conn, gone, below) if gone else set()
     if appeared:
         found |= notes_linking_by_key(conn, sorted(appeared), below)
-    return sorted(found)
+    return sorted(found - kept)
 
 
 def _counts(rows: Iterable[tuple]) -> tuple[int, int]:
@@ -149,23 +151,27 @@ def _counts(rows: Iterable[tuple]) -> tuple[int, int]:
 
 
 def recompute_edges(
-    conn: sqlite3.Connection, *, new_from_id: int | None = None, replaced: Sequence[ReplacedNote] | None = None
+    conn: sqlite3.Connection,
+    *,
+    new_from_id: int | None = None,
+    replaced: Sequence[ReplacedNote] | None = None,
+    kept: Sequence[int] = (),
 ) -> tuple[int, int]:
     """Resolve the stored links against the current notes. Returns (edges, unresolved).
 
-    ``new_from_id``: the notes with ids >= it are the ones this build inserted; ``replaced``: the notes it
-    deleted, as they were. Given both (and edges to start from, read the same way), only the links whose
+    ``new_from_id``: the notes with ids >= it, and those with the ids ``kept`` (re-inserted with their old
+    id), are the ones this build inserted; ``replaced``: the notes it deleted, as they were. Given both (and edges to start from, read the same way), only the links whose
     target could change are resolved, against the notes that could be their targets (see the module);
     otherwise every link is resolved again, against every note.
     """
     stored = meta_value(conn, NAMES_META)
     if new_from_id is not None and replaced is not None and isinstance(stored, dict):
-        inserted = target_rows(conn, new_from_id)
+        inserted = target_rows(conn, new_from_id) + (target_rows_of(conn, kept) if kept else [])
         (n_in, d_in), (n_out, d_out) = _counts(inserted), _counts((0, n.rel_path) for n in replaced)
         counts = (stored["notes"] + n_in - n_out, stored["dendron"] + d_in - d_out)
         label_first = reads_label_first(counts[1], counts[0])
         if label_first == reads_label_first(stored["dendron"], stored["notes"]):
-            _incremental(conn, replaced, inserted, new_from_id, label_first)
+            _incremental(conn, replaced, inserted, (new_from_id, set(kept)), label_first)
             set_meta(conn, {NAMES_META: {"notes": counts[0], "dendron": counts[1]}})
             return edge_counts(conn)
     notes = target_rows(conn, None)
@@ -182,15 +188,18 @@ def _incremental(
     conn: sqlite3.Connection,
     replaced: Sequence[ReplacedNote],
     inserted: list[tuple],
-    new_from_id: int,
+    new: tuple[int, set[int]],
     label_first: bool,
 ) -> None:
-    affected = _affected(conn, replaced, inserted, new_from_id)
+    """``new``: (the first new id, the kept ids): the inserted notes."""
+    affected = _affected(conn, replaced, inserted, new[0], new[1])
     new_id = {rel: nid for nid, rel, _ in inserted}
-    move_edges(conn, {n.note_id: new_id[n.rel_path] for n in replaced if n.rel_path in new_id})
+    move_edges(
+        conn, {n.note_id: new_id[n.rel_path] for n in replaced if new_id.get(n.rel_path, n.note_id) != n.note_id}
+    )
     _insert_targets(conn, inserted)  # before the notes the links may name are looked up
     old_links = list(links_of(conn, affected)) if affected else []
-    new_links = list(links_from(conn, new_from_id))
+    new_links = (list(links_of(conn, sorted(new[1]))) if new[1] else []) + list(links_from(conn, new[0]))
     res = _Resolution.for_links(conn, old_links + new_links, label_first)
     if affected:
         _re_resolve(conn, res, old_links, affected)

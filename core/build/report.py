@@ -37,6 +37,8 @@ class BuildReport:
     # why a build on a generation published ONE segment of every note instead of a delta (no note re-parsed;
     # core.build.incremental), e.g. "incremental_links_changed: 3 unchanged notes have other resolved edges"
     one_segment_reason: str | None = None
+    # a delta that would pass MAX_SEGMENTS: which base segments were merged (core.build.merge_write)
+    segment_limit_merge: str | None = None
     new_problems: list[dict[str, str]] = field(default_factory=list)  # problems of the notes this build read
     settings: dict[str, Any] = field(default_factory=dict)  # the settings this build used
     links: int = 0
@@ -90,6 +92,7 @@ def build_report(
         timings={k: round(v, 4) for k, v in run.timings.items()},
         watermark=meta_value(conn, "git_commit"),
         one_segment_reason=None,  # core.build.builder sets it
+        segment_limit_merge=None,
         **extra,
     )
 

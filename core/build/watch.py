@@ -42,13 +42,9 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from core.build.idle_merge import IdleMerger
 from core.build.lock import ensure_layout
-from core.errors import (
-    IndexDirInaccessibleError,
-    IndexMissingError,
-    VaultMissingError,
-    VaultSearchError,
-)
+from core.errors import IndexDirInaccessibleError, IndexMissingError, VaultMissingError, VaultSearchError
 from core.index.freshness import forget_walks, register_watcher, unregister_watcher
 from core.index.freshness_visible import Sees, build_for
 from core.index.layout import layout_for
@@ -121,6 +117,7 @@ class Watcher:
         self._last_failure: dict[str, Any] | None = None
         self._identity: tuple[tuple[int, int] | None, tuple[int, int] | None] | None = None  # (vault, index dir)
         self.error: BaseException | None = None  # what stopped a watcher run by ``start``
+        self.idle = IdleMerger(self)  # merges by the policy when quiet (core.build.idle_merge)
 
     # ------------------------------------------------------------ what freshness sees
 
@@ -437,6 +434,7 @@ class Watcher:
             next_confirm = time.monotonic() + CONFIRM_SECONDS
             if self._foreign():  # outside the lock: freshness never waits on state.db
                 return True
+            self.idle.tick()  # never on the edit path: only when nothing is pending
 
     def _foreign(self) -> bool:
         """Is the active generation one this watcher did not build (an ``index``/``embed`` run)?"""

@@ -145,6 +145,17 @@ def _index_command(command: Command) -> None:
         help="embedding model: preset or directory (default: the index's, "
         "else the default preset; see `vaultsearch models`)",
     )
+    p.add_argument(
+        "--optimize",
+        action="store_true",
+        help="after building, merge segments by the tiered merge policy (small recent segments into larger ones; "
+        "a segment over 20%% deleted notes rewritten): the same results, fewer and smaller parts",
+    )
+    p.add_argument(
+        "--one-segment",
+        action="store_true",
+        help="with --optimize: merge every segment into one (the smallest index, a full rewrite)",
+    )
     p.set_defaults(func=cmd_index)
 
 

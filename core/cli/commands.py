@@ -19,6 +19,10 @@ def cmd_index(args: argparse.Namespace) -> int:
     embed = args.embed or args.embed_only
     if (args.embed_limit is not None or args.model) and not embed:
         raise UsageError("--embed-limit and --model apply with --embed or --embed-only")
+    if args.one_segment and not args.optimize:
+        raise UsageError("--one-segment applies with --optimize")
+    if args.optimize and args.in_place:
+        raise UsageError("--optimize merges the segments of a generation index, not --in-place's index.db")
     progress = not args.json and sys.stderr.isatty()
     out: dict[str, Any] = {}
     model = _load_model_first(args) if embed else None
@@ -37,6 +41,8 @@ def cmd_index(args: argparse.Namespace) -> int:
             ).to_dict()
         except KeyboardInterrupt:
             return _embed_interrupted(args)
+    if args.optimize:
+        out["optimize"] = _optimize(args)
     if args.json:
         print_json(out["build"] if list(out) == ["build"] else out)
         return 0
@@ -46,7 +52,29 @@ def cmd_index(args: argparse.Namespace) -> int:
         emit(format_build(out["build"]))
     if "embed" in out:
         _print_embed(out["embed"])
+    if "optimize" in out:
+        _print_optimize(out["optimize"])
     return 0
+
+
+def _optimize(args: argparse.Namespace) -> dict[str, Any]:
+    from core.build.optimize import optimize_index
+
+    return optimize_index(
+        Path(args.vault), index_dir=env_index_dir(args), one_segment=args.one_segment, keep=args.keep,
+        wait_seconds=args.wait,
+    ).to_dict()  # fmt: skip
+
+
+def _print_optimize(report: dict[str, Any]) -> None:
+    if report["outcome"] != "merged":
+        emit(f"optimize: {report['outcome']}" + (f" ({report['detail']})" if report["detail"] else ""))
+        return
+    emit(
+        f"optimize: {report['segments_before']} -> {report['segments_after']} segments, "
+        f"{report['bytes_before']} -> {report['bytes_after']} bytes ({report['bytes_written']} written), "
+        f"{report['seconds']:.2f} s; active {report['generation_after']}"
+    )
 
 
 def _load_model_first(args: argparse.Namespace) -> str:

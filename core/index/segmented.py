@@ -7,14 +7,17 @@ generation has at most ``MAX_SEGMENTS`` = 11 segments.
 
 Each tombstone part (a small SQLite file: ``dead(note_id)``, and the deleted notes' per-class statistics
 for the ranking arrays) is read through its pinned descriptor (once per process: its ids are keyed by its SHA-256); its note ids, and the ids of those
-notes' chunks, go into ``temp.vs_dead`` / ``temp.vs_dead_chunks``. Then a TEMP VIEW named like every
-per-note table (``core.index.tables.segments.PER_NOTE_TABLES``, where all this SQL lives) unions that table over the segments with the dead rows left out:
+notes' chunks, go into ``temp.vs_dead`` / ``temp.vs_dead_chunks`` with the segment's position: dead sets are
+PER SEGMENT, since an edited note keeps its id (dead in its older segment, live in a newer one; at most one
+live row per id, checked for the dead ids). Then a TEMP VIEW named like every
+per-note table (``core.index.tables.segments.PER_NOTE_TABLES``, where all this SQL lives) unions that table over the segments, each without its own dead rows
+(an edge's destination is dropped only when no segment holds it live, ``temp.vs_gone``):
 SQLite resolves an unqualified name in ``temp`` first, so the read path's SQL runs unchanged (``links``
 and ``edges``, whose rowids the read path uses, get a ``rowid`` column unique across segments). The
 generation-level tables (``GENERATION_TABLES``: meta, settings, skipped files, build problems, git dates)
 are carried by the NEWEST segment and viewed from it. ``temp.vs_segments`` lists the schemas in manifest
 order: FTS5 ``MATCH`` cannot run through a view, so ``core.index.tables.notes_fts`` matches per schema and
-drops dead rowids; counts (``count_notes``, ``count_chunks``, ``count_vectors``) are taken per segment
+drops the rowids dead in that schema; counts (``count_notes``, ``count_chunks``, ``count_vectors``) are taken per segment
 minus the dead rows it holds, not through the views. Read path: stdlib, the error types and ``core.index`` only.
 """
 

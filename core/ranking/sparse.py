@@ -144,11 +144,19 @@ def default_filter_mask(conn: sqlite3.Connection, note_ids: np.ndarray) -> np.nd
     return np.isin(note_ids, np.asarray(ids, dtype=np.int64))
 
 
+def known_term_id(index: SparseIndex, term: str) -> int | None:
+    """The id of ``term`` when some note of ``index`` holds it (``query_term_ids``), else None."""
+    tid = index.term_id.get(term)
+    return tid if tid is not None and tid < index.df.shape[0] and index.df[tid] > 0 else None
+
+
 def query_term_ids(index: SparseIndex, terms: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """Distinct known term ids of the query and their query frequencies."""
+    """Distinct known term ids of the query and their query frequencies. A term no note holds (df 0: a
+    dictionary keeps the terms of notes deleted since it was written, e.g. a merged segment's) is unknown,
+    as in a cold build of the same notes: it would weigh in ``vector``'s query norm."""
     counts: dict[int, int] = {}
     for t in terms:
-        tid = index.term_id.get(t)
+        tid = known_term_id(index, t)
         if tid is not None:
             counts[tid] = counts.get(tid, 0) + 1
     ids = np.fromiter(counts.keys(), dtype=np.int64, count=len(counts))
@@ -189,7 +197,7 @@ def query_postings(
         pos, owner, docs = pos[keep], owner[keep], docs[keep]
     w = c = None
     if weights is not None or cover is not None:
-        known = [i for i, t in enumerate(terms) if t in index.term_id]
+        known = [i for i, t in enumerate(terms) if known_term_id(index, t) is not None]
         w = np.asarray([weights[i] if weights is not None else 1.0 for i in known], dtype=np.float32)
         c = np.asarray([cover[i] if cover is not None else 1.0 for i in known], dtype=np.float32)
     return QueryPostings(ids, pos, owner, docs, w, c, side)

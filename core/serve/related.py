@@ -8,9 +8,9 @@ missing note, and a link that a hidden note captured (a shared name or alias) re
 without that note; backlinks come from visible notes only. When nothing is hidden the build's
 stored edges are read as they are.
 
-Order: links in the order the links were stored (a note's links in its text order), backlinks by their
-source note's path (each source's in its links' order), breadth first; the result is cut to the caller's
-byte budget by :func:`core.serve.schema.fit_lists`.
+Order: links in the order the links were stored (a note's links in its text order), backlinks by the
+linking note's path, then in that order (as a cold build stores them: a note re-written into a newer
+segment, its old id kept, stores its links after the others), breadth first; the result is cut to the caller's byte budget by :func:`core.serve.schema.fit_lists`.
 """
 
 from __future__ import annotations
@@ -100,7 +100,8 @@ def walk(
         nxt: list[int] = []
         for src in frontier:
             via = visible[src][0]
-            for out, edges in ((links, graph.out(src)), (backlinks, _by_source(graph.into(src), visible))):
+            into = sorted(graph.into(src), key=lambda edge: visible[edge[1]][0] if edge[1] in visible else "")
+            for out, edges in ((links, graph.out(src)), (backlinks, into)):
                 for kind, other in edges:
                     if other not in visible or other in seen:  # a hidden note is neither listed nor walked through
                         continue
@@ -111,9 +112,3 @@ def walk(
         frontier = nxt
     unresolved = [{"target": t, "kind": k} for t, k in graph.unresolved(note_id)]
     return links, backlinks, unresolved
-
-
-def _by_source(edges: list[tuple[str, int]], visible: dict[int, tuple[str, str]]) -> list[tuple[str, int]]:
-    """Backlinks by their source note's path, each source's in its links' order: never by where the build
-    stored the edges (an edited note's edges come last in an incremental build, first in a cold one)."""
-    return sorted(edges, key=lambda edge: visible[edge[1]][0] if edge[1] in visible else "")

@@ -34,6 +34,7 @@ REPORT_KEYS = {
     "embedded",
     "watermark",
     "one_segment_reason",
+    "segment_limit_merge",
     "index_kind",
     "notes",
     "chunks",
@@ -331,6 +332,9 @@ def test_in_place_layout_is_one_index_db_served_as_legacy_and_updated_incrementa
     conn = sqlite3.connect(layout.legacy_path)
     now = dict(conn.execute("SELECT rel_path, id FROM notes"))
     assert now["alpha.md"] == ids["alpha.md"] and set(now) == {"alpha.md", "beta.md", "delta.md"}
+    assert now["beta.md"] == ids["beta.md"] and now["delta.md"] > max(ids.values())  # an edit keeps its id
+    into = conn.execute("SELECT dst_id FROM edges WHERE src_id = ? AND dst_path = 'beta.md'", (now["delta.md"],))
+    assert into.fetchall() == [(ids["beta.md"],)]
     assert conn.execute("SELECT title FROM notes WHERE rel_path = 'beta.md'").fetchone() == ("Beta two",)
     assert gen.verify_full(layout)["kind"] == "legacy_db"
 

@@ -13,12 +13,15 @@ import pytest
 
 from core.build import incremental
 from core.build.builder import build_index
+from core.build.merge import SEGMENT_BUDGET
 from core.generations import PUBLISH_STEPS
 from core.index import verify
 from core.index.layout import layout_for
 from core.index.manifest import MAX_SEGMENTS
+from core.serve.tools import ServeConfig, Tools
 from tests.conftest import EXAMPLE_VAULT
 from tests.index.test_build_crash import CHILD, COMMITTED_AT, child, served
+from tests.index.test_segmented import _tool_answers
 from tests.index.test_segmented_search import CALLERS, MODES, QUERIES, _ranking
 
 
@@ -81,34 +84,56 @@ def test_edits_publish_only_the_delta_and_rank_as_a_cold_build(tmp_path: Path) -
         _same_as_cold(root, tmp_path, step)
 
 
-def test_an_edit_of_a_linked_note_publishes_one_segment_labelled(tmp_path: Path) -> None:
+def _tools(root: Path, paths: list[str]) -> list:
+    """read_note and related of ``paths`` for an unrestricted and a restricted caller."""
+    return [
+        _tool_answers(Tools(ServeConfig(root, classifications=classes)), paths)
+        for classes in (("lan", "public", "restricted"), ("public",))
+    ]
+
+
+def test_an_edit_of_a_linked_note_publishes_only_its_delta(tmp_path: Path) -> None:
+    """The edited note keeps its id: the notes linking to it keep their edges, so a content-only edit of a
+    note with backlinks publishes one segment and one tombstone (no ``incremental_links_changed``), and
+    ranks and reads (related: links and backlinks) as a cold build; twice (its id then dead in two segments)."""
     root = tmp_path / "vault"
     shutil.copytree(EXAMPLE_VAULT, root)
-    (root / "hub.md").write_text("# Hub\n\nzebrafish\n")
-    (root / "spoke.md").write_text("# Spoke\n\nsee [[hub]]\n")
+    (root / "hub.md").write_text("# Hub\n\nzebrafish, see [[spoke]]\n")
+    (root / "spoke.md").write_text("# Spoke\n\nsee [[hub]] and [[hub#Hub|the hub]]\n")
+    (root / "zz-late.md").write_text("# Late\n\n[[hub]] quokka\n")
     build_index(root)
-    (root / "other.md").write_text("# Other\n\nquokka\n")
-    assert build_index(root).one_segment_reason is None
-    (root / "hub.md").write_text("# Hub\n\nzebrafish quokka\n")  # re-inserted with a new id: spoke's edge moves
-    report = build_index(root)
-    assert report.full_rebuild_reason is None
-    assert (report.one_segment_reason or "").startswith(incremental.LINKS_CHANGED)
-    assert [p.kind for p in verify.resolve(layout_for(root)).parts] == ["segment"]
-    _same_as_cold(root, tmp_path, 0)
+    paths = ["hub.md", "spoke.md", "zz-late.md", "index.md"]
+    for step, text in enumerate(("zebrafish quokka, see [[spoke]]", "meeting people, see [[spoke]] [[index]]")):
+        before = _files(root)
+        (root / "hub.md").write_text(f"# Hub\n\n{text}\n")
+        report = build_index(root)
+        assert report.full_rebuild_reason is None and report.one_segment_reason is None, report
+        new = sorted(n.rsplit(".", 1)[1] for n in _files(root) - before)
+        assert new == ["del", "seg"], new
+        kinds = [p.kind for p in verify.resolve(layout_for(root)).parts]
+        assert kinds.count("segment") == step + 2 and kinds.count("tombstone") == step + 1
+        _same_as_cold(root, tmp_path, step)
+        cold = tmp_path / f"cold{step}"
+        assert _tools(root, paths) == _tools(cold, paths)
 
 
-def test_the_twelfth_segment_merges_every_segment_into_one(tmp_path: Path) -> None:
+def test_the_twelfth_segment_merges_the_smallest_segments_not_every_one(tmp_path: Path) -> None:
     root = tmp_path / "vault"
     shutil.copytree(EXAMPLE_VAULT, root)
     build_index(root)
     for i in range(MAX_SEGMENTS - 1):
         (root / f"new{i}.md").write_text(f"# New {i}\n\nzebrafish {i}\n")
         assert build_index(root).one_segment_reason is None
-    assert len(verify.resolve(layout_for(root)).parts) == MAX_SEGMENTS
+    before = verify.resolve(layout_for(root)).parts
+    assert len(before) == MAX_SEGMENTS
     (root / "last.md").write_text("# Last\n\nquokka\n")
     report = build_index(root)
-    assert (report.one_segment_reason or "").startswith(incremental.SEGMENT_LIMIT)
-    assert len(verify.resolve(layout_for(root)).parts) == 1
+    assert report.one_segment_reason is None  # a delta still (before: every segment merged into one)
+    assert (report.segment_limit_merge or "").startswith(incremental.SEGMENT_LIMIT)
+    after = verify.resolve(layout_for(root)).parts
+    # the five smallest merged into one: SEGMENT_BUDGET segments with the delta; the big base segment shared
+    assert len(after) == SEGMENT_BUDGET and after[0].sha256 == before[0].sha256
+    assert after[-1].notes == 1  # the delta: last.md
     _same_as_cold(root, tmp_path, 0)
 
 

@@ -110,7 +110,7 @@ NONE: tuple = ((), (), ())
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
-# a content-only edit of a linked note (its in-links follow its new id); a note added under a name,
+# a content-only edit of a linked note (it keeps its id: its in-links stay as they are); a note added under a name,
 # then an alias, a linked note already has (ambiguity, supersession); renames of a linked note; a note
 # named by no key of the link's own (``x/..`` from ``a/c/`` is ``a/c.md``)
 @example({"x.md": ((), (), ("[[y]]",)), "y.md": NONE}, [("write", "y.md", ((), (), ("[[x]]",)))])

@@ -145,19 +145,27 @@ def test_k_segments_with_tombstones_answer_as_one_segment(
     one = publish_split(layout_for(root, tmp_path / "one"), segment, [live], dead, tokenizer)
     assert sum(p.kind == "segment" for p in split.parts) == k
     assert len(one.parts) == 1
-    a, b = verify.connect_readonly(split), verify.connect_readonly(one)
+    status = assert_reads_alike(root, tmp_path / "split", tmp_path / "one", len(live))
+    assert [p["kind"] for p in status["parts"]].count("segment") == k
+
+
+def assert_reads_alike(root: Path, got_dir: Path, want_dir: Path, live: int) -> dict[str, Any]:
+    """The generations in ``got_dir`` and ``want_dir`` (``live`` notes) answer every read-path query and
+    status count alike; the status of ``got_dir``."""
+    got_index, want_index = verify.resolve(layout_for(root, got_dir)), verify.resolve(layout_for(root, want_dir))
+    a, b = verify.connect_readonly(got_index), verify.connect_readonly(want_index)
     try:
         got, want = _answers(a), _answers(b)
     finally:
         a.close()
         b.close()
-    assert want["count"] == (len(live),)
+    assert want["count"] == (live,)
     for key in want:
         assert got[key] == want[key], key
-    status = [index_status(root, tmp_path / name) for name in ("split", "one")]
+    status = [index_status(root, d) for d in (got_dir, want_dir)]
     for key in ("notes", "chunks", "links", "unresolved_links", "names", "skipped_files", "problems", "coverage"):
         assert status[0][key] == status[1][key], key
-    assert [p["kind"] for p in status[0]["parts"]].count("segment") == k
+    return status[0]
 
 
 def test_multi_part_generation_fails_closed(base: tuple[Path, Path, list[int], str], tmp_path: Path) -> None:

@@ -106,6 +106,14 @@ def target_rows(conn: sqlite3.Connection, first_note_id: int | None) -> list[tup
     return conn.execute("SELECT id, rel_path, aliases FROM notes WHERE id >= ?", (first_note_id or 0,)).fetchall()
 
 
+def target_rows_of(conn: sqlite3.Connection, note_ids: Sequence[int]) -> list[tuple[int, str, str]]:
+    """(id, rel_path, aliases JSON) of the notes with these ids."""
+    return conn.execute(
+        "SELECT id, rel_path, aliases FROM notes WHERE id IN (SELECT value FROM json_each(?))",
+        (json.dumps(sorted(note_ids)),),
+    ).fetchall()
+
+
 def targets_by_key(conn: sqlite3.Connection, keys: Sequence[str]) -> list[tuple[int, str, str]]:
     """(id, rel_path, aliases JSON) of the notes with one of these ``target_keys``."""
     return conn.execute(

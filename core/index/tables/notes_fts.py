@@ -19,7 +19,7 @@ import zlib
 from collections.abc import Iterable, Sequence
 
 from core.errors import IntegrityError
-from core.index.tables.connection import segment_schemas
+from core.index.tables.connection import dead_in, segment_schemas
 
 # FTS5 columns of notes_fts, in order: one row per note holding exactly the texts its
 # sparse term vector counts (its names: title, file name and aliases; description, tags, its
@@ -122,18 +122,16 @@ def note_texts(conn: sqlite3.Connection, note_ids: Iterable[int]) -> dict[int, s
     return {nid: "\n".join(texts) for nid, texts in stored_texts(conn, note_ids).items()}
 
 
-_LIVE = "rowid NOT IN (SELECT id FROM temp.vs_dead)"
-
-
 def matching_rowids(conn: sqlite3.Connection, expression: str) -> list[tuple[int]]:
     """The note ids (as rows) an FTS5 ``MATCH`` expression finds, every note considered (every live note
-    of every segment: a generation of several segments matches per segment and drops its dead rowids)."""
+    of every segment: a generation of several segments matches per segment and drops the rowids THAT segment
+    holds dead; an edited note keeps its id, dead in an older segment and live in a newer one)."""
     schemas = segment_schemas(conn)
     if schemas is None:
         return conn.execute("SELECT rowid FROM notes_fts WHERE notes_fts MATCH ?", (expression,)).fetchall()
     out: list[tuple[int]] = []
-    for schema in schemas:
-        sql = f"SELECT rowid FROM {schema}.notes_fts WHERE notes_fts MATCH ? AND {_LIVE}"
+    for pos, schema in enumerate(schemas):
+        sql = f"SELECT rowid FROM {schema}.notes_fts WHERE notes_fts MATCH ? AND rowid NOT IN ({dead_in(pos)})"
         out += conn.execute(sql, (expression,)).fetchall()
     return out
 
@@ -149,10 +147,10 @@ def matching_note_ids(conn: sqlite3.Connection, expression: str, clause: str, va
         )
         return [r[0] for r in conn.execute(sql, [expression, *values])]
     ids: list[int] = []
-    for schema in schemas:
+    for pos, schema in enumerate(schemas):  # the notes view holds the id live, maybe from another segment
         sql = (
             f"SELECT n.id FROM {schema}.notes_fts f JOIN notes n ON n.id = f.rowid "
-            f"WHERE f.notes_fts MATCH ? AND {clause}"
+            f"WHERE f.notes_fts MATCH ? AND f.rowid NOT IN ({dead_in(pos)}) AND {clause}"
         )
         ids += [r[0] for r in conn.execute(sql, [expression, *values])]
     return sorted(ids)

@@ -8,9 +8,12 @@ and ``term_major`` rows of those notes' statistics.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Callable, Collection, Iterable, Sequence
 
+from core.errors import IntegrityError
+from core.index.tables.connection import dead_in
 from core.index.tables.notes_fts import SQL_INSERT_FTS, decode_texts
 from core.index.tables.term_major import DDL_TERM_MAJOR
 
@@ -63,6 +66,25 @@ def dead_note_ids(conn: sqlite3.Connection) -> list[int]:
     return [int(r[0]) for r in conn.execute("SELECT note_id FROM dead ORDER BY note_id")]
 
 
+def _drop_live_elsewhere(conn: sqlite3.Connection, schemas: list[str]) -> None:
+    """``temp.vs_gone``: the dead ids no segment holds live. An id dead somewhere is live in at most one
+    segment (the edited note's newer row), else IntegrityError (checked for the dead ids only: cheap; the
+    ranking side's combine checks every live id)."""
+    conn.execute("INSERT OR IGNORE INTO temp.vs_gone(id) SELECT id FROM temp.vs_dead")
+    live: list[int] = []
+    for pos, schema in enumerate(schemas):
+        live += [
+            int(r[0])
+            for r in conn.execute(
+                f"SELECT g.id FROM temp.vs_gone g JOIN {schema}.notes n ON n.id = g.id WHERE g.id NOT IN ({dead_in(pos)})"
+            )
+        ]
+    if len(live) != len(set(live)):
+        twice = sorted({i for i in live if live.count(i) > 1})
+        raise IntegrityError(f"notes {twice[:5]} are live in two segments of the generation", note_ids=twice[:5])
+    conn.executemany("DELETE FROM temp.vs_gone WHERE id = ?", ((i,) for i in live))
+
+
 def _rowid(table: str, pos: int) -> str:
     """A view of a table whose rowids the read path uses has a ``rowid`` column: the segment's position
     above bit 40, its own rowid below (unique across segments, in segment then insertion order)."""
@@ -70,29 +92,33 @@ def _rowid(table: str, pos: int) -> str:
 
 
 def federate(conn: sqlite3.Connection, schemas: list[str], shas: list[str], dead: list[list[int]]) -> None:
-    """``temp.vs_segments`` (the schemas in manifest order), ``temp.vs_dead`` / ``vs_dead_chunks`` and a
-    TEMP VIEW per per-note table (UNION ALL over ``schemas``, dead rows left out) and per generation table
-    (the newest segment's)."""
+    """``temp.vs_segments`` (the schemas in manifest order), ``temp.vs_dead`` / ``vs_dead_chunks`` (each
+    segment's dead note / chunk ids, by its position: an edited note keeps its id, dead in an older segment
+    and live in a newer one), ``temp.vs_gone`` (the dead ids no segment holds live: an edge's destination
+    is dropped only then) and a TEMP VIEW per per-note table (UNION ALL over ``schemas``, each segment's own
+    dead rows left out) and per generation table (the newest segment's)."""
     conn.execute("CREATE TEMP TABLE vs_segments(pos INTEGER PRIMARY KEY, schema TEXT NOT NULL, sha256 TEXT)")
     conn.executemany("INSERT INTO temp.vs_segments VALUES (?, ?, ?)", zip(range(len(schemas)), schemas, shas))
-    conn.execute("CREATE TEMP TABLE vs_dead(id INTEGER PRIMARY KEY)")
-    conn.execute("CREATE TEMP TABLE vs_dead_chunks(id INTEGER PRIMARY KEY)")
-    for schema, ids in zip(map(_schema, schemas), dead, strict=True):
-        conn.executemany("INSERT INTO temp.vs_dead(id) VALUES (?)", ((i,) for i in ids))
+    conn.execute("CREATE TEMP TABLE vs_dead(pos INTEGER NOT NULL, id INTEGER NOT NULL, PRIMARY KEY (pos, id))")
+    conn.execute("CREATE TEMP TABLE vs_dead_chunks(pos INTEGER NOT NULL, id INTEGER NOT NULL, PRIMARY KEY (pos, id))")
+    conn.execute("CREATE TEMP TABLE vs_gone(id INTEGER PRIMARY KEY)")
+    for pos, (schema, ids) in enumerate(zip(map(_schema, schemas), dead, strict=True)):
+        conn.executemany(f"INSERT INTO temp.vs_dead(pos, id) VALUES ({pos}, ?)", ((i,) for i in ids))
         conn.execute(
-            f"INSERT INTO temp.vs_dead_chunks(id) SELECT id FROM {schema}.chunks "
-            f"WHERE note_id IN (SELECT id FROM temp.vs_dead)"
+            f"INSERT INTO temp.vs_dead_chunks(pos, id) SELECT {pos}, id FROM {schema}.chunks "
+            f"WHERE note_id IN ({dead_in(pos)})"
         )
+    _drop_live_elsewhere(conn, schemas)
     for table, column in PER_NOTE_TABLES.items():
-        keep = f"{column} NOT IN (SELECT id FROM temp.vs_dead)"
-        if table == "edges":
-            keep += " AND (dst_id IS NULL OR dst_id NOT IN (SELECT id FROM temp.vs_dead))"
+        keep = " AND (dst_id IS NULL OR dst_id NOT IN (SELECT id FROM temp.vs_gone))" if table == "edges" else ""
         union = " UNION ALL ".join(
-            f"SELECT {_rowid(table, pos)}* FROM {s}.{table} WHERE {keep}" for pos, s in enumerate(schemas)
+            f"SELECT {_rowid(table, pos)}* FROM {s}.{table} WHERE {column} NOT IN ({dead_in(pos)}){keep}"
+            for pos, s in enumerate(schemas)
         )
         conn.execute(f"CREATE TEMP VIEW {table} AS {union}")
     union = " UNION ALL ".join(
-        f"SELECT * FROM {s}.chunk_vectors WHERE chunk_id NOT IN (SELECT id FROM temp.vs_dead_chunks)" for s in schemas
+        f"SELECT * FROM {s}.chunk_vectors WHERE chunk_id NOT IN ({dead_in(pos, 'vs_dead_chunks')})"
+        for pos, s in enumerate(schemas)
     )
     conn.execute(f"CREATE TEMP VIEW chunk_vectors AS {union}")
     for table in GENERATION_TABLES:
@@ -220,8 +246,15 @@ def segment_note_ids(conn: sqlite3.Connection) -> list[int]:
     return [int(r[0]) for r in conn.execute("SELECT id FROM notes ORDER BY id")]
 
 
-def note_ids_from(conn: sqlite3.Connection, first: int) -> list[int]:
-    return [int(r[0]) for r in conn.execute("SELECT id FROM notes WHERE id >= ? ORDER BY id", (first,))]
+def note_ids_from(conn: sqlite3.Connection, first: int, also: Sequence[int] = ()) -> list[int]:
+    """The note ids from ``first`` and those of ``also`` the database holds, in order."""
+    return [
+        int(r[0])
+        for r in conn.execute(
+            "SELECT id FROM notes WHERE id >= ? OR id IN (SELECT value FROM json_each(?)) ORDER BY id",
+            (first, json.dumps(sorted(also))),
+        )
+    ]
 
 
 def next_ids(conn: sqlite3.Connection) -> tuple[int, int]:
