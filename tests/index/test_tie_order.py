@@ -1,8 +1,8 @@
 """Equal scores are ordered by the note's path in every mode, whatever ids the notes have (issue 29: "ties
 broken on the note's path, never on segment order"): after incremental builds that give notes ids in an
-order other than their paths' (an edit or a re-add takes a new id, a rename too), a generation of several
-segments and the one-segment fallback (``incremental_links_changed``) rank exactly as a cold build of the
-same notes, for an unrestricted and a restricted caller."""
+order other than their paths' (a re-added or renamed note takes a new id), a generation of several
+segments and one segment of them all (``index --optimize``: ids kept) rank exactly as a cold build of the
+same notes, for an unrestricted and a restricted caller; ``related`` lists backlinks as a cold build does."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from core.build import incremental
 from core.build.builder import build_index
+from core.build.optimize import MERGED, optimize_index
 from core.index import verify
 from core.index.layout import layout_for
 from core.ranking.filters import Filters
@@ -90,12 +90,12 @@ def test_ties_follow_paths_after_edits_deletes_re_adds_and_renames(tmp_path: Pat
         assert report.full_rebuild_reason is None and report.one_segment_reason is None, (step, report)
         assert _segments(root) > 1, step
         _same_as_cold(root, tmp_path, step)
-    # an edit of a linked note moves its linkers' edges: the whole scratch is published as ONE segment, whose
-    # notes keep the ids the steps above gave them (not in path order)
-    (root / "leaf-a.md").unlink()
+    # an edit of a linked note (its linkers' edges move), then every segment merged into ONE, whose notes
+    # keep the ids the steps above gave them (not in path order)
     write_files(root, {"leaf-a.md": note("Leaf", "nothing here at all\n\n[[deep]]", classification="public")})
-    report = build_index(root)
-    assert (report.one_segment_reason or "").startswith(incremental.LINKS_CHANGED), report
+    build_index(root)
+    _same_as_cold(root, tmp_path, "linked-edit")
+    assert optimize_index(root, one_segment=True, grace_s=0.0).outcome == MERGED
     assert _segments(root) == 1
     _same_as_cold(root, tmp_path, "one-segment")
 
