@@ -397,7 +397,7 @@ def profile_incremental(vault: Path) -> dict[str, Any]:
     """One edit, one incremental build in this process, timed by phase: what is O(vault) per rebuild."""
     import core.build.builder as builder
     import core.build.ingest as ingest
-    from core.build import publish
+    from core.build import publish, staged
     from core.index import pinned
 
     spent: dict[str, float] = {}
@@ -416,10 +416,10 @@ def profile_incremental(vault: Path) -> dict[str, Any]:
         return real
 
     patches = [
-        (builder, "compute_sparse", "term-major: BM25F postings (compute)"),
-        (builder, "store_sparse", "term-major: BM25F postings (store)"),
-        (builder, "compute_chunk_vectors", "term-major: chunk vectors (compute)"),
-        (builder, "store_chunk_vectors", "term-major: chunk vectors (store)"),
+        (staged, "compute_sparse", "term-major: BM25F postings (compute)"),
+        (staged, "store_sparse", "term-major: BM25F postings (store)"),
+        (staged, "compute_chunk_vectors", "term-major: chunk vectors (compute)"),
+        (staged, "store_chunk_vectors", "term-major: chunk vectors (store)"),
         (builder, "recompute_edges", "links: recompute_edges"),
         (ingest, "recompute_edges", "links: recompute_edges"),
         (gen, "copy_base", "copy the base generation (hashing it)"),

@@ -1,8 +1,8 @@
 """vaultsearch: trustworthy search over Markdown vaults.
 
-The read path (``search_vault`` and what it needs) is imported eagerly; the write path
-(``build_index``, ``IndexConfig``, ``BuildReport``) only when first used, so a process that
-only searches never loads the builder.
+The read path (``search_vault`` and what it needs) and the write path (``build_index``,
+``IndexConfig``, ``BuildReport``) are imported when first used, so a process that only searches
+never loads the builder and ``vaultsearch index`` loads no search mode.
 
 Every error class (``core.errors``) is exported here with its stable ``reason`` and CLI ``exit_code``:
 ``except core.IndexMissingError`` or ``exc.reason == "index_missing"``.
@@ -70,13 +70,13 @@ from core.errors import (
     VaultSearchError,
     WatchRunningError,
 )
-from core.ranking.filters import Filters
-from core.registry import SEARCH_MODE_REGISTRY
-from core.render import format_search_results
-from core.searcher import IndexIdentity, SearchResult, SearchResults, search_vault
 
 if TYPE_CHECKING:
     from core.build.builder import BuildReport, IndexConfig, build_index
+    from core.ranking.filters import Filters
+    from core.registry import SEARCH_MODE_REGISTRY
+    from core.render import format_search_results
+    from core.searcher import IndexIdentity, SearchResult, SearchResults, search_vault
 
 __all__ = [
     "BuildError",
@@ -147,12 +147,26 @@ __all__ = [
     "search_vault",
 ]
 
-_WRITE_PATH = frozenset({"BuildReport", "IndexConfig", "build_index"})
+# name -> the module that defines it, imported on first use (``vaultsearch index`` loads no search module)
+_LAZY = {
+    "BuildReport": "core.build.builder",
+    "IndexConfig": "core.build.builder",
+    "build_index": "core.build.builder",
+    "Filters": "core.ranking.filters",
+    "SEARCH_MODE_REGISTRY": "core.registry",
+    "format_search_results": "core.render",
+    "IndexIdentity": "core.searcher",
+    "SearchResult": "core.searcher",
+    "SearchResults": "core.searcher",
+    "search_vault": "core.searcher",
+}
 
 
 def __getattr__(name: str) -> Any:
-    if name in _WRITE_PATH:
-        from core.build import builder
+    if name in _LAZY:
+        from importlib import import_module
 
-        return getattr(builder, name)
+        value = getattr(import_module(_LAZY[name]), name)
+        globals()[name] = value  # found once
+        return value
     raise AttributeError(f"module 'core' has no attribute {name!r}")

@@ -336,9 +336,9 @@ class DenseCacheKey:
     """Identity of one cacheable dense matrix of a whole generation: (vault key, generation id, manifest
     SHA-256). The manifest names every part by its SHA-256, so this key is exact for the generation.
 
-    Per-part hook (the dense-per-segment step of issue 29, not used yet): a segment's matrix will be keyed
-    by ``(vault key, part SHA-256, dense model identity)`` (``part_key``), so the matrices of the segments a
-    publish did not change survive it, and the per-generation view stays keyed by this class."""
+    Per part (``part_key``): a segment's own matrix is keyed by ``(vault key, part SHA-256, dense model
+    identity)`` (core.modes.dense_parts), so the matrices of the segments a publish did not change survive
+    it; the generation's matrix assembled from them stays keyed by this class."""
 
     vault: str
     generation_id: str
@@ -368,8 +368,7 @@ class DenseCacheKey:
 
     @staticmethod
     def part_key(resolved: Any, part_sha256: str, model_identity: str) -> tuple[str, str, str]:
-        """The per-segment key the dense-per-segment step will cache by: (vault key, part SHA-256, model
-        identity). Content-addressed, so it stays valid in every generation that lists the part."""
+        """The key a segment's matrix is cached by: (vault key, part SHA-256, model identity). Content-addressed, so it stays valid in every generation that lists the part."""
         if not _SHA256.fullmatch(part_sha256) or not model_identity:
             raise ValueError("a part key needs the part's SHA-256 and a model identity")
         return (str(resolved.layout.vault.resolve()), part_sha256, model_identity)
@@ -419,7 +418,7 @@ class DenseMatrixCache:
         if max_bytes < 0:
             raise ValueError(f"max_bytes must be >= 0, got {max_bytes}")
         self.max_bytes = max_bytes
-        self._entries: OrderedDict[DenseCacheKey, DenseMatrix] = OrderedDict()
+        self._entries: OrderedDict[Any, Any] = OrderedDict()
         self._lock = threading.Lock()
         self._loads = self._hits = self._evictions = 0
 
@@ -441,6 +440,13 @@ class DenseMatrixCache:
         """The cached matrix of ``key``, or ``loader()``'s result (kept when it fits the bound)."""
         if not isinstance(key, DenseCacheKey):
             raise TypeError(f"key must be a DenseCacheKey, got {type(key).__name__}")
+        found: DenseMatrix = self._get_or_load(key, loader, DenseMatrix, lambda k: k.vault == key.vault)
+        return found
+
+    def _get_or_load(
+        self, key: Any, loader: Callable[[], Any], kind: type[Any], replaced: Callable[[Any], bool]
+    ) -> Any:
+        """The entry of ``key``, or ``loader()``'s (a ``kind``, with ``nbytes``): the entries ``replaced`` names go."""
         with self._lock:
             entry = self._entries.get(key)
             if entry is not None:
@@ -448,10 +454,10 @@ class DenseMatrixCache:
                 self._hits += 1
                 return entry
             entry = loader()
-            if not isinstance(entry, DenseMatrix):
-                raise TypeError(f"loader must return a DenseMatrix, got {type(entry).__name__}")
+            if not isinstance(entry, kind):
+                raise TypeError(f"loader must return a {kind.__name__}, got {type(entry).__name__}")
             self._loads += 1
-            self._drop(k for k in self._entries if k.vault == key.vault)
+            self._drop([k for k in self._entries if replaced(k)])
             if entry.nbytes <= self.max_bytes:
                 self._entries[key] = entry
                 self._shrink_to_bound()

@@ -16,23 +16,12 @@ import textwrap
 from typing import Any
 
 from core.ranking.snippets import QueryWords
+from core.terminal import UNSAFE_CODEPOINTS, terminal_safe  # noqa: F401 (here since before core.terminal)
 
 # A default user with no dense vectors: ``auto`` runs fts; said in one line, not as an alarm.
 QUIET_FALLBACKS = frozenset({"dense_index_unavailable"})
 EMBED_HINT = "hint: semantic search is off (no dense vectors); enable it with: vaultsearch index VAULT --embed"
 
-# C0 and C1 control characters (tab and newline are kept), DEL, and the bidi overrides/isolates.
-UNSAFE_CODEPOINTS = (
-    *range(0x00, 0x09),
-    *range(0x0B, 0x20),
-    *range(0x7F, 0xA0),
-    0x061C,
-    0x200E,
-    0x200F,
-    *range(0x202A, 0x202F),
-    *range(0x2066, 0x206A),
-)
-_UNSAFE = re.compile("[" + "".join(re.escape(chr(c)) for c in UNSAFE_CODEPOINTS) + "]")
 _EMBED = re.compile(r"!\[\[([^\]\n]*)\]\]")
 _WIKILINK = re.compile(r"\[\[([^\]\n]*)\]\]")
 _URL = r"\((?:[^()\n]|\([^()\n]*\))*\)"  # a link target, one level of parentheses inside
@@ -42,13 +31,6 @@ _HTML_TAG = re.compile(r"</?[A-Za-z!][^<>]*>")
 _EMPHASIS = re.compile(r"(\*\*|__|~~|==|`+)")
 _HEADING_MARK = re.compile(r"(?:(?<=\s)|^)#{1,6}\s+")
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|<>~=-])")
-
-
-def terminal_safe(text: str) -> str:
-    """Text with every control character (but tab and newline) and bidi control shown as an escape."""
-    return _UNSAFE.sub(
-        lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", text
-    )
 
 
 _CODE_SPAN = re.compile(r"(`+)[^`]+?\1")

@@ -139,6 +139,7 @@ def clear_loaded_process_caches() -> None:
         modules["core.ranking.visibility"].VISIBILITY_CACHE.clear()
     if "core.modes.dense_pipeline" in modules:
         modules["core.modes.dense_pipeline"].DENSE_CACHE.clear()
+        modules["core.modes.dense_pipeline"].PART_CACHE.clear()
         modules["core.modes.dense_pipeline"].clear_model_caches()  # embedders and rerankers
     if "core.dense" in modules:
         modules["core.dense"].clear_model_cache()

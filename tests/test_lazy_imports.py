@@ -64,3 +64,38 @@ def test_cli_lexical_search_loads_only_the_search_path(tmp_path: Path, mode: str
     assert "core.searcher" in loaded
     allowed = FRESHNESS_WALK if freshness else set()
     assert not loaded & (set(NOT_FOR_LEXICAL_SEARCH) - allowed), sorted(loaded & set(NOT_FOR_LEXICAL_SEARCH))
+
+
+NOT_FOR_AN_EDIT = (
+    "core.searcher",
+    "core.registry",
+    "core.modes.context",
+    "core.modes.graph",
+    "core.build.embed",
+    "core.build.build_embed",
+    "core.dense",
+    "core.models.catalog",
+    "onnxruntime",
+    "tqdm",
+    "importlib.metadata",
+    "core.render",
+)
+
+
+def test_cli_index_after_an_edit_loads_no_search_or_dense_module(tmp_path: Path) -> None:
+    """``vaultsearch index`` (no --embed, no progress bar) after a one-note edit: the build modules only, not
+    the search modes, the dense side, tqdm or ``importlib.metadata`` (issue 29: the edit path's start-up)."""
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    (vault / "a.md").write_text(note("Alpha", "alpha beta gamma"), encoding="utf-8")
+    (vault / "b.md").write_text(note("Beta", "beta"), encoding="utf-8")
+    build_index(vault)
+    (vault / "a.md").write_text(note("Alpha", "alpha beta gamma delta"), encoding="utf-8")
+    code = (
+        "from core.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    assert main(['index', {str(vault)!r}, '--json']) == 0\n"
+    )
+    loaded = loaded_by(code)
+    assert "core.build.builder" in loaded
+    assert not loaded & set(NOT_FOR_AN_EDIT), sorted(loaded & set(NOT_FOR_AN_EDIT))

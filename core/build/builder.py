@@ -17,7 +17,6 @@ many) while this process gives them ids, maps words to FTS5 terms and writes row
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sqlite3
 import time
@@ -26,11 +25,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
 from core.build import incremental
 from core.build.faults import build_io_errors
-from core.build.ingest import NoteWriter
+from core.build.ingest import NoteWriter, sample_bytes
 from core.build.link_graph import recompute_edges, replaced_notes
 from core.build.lock import build_lock, ensure_layout, new_staging_path
 from core.build.plan import BuildPlan, BuildRun, plan_build
@@ -41,23 +38,22 @@ from core.build.racy import settle_racy
 from core.build.report import BuildReport, build_report, generation_record
 from core.build.source import NoteSource, WorkingTreeSource, resolve_settings
 from core.build.source import stored_settings as stored_source_settings
-from core.errors import IntegrityError, UsageError, ValidationError
+from core.build.staged import progress_bar, snapshot_hash, whole_database
+from core.build.staged import validate as _validate  # a name tests wrap
+from core.build.text_dict import dictionary_for, spread
+from core.errors import IntegrityError, UsageError
 from core.index.layout import IndexLayout, ResolvedIndex, layout_for
 from core.index.ownership import check_vault
 from core.index.schema import create_schema
 from core.index.settings import DEFAULT_TOKENIZER, IndexConfig, resolve_config  # noqa: F401 (public API)
 from core.index.state import active_record
-from core.index.tables.checks import inconsistencies
-from core.index.tables.chunk_vectors import count_vectors
 from core.index.tables.connection import atomic, set_journal_mode, set_working_mode
 from core.index.tables.meta import get_meta, set_meta
 from core.index.tables.notes import delete_notes, touch_notes
 from core.index.tables.problems import replace_build_problems
-from core.index.tables.skipped_files import delete_skipped, source_hashes, source_note_ids, source_paths
+from core.index.tables.skipped_files import delete_skipped, source_note_ids
 from core.index.verify import connect_readonly, resolve
 from core.ranking.analysis import language_analyzer_for
-from core.ranking.chunk_vectors import compute_chunk_vectors, store_chunk_vectors
-from core.ranking.sparse import compute_sparse, store_sparse
 from core.vault.problems import Problem
 from core.vault.scan import ScanResult
 
@@ -83,6 +79,8 @@ def _apply(conn: sqlite3.Connection, plan: BuildPlan, run: BuildRun) -> dict[str
         writer.next_note_id = max(writer.next_note_id, run.first_ids[0])
         writer.next_chunk_id = max(writer.next_chunk_id, run.first_ids[1])
     first_new_id = writer.next_note_id
+    limit = run.config.max_note_bytes
+    zdict = dictionary_for(conn, len(items), sample_bytes(spread(items), run.root, limit))
     with (
         prepared_notes(
             items,
@@ -91,9 +89,10 @@ def _apply(conn: sqlite3.Connection, plan: BuildPlan, run: BuildRun) -> dict[str
             workers=workers,
             root=run.root,
             language=run.config.language,
-            max_bytes=run.config.max_note_bytes,
+            max_bytes=limit,
+            zdict=zdict,
         ) as batches,
-        tqdm(total=len(items), desc="indexing", unit="note", disable=not run.progress) as bar,
+        progress_bar(len(items), run.progress) as bar,
     ):
         for batch in batches:
             writer.add_batch(batch)
@@ -107,30 +106,6 @@ def _apply(conn: sqlite3.Connection, plan: BuildPlan, run: BuildRun) -> dict[str
     links, unresolved = recompute_edges(conn, new_from_id=first_new_id, replaced=replaced, kept=writer.kept)
     run.timings["links"] = time.perf_counter() - started  # part of "write"
     return {"links": links, "unresolved_links": unresolved}
-
-
-def snapshot_hash(conn: sqlite3.Connection) -> str:
-    """SHA-256 over the sorted (rel_path, content sha256) of every source file read."""
-    h = hashlib.sha256()
-    for rel, sha in source_hashes(conn):
-        h.update(f"{rel}\0{sha}\n".encode())
-    return h.hexdigest()
-
-
-def _validate(conn: sqlite3.Connection, plan: BuildPlan) -> None:
-    """Exact source coverage (every readable scanned file) and consistent counts; collects every
-    problem, raises once."""
-    found: list[str] = []
-    indexed = source_paths(conn)
-    expected = {f.rel_path for f in plan.scan.files} - {p.path for p in plan.unreadable}
-    if indexed != expected:
-        found.append(f"coverage: missing {sorted(expected - indexed)[:5]}, extra {sorted(indexed - expected)[:5]}")
-    found += inconsistencies(conn)
-    meta = get_meta(conn)
-    if count_vectors(conn) and not meta.get("dense_model"):
-        found.append("dense manifest: vectors without a model identity")
-    if found:
-        raise ValidationError("the staged index failed validation: " + "; ".join(found), problems=found)
 
 
 @dataclass(frozen=True)
@@ -175,8 +150,10 @@ def _open_base(layout: IndexLayout, config: IndexConfig, recovered: tuple[str, s
     return _Base(base.generation_id, base, None)
 
 
-def _stage(conn: sqlite3.Connection, plan: BuildPlan, run: BuildRun) -> dict[str, int]:
-    """Apply the plan, stamp meta, validate, and check that the source did not move."""
+def _stage(conn: sqlite3.Connection, plan: BuildPlan, run: BuildRun, *, whole: bool = True) -> dict[str, int]:
+    """Apply the plan, stamp meta, validate, and check that the source did not move. ``whole=False`` (a build on
+    a base, which publishes a delta unless refused): no array work and no whole-database table counts here
+    (``_publish_staged`` does both only for a one-segment fallback)."""
     t = time.perf_counter()
     with atomic(conn):
         extra = _apply(conn, plan, run)
@@ -196,10 +173,8 @@ def _stage(conn: sqlite3.Connection, plan: BuildPlan, run: BuildRun) -> dict[str
                 "built_at": time.time(),
             },
         )
-    with atomic(conn):  # the term-major arrays readers load in one query (core.ranking.stored)
-        sparse = compute_sparse(conn)
-        store_sparse(conn, sparse)
-        store_chunk_vectors(conn, compute_chunk_vectors(conn, sparse))
+    if whole:
+        whole_database(conn)
     t = run.lap("write", t)
     _validate(conn, plan)
     if not run.source_may_change:
@@ -376,21 +351,31 @@ def _publish_staged(
     staging = new_staging_path(run.layout)
     refused: tuple[str, str] | None = None
     try:
+        complete = True
         if base is not None:
-            incremental.scratch_base(base, staging, run.config.tokenizer)
+            t = time.perf_counter()
+            gone = plan.changed_ids + plan.removed_ids
+            complete = incremental.scratch_base(base, staging, run.config.tokenizer, gone=gone)
             run.first_ids = incremental.first_ids(base)
+            run.lap("scratch", t)  # the working database: O(base) (a byte copy, or every segment's live rows)
         conn = _open_working(staging, in_place=False)
         try:
             if base is None:
                 create_schema(conn, run.config.tokenizer)
-            extra = _stage(conn, plan, run)
+            extra = _stage(conn, plan, run, whole=base is None)
             if hook is not None:
                 t = time.perf_counter()
                 extra["embedded"] = hook(conn)
                 run.lap("embed", t)
-            record = generation_record(conn, run.config, run.timings)
             if base is not None and run.first_ids is not None:
                 refused = incremental.refusal_for(base, conn, plan, run.first_ids[0])
+                if refused is not None:  # the whole scratch is published: its FTS5 rows, arrays and counts
+                    t = time.perf_counter()
+                    if not complete:
+                        incremental.complete_scratch(conn)
+                    whole_database(conn)
+                    run.lap("one_segment_arrays", t)
+            record = generation_record(conn, run.config, run.timings)
             set_journal_mode(conn, "DELETE")
         finally:
             conn.close()

@@ -28,7 +28,10 @@ plus ``model_ref``: the preset name or the absolute model directory, so that a s
 load the same model without being told. Vectors of another identity are dropped, never
 mixed with new ones (reported in ``EmbedReport.dropped``).
 
-A legacy single-file index (``--in-place``) is updated in place, one transaction per batch.
+A generation of several parts (segments, tombstones) is embedded per segment, newest first, without
+rewriting the text of the others (``core.build.embed_segments``); a change of model still re-embeds
+everything as one segment (the old vectors are dropped, never mixed). A legacy single-file index
+(``--in-place``) is updated in place, one transaction per batch.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ import hashlib
 import json
 import sqlite3
 import time
+from collections.abc import Collection
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,6 +48,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
+from core.build import embed_segments
 from core.build.incremental import scratch_base
 from core.build.lock import build_lock, new_staging_path
 from core.build.publish import publish
@@ -125,10 +130,13 @@ def passage_text(title: str, heading_path: str, body: str) -> str:
 # ---------------------------------------------------------------- reading and writing vectors
 
 
-def pending_chunks(conn: sqlite3.Connection, limit: int | None, *, everything: bool = False) -> list[tuple[int, str]]:
+def pending_chunks(
+    conn: sqlite3.Connection, limit: int | None, *, everything: bool = False, skip: Collection[int] = ()
+) -> list[tuple[int, str]]:
     """(chunk id, passage text) of chunks without a vector (``everything``: all chunks), newest
-    notes first, at most ``limit``."""
-    rows = passages_to_embed(conn, limit, everything=everything)
+    notes first, at most ``limit``; none of the notes ``skip`` lists (a segment's dead notes)."""
+    rows = passages_to_embed(conn, None if skip else limit, everything=everything)
+    rows = [r for r in rows if r[3] not in skip][:limit] if skip else rows
     bodies = note_bodies(conn, (r[3] for r in rows))
     return [
         (cid, passage_text(title, heading, bodies[nid][start:end])) for cid, title, heading, nid, start, end in rows
@@ -141,14 +149,17 @@ def vector_blob(vector: np.ndarray) -> bytes:
 
 
 def _write_vectors(
-    conn: sqlite3.Connection, ids: list[int], vectors: np.ndarray, meta_value: dict[str, Any], drop: bool
+    conn: sqlite3.Connection, ids: list[int], vectors: np.ndarray, meta_value: dict[str, Any], drop: bool, dim: int = 0
 ) -> None:
-    """One transaction: drop foreign vectors when asked, insert these, stamp the identity."""
+    """One transaction: drop foreign vectors when asked, insert these, stamp the identity; then, given the
+    model's ``dim`` (0: not), :func:`validate_vectors`."""
     with atomic(conn):
         if drop:
             delete_all_vectors(conn)
         insert_vectors(conn, [(cid, vector_blob(v)) for cid, v in zip(ids, vectors)])
         set_meta(conn, {META_KEY: meta_value})
+    if dim:
+        validate_vectors(conn, dim)
 
 
 def validate_vectors(conn: sqlite3.Connection, dim: int) -> None:
@@ -207,7 +218,12 @@ def _text_key(text: str) -> bytes:
 
 
 def _embed_pending(
-    conn: sqlite3.Connection, run: _Run, take: int | None, drop: bool, deadline: float | None = None
+    conn: sqlite3.Connection,
+    run: _Run,
+    take: int | None,
+    drop: bool,
+    deadline: float | None = None,
+    skip: Collection[int] = (),
 ) -> tuple[list[int], np.ndarray]:
     """Embed up to ``take`` chunks still to do (all of them when the old vectors are dropped).
 
@@ -216,9 +232,10 @@ def _embed_pending(
     texts go to the model longest first, so each model batch holds texts of similar length (less padding).
     Past ``deadline`` (a ``perf_counter`` value) the texts not yet embedded are left for the next batch,
     so a slow model still publishes (and a kill loses) at most that much work; at least one step runs.
+    ``skip``: note ids whose chunks are left alone (dead in the segment read).
     """
     t = time.perf_counter()
-    todo = pending_chunks(conn, take, everything=drop)
+    todo = pending_chunks(conn, take, everything=drop, skip=skip)
     vectors = np.empty((len(todo), run.embedder.dim), dtype=np.float32)
     done = np.zeros(len(todo), dtype=bool)
     fresh: dict[bytes, str] = {}
@@ -294,8 +311,7 @@ def _publish_batch(
         work = sqlite3.connect(staging, isolation_level=None)
         try:
             set_journal_mode(work, "MEMORY")
-            _write_vectors(work, ids, vectors, run.meta_value, drop)
-            validate_vectors(work, run.embedder.dim)
+            _write_vectors(work, ids, vectors, run.meta_value, drop, run.embedder.dim)
             record = _record(work, run)
             set_journal_mode(work, "DELETE")
         finally:
@@ -310,6 +326,26 @@ def _publish_batch(
     return True
 
 
+def _segment_batch(
+    layout: IndexLayout, base: ResolvedIndex, run: _Run, take: int | None, keep: int, seconds: float | None
+) -> bool:
+    """A generation of several parts: one batch of its newest incomplete segment, published as a new version
+    of that segment alone (``core.build.embed_segments``); False when every segment is complete."""
+    t = time.perf_counter()
+    deadline = None if seconds is None else t + seconds
+    done = embed_segments.segment_batch(
+        layout, base, identity_key(run.embedder.identity),
+        lambda conn, dead: _embed_pending(conn, run, take, False, deadline, skip=dead),
+        lambda work, ids, vectors: _write_vectors(work, ids, vectors, run.meta_value, False, run.embedder.dim),
+        lambda conn: _record(conn, run), keep,
+    )  # fmt: skip
+    if done is not None:
+        run.tick("publish", t)
+        run.published.append(done[0])
+        run.embedded += done[1]
+    return done is not None
+
+
 def _legacy_batch(layout: IndexLayout, run: _Run, take: int | None) -> bool:
     """The legacy ``index.db``: the same batch, written in place in one transaction."""
     conn = sqlite3.connect(layout.legacy_path, isolation_level=None)
@@ -318,8 +354,7 @@ def _legacy_batch(layout: IndexLayout, run: _Run, take: int | None) -> bool:
         ids, vectors = _embed_pending(conn, run, take, drop)
         if not ids and not drop:
             return False
-        _write_vectors(conn, ids, vectors, run.meta_value, drop)
-        validate_vectors(conn, run.embedder.dim)
+        _write_vectors(conn, ids, vectors, run.meta_value, drop, run.embedder.dim)
     finally:
         conn.close()
     run.embedded += len(ids)
@@ -401,6 +436,8 @@ def _run_batches(
     while True:
         if base.kind == "legacy_db":
             did = _legacy_batch(layout, run, take)
+        elif embed_segments.per_segment(base, run.embedder.identity):
+            did = _segment_batch(layout, base, run, take, keep, seconds)
         else:
             did = _publish_batch(layout, base, run, take, keep, seconds)
         if not did or limit is not None:

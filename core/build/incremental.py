@@ -1,9 +1,10 @@
 """The incremental segment writer on the edit path (issue 29, storage step 3).
 
 A build on a generation (one segment or several) still applies its plan to a scratch working database
-(``scratch_base``: a byte copy of a one-segment base, or the live rows of every segment written as one)
-so that planning, link resolution and validation run unchanged; what it PUBLISHES is only the delta
-(``delta_parts``):
+(``scratch_base``: a byte copy of a one-segment base, or the live rows of every segment written as one,
+without ranking arrays and with FTS5 rows only for the notes the build deletes) so that planning, link
+resolution and validation run unchanged; no whole-generation array is computed (the builder decides
+the refusal first); what it PUBLISHES is only the delta (``delta_parts``):
 
 - one new segment with the changed notes (re-inserted with their OLD note ids: an edge into one does not
   change) and the new ones (ids from the base manifest's ``next_note_id`` / ``next_chunk_id``,
@@ -25,7 +26,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,8 +35,11 @@ from core.build.merge_write import fit_segment_limit
 from core.build.plan import BuildPlan
 from core.build.publish_segments import PlannedPart
 from core.build.segment_writer import SegmentSource, write_segment, write_tombstone
+from core.errors import ValidationError
 from core.index.layout import IndexLayout, ResolvedIndex, ResolvedPart
 from core.index.tables import segments as seg
+from core.index.tables.checks import inconsistencies
+from core.index.tables.connection import atomic
 from core.index.verify import connect_readonly, copy_base
 
 LINKS_CHANGED = "incremental_links_changed"
@@ -107,19 +111,32 @@ def unmatched_edges(conn: sqlite3.Connection) -> int:
     return links - edges
 
 
-def scratch_base(base: ResolvedIndex, dest: Path, tokenizer: str) -> None:
+def scratch_base(base: ResolvedIndex, dest: Path, tokenizer: str, *, gone: Collection[int] | None = None) -> bool:
     """The working database of a build on ``base``: a verified copy of its one segment, or every segment's
-    live notes written as one (not published: the delta is taken from it)."""
+    live notes written as one. ``gone`` (a build's changed and removed note ids: it publishes a delta unless
+    refused, and the delta's segment gets its own arrays and FTS5 rows): that one written without ranking
+    arrays and with FTS5 rows only for those notes (what the build's deletes need). Returns whether the
+    database is complete; an incomplete one is published only after ``complete_scratch``."""
     if len(base.parts) == 1:
         copy_base(base, dest)
-        return
+        return True
     dead = _dead_of(base)
     segments = _segments(base)
     sources = []
     for part in segments:
-        gone = set(dead.get(part.sha256, ()))
-        sources.append(SegmentSource(part.path, [i for i in _note_ids(part.path) if i not in gone]))
-    write_segment(dest, sources, tokenizer=tokenizer, generation_from=segments[-1].path)
+        dropped = set(dead.get(part.sha256, ()))
+        sources.append(SegmentSource(part.path, [i for i in _note_ids(part.path) if i not in dropped]))
+    write_segment(
+        dest, sources, tokenizer=tokenizer, generation_from=segments[-1].path, arrays=gone is None, texts=gone
+    )
+    return gone is None
+
+
+def complete_scratch(conn: sqlite3.Connection) -> None:
+    """Every note's FTS5 rows of a working database ``scratch_base`` left incomplete (its arrays: the
+    ``core.build.staged.whole_database``)."""
+    with atomic(conn):
+        seg.reindex_stored_texts(conn)
 
 
 def _edges_by_src(conn: sqlite3.Connection, below: int) -> dict[int, list[tuple]]:
@@ -206,6 +223,18 @@ def _new_dead(base: ResolvedIndex, gone: Sequence[int]) -> dict[str, list[int]]:
     return out
 
 
+def _check_segment(path: Path) -> None:
+    """The new segment's per-note tables agree (``core.index.tables.checks``: the counts the builder checks on a
+    whole database, here over the changed notes only)."""
+    conn = _ro(path)
+    try:
+        found = inconsistencies(conn)
+    finally:
+        conn.close()
+    if found:
+        raise ValidationError("the staged delta segment failed validation: " + "; ".join(found), problems=found)
+
+
 def delta_parts(
     layout: IndexLayout, base: ResolvedIndex, scratch: Path, plan: BuildPlan, first_new: int, tokenizer: str
 ) -> Delta:
@@ -227,6 +256,7 @@ def delta_parts(
         counts = write_segment(
             staged, [SegmentSource(scratch, new_ids)], tokenizer=tokenizer, generation_from=scratch, compact=True
         )
+        _check_segment(staged)
         index = {p.sha256: i for i, p in enumerate(segments)}
         for part in _segments(base):
             ids = new_dead.get(part.sha256)

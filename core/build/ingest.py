@@ -20,14 +20,14 @@ from __future__ import annotations
 import hashlib
 import os
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 
 from core.build.bounds import bound_vocabulary
 from core.errors import SourceChangedError
 from core.index.tables import notes as notes_table
-from core.index.tables.chunks import insert_chunks, next_chunk_id
+from core.index.tables.chunks import HeadingIds, insert_chunks, insert_headings, next_chunk_id
 from core.index.tables.links import insert_links
 from core.index.tables.meta import get_meta, set_meta
 from core.index.tables.names import insert_names
@@ -59,6 +59,7 @@ _INSERTS = {
     "tags": insert_tags,
     "names": insert_names,
     "problems": insert_note_problems,
+    "headings": insert_headings,
     "chunks": insert_chunks,
     "fts": insert_fts_rows,
     "new_terms": insert_terms,
@@ -213,6 +214,19 @@ class UnreadableFile:
     detail: str
 
 
+def sample_bytes(items: Sequence[NoteFile], root: str, limit: int | None) -> Iterator[bytes]:
+    """The content of each of ``items`` (read unless given); one that cannot be read is left out: the
+    build's own read of it reports it (``_parse``)."""
+    for rel_path, path, data, _, _, _ in items:
+        if isinstance(data, bytes):
+            yield data
+            continue
+        try:
+            yield data.load()[0] if isinstance(data, BlobRef) else read_source(rel_path, path, root, limit)[0]
+        except (FileRefusedError, OSError):
+            continue  # reported where the note is read for the index
+
+
 def _parse(item: NoteFile, root: str, limit: int | None) -> tuple[str, ParsedNote | SkippedFile | UnreadableFile]:
     """(sha256, parsed note) of one file, read unless its content is given; a binary file is skipped,
     an unreadable one reported."""
@@ -242,6 +256,7 @@ def _prepared(
     terms: LocalVector,
     chunk_terms: LocalVector,
     language: str,
+    zdict: bytes | None,
 ) -> PreparedNote:
     mtime_ns, size = item[4], item[5]
     d = note.dates
@@ -278,7 +293,7 @@ def _prepared(
         problems=tuple((p.reason, p.detail) for p in note.problems),
         links=tuple((ln.target, ln.kind, ln.heading, ln.alias, ln.source, ln.alt_target) for ln in note.links),
         cells=texts,
-        text=encode_texts(texts),
+        text=encode_texts(texts, zdict),
         chunks=chunks,
         terms=terms,
         chunk_terms=chunk_terms,
@@ -300,10 +315,12 @@ def prepare_notes(
     root: str,
     language: str = "en",
     max_bytes: int | None = None,
+    zdict: bytes | None = None,
 ) -> PreparedBatch:
     """Read (inside the vault's real ``root``), parse, chunk and count a batch of note files. Words are
     counted for the batch at once by this process's ``WordTable`` for ``build``; each note's words are
-    tagged with its language unless it is the vault default ``language`` (``core.ranking.languages.note_language``)."""
+    tagged with its language unless it is the vault default ``language`` (``core.ranking.languages.note_language``);
+    ``zdict``: the segment's text dictionary each note's ``note_text`` cell is compressed with."""
     table = _tables.get(build)
     if table is None:
         table = _tables[build] = WordTable(len(FTS_COLUMNS))
@@ -327,7 +344,7 @@ def prepare_notes(
     # each note's vector, then its chunks' as one weighted group
     new_words, vectors = table.count_pieces(n_docs, pieces, groups, CHUNK_FIELD_UNITS, tags)
     ready = {
-        id(note): _prepared(item, sha, note, texts, rows, vectors[2 * i], vectors[2 * i + 1], lang)
+        id(note): _prepared(item, sha, note, texts, rows, vectors[2 * i], vectors[2 * i + 1], lang, zdict)
         for i, (item, sha, note, texts, rows, lang) in enumerate(notes)
     }
     return PreparedBatch(
@@ -355,6 +372,7 @@ class NoteWriter:
     def __init__(self, conn: sqlite3.Connection, analyzer: LanguageAnalyzer) -> None:
         self.next_note_id = next_note_id(conn)
         self.next_chunk_id = next_chunk_id(conn)
+        self.headings = HeadingIds(conn)
         first_term = next_term_id(conn)
         # a build that starts from an empty dictionary (a cold build) knows every term it meets: the
         # terms it gave ids to; only a carried-over index is asked for the ids it already has
@@ -401,7 +419,8 @@ class NoteWriter:
         rows["links"].extend((note_id, *ln) for ln in note.links)
         rows["fts"].append((note_id, note.text, *note.cells))
         cid = self.next_chunk_id
-        rows["chunks"].extend((cid + i, note_id, *chunk) for i, chunk in enumerate(note.chunks))
+        heading_id = self.headings.id_of
+        rows["chunks"].extend((cid + i, note_id, c[0], heading_id(c[1]), *c[2:]) for i, c in enumerate(note.chunks))
         self._chunk_terms.append((note_id, table, note.chunk_terms))
         self.next_chunk_id = cid + len(note.chunks)
         self._terms.append((note_id, table, note.terms))
@@ -419,6 +438,7 @@ class NoteWriter:
                 (nid, lengths, ids, tf) for (nid, _, _), (ids, tf, lengths) in zip(self._chunk_terms, vectors)
             ]
         rows["new_terms"] = self.vectors.take_new_terms()
+        rows["headings"] = self.headings.take_new()
         for name, insert in _INSERTS.items():
             if rows[name]:
                 insert(self.conn, rows[name])

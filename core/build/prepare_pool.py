@@ -46,6 +46,7 @@ def prepared_notes(
     root: str,
     language: str = "en",
     max_bytes: int | None = None,
+    zdict: bytes | None = None,
 ) -> Iterator[Iterator[PreparedBatch]]:
     """``prepare_notes`` over ``items`` in batches, in order: in process, or in ``workers`` forked processes.
 
@@ -61,6 +62,7 @@ def prepared_notes(
         root=root,
         language=language,
         max_bytes=max_bytes,
+        zdict=zdict,
     )
     batches = [items[i : i + _PREPARE_BATCH] for i in range(0, len(items), _PREPARE_BATCH)]
     try:

@@ -2,7 +2,8 @@
 a tombstone part for a segment's deleted notes (issue 29, step 2a).
 
 ``write_segment`` creates a new segment file holding the given notes' rows of every per-note table
-(notes, note_tags, note_names, note_problems, chunks, note_text and its FTS5 rows, links, link_keys,
+(notes, note_tags, note_names, note_problems, chunks, note_text (re-encoded where the text dictionary
+changes: ``segments.copy_note_texts``) and its FTS5 rows, links, link_keys,
 target_keys, the edges those notes are the source of, note_terms / chunk_terms, dense chunk_vectors),
 copied from each source segment ATTACHed read-only; then the term-major arrays and per-class
 statistics over THAT segment's notes only, with the builder's own array code. The first source's term
@@ -13,15 +14,17 @@ Generation-level tables (meta, skipped_files, build_problems, git_dates) are car
 segment of a generation (``core.index.segmented`` reads them there): ``generation_from`` names the
 source they are copied from (every segment carries its own ``meta`` schema version and tokenizer).
 
-``write_tombstone`` writes ``dead(note_id)`` and, in ``term_major``, the deleted notes' exact
-statistics: the ``class_*`` arrays of the sparse and chunk groups (core.ranking.classes' encoding),
-the sparse group's total ``df`` and both groups' ``indptr`` (per term: its dead notes / chunks), all
-over the segment's own term ids; computed by writing those notes as a scratch segment with the
-segment's whole dictionary (the builder's own array code): what the ranking side subtracts.
+``write_tombstone`` writes ``dead(note_id)`` and the deleted notes' exact per-class statistics of the
+sparse group (notes, field-length sums, and df only for the terms those notes hold, over the segment's
+own term ids: ``core.index.tables.segments.create_tombstone``), counted by writing those notes as a
+small compact scratch segment (the builder's own array code): what the ranking side subtracts
+(``core.modes.segment_arrays.tombstone_of``). The chunk group needs none: the combined chunk vectors
+recompute their statistics from the live chunks (``core.ranking.segment_chunks``).
 """
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import zlib
 from collections.abc import Collection, Sequence
@@ -30,15 +33,18 @@ from pathlib import Path
 
 import numpy as np
 
+from core.build import text_dict
 from core.errors import UsageError
 from core.index.schema import create_schema
 from core.index.tables import segments as seg
 from core.index.tables.connection import atomic, set_journal_mode, set_working_mode
 from core.ranking.chunk_vectors import compute_chunk_vectors, store_chunk_vectors
-from core.ranking.sparse import store_sparse
+from core.ranking.segments import tombstone
+from core.ranking.sparse import load_sparse, store_sparse
 from core.ranking.sparse_rows import compute_sparse
 
 _FIELDS = 5  # len(FTS_COLUMNS): the tf columns of a note_terms row
+SMALL_PAGE = 1024  # bytes: the SQLite page of a compact segment and of a tombstone (SQLite's default: 4096)
 
 
 @dataclass(frozen=True)
@@ -102,7 +108,9 @@ def _used_terms(notes: list[tuple], chunks: list[tuple]) -> set[int]:
     return used
 
 
-def _copy_source(conn: sqlite3.Connection, source: SegmentSource, first: bool, compact: bool = False) -> None:
+def _copy_source(
+    conn: sqlite3.Connection, source: SegmentSource, first: bool, compact: bool = False, use_dict: bool = True
+) -> None:
     seg.choose_notes(conn, source.note_ids)
     seg.attach(conn, _uri(source.path), "src")
     try:
@@ -113,6 +121,7 @@ def _copy_source(conn: sqlite3.Connection, source: SegmentSource, first: bool, c
             else:
                 pairs = seg.merge_terms(conn, keep_ids=first)
             seg.copy_note_rows(conn)
+            seg.copy_note_texts(conn, use_dict=use_dict)
             if pairs is None:
                 seg.copy_vector_rows(conn)
             else:
@@ -131,18 +140,25 @@ def write_segment(
     dead: Collection[int] = (),
     generation_from: Path | None = None,
     compact: bool = False,
+    arrays: bool = True,
+    texts: Collection[int] | None = None,
 ) -> dict[str, int]:
     """Write a new segment file ``dest`` (must not exist) of ``sources``' chosen notes; ``dead``: note ids
     no edge may point at; ``generation_from``: the segment whose generation-level tables it carries;
     ``compact``: the dictionary holds only the terms of the chosen notes (renumbered), not the first
-    source's whole dictionary. Returns the segment's counts (notes, chunks, dense_chunks)."""
+    source's whole dictionary; ``arrays=False`` and ``texts`` (FTS5 rows of these notes only): a build's
+    working database, never published as it is (``core.build.incremental.scratch_base``). Returns the
+    segment's counts (notes, chunks, dense_chunks)."""
     conn = sqlite3.connect(f"file:{dest}?mode=rwc", uri=True, isolation_level=None)
     try:
+        if compact:  # a small segment of a few notes: its ~40 tables and indexes take a page each at least
+            conn.execute(f"PRAGMA page_size = {SMALL_PAGE}")
         set_working_mode(conn, durable=False)
         create_schema(conn, tokenizer)
         seg.start_copy(conn, dead)
+        use_dict = sum(len(s.note_ids) for s in sources) >= text_dict.MIN_NOTES  # a few notes: cheaper without
         for i, source in enumerate(sources):
-            _copy_source(conn, source, i == 0, compact)
+            _copy_source(conn, source, i == 0, compact, use_dict)
         if generation_from is not None:
             seg.attach(conn, _uri(generation_from), "src")
             try:
@@ -151,10 +167,11 @@ def write_segment(
             finally:
                 seg.detach(conn, "src")
         with atomic(conn):
-            seg.index_stored_texts(conn)
-            sparse = compute_sparse(conn)
-            store_sparse(conn, sparse)
-            store_chunk_vectors(conn, compute_chunk_vectors(conn, sparse))
+            seg.index_stored_texts(conn, texts)
+            if arrays:
+                sparse = compute_sparse(conn)
+                store_sparse(conn, sparse)
+                store_chunk_vectors(conn, compute_chunk_vectors(conn, sparse))
         counts = seg.segment_counts(conn)
         set_journal_mode(conn, "DELETE")
     finally:
@@ -162,20 +179,31 @@ def write_segment(
     return counts
 
 
-def _statistic(name: str) -> bool:
-    """An array (or piece) a tombstone keeps: per-class statistics, the total df (``df``) and the
-    postings' term pointers (``indptr``: a term's notes / chunks) of the dead notes."""
-    array = name.split("/", 1)[-1].split("#", 1)[0]
-    return array.startswith("class_") or array in ("df", "indptr")
+def _dead_rows(scratch: sqlite3.Connection) -> tuple[list[tuple[str, int, str]], list[tuple[str, int, int]]]:
+    """(classes rows, df rows) of ``seg.create_tombstone`` from ``scratch`` (the dead notes written as a
+    compact segment, the segment ATTACHed as ``seg``): every number counted from the scratch's own arrays
+    (``core.ranking.segments.tombstone``: what the ranking side subtracts), its term ids mapped to the
+    segment's."""
+    sparse = load_sparse(scratch)
+    if sparse.classes is None:
+        raise UsageError("a segment without per-classification statistics cannot be tombstoned")
+    counted = tombstone(sparse, np.arange(sparse.n_docs, dtype=np.int64))
+    names = sparse.classes.names
+    to_segment = seg.segment_term_ids(scratch, "seg")
+    classes = [(name, int(counted.docs[c]), json.dumps(counted.field_len[c].tolist())) for c, name in enumerate(names)]
+    cls, terms = np.nonzero(counted.df)
+    df = [(names[c], to_segment[t], int(counted.df[c, t])) for c, t in zip(cls.tolist(), terms.tolist(), strict=True)]
+    return classes, df
 
 
 def write_tombstone(dest: Path, segment: Path, dead_ids: Collection[int], *, tokenizer: str) -> int:
     """Write a tombstone part ``dest`` for ``segment``: ALL of that segment's deleted note ids (a newer
-    delete writes a new tombstone) and their statistics. Returns how many ids it lists."""
+    delete writes a new tombstone) and their exact per-class statistics for the terms they hold (its size
+    grows with the dead notes, not with the segment). Returns how many ids it lists."""
     ids = sorted(set(dead_ids))
     scratch = dest.with_name(dest.name + ".scratch")
     try:
-        found = write_segment(scratch, [SegmentSource(segment, ids)], tokenizer=tokenizer)["notes"]
+        found = write_segment(scratch, [SegmentSource(segment, ids)], tokenizer=tokenizer, compact=True)["notes"]
         if found != len(ids):
             raise UsageError(
                 f"a tombstone lists only notes of its segment: {len(ids) - found} of {len(ids)} ids are not in {segment}",
@@ -183,13 +211,17 @@ def write_tombstone(dest: Path, segment: Path, dead_ids: Collection[int], *, tok
                 expected=len(ids),
                 actual=found,
             )
+        src = sqlite3.connect(_uri(scratch, immutable=False), uri=True)
+        try:
+            seg.attach(src, _uri(segment), "seg")
+            classes, df = _dead_rows(src)
+        finally:
+            src.close()
         conn = sqlite3.connect(f"file:{dest}?mode=rwc", uri=True, isolation_level=None)
         try:
-            seg.attach(conn, _uri(scratch, immutable=False), "src")
+            conn.execute(f"PRAGMA page_size = {SMALL_PAGE}")
             with atomic(conn):
-                seg.create_tombstone(conn, ids)
-                seg.copy_arrays(conn, _statistic)
-            seg.detach(conn, "src")
+                seg.create_tombstone(conn, ids, classes, df)
             set_journal_mode(conn, "DELETE")
         finally:
             conn.close()

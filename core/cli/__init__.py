@@ -34,7 +34,7 @@ def _check_vault(args: argparse.Namespace) -> None:
 
 
 def _report_error(exc: VaultSearchError, as_json: bool) -> None:
-    from core.render import terminal_safe
+    from core.terminal import terminal_safe
 
     if as_json:
         text = json_text(exc.to_dict())

@@ -10,8 +10,6 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-from core.registry import DEPRECATED_ALIASES, MODE_NAMES
-
 
 def _number_text(value: float) -> str:
     return f"{value:g}" if value < 10**6 else f"{value:,.0f}"
@@ -54,6 +52,8 @@ PORT = NumberRange(0, 65_535)
 
 def mode(text: str) -> str:
     """A mode name or a deprecated alias (accepted, not listed in the choices)."""
+    from core.registry import DEPRECATED_ALIASES, MODE_NAMES  # loaded by the commands that take a mode
+
     if text in MODE_NAMES or text in DEPRECATED_ALIASES:
         return text
     raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from {', '.join(MODE_NAMES)})")

@@ -10,8 +10,6 @@ from core.cli.commands import cmd_eval, cmd_index, cmd_modes, cmd_search, cmd_sh
 from core.cli.models import ACTIONS, cmd_models
 from core.cli.output import EXIT_STALE
 from core.cli.serving import cmd_mcp, cmd_open, cmd_serve, cmd_watch
-from core.registry import DEFAULT_MODE, MODE_NAMES
-from core.serve.version import package_version
 
 VAULT_HELP = "the vault: a folder of Markdown notes"
 INDEX_DIR_HELP = "the index directory (default VAULT/.vaultsearch; env VAULTSEARCH_INDEX_DIR)"
@@ -159,8 +157,23 @@ def _index_command(command: Command) -> None:
     p.set_defaults(func=cmd_index)
 
 
+class _Version(argparse.Action):
+    """``--version``: the installed version, looked up only when asked (``importlib.metadata`` is slow to load)."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=str(kwargs.get("help")))
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        from core.serve.version import package_version
+
+        print(f"vaultsearch {package_version()}")  # stdout, as argparse's "version" action
+        parser.exit()
+
+
 def _search_command(command: Command) -> None:
     """``search``: the query, the mode, the filters."""
+    from core.registry import DEFAULT_MODE, MODE_NAMES  # the modes: loaded by the commands that name them
+
     p = command("search", "search the vault")
     p.add_argument("vault", help=VAULT_HELP)
     p.add_argument(
@@ -328,6 +341,8 @@ def _models_command(command: Command) -> None:
 
 def _eval_command(command: Command) -> None:
     """``eval``: metrics per mode on labelled queries."""
+    from core.registry import MODE_NAMES
+
     p = command("eval", "nDCG@k, Recall@100, MRR@10, P@k and latency per mode on labelled queries")
     p.add_argument("vault", help=VAULT_HELP)
     p.add_argument("--queries", required=True, help="BEIR queries JSONL ({_id, text} per line)")
@@ -391,7 +406,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"vaultsearch {package_version()}")
+    parser.add_argument("--version", action=_Version, help="show the version and exit")
     sub = parser.add_subparsers(dest="command", required=True)
 
     def command(name: str, help_text: str) -> argparse.ArgumentParser:

@@ -14,8 +14,6 @@ from core.errors import UsageError
 
 def cmd_index(args: argparse.Namespace) -> int:
     """Build (unless --embed-only), then embed (with --embed / --embed-only)."""
-    from core.build.embed import embed_index
-
     embed = args.embed or args.embed_only
     if (args.embed_limit is not None or args.model) and not embed:
         raise UsageError("--embed-limit and --model apply with --embed or --embed-only")
@@ -29,6 +27,8 @@ def cmd_index(args: argparse.Namespace) -> int:
     if not args.embed_only:
         out["build"] = _build(args, model, progress)
     if embed:
+        from core.build.embed import embed_index  # the dense side: loaded only to embed
+
         try:
             out["embed"] = embed_index(
                 Path(args.vault),
@@ -89,7 +89,6 @@ def _load_model_first(args: argparse.Namespace) -> str:
 
 
 def _build(args: argparse.Namespace, model: str | None, progress: bool) -> dict[str, Any]:
-    from core.build.build_embed import EmbedInStaging
     from core.build.builder import build_index
 
     changes = {
@@ -110,10 +109,17 @@ def _build(args: argparse.Namespace, model: str | None, progress: bool) -> dict[
         source=args.source,
         rev=args.rev,
         # --embed: a small change's vectors go into the same generation as its text
-        before_publish=EmbedInStaging(model, batch=args.embed_limit, progress=progress)
-        if args.embed and not args.in_place
-        else None,
+        before_publish=_embed_in_staging(args, model, progress),
     ).to_dict()
+
+
+def _embed_in_staging(args: argparse.Namespace, model: str | None, progress: bool) -> Any:
+    """The build's ``before_publish`` hook with --embed (not in place), else None (the dense side not loaded)."""
+    if not args.embed or args.in_place:
+        return None
+    from core.build.build_embed import EmbedInStaging
+
+    return EmbedInStaging(model, batch=args.embed_limit, progress=progress)
 
 
 def _embed_interrupted(args: argparse.Namespace) -> int:

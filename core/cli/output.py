@@ -15,7 +15,7 @@ EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a reader that 
 
 def emit(text: str) -> None:
     """Print ``text`` to stdout with every control character shown as an escape, never interpreted."""
-    from core.render import terminal_safe
+    from core.terminal import terminal_safe
 
     print(terminal_safe(text))
 
@@ -25,14 +25,14 @@ def emit_stderr(text: str) -> None:
     that names a vault or index path holding OSC/BEL sequences shows them, never runs them."""
     import sys
 
-    from core.render import terminal_safe
+    from core.terminal import terminal_safe
 
     print(terminal_safe(text), file=sys.stderr, flush=True)
 
 
 def json_text(obj: Any, **kw: Any) -> str:
     """JSON whose strings carry no raw control character: json escapes C0; DEL, C1 and bidi controls too."""
-    from core.render import UNSAFE_CODEPOINTS
+    from core.terminal import UNSAFE_CODEPOINTS
 
     escapes = {c: f"\\u{c:04x}" for c in UNSAFE_CODEPOINTS if c >= 0x7F}
     return json.dumps(obj, ensure_ascii=False, default=str, **kw).translate(escapes)

@@ -162,7 +162,7 @@ def _allowed_hosts(host: str, names: list[str], token: str | None) -> tuple[str,
 
 def watch_line(outcome: Any, *, as_json: bool) -> str:
     """One watch build as the ``watch`` command prints it: JSON, or a line with control characters escaped."""
-    from core.render import terminal_safe
+    from core.terminal import terminal_safe
 
     if as_json:
         return json_text(outcome.to_dict())

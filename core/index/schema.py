@@ -13,7 +13,7 @@ import sqlite3
 from core.index.tables.connection import run_statements
 from core.index.tables.meta import set_meta
 
-SCHEMA_VERSION = 19
+SCHEMA_VERSION = 21
 
 
 def schema_ddl(tokenizer: str) -> tuple[str, ...]:
@@ -41,9 +41,12 @@ def schema_ddl(tokenizer: str) -> tuple[str, ...]:
         tags.DDL_NOTE_TAGS,
         names.DDL_NOTE_NAMES,
         problems.DDL_NOTE_PROBLEMS,
+        chunks.DDL_HEADINGS,
+        chunks.DDL_CHUNK_ROWS,
         chunks.DDL_CHUNKS,
         notes_fts.ddl_notes_fts(tokenizer),
         notes_fts.DDL_NOTE_TEXT,
+        notes_fts.DDL_TEXT_DICT,
         terms.DDL_TERMS,
         terms.DDL_NOTE_TERMS,
         terms.DDL_CHUNK_TERMS,

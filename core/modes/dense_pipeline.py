@@ -12,9 +12,11 @@ caller allowed it, and ``auto`` always does):
 5. its identity equals the index's            else ``model_identity_mismatch``
 
 Exact search: the whole matrix of a verified generation is scored with numpy. It is kept
-in :data:`DENSE_CACHE` keyed by (vault, generation id, SHA-256); a legacy index is loaded
-per search, never cached. Filters become a chunk mask before any ranking, so a hidden note
-cannot influence a score, a count or a candidate list. One hit per note: its best chunk,
+in :data:`DENSE_CACHE` keyed by (vault, generation id, SHA-256), assembled from its segments'
+matrices, each kept in :data:`PART_CACHE` by (part SHA-256, model identity) so a publish that adds
+one segment loads only that one (core.modes.dense_parts); rows are in note-path order, so ties are
+broken on the path. A legacy index is loaded per search, never cached. Filters become a chunk mask
+before any ranking, so a hidden note cannot influence a score, a count or a candidate list. One hit per note: its best chunk,
 whose id goes into the Hit so the snippet comes from it.
 
 ``reranked``: weighted RRF of fts + vector + dense (top :data:`RERANK_CANDIDATES`), then the
@@ -40,6 +42,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -67,21 +70,24 @@ from core.errors import (
     RerankerUnavailableError,
     UsageError,
 )
-from core.index.tables.chunk_vectors import count_vectors_and_chunks, count_visible_coverage, vector_rows
+from core.index.tables.chunk_vectors import count_vectors_and_chunks, count_visible_coverage
 from core.index.tables.chunks import titled_chunks
 from core.index.tables.notes_fts import note_bodies
 from core.models.catalog import import_backend, resolve_model
 from core.models.installed import default_model
 from core.models.local import KIND_RERANKER
 from core.models.presets import DEFAULT_RERANKER_MODEL
-from core.modes import lexical
+from core.modes import dense_parts, lexical
 from core.modes.context import Hit, ModeRun, SearchContext
+from core.modes.segment_arrays import SegmentSource, segment_sources
 from core.ranking import scoring
 from core.rerank import CrossEncoder
 
 # Bytes of dense matrices kept per process (100k chunks x 1024 dims float32 is ~410 MB).
 DENSE_CACHE_BYTES = 1 << 30
 DENSE_CACHE = DenseMatrixCache(DENSE_CACHE_BYTES)
+# Each segment's matrix by (vault, part SHA-256, model identity): a publish keeps the unchanged ones.
+PART_CACHE = dense_parts.PartCache(DENSE_CACHE_BYTES)
 # RRF list weights: auto = (fts, dense); reranked candidates = (fts, vector, dense), vector as in
 # hybrid. auto keeps the fts order when fts is confident: its 2nd score < AUTO_CONFIDENT_RATIO x
 # its 1st. Both numbers measured with bench/bench_dense.py (see the module docstring).
@@ -193,22 +199,40 @@ def _require_dense(ctx: SearchContext) -> Embedder:
 
 
 def load_matrix(conn: Any) -> DenseMatrix:
-    """Every vector of a database with its chunk and note ids, ordered by chunk id."""
-    rows = vector_rows(conn)
-    dim = len(rows[0][2]) // 4 if rows else 0
-    matrix = np.frombuffer(b"".join(r[2] for r in rows), dtype="<f4").astype(np.float32).reshape(len(rows), dim)
-    return DenseMatrix(
-        matrix=matrix,
-        chunk_ids=np.array([r[0] for r in rows], dtype=np.int64),
-        note_ids=np.array([r[1] for r in rows], dtype=np.int64),
-    )
+    """Every vector of one database with its chunk and note ids, ordered by note path then chunk order."""
+    return dense_parts.load_part(conn).dense
 
 
 def dense_matrix(ctx: SearchContext) -> DenseMatrix:
-    """The generation's matrix from the process cache; a legacy index is loaded every time."""
+    """The generation's matrix from the process cache, assembled from its segments' matrices (each cached
+    by part SHA-256 and model identity: core.modes.dense_parts); a legacy index is loaded every time."""
     if ctx.resolved.kind == "legacy_db":
         return load_matrix(ctx.conn)
-    return DENSE_CACHE.get_or_load(DenseCacheKey.for_index(ctx.resolved), lambda: load_matrix(ctx.conn))
+    return DENSE_CACHE.get_or_load(DenseCacheKey.for_index(ctx.resolved), lambda: _assembled(ctx))
+
+
+def _assembled(ctx: SearchContext) -> DenseMatrix:
+    """The generation's live rows: every segment's matrix (from PART_CACHE) minus its own dead notes."""
+    identity = stored_identity(ctx.meta.get(META_KEY))
+    sources = segment_sources(ctx.resolved)
+    if identity is None or not sources:  # readiness checked both (a model is named; a generation has segments)
+        raise DenseIndexUnavailableError(f"generation {ctx.resolved.generation_id} names no model or no segment")
+    key = identity_key(identity)
+    parts, keys = [], []
+    for source in sources:
+        keys.append(DenseCacheKey.part_key(ctx.resolved, source.sha256, key))
+        part = PART_CACHE.get_or_load(keys[-1], partial(_load_source, source))
+        parts.append((dense_parts.checked(part, source.sha256, key), source.dead))
+    PART_CACHE.keep_only(keys)  # as DENSE_CACHE: the vault's newest generation replaces the older ones
+    return dense_parts.assemble(parts)
+
+
+def _load_source(source: SegmentSource) -> dense_parts.PartMatrix:
+    conn = source.connect()
+    try:
+        return dense_parts.load_part(conn)
+    finally:
+        conn.close()
 
 
 def chunk_mask(ctx: SearchContext, dm: DenseMatrix) -> np.ndarray:

@@ -8,6 +8,7 @@ one function the modes' context (core.modes.context) and a multi-segment connect
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
 from collections.abc import Callable, Sequence
@@ -19,6 +20,7 @@ from core.errors import IntegrityError
 from core.index import pinned
 from core.index.layout import ResolvedIndex, ResolvedPart
 from core.index.tables.notes import note_ids_by_path
+from core.index.tables.segments import DeadStatistics, dead_statistics
 from core.ranking import segments
 from core.ranking.chunk_vectors import ChunkVectors, load_chunk_vectors
 from core.ranking.segment_chunks import combine_chunks
@@ -32,6 +34,7 @@ class SegmentSource:
     sha256: str
     connect: Callable[[], sqlite3.Connection]  # a read-only connection to the verified segment
     dead: tuple[int, ...] = ()
+    stored: Callable[[], DeadStatistics | None] | None = None  # its tombstone's stored statistics
 
 
 class SegmentCache:
@@ -80,17 +83,49 @@ def _segment(source: SegmentSource) -> segments.Segment:
     return found
 
 
-def tombstone_of(segment: segments.Segment, dead: Sequence[int]) -> segments.Tombstone | None:
-    """The tombstone of ``segment`` for its dead note ids, its statistics counted from the segment's own
-    arrays (the one place to read a stored tombstone's statistics instead, once the segment writer's are
-    on main); None when no note of it is dead."""
+def _stored_tombstone(segment: segments.Segment, rows: np.ndarray, stored: DeadStatistics) -> segments.Tombstone:
+    """The Tombstone of the stored statistics (``core.index.tables.segments.create_tombstone``), their notes
+    and field lengths checked against the dead rows (O(dead)); their df is checked by the combination
+    (``core.ranking.segments``: per class, the sums against the counted live postings)."""
+    sparse, key = segment.sparse, segment.key[:12]
+    if sparse.classes is None:
+        raise IntegrityError(f"segment {key} holds no per-classification statistics")
+    names = sparse.classes.names
+    code = {n: c for c, n in enumerate(names)}
+    classes, df_rows = stored
+    docs = np.zeros(len(names), dtype=np.int64)
+    field_len = np.zeros((len(names), sparse.field_len.shape[1]), dtype=np.int64)
+    df = np.zeros((len(names), sparse.df.shape[0]), dtype=np.int64)
+    try:
+        for name, n, lengths in classes:
+            docs[code[name]], field_len[code[name]] = n, json.loads(lengths)
+        for name, term, n in df_rows:
+            df[code[name], term] = n
+    except (KeyError, IndexError, ValueError, TypeError) as exc:
+        raise IntegrityError(f"the tombstone of segment {key} does not fit its classes and terms: {exc!r}") from exc
+    cls = sparse.classes.row_class[rows].astype(np.intp)
+    counted = np.zeros_like(field_len)
+    np.add.at(counted, cls, sparse.field_len[rows].astype(np.int64))
+    if not np.array_equal(docs, np.bincount(cls, minlength=len(names))) or not np.array_equal(field_len, counted):
+        raise IntegrityError(f"the tombstone of segment {key} does not match its dead notes' classes and lengths")
+    return segments.Tombstone(np.sort(rows), docs, field_len, df)
+
+
+def tombstone_of(
+    segment: segments.Segment, dead: Sequence[int], stored: DeadStatistics | None = None
+) -> segments.Tombstone | None:
+    """The tombstone of ``segment`` for its dead note ids: its ``stored`` statistics (checked), or, for a
+    tombstone written before they were stored (None), counted from the segment's own arrays; None when no
+    note of it is dead."""
     if not dead:
         return None
     rows = segment.sparse.positions(np.asarray(dead, dtype=np.int64))
     if (rows < 0).any():
         missing = [int(i) for i, r in zip(dead, rows.tolist()) if r < 0][:5]
         raise IntegrityError(f"a tombstone of segment {segment.key[:12]} names notes it does not hold: {missing}")
-    return segments.tombstone(segment.sparse, rows)
+    if stored is None:
+        return segments.tombstone(segment.sparse, rows)
+    return _stored_tombstone(segment, np.asarray(rows, dtype=np.int64), stored)
 
 
 def _single(sources: Sequence[SegmentSource]) -> bool:
@@ -102,17 +137,29 @@ def segment_sources(resolved: ResolvedIndex) -> list[SegmentSource]:
     note ids its tombstone part lists (a ``dead(note_id)`` table, core.build.segment_writer)."""
     from core.index.segmented import dead_ids_of  # a tombstone's ids, read once per part (its SQL: tables)
 
-    dead = {
-        part.segment or "": dead_ids_of(part, resolved.generation_id)
-        for part in resolved.parts
-        if part.kind == "tombstone"  # format 2 (core.index.manifest): a tombstone part names its segment
-    }
+    stones = {p.segment or "": p for p in resolved.parts if p.kind == "tombstone"}  # format 2: names its segment
+    dead = {sha: dead_ids_of(part, resolved.generation_id) for sha, part in stones.items()}
 
     def opener(part: ResolvedPart) -> Callable[[], sqlite3.Connection]:
         return lambda: pinned.connect_pinned(part.pinned, resolved.generation_id)
 
+    def statistics(part: ResolvedPart) -> Callable[[], DeadStatistics | None]:
+        def read() -> DeadStatistics | None:
+            conn = opener(part)()
+            try:
+                return dead_statistics(conn)
+            finally:
+                conn.close()
+
+        return read
+
     segs = [p for p in resolved.parts if p.kind == "segment"]
-    return [SegmentSource(p.sha256, opener(p), dead.get(p.sha256, ())) for p in segs]
+    return [
+        SegmentSource(
+            p.sha256, opener(p), dead.get(p.sha256, ()), statistics(stones[p.sha256]) if p.sha256 in stones else None
+        )
+        for p in segs
+    ]
 
 
 def generation_sparse(
@@ -127,7 +174,12 @@ def generation_sparse(
 
 
 def _combine(sources: Sequence[SegmentSource]) -> segments.Combined:
-    return segments.combine([(seg, tombstone_of(seg, s.dead)) for s, seg in ((s, _segment(s)) for s in sources)])
+    return segments.combine(
+        [
+            (seg, tombstone_of(seg, s.dead, None if s.stored is None or not s.dead else s.stored()))
+            for s, seg in ((s, _segment(s)) for s in sources)
+        ]
+    )
 
 
 def generation_chunks(

@@ -8,7 +8,7 @@ postings of every segment, their term ids remapped to one dictionary of the live
 their rows to one row order, the notes' paths sorted, so a tie (broken on the row / note id by every
 mode) is broken on the path, never on segment order or a segment's own note ids. Its statistics are
 sums over (segment, class) minus the tombstones' exact contributions (``Tombstone``), checked against
-the live postings counted (a tombstone that does not match its segment fails closed). A restricted
+the live postings counted per class and term (a tombstone that does not match its segment fails closed). A restricted
 caller restricts the combined index as a generation's (``SparseIndex.restrict``: per-class sums).
 
 The combined index's note ids are the segments' own (unique across a generation: the build numbers
@@ -71,7 +71,7 @@ def _class_df(stats: ClassStats, total: np.ndarray) -> np.ndarray:
 
 def tombstone(sparse: SparseIndex, dead_rows: np.ndarray) -> Tombstone:
     """The exact contribution of ``dead_rows`` to ``sparse``'s per-class statistics, counted from its own
-    arrays (until the segment writer stores it with the tombstone)."""
+    arrays (what the segment writer stores with a tombstone, and the reader for a tombstone without them)."""
     if sparse.classes is None:
         raise IntegrityError("a segment's sparse index holds no per-classification statistics")
     rows = np.unique(np.asarray(dead_rows, dtype=np.int64))
@@ -203,6 +203,8 @@ def _postings(
         side_vals.append(side if alive.all() else side[np.repeat(alive, counts)])
         side_len.append(counts[keep])
     t, r_ = np.concatenate(term), np.concatenate(row)
+    if t.size and int(t.min()) < 0:  # a live posting of a term its statistics say no live note holds
+        raise IntegrityError("the segments' statistics minus their tombstones do not match their live postings")
     order = stable_order(t, max(n_terms, 1))
     counts = np.concatenate(side_len)
     sptr = np.concatenate(([0], np.cumsum(counts)))
@@ -252,8 +254,7 @@ def _finish(
         name_rows.append(r[mine][owner])
         name_ids.append(m[np.asarray(sp.name_terms[pos], dtype=np.int64)])
     total = df.sum(axis=0)
-    counted = np.diff(arrays["indptr"])
-    if not np.array_equal(total, counted) or int(docs.sum()) != n:
+    if not np.array_equal(df, _counted_df(arrays, row_class, len(names), n_terms)) or int(docs.sum()) != n:
         raise IntegrityError("the segments' statistics minus their tombstones do not match their live postings")
     name_row, name_id = (np.concatenate(x or [np.zeros(0, np.int64)]) for x in (name_rows, name_ids))
     by_row = np.lexsort((name_id, name_row))  # each row's name terms, ascending (as a build stores them)
@@ -275,6 +276,12 @@ def _finish(
         side_tf=arrays["side_tf"],
         side_ptr=arrays["side_ptr"],
     )
+
+
+def _counted_df(arrays: dict[str, np.ndarray], row_class: np.ndarray, classes: int, n_terms: int) -> np.ndarray:
+    """int64 [classes, terms]: the live postings counted per (class of the posting's row, term)."""
+    key = row_class[arrays["docs"]].astype(np.int64) * n_terms + posting_terms(arrays["indptr"])
+    return np.bincount(key, minlength=classes * n_terms).reshape(classes, n_terms).astype(np.int64)
 
 
 def _class_stats(

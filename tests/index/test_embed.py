@@ -110,13 +110,18 @@ def test_embed_all_publishes_a_generation_with_vectors_and_the_model_identity(va
     assert (status["chunks_with_vectors"], status["chunks"], status["coverage"]) == (10, 10, 1.0)
 
 
-def test_embedding_a_generation_of_several_segments_publishes_them_as_one(vault, model_dirs):
+def test_embedding_a_generation_of_several_segments_embeds_each_segment_newest_first(vault, model_dirs):
     (vault / "n10.md").write_text(note("Note 10", "A new note after the first build.", updated="2024-01-30"))
     build_index(vault)  # the incremental builder: a second segment
-    assert len(gen.resolve(gen.layout_for(vault)).parts) == 2
+    before = [p.sha256 for p in gen.resolve(gen.layout_for(vault)).parts]
+    assert len(before) == 2
+    first = embed_index(vault, model=model_dirs[FP32], limit=1)  # one batch: the newest segment's one chunk
+    middle = [p.sha256 for p in gen.resolve(gen.layout_for(vault)).parts]
+    assert first.embedded == 1 and middle[0] == before[0] and middle[1] != before[1]
     report = embed_index(vault, model=model_dirs[FP32])
-    assert report.embedded == report.chunks == 11 and report.complete
-    assert len(gen.resolve(gen.layout_for(vault)).parts) == 1
+    assert report.embedded == 10 and report.chunks == 11 and report.complete
+    after = [p.sha256 for p in gen.resolve(gen.layout_for(vault)).parts]
+    assert len(after) == 2 and after[1] == middle[1]  # the complete newest segment was not written again
     assert len(embedded_notes(vault)) == 11
 
 

@@ -18,6 +18,7 @@ from core.generations import PUBLISH_STEPS
 from core.index import verify
 from core.index.layout import layout_for
 from core.index.manifest import MAX_SEGMENTS
+from core.ranking import segments as ranking_segments
 from core.serve.tools import ServeConfig, Tools
 from tests.conftest import EXAMPLE_VAULT
 from tests.index.test_build_crash import CHILD, COMMITTED_AT, child, served
@@ -82,6 +83,44 @@ def test_edits_publish_only_the_delta_and_rank_as_a_cold_build(tmp_path: Path) -
         assert len(segments) == step + 2
         assert _terms(segments[-1]) < _terms(segments[0]) / 10  # its own notes' dictionary, not the base's
         _same_as_cold(root, tmp_path, step)
+
+
+def _sizes(root: Path) -> dict[str, int]:
+    return {p.name: p.stat().st_size for p in layout_for(root).segments_dir.iterdir()}
+
+
+def test_a_delta_publish_writes_parts_sized_by_the_change(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One-note edits on a base of one and of several segments: the new segment and tombstone are small
+    against the base segment (a tombstone was the dead notes with the base's whole dictionary and its
+    arrays: sized by the dictionary), nothing is left in staging, and the reader takes the tombstones'
+    statistics from the tombstones (counting them from a segment's arrays fails the test)."""
+    root = tmp_path / "vault"
+    shutil.copytree(EXAMPLE_VAULT, root)
+    leaf = _leaf(root)
+    (root / "other-leaf.md").write_text("# Other leaf\n\nA quokka and a zebrafish.\n")
+    for i in range(120):  # a larger dictionary: 6,000 more terms
+        words = " ".join(f"term{i}x{j}" for j in range(50))
+        (root / "filler" / f"n{i:03d}.md").parent.mkdir(exist_ok=True)
+        (root / "filler" / f"n{i:03d}.md").write_text(f"# Filler {i}\n\n{words} database search\n")
+    build_index(root)
+    base_size = max(_sizes(root).values())
+    edits = [
+        lambda: leaf.write_text("# Leaf\n\nedited once, zebrafish\n"),  # one base segment
+        lambda: leaf.write_text("# Leaf\n\nedited twice, quokka\n"),  # its tombstone on the delta segment
+        lambda: (root / "other-leaf.md").write_text("# Other leaf\n\nA quokka.\n"),  # the base's 2nd tombstone
+    ]
+    for step, edit in enumerate(edits):
+        before = _sizes(root)
+        edit()
+        report = build_index(root)
+        assert report.one_segment_reason is None, (step, report.one_segment_reason)
+        new = {n: size for n, size in _sizes(root).items() if n not in before}
+        assert sorted(n.rsplit(".", 1)[1] for n in new) == ["del", "seg"], (step, new)
+        for name, size in new.items():
+            assert size * (50 if name.endswith(".del") else 10) < base_size, (step, name, size, base_size)
+        assert list(layout_for(root).staging_dir.iterdir()) == []
+    monkeypatch.setattr(ranking_segments, "tombstone", lambda *a: pytest.fail("statistics counted, not read"))
+    _same_as_cold(root, tmp_path, 0)
 
 
 def _tools(root: Path, paths: list[str]) -> list:

@@ -42,10 +42,10 @@ from core.index.state import active_record
 from core.index.status import index_status
 from core.index.tables import notes_fts
 from core.index.tables.meta import get_meta
-from core.index.tables.segments import GENERATION_TABLES, PER_NOTE_TABLES
-from core.ranking.chunk_vectors import CHUNK_GROUP
+from core.index.tables.segments import GENERATION_TABLES, PER_NOTE_TABLES, dead_statistics
 from core.ranking.filters import Filters
-from core.ranking.sparse import SPARSE_GROUP
+from core.ranking.segments import _class_df
+from core.ranking.sparse import SPARSE_GROUP, load_sparse
 from core.ranking.stored import load_group
 from core.searcher import search_vault
 from core.serve.tools import ServeConfig, Tools
@@ -60,7 +60,6 @@ FILTERS = (
     {"include_superseded": True, "classifications": ["public", "internal"]},
     {"note_types": ["person", "project"], "status": ["active"]},
 )
-CHUNK_CLASS = ("class_chunks", "class_chunk_len")
 EXPRESSIONS = ("note", "search OR index", '"the vault"', "NEAR(note link, 5)", "tag*", "title: note", "zzzunknown")
 
 
@@ -254,40 +253,64 @@ def test_a_twelfth_segment_is_refused(base: tuple[Path, Path, list[int], str], t
         parse_manifest(raw, tmp_path / "m.json", None)
 
 
-def _stats(path: Path) -> dict[str, dict[str, Any]]:
-    """Per group: per class name its notes / field lengths (sparse) or chunks / chunk length (chunks), and
-    the per-term counts (sparse df, and each group's postings per term)."""
+def _stats(path: Path) -> dict[str, Any]:
+    """A segment's sparse statistics by class name: notes, field-length sums, and df per term (by term text)."""
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
-        out: dict[str, dict[str, Any]] = {}
-        names: list[str] = []
-        for group, per_class in ((SPARSE_GROUP, ("class_docs", "class_field_len")), (CHUNK_GROUP, CHUNK_CLASS)):
-            arrays = load_group(conn, group, ())
-            assert arrays is not None
-            names = json.loads(arrays["class_names"].tobytes()) if group == SPARSE_GROUP else names  # chunks: the same
-            assert len(names) == len(arrays[per_class[0]])
-            out[group] = {a: {n: np.asarray(arrays[a][i]).tolist() for i, n in enumerate(names)} for a in per_class}
-            out[group]["per_term"] = np.diff(np.asarray(arrays["indptr"])).tolist()
-            if "df" in arrays:
-                out[group]["df"] = np.asarray(arrays["df"]).tolist()
-        return out
+        sparse = load_sparse(conn)
     finally:
         conn.close()
+    assert sparse.classes is not None
+    words = {i: w for w, i in sparse.term_id.items()}
+    df = _class_df(sparse.classes, np.asarray(sparse.df, dtype=np.int64))
+    out: dict[str, Any] = {}
+    for c, name in enumerate(sparse.classes.names):
+        out[name] = {
+            "docs": int(sparse.classes.docs[c]),
+            "field_len": np.asarray(sparse.classes.field_len[c]).tolist(),
+            "df": {words[int(t)]: int(df[c, t]) for t in np.flatnonzero(df[c])},
+        }
+    return out
+
+
+def _tombstone_stats(stone: Path, segment: Path) -> dict[str, Any]:
+    """A tombstone's stored statistics in ``_stats``' form (its term ids named by ``segment``'s dictionary)."""
+    conn = sqlite3.connect(f"file:{stone}?mode=ro", uri=True)
+    try:
+        stored = dead_statistics(conn)
+    finally:
+        conn.close()
+    assert stored is not None
+    seg_conn = sqlite3.connect(f"file:{segment}?mode=ro", uri=True)
+    words = {i: w for w, i in seg_conn.execute("SELECT term, id FROM terms")}
+    seg_conn.close()
+    classes, df = stored
+    out: dict[str, Any] = {n: {"docs": d, "field_len": json.loads(f), "df": {}} for n, d, f in classes}
+    for name, term, n in df:
+        out[name]["df"][words[term]] = n
+    return out
 
 
 def _plus(a: Any, b: Any) -> Any:
-    if isinstance(a, dict):
-        return {k: _plus(a.get(k), b.get(k)) for k in set(a) | set(b)}
     if a is None or b is None:
         return a if b is None else b
+    if isinstance(a, dict):
+        return {k: _plus(a.get(k), b.get(k)) for k in set(a) | set(b)}
     return (np.asarray(a) + np.asarray(b)).tolist()
+
+
+def _dropped_zero(stats: Any) -> Any:
+    if isinstance(stats, dict):
+        return {k: _dropped_zero(v) for k, v in stats.items() if v != 0}
+    return stats
 
 
 def test_a_tombstone_carries_the_dead_notes_exact_statistics(
     base: tuple[Path, Path, list[int], str], tmp_path: Path
 ) -> None:
     """segment statistics == (the same segment without the dead notes) + (its tombstone), per class and
-    per term, in the builder's encoding (what the ranking side subtracts)."""
+    per term; the tombstone holds only the terms the dead notes hold, so its size follows them (issue 29:
+    it was the dead notes written with the segment's WHOLE dictionary and its arrays)."""
     root, segment, ids, tokenizer = base
     dead = sorted(random.Random(7).sample(ids, 7))
     live = tmp_path / "live.seg"
@@ -296,12 +319,28 @@ def test_a_tombstone_carries_the_dead_notes_exact_statistics(
     assert write_tombstone(stone, segment, dead, tokenizer=tokenizer) == len(dead)
     conn = sqlite3.connect(stone)
     assert [r[0] for r in conn.execute("SELECT note_id FROM dead")] == dead
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    stored_pairs = conn.execute("SELECT count(*) FROM dead_df").fetchone()[0]
     conn.close()
-    whole, rest, gone = _stats(segment), _stats(live), _stats(stone)
-    assert sum(gone[SPARSE_GROUP]["class_docs"].values()) == len(dead)
-    assert _plus(rest, gone) == whole
+    assert tables == {"dead", "dead_classes", "dead_df"}  # no dictionary, no arrays
+    whole, rest, gone = _stats(segment), _stats(live), _tombstone_stats(stone, segment)
+    assert sum(c["docs"] for c in gone.values()) == len(dead)
+    assert _dropped_zero(_plus(rest, gone)) == _dropped_zero(whole)
+    dead_terms = set().union(*(set(_note_words(segment, i)) for i in dead))
+    assert stored_pairs <= len(dead_terms) * len(gone)  # (class, term) pairs of terms the dead notes hold
+    assert stone.stat().st_size <= 4096 * (4 + stored_pairs // 100)  # pages of its rows, not the dictionary's
     with pytest.raises(UsageError, match="only notes of its segment"):
         write_tombstone(tmp_path / "bad.del", live, dead, tokenizer=tokenizer)  # dead ids are not in `live`
+
+
+def _note_words(segment: Path, note_id: int) -> list[int]:
+    """The term ids a note of ``segment`` holds (its stored vector)."""
+    conn = sqlite3.connect(f"file:{segment}?mode=ro", uri=True)
+    try:
+        n, data = conn.execute("SELECT n_terms, data FROM note_terms WHERE note_id = ?", (note_id,)).fetchone()
+    finally:
+        conn.close()
+    return np.frombuffer(zlib.decompress(data), dtype="<i4", count=n).tolist()
 
 
 def _tool_answers(tools: Tools, paths: list[str]) -> list[Any]:

@@ -5,6 +5,7 @@ visible class set, and its vocabulary never surfaces a word only a dead or hidde
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from hypothesis import strategies as st
 from core import generations as gen
 from core.build.builder import build_index
 from core.errors import IntegrityError
+from core.modes.segment_arrays import tombstone_of
 from core.ranking import segments
 from core.ranking.chunk_vectors import load_chunk_vectors, restrict_chunks, vector_scores
 from core.ranking.expansion import QueryAnalyzer, vocabulary
@@ -123,6 +125,49 @@ def test_a_tombstone_that_does_not_match_its_segment_fails_closed(built):
         segments.combine([(segments.Segment("s", sparse, paths), doctored)])
     with pytest.raises(IntegrityError, match="beyond"):
         segments.tombstone(sparse, np.asarray([len(paths)], dtype=np.int64))
+
+
+def _stored(sparse, rows):
+    """A tombstone's stored statistics (core.index.tables.segments.create_tombstone) of ``rows``."""
+    counted = segments.tombstone(sparse, np.asarray(rows, dtype=np.int64))
+    names = sparse.classes.names
+    classes = [(n, int(counted.docs[c]), json.dumps(counted.field_len[c].tolist())) for c, n in enumerate(names)]
+    cls, terms = np.nonzero(counted.df)
+    return classes, [(names[c], int(t), int(counted.df[c, t])) for c, t in zip(cls.tolist(), terms.tolist())]
+
+
+def test_a_stored_tombstone_is_used_and_a_doctored_one_fails_closed(built, monkeypatch):
+    """The reader takes a tombstone's statistics from the tombstone (not counted from the segment's whole
+    arrays), checks its notes and lengths against the dead rows and its df per class against the live
+    postings: moving one count between two classes (the same total) fails closed too."""
+    sparse, paths, _ = built(tuple(sorted(FILES)))
+    seg = segments.Segment("s", sparse, paths)
+    classes = sparse.classes.row_class
+    rows = [0, next(r for r in range(1, len(paths)) if classes[r] != classes[0])]  # two classes
+    dead = [int(sparse.note_ids[r]) for r in rows]
+    classes_rows, df_rows = _stored(sparse, rows)
+    expected = segments.combine([(seg, segments.tombstone(sparse, np.asarray(rows)))])
+    monkeypatch.setattr(segments, "tombstone", lambda *a: pytest.fail("counted from the segment's arrays"))
+    combined = segments.combine([(seg, tombstone_of(seg, dead, (classes_rows, df_rows)))])
+    assert combined.paths == expected.paths
+    assert np.array_equal(combined.sparse.df, expected.sparse.df)
+    assert np.array_equal(combined.sparse.classes.docs, expected.sparse.classes.docs)
+    names, per_class = sparse.classes.names, segments._class_df(sparse.classes, np.asarray(sparse.df))
+    held = {(c, t) for c, t, _ in df_rows}
+    i, other = next(
+        (i, o) for i, (c, t, _) in enumerate(df_rows) for o in names
+        if o != c and (o, t) not in held and per_class[names.index(o), t] > 0
+    )  # fmt: skip
+    moved = [(other if j == i else c, t, n) for j, (c, t, n) in enumerate(df_rows)]  # total per term unchanged
+    more = [(c, t, n + (i == 0)) for i, (c, t, n) in enumerate(df_rows)]
+    for doctored in (moved, more):
+        with pytest.raises(IntegrityError, match="do not match their live postings"):
+            segments.combine([(seg, tombstone_of(seg, dead, (classes_rows, doctored)))])
+    wrong_docs = [(c, n + 1, f) for c, n, f in classes_rows]
+    with pytest.raises(IntegrityError, match="does not match its dead notes"):
+        tombstone_of(seg, dead, (wrong_docs, df_rows))
+    with pytest.raises(IntegrityError, match="does not fit"):
+        tombstone_of(seg, dead, (classes_rows, [("nosuchclass", 1, 1)]))
 
 
 def test_two_live_notes_with_one_path_fail_closed(built):

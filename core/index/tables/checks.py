@@ -12,6 +12,7 @@ CHECKS = {
     "chunk_terms vs chunks": "SELECT (SELECT count(*) FROM chunks) - "
     "(SELECT coalesce(sum(n_chunks), 0) FROM chunk_terms)",
     "notes without chunks": "SELECT count(*) FROM notes WHERE id NOT IN (SELECT note_id FROM chunks)",
+    "chunks without a heading path": "SELECT count(*) FROM chunks WHERE heading_path IS NULL",
     "orphan chunks": "SELECT count(*) FROM chunks WHERE note_id NOT IN (SELECT id FROM notes)",
     "orphan vectors": "SELECT count(*) FROM chunk_vectors WHERE chunk_id NOT IN (SELECT id FROM chunks)",
 }

@@ -78,14 +78,6 @@ def count_visible_vectors(conn: sqlite3.Connection, clause: str, values: Sequenc
     )
 
 
-def vector_rows(conn: sqlite3.Connection) -> list[tuple[int, int, bytes]]:
-    """(chunk id, note id, vector bytes) of every vector, by chunk id: the dense matrix."""
-    return conn.execute(
-        "SELECT v.chunk_id, c.note_id, v.vector FROM chunk_vectors v JOIN chunks c "
-        "ON c.id = v.chunk_id ORDER BY v.chunk_id"
-    ).fetchall()
-
-
 def count_pending(conn: sqlite3.Connection) -> int:
     """Chunks without a vector."""
     return int(
@@ -110,3 +102,13 @@ def vector_problems(conn: sqlite3.Connection, dim: int) -> dict[str, int]:
         "orphan vectors": ("SELECT count(*) FROM chunk_vectors WHERE chunk_id NOT IN (SELECT id FROM chunks)", ()),
     }
     return {name: n for name, (sql, args) in checks.items() if (n := conn.execute(sql, args).fetchone()[0])}
+
+
+def path_ordered_vector_rows(conn: sqlite3.Connection) -> list[tuple[int, int, str, int, bytes]]:
+    """(chunk id, note id, note path, chunk ord, vector bytes) of every vector of ONE database (a segment,
+    read through its own connection), by note path then chunk order: a segment's dense matrix, its rows
+    in the order a tie is broken on (the path, never an id or a segment)."""
+    return conn.execute(
+        "SELECT v.chunk_id, c.note_id, n.rel_path, c.ord, v.vector FROM chunk_vectors v "
+        "JOIN chunks c ON c.id = v.chunk_id JOIN notes n ON n.id = c.note_id ORDER BY n.rel_path, c.ord, c.id"
+    ).fetchall()

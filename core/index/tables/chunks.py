@@ -1,6 +1,9 @@
 """``chunks``: a note's passages as character offset ranges into its body (``note_text``).
 
-A chunk's text is ``body[start:end]`` (``notes_fts.note_bodies``), never stored twice.
+A chunk's text is ``body[start:end]`` (``notes_fts.note_bodies``), never stored twice. Its heading
+path (JSON) is stored once per distinct path of the segment (``headings``; a chunk row names it by
+id: ``chunk_rows``); ``chunks`` is the view every reader reads, with the path as ``heading_path``.
+PowerShell docs: 93,256 chunks, 17,669 distinct paths; the paths took 5.7 MB stored per chunk.
 """
 
 from __future__ import annotations
@@ -11,34 +14,71 @@ from collections.abc import Sequence
 from core.index.tables.connection import count_live
 from core.index.tables.notes import visible_rows
 
-DDL_CHUNKS = """
-CREATE TABLE IF NOT EXISTS chunks (
-    id           INTEGER PRIMARY KEY,
-    note_id      INTEGER NOT NULL,
-    ord          INTEGER NOT NULL,
-    heading_path TEXT NOT NULL,
-    start        INTEGER NOT NULL,
-    end          INTEGER NOT NULL,
-    text_sha256  BLOB NOT NULL,
+DDL_HEADINGS = """
+CREATE TABLE IF NOT EXISTS headings (
+    id   INTEGER PRIMARY KEY,
+    path TEXT NOT NULL
+)"""
+DDL_CHUNK_ROWS = """
+CREATE TABLE IF NOT EXISTS chunk_rows (
+    id          INTEGER PRIMARY KEY,
+    note_id     INTEGER NOT NULL,
+    ord         INTEGER NOT NULL,
+    heading_id  INTEGER NOT NULL,
+    start       INTEGER NOT NULL,
+    end         INTEGER NOT NULL,
+    text_sha256 BLOB NOT NULL,
     UNIQUE (note_id, ord)
 )"""
+# LEFT JOIN on the headings' key: a query that reads no heading path does not visit ``headings``
+DDL_CHUNKS = """
+CREATE VIEW IF NOT EXISTS chunks AS
+SELECT c.id, c.note_id, c.ord, h.path AS heading_path, c.start, c.end, c.text_sha256
+FROM chunk_rows c LEFT JOIN headings h ON h.id = c.heading_id"""
 
 Visible = tuple[str, list[object]]
 
 
+class HeadingIds:
+    """The id of each heading path in a segment being written: the stored ones, then new ones."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.ids: dict[str, int] = {path: hid for hid, path in conn.execute("SELECT id, path FROM headings")}
+        self.next_id = max(self.ids.values(), default=0) + 1
+        self.new: list[tuple[int, str]] = []
+
+    def id_of(self, path: str) -> int:
+        found = self.ids.get(path)
+        if found is None:
+            found = self.ids[path] = self.next_id
+            self.next_id += 1
+            self.new.append((found, path))
+        return found
+
+    def take_new(self) -> list[tuple[int, str]]:
+        """The (id, path) rows to insert since the last call."""
+        new, self.new = self.new, []
+        return new
+
+
+def insert_headings(conn: sqlite3.Connection, rows: list[tuple[int, str]]) -> None:
+    conn.executemany("INSERT INTO headings(id, path) VALUES (?, ?)", rows)
+
+
 def insert_chunks(conn: sqlite3.Connection, rows: list[tuple]) -> None:
-    """(id, note id, ord, heading_path JSON, start, end, SHA-256 digest of the text: 32 bytes) per chunk."""
+    """(id, note id, ord, heading id, start, end, SHA-256 digest of the text: 32 bytes) per chunk."""
     conn.executemany(
-        "INSERT INTO chunks(id, note_id, ord, heading_path, start, end, text_sha256) VALUES (?, ?, ?, ?, ?, ?, ?)", rows
+        "INSERT INTO chunk_rows(id, note_id, ord, heading_id, start, end, text_sha256) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        rows,
     )
 
 
 def next_chunk_id(conn: sqlite3.Connection) -> int:
-    return int(conn.execute("SELECT coalesce(max(id), 0) + 1 FROM chunks").fetchone()[0])
+    return int(conn.execute("SELECT coalesce(max(id), 0) + 1 FROM chunk_rows").fetchone()[0])
 
 
 def count_chunks(conn: sqlite3.Connection) -> int:
-    return count_live(conn, "chunks", "note_id", "vs_dead")
+    return count_live(conn, "chunk_rows", "note_id", "vs_dead")
 
 
 def count_chunks_of(conn: sqlite3.Connection, visible: Visible | None) -> int:

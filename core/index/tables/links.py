@@ -48,8 +48,7 @@ CREATE TABLE IF NOT EXISTS target_keys (
 ) WITHOUT ROWID"""
 INDEXES = (
     "CREATE INDEX IF NOT EXISTS links_by_note ON links(note_id)",
-    "CREATE INDEX IF NOT EXISTS link_keys_by_note ON link_keys(note_id)",
-    "CREATE INDEX IF NOT EXISTS target_keys_by_note ON target_keys(note_id)",
+    # link_keys / target_keys: looked up by key only (their primary key); no index by note, as note_names
     "CREATE INDEX IF NOT EXISTS edges_by_src ON edges(src_id)",
     "CREATE INDEX IF NOT EXISTS edges_by_dst ON edges(dst_id)",
     # covering the filter mask's supersession test (core.ranking.filters), read by every search process

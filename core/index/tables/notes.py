@@ -131,7 +131,7 @@ SQL_INSERT_NOTE = f"INSERT INTO notes({', '.join(NOTE_COLUMNS)}) VALUES ({', '.j
 
 # The tables whose rows a note's removal drops with it (the column naming the note), notes last.
 DERIVED_ROWS = (
-    ("chunks", "note_id"),
+    ("chunk_rows", "note_id"),
     ("note_tags", "note_id"),
     ("note_names", "note_id"),
     ("note_problems", "note_id"),
@@ -196,7 +196,7 @@ def delete_notes(conn: sqlite3.Connection, note_ids: Iterable[int]) -> int:
     delete_fts_rows(conn)  # before the notes' other rows: it reads their stored texts
     conn.execute(
         "DELETE FROM chunk_vectors WHERE chunk_id IN "
-        "(SELECT id FROM chunks WHERE note_id IN (SELECT id FROM temp.gone))"
+        "(SELECT id FROM chunk_rows WHERE note_id IN (SELECT id FROM temp.gone))"
     )
     for table, col in DERIVED_ROWS:
         conn.execute(f"DELETE FROM {table} WHERE {col} IN (SELECT id FROM temp.gone)")

@@ -3,19 +3,27 @@ them through one connection (``core.index.segmented``), a tombstone part's table
 a new segment is written with (``core.build.segment_writer``).
 
 A tombstone part is a small SQLite file: ``dead(note_id)`` (ALL the deleted note ids of its segment)
-and ``term_major`` rows of those notes' statistics.
+and those notes' exact per-class statistics for the terms they hold only (``create_tombstone``).
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable, Collection, Iterable, Sequence
+import zlib
+from collections.abc import Collection, Iterable, Sequence
 
 from core.errors import IntegrityError
 from core.index.tables.connection import dead_in
-from core.index.tables.notes_fts import SQL_INSERT_FTS, decode_texts
-from core.index.tables.term_major import DDL_TERM_MAJOR
+from core.index.tables.notes_fts import (
+    SQL_INSERT_FTS,
+    TextDicts,
+    decode_texts,
+    encode_texts,
+    store_text_dict,
+    stored_text_dict,
+    text_dicts,
+)
 
 # per-note table -> the column that names its note (edges: the source; a dead destination is dropped too)
 PER_NOTE_TABLES = {
@@ -36,7 +44,9 @@ PER_NOTE_TABLES = {
 GENERATION_TABLES = ("meta", "skipped_files", "build_problems", "git_dates")
 ROWID_TABLES = ("links", "edges")  # the read path names a link by its rowid (core.index.tables.links)
 ROWID_SHIFT = 40
-_COPIED_BY_NOTE = {t: c for t, c in PER_NOTE_TABLES.items() if t not in ("edges", "note_terms", "chunk_terms")}
+_COPIED_BY_NOTE = {
+    t: c for t, c in PER_NOTE_TABLES.items() if t not in ("edges", "note_terms", "chunk_terms", "note_text", "chunks")
+}
 
 
 def _schema(name: str) -> str:
@@ -105,7 +115,7 @@ def federate(conn: sqlite3.Connection, schemas: list[str], shas: list[str], dead
     for pos, (schema, ids) in enumerate(zip(map(_schema, schemas), dead, strict=True)):
         conn.executemany(f"INSERT INTO temp.vs_dead(pos, id) VALUES ({pos}, ?)", ((i,) for i in ids))
         conn.execute(
-            f"INSERT INTO temp.vs_dead_chunks(pos, id) SELECT {pos}, id FROM {schema}.chunks "
+            f"INSERT INTO temp.vs_dead_chunks(pos, id) SELECT {pos}, id FROM {schema}.chunk_rows "
             f"WHERE note_id IN ({dead_in(pos)})"
         )
     _drop_live_elsewhere(conn, schemas)
@@ -121,6 +131,8 @@ def federate(conn: sqlite3.Connection, schemas: list[str], shas: list[str], dead
         for pos, s in enumerate(schemas)
     )
     conn.execute(f"CREATE TEMP VIEW chunk_vectors AS {union}")
+    union = " UNION ALL ".join(f"SELECT * FROM {s}.text_dict" for s in schemas)  # every segment's: cells name theirs
+    conn.execute(f"CREATE TEMP VIEW text_dict AS {union}")
     for table in GENERATION_TABLES:
         conn.execute(f"CREATE TEMP VIEW {table} AS SELECT * FROM {schemas[-1]}.{table}")
 
@@ -171,6 +183,7 @@ def copy_note_rows(conn: sqlite3.Connection) -> None:
     """Every per-note row of the chosen notes but their vectors; edges to a dead note are left out."""
     for name, column in _COPIED_BY_NOTE.items():
         conn.execute(f"INSERT INTO main.{name} SELECT * FROM src.{name} WHERE {column} IN (SELECT id FROM temp.ws_ids)")
+    copy_chunk_rows(conn)
     conn.execute(
         "INSERT INTO main.edges SELECT * FROM src.edges WHERE src_id IN (SELECT id FROM temp.ws_ids) "
         "AND (dst_id IS NULL OR dst_id NOT IN (SELECT id FROM temp.ws_dead))"
@@ -178,6 +191,48 @@ def copy_note_rows(conn: sqlite3.Connection) -> None:
     conn.execute(
         "INSERT INTO main.chunk_vectors SELECT * FROM src.chunk_vectors WHERE chunk_id IN "
         "(SELECT id FROM src.chunks WHERE note_id IN (SELECT id FROM temp.ws_ids))"
+    )
+
+
+def copy_chunk_rows(conn: sqlite3.Connection) -> None:
+    """The chosen notes' chunk rows, their heading ids mapped to the new segment's (a path it lacks is added)."""
+    chosen = "SELECT heading_id FROM src.chunk_rows WHERE note_id IN (SELECT id FROM temp.ws_ids)"
+    conn.execute(
+        "INSERT INTO main.headings(id, path) SELECT (SELECT coalesce(max(id), 0) FROM main.headings) + "
+        f"row_number() OVER (ORDER BY h.id), h.path FROM src.headings h WHERE h.id IN ({chosen}) "
+        "AND h.path NOT IN (SELECT path FROM main.headings)"
+    )
+    conn.execute("CREATE TEMP TABLE IF NOT EXISTS ws_headings(old INTEGER PRIMARY KEY, new INTEGER NOT NULL)")
+    conn.execute("DELETE FROM temp.ws_headings")
+    conn.execute(
+        "INSERT INTO temp.ws_headings(old, new) SELECT s.id, m.id FROM src.headings s "
+        f"JOIN main.headings m ON m.path = s.path WHERE s.id IN ({chosen})"
+    )
+    conn.execute(
+        "INSERT INTO main.chunk_rows SELECT c.id, c.note_id, c.ord, w.new, c.start, c.end, c.text_sha256 "
+        "FROM src.chunk_rows c JOIN temp.ws_headings w ON w.old = c.heading_id "
+        "WHERE c.note_id IN (SELECT id FROM temp.ws_ids)"
+    )
+
+
+def copy_note_texts(conn: sqlite3.Connection, *, use_dict: bool) -> None:
+    """The chosen notes' ``note_text`` cells. The new segment's dictionary is the first one a source brings
+    (none unless ``use_dict``); a cell is copied as it is when it needs no dictionary or that one, else it is
+    decoded and compressed again with the new segment's dictionary (or without one)."""
+    src = conn.execute("SELECT data FROM src.text_dict").fetchone()
+    mine = stored_text_dict(conn)
+    if use_dict and mine is None and src is not None:
+        mine = bytes(src[0])
+        store_text_dict(conn, mine)
+    where = "WHERE note_id IN (SELECT id FROM temp.ws_ids)"
+    if src is None or bytes(src[0]) == mine:
+        conn.execute(f"INSERT INTO main.note_text SELECT * FROM src.note_text {where}")
+        return
+    dicts: TextDicts = {zlib.adler32(src[0]): (bytes(src[0]),)}
+    rows = conn.execute(f"SELECT note_id, data FROM src.note_text {where}").fetchall()
+    conn.executemany(
+        "INSERT INTO main.note_text(note_id, data) VALUES (?, ?)",
+        ((nid, encode_texts(decode_texts(nid, data, dicts), mine)) for nid, data in rows),
     )
 
 
@@ -210,10 +265,20 @@ def copy_generation_tables(conn: sqlite3.Connection, *, meta_only: bool) -> None
         conn.execute(f"INSERT INTO main.{name} SELECT * FROM src.{name}")
 
 
-def index_stored_texts(conn: sqlite3.Connection) -> None:
-    """FTS5 rows of every note from its stored texts (contentless FTS5 has nothing to copy)."""
+def index_stored_texts(conn: sqlite3.Connection, only: Collection[int] | None = None) -> None:
+    """FTS5 rows of every note (``only``: of these notes) from its stored texts (contentless FTS5 has
+    nothing to copy)."""
     rows = conn.execute("SELECT note_id, data FROM note_text ORDER BY note_id").fetchall()
-    conn.executemany(SQL_INSERT_FTS, ((nid, *decode_texts(nid, data)) for nid, data in rows))
+    wanted = None if only is None else set(only)
+    chosen = rows if wanted is None else [r for r in rows if r[0] in wanted]
+    dicts = text_dicts(conn)
+    conn.executemany(SQL_INSERT_FTS, ((nid, *decode_texts(nid, data, dicts)) for nid, data in chosen))
+
+
+def reindex_stored_texts(conn: sqlite3.Connection) -> None:
+    """Every note's FTS5 rows anew from its stored texts (whatever the FTS5 table held before is dropped)."""
+    conn.execute("INSERT INTO notes_fts(notes_fts) VALUES ('delete-all')")
+    index_stored_texts(conn)
 
 
 def segment_counts(conn: sqlite3.Connection) -> dict[str, int]:
@@ -226,16 +291,45 @@ def segment_counts(conn: sqlite3.Connection) -> dict[str, int]:
 # ---------------------------------------------------------------- a tombstone part
 
 
-def create_tombstone(conn: sqlite3.Connection, note_ids: Sequence[int]) -> None:
+def create_tombstone(
+    conn: sqlite3.Connection,
+    note_ids: Sequence[int],
+    classes: Sequence[tuple[str, int, str]],
+    df: Iterable[tuple[str, int, int]],
+) -> None:
+    """A tombstone's tables: ``dead`` (its note ids), ``dead_classes`` (class name, dead notes, their
+    field-length sums as a JSON list) and ``dead_df`` (class name, the segment's term id, how many dead
+    notes of that class hold the term), only the terms the dead notes hold."""
     conn.execute("CREATE TABLE dead(note_id INTEGER PRIMARY KEY)")
-    conn.execute(DDL_TERM_MAJOR)
+    conn.execute("CREATE TABLE dead_classes(class TEXT PRIMARY KEY, docs INTEGER NOT NULL, field_len TEXT NOT NULL)")
+    conn.execute(
+        "CREATE TABLE dead_df(class TEXT NOT NULL, term_id INTEGER NOT NULL, df INTEGER NOT NULL, "
+        "PRIMARY KEY (class, term_id)) WITHOUT ROWID"
+    )
     conn.executemany("INSERT INTO dead(note_id) VALUES (?)", ((i,) for i in note_ids))
+    conn.executemany("INSERT INTO dead_classes(class, docs, field_len) VALUES (?, ?, ?)", classes)
+    conn.executemany("INSERT INTO dead_df(class, term_id, df) VALUES (?, ?, ?)", df)
 
 
-def copy_arrays(conn: sqlite3.Connection, keep: Callable[[str], bool]) -> None:
-    """The ``src.term_major`` rows whose name ``keep(name)`` accepts, into ``main.term_major``."""
-    names = [r[0] for r in conn.execute("SELECT name FROM src.term_major") if keep(r[0])]
-    conn.executemany("INSERT INTO main.term_major SELECT * FROM src.term_major WHERE name = ?", ((n,) for n in names))
+def segment_term_ids(conn: sqlite3.Connection, schema: str) -> dict[int, int]:
+    """The term id in ``schema`` (a segment ATTACHed) of every term of ``main.terms`` (a part of its notes)."""
+    sql = f"SELECT m.id, g.id FROM main.terms m JOIN {_schema(schema)}.terms g ON g.term = m.term"
+    return {int(a): int(b) for a, b in conn.execute(sql)}
+
+
+# a tombstone's stored statistics: (class, dead notes, field-length sums as JSON) rows, (class, term id, df) rows
+DeadStatistics = tuple[list[tuple[str, int, str]], list[tuple[str, int, int]]]
+
+
+def dead_statistics(conn: sqlite3.Connection) -> DeadStatistics | None:
+    """A tombstone's stored statistics (``create_tombstone``): (classes rows, df rows by class then term);
+    None for a tombstone written before they were stored (no ``dead_df`` table)."""
+    found = conn.execute("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'dead_df'").fetchone()
+    if not found[0]:
+        return None
+    classes = [(str(c), int(n), str(f)) for c, n, f in conn.execute("SELECT * FROM dead_classes ORDER BY class")]
+    df = [(str(c), int(t), int(n)) for c, t, n in conn.execute("SELECT * FROM dead_df ORDER BY class, term_id")]
+    return classes, df
 
 
 # ---------------------------------------------------------------- the edit path's delta (core.build.incremental)

@@ -1,0 +1,60 @@
+"""A chunk's heading path is stored once per distinct path of a segment (``headings``), named by id from
+each chunk row; the ``chunks`` view gives it back per chunk, through a copy into another segment too."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from conftest import note, write_files
+
+from core.build.builder import build_index
+from core.build.segment_writer import SegmentSource, write_segment
+from core.index import verify
+from core.index.layout import layout_for
+from core.index.settings import IndexConfig
+from core.index.tables.meta import get_meta
+from core.index.tables.notes import json_cell
+from core.vault.chunking import chunk_body
+from core.vault.notes import parse_note
+
+_SECTION = "## Parameters\n\n### -Path\n\n" + "words about the path parameter " * 40 + "\n\n## Notes\n\nshort.\n"
+FILES = {f"cmd{i}.md": note(f"Cmdlet {i}", _SECTION) for i in range(6)}  # the same headings in six notes
+
+
+def _rows(segment: Path) -> tuple[list[str], list[tuple]]:
+    conn = sqlite3.connect(f"file:{segment}?mode=ro", uri=True)
+    try:
+        paths = [r[0] for r in conn.execute("SELECT path FROM headings")]
+        chunks = conn.execute(
+            "SELECT n.rel_path, c.ord, c.heading_path, c.start, c.end FROM chunks c "
+            "JOIN notes n ON n.id = c.note_id ORDER BY n.rel_path, c.ord"
+        ).fetchall()
+        return paths, chunks
+    finally:
+        conn.close()
+
+
+def test_a_heading_path_is_stored_once_and_read_per_chunk(tmp_path: Path) -> None:
+    vault = write_files(tmp_path / "vault", FILES)
+    build_index(vault)
+    segment = verify.resolve(layout_for(vault)).parts[0].path
+    paths, chunks = _rows(segment)
+    assert len(paths) == len(set(paths))  # each distinct path once, for the six notes together
+    config = IndexConfig()
+    expected = [
+        (rel, c.ord, json_cell(c.heading_path), c.start, c.end)
+        for rel in sorted(FILES)
+        for c in chunk_body(
+            parse_note(rel, (vault / rel).read_bytes()).body, size=config.chunk_size, overlap=config.chunk_overlap
+        )
+    ]
+    assert chunks == expected and len(paths) < len(chunks) / 2
+    copy = tmp_path / "copy.seg"
+    conn = sqlite3.connect(f"file:{segment}?mode=ro", uri=True)
+    ids = [r[0] for r in conn.execute("SELECT id FROM notes ORDER BY id")]
+    tokenizer = get_meta(conn)["tokenizer"]
+    conn.close()
+    write_segment(copy, [SegmentSource(segment, ids[3:]), SegmentSource(segment, ids[:3])], tokenizer=tokenizer)
+    copied_paths, copied = _rows(copy)
+    assert copied == chunks and sorted(copied_paths) == sorted(paths)
