@@ -201,7 +201,9 @@ def write_tombstone(dest: Path, segment: Path, dead_ids: Collection[int], *, tok
     delete writes a new tombstone) and their exact per-class statistics for the terms they hold (its size
     grows with the dead notes, not with the segment). Returns how many ids it lists."""
     ids = sorted(set(dead_ids))
-    scratch = dest.with_name(dest.name + ".scratch")
+    # a staging-shaped name (core.index.ownership.is_staging_file): a kill before the unlink leaves
+    # debris the next build's reaper knows as ours
+    scratch = dest.with_name(dest.name + "-scratch.db.tmp")
     try:
         found = write_segment(scratch, [SegmentSource(segment, ids)], tokenizer=tokenizer, compact=True)["notes"]
         if found != len(ids):

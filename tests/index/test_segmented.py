@@ -38,6 +38,7 @@ from core.errors import (
 from core.index import verify
 from core.index.layout import GenerationRecord, IndexLayout, ResolvedIndex, layout_for
 from core.index.manifest import MAX_SEGMENTS, manifest_bytes_v2, parse_manifest
+from core.index.ownership import is_staging_file
 from core.index.state import active_record
 from core.index.status import index_status
 from core.index.tables import notes_fts
@@ -504,3 +505,27 @@ def test_an_extra_tombstone_file_is_an_orphan_not_a_part(
     assert verify.verify_full(layout)["orphans"] == [str(stray)]
     publish_split(layout, segment, [ids], set(), tokenizer)
     assert not stray.exists()
+
+
+def test_a_tombstone_scratch_left_by_a_kill_is_debris_the_reaper_knows(
+    base: tuple[Path, Path, list[int], str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every file a tombstone write creates beside its staged part has a staging name: a SIGKILL between
+    creating its scratch and unlinking it left ``<hex>.db.tmp.scratch`` that no build ever reaped (CI's
+    random-kill soak found it in ``staging/``)."""
+    import core.build.segment_writer as writer
+
+    root, segment, ids, tokenizer = base
+    staging = tmp_path / "staging"
+    staging.mkdir()
+    seen: list[str] = []
+    real = writer._dead_rows
+
+    def look(scratch: sqlite3.Connection) -> Any:
+        seen.extend(p.name for p in staging.iterdir())  # what a kill here would leave
+        return real(scratch)
+
+    monkeypatch.setattr(writer, "_dead_rows", look)
+    write_tombstone(staging / f"{'ab' * 16}.db.tmp", segment, ids[:3], tokenizer=tokenizer)
+    assert any("scratch" in name for name in seen)
+    assert [name for name in seen if not is_staging_file(name)] == []
