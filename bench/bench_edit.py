@@ -413,11 +413,14 @@ def run_header(load_before: Sequence[float]) -> dict[str, Any]:
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--corpus", default="all", choices=[*CORPORA, "all", "none"])
+    parser.add_argument("--corpus", default="all", help=f"comma list of {', '.join(CORPORA)}, or all, or none")
     parser.add_argument("--sizes", default="", help="comma-separated synthetic vault sizes (e.g. 10000); default none")
     parser.add_argument("--out", type=Path, default=RESULTS_DIR / "edit.json")
     args = parser.parse_args(argv)
-    names = list(CORPORA) if args.corpus == "all" else [] if args.corpus == "none" else [args.corpus]
+    names = list(CORPORA) if args.corpus == "all" else [] if args.corpus == "none" else args.corpus.split(",")
+    unknown = [n for n in names if n not in CORPORA]
+    if unknown:
+        parser.error(f"unknown corpus {unknown}: choose from {', '.join(CORPORA)}")
     corpora: dict[str, Any] = {}
     load_before = os.getloadavg()
     for name in names:

@@ -38,7 +38,7 @@ from core.build.forward_rows import Forward, create_working, fill_working, inser
 from core.errors import IntegrityError, UsageError
 from core.index.schema import create_schema
 from core.index.tables import segments as seg
-from core.index.tables.connection import atomic, set_journal_mode, set_working_mode
+from core.index.tables.connection import atomic, set_journal_mode, set_page_size, set_working_mode
 from core.ranking import stored
 from core.ranking.chunk_vectors import compute_chunk_vectors, store_chunk_vectors
 from core.ranking.classes import CLASS_ARRAYS, class_stats_from
@@ -120,7 +120,7 @@ def write_segment(
     conn = sqlite3.connect(f"file:{dest}?mode=rwc", uri=True, isolation_level=None)
     try:
         if compact:  # a small segment of a few notes: its ~40 tables and indexes take a page each at least
-            conn.execute(f"PRAGMA page_size = {SMALL_PAGE}")
+            set_page_size(conn, SMALL_PAGE)
         set_working_mode(conn, durable=False)
         create_schema(conn, tokenizer)
         create_working(conn)
@@ -190,7 +190,7 @@ def write_tombstone(dest: Path, segment: Path, dead_ids: Collection[int]) -> int
     classes, df = _dead_rows(segment, ids)
     conn = sqlite3.connect(f"file:{dest}?mode=rwc", uri=True, isolation_level=None)
     try:
-        conn.execute(f"PRAGMA page_size = {SMALL_PAGE}")
+        set_page_size(conn, SMALL_PAGE)
         with atomic(conn):
             seg.create_tombstone(conn, ids, classes, df)
         set_journal_mode(conn, "DELETE")

@@ -219,7 +219,9 @@ def _format_2(
     source: dict[str, Any], path: Path, generation_id: str | None,
 ) -> Manifest:  # fmt: skip
     """The format 2 fields: tombstones (each of one listed segment, at most one per segment, in the
-    segments' order, listing no more notes than the segment holds) and the id watermarks."""
+    segments' order, listing no more notes than the segment holds) and the id watermarks. Two segments'
+    tombstones may be one part: the same dead ids with the same statistics are the same bytes (a note kept
+    its id through two edits of the same length), and content-addressed parts are shared."""
     raw_tombstones = doc.get("tombstones")
     if not isinstance(raw_tombstones, list):
         raise _unsupported(path, generation_id, "malformed tombstones")
@@ -231,8 +233,8 @@ def _format_2(
     positions = [o[0] for o in owners if o is not None]
     if positions != sorted(set(positions)):
         raise _unsupported(path, generation_id, "tombstones out of segment order, or two for one segment")
-    if len({t.sha256 for t in tombstones} | {e.sha256 for e in entries}) != len(tombstones) + len(entries):
-        raise _unsupported(path, generation_id, "lists a part twice")
+    if {t.sha256 for t in tombstones} & {e.sha256 for e in entries}:  # two tombstones may be the same bytes
+        raise _unsupported(path, generation_id, "lists a part as a segment and as a tombstone")
     ids = [doc.get("next_note_id"), doc.get("next_chunk_id")]
     if any(type(v) is not int or v < 1 for v in ids):
         raise _unsupported(path, generation_id, f"malformed next ids {ids}")

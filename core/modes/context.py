@@ -202,18 +202,21 @@ class SearchContext:
         return self._segment_sources
 
     def tie_order(self) -> Callable[[int], int]:
-        """note id -> where equal scores put it: its row in the generation's index, which orders a
-        generation of several segments by path (core.ranking.segments); one segment's rows follow its ids.
-        A note the index lacks (a graph neighbour of another kind) comes after every row, by id."""
-        whole = self._full_sparse()
-        if whole.id_order is None:
-            return lambda nid: nid
+        """note id -> where equal scores put it: its row in the generation's index, whose rows are in path
+        order in every generation (one segment: core.ranking.sparse_rows; several: core.ranking.segments),
+        whatever ids its notes have. A note the index lacks comes after every row, by id."""
+        ranks = self.tie_ranks
 
         def rank(nid: int) -> int:
-            row = int(whole.positions(np.asarray([nid]))[0])
-            return row if row >= 0 else whole.n_docs + nid
+            return int(ranks(np.asarray([nid], dtype=np.int64))[0])
 
         return rank
+
+    def tie_ranks(self, note_ids: np.ndarray) -> np.ndarray:
+        """int64 per id of ``note_ids``: ``tie_order`` of each, at once."""
+        whole = self._full_sparse()
+        rows = whole.positions(note_ids)
+        return np.where(rows >= 0, rows, whole.n_docs + np.asarray(note_ids, dtype=np.int64))
 
     def analyzer_terms(self, text: str) -> list[str]:
         """The terms the query analysis gives ``text`` (the words of a raw FTS5 expression)."""

@@ -40,6 +40,7 @@ Dendron dev (the only known-item set embedded here), so the Dendron figure is op
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -248,6 +249,7 @@ class DenseScores:
     matrix: DenseMatrix
     scores: np.ndarray
     allowed_rows: np.ndarray
+    tie: Callable[[np.ndarray], np.ndarray]  # note ids -> where equal scores put them (SearchContext.tie_ranks)
 
     def ranking(self, k: int) -> tuple[list[tuple[int, float]], dict[int, int]]:
         """Top ``k`` allowed notes by their best chunk: ([(note, cosine)], {note: best chunk id})."""
@@ -261,7 +263,7 @@ class DenseScores:
     def _pick(self, rows: np.ndarray, k: int) -> tuple[list[tuple[int, float]], dict[int, int]]:
         if k <= 0 or rows.size == 0:
             return [], {}
-        chosen = scoring.best_row_per_group(self.scores, rows, self.matrix.note_ids, k)
+        chosen = scoring.best_row_per_group(self.scores, rows, self.matrix.note_ids, k, self.tie)
         note_ids, chunk_ids = self.matrix.note_ids, self.matrix.chunk_ids
         return (
             [(int(note_ids[r]), float(self.scores[r])) for r in chosen],
@@ -287,7 +289,7 @@ def dense_scores(ctx: SearchContext, embedder: Embedder) -> DenseScores:
         scores[visible] = scoring.unit_cosine(dm.matrix[visible], query)
     else:
         scores = scoring.unit_cosine(dm.matrix, query)
-    return DenseScores(dm, scores, np.flatnonzero(chunk_mask(ctx, dm)))
+    return DenseScores(dm, scores, np.flatnonzero(chunk_mask(ctx, dm)), ctx.tie_ranks)
 
 
 # ---------------------------------------------------------------- modes
@@ -310,14 +312,20 @@ def lexically_confident(fts: list[tuple[Any, float]]) -> bool:
     return len(fts) == 1 or fts[1][1] < AUTO_CONFIDENT_RATIO * fts[0][1]
 
 
-def auto_fusion(fts: list[tuple[Any, float]], dense: list[tuple[Any, float]], limit: int) -> list[tuple[Any, float]]:
+def auto_fusion(
+    fts: list[tuple[Any, float]],
+    dense: list[tuple[Any, float]],
+    limit: int,
+    tie: Callable[[Any], int] | None = None,
+) -> list[tuple[Any, float]]:
     """auto's ranking of (id, score): RRF(fts, dense), or the fts order + dense-only ids when fts is confident.
 
-    Scores are RRF scores in both cases (ids only dense found score 0 after a confident fts list).
+    Scores are RRF scores in both cases (ids only dense found score 0 after a confident fts list);
+    equal scores by ``tie`` (``lexical.fused``; the mode: the note's path).
     """
     if not lexically_confident(fts):
-        return lexical.fused([fts, dense], limit, AUTO_WEIGHTS)
-    head = lexical.fused([fts], limit, AUTO_WEIGHTS[:1])
+        return lexical.fused([fts, dense], limit, AUTO_WEIGHTS, tie)
+    head = lexical.fused([fts], limit, AUTO_WEIGHTS[:1], tie)
     seen = {i for i, _ in head}
     return (head + [(i, 0.0) for i, _ in dense if i not in seen])[:limit]
 
@@ -327,7 +335,7 @@ def run_dense_auto(ctx: SearchContext) -> ModeRun:
     embedder = _require_dense(ctx)
     depth = max(lexical.FUSION_DEPTH, ctx.limit)
     dense = dense_scores(ctx, embedder)
-    fusion = auto_fusion(lexical.fts_ranking(ctx, depth), dense.ranking(depth)[0], ctx.limit)
+    fusion = auto_fusion(lexical.fts_ranking(ctx, depth), dense.ranking(depth)[0], ctx.limit, ctx.tie_order())
     best = dense.best_chunks([nid for nid, _ in fusion])
     hits = [Hit(nid, score, "rrf", chunk_id=best.get(nid)) for nid, score in fusion]
     return ModeRun(hits, AUTO_MODE, AUTO_MODE)
@@ -364,17 +372,18 @@ def run_reranked(ctx: SearchContext) -> ModeRun:
     reranker = load_reranker(ctx)
     depth = max(lexical.FUSION_DEPTH, ctx.limit)
     n = max(RERANK_CANDIDATES, ctx.limit)
-    dense = dense_scores(ctx, embedder)
+    dense, tie = dense_scores(ctx, embedder), ctx.tie_order()
     candidates = lexical.fused(
         [lexical.fts_ranking(ctx, depth), lexical.vector_ranking(ctx, depth), dense.ranking(depth)[0]],
         n,
         RERANK_WEIGHTS,
+        tie,
     )
     notes = [nid for nid, _ in candidates]
     if not notes:
         return ModeRun([])
     passages = _passages(ctx, notes, dense.best_chunks(notes))
     scores = reranker.score(ctx.text, [passages[nid][1] for nid in notes])
-    order = sorted(range(len(notes)), key=lambda i: (-float(scores[i]), notes[i]))[: ctx.limit]
+    order = sorted(range(len(notes)), key=lambda i: (-float(scores[i]), tie(notes[i])))[: ctx.limit]
     hits = [Hit(notes[i], float(scores[i]), "cross_encoder", chunk_id=passages[notes[i]][0]) for i in order]
     return ModeRun(hits)

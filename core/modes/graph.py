@@ -75,6 +75,7 @@ def run_graph(ctx: SearchContext) -> ModeRun:
         hops=GRAPH_HOPS,
         decay=GRAPH_DECAY,
         allowed=_Allowed(ctx.sparse(), ctx.mask()),
+        tie=tie,
     )
     best: dict[int, Hit] = {nid: Hit(nid, s, "rrf") for nid, s in fusion}
     for nid, (s, via, kind, direction, hops) in expanded.items():

@@ -5,7 +5,7 @@ Each function cites where its formula comes from and is tested on a hand-compute
 
 from __future__ import annotations
 
-from collections.abc import Container, Mapping, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 
 import numpy as np
 
@@ -171,17 +171,28 @@ def unit_cosine(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
     return matrix @ q
 
 
-def best_row_per_group(scores: np.ndarray, rows: np.ndarray, groups: np.ndarray, k: int) -> list[int]:
-    """Rows (among ``rows``) of the top ``k`` groups by their best row score; ties by row index.
+def best_row_per_group(
+    scores: np.ndarray,
+    rows: np.ndarray,
+    groups: np.ndarray,
+    k: int,
+    tie: Callable[[np.ndarray], np.ndarray] | None = None,
+) -> list[int]:
+    """Rows (among ``rows``) of the top ``k`` groups by their best row score; equal scores by
+    ``tie(groups)`` (an int per group: where its note's path sorts), then by row index.
 
-    One row per group (per note: its best chunk). Grows a partial selection until it holds
-    ``k`` distinct groups (or all rows), so the cost stays O(N) for the usual k.
+    One row per group (per note: its best chunk). Grows a partial selection (with every row tied with
+    the last one taken) until it holds ``k`` distinct groups (or all rows), so the cost stays O(N) for
+    the usual k.
     """
     take = min(len(rows), max(4 * k, 64))
     while True:
         sub = scores[rows]
-        part = np.argpartition(-sub, take - 1)[:take] if take < len(rows) else np.arange(len(rows))
-        order = part[np.lexsort((rows[part], -sub[part]))]
+        part = np.arange(len(rows))
+        if take < len(rows):
+            part = np.flatnonzero(sub >= sub[np.argpartition(-sub, take - 1)[take - 1]])
+        keys = [rows[part], -sub[part]] if tie is None else [rows[part], tie(groups[rows[part]]), -sub[part]]
+        order = part[np.lexsort(keys)]
         chosen: list[int] = []
         seen: set[int] = set()
         for i in order:
@@ -191,9 +202,9 @@ def best_row_per_group(scores: np.ndarray, rows: np.ndarray, groups: np.ndarray,
                 chosen.append(int(rows[i]))
                 if len(chosen) == k:
                     return chosen
-        if take >= len(rows):
+        if part.shape[0] >= len(rows):
             return chosen
-        take = min(len(rows), take * 4)
+        take = min(len(rows), max(take * 4, part.shape[0] + 1))
 
 
 def name_match(in_name: np.ndarray, n_query_terms: float, matched_idf: np.ndarray, name_idf: np.ndarray) -> np.ndarray:
@@ -246,14 +257,22 @@ def graph_expand(
     hops: int = 2,
     decay: float = 0.5,
     allowed: Container[int] | None = None,
+    tie: Callable[[int], int] | None = None,
 ) -> dict[int, tuple[float, int, str, str, int]]:
     """Spread anchor scores through links: a node reached in h hops from anchor a gets
     score(a) * decay**h; it keeps the best path found. Breadth-first, so cycles end.
 
     ``neighbors[n]`` lists (other node, edge kind, direction 'out'|'in'). Returns, for each
     non-anchor node reached, (score, via node, edge kind, direction, hops). Nodes not in
-    ``allowed`` (when given) are neither returned nor walked through.
+    ``allowed`` (when given) are neither returned nor walked through. Of paths with equal scores the
+    fewest hops win, then the via node first in ``tie(via)`` (default: its id; the modes: its path),
+    then the edge kind and direction: never the order the edges are listed in.
     """
+    order = tie or (lambda nid: nid)
+
+    def rank(score: float, via: int, kind: str, direction: str, hop: int) -> tuple[float, int, int, str, str]:
+        return (-score, hop, order(via), kind, direction)
+
     best: dict[int, tuple[float, int, str, str, int]] = {}
     frontier = dict(anchors)
     seen = set(anchors)
@@ -264,7 +283,8 @@ def graph_expand(
                 if other in anchors or (allowed is not None and other not in allowed):
                     continue
                 s = score * decay
-                if other not in best or s > best[other][0]:
+                found = best.get(other)
+                if found is None or rank(s, node, kind, direction, hop) < rank(*found):
                     best[other] = (s, node, kind, direction, hop)
                 if other not in seen and s > nxt.get(other, 0.0):
                     nxt[other] = s

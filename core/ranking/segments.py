@@ -27,7 +27,7 @@ from core.errors import IntegrityError
 from core.ranking import bm25f
 from core.ranking.classes import ClassStats
 from core.ranking.postings import stable_order
-from core.ranking.sparse_index import DEFAULT_PARAMS, SparseIndex, gather_postings
+from core.ranking.sparse_index import DEFAULT_PARAMS, SparseIndex, gather_postings, id_order_of
 
 
 @dataclass(frozen=True)
@@ -134,12 +134,8 @@ def combine(parts: Sequence[tuple[Segment, Tombstone | None]]) -> Combined:
     seg_of, local_row, paths, row_of = _rows(parts)
     ids = [np.asarray(seg.sparse.note_ids, dtype=np.int64) for seg, _ in parts]
     note_ids = np.asarray([ids[s][r] for s, r in zip(seg_of.tolist(), local_row.tolist())], dtype=np.int64)
-    id_order = np.argsort(note_ids, kind="stable")
-    if note_ids.size > 1 and (np.diff(note_ids[id_order]) == 0).any():
-        raise IntegrityError("two live notes of the generation's segments have the same note id")
-    ascending = note_ids.size < 2 or bool((np.diff(note_ids) > 0).all())
     sparse = _finish(parts, _postings(parts, remap, row_of, len(words)), live, remap, row_of, words)
-    sparse.note_ids, sparse.id_order = note_ids, None if ascending else id_order
+    sparse.note_ids, sparse.id_order = note_ids, id_order_of(note_ids)  # fails closed on a repeated id
     return Combined(sparse, seg_of, paths, tuple(remap), tuple(row_of))
 
 

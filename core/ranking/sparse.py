@@ -31,6 +31,7 @@ from core.ranking.sparse_index import (
     RankParams,
     SparseIndex,
     gather_postings,
+    id_order_of,
 )
 from core.ranking.sparse_rows import compute_sparse
 
@@ -100,6 +101,7 @@ def load_sparse(
         vocabulary={name: arrays[name] for name in VOCABULARY_ARRAYS},
         default_mask=arrays["default_mask"],
         classes=class_stats_from(arrays, int(arrays["note_ids"].shape[0]), len(FTS_COLUMNS), arrays["df"].shape[0]),
+        id_order=id_order_of(arrays["note_ids"]),  # rows in path order (compute_sparse), ids need not follow
     )
     postings = int(index.indptr[-1]) if index.indptr.size else 0
     if any(a.shape[0] != postings for a in (index.docs, index.field_mask, index.body_tf)):

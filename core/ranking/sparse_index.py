@@ -83,7 +83,7 @@ class Seen:
 class SparseIndex:
     """Term-major postings of one generation; numbers only, never note text."""
 
-    note_ids: np.ndarray  # int64 [n_docs], row -> note id (ascending unless ``id_order`` is set)
+    note_ids: np.ndarray  # int64 [n_docs], row -> note id (rows in path order; ids ascending unless ``id_order``)
     term_id: Mapping[str, int]  # FTS5 token -> term id (a caller's: VisibleTerms)
     indptr: np.ndarray  # int64 [max_term_id + 2]: postings of term t are indptr[t]:indptr[t+1]
     # the per-posting arrays may be stored arrays read a piece at a time (core.ranking.stored)
@@ -112,8 +112,8 @@ class SparseIndex:
     classes: ClassStats | None = None
     # a restricted caller's view (``restrict``): the rows it may see; None: every row
     seen: Seen | None = None
-    # the rows in note id order when ``note_ids`` are not ascending (a generation of several segments, its
-    # rows in path order: core.ranking.segments); None: they ascend
+    # the rows in note id order when ``note_ids`` are not ascending (``id_order_of``: rows are in path order,
+    # core.ranking.sparse_rows and core.ranking.segments, and ids need not follow paths); None: they ascend
     id_order: np.ndarray | None = None
     # what a query computes from the arrays above once per loaded index (``factors``)
     _derived: dict[str, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
@@ -174,7 +174,7 @@ class SparseIndex:
         return np.ones(rows.shape[0], dtype=bool) if self.seen is None else self.seen.rows[rows]
 
     def visible_note_ids(self) -> np.ndarray:
-        """The ids of the notes the caller may see, ascending."""
+        """The ids of the notes the caller may see, in row order."""
         return self.note_ids if self.seen is None else self.note_ids[self.seen.rows]
 
     def restrict(self, visible: Iterable[str]) -> SparseIndex:
@@ -225,6 +225,17 @@ class SparseIndex:
         at = np.minimum(np.searchsorted(ids, note_ids), self.n_docs - 1)
         rows = at if order is None else order[at]
         return np.where(ids[at] == note_ids, rows, -1).astype(np.int64)
+
+
+def id_order_of(note_ids: np.ndarray) -> np.ndarray | None:
+    """``SparseIndex.id_order`` of rows holding ``note_ids``: their rows in id order, or None when the ids
+    ascend already (a cold build's, whose ids follow the paths the rows are in)."""
+    if note_ids.size < 2 or bool((np.diff(note_ids) > 0).all()):
+        return None
+    order = np.argsort(note_ids, kind="stable")
+    if (np.diff(note_ids[order]) == 0).any():
+        raise IntegrityError("two rows of a sparse index hold the same note id")
+    return order
 
 
 def gather_postings(indptr: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

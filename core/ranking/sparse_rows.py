@@ -17,7 +17,7 @@ from core.ranking import bm25f
 from core.ranking.classes import ClassBuilder
 from core.ranking.filters import UNCLASSIFIED
 from core.ranking.postings import BLOCK, READ_ROWS, TermMajor, row_blocks
-from core.ranking.sparse_index import DEFAULT_PARAMS, TITLE_FIELD, RankParams, SparseIndex
+from core.ranking.sparse_index import DEFAULT_PARAMS, TITLE_FIELD, RankParams, SparseIndex, id_order_of
 
 _BODY = FTS_COLUMNS.index("body")
 
@@ -25,8 +25,8 @@ _BODY = FTS_COLUMNS.index("body")
 def _read_vectors(
     conn: sqlite3.Connection, n_fields: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(note_ids, postings per note, terms, tf [P, fields], field lengths [notes, fields]) in
-    note order, read ``READ_ROWS`` notes at a time into preallocated arrays."""
+    """(note_ids, postings per note, terms, tf [P, fields], field lengths [notes, fields]) in the
+    notes' path order (``note_term_rows``), read ``READ_ROWS`` notes at a time into preallocated arrays."""
     n, total = note_terms_size(conn, None)
     note_ids, lengths = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64)
     terms = np.empty(total // 4, dtype=np.int32)
@@ -46,12 +46,16 @@ def _read_vectors(
             firsts = np.concatenate(([0], np.cumsum(lengths[row : row + r])[:-1]))[filled]
             field_len[row + filled] = np.add.reduceat(tf[pos : pos + k], firsts, axis=0, dtype=np.int64)
         pos, row = pos + k, row + r
+    if row != n:
+        raise IntegrityError(f"{n - row} of {n} note vectors have no note", vectors=n, read=row)
     return note_ids, lengths, terms, tf, field_len
 
 
 def compute_sparse(conn: sqlite3.Connection, params: RankParams = DEFAULT_PARAMS) -> SparseIndex:
     """Read every note's term vector and build term-major postings with their raw field counts, and
     the per-classification statistics (each note's class, and per class N, field-length sums and df).
+    Rows are in the notes' path order, so a tie broken on the row is broken on the path (a cold build's
+    ids ascend with the paths; an incremental build's need not: ``id_order``).
 
     Memory-lean: the row-major terms and tf (14 bytes per posting) are read once; field masks,
     body counts and the other fields' counts (core.ranking.bm25f) are computed a block of notes
@@ -98,7 +102,7 @@ def compute_sparse(conn: sqlite3.Connection, params: RankParams = DEFAULT_PARAMS
     name_terms = np.concatenate(names).astype(np.int32) if names else np.empty(0, np.int32)
     return SparseIndex(
         note_ids, term_id, layout.indptr, docs, mask, body_tf, side_tf, side_layout.indptr, field_len, df, params,
-        name_ptr, name_terms, classes=classes.finish(),
+        name_ptr, name_terms, classes=classes.finish(), id_order=id_order_of(note_ids),
     )  # fmt: skip
 
 

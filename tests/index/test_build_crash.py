@@ -33,17 +33,20 @@ REPO = Path(__file__).resolve().parents[2]
 COMMITTED_AT = PUBLISH_STEPS.index("state_commit") + 1  # a kill at this step or later comes after the flip
 
 # A builder process: rebuilds argv[1]; at publish step argv[2] it either kills itself (kill) or says
-# "holding" and waits for a line on stdin (hold). argv[3] is the number of parse workers.
+# "holding" and waits for a line on stdin (hold: the first time only, since a delta publish passes each
+# part step once per part). argv[3] is the number of parse workers.
 CHILD = """
 import os, signal, sys
 from pathlib import Path
 from core.build.builder import build_index
 from core.errors import BuildLockedError
 vault, at, action, workers = Path(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])
+held = []
 def hook(name):
     if name == at and action == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
-    if name == at and action == "hold":
+    if name == at and action == "hold" and not held:
+        held.append(name)
         print("holding", flush=True)
         sys.stdin.readline()
 print(build_index(vault, on_step=hook, workers=workers).generation_id, flush=True)

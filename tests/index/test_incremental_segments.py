@@ -20,6 +20,7 @@ from core.index import verify
 from core.index.layout import layout_for
 from core.index.manifest import MAX_SEGMENTS
 from core.ranking import segments as ranking_segments
+from core.searcher import search_vault
 from core.serve.tools import ServeConfig, Tools
 from tests.conftest import EXAMPLE_VAULT
 from tests.index.test_build_crash import CHILD, COMMITTED_AT, child, served
@@ -199,3 +200,21 @@ def test_a_kill_at_each_step_of_a_delta_publish_leaves_a_served_generation(tmp_p
     assert build_index(root).up_to_date == (PUBLISH_STEPS.index(step) >= COMMITTED_AT)  # the edit, once
     assert served(root)
     _same_as_cold(root, tmp_path, 0)
+
+
+def test_two_segments_whose_tombstones_are_the_same_bytes_share_one_part(tmp_path: Path) -> None:
+    """One note edited twice with texts of the same shape: it keeps its id, so segment 0's and segment 1's
+    tombstones list the same id with the same statistics, byte for byte one part. The manifest lists it for
+    both segments and the generation is served (it was refused as "lists a part twice")."""
+    root = tmp_path / "vault"
+    root.mkdir()
+    for version in range(3):
+        (root / "a.md").write_text(f"# Alpha\n\nalpha words, version {version}\n")
+        assert build_index(root).one_segment_reason is None
+    parts = verify.resolve(layout_for(root)).parts
+    stones = [p for p in parts if p.kind == "tombstone"]
+    assert [p.kind for p in parts].count("segment") == 3 and len(stones) == 2
+    assert stones[0].sha256 == stones[1].sha256 and stones[0].segment != stones[1].segment
+    assert verify.verify_full(layout_for(root))["orphans"] == []
+    hits = search_vault(root, "alpha", mode="fts")
+    assert [h.rel_path for h in hits] == ["a.md"]

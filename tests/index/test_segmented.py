@@ -39,9 +39,11 @@ from core.errors import (
 from core.index import verify
 from core.index.layout import GenerationRecord, IndexLayout, ResolvedIndex, layout_for
 from core.index.manifest import MAX_SEGMENTS, manifest_bytes_v2, parse_manifest
+from core.index.ownership import is_staging_file
 from core.index.state import active_record
 from core.index.status import index_status
 from core.index.tables import notes_fts
+from core.index.tables import segments as segment_tables
 from core.index.tables.meta import get_meta
 from core.index.tables.segments import GENERATION_TABLES, PER_NOTE_TABLES, dead_statistics
 from core.ranking.filters import Filters
@@ -510,3 +512,26 @@ def test_an_extra_tombstone_file_is_an_orphan_not_a_part(
     assert verify.verify_full(layout)["orphans"] == [str(stray)]
     publish_split(layout, segment, [ids], set(), tokenizer)
     assert not stray.exists()
+
+
+def test_every_file_a_tombstone_write_creates_is_debris_the_reaper_knows(
+    base: tuple[Path, Path, list[int], str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every file a tombstone write creates beside its staged part has a staging name: a SIGKILL before it
+    finished left ``<hex>.db.tmp.scratch`` (its scratch segment, gone since the statistics are counted from
+    the segment's arrays) that no build ever reaped (CI's random-kill soak found it in ``staging/``)."""
+    root, segment, ids, tokenizer = base
+    staging = tmp_path / "staging"
+    staging.mkdir()
+    seen: list[str] = []
+    real = segment_tables.create_tombstone
+
+    def look(*args: Any) -> Any:
+        seen.extend(p.name for p in staging.iterdir())  # what a kill here would leave
+        return real(*args)
+
+    monkeypatch.setattr(segment_tables, "create_tombstone", look)
+    dest = staging / f"{'ab' * 16}.db.tmp"
+    write_tombstone(dest, segment, ids[:3])
+    assert dest.name in seen
+    assert [name for name in seen if not is_staging_file(name)] == []

@@ -30,8 +30,11 @@ def corpus_db(tf: np.ndarray) -> sqlite3.Connection:
         held = np.flatnonzero(tf[d].sum(axis=1))
         rows.append((d + 1, held.astype("<i4").tobytes(), tf[d, held].astype("<u2").tobytes()))
     insert_note_terms(conn, rows)
-    conn.execute("CREATE TABLE notes(id INTEGER PRIMARY KEY, classification TEXT)")  # the notes' classes
-    conn.executemany("INSERT INTO notes(id) VALUES (?)", [(d + 1,) for d in range(tf.shape[0])])
+    # the notes' classes and paths (rows are in path order: here the ids' order)
+    conn.execute("CREATE TABLE notes(id INTEGER PRIMARY KEY, rel_path TEXT NOT NULL, classification TEXT)")
+    conn.executemany(
+        "INSERT INTO notes(id, rel_path) VALUES (?, ?)", [(d + 1, f"n{d + 1:06d}.md") for d in range(tf.shape[0])]
+    )
     return conn
 
 

@@ -128,6 +128,7 @@ def test_the_watch_command_publishes_on_change_and_reports_each_build(tmp_path: 
 
 
 def test_a_generation_the_watcher_publishes_is_warmed_before_searches_reach_it(tmp_path: Path):
+    from core.modes.segment_arrays import COMBINED_CACHE
     from core.ranking.sparse import SPARSE_CACHE
     from core.serve.tools import ServeConfig, Tools
 
@@ -142,16 +143,17 @@ def test_a_generation_the_watcher_publishes_is_warmed_before_searches_reach_it(t
 
     watcher = Watcher(vault, on_publish=on_publish, on_build=tools.warm)
     watcher.build_once()
-    loads = SPARSE_CACHE.loads
+    loads = SPARSE_CACHE.loads + COMBINED_CACHE.loads
     (vault / "notes/beta.md").write_text(note("Beta", "Beta mentions a dibbler."), encoding="utf-8")
     outcome = watcher.build_once({"notes/beta.md"})
     assert outcome.ok and published == [True, True] and tools._warm.is_set() and tools.warm_failure is None
-    assert SPARSE_CACHE.loads == loads + 1  # the watcher loaded the new generation's sparse index
+    # the watcher loaded the new generation's sparse index: a delta publish is several segments, combined
+    assert SPARSE_CACHE.loads + COMBINED_CACHE.loads == loads + 1
     env = tools.call("search", {"q": "dibbler", "mode": "fts"})
     assert [h["path"] for h in env["hits"]] == ["notes/beta.md"] and env["index"][
         "generation_id"
     ] == outcome.generation_id
-    assert SPARSE_CACHE.loads == loads + 1  # ... so the search found it warm
+    assert SPARSE_CACHE.loads + COMBINED_CACHE.loads == loads + 1  # ... so the search found it warm
 
 
 # ---------------------------------------------------------------- freshness from the watcher's state

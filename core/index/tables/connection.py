@@ -59,6 +59,13 @@ def run_statements(conn: sqlite3.Connection, statements: Iterable[str]) -> None:
         conn.execute(statement)
 
 
+def set_page_size(conn: sqlite3.Connection, size: int) -> None:
+    """``PRAGMA page_size`` of a database not written yet (a small segment or a tombstone: 1 KB pages)."""
+    if size not in (512, 1024, 2048, 4096, 8192, 16384, 32768, 65536):
+        raise ValueError(f"not an SQLite page size: {size!r}")
+    conn.execute(f"PRAGMA page_size = {size}")
+
+
 def set_journal_mode(conn: sqlite3.Connection, mode: str) -> None:
     """``PRAGMA journal_mode`` (``DELETE`` before a database is published or renamed into place:
     no -wal or -journal file may stay beside it; ``MEMORY`` for a staging copy thrown away on failure)."""

@@ -165,25 +165,32 @@ def copy_note_rows(conn: sqlite3.Connection) -> None:
 
 
 def copy_chunk_rows(conn: sqlite3.Connection) -> None:
-    """The chosen notes' chunk rows, their heading ids mapped to the new segment's (a path it lacks is added,
-    numbered after its others in source id order). The paths are matched in a dict: ``headings.path`` has no
-    index, and SQL's join on it cost 38 s of a PowerShell edit on a base of two segments."""
-    chosen = conn.execute(
-        "SELECT id, path FROM src.headings WHERE id IN (SELECT heading_id FROM src.chunk_rows "
-        "WHERE note_id IN (SELECT id FROM temp.ws_ids)) ORDER BY id"
-    ).fetchall()
-    mine: dict[str, int] = {path: hid for hid, path in conn.execute("SELECT id, path FROM main.headings")}
-    next_id = max(mine.values(), default=0) + 1
-    added, pairs = [], []
-    for old, path in chosen:
-        if path not in mine:
-            mine[path], next_id = next_id, next_id + 1
-            added.append((mine[path], path))
-        pairs.append((old, mine[path]))
-    conn.executemany("INSERT INTO main.headings(id, path) VALUES (?, ?)", added)
+    """The chosen notes' chunk rows, their heading ids mapped to the new segment's (a path it lacks is added).
+    Paths are matched through TEMP tables keyed by path (``main.headings`` has no index on its paths: joining
+    on them was quadratic, 85 s for the PowerShell docs' 17,669 paths)."""
+    conn.execute("CREATE TEMP TABLE IF NOT EXISTS ws_src_headings(id INTEGER PRIMARY KEY, path TEXT NOT NULL)")
+    conn.execute("CREATE TEMP TABLE IF NOT EXISTS ws_paths(path TEXT PRIMARY KEY, id INTEGER NOT NULL) WITHOUT ROWID")
     conn.execute("CREATE TEMP TABLE IF NOT EXISTS ws_headings(old INTEGER PRIMARY KEY, new INTEGER NOT NULL)")
-    conn.execute("DELETE FROM temp.ws_headings")
-    conn.executemany("INSERT INTO temp.ws_headings(old, new) VALUES (?, ?)", pairs)
+    for table in ("ws_src_headings", "ws_paths", "ws_headings"):
+        conn.execute(f"DELETE FROM temp.{table}")
+    conn.execute(
+        "INSERT INTO temp.ws_src_headings(id, path) SELECT h.id, h.path FROM src.headings h WHERE h.id IN "
+        "(SELECT heading_id FROM src.chunk_rows WHERE note_id IN (SELECT id FROM temp.ws_ids))"
+    )
+    conn.execute("INSERT OR IGNORE INTO temp.ws_paths(path, id) SELECT path, id FROM main.headings")
+    top = int(conn.execute("SELECT coalesce(max(id), 0) FROM main.headings").fetchone()[0])
+    conn.execute(
+        "INSERT INTO main.headings(id, path) SELECT ? + row_number() OVER (ORDER BY s.id), s.path "
+        "FROM temp.ws_src_headings s WHERE NOT EXISTS (SELECT 1 FROM temp.ws_paths p WHERE p.path = s.path)",
+        (top,),
+    )
+    conn.execute(
+        "INSERT OR IGNORE INTO temp.ws_paths(path, id) SELECT path, id FROM main.headings WHERE id > ?", (top,)
+    )
+    conn.execute(
+        "INSERT INTO temp.ws_headings(old, new) SELECT s.id, p.id FROM temp.ws_src_headings s "
+        "JOIN temp.ws_paths p ON p.path = s.path"
+    )
     conn.execute(
         "INSERT INTO main.chunk_rows SELECT c.id, c.note_id, c.ord, w.new, c.start, c.end, c.text_sha256 "
         "FROM src.chunk_rows c JOIN temp.ws_headings w ON w.old = c.heading_id "

@@ -152,9 +152,15 @@ def note_terms_size(conn: sqlite3.Connection, visible: Visible | None) -> tuple[
 
 
 def note_term_rows(conn: sqlite3.Connection, visible: Visible | None) -> VectorRows:
-    """(note id, term ids bytes, tf bytes) by note id, of the notes ``visible`` allows; read with fetchmany."""
-    where, vals = visible_rows(visible)
-    cursor = conn.execute(f"SELECT note_id, 0, n_terms, data FROM note_terms{where} ORDER BY note_id", vals)
+    """(note id, term ids bytes, tf bytes) by the note's path (the sparse index's row order: equal scores
+    are ordered by path, whatever ids the notes have), of the notes ``visible`` allows; read with fetchmany.
+    A vector whose note is missing is not read (the caller counts the rows it read against the table's)."""
+    where, vals = visible_rows(visible, "t.note_id")
+    cursor = conn.execute(
+        f"SELECT t.note_id, 0, t.n_terms, t.data FROM notes n JOIN note_terms t ON t.note_id = n.id{where} "
+        "ORDER BY n.rel_path",
+        vals,
+    )
     return VectorRows(cursor, "note_terms", lambda _, n: (4 * n, 2 * len(FTS_COLUMNS) * n))
 
 
