@@ -21,7 +21,14 @@ from typing import Any
 from bench.common import REPO_ROOT, RESULTS_DIR
 from bench.report_edit import edit_section, watch_section
 from bench.report_lang import lang_section, lang_target_rows
-from bench.report_segments import STOP33_HEADING, STOP33_INTRO, merge_section, quality_segments_section
+from bench.report_segments import (
+    STOP33_HEADING,
+    STOP33_INTRO,
+    STOP34_HEADING,
+    STOP34_INTRO,
+    merge_section,
+    quality_segments_section,
+)
 from bench.report_summary import summary_section, test_suite_section
 from bench.report_vector import vector_norm_section
 
@@ -1003,6 +1010,7 @@ def render(results: dict[str, dict[str, Any]], results_dir: Path = RESULTS_DIR, 
         *edit_section(results, "edit_step", STEP_HEADING, STEP_INTRO),
         *watch_section(results),
         *edit_section(results, "edit_stop33", STOP33_HEADING, STOP33_INTRO),
+        *edit_section(results, "edit_stop34", STOP34_HEADING, STOP34_INTRO),
         *merge_section(results),
         *quality_segments_section(results),
         *plots_section(results_dir, out_path),

@@ -16,6 +16,15 @@ STOP33_INTRO = (
     "`python -m bench.bench_edit --corpus scifact,powershell,dendron --out bench/results/edit_stop33.json`"
 )
 
+STOP34_HEADING = "One-note edit with postings stored once (issue 29, stop 34)"
+STOP34_INTRO = (
+    "The same bench on stop 34's code: each posting list is stored once (term-major; the forward rows a "
+    "build works on are TEMP tables derived from the arrays, schema 22), on the PowerShell docs, SciFact "
+    "and a 100,000-note synthetic vault (bench/synth.py). The machine was shared (load averages in each row's "
+    "JSON). `python -m bench.bench_edit --corpus scifact,powershell --sizes 100000 "
+    "--out bench/results/edit_stop34.json`"
+)
+
 
 def _mb(n: float | None) -> str:
     return "-" if n is None else f"{n / 1e6:.2f} MB"
