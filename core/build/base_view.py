@@ -16,8 +16,8 @@ from collections.abc import Sequence
 
 from core.build.link_graph import ReplacedNote, replaced_notes
 from core.index.layout import ResolvedIndex
-from core.index.tables.chunk_vectors import count_vectors, count_vectors_in
-from core.index.tables.chunks import count_chunks, count_chunks_in
+from core.index.tables.chunk_vectors import count_chunks_and_vectors_of, count_vectors
+from core.index.tables.chunks import count_chunks
 from core.index.tables.links import (
     edge_counts_except,
     edges_of,
@@ -82,8 +82,8 @@ class BaseView:
     def counts(self) -> tuple[int, int, int]:
         """(notes, chunks, chunks with a vector) of the carried-over notes."""
         notes = count_notes(self.conn) - len(self.gone)
-        chunks = count_chunks(self.conn) - count_chunks_in(self.conn, self._gone_json)
-        return notes, chunks, count_vectors(self.conn) - count_vectors_in(self.conn, self._gone_json)
+        chunks, vectors = count_chunks_and_vectors_of(self.conn, self._gone_json)
+        return notes, count_chunks(self.conn) - chunks, count_vectors(self.conn) - vectors
 
     def note_problems(self) -> list[dict[str, str]]:
         """The carried-over notes' own problems (path, reason, detail)."""
