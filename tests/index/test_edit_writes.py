@@ -113,6 +113,7 @@ def test_an_add_that_changes_another_notes_edges_is_staged_on_the_whole_base(tmp
     (root / "later-note.md").write_text("# Later\n\nnow the dangling link resolves\n")
     report = build_index(root)
     assert report.whole_base_reason is not None and report.whole_base_reason.startswith("whole_base_links_change")
+    assert list(layout_for(root).staging_dir.iterdir()) == []  # the working database of the changes went with it
     cold = tmp_path / "cold"
     shutil.copytree(root, cold, ignore=shutil.ignore_patterns(".vaultsearch"))
     cold_report = build_index(cold)
