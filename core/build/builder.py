@@ -25,23 +25,21 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from core.build import incremental
+from core.build import delta_stage, incremental
+from core.build.apply import write_changed
 from core.build.faults import build_io_errors
 from core.build.forward_rows import create_working, load_working, working_forward
-from core.build.ingest import NoteWriter, sample_bytes
 from core.build.link_graph import recompute_edges, replaced_notes
 from core.build.lock import build_lock, ensure_layout, new_staging_path
 from core.build.plan import BuildPlan, BuildRun, plan_build
-from core.build.prepare_pool import default_workers, prepared_notes
 from core.build.publish import publish, start_build
 from core.build.publish_segments import publish_segments
 from core.build.racy import settle_racy
 from core.build.report import BuildReport, build_report, generation_record
 from core.build.source import NoteSource, WorkingTreeSource, resolve_settings
 from core.build.source import stored_settings as stored_source_settings
-from core.build.staged import progress_bar, snapshot_hash, whole_database
+from core.build.staged import snapshot_hash, stamp_meta, whole_database
 from core.build.staged import validate as _validate  # a name tests wrap
-from core.build.text_dict import dictionary_for, spread
 from core.errors import IntegrityError, UsageError
 from core.index.layout import IndexLayout, ResolvedIndex, layout_for
 from core.index.ownership import check_vault
@@ -49,12 +47,10 @@ from core.index.schema import create_schema
 from core.index.settings import DEFAULT_TOKENIZER, IndexConfig, resolve_config  # noqa: F401 (public API)
 from core.index.state import active_record
 from core.index.tables.connection import atomic, set_journal_mode, set_working_mode
-from core.index.tables.meta import get_meta, set_meta
+from core.index.tables.meta import get_meta
 from core.index.tables.notes import delete_notes, touch_notes
-from core.index.tables.problems import replace_build_problems
 from core.index.tables.skipped_files import delete_skipped, source_note_ids
 from core.index.verify import connect_readonly, resolve
-from core.ranking.analysis import language_analyzer_for
 from core.vault.problems import Problem
 from core.vault.scan import ScanResult
 
@@ -71,38 +67,7 @@ def _apply(conn: sqlite3.Connection, plan: BuildPlan, run: BuildRun) -> dict[str
     delete_notes(conn, plan.changed_ids + plan.removed_ids)
     touch_notes(conn, plan.touched)
     delete_skipped(conn, plan.removed_skipped)
-    items = [(f.rel_path, str(f.path), data, sha, f.mtime_ns, f.size) for f, data, sha in plan.changed]
-    workers = default_workers(len(items)) if run.workers is None else run.workers
-    writer = NoteWriter(conn, language_analyzer_for(run.config.language))
-    writer.keep_ids = {n.rel_path: n.note_id for n in replaced}  # an edited note keeps its id (issue 29)
-    writer.next_note_id = max([writer.next_note_id, *(n.note_id + 1 for n in replaced)])
-    if run.first_ids is not None:  # ids unique across the generation's segments, dead rows included
-        writer.next_note_id = max(writer.next_note_id, run.first_ids[0])
-        writer.next_chunk_id = max(writer.next_chunk_id, run.first_ids[1])
-    first_new_id = writer.next_note_id
-    limit = run.config.max_note_bytes
-    zdict = dictionary_for(conn, len(items), sample_bytes(spread(items), run.root, limit))
-    with (
-        prepared_notes(
-            items,
-            chunk_size=run.config.chunk_size,
-            chunk_overlap=run.config.chunk_overlap,
-            workers=workers,
-            root=run.root,
-            language=run.config.language,
-            max_bytes=limit,
-            zdict=zdict,
-        ) as batches,
-        progress_bar(len(items), run.progress) as bar,
-    ):
-        for batch in batches:
-            writer.add_batch(batch)
-            bar.update(len(batch.notes))
-    writer.flush()
-    plan.unreadable = [Problem(u.rel_path, u.reason, u.detail) for u in writer.unreadable]
-    replace_build_problems(
-        conn, [(p.path, p.reason, p.detail) for p in (*plan.scan.problems, *plan.unreadable, *run.problems)]
-    )
+    writer, first_new_id = write_changed(conn, plan, run, replaced)
     started = time.perf_counter()
     links, unresolved = recompute_edges(conn, new_from_id=first_new_id, replaced=replaced, kept=writer.kept)
     run.timings["links"] = time.perf_counter() - started  # part of "write"
@@ -165,18 +130,7 @@ def _stage(conn: sqlite3.Connection, plan: BuildPlan, run: BuildRun, *, whole: b
         scan_ns = (
             plan.scan_started_ns if run.source.kind != "worktree" else settle_racy(conn, run.root, plan.scan_started_ns)
         )
-        set_meta(
-            conn,
-            {
-                **run.config.identity(),
-                **run.source.settings(),
-                "settings": run.config.settings(),
-                "scan_started_ns": scan_ns,
-                "max_note_bytes": run.config.max_note_bytes,
-                "source_snapshot_hash": snapshot_hash(conn),
-                "built_at": time.time(),
-            },
-        )
+        stamp_meta(conn, run, scan_ns, snapshot_hash(conn))
     if whole:
         whole_database(conn)
     t = run.lap("write", t)
@@ -313,7 +267,7 @@ def _build_generation(
     on_step: Callable[[str], None] | None,
     hook: Callable[[sqlite3.Connection], int] | None = None,
 ) -> BuildReport:
-    """Plan against the verified active generation; stage a copy of it; publish the result."""
+    """Plan against the verified active generation; stage the changes (or a copy of it); publish the result."""
     t = time.perf_counter()
     base = start.carry
     base_conn = connect_readonly(base) if base else None
@@ -325,7 +279,16 @@ def _build_generation(
     finally:
         if base_conn is not None:
             base_conn.close()
-    published, extra, refused = _publish_staged(run, start, plan, keep=keep, on_step=on_step, hook=hook)
+    done, whole = None, None
+    if start.carry is not None:  # staged on the build's changes only where it can (O(change): core.build.delta_stage)
+        whole = delta_stage.whole_base_reason(start.carry, plan, run)
+        try:
+            done = None if whole is not None else delta_stage.publish_changes(
+                run, start.active_id, start.carry, plan, keep=keep, on_step=on_step, hook=hook, validate=_validate
+            )  # fmt: skip
+        except delta_stage.NotADelta as exc:  # nothing was published: staged on the whole base instead
+            whole, plan.base_paths = exc.reason, None
+    published, extra, refused = done or _publish_staged(run, start, plan, keep=keep, on_step=on_step, hook=hook)
     conn = connect_readonly(published)
     try:
         report = build_report(
@@ -334,6 +297,7 @@ def _build_generation(
         )  # fmt: skip
     finally:
         conn.close()
+    report = replace(report, whole_base_reason=whole)
     if refused is not None and refused[0] == incremental.SEGMENT_LIMIT:  # a delta, the smallest segments merged
         return replace(report, segment_limit_merge=f"{refused[0]}: {refused[1]}")
     return report if refused is None else replace(report, one_segment_reason=f"{refused[0]}: {refused[1]}")

@@ -190,7 +190,7 @@ def refusal(base: ResolvedIndex, plan: BuildPlan, links_changed: int) -> tuple[s
     return None  # past MAX_SEGMENTS: ``delta_parts`` merges the smallest segments (merge_write.fit_segment_limit)
 
 
-def _same_inode(part: ResolvedPart) -> bool:
+def same_inode(part: ResolvedPart) -> bool:
     """The part's path still names the inode that was verified (read by path when shared)."""
     try:
         st = os.stat(part.path)
@@ -205,7 +205,7 @@ def refusal_for(
     """``refusal`` of the staged ``scratch`` against the verified ``base``; a base whose part paths no longer
     name the verified files (replaced since ``resolve``) is not shared: its scratch copy, made from the
     verified descriptor, is published as one segment."""
-    replaced = [p.path.name for p in base.parts if not _same_inode(p)]
+    replaced = [p.path.name for p in base.parts if not same_inode(p)]
     if replaced:
         return PART_REPLACED, f"{len(replaced)} parts replaced since verification: {replaced[:3]}"
     base_conn = connect_readonly(base)

@@ -25,6 +25,7 @@ import json
 import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from core.errors import IntegrityError
 from core.index.tables.links import (
@@ -204,3 +205,77 @@ def _incremental(
     if affected:
         _re_resolve(conn, res, old_links, affected)
     _insert_resolved(conn, res, new_links)
+
+
+class BaseLinks(Protocol):
+    """What ``resolve_on_base`` asks of the base generation, its replaced notes left out (``core.build.base_view``)."""
+
+    def targets(self, keys: Sequence[str] | None) -> list[tuple[int, str, str]]: ...
+
+    def linking_to(self, dst_ids: Sequence[int], below: int) -> set[int]: ...
+
+    def linking_by_key(self, keys: Sequence[str], below: int) -> set[int]: ...
+
+    def links_of(self, note_ids: Sequence[int]) -> list[tuple]: ...
+
+    def edges_of(self, note_ids: Sequence[int]) -> list[tuple[int, int, str | None]]: ...
+
+    def edge_counts(self) -> tuple[int, int]: ...
+
+
+def resolve_on_base(
+    conn: sqlite3.Connection,
+    base: BaseLinks,
+    *,
+    new_from_id: int,
+    replaced: Sequence[ReplacedNote],
+    kept: Sequence[int],
+) -> tuple[int, int] | str:
+    """``recompute_edges`` on a working database that holds only the build's notes (``core.build.delta_stage``):
+    the inserted notes' links resolved against the base's live notes (``base``: the replaced ones left out) and
+    the inserted ones. Returns the published generation's (edges, unresolved), or why a carried-over note's
+    edges would change (a delta cannot carry that: the build is staged on the whole base instead)."""
+    stored = meta_value(conn, NAMES_META)
+    if not isinstance(stored, dict):
+        return "the base records no link names"
+    inserted = target_rows(conn, new_from_id) + (target_rows_of(conn, kept) if kept else [])
+    (n_in, d_in), (n_out, d_out) = _counts(inserted), _counts((0, n.rel_path) for n in replaced)
+    counts = (stored["notes"] + n_in - n_out, stored["dendron"] + d_in - d_out)
+    label_first = reads_label_first(counts[1], counts[0])
+    if label_first != reads_label_first(stored["dendron"], stored["notes"]):
+        return "the vault's reading of [[left|right]] flips"
+    new_id = {rel: nid for nid, rel, _ in inserted}
+    if any(new_id.get(n.rel_path, n.note_id) != n.note_id for n in replaced):
+        return "a re-inserted note has a new id"
+    _insert_targets(conn, inserted)
+    affected = _affected_on_base(base, replaced, inserted, new_from_id)
+    old_links = base.links_of(affected) if affected else []
+    new_links = (list(links_of(conn, sorted(kept))) if kept else []) + list(links_from(conn, new_from_id))
+    keys = set().union(*(link_keys(row[2], row[7]) for row in old_links + new_links))
+    mine = target_rows(conn, None) if ANY_NAME in keys else targets_by_key(conn, sorted(keys))
+    rows = sorted(base.targets(None if ANY_NAME in keys else sorted(keys)) + mine)
+    res = _Resolution(rows, label_first)
+    edges = base.edges_of(affected) if affected else []
+    if len(old_links) != len(edges) or any(ln[0] != e[1] for ln, e in zip(old_links, edges)):
+        raise IntegrityError(f"the edges of notes {affected[:5]} do not match their links one to one")
+    moved = [row[0] for row, edge in zip(old_links, edges) if res.edge(row)[1] != edge[2]]
+    if moved:
+        return f"{len(set(moved))} unchanged notes have other resolved edges"
+    _insert_resolved(conn, res, new_links)
+    set_meta(conn, {NAMES_META: {"notes": counts[0], "dendron": counts[1]}})
+    carried, here = base.edge_counts(), edge_counts(conn)
+    return carried[0] + here[0], carried[1] + here[1]
+
+
+def _affected_on_base(
+    base: BaseLinks, replaced: Sequence[ReplacedNote], inserted: list[tuple], below: int
+) -> list[int]:
+    """``_affected`` over the base's carried-over notes (the replaced ones, still in the base, left out)."""
+    before = {n.rel_path: frozenset(n.aliases) for n in replaced}
+    after = {rel: frozenset(json.loads(aliases)) for _, rel, aliases in inserted}
+    gone = [n.note_id for n in replaced if after.get(n.rel_path) != before[n.rel_path]]
+    appeared = set().union(*(note_keys(rel, names) for rel, names in after.items() if before.get(rel) != names))
+    found = base.linking_to(gone, below) if gone else set()
+    if appeared:
+        found |= base.linking_by_key(sorted(appeared), below)
+    return sorted(found - {n.note_id for n in replaced})

@@ -36,6 +36,9 @@ class BuildPlan:
     added: int = 0
     unreadable: list[Problem] = field(default_factory=list)  # scanned files that could not be read
     touched: list[tuple[int, int]] = field(default_factory=list)  # (mtime_ns, note id): same content, new mtime
+    # the paths of the base's notes a build on the base carries over without writing them into its working
+    # database (``core.build.delta_stage``: it holds only the changes); None: the working database holds all
+    base_paths: set[str] | None = None
 
     @property
     def up_to_date(self) -> bool:

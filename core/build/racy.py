@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
+from collections.abc import Iterable
 
 from core.index import freshness_walk
 from core.index.freshness_walk import RACY_NS
@@ -29,8 +30,13 @@ from core.vault.scan import read_file
 
 def racy_rows(conn: sqlite3.Connection, scan_started_ns: int) -> list[tuple[str, str, int, int]]:
     """(rel_path, content sha256, mtime_ns, size) of the staged rows freshness would not trust by stat."""
+    return racy_of(source_stats(conn), scan_started_ns)
+
+
+def racy_of(rows: Iterable[tuple[str, str, int, int]], scan_started_ns: int) -> list[tuple[str, str, int, int]]:
+    """The rows of ``rows`` (``source_stats``) freshness would not trust by stat."""
     cutoff = scan_started_ns - RACY_NS
-    return [row for row in source_stats(conn) if row[2] >= cutoff]
+    return [row for row in rows if row[2] >= cutoff]
 
 
 def _still(root: str, row: tuple[str, str, int, int]) -> bool:
@@ -52,7 +58,12 @@ def settle_racy(conn: sqlite3.Connection, root: str, scan_started_ns: int) -> in
     """The scan time the generation records: ``scan_started_ns``, or, when more rows are racy than
     freshness hashes per check, the time after the racy window at which every racy row was found
     unchanged (stat and content). Waits at most ``RACY_NS``; a future mtime never settles."""
-    racy = racy_rows(conn, scan_started_ns)
+    return settle_racy_rows(racy_rows(conn, scan_started_ns), root, scan_started_ns)
+
+
+def settle_racy_rows(racy: list[tuple[str, str, int, int]], root: str, scan_started_ns: int) -> int:
+    """``settle_racy`` of the racy rows ``racy`` (``racy_of``: a build on a base gives its carried-over rows
+    and its own, not a whole working database)."""
     if len(racy) <= freshness_walk.HASH_BUDGET:
         return scan_started_ns
     newest = max(row[2] for row in racy)

@@ -39,6 +39,9 @@ class BuildReport:
     one_segment_reason: str | None = None
     # a delta that would pass MAX_SEGMENTS: which base segments were merged (core.build.merge_write)
     segment_limit_merge: str | None = None
+    # why a build on a generation staged on a working copy of the whole base (writes O(base)) instead of on a
+    # database of its changes only (core.build.delta_stage), e.g. "whole_base_git_source: ..."; None: it did not
+    whole_base_reason: str | None = None
     new_problems: list[dict[str, str]] = field(default_factory=list)  # problems of the notes this build read
     settings: dict[str, Any] = field(default_factory=dict)  # the settings this build used
     links: int = 0
@@ -93,6 +96,7 @@ def build_report(
         watermark=meta_value(conn, "git_commit"),
         one_segment_reason=None,  # core.build.builder sets it
         segment_limit_merge=None,
+        whole_base_reason=None,
         **extra,
     )
 

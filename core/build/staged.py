@@ -6,14 +6,16 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
+import time
+from collections.abc import Iterable
 from typing import Any
 
-from core.build.plan import BuildPlan
+from core.build.plan import BuildPlan, BuildRun
 from core.errors import ValidationError
 from core.index.tables.checks import inconsistencies
 from core.index.tables.chunk_vectors import count_vectors
 from core.index.tables.connection import atomic
-from core.index.tables.meta import get_meta
+from core.index.tables.meta import get_meta, set_meta
 from core.index.tables.skipped_files import source_hashes, source_paths
 from core.ranking.chunk_vectors import compute_chunk_vectors, store_chunk_vectors
 from core.ranking.sparse import compute_sparse, store_sparse
@@ -43,10 +45,31 @@ def progress_bar(total: int, shown: bool) -> Any:
 
 def snapshot_hash(conn: sqlite3.Connection) -> str:
     """SHA-256 over the sorted (rel_path, content sha256) of every source file read."""
+    return snapshot_of(source_hashes(conn))
+
+
+def snapshot_of(rows: Iterable[tuple[str, str]]) -> str:
+    """``snapshot_hash`` of (rel_path, content sha256) rows sorted by path (one row per path)."""
     h = hashlib.sha256()
-    for rel, sha in source_hashes(conn):
+    for rel, sha in rows:
         h.update(f"{rel}\0{sha}\n".encode())
     return h.hexdigest()
+
+
+def stamp_meta(conn: sqlite3.Connection, run: BuildRun, scan_ns: int, snapshot: str) -> None:
+    """The meta a staged database records: the build's identity and settings, scan time and source snapshot."""
+    set_meta(
+        conn,
+        {
+            **run.config.identity(),
+            **run.source.settings(),
+            "settings": run.config.settings(),
+            "scan_started_ns": scan_ns,
+            "max_note_bytes": run.config.max_note_bytes,
+            "source_snapshot_hash": snapshot,
+            "built_at": time.time(),
+        },
+    )
 
 
 def validate(conn: sqlite3.Connection, plan: BuildPlan) -> None:
@@ -54,7 +77,7 @@ def validate(conn: sqlite3.Connection, plan: BuildPlan) -> None:
     raises once. The per-note tables' counts: ``whole_database`` (a delta checks them on its new segment,
     ``core.build.incremental.delta_parts``: O(change))."""
     found: list[str] = []
-    indexed = source_paths(conn)
+    indexed = source_paths(conn) | (plan.base_paths or set())
     expected = {f.rel_path for f in plan.scan.files} - {p.path for p in plan.unreadable}
     if indexed != expected:
         found.append(f"coverage: missing {sorted(expected - indexed)[:5]}, extra {sorted(indexed - expected)[:5]}")

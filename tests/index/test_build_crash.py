@@ -24,7 +24,7 @@ import pytest
 from conftest import write_files as write
 
 from core import generations as gen
-from core.build import builder
+from core.build import apply, builder
 from core.build.builder import IndexConfig, build_index
 from core.errors import BuildLockedError, IndexMissingError, SourceChangedError
 from core.generations import PUBLISH_STEPS, layout_for, list_generations
@@ -163,13 +163,13 @@ def test_a_build_that_may_see_the_source_change_publishes_what_it_read(
 def test_a_file_deleted_before_it_is_read_is_source_changed(vault: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     write(vault, {"late.md": "# Late\n"})
     before = served(vault)
-    real = builder.prepared_notes
+    real = apply.prepared_notes
 
     def delete_then_prepare(items, **kw):  # gone between the scan and the read
         (vault / "late.md").unlink()
         return real(items, **kw)
 
-    monkeypatch.setattr(builder, "prepared_notes", delete_then_prepare)
+    monkeypatch.setattr(apply, "prepared_notes", delete_then_prepare)
     with pytest.raises(SourceChangedError) as caught:
         build_index(vault)
     assert caught.value.evidence["paths"] == ["late.md"]

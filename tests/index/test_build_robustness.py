@@ -21,7 +21,7 @@ import pytest
 from conftest import with_working, write_files
 
 from core import generations as gen
-from core.build import bounds, builder
+from core.build import apply, bounds, builder
 from core.build.builder import build_index
 from core.errors import VaultSearchError
 from core.index.status import index_status
@@ -109,14 +109,14 @@ def test_an_unreadable_note_in_a_worker_build_is_reported(vault: Path, monkeypat
 def test_a_note_replaced_by_a_fifo_between_scan_and_read_never_blocks(
     vault: Path, monkeypatch: pytest.MonkeyPatch, hang_guard: None
 ) -> None:
-    real = builder.prepared_notes
+    real = apply.prepared_notes
 
     def swap_then_prepare(items, **kw):  # noqa: ANN001, ANN003, ANN202
         (vault / "n2.md").unlink()
         os.mkfifo(vault / "n2.md")
         return real(items, **kw)
 
-    monkeypatch.setattr(builder, "prepared_notes", swap_then_prepare)
+    monkeypatch.setattr(apply, "prepared_notes", swap_then_prepare)
     with pytest.raises(VaultSearchError) as info:  # the vault changed under the build: typed, nothing published
         build_index(vault)
     assert info.value.reason == "source_changed"
@@ -164,7 +164,7 @@ def test_a_symlink_flipped_out_of_the_vault_during_the_build_is_not_read(
     # equal size and mtime, so that the scan after the build cannot tell the two targets apart
     os.utime(outside / "private.md", ns=(1, 1))
     os.utime(vault / "inside.md", ns=(1, 1))
-    real = builder.prepared_notes
+    real = apply.prepared_notes
 
     @contextmanager
     def flip_during_read(items, **kw):  # noqa: ANN001, ANN003, ANN202
@@ -174,7 +174,7 @@ def test_a_symlink_flipped_out_of_the_vault_during_the_build_is_not_read(
         point(vault / "inside.md")
         yield iter(done)
 
-    monkeypatch.setattr(builder, "prepared_notes", flip_during_read)
+    monkeypatch.setattr(apply, "prepared_notes", flip_during_read)
     report = build_index(vault)
     assert problems(report) == {"link.md": "symlink_outside_vault"}
     monkeypatch.undo()
@@ -259,7 +259,7 @@ def test_a_note_grown_past_the_size_limit_after_the_scan_is_not_read_whole(
 
     limit = 4096
     read_sizes: list[int] = []
-    real_read, real_prepare = scan.read_file, builder.prepared_notes
+    real_read, real_prepare = scan.read_file, apply.prepared_notes
 
     def counting_read(path, **kw):  # noqa: ANN001, ANN003, ANN202
         data, sha = real_read(path, **kw)
@@ -270,7 +270,7 @@ def test_a_note_grown_past_the_size_limit_after_the_scan_is_not_read_whole(
         (vault / "n2.md").write_text("# grown\n" + "word " * (4 * limit))
         return real_prepare(items, **kw)
 
-    monkeypatch.setattr(builder, "prepared_notes", grow_then_prepare)
+    monkeypatch.setattr(apply, "prepared_notes", grow_then_prepare)
     monkeypatch.setattr("core.build.ingest.read_file", counting_read)
     with pytest.raises(VaultSearchError) as info:
         build_index(vault, config=IndexConfig(max_note_bytes=limit), workers=1)

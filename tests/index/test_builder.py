@@ -36,6 +36,7 @@ REPORT_KEYS = {
     "watermark",
     "one_segment_reason",
     "segment_limit_merge",
+    "whole_base_reason",
     "index_kind",
     "notes",
     "chunks",

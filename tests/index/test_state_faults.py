@@ -27,7 +27,7 @@ import pytest
 from conftest import write_files
 
 from core import generations as gen
-from core.build import builder, incremental
+from core.build import delta_stage, incremental, ingest
 from core.build.builder import build_index
 from core.errors import VaultSearchError
 from core.generations import PUBLISH_STEPS
@@ -187,11 +187,11 @@ def _oserror(name: str) -> OSError:
 
 
 COMMIT = PUBLISH_STEPS.index("state_commit")
-BEFORE_FLIP = ["copy_base", "write_rows", *PUBLISH_STEPS[: COMMIT + 1]]
-# every step with one of the faults in turn, and every fault at the base copy and at the state commit
+BEFORE_FLIP = ["read_base", "write_rows", *PUBLISH_STEPS[: COMMIT + 1]]
+# every step with one of the faults in turn, and every fault at the first read of the base and at the state commit
 CASES = sorted(
     {(step, sorted(FAULTS)[i % len(FAULTS)]) for i, step in enumerate(BEFORE_FLIP)}
-    | {(step, fault) for step in ("copy_base", "state_commit") for fault in FAULTS}
+    | {(step, fault) for step in ("read_base", "state_commit") for fault in FAULTS}
 )
 
 
@@ -202,14 +202,15 @@ def test_a_disk_fault_before_the_flip_is_typed_and_the_old_generation_serves(
     before = served(vault)
     write_files(vault, {"n9.md": "# Nine\n\nquasar new note\n"})
     on_step = None
-    if step == "copy_base":
+    if step == "read_base":
 
         def copy_fails(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
             raise _oserror(fault)
 
         monkeypatch.setattr(incremental, "copy_base", copy_fails)  # the hashed copy of the base (core.index.verify)
+        monkeypatch.setattr(delta_stage, "_copy_generation_tables", copy_fails)  # a build staged on its changes
     elif step == "write_rows":
-        real_flush = builder.NoteWriter.flush
+        real_flush = ingest.NoteWriter.flush
 
         def flush_fails(self):  # noqa: ANN001, ANN202
             real_flush(self)
@@ -217,7 +218,7 @@ def test_a_disk_fault_before_the_flip_is_typed_and_the_old_generation_serves(
             error.sqlite_errorcode, error.sqlite_errorname = 13, "SQLITE_FULL"
             raise error
 
-        monkeypatch.setattr(builder.NoteWriter, "flush", flush_fails)
+        monkeypatch.setattr(ingest.NoteWriter, "flush", flush_fails)
     else:
 
         def on_step(name: str) -> None:

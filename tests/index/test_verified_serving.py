@@ -181,46 +181,69 @@ def _vault(tmp_path: Path) -> Path:
     return vault
 
 
-def test_builder_refuses_a_base_doctored_after_verification(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def _before_base_read(monkeypatch: pytest.MonkeyPatch, vault: Path, staged: str, action) -> None:
+    """Run ``action(resolved base)`` where the build first reads its verified base's parts: a build staged on its
+    changes only (``core.build.delta_stage``) copies the generation tables; one staged on the whole base (a note
+    only touched sends it there) copies the base."""
+    if staged == "changes":
+        from core.build import delta_stage
+
+        real_tables = delta_stage._copy_generation_tables
+
+        def act_then_tables(conn: sqlite3.Connection, resolved: gen.ResolvedIndex) -> None:
+            action(resolved)
+            real_tables(conn, resolved)
+
+        monkeypatch.setattr(delta_stage, "_copy_generation_tables", act_then_tables)
+        return
+    touched = vault / "a.md"
+    os.utime(touched, ns=(touched.stat().st_atime_ns, touched.stat().st_mtime_ns + 5_000_000_000))
+    real_copy = gen.copy_base
+
+    def act_then_copy(resolved: gen.ResolvedIndex, dest: Path) -> None:
+        action(resolved)
+        real_copy(resolved, dest)
+
+    monkeypatch.setattr("core.build.incremental.copy_base", act_then_copy)
+
+
+@pytest.mark.parametrize("staged", ["changes", "whole_base"])
+def test_builder_refuses_a_base_doctored_after_verification(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, staged: str
+) -> None:
     vault = _vault(tmp_path)
     first = build_index(vault)
     (vault / "c.md").write_text(note("Gamma", "gamma words"), encoding="utf-8")
-    real_copy = gen.copy_base
-
-    def doctor_then_copy(resolved: gen.ResolvedIndex, dest: Path) -> None:
-        _doctor_in_place(resolved.parts[0].path)
-        real_copy(resolved, dest)
-
-    monkeypatch.setattr("core.build.incremental.copy_base", doctor_then_copy)
+    _before_base_read(monkeypatch, vault, staged, lambda resolved: _doctor_in_place(resolved.parts[0].path))
     with pytest.raises(IntegrityError) as info:
         build_index(vault)
-    assert info.value.reason == "sha256_mismatch"
+    assert info.value.reason == "sha256_mismatch"  # staged on its changes too: a base not as verified is copied
     layout = gen.layout_for(vault)
     assert gen.active_record(layout)["generation_id"] == first.generation_id  # nothing published
     assert list(layout.staging_dir.iterdir()) == []
 
 
+def _swap(resolved: gen.ResolvedIndex) -> None:
+    fake = resolved.parts[0].path.with_name("fake.db")
+    shutil.copyfile(resolved.parts[0].path, fake)
+    _doctor_in_place(fake)
+    os.replace(fake, resolved.parts[0].path)
+
+
+@pytest.mark.parametrize("staged", ["changes", "whole_base"])
 def test_builder_copies_the_verified_inode_when_the_path_is_swapped(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, staged: str
 ) -> None:
     vault = _vault(tmp_path)
     build_index(vault)
     (vault / "c.md").write_text(note("Gamma", "gamma words"), encoding="utf-8")
-    real_copy = gen.copy_base
-
-    def swap_then_copy(resolved: gen.ResolvedIndex, dest: Path) -> None:
-        fake = resolved.parts[0].path.with_name("fake.db")
-        shutil.copyfile(resolved.parts[0].path, fake)
-        _doctor_in_place(fake)
-        os.replace(fake, resolved.parts[0].path)
-        real_copy(resolved, dest)
-
-    monkeypatch.setattr("core.build.incremental.copy_base", swap_then_copy)
+    _before_base_read(monkeypatch, vault, staged, _swap)
     report = build_index(vault)
     monkeypatch.undo()
     titles = {hit.title for hit in search_vault(vault, "words", mode="fts")}
     assert titles == {"Alpha", "Beta", "Gamma"}  # never the doctored upper-case titles
     assert report.generation_id == gen.resolve(gen.layout_for(vault)).generation_id
+    assert report.whole_base_reason is not None  # the swapped base is copied from its verified descriptor
 
 
 def test_embedder_refuses_a_base_doctored_after_verification(

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
-from core.index.tables.connection import count_live
+from core.index.tables.connection import count_live, dead_in, segment_schemas
 
 DDL_CHUNK_VECTORS = """
 CREATE TABLE IF NOT EXISTS chunk_vectors (
@@ -112,3 +112,22 @@ def path_ordered_vector_rows(conn: sqlite3.Connection) -> list[tuple[int, int, s
         "SELECT v.chunk_id, c.note_id, n.rel_path, c.ord, v.vector FROM chunk_vectors v "
         "JOIN chunks c ON c.id = v.chunk_id JOIN notes n ON n.id = c.note_id ORDER BY n.rel_path, c.ord, c.id"
     ).fetchall()
+
+
+def count_chunks_and_vectors_of(conn: sqlite3.Connection, note_ids_json: str) -> tuple[int, int]:
+    """(chunks, chunks with a vector) of the live notes whose ids the bound JSON array holds; on a generation
+    connection counted per segment by index lookups (``count_live``: the views test every row)."""
+    sql = (
+        "SELECT count(*), count(v.chunk_id) FROM {s}chunk_rows c LEFT JOIN {s}chunk_vectors v ON v.chunk_id = c.id "
+        "WHERE c.note_id IN (SELECT value FROM json_each(?)){live}"
+    )
+    schemas = segment_schemas(conn)
+    if schemas is None:
+        row = conn.execute(sql.format(s="", live=""), (note_ids_json,)).fetchone()
+        return int(row[0]), int(row[1])
+    chunks = vectors = 0
+    for pos, schema in enumerate(schemas):
+        live = f" AND c.note_id NOT IN ({dead_in(pos)})"
+        row = conn.execute(sql.format(s=f"{schema}.", live=live), (note_ids_json,)).fetchone()
+        chunks, vectors = chunks + int(row[0]), vectors + int(row[1])
+    return chunks, vectors

@@ -244,3 +244,12 @@ def in_edges(conn: sqlite3.Connection, note_id: int) -> Iterator[tuple[str, int]
 def unresolved_targets(conn: sqlite3.Connection, note_id: int) -> Iterator[tuple[str, str]]:
     """(target, kind) of a note's links that resolve to no note, in the order they were stored."""
     return conn.execute("SELECT target, kind FROM edges WHERE src_id = ? AND dst_id IS NULL ORDER BY rowid", [note_id])
+
+
+def edge_counts_except(conn: sqlite3.Connection, note_ids_json: str) -> tuple[int, int]:
+    """(edges, unresolved edges) of every note but those whose ids the bound JSON array holds as sources."""
+    edges, unresolved = conn.execute(
+        "SELECT count(*), count(*) - count(dst_id) FROM edges WHERE src_id NOT IN (SELECT value FROM json_each(?))",
+        (note_ids_json,),
+    ).fetchone()
+    return int(edges), int(unresolved)

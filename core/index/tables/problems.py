@@ -40,3 +40,14 @@ def all_problems(conn: sqlite3.Connection) -> list[dict[str, str]]:
         "ORDER BY 1, 2"
     )
     return [{"path": p, "reason": r, "detail": d} for p, r, d in rows]
+
+
+def note_problems_except(conn: sqlite3.Connection, note_ids_json: str) -> list[dict[str, str]]:
+    """The per-note problems (``all_problems``' third part) of every note but those whose ids the bound JSON
+    array holds: what a build on a base carries over (``core.build.base_view``)."""
+    rows = conn.execute(
+        "SELECT n.rel_path, p.reason, p.detail FROM note_problems p JOIN notes n ON n.id = p.note_id "
+        "WHERE p.note_id NOT IN (SELECT value FROM json_each(?))",
+        (note_ids_json,),
+    )
+    return [{"path": p, "reason": r, "detail": d} for p, r, d in rows]

@@ -1,0 +1,90 @@
+"""The verified base generation as a build staged on its changes only reads it (issue 29: an edit's work and
+writes proportional to the change, ``core.build.delta_stage``).
+
+The build's working database holds only the notes it writes; whatever needs the rest of the vault asks
+this view of the base (its federated read-only connection, ``core.index.verify.connect_readonly``), with
+the notes the build replaces (``gone``: its changed and removed ids, live in the base still) left out:
+their names, the carried-over notes' stats and hashes, link targets and the links that could change,
+and the counts the generation record adds up. Every query is a table module's.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+
+from core.build.link_graph import ReplacedNote, replaced_notes
+from core.index.layout import ResolvedIndex
+from core.index.tables.chunk_vectors import count_chunks_and_vectors_of, count_vectors
+from core.index.tables.chunks import count_chunks
+from core.index.tables.links import (
+    edge_counts_except,
+    edges_of,
+    links_of,
+    notes_linking_by_key,
+    notes_linking_to,
+    target_rows,
+    targets_by_key,
+)
+from core.index.tables.notes import count_notes, note_file_rows
+from core.index.tables.problems import note_problems_except
+from core.index.verify import connect_readonly
+
+
+class BaseView:
+    """The base generation ``base`` without the notes ``gone`` (ids live in it). Close it (a context manager)."""
+
+    def __init__(self, base: ResolvedIndex, gone: Sequence[int]) -> None:
+        self.base = base
+        self.gone = set(gone)
+        self._gone_json = json.dumps(sorted(self.gone))
+        self.conn: sqlite3.Connection = connect_readonly(base)
+
+    def __enter__(self) -> BaseView:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.conn.close()
+
+    def replaced(self) -> list[ReplacedNote]:
+        """The notes ``gone`` as they are in the base (what links may have resolved to)."""
+        return replaced_notes(self.conn, sorted(self.gone))
+
+    def carried_stats(self) -> list[tuple[str, str, int, int]]:
+        """(rel_path, content sha256, mtime_ns, size) of the carried-over notes (``source_stats`` without
+        the skipped files: the working database carries the generation's)."""
+        return [
+            (rel, sha, mtime, size) for rel, nid, sha, mtime, size in note_file_rows(self.conn) if nid not in self.gone
+        ]
+
+    def targets(self, keys: Sequence[str] | None) -> list[tuple[int, str, str]]:
+        """(id, rel_path, aliases JSON) of the carried-over notes a link with one of ``keys`` may name (None: all)."""
+        rows = target_rows(self.conn, None) if keys is None else targets_by_key(self.conn, keys)
+        return [row for row in rows if row[0] not in self.gone]
+
+    def linking_to(self, dst_ids: Sequence[int], below: int) -> set[int]:
+        return notes_linking_to(self.conn, dst_ids, below) - self.gone
+
+    def linking_by_key(self, keys: Sequence[str], below: int) -> set[int]:
+        return notes_linking_by_key(self.conn, keys, below) - self.gone
+
+    def links_of(self, note_ids: Sequence[int]) -> list[tuple]:
+        return list(links_of(self.conn, note_ids))
+
+    def edges_of(self, note_ids: Sequence[int]) -> list[tuple[int, int, str | None]]:
+        return edges_of(self.conn, note_ids)
+
+    def edge_counts(self) -> tuple[int, int]:
+        """(edges, unresolved edges) of the carried-over notes."""
+        return edge_counts_except(self.conn, self._gone_json)
+
+    def counts(self) -> tuple[int, int, int]:
+        """(notes, chunks, chunks with a vector) of the carried-over notes."""
+        notes = count_notes(self.conn) - len(self.gone)
+        chunks, vectors = count_chunks_and_vectors_of(self.conn, self._gone_json)
+        return notes, count_chunks(self.conn) - chunks, count_vectors(self.conn) - vectors
+
+    def note_problems(self) -> list[dict[str, str]]:
+        """The carried-over notes' own problems (path, reason, detail)."""
+        return note_problems_except(self.conn, self._gone_json)
