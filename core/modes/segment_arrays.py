@@ -26,6 +26,7 @@ from core.ranking.chunk_vectors import ChunkVectors, load_chunk_vectors
 from core.ranking.segment_chunks import combine_chunks, extend_chunks
 from core.ranking.segment_delta import Delta, Grown, extend
 from core.ranking.sparse import GenerationCache, SparseIndex, load_sparse
+from core.ranking.vocabulary import derive
 
 
 @dataclass(frozen=True)
@@ -244,6 +245,7 @@ def _extend(sources: Sequence[SegmentSource], previous: Generation, parts: tuple
         tombs[i] = tomb
     added = [(seg, _tombstone(s, seg)) for s, seg in ((s, _segment(s)) for s in sources[n:])]
     combined, delta = extend(previous.combined, grown, added)
+    derive(previous.combined.sparse, combined.sparse, delta.terms, delta.fresh)  # when a query built the previous one
     with COMBINED_CACHE._lock:
         COMBINED_CACHE.extended += 1
     base = (previous.chunks, delta) if previous.chunks is not None else None

@@ -33,6 +33,7 @@ import numpy as np
 
 from core.errors import IntegrityError
 from core.ranking import bm25f
+from core.ranking.postings import merge_sorted
 from core.ranking.segments import (
     Combined,
     Segment,
@@ -56,6 +57,7 @@ class Delta:
     rows: np.ndarray  # int64 [previous rows]: each previous row's new row, -1: dead now
     terms: np.ndarray  # int64 [previous terms]: each previous term's new id, -1: no live note holds it now
     first_added: int  # the index of the first added segment in the new parts
+    fresh: Mapping[str, int]  # the terms the previous dictionary lacked, and their new ids
 
 
 @dataclass(frozen=True)
@@ -78,13 +80,6 @@ class _Rows:
     seg: np.ndarray
     local: np.ndarray
     maps: list[np.ndarray]
-
-
-def merge_sorted(kept: np.ndarray, added: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Positions of two sorted, disjoint arrays merged: (each kept item's, each added item's)."""
-    pos = np.searchsorted(kept, added)
-    kept_at = np.arange(kept.shape[0], dtype=np.int64) + np.searchsorted(pos, np.arange(kept.shape[0]), side="right")
-    return kept_at, pos.astype(np.int64) + np.arange(added.shape[0], dtype=np.int64)
 
 
 def _added_rows(
@@ -157,7 +152,7 @@ def _check_grown(prev: Combined, grown: dict[int, Grown], counted: np.ndarray) -
 
 def _new_terms(
     prev: Combined, remaining: np.ndarray, added: Sequence[tuple[Segment, Tombstone | None]], held: list[np.ndarray]
-) -> tuple[np.ndarray, list[np.ndarray], np.ndarray, Mapping[str, int]]:
+) -> tuple[np.ndarray, list[np.ndarray], np.ndarray, Mapping[str, int], dict[str, int]]:
     """(previous term -> new id; each added segment's local term -> new id; the new dictionary's words;
     its term -> id map: the previous one itself when no term came or went)."""
     assert prev.words is not None
@@ -182,7 +177,7 @@ def _new_terms(
         maps.append(m)
     same = fresh.size == 0 and bool(keep.all())
     term_id = lookup if same else {w: i for i, w in enumerate(new_words.tolist())}
-    return term_map, maps, new_words, term_id
+    return term_map, maps, new_words, term_id, dict(zip(fresh.tolist(), fresh_at.tolist()))
 
 
 def _insert(old: np.ndarray, at: np.ndarray, values: np.ndarray, axis: int | None = None) -> np.ndarray:
@@ -377,7 +372,7 @@ def extend(
         raise IntegrityError(MISMATCH)
     live = [_live_stats(seg, tomb) for seg, tomb in added]
     held = [df.sum(axis=0) > 0 for _, _, df in live]
-    term_map, term_maps, words, term_id = _new_terms(prev, after.sum(axis=0) > 0, added, held)
+    term_map, term_maps, words, term_id, fresh = _new_terms(prev, after.sum(axis=0) > 0, added, held)
     row_map, rows = _added_rows(prev, alive, added)
     names = sorted({*sp.classes.names, *(n for seg, _ in added for n in _class_names(seg))})
     new = _added_postings(added, rows.maps, term_maps)
@@ -403,7 +398,7 @@ def extend(
     combined = Combined(
         index, per_row["segment"], paths, old_terms + tuple(term_maps), old_rows + tuple(rows.maps), words
     )
-    return combined, Delta(row_map, term_map, len(prev.row_map))
+    return combined, Delta(row_map, term_map, len(prev.row_map), fresh)
 
 
 def _class_names(seg: Segment) -> tuple[str, ...]:

@@ -1,7 +1,8 @@
 """A running reader switching to the generation a small edit publishes pays for the change, not for the
 vault (issue 29): the new generation's combined index and chunk vectors are derived from the previous
 generation's (core.ranking.segment_delta), so the combination of every segment's postings
-(``segments.combine``, ``combine_chunks``) does not run again, and only the added segment is loaded; and
+(``segments.combine``, ``combine_chunks``) does not run again, nor the query vocabulary's construction from
+every term, and only the added segment is loaded; and
 every mode ranks exactly as a cold build of the same live notes, for restricted and unrestricted callers."""
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from core.build.builder import build_index
 from core.index import verify
 from core.index.layout import layout_for
 from core.modes import segment_arrays as sa
-from core.ranking import segments
+from core.ranking import segments, vocabulary
 from core.ranking.filters import Filters
 from core.searcher import search_vault
 from tests.conftest import EXAMPLE_VAULT
@@ -82,14 +83,23 @@ def test_a_reader_switching_to_an_edited_generation_recombines_nothing(tmp_path:
         calls.append(f"combine_chunks of {len(vectors)} segments")
         return real_chunks(combined, vectors)
 
+    def lists(term_id, df):
+        calls.append(f"vocabulary of {len(term_id)} terms")
+        return real_lists(term_id, df)
+
+    real_lists = vocabulary._vocabulary_lists
+    monkeypatch.setattr(vocabulary, "_vocabulary_lists", lists)
     monkeypatch.setattr(segments, "combine", combine)
     monkeypatch.setattr(sa, "combine_chunks", chunks)
     for edit in EDITS[1:]:
         extended, loads, before = sa.COMBINED_CACHE.extended, sa.SEGMENT_CACHE.loads, _segments(root)
         _apply(root, *edit)
-        build_index(root)
+        build_index(root)  # (the build stores its segment's vocabulary: not the reader's)
+        calls.clear()
         got = _all(root)
-        assert calls == [], (edit, calls)  # no generation's postings were combined from every segment again
+        # no generation's postings were combined from every segment again, nor its vocabulary (or a restricted
+        # caller's) built from all its terms
+        assert calls == [], (edit, calls)
         assert sa.COMBINED_CACHE.extended == extended + 1, edit
         added = _segments(root) - before
         assert 0 <= added <= 1 and sa.SEGMENT_CACHE.loads - loads == 2 * added, edit  # the added segment's only

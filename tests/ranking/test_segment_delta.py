@@ -1,7 +1,7 @@
 """A generation's combined index derived from the previous generation's (core.ranking.segment_delta): for
 any previous generation (segments with tombstones) and any next one (the same segments, tombstones that
 grew, added segments holding edited or new notes), ``extend`` gives exactly ``combine``'s index of the
-next generation's parts, array for array, and ranks as a cold build of the live notes; a tombstone whose
+next generation's parts, array for array (its chunk vectors and query vocabulary too); a tombstone whose
 stored statistics do not match the notes it drops fails closed."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from core import generations as gen
 from core.build.builder import build_index
 from core.errors import IntegrityError
-from core.ranking import segment_delta, segments
+from core.ranking import segment_delta, segments, vocabulary
 from core.ranking.chunk_vectors import load_chunk_vectors
 from core.ranking.segment_chunks import combine_chunks, extend_chunks
 from core.ranking.sparse import load_sparse
@@ -142,6 +142,8 @@ def test_an_extended_generation_is_the_combined_index_of_its_parts(built, data):
     for a, b in zip(got.term_map, want.term_map, strict=True):  # a previous segment's keeps its dead notes' terms
         assert np.array_equal(a[b >= 0], b[b >= 0]) and ((a == -1) | (b == -1) | (a == b)).all()
     assert_same_sparse(got.sparse, want.sparse)
+    lists = vocabulary.derived_lists(vocabulary.vocabulary(before.sparse), delta.terms, delta.fresh)
+    assert lists == vocabulary._vocabulary_lists(want.sparse.term_id, want.sparse.df)
     before_chunks = combine_chunks(before, prev_vec)
     assert_same_chunks(extend_chunks(before_chunks, delta, got, vectors[len(prev) :]), combine_chunks(want, vectors))
 
