@@ -12,7 +12,7 @@ import numpy as np
 
 from core.errors import IntegrityError
 from core.ranking.chunk_vectors import ChunkVectors, class_chunks, vector_statistics
-from core.ranking.postings import stable_order
+from core.ranking.postings import splice, stable_order
 from core.ranking.segment_delta import Delta
 from core.ranking.segments import Combined, posting_terms
 from core.ranking.sparse_index import gather_postings
@@ -117,8 +117,8 @@ def extend_chunks(prev: ChunkVectors, delta: Delta, combined: Combined, added: S
     at_chunk = np.repeat(kept_starts[pos], add_sizes)
     lengths = np.concatenate([v.lengths for v in added] or [np.zeros(0, np.int64)])[laid]
     ids = np.concatenate([v.chunk_ids for v in added] or [np.zeros(0, np.int64)])[laid]
-    lengths = np.insert(prev.lengths[chunk_alive], at_chunk, lengths)
-    chunk_ids = np.insert(prev.chunk_ids[chunk_alive], at_chunk, ids)
+    dead = np.flatnonzero(~chunk_alive)
+    lengths, chunk_ids = splice(prev.lengths, dead, at_chunk, lengths), splice(prev.chunk_ids, dead, at_chunk, ids)
     group_sizes = np.insert(kept_sizes, pos, add_sizes)
     group_starts = (
         np.concatenate(([0], np.cumsum(group_sizes)[:-1])).astype(np.int64) if group_sizes.size else group_sizes
@@ -146,9 +146,9 @@ def _relaid_chunks(
     renumbered, the added chunks' postings appended to their term's run."""
     chunk_alive, chunk_map, added_new = maps
     n_terms = int(combined.sparse.df.shape[0])
-    old = np.asarray(prev.chunks[:]).astype(np.int64)
-    keep = chunk_alive[old]
-    gone = np.searchsorted(prev.indptr, np.flatnonzero(~keep), side="right") - 1
+    old = np.asarray(prev.chunks[:])
+    drop = np.flatnonzero(~chunk_alive[old]) if not chunk_alive.all() else np.zeros(0, np.int64)
+    gone = np.searchsorted(prev.indptr, drop, side="right") - 1
     counts = np.diff(prev.indptr) - np.bincount(gone, minlength=prev.indptr.shape[0] - 1)
     if counts[delta.terms < 0].any():
         raise IntegrityError("a live chunk holds a term no live note holds")
@@ -168,7 +168,7 @@ def _relaid_chunks(
     order = np.argsort(t, kind="stable")
     where = np.cumsum(kept_counts)[t[order]]
     old_tf = np.asarray(prev.tf[:])
-    new_chunks = np.insert(chunk_map[old[keep]].astype(np.int32), where, np.concatenate(chunks or [t])[order])
-    new_tf = np.insert(old_tf[keep], where, np.concatenate(tf or [old_tf[:0]])[order])
+    new_chunks = splice(chunk_map.astype(np.int32)[old], drop, where, np.concatenate(chunks or [t])[order])
+    new_tf = splice(old_tf, drop, where, np.concatenate(tf or [old_tf[:0]])[order])
     indptr = np.concatenate(([0], np.cumsum(kept_counts + np.bincount(t, minlength=n_terms)))).astype(np.int64)
     return indptr, new_chunks, new_tf

@@ -18,9 +18,10 @@ rows and the postings of the added segments' live notes taken in:
   statistics against their live postings.
 
 No segment's own arrays are read but the added segments' (and a grown tombstone's notes and lengths):
-the previous combined arrays are moved by vectorised copies (``np.insert`` of the few new runs), never
-gathered, re-sorted or re-counted (``combine`` lays every segment's postings: O(every posting) of numpy
-sorts and Python-level work per term).
+the previous combined arrays are moved by slice copies between the few dropped and added runs
+(core.ranking.postings.splice) and their rows renumbered by one gather, never re-sorted or re-counted
+(``combine`` lays every segment's postings again: a dictionary union of strings, a counting sort of
+every posting, every statistic counted again).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ import numpy as np
 
 from core.errors import IntegrityError
 from core.ranking import bm25f
-from core.ranking.postings import merge_sorted
+from core.ranking.postings import merge_sorted, splice
 from core.ranking.segments import (
     Combined,
     Segment,
@@ -108,15 +109,14 @@ def _added_rows(
 
 
 def _dropped(prev: SparseIndex, alive_prev: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(bool per previous posting: kept; the dropped postings' terms; their count per (class, term))."""
+    """(the dropped postings' positions, ascending; their terms; their count per (class, term))."""
     assert prev.classes is not None
     docs = np.asarray(prev.docs)
-    keep = alive_prev[docs]
-    gone = np.flatnonzero(~keep)
+    gone = np.flatnonzero(~alive_prev[docs]) if not alive_prev.all() else np.zeros(0, np.int64)
     terms = np.searchsorted(prev.indptr, gone, side="right") - 1
     counted = np.zeros((len(prev.classes.names), prev.df.shape[0]), dtype=np.int64)
     np.add.at(counted, (prev.classes.row_class[docs[gone]].astype(np.intp), terms), 1)
-    return keep, terms, counted
+    return gone, terms, counted
 
 
 def _check_grown(prev: Combined, grown: dict[int, Grown], counted: np.ndarray) -> None:
@@ -224,42 +224,50 @@ def _added_postings(
 
 def _relaid(
     prev: SparseIndex,
-    keep: np.ndarray,
-    gone_terms: np.ndarray,
+    gone: tuple[np.ndarray, np.ndarray],
     maps: tuple[np.ndarray, np.ndarray],
     new: _Added,
     n_terms: int,
 ) -> dict[str, np.ndarray]:
-    """The new term-major arrays: each previous run without its dropped postings, renumbered (``maps``:
-    previous row -> new row, previous term -> new term), the added postings appended to their term's run."""
-    row_map, term_map = maps
+    """The new term-major arrays: each previous run without its dropped postings (``gone``: their positions
+    and terms), renumbered (``maps``: previous row -> new row, previous term -> new term), the added
+    postings appended to their term's run; spliced (core.ranking.postings.splice), never masked or sorted."""
+    (row_map, term_map), (drop, drop_terms) = maps, gone
     fmask = np.asarray(prev.field_mask)
-    side_counts = bm25f.side_counts(fmask).astype(np.int64)
-    dropped = not bool(keep.all())
-    counts = np.diff(prev.indptr) - np.bincount(gone_terms, minlength=prev.indptr.shape[0] - 1)
-    sides = np.diff(prev.side_ptr)
-    if dropped:
-        sides = sides - np.bincount(gone_terms, weights=side_counts[~keep], minlength=sides.shape[0]).astype(np.int64)
+    counts = np.diff(prev.indptr) - np.bincount(drop_terms, minlength=prev.indptr.shape[0] - 1)
     if counts[term_map < 0].any():  # a live posting of a term no live note holds
         raise IntegrityError(MISMATCH)
+    side_drop, side_len = _side_positions(fmask, drop)
+    sides = np.diff(prev.side_ptr) - np.bincount(drop_terms, weights=side_len, minlength=counts.shape[0]).astype(
+        np.int64
+    )
     held = term_map >= 0
     kept_counts, kept_sides = np.zeros(n_terms, np.int64), np.zeros(n_terms, np.int64)
     kept_counts[term_map[held]], kept_sides[term_map[held]] = counts[held], sides[held]
     at = np.cumsum(kept_counts)[new.terms]
     side_at = np.repeat(np.cumsum(kept_sides)[new.terms], new.side_len)
-    docs = np.asarray(prev.docs)
-    old_docs = row_map[docs[keep] if dropped else docs].astype(np.int32)
-    side = np.asarray(prev.side_tf)
+    rows = row_map.astype(np.int32)[np.asarray(prev.docs)]  # the one pass over every posting: rows renumbered
     added_counts = np.bincount(new.terms, minlength=n_terms).astype(np.int64)
     added_sides = np.bincount(new.terms, weights=new.side_len, minlength=n_terms).astype(np.int64)
     return {
         "indptr": np.concatenate(([0], np.cumsum(kept_counts + added_counts))).astype(np.int64),
-        "docs": _insert(old_docs, at, new.rows),
-        "field_mask": _insert(fmask[keep] if dropped else fmask, at, new.mask),
-        "body_tf": _insert(np.asarray(prev.body_tf)[keep] if dropped else np.asarray(prev.body_tf), at, new.body),
-        "side_tf": _insert(side[np.repeat(keep, side_counts)] if dropped else side, side_at, new.side),
+        "docs": splice(rows, drop, at, new.rows),
+        "field_mask": splice(fmask, drop, at, new.mask),
+        "body_tf": splice(np.asarray(prev.body_tf), drop, at, new.body),
+        "side_tf": splice(np.asarray(prev.side_tf), side_drop, side_at, new.side),
         "side_ptr": np.concatenate(([0], np.cumsum(kept_sides + added_sides))).astype(np.int64),
     }
+
+
+def _side_positions(fmask: np.ndarray, drop: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the positions of the side values of the postings ``drop``, ascending; how many each holds)."""
+    if not drop.size:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    per_posting = bm25f.side_counts(fmask)
+    first = np.cumsum(per_posting, dtype=np.int64)[drop] - per_posting[drop]
+    held = per_posting[drop].astype(np.int64)
+    pos, _ = gather_postings(np.stack([first, first + held], axis=1).reshape(-1), 2 * np.arange(drop.shape[0]))
+    return pos, held
 
 
 def _per_row(
@@ -365,7 +373,7 @@ def extend(
     alive = np.ones(sp.n_docs, dtype=bool)
     for g in grown.values():
         alive[g.rows] = False
-    keep, gone_terms, counted = _dropped(sp, alive)
+    gone, gone_terms, counted = _dropped(sp, alive)
     _check_grown(prev, grown, counted)
     after = _class_df(sp.classes, np.asarray(sp.df, dtype=np.int64)) - counted
     if (after < 0).any():
@@ -376,7 +384,7 @@ def extend(
     row_map, rows = _added_rows(prev, alive, added)
     names = sorted({*sp.classes.names, *(n for seg, _ in added for n in _class_names(seg))})
     new = _added_postings(added, rows.maps, term_maps)
-    arrays = _relaid(sp, keep, gone_terms, (row_map, term_map), new, int(words.shape[0]))
+    arrays = _relaid(sp, (gone, gone_terms), (row_map, term_map), new, int(words.shape[0]))
     per_row = _per_row(prev, alive, rows, added, names)
     name_ptr, name_terms = _names(prev, alive, rows, added, (term_map, term_maps))
     sums = [(d, f, df, _class_names(seg)) for (d, f, df), (seg, _) in zip(live, added)]

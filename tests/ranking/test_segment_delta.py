@@ -171,3 +171,19 @@ def test_an_added_note_whose_path_is_live_fails_closed(built, tmp_path: Path):
     before = segments.combine([(seg, None)])
     with pytest.raises(IntegrityError, match="same path"):
         segment_delta.extend(before, {}, [(again, None)])
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data())
+def test_splice_is_delete_then_insert(data):
+    from core.ranking.postings import splice
+
+    n = data.draw(st.integers(0, 40))
+    width = data.draw(st.sampled_from([None, 2]))
+    shape = (n,) if width is None else (n, width)
+    old = np.arange(int(np.prod(shape)), dtype=np.int32).reshape(shape)
+    drop = np.asarray(sorted(data.draw(st.sets(st.integers(0, n - 1), max_size=n))) if n else [], np.int64)
+    at = np.asarray(sorted(data.draw(st.lists(st.integers(0, n - drop.shape[0]), max_size=6))), np.int64)
+    values = 1000 + np.arange(at.shape[0] * (width or 1)).reshape((at.shape[0], *shape[1:]))
+    want = np.insert(np.delete(old, drop, axis=0), at, values, axis=0)
+    assert np.array_equal(splice(old, drop, at, values), want)
