@@ -13,7 +13,7 @@ import numpy as np
 from core.errors import IntegrityError
 from core.ranking.chunk_vectors import ChunkVectors, class_chunks, vector_statistics
 from core.ranking.postings import splice, stable_order
-from core.ranking.segment_delta import Delta
+from core.ranking.segment_delta import Delta, spans
 from core.ranking.segments import Combined, posting_terms
 from core.ranking.sparse_index import gather_postings
 
@@ -23,15 +23,8 @@ def _chunk_order(combined: Combined, vectors: Sequence[ChunkVectors]) -> tuple[n
     end; each combined group's first chunk; each group's combined row)."""
     row, first, sizes = _groups(combined, 0, vectors)
     ptr = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
-    positions, _ = gather_postings(_ptr(first, sizes), 2 * np.arange(row.shape[0], dtype=np.int64))
+    positions, _ = gather_postings(spans(first, first + sizes), 2 * np.arange(row.shape[0], dtype=np.int64))
     return positions, ptr[:-1], row
-
-
-def _ptr(first: np.ndarray, sizes: np.ndarray) -> np.ndarray:
-    """An indptr-like array whose entries 2i, 2i+1 span first[i]..first[i]+sizes[i] (for gather_postings)."""
-    out = np.empty(2 * first.shape[0], dtype=np.int64)
-    out[0::2], out[1::2] = first, first + sizes
-    return out
 
 
 def combine_chunks(combined: Combined, vectors: Sequence[ChunkVectors]) -> ChunkVectors:
@@ -109,7 +102,7 @@ def extend_chunks(prev: ChunkVectors, delta: Delta, combined: Combined, added: S
     shift = added_before[np.searchsorted(pos, np.arange(kept_rows.shape[0]), side="right")]
     chunk_map = np.full(prev.n_chunks, -1, dtype=np.int64)
     chunk_map[chunk_alive] = np.arange(int(kept_starts[-1])) + np.repeat(shift, kept_sizes)
-    laid, _ = gather_postings(_ptr(starts, add_sizes), 2 * np.arange(rows.shape[0], dtype=np.int64))
+    laid, _ = gather_postings(spans(starts, starts + add_sizes), 2 * np.arange(rows.shape[0], dtype=np.int64))
     added_new = np.full(sum(v.n_chunks for v in added), -1, dtype=np.int64)
     added_new[laid] = np.repeat(kept_starts[pos] + added_before[:-1], add_sizes) + (
         np.arange(laid.shape[0]) - np.repeat(added_before[:-1], add_sizes)

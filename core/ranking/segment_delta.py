@@ -237,7 +237,7 @@ def _relaid(
     counts = np.diff(prev.indptr) - np.bincount(drop_terms, minlength=prev.indptr.shape[0] - 1)
     if counts[term_map < 0].any():  # a live posting of a term no live note holds
         raise IntegrityError(MISMATCH)
-    side_drop, side_len = _side_positions(fmask, drop)
+    side_drop, side_len = _side_positions(prev, drop, drop_terms)
     sides = np.diff(prev.side_ptr) - np.bincount(drop_terms, weights=side_len, minlength=counts.shape[0]).astype(
         np.int64
     )
@@ -259,15 +259,34 @@ def _relaid(
     }
 
 
-def _side_positions(fmask: np.ndarray, drop: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(the positions of the side values of the postings ``drop``, ascending; how many each holds)."""
+def _side_positions(prev: SparseIndex, drop: np.ndarray, drop_terms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the positions of the side values of the postings ``drop`` (of the terms ``drop_terms``), ascending;
+    how many each holds): a posting's first side value is its term's first plus the side values of the
+    postings before it in its term's run (counted over those runs only when they are shorter than half
+    the postings, else over every posting at once)."""
     if not drop.size:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    per_posting = bm25f.side_counts(fmask)
-    first = np.cumsum(per_posting, dtype=np.int64)[drop] - per_posting[drop]
-    held = per_posting[drop].astype(np.int64)
-    pos, _ = gather_postings(np.stack([first, first + held], axis=1).reshape(-1), 2 * np.arange(drop.shape[0]))
+    fmask = np.asarray(prev.field_mask)
+    starts = prev.indptr[drop_terms]
+    held = bm25f.side_counts(fmask[drop]).astype(np.int64)
+    if int((drop - starts).sum()) < fmask.shape[0] // 2:
+        pos, owner = gather_postings(spans(starts, drop), 2 * np.arange(drop.shape[0]))
+        weights = bm25f.side_counts(fmask[pos]).astype(np.float64)
+        first = prev.side_ptr[drop_terms] + np.bincount(owner, weights=weights, minlength=drop.shape[0]).astype(
+            np.int64
+        )
+    else:
+        every = bm25f.side_counts(fmask)
+        first = np.cumsum(every, dtype=np.int64)[drop] - held
+    pos, _ = gather_postings(spans(first, first + held), 2 * np.arange(drop.shape[0]))
     return pos, held
+
+
+def spans(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """An indptr-like array whose entries 2i, 2i+1 are starts[i], ends[i] (for gather_postings)."""
+    out = np.empty(2 * starts.shape[0], dtype=np.int64)
+    out[0::2], out[1::2] = starts, ends
+    return out
 
 
 def _per_row(
