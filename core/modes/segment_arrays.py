@@ -1,7 +1,10 @@
 """The ranking arrays of a generation of several segments (issue 29, storage step 2b): each segment's
 SparseIndex and ChunkVectors loaded once and cached per segment SHA-256 (a reader switching to a
-generation that adds one small segment loads only that one), then combined with the tombstones'
-dead rows left out (core.ranking.segments, core.ranking.segment_chunks). ``generation_sparse`` is the
+generation that adds one small segment loads only that one), then combined with the tombstones' dead rows
+left out (core.ranking.segments, core.ranking.segment_chunks). A generation that lists the previous one's
+segments first, with tombstones that only grew (what publishing an edit gives), is derived from the
+previous generation's combined arrays, chunk vectors and query vocabulary instead (core.ranking.segment_delta:
+the switch costs what changed plus a copy, not a recombination of every segment). ``generation_sparse`` is the
 one function the modes' context (core.modes.context) and a multi-segment connection call with the
 (segment, tombstone) list of a resolved generation; one segment without a tombstone is today's path.
 """
@@ -256,7 +259,8 @@ def generation_chunks(
     sources: Sequence[SegmentSource], owner: str, key: tuple, today: Callable[[], ChunkVectors]
 ) -> ChunkVectors:
     """The chunk vectors of ``generation_sparse``'s index: ``today()`` for one segment without a tombstone,
-    else each segment's (cached by SHA-256) combined."""
+    else each segment's (cached by SHA-256) combined, or the previous generation's extended by the added
+    segments' (``extend_chunks``), once per generation (kept with its combined index)."""
     if _single(sources):
         return today()
     generation = _generation(sources, owner, key)
