@@ -7,6 +7,7 @@ of one segment of the live notes."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 
@@ -140,10 +141,11 @@ def _relaid_chunks(
     chunk_alive, chunk_map, added_new = maps
     n_terms = int(combined.sparse.df.shape[0])
     old = np.asarray(prev.chunks[:])
-    drop = np.flatnonzero(~chunk_alive[old]) if not chunk_alive.all() else np.zeros(0, np.int64)
-    gone = np.searchsorted(prev.indptr, drop, side="right") - 1
+    drop, gone = _dead_postings(prev, old, chunk_alive, delta.dead_terms)
     counts = np.diff(prev.indptr) - np.bincount(gone, minlength=prev.indptr.shape[0] - 1)
     if counts[delta.terms < 0].any():
+        if delta.dead_terms is not None:  # the runs missed a dead chunk's posting: look everywhere
+            return _relaid_chunks(prev, replace(delta, dead_terms=None), combined, added, maps)
         raise IntegrityError("a live chunk holds a term no live note holds")
     kept_counts = np.zeros(n_terms, np.int64)
     kept_counts[delta.terms[delta.terms >= 0]] = counts[delta.terms >= 0]
@@ -161,7 +163,28 @@ def _relaid_chunks(
     order = np.argsort(t, kind="stable")
     where = np.cumsum(kept_counts)[t[order]]
     old_tf = np.asarray(prev.tf[:])
-    new_chunks = splice(chunk_map.astype(np.int32)[old], drop, where, np.concatenate(chunks or [t])[order])
+    new_chunks = splice(old, drop, where, np.concatenate(chunks or [t])[order], lookup=chunk_map.astype(np.int32))
+    if new_chunks.size and int(new_chunks.min()) < 0:  # a dead chunk's posting outside its note's terms' runs
+        if delta.dead_terms is None:
+            raise IntegrityError("a dead chunk's posting is left in the chunk vectors")
+        return _relaid_chunks(prev, replace(delta, dead_terms=None), combined, added, maps)
     new_tf = splice(old_tf, drop, where, np.concatenate(tf or [old_tf[:0]])[order])
     indptr = np.concatenate(([0], np.cumsum(kept_counts + np.bincount(t, minlength=n_terms)))).astype(np.int64)
     return indptr, new_chunks, new_tf
+
+
+def _dead_postings(
+    prev: ChunkVectors, old: np.ndarray, chunk_alive: np.ndarray, terms: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """(the positions of the dead chunks' postings, ascending; their terms): looked for in the runs of
+    ``terms`` (the terms of the notes that died: their chunks' terms are theirs), or, when None, in every
+    posting (``_relaid_chunks`` looks everywhere when the runs missed one: the same arrays, a longer look)."""
+    if chunk_alive.all():
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    if terms is None:
+        drop = np.flatnonzero(~chunk_alive[old])
+        return drop, np.searchsorted(prev.indptr, drop, side="right") - 1
+    ids = np.unique(terms)
+    run, owner = gather_postings(prev.indptr, ids)
+    hit = np.flatnonzero(~chunk_alive[old[run]])
+    return run[hit], ids[owner[hit]]

@@ -59,6 +59,7 @@ class Delta:
     terms: np.ndarray  # int64 [previous terms]: each previous term's new id, -1: no live note holds it now
     first_added: int  # the index of the first added segment in the new parts
     fresh: Mapping[str, int]  # the terms the previous dictionary lacked, and their new ids
+    dead_terms: np.ndarray | None = None  # the previous term ids of the dropped postings (None: not known)
 
 
 @dataclass(frozen=True)
@@ -108,15 +109,59 @@ def _added_rows(
     return row_map, _Rows(paths, pos, seg, local, maps)
 
 
-def _dropped(prev: SparseIndex, alive_prev: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(the dropped postings' positions, ascending; their terms; their count per (class, term))."""
+@dataclass(frozen=True)
+class _Dropped:
+    """The previous postings of the newly dead rows."""
+
+    pos: np.ndarray  # their positions, ascending
+    terms: np.ndarray  # each one's term
+    side: np.ndarray  # the positions of their side values, ascending
+    side_len: np.ndarray  # how many side values each holds
+    counted: np.ndarray  # int64 [classes, terms]: how many per (class of the row, term)
+
+
+def _dropped(prev: SparseIndex, alive: np.ndarray, candidates: np.ndarray | None) -> _Dropped:
+    """The postings of the rows ``alive`` says are dead: found in the runs of the ``candidates`` terms (the
+    terms the tombstones' statistics say the dead notes hold; ``extend`` then checks that no dead row is left
+    in the arrays), or, when None, by a look at every posting."""
     assert prev.classes is not None
-    docs = np.asarray(prev.docs)
-    gone = np.flatnonzero(~alive_prev[docs]) if not alive_prev.all() else np.zeros(0, np.int64)
-    terms = np.searchsorted(prev.indptr, gone, side="right") - 1
+    docs, fmask = np.asarray(prev.docs), np.asarray(prev.field_mask)
+    if alive.all():
+        pos, terms, first = np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
+    elif candidates is None:
+        pos = np.flatnonzero(~alive[docs])
+        terms = np.searchsorted(prev.indptr, pos, side="right") - 1
+        every = bm25f.side_counts(fmask)
+        first = np.cumsum(every, dtype=np.int64)[pos] - every[pos]
+    else:
+        ids = np.unique(candidates)
+        run, owner = gather_postings(prev.indptr, ids)
+        lengths = prev.indptr[ids + 1] - prev.indptr[ids]
+        sums = np.concatenate(([0], np.cumsum(bm25f.side_counts(fmask[run]), dtype=np.int64)))
+        starts = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)
+        hit = np.flatnonzero(~alive[docs[run]])
+        pos, terms = run[hit], ids[owner[hit]]
+        first = prev.side_ptr[terms] + sums[hit] - sums[starts[owner[hit]]]
+    held = bm25f.side_counts(fmask[pos]).astype(np.int64)
+    side, _ = gather_postings(spans(first, first + held), 2 * np.arange(pos.shape[0]))
     counted = np.zeros((len(prev.classes.names), prev.df.shape[0]), dtype=np.int64)
-    np.add.at(counted, (prev.classes.row_class[docs[gone]].astype(np.intp), terms), 1)
-    return gone, terms, counted
+    np.add.at(counted, (prev.classes.row_class[docs[pos]].astype(np.intp), terms), 1)
+    return _Dropped(pos, terms, side, held, counted)
+
+
+def _candidates(prev: Combined, grown: dict[int, Grown]) -> np.ndarray | None:
+    """The terms the grown tombstones' statistics say their newly dead notes hold (combined ids); None when
+    a tombstone stores none (an older format: its notes' postings are looked for everywhere)."""
+    found = [np.zeros(0, np.int64)]
+    for s, g in grown.items():
+        if g.expected is None:
+            return None
+        local = np.flatnonzero(g.expected.df.sum(axis=0) > 0)
+        found.append(prev.term_map[s][local])
+    ids = np.concatenate(found)
+    if (ids < 0).any():  # a dead note's term the segment's live notes did not hold
+        raise IntegrityError(MISMATCH)
+    return ids
 
 
 def _check_grown(prev: Combined, grown: dict[int, Grown], counted: np.ndarray) -> None:
@@ -224,21 +269,19 @@ def _added_postings(
 
 def _relaid(
     prev: SparseIndex,
-    gone: tuple[np.ndarray, np.ndarray],
+    gone: _Dropped,
     maps: tuple[np.ndarray, np.ndarray],
     new: _Added,
     n_terms: int,
 ) -> dict[str, np.ndarray]:
-    """The new term-major arrays: each previous run without its dropped postings (``gone``: their positions
-    and terms), renumbered (``maps``: previous row -> new row, previous term -> new term), the added
-    postings appended to their term's run; spliced (core.ranking.postings.splice), never masked or sorted."""
-    (row_map, term_map), (drop, drop_terms) = maps, gone
-    fmask = np.asarray(prev.field_mask)
-    counts = np.diff(prev.indptr) - np.bincount(drop_terms, minlength=prev.indptr.shape[0] - 1)
+    """The new term-major arrays: each previous run without its dropped postings (``gone``), renumbered
+    (``maps``: previous row -> new row, previous term -> new term), the added postings appended to their
+    term's run; spliced (core.ranking.postings.splice), never masked or sorted."""
+    row_map, term_map = maps
+    counts = np.diff(prev.indptr) - np.bincount(gone.terms, minlength=prev.indptr.shape[0] - 1)
     if counts[term_map < 0].any():  # a live posting of a term no live note holds
         raise IntegrityError(MISMATCH)
-    side_drop, side_len = _side_positions(prev, drop, drop_terms)
-    sides = np.diff(prev.side_ptr) - np.bincount(drop_terms, weights=side_len, minlength=counts.shape[0]).astype(
+    sides = np.diff(prev.side_ptr) - np.bincount(gone.terms, weights=gone.side_len, minlength=counts.shape[0]).astype(
         np.int64
     )
     held = term_map >= 0
@@ -246,40 +289,19 @@ def _relaid(
     kept_counts[term_map[held]], kept_sides[term_map[held]] = counts[held], sides[held]
     at = np.cumsum(kept_counts)[new.terms]
     side_at = np.repeat(np.cumsum(kept_sides)[new.terms], new.side_len)
-    rows = row_map.astype(np.int32)[np.asarray(prev.docs)]  # the one pass over every posting: rows renumbered
+    rows = splice(np.asarray(prev.docs), gone.pos, at, new.rows, lookup=row_map.astype(np.int32))
+    if rows.size and int(rows.min()) < 0:  # a dead row's posting the tombstone's statistics did not name
+        raise IntegrityError(MISMATCH)
     added_counts = np.bincount(new.terms, minlength=n_terms).astype(np.int64)
     added_sides = np.bincount(new.terms, weights=new.side_len, minlength=n_terms).astype(np.int64)
     return {
         "indptr": np.concatenate(([0], np.cumsum(kept_counts + added_counts))).astype(np.int64),
-        "docs": splice(rows, drop, at, new.rows),
-        "field_mask": splice(fmask, drop, at, new.mask),
-        "body_tf": splice(np.asarray(prev.body_tf), drop, at, new.body),
-        "side_tf": splice(np.asarray(prev.side_tf), side_drop, side_at, new.side),
+        "docs": rows,
+        "field_mask": splice(np.asarray(prev.field_mask), gone.pos, at, new.mask),
+        "body_tf": splice(np.asarray(prev.body_tf), gone.pos, at, new.body),
+        "side_tf": splice(np.asarray(prev.side_tf), gone.side, side_at, new.side),
         "side_ptr": np.concatenate(([0], np.cumsum(kept_sides + added_sides))).astype(np.int64),
     }
-
-
-def _side_positions(prev: SparseIndex, drop: np.ndarray, drop_terms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(the positions of the side values of the postings ``drop`` (of the terms ``drop_terms``), ascending;
-    how many each holds): a posting's first side value is its term's first plus the side values of the
-    postings before it in its term's run (counted over those runs only when they are shorter than half
-    the postings, else over every posting at once)."""
-    if not drop.size:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    fmask = np.asarray(prev.field_mask)
-    starts = prev.indptr[drop_terms]
-    held = bm25f.side_counts(fmask[drop]).astype(np.int64)
-    if int((drop - starts).sum()) < fmask.shape[0] // 2:
-        pos, owner = gather_postings(spans(starts, drop), 2 * np.arange(drop.shape[0]))
-        weights = bm25f.side_counts(fmask[pos]).astype(np.float64)
-        first = prev.side_ptr[drop_terms] + np.bincount(owner, weights=weights, minlength=drop.shape[0]).astype(
-            np.int64
-        )
-    else:
-        every = bm25f.side_counts(fmask)
-        first = np.cumsum(every, dtype=np.int64)[drop] - held
-    pos, _ = gather_postings(spans(first, first + held), 2 * np.arange(drop.shape[0]))
-    return pos, held
 
 
 def spans(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
@@ -392,9 +414,9 @@ def extend(
     alive = np.ones(sp.n_docs, dtype=bool)
     for g in grown.values():
         alive[g.rows] = False
-    gone, gone_terms, counted = _dropped(sp, alive)
-    _check_grown(prev, grown, counted)
-    after = _class_df(sp.classes, np.asarray(sp.df, dtype=np.int64)) - counted
+    gone = _dropped(sp, alive, _candidates(prev, grown))
+    _check_grown(prev, grown, gone.counted)
+    after = _class_df(sp.classes, np.asarray(sp.df, dtype=np.int64)) - gone.counted
     if (after < 0).any():
         raise IntegrityError(MISMATCH)
     live = [_live_stats(seg, tomb) for seg, tomb in added]
@@ -403,7 +425,7 @@ def extend(
     row_map, rows = _added_rows(prev, alive, added)
     names = sorted({*sp.classes.names, *(n for seg, _ in added for n in _class_names(seg))})
     new = _added_postings(added, rows.maps, term_maps)
-    arrays = _relaid(sp, (gone, gone_terms), (row_map, term_map), new, int(words.shape[0]))
+    arrays = _relaid(sp, gone, (row_map, term_map), new, int(words.shape[0]))
     per_row = _per_row(prev, alive, rows, added, names)
     name_ptr, name_terms = _names(prev, alive, rows, added, (term_map, term_maps))
     sums = [(d, f, df, _class_names(seg)) for (d, f, df), (seg, _) in zip(live, added)]
@@ -425,7 +447,7 @@ def extend(
     combined = Combined(
         index, per_row["segment"], paths, old_terms + tuple(term_maps), old_rows + tuple(rows.maps), words
     )
-    return combined, Delta(row_map, term_map, len(prev.row_map), fresh)
+    return combined, Delta(row_map, term_map, len(prev.row_map), fresh, np.unique(gone.terms))
 
 
 def _class_names(seg: Segment) -> tuple[str, ...]:
