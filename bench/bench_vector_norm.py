@@ -128,6 +128,9 @@ class Raw:
 
 
 def read_raw(conn: Any, sp: SparseIndex) -> Raw:
+    from core.build.forward_rows import load_working  # a stored part holds postings term-major only
+
+    load_working(conn)  # its chunk rows as the working tables the variants are computed from
     _, _, counts, terms, tf16 = chunk_vectors.read_chunk_rows(conn)
     n_terms = max(int(sp.df.shape[0]), int(terms.max(initial=-1)) + 1)
     chunk_of = np.repeat(np.arange(counts.shape[0], dtype=np.int32), counts)
