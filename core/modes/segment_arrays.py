@@ -1,7 +1,10 @@
 """The ranking arrays of a generation of several segments (issue 29, storage step 2b): each segment's
 SparseIndex and ChunkVectors loaded once and cached per segment SHA-256 (a reader switching to a
-generation that adds one small segment loads only that one), then combined with the tombstones'
-dead rows left out (core.ranking.segments, core.ranking.segment_chunks). ``generation_sparse`` is the
+generation that adds one small segment loads only that one), then combined with the tombstones' dead rows
+left out (core.ranking.segments, core.ranking.segment_chunks). A generation that lists the previous one's
+segments first, with tombstones that only grew (what publishing an edit gives), is derived from the
+previous generation's combined arrays, chunk vectors and query vocabulary instead (core.ranking.segment_delta:
+the switch costs what changed plus a copy, not a recombination of every segment). ``generation_sparse`` is the
 one function the modes' context (core.modes.context) and a multi-segment connection call with the
 (segment, tombstone) list of a resolved generation; one segment without a tombstone is today's path.
 """
@@ -12,7 +15,7 @@ import json
 import sqlite3
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -23,8 +26,10 @@ from core.index.tables.notes import note_ids_by_path
 from core.index.tables.segments import DeadStatistics, dead_statistics
 from core.ranking import segments
 from core.ranking.chunk_vectors import ChunkVectors, load_chunk_vectors
-from core.ranking.segment_chunks import combine_chunks
+from core.ranking.segment_chunks import combine_chunks, extend_chunks
+from core.ranking.segment_delta import Delta, Grown, extend
 from core.ranking.sparse import GenerationCache, SparseIndex, load_sparse
+from core.ranking.vocabulary import derive
 
 
 @dataclass(frozen=True)
@@ -64,8 +69,36 @@ class SegmentCache:
             self._items.clear()
 
 
+@dataclass
+class Generation:
+    """A generation's combined index (core.ranking.segments), what it was combined from, and its chunk vectors
+    once the vector mode asked for them (``base``: the previous generation's and the way there, until then)."""
+
+    parts: tuple[tuple[str, frozenset[int]], ...]  # (segment SHA-256, its dead note ids), manifest order
+    combined: segments.Combined
+    tombs: tuple[segments.Tombstone | None, ...]  # per segment: the tombstone its statistics were checked with
+    base: tuple[ChunkVectors, Delta] | None = None
+    chunks: ChunkVectors | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+
+class CombinedCache(GenerationCache):
+    """GenerationCache of a Generation per index dir, which also hands out the one it holds for a dir
+    (``previous``: what the next generation of that dir is derived from, core.ranking.segment_delta);
+    ``extended`` counts the generations derived so."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.extended = 0
+
+    def previous(self, owner: str) -> Generation | None:
+        with self._lock:
+            found = self._entries.get(owner)
+        return None if found is None else found[1]
+
+
 SEGMENT_CACHE = SegmentCache()
-COMBINED_CACHE: GenerationCache = GenerationCache()  # a generation's combined index (core.ranking.segments)
+COMBINED_CACHE = CombinedCache()  # a generation's combined index (core.ranking.segments)
 
 
 def _segment(source: SegmentSource) -> segments.Segment:
@@ -170,26 +203,67 @@ def generation_sparse(
     the segments' combined index (cached per generation; each segment's arrays per SHA-256)."""
     if _single(sources):
         return today()
-    return COMBINED_CACHE.get(owner, key, lambda: _combine(sources)).sparse
+    return _generation(sources, owner, key).combined.sparse
 
 
-def _combine(sources: Sequence[SegmentSource]) -> segments.Combined:
-    return segments.combine(
-        [
-            (seg, tombstone_of(seg, s.dead, None if s.stored is None or not s.dead else s.stored()))
-            for s, seg in ((s, _segment(s)) for s in sources)
-        ]
-    )
+def _generation(sources: Sequence[SegmentSource], owner: str, key: tuple) -> Generation:
+    return COMBINED_CACHE.get(owner, key, lambda: _combine(sources, COMBINED_CACHE.previous(owner)))
+
+
+def _tombstone(source: SegmentSource, seg: segments.Segment) -> segments.Tombstone | None:
+    return tombstone_of(seg, source.dead, None if source.stored is None or not source.dead else source.stored())
+
+
+def _combine(sources: Sequence[SegmentSource], previous: Generation | None) -> Generation:
+    """The generation of ``sources``: derived from ``previous`` when it lists a prefix of their segments with
+    tombstones that only grew (a publish adding segments and tombstones: core.ranking.segment_delta), else
+    combined from every segment (the first generation of several segments, or one after a merge)."""
+    parts = tuple((s.sha256, frozenset(s.dead)) for s in sources)
+    if previous is not None and extends(previous.parts, parts):
+        return _extend(sources, previous, parts)
+    segs = [_segment(s) for s in sources]
+    tombs = tuple(_tombstone(s, seg) for s, seg in zip(sources, segs))
+    return Generation(parts, segments.combine(list(zip(segs, tombs))), tombs)
+
+
+def extends(before: Sequence[tuple[str, frozenset[int]]], after: Sequence[tuple[str, frozenset[int]]]) -> bool:
+    """Does the generation ``after`` list ``before``'s segments first (same order) with dead sets that only grew?"""
+    return len(after) >= len(before) and all(a[0] == b[0] and b[1] <= a[1] for a, b in zip(after, before))
+
+
+def _extend(sources: Sequence[SegmentSource], previous: Generation, parts: tuple) -> Generation:
+    n, grown, tombs = len(previous.parts), {}, list(previous.tombs)
+    for i, source in enumerate(sources[:n]):
+        if parts[i][1] == previous.parts[i][1]:
+            continue
+        seg = _segment(source)
+        tomb, old = _tombstone(source, seg), previous.tombs[i]
+        assert tomb is not None and seg.sparse.classes is not None  # dead ids were added; tombstone_of checked
+        if old is None:
+            fresh, expected = tomb.rows, tomb
+        else:
+            fresh = np.setdiff1d(tomb.rows, old.rows)
+            expected = segments.Tombstone(fresh, tomb.docs - old.docs, tomb.field_len - old.field_len, tomb.df - old.df)
+        grown[i] = Grown(previous.combined.row_map[i][fresh], seg.sparse.classes.names, expected)
+        tombs[i] = tomb
+    added = [(seg, _tombstone(s, seg)) for s, seg in ((s, _segment(s)) for s in sources[n:])]
+    combined, delta = extend(previous.combined, grown, added)
+    derive(previous.combined.sparse, combined.sparse, delta.terms, delta.fresh)  # when a query built the previous one
+    with COMBINED_CACHE._lock:
+        COMBINED_CACHE.extended += 1
+    base = (previous.chunks, delta) if previous.chunks is not None else None
+    return Generation(parts, combined, (*tombs, *(t for _, t in added)), base)
 
 
 def generation_chunks(
     sources: Sequence[SegmentSource], owner: str, key: tuple, today: Callable[[], ChunkVectors]
 ) -> ChunkVectors:
     """The chunk vectors of ``generation_sparse``'s index: ``today()`` for one segment without a tombstone,
-    else each segment's (cached by SHA-256) combined."""
+    else each segment's (cached by SHA-256) combined, or the previous generation's extended by the added
+    segments' (``extend_chunks``), once per generation (kept with its combined index)."""
     if _single(sources):
         return today()
-    combined = COMBINED_CACHE.get(owner, key, lambda: _combine(sources))
+    generation = _generation(sources, owner, key)
 
     def chunks_of(source: SegmentSource) -> ChunkVectors:
         def load() -> ChunkVectors:
@@ -203,4 +277,13 @@ def generation_chunks(
         assert isinstance(found, ChunkVectors)
         return found
 
-    return combine_chunks(combined, [chunks_of(s) for s in sources])
+    with generation.lock:  # computed once per generation, whoever asks first
+        if generation.chunks is None:
+            if generation.base is not None:
+                prev, delta = generation.base
+                added = [chunks_of(s) for s in sources[delta.first_added :]]
+                generation.chunks = extend_chunks(prev, delta, generation.combined, added)
+            else:
+                generation.chunks = combine_chunks(generation.combined, [chunks_of(s) for s in sources])
+            generation.base = None
+        return generation.chunks

@@ -56,9 +56,11 @@ class Combined:
     sparse: SparseIndex
     segment: np.ndarray  # int64 [n_docs]: the index into the segment list of each row's segment
     paths: tuple[str, ...]  # each row's path (ascending)
-    # per segment: its local term id -> the combined one, and its local row -> the combined row (-1: none)
+    # per segment: its local term id -> the combined one, and its local row -> the combined row (-1: none); a
+    # term map derived by core.ranking.segment_delta may still map a term only the segment's dead notes hold
     term_map: tuple[np.ndarray, ...]
     row_map: tuple[np.ndarray, ...]
+    words: np.ndarray | None = None  # object [terms]: each combined term id's term (what an extension merges into)
 
 
 def _class_df(stats: ClassStats, total: np.ndarray) -> np.ndarray:
@@ -136,7 +138,7 @@ def combine(parts: Sequence[tuple[Segment, Tombstone | None]]) -> Combined:
     note_ids = np.asarray([ids[s][r] for s, r in zip(seg_of.tolist(), local_row.tolist())], dtype=np.int64)
     sparse = _finish(parts, _postings(parts, remap, row_of, len(words)), live, remap, row_of, words)
     sparse.note_ids, sparse.id_order = note_ids, id_order_of(note_ids)  # fails closed on a repeated id
-    return Combined(sparse, seg_of, paths, tuple(remap), tuple(row_of))
+    return Combined(sparse, seg_of, paths, tuple(remap), tuple(row_of), words)
 
 
 def _dictionary(
@@ -190,28 +192,34 @@ def _alive(seg: Segment, tomb: Tombstone | None) -> np.ndarray:
     return alive
 
 
+def live_postings(seg: Segment, term_map: np.ndarray, row_map: np.ndarray) -> tuple[np.ndarray, ...]:
+    """A segment's postings of live rows, in its term-major order, in global ids: (term, row, field mask,
+    body tf, side values per posting, the side values)."""
+    sp = seg.sparse
+    docs = np.asarray(sp.docs[:]).astype(np.int64)
+    fmask = np.asarray(sp.field_mask[:])
+    counts = bm25f.side_counts(fmask).astype(np.int64)
+    alive = row_map[docs] >= 0
+    keep = np.flatnonzero(alive)
+    side = np.asarray(sp.side_tf[:])
+    return (
+        term_map[posting_terms(sp.indptr)[keep]],
+        row_map[docs[keep]],
+        fmask[keep],
+        np.asarray(sp.body_tf[:])[keep],
+        counts[keep],
+        side if alive.all() else side[np.repeat(alive, counts)],
+    )
+
+
 def _postings(
     parts: Sequence[tuple[Segment, Tombstone | None]], remap: list[np.ndarray], row_of: list[np.ndarray], n_terms: int
 ) -> dict[str, np.ndarray]:
     """The live postings of every segment, term-major in global ids: within a term, segment after segment
     (each one's rows ascending), so one stable counting sort by term places them (no sort by row: a
     note holds a term once, so no sum over a note's postings depends on the order within a term)."""
-    term, row, mask, body, side_len, side_vals = [], [], [], [], [], []
-    for (seg, _), m, r in zip(parts, remap, row_of):
-        sp = seg.sparse
-        docs = np.asarray(sp.docs[:]).astype(np.int64)
-        fmask = np.asarray(sp.field_mask[:])
-        counts = bm25f.side_counts(fmask).astype(np.int64)
-        alive = r[docs] >= 0
-        keep = np.flatnonzero(alive)
-        local_term = posting_terms(sp.indptr)[keep]
-        term.append(m[local_term])
-        row.append(r[docs[keep]])
-        mask.append(fmask[keep])
-        body.append(np.asarray(sp.body_tf[:])[keep])
-        side = np.asarray(sp.side_tf[:])
-        side_vals.append(side if alive.all() else side[np.repeat(alive, counts)])
-        side_len.append(counts[keep])
+    found = [live_postings(seg, m, r) for (seg, _), m, r in zip(parts, remap, row_of)]
+    term, row, mask, body, side_len, side_vals = (list(x) for x in zip(*found)) if found else ([],) * 6
     t, r_ = np.concatenate(term), np.concatenate(row)
     if t.size and int(t.min()) < 0:  # a live posting of a term its statistics say no live note holds
         raise IntegrityError("the segments' statistics minus their tombstones do not match their live postings")

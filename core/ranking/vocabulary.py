@@ -15,6 +15,7 @@ import numpy as np
 
 from core.errors import IntegrityError
 from core.ranking.languages import has_cjk
+from core.ranking.postings import merge_sorted
 
 # typo look-ups (Vocabulary.known) after which a process keeps the set of words
 KNOWN_SET_AFTER = 8
@@ -49,6 +50,54 @@ def _vocabulary_lists(term_id: Mapping[str, int], df: np.ndarray) -> tuple[list[
     for ids in base:
         indptr.append(indptr[-1] + len(ids))
     return words, [exact.get(w, -1) for w in words], indptr, [t for ids in base for t in ids]
+
+
+def _key(term: str) -> str:
+    """The vocabulary word of a term: an exact term without ``=``, a base term without its language."""
+    if term.startswith("="):
+        return term[1:]
+    return term[3:] if term[2:3] == ":" else term
+
+
+def derived_lists(
+    prev: Vocabulary, term_map: np.ndarray, added: Mapping[str, int]
+) -> tuple[list[str], list[int], list[int], list[int]]:
+    """``_vocabulary_lists`` of a dictionary derived from ``prev``'s (core.ranking.segment_delta): each
+    previous term id renumbered by the monotone ``term_map`` (-1: the term is gone), plus the ``added``
+    terms (term -> new id); a word keeps its base ids ascending (the dictionary's order, as there)."""
+    ptr = np.asarray(prev._indptr, dtype=np.int64)
+    old_word = np.repeat(np.arange(len(prev.sorted), dtype=np.int64), np.diff(ptr))
+    ids = term_map[np.asarray(prev._ids, dtype=np.int64)]
+    exact = np.asarray(prev._exact, dtype=np.int64)
+    exact = np.where(exact >= 0, term_map[np.maximum(exact, 0)], -1)
+    held = np.bincount(old_word[ids >= 0], minlength=len(prev.sorted)) > 0
+    kept = held | (exact >= 0)
+    words = np.asarray(prev.sorted, dtype=object)
+    fresh = sorted({_key(t) for t in added} - set(words[kept].tolist()))
+    kept_at, fresh_at = merge_sorted(words[kept], np.asarray(fresh, dtype=object))
+    n = int(kept_at.shape[0] + fresh_at.shape[0])
+    at = np.full(len(prev.sorted), -1, dtype=np.int64)
+    at[kept] = kept_at
+    out_words = np.empty(n, dtype=object)
+    out_words[kept_at], out_words[fresh_at] = words[kept], np.asarray(fresh, dtype=object)
+    out_exact = np.full(n, -1, dtype=np.int64)
+    out_exact[kept_at] = exact[kept]
+    where = {w: i for w, i in zip(fresh, fresh_at.tolist())}
+    pairs_w, pairs_t = [at[old_word[ids >= 0]]], [ids[ids >= 0]]
+    for term, tid in added.items():
+        key = _key(term)
+        i = where.get(key)
+        if i is None:
+            i = int(at[bisect.bisect_left(prev.sorted, key)])
+        if term.startswith("="):
+            out_exact[i] = tid
+        else:
+            pairs_w.append(np.asarray([i], np.int64))
+            pairs_t.append(np.asarray([tid], np.int64))
+    w_, t_ = np.concatenate(pairs_w), np.concatenate(pairs_t)
+    order = np.lexsort((t_, w_))
+    indptr = np.concatenate(([0], np.cumsum(np.bincount(w_, minlength=n)))).astype(np.int64)
+    return out_words.tolist(), out_exact.tolist(), indptr.tolist(), t_[order].tolist()
 
 
 def _reversed_words(words: list[str]) -> list[str]:
@@ -124,6 +173,8 @@ class Vocabulary:
     caller's (visible df, core.ranking.classes) and ``stored`` the whole generation's: a word is then
     a vocabulary word only while one of its terms has ``df`` > 0 (``live``), and a term id is one of
     a word's only while its ``df`` > 0, so no look-up surfaces a word only hidden notes hold.
+    ``lists`` (what ``_vocabulary_lists`` gives: ``derived_lists`` of a previous generation's, or the
+    generation's own for a caller's view) stands in for ``stored`` the same way.
     """
 
     def __init__(
@@ -133,12 +184,13 @@ class Vocabulary:
         n_docs: int,
         stored: dict[str, np.ndarray] | None = None,
         filtered: bool = False,
+        lists: tuple[list[str], list[int], list[int], list[int]] | None = None,
     ) -> None:
         self.n_docs = n_docs
         self.df = df
         self._term_id = term_id
         self._stored = stored
-        self._filtered = filtered and stored is not None
+        self._filtered = filtered and (stored is not None or lists is not None)
         self._live: np.ndarray | None = None
         self._live_bytes = b""  # ``live`` a byte per word (``_index``)
         self._reversed: list[str] | None = None
@@ -146,7 +198,9 @@ class Vocabulary:
         self._name: _TermNames | None = None
         self._known_calls = 0
         self._known_set: frozenset[str] | None = None
-        if stored is None:
+        if lists is not None:  # ``derived_lists``: what _vocabulary_lists gives, from a previous generation's
+            self.sorted, self._exact, self._indptr, self._ids = lists
+        elif stored is None:
             self.sorted, self._exact, self._indptr, self._ids = _vocabulary_lists(term_id, df)
         else:
             self.sorted = _json_value(stored["vocab_words"])
@@ -290,11 +344,41 @@ def vocabulary(sparse: Any) -> Vocabulary:
             return found[1]
     terms = sparse.term_id
     restricted = getattr(sparse, "seen", None) is not None  # a caller's view: its df, the generation's words
-    vocab = Vocabulary(
-        getattr(terms, "all", terms), sparse.df, sparse.n_stat, getattr(sparse, "vocabulary", None), restricted
-    )
+    stored, every = getattr(sparse, "vocabulary", None), getattr(terms, "all", terms)
+    # a caller's view of an index without stored arrays: the generation's words filtered by its df (as the
+    # stored ones are) when a query built them, not all its terms sorted and split again per visible set
+    lists = _whole_lists(every) if restricted and stored is None else None
+    vocab = Vocabulary(every, sparse.df, sparse.n_stat, stored, restricted, lists=lists)
     with _VOCAB_LOCK:
         for k in [k for k, (ref, _) in _VOCAB.items() if ref() is None]:
             del _VOCAB[k]
         _VOCAB[key] = (weakref.ref(sparse), vocab)
+    return vocab
+
+
+def _whole_lists(term_id: Mapping[str, int]) -> tuple[list[str], list[int], list[int], list[int]] | None:
+    """The word lists of the unrestricted Vocabulary built over this very dictionary, if one is kept."""
+    with _VOCAB_LOCK:
+        for ref, vocab in _VOCAB.values():
+            if vocab._term_id is term_id and not vocab._filtered and vocab._stored is None and ref() is not None:
+                return vocab.sorted, vocab._exact, vocab._indptr, vocab._ids
+    return None
+
+
+def derive(prev_sparse: Any, sparse: Any, term_map: np.ndarray, added: Mapping[str, int]) -> Vocabulary | None:
+    """The Vocabulary of ``sparse`` (a generation's whole index, derived from ``prev_sparse``'s by
+    core.ranking.segment_delta), from ``prev_sparse``'s when a query built it already, kept for ``sparse``
+    as ``vocabulary`` keeps one; None (nothing kept) when there is none to derive from."""
+    key = id(prev_sparse)
+    with _VOCAB_LOCK:
+        found = _VOCAB.get(key)
+    if found is None or found[0]() is not prev_sparse or getattr(sparse, "seen", None) is not None:
+        return None
+    prev = found[1]
+    if prev._filtered or prev._stored is not None:
+        return None
+    lists = derived_lists(prev, term_map, added)
+    vocab = Vocabulary(sparse.term_id, sparse.df, sparse.n_stat, lists=lists)
+    with _VOCAB_LOCK:
+        _VOCAB[id(sparse)] = (weakref.ref(sparse), vocab)
     return vocab

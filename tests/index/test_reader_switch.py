@@ -1,0 +1,121 @@
+"""A running reader switching to the generation a small edit publishes pays for the change, not for the
+vault (issue 29): the new generation's combined index and chunk vectors are derived from the previous
+generation's (core.ranking.segment_delta), so the combination of every segment's postings
+(``segments.combine``, ``combine_chunks``) does not run again, nor the query vocabulary's construction from
+every term, and only the added segment is loaded; and
+every mode ranks exactly as a cold build of the same live notes, for restricted and unrestricted callers."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from core.build.builder import build_index
+from core.index import verify
+from core.index.layout import layout_for
+from core.modes import segment_arrays as sa
+from core.ranking import segments, vocabulary
+from core.ranking.filters import Filters
+from core.searcher import search_vault
+from tests.conftest import EXAMPLE_VAULT
+
+MODES = ("fts", "vector", "hybrid", "graph_assisted")
+QUERIES = ("note", "postgres database", "search index", "project decision", "vaul", "kumquat", "zymurgy")
+CALLERS = (None, ("public",), ("lan", "public"))
+
+
+def _ranking(vault: Path, query: str, mode: str, classes: tuple[str, ...] | None, index_dir: Path | None = None):
+    filters = Filters(classifications=classes) if classes is not None else None
+    found = search_vault(
+        vault, query, 10, mode=mode, index_dir=index_dir, freshness=False, filters=filters, passages=False
+    )
+    return [(h.rel_path, h.score, h.actual_mode) for h in found.hits]
+
+
+def _all(vault: Path, index_dir: Path | None = None) -> dict:
+    return {
+        (m, q, c): _ranking(vault, q, m, c, index_dir) for m in MODES for q in QUERIES for c in CALLERS
+    }  # fmt: skip
+
+
+def _segments(vault: Path) -> int:
+    return sum(1 for p in verify.resolve(layout_for(vault)).parts if p.kind == "segment")
+
+
+EDITS = (
+    ("append", "projects/search-revamp.md", "\nThe kumquat benchmark was added in this edit.\n"),
+    ("append", "people/", "\nA zymurgy note, second edit.\n"),
+    ("delete", "meetings/", ""),
+    ("create", "reference/zz-new-note.md", "---\ntitle: New draft\n---\n# New draft\n\nkumquat zymurgy draft text\n"),
+)
+
+
+def _apply(vault: Path, how: str, where: str, text: str) -> None:
+    target = vault / where
+    if where.endswith("/"):
+        target = sorted((vault / where).glob("*.md"))[0]
+    if how == "append":
+        with target.open("a", encoding="utf-8") as fh:
+            fh.write(text)
+    elif how == "delete":
+        target.unlink()
+    else:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+
+
+def test_a_reader_switching_to_an_edited_generation_recombines_nothing(tmp_path: Path, monkeypatch) -> None:
+    root = tmp_path / "vault"
+    shutil.copytree(EXAMPLE_VAULT, root)
+    build_index(root)
+    _apply(root, *EDITS[0])
+    build_index(root)
+    assert _segments(root) >= 2
+    _all(root)  # the reader has the combined arrays (and chunk vectors) of this generation
+    calls: list[str] = []
+    real_combine, real_chunks = segments.combine, sa.combine_chunks
+
+    def combine(parts):
+        calls.append(f"combine of {len(parts)} segments")
+        return real_combine(parts)
+
+    def chunks(combined, vectors):
+        calls.append(f"combine_chunks of {len(vectors)} segments")
+        return real_chunks(combined, vectors)
+
+    def lists(term_id, df):
+        calls.append(f"vocabulary of {len(term_id)} terms")
+        return real_lists(term_id, df)
+
+    real_lists = vocabulary._vocabulary_lists
+    monkeypatch.setattr(vocabulary, "_vocabulary_lists", lists)
+    monkeypatch.setattr(segments, "combine", combine)
+    monkeypatch.setattr(sa, "combine_chunks", chunks)
+    for edit in EDITS[1:]:
+        extended, loads, before = sa.COMBINED_CACHE.extended, sa.SEGMENT_CACHE.loads, _segments(root)
+        _apply(root, *edit)
+        build_index(root)  # (the build stores its segment's vocabulary: not the reader's)
+        calls.clear()
+        got = _all(root)
+        # no generation's postings were combined from every segment again, nor its vocabulary (or a restricted
+        # caller's) built from all its terms
+        assert calls == [], (edit, calls)
+        assert sa.COMBINED_CACHE.extended == extended + 1, edit
+        added = _segments(root) - before
+        assert 0 <= added <= 1 and sa.SEGMENT_CACHE.loads - loads == 2 * added, edit  # the added segment's only
+        live = tmp_path / f"live-{edit[0]}"
+        shutil.rmtree(live, ignore_errors=True)
+        shutil.copytree(root, live, ignore=shutil.ignore_patterns(".vaultsearch"))
+        build_index(live)
+        assert got == _all(live), edit
+
+
+def test_a_generation_after_a_merge_is_combined_again() -> None:
+    """A generation that does not list the previous one's segments first (a merge, a full rebuild) is
+    combined from its segments, never derived: ``extends`` says which."""
+    a, b, c = ("a" * 64, frozenset({1})), ("b" * 64, frozenset()), ("c" * 64, frozenset())
+    assert sa.extends([a, b], [a, b, c])
+    assert sa.extends([a, b], [(a[0], frozenset({1, 2})), b])
+    assert not sa.extends([a, b], [(a[0], frozenset()), b])  # a dead note alive again
+    assert not sa.extends([a, b], [b, a, c])  # another order
+    assert not sa.extends([a, b], [c])  # merged
