@@ -26,8 +26,10 @@ from bench.report_segments import (
     STOP33_INTRO,
     STOP34_HEADING,
     STOP34_INTRO,
+    gather_section,
     merge_section,
     quality_segments_section,
+    staged_section,
 )
 from bench.report_summary import summary_section, test_suite_section
 from bench.report_vector import vector_norm_section
@@ -1011,6 +1013,8 @@ def render(results: dict[str, dict[str, Any]], results_dir: Path = RESULTS_DIR, 
         *watch_section(results),
         *edit_section(results, "edit_stop33", STOP33_HEADING, STOP33_INTRO),
         *edit_section(results, "edit_stop34", STOP34_HEADING, STOP34_INTRO),
+        *staged_section(results),
+        *gather_section(results),
         *merge_section(results),
         *quality_segments_section(results),
         *plots_section(results_dir, out_path),

@@ -34,3 +34,41 @@ def test_the_summary_takes_each_modes_medians_over_its_own_edits():
     assert out["vector"]["first_ms"] == 30.0 and "hybrid" not in out
     assert out["fts"]["warm_p50_ms"] == 2.0  # the warm p50 after every edit, whichever mode went first
     assert out["build_s_median"] == 1.0
+
+
+def test_the_report_puts_each_corpus_before_beside_after_and_skips_what_was_not_run() -> None:
+    from bench.report_segments import gather_section, staged_section
+
+    def run(first: float, combine: float) -> dict:
+        return {
+            "summary": {
+                m: {"first_ms": first, "combine_ms": combine, "combine_chunks_ms": 1.0}
+                for m in ("fts", "vector", "hybrid")
+            }
+        }
+
+    lines = gather_section(
+        {
+            "gather": {
+                "before": {"powershell": run(373.0, 228.0)},
+                "after": {"powershell": run(125.0, 46.0)},
+                "before_reused_index": {"synth100000": run(18_700.0, 16_300.0)},
+            }
+        }
+    )
+    rows = [line for line in lines if line.startswith("| PowerShell") or line.startswith("| synthetic")]
+    assert (
+        rows[0]
+        == "| PowerShell docs | 373 ms (229) | 125 ms (47) | 373 ms (229) | 125 ms (47) | 373 ms (229) | 125 ms (47) |"
+    )
+    assert rows[1].startswith("| synthetic 100k | 18.7 s (16.3) | - |")  # an after that was not run is a dash
+    assert len(rows) == 2  # synthetic 10k: neither run, no row
+    assert gather_section({}) == []
+
+    def edit(wall: float, written: int) -> dict:
+        vs = {"median_wall_seconds": wall, "median_proc_write_bytes": written, "median_walk_bytes": 130_000}
+        return {"corpora": {"scifact": {"vaultsearch": vs}}}
+
+    table = staged_section({"edit_fedplan_before": edit(1.32, 8_070_000), "edit_fedplan": edit(0.98, 213_000)})
+    assert "| scifact | 1.32 s | 0.98 s | 8.07 MB | 0.21 MB | 0.13 MB |" in table
+    assert staged_section({"edit_fedplan": edit(0.98, 213_000)}) == []  # no pair, no section
