@@ -126,7 +126,7 @@ def test_a_note_that_does_not_verify_is_counted_from_the_whole_arrays_and_said_s
     build_index(root)
     segment, ids = _segment_of(root)
     real = tomb_stats._Segment.candidates
-    monkeypatch.setattr(tomb_stats._Segment, "candidates", lambda self, nid: real(self, nid)[:1])
+    monkeypatch.setattr(tomb_stats._Segment, "candidates", lambda self, texts, langs: real(self, texts, langs)[:1])
     written = write_tombstone_counted(tmp_path / "a.del", segment, ids[:2])
     assert written.how == [f"{tomb_stats.WHOLE_ROWS}:2"]
     assert _tables(tmp_path / "a.del") == _reference_tables(segment, ids[:2], tmp_path / "ref.del")
