@@ -10,8 +10,7 @@ A newly dead note's contribution is found without scanning the segment's posting
 - candidate terms: the note's stored texts (``note_text``: the field texts its term vector was counted
   from, ``core.build.ingest.field_texts``) cut into words and analysed in the note's language (as the
   build chose it: frontmatter, else detected), else in every language of the segment (meta
-  ``languages`` and the default), their ids looked up in
-  the segment's stored query vocabulary (sorted keys: a bisect each, where building the dictionary of
+  ``languages`` and the default), their ids looked up in the segment's stored query vocabulary (sorted keys: a bisect each, where building the dictionary of
   every term costs 0.19 s at 6k multilingual notes);
 - verified: each candidate's posting run (``indptr[t]:indptr[t+1]`` of ``docs``, ascending rows) is
   searched for the note's row, a few 16 KiB pieces read (``core.ranking.stored``); a term whose run
@@ -20,9 +19,11 @@ A newly dead note's contribution is found without scanning the segment's posting
   (``core.ranking.sparse_rows``), each at least 1 in some field: confirmed sums equal to that row prove
   no term is missing. The per-class df then follows.
 
-A note that does not verify (its texts analysed to other terms than its vector holds) is counted the old
-way, from the segment's whole arrays (``core.ranking.segments.dead_counts``: exact), and ``TombstoneSums.how``
-says so (as does a previous tombstone without statistics, or one that does not fit: then every id is).
+A note that does not verify (its texts analysed to other terms than its vector holds), and one whose
+candidates' runs would read as many pieces as the whole ``docs`` array (a long note in a small segment:
+``_Segment.cheaper_whole``), is counted from the whole array (its postings found as
+``core.ranking.segments.dead_counts`` finds them: exact), and ``TombstoneSums.how`` says so and how many
+(as it does for a previous tombstone without statistics, or one that does not fit: then every id is).
 """
 
 from __future__ import annotations
@@ -50,7 +51,8 @@ from core.ranking.segments import dead_counts
 from core.ranking.sparse import SPARSE_GROUP
 
 VERIFIED = "verified"  # every newly dead note counted from its own postings
-WHOLE_ROWS = "whole_arrays_notes"  # some notes did not verify: counted from the whole arrays (how many)
+WHOLE_ROWS = "whole_arrays_notes"  # notes that did not verify: their postings found in the whole docs array
+CHEAPER = "whole_arrays_cheaper"  # notes whose candidates' runs would read as much: the same
 WHOLE_OLD = "whole_arrays_old_tombstone"  # the previous tombstone stores no statistics: every id counted whole
 WHOLE_UNFIT = "whole_arrays_unfit_tombstone"  # the previous one lists ids not dead now, or other classes
 # the query vocabulary (core.ranking.vocabulary): sorted keys, a bisect each (the dictionary is not built)
@@ -215,17 +217,44 @@ class _Segment:
             values = np.asarray(self.a["side_tf"][at : at + sides])
         return bm25f.posting_tf(mask, body, values)[0].astype(np.int64)
 
-    def held_terms(self, note_id: int, row: int) -> np.ndarray | None:
-        """The term ids the note at ``row`` holds, verified against its field lengths: its words analysed
-        in its own language, else in every language of the segment too; None: neither verifies."""
+    def held_terms(self, note_id: int, row: int) -> tuple[np.ndarray, str]:
+        """(the term ids the note at ``row`` holds, how they were found): its words analysed in its own
+        language, else in every language of the segment too, verified against its field lengths
+        (VERIFIED); else, or when reading the candidates' runs would cost more pieces than the whole
+        ``docs`` (CHEAPER), its postings found in the whole array (WHOLE_ROWS: none verified)."""
         texts = self.texts(note_id)
         own = self.language(note_id, texts)
         every = sorted({own, *self.languages})
         for languages in ([own], every) if every != [own] else ([own],):
-            held = self.verified(self.candidates(texts, languages), row)
+            candidates = self.candidates(texts, languages)
+            if self.cheaper_whole(candidates):
+                return self.scanned(row), CHEAPER
+            held = self.verified(candidates, row)
             if held is not None:
-                return held
-        return None
+                return held, VERIFIED
+        return self.scanned(row), WHOLE_ROWS
+
+    def cheaper_whole(self, candidates: np.ndarray) -> bool:
+        """Would finding the candidates' postings read as many pieces as the whole ``docs`` array (a long note
+        in a small segment)? A run of a piece or two reads those, a longer one a piece per bisection step,
+        and a term the note holds about one piece of its counts more. (``docs`` stored whole: never.)"""
+        per = getattr(self.a["docs"], "per_piece", None)
+        if per is None or not candidates.size:
+            return False
+        total = -(-int(self.indptr[-1]) // per)
+        a, b = self.indptr[candidates], self.indptr[candidates + 1]
+        short = (b - a) <= 2 * per
+        firsts, lasts = a[short] // per, np.maximum(b[short] - 1, a[short]) // per
+        pieces = np.unique(np.concatenate([firsts, lasts, (firsts + lasts) // 2])).shape[0]
+        steps = np.log2(np.maximum((b[~short] - a[~short]) / per, 1.0)).sum() + 2 * int((~short).sum())
+        return pieces + steps + candidates.shape[0] >= total
+
+    def scanned(self, row: int) -> np.ndarray:
+        """The term ids the note at ``row`` holds, from the whole ``docs`` array (read once, then kept):
+        exact as ``dead_counts`` counts them."""
+        docs = np.asarray(self.a["docs"])
+        hit = np.flatnonzero(docs == row)
+        return np.searchsorted(self.indptr, hit, side="right") - 1
 
     def verified(self, candidates: np.ndarray, row: int) -> np.ndarray | None:
         """The candidates the note at ``row`` holds, when they are all it holds (their stored counts sum to
@@ -287,24 +316,15 @@ def tombstone_sums(segment: Path, ids: Sequence[int], previous: Path | None = No
             conn.close()
             return whole_sums(segment, ids, WHOLE_UNFIT)
         rows = _rows_of(np.asarray(view.a["note_ids"], dtype=np.int64), new, segment)
-        unverified = []
+        counts: dict[str, int] = {}
         for nid, row in zip(new, rows.tolist(), strict=True):
-            held = view.held_terms(nid, row)
-            if held is None:
-                unverified.append(nid)
-                continue
+            held, how = view.held_terms(nid, row)
+            counts[how] = counts.get(how, 0) + 1
             c = int(view.row_class[row])
             out.docs[c] += 1
             out.field_len[c] += view.field_len[row]
             out.add_df(c, held, np.ones(held.shape[0], dtype=np.int64))
     finally:
         conn.close()
-    out.how.append(VERIFIED)
-    if unverified:
-        rest = whole_sums(segment, unverified)
-        out.docs += rest.docs
-        out.field_len += rest.field_len
-        for (c, t), n in rest.df.items():
-            out.df[(c, t)] = out.df.get((c, t), 0) + n
-        out.how = [f"{WHOLE_ROWS}:{len(unverified)}"]
+    out.how = [VERIFIED] if set(counts) <= {VERIFIED} else [f"{k}:{n}" for k, n in sorted(counts.items())]
     return out

@@ -23,9 +23,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bench.bench_tombstone import before_rows
-from core.build import incremental, segment_writer, tomb_stats
+from core.build import incremental, tomb_stats
 from core.build.builder import build_index
-from core.build.segment_writer import write_tombstone, write_tombstone_counted
+from core.build.segment_writer import write_tombstone_counted
 from core.index import verify
 from core.index.layout import layout_for
 from core.index.tables import segments as seg
@@ -173,12 +173,14 @@ def test_a_tombstone_write_reads_a_few_pieces_of_the_postings_not_the_whole_arra
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """On a segment of 1,200 notes (its postings in 1 KiB pieces here, so that it has many), writing the
-    tombstone of one note reads a small share of the pieces of ``docs`` (the whole array before)."""
+    tombstone of one note reads a small share of the pieces of ``docs`` (the whole array before); a note
+    holding a term in every piece is then found in the whole array (cheaper), with the same rows."""
     monkeypatch.setattr(stored, "PIECE_BYTES", 1024)
     rng = random.Random(3)
     vocab = [f"w{i}" for i in range(4000)]
     files = {f"n{i:04d}.md": note(f"N{i}", " ".join(rng.choices(vocab, k=60))) for i in range(1200)}
     files["n0600.md"] = note("Dead", " ".join(vocab[:15]))  # 16 terms: its title's and 15 words (common ones)
+    files["n0601.md"] = note("Long", " ".join(vocab))  # a run in every piece: the whole array is cheaper
     root = write_files(tmp_path / "vault", files)
     build_index(root)
     segment, ids = _segment_of(root)
@@ -198,5 +200,6 @@ def test_a_tombstone_write_reads_a_few_pieces_of_the_postings_not_the_whole_arra
     assert written.how == [tomb_stats.VERIFIED]
     assert total >= 200
     assert len(docs) <= 2 * 16 and len(docs) <= total // 8, (len(docs), total)  # a piece or two per term
-    assert write_tombstone(tmp_path / "u.del", segment, [ids[600]]) == 1
-    assert segment_writer.write_tombstone is write_tombstone
+    long = write_tombstone_counted(tmp_path / "l.del", segment, [ids[600], ids[601]], tmp_path / "t.del")
+    assert long.how == [f"{tomb_stats.CHEAPER}:1"]
+    assert _tables(tmp_path / "l.del") == _reference_tables(segment, [ids[600], ids[601]], tmp_path / "r.del")
