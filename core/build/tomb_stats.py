@@ -148,7 +148,8 @@ class _Segment:
         self.names = tuple(json.loads(arrays["class_names"].tobytes().decode("utf-8")))
         self.row_class = np.asarray(arrays["row_class"], dtype=np.int64)
         n = self.field_len.shape[0]
-        if self.row_class.shape != (n,) or self.field_len.shape[1] != len(FTS_COLUMNS):
+        top = int(self.row_class.max()) if n else -1
+        if self.row_class.shape != (n,) or self.field_len.shape[1] != len(FTS_COLUMNS) or top >= len(self.names):
             raise IntegrityError(f"segment {path}: stored class rows or field lengths do not fit its {n} notes")
         self.words: list[str] = json.loads(arrays["vocab_words"].tobytes().decode("utf-8"))
         self.exact, self.base_ptr, self.base_ids = (arrays[k] for k in _VOCAB[1:])
