@@ -353,6 +353,7 @@ def _publish_staged(
                 run.layout, base, staging, plan, run.first_ids[0], run.config.tokenizer, built
             )
             refused = None if delta.merged is None else (incremental.SEGMENT_LIMIT, delta.merged)
+            extra.update(incremental.tombstone_extra(delta))
             published = publish_segments(
                 run.layout, delta.segments, delta.tombstones, record, next_ids=delta.next_ids,
                 expected_base=start.active_id, keep=keep, on_step=on_step,

@@ -63,6 +63,13 @@ class Delta:
     # per new tombstone: how its statistics were counted (core.build.tomb_stats: "verified", or why from the
     # segment's whole arrays)
     tombstone_counts: tuple[str, ...] = ()
+    tombstone_whole: int = 0  # dead notes whose statistics were counted from their segment's whole arrays
+
+
+def tombstone_extra(delta: Delta) -> dict[str, int]:
+    """The build report's count of dead notes a tombstone counted from its segment's whole arrays (not
+    O(dead note): core.build.tomb_stats), when there are any."""
+    return {"tombstone_whole_notes": delta.tombstone_whole} if delta.tombstone_whole else {}
 
 
 def _ro(path: Path) -> sqlite3.Connection:
@@ -306,11 +313,13 @@ def delta_parts(
         index = {p.sha256: i for i, p in enumerate(segments)}
         previous = _tombstone_paths(base)
         how: list[str] = []
+        whole = 0
         for part in _segments(base):
             ids = new_dead.get(part.sha256)
             if ids:
                 made.append(new_staging_path(layout))
-                how += write_tombstone_counted(made[-1], part.path, ids, previous.get(part.sha256)).how
+                written = write_tombstone_counted(made[-1], part.path, ids, previous.get(part.sha256))
+                how, whole = how + written.how, whole + written.whole
                 tombstones.append(PlannedPart("tombstone", made[-1], notes=len(ids), segment=index[part.sha256]))
     except BaseException:
         for path in made:  # nothing staged outlives a failed build
@@ -325,4 +334,4 @@ def delta_parts(
     segments, tombstones, merged = fit_segment_limit(
         layout, base, segments, tombstones, {**_dead_of(base), **new_dead}, tokenizer
     )
-    return Delta(segments, tombstones, next_ids, merged, tuple(how))
+    return Delta(segments, tombstones, next_ids, merged, tuple(how), whole)

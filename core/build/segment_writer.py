@@ -159,6 +159,7 @@ def write_tombstone(dest: Path, segment: Path, dead_ids: Collection[int], previo
 class TombstoneWrite:
     ids: list[int]  # every dead id the tombstone lists
     how: list[str]  # how its statistics were counted (core.build.tomb_stats: VERIFIED, or why from the whole arrays)
+    whole: int = 0  # how many dead notes were counted from the segment's whole arrays
 
 
 def write_tombstone_counted(
@@ -177,4 +178,4 @@ def write_tombstone_counted(
         set_journal_mode(conn, "DELETE")
     finally:
         conn.close()
-    return TombstoneWrite(ids, sums.how)
+    return TombstoneWrite(ids, sums.how, sums.whole)

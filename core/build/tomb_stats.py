@@ -73,6 +73,7 @@ class TombstoneSums:
     field_len: np.ndarray  # int64 [classes, fields]
     df: dict[tuple[int, int], int] = field(default_factory=dict)  # (class, term id) -> dead notes holding it
     how: list[str] = field(default_factory=list)  # VERIFIED, or why (some) ids were counted from the whole arrays
+    whole: int = 0  # how many of the ids were counted from the whole arrays
 
     def add_df(self, c: int, terms: Sequence[int] | np.ndarray, counts: Sequence[int] | np.ndarray) -> None:
         for t, n in zip(np.asarray(terms).tolist(), np.asarray(counts).tolist(), strict=True):
@@ -126,7 +127,7 @@ def whole_sums(segment: Path, ids: Sequence[int], how: str = "") -> TombstoneSum
     stats = class_stats_from(arrays, n_docs, fields, n_terms)
     rows = _rows_of(np.asarray(arrays["note_ids"], dtype=np.int64), ids, segment)
     counted = dead_counts(stats, arrays["field_len"], arrays["indptr"], arrays["docs"], n_terms, rows)
-    out = TombstoneSums(stats.names, counted.docs, counted.field_len, how=[how] if how else [])
+    out = TombstoneSums(stats.names, counted.docs, counted.field_len, how=[how] if how else [], whole=len(ids))
     for c in range(len(stats.names)):
         terms = np.flatnonzero(counted.df[c])
         out.add_df(c, terms, counted.df[c][terms])
@@ -328,4 +329,5 @@ def tombstone_sums(segment: Path, ids: Sequence[int], previous: Path | None = No
     finally:
         conn.close()
     out.how = [VERIFIED] if set(counts) <= {VERIFIED} else [f"{k}:{n}" for k, n in sorted(counts.items())]
+    out.whole = sum(n for k, n in counts.items() if k != VERIFIED)
     return out

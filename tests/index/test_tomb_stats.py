@@ -164,9 +164,15 @@ def test_repeated_edits_write_tombstones_counted_from_the_dead_notes_only(
         (root / "n1.md").write_text(note("Note 1", f"edited {k} beta gamma", tags=["t"]), encoding="utf-8")
         build_index(root)
     (root / "n4.md").write_text(note("Note 4", "changed too"), encoding="utf-8")
-    build_index(root)
+    report = build_index(root)
     assert seen and all(how == [tomb_stats.VERIFIED] for *_, how, _ in seen)
     assert any(previous is not None for *_, previous in seen)  # a tombstone built on its segment's previous one
+    assert report.tombstone_whole_notes == 0
+    cut = tomb_stats._Segment.candidates  # a note that does not verify: the report counts it
+    monkeypatch.setattr(tomb_stats._Segment, "candidates", lambda self, texts, langs: cut(self, texts, langs)[:1])
+    (root / "n5.md").write_text(note("Note 5", "changed at last"), encoding="utf-8")
+    assert build_index(root).tombstone_whole_notes == 1
+    assert seen[-1][3] == [f"{tomb_stats.WHOLE_ROWS}:1"]
 
 
 def test_a_tombstone_write_reads_a_few_pieces_of_the_postings_not_the_whole_array(
