@@ -266,13 +266,18 @@ def load_group(
 ) -> dict[str, Any] | None:
     """The arrays of ``group`` (read-only), or ``None`` when this database holds no such group. With a
     ``reader`` an array stored in pieces is a ``StoredArray`` (read on demand), else every array is
-    read whole; ``only``: the arrays ``names`` and no other (a writer reading a few of a group's arrays).
+    read whole; ``only``: the arrays ``names`` and no other, looked up by name (a writer reading a few of a
+    group's arrays lists none of its other arrays or pieces).
     A group that lacks one of ``names`` or whose bytes do not fit their shape is an ``IntegrityError``."""
     if not term_major.has_term_major(conn):
         return None
     out: dict[str, Any] = {}
     pieced: dict[str, tuple[str, np.dtype, tuple[int, ...], int, str]] = {}
-    rows = term_major.group_listing(conn, group)
+    rows = (
+        term_major.named_listing(conn, [group + SEP + n for n in names])
+        if only
+        else term_major.group_listing(conn, group)
+    )
     for full, dtype, shape, size in rows:
         name = full[len(group) + 1 :]
         if PIECE in name or (only and name not in names):
