@@ -10,13 +10,14 @@ Per corpus (a fresh copy built once, one segment) and per sampled note (mid-size
 - ``cumulative``: ``write_tombstone_counted`` of a second dead note on top of the first one's tombstone
   (the edit path's case: a previous tombstone exists), the file written included.
 
-    python -m bench.bench_tombstone [--corpus powershell] [--sizes 10000] [--notes 5] [--out PATH]
+    python -m bench.bench_tombstone [--corpus powershell|none] [--sizes 10000] [--built VAULT] [--notes 5] [--out PATH]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sqlite3
 import statistics
 import sys
@@ -126,9 +127,15 @@ def main() -> None:
     parser.add_argument("--sizes", default="", help="comma-separated synthetic vault sizes (e.g. 10000)")
     parser.add_argument("--notes", type=int, default=5)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--built", type=Path, action="append", default=[], help="a vault built already (repeatable)")
     args = parser.parse_args()
-    results: dict[str, Any] = {"machine": machine_info()}
+    results: dict[str, Any] = {"machine": machine_info(), "load_avg_before": os.getloadavg()}
     with tempfile.TemporaryDirectory(prefix="vs-tomb-") as tmp:
+        for root in args.built:
+            work = Path(tmp) / f"{root.name}-work"
+            work.mkdir()
+            results[root.name] = measure(root, args.notes, work)
+            print(json.dumps({root.name: results[root.name]}), flush=True)
         vaults = [] if args.corpus == "none" else [(args.corpus, CORPORA[args.corpus])]
         for name, src in vaults + [(f"synthetic_{s}", None) for s in args.sizes.split(",") if s.strip()]:
             if src is None:
@@ -141,6 +148,7 @@ def main() -> None:
             work.mkdir()
             results[name] = measure(root, args.notes, work)
             print(json.dumps({name: results[name]}), flush=True)
+    results["load_avg_after"] = os.getloadavg()
     if args.out is not None:
         write_json(args.out, results)
 

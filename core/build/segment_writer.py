@@ -19,9 +19,10 @@ source they are copied from (every segment carries its own ``meta`` schema versi
 sparse group (notes, field-length sums, and df only for the terms those notes hold, over the segment's
 own term ids: ``core.index.tables.segments.create_tombstone``): the segment's previous tombstone's plus the
 newly dead notes', each counted from its own verified postings (``core.build.tomb_stats``: O(dead note); a
-note that does not verify from the segment's whole arrays, ``core.ranking.segments.dead_counts``, what the
-ranking side subtracts, ``core.modes.segment_arrays.tombstone_of``, and ``write_tombstone_counted`` says so). The chunk group needs none: the combined chunk vectors
-recompute their statistics from the live chunks (``core.ranking.segment_chunks``).
+note that does not verify from the segment's whole arrays, as ``core.ranking.segments.dead_counts`` counts
+what the ranking side subtracts, ``core.modes.segment_arrays.tombstone_of``; ``write_tombstone_counted``
+says which). The chunk group needs none: the combined chunk vectors recompute their statistics from the
+live chunks (``core.ranking.segment_chunks``).
 """
 
 from __future__ import annotations

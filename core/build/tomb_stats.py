@@ -10,8 +10,8 @@ A newly dead note's contribution is found without scanning the segment's posting
 - candidate terms: the note's stored texts (``note_text``: the field texts its term vector was counted
   from, ``core.build.ingest.field_texts``) cut into words and analysed in the note's language (as the
   build chose it: frontmatter, else detected), else in every language of the segment (meta
-  ``languages`` and the default), their ids looked up in the segment's stored query vocabulary (sorted keys: a bisect each, where building the dictionary of
-  every term costs 0.19 s at 6k multilingual notes);
+  ``languages`` and the default), their ids looked up in the segment's stored query vocabulary (sorted
+  keys: a bisect each, where building the dictionary of every term costs 0.19 s at 6k multilingual notes);
 - verified: each candidate's posting run (``indptr[t]:indptr[t+1]`` of ``docs``, ascending rows) is
   searched for the note's row, a few 16 KiB pieces read (``core.ranking.stored``); a term whose run
   holds the row is one the note holds, with its stored per-field counts (``field_mask``, ``body_tf``,
