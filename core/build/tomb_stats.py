@@ -247,7 +247,8 @@ class _Segment:
         a, b = self.indptr[candidates], self.indptr[candidates + 1]
         short = (b - a) <= 2 * per
         firsts, lasts = a[short] // per, np.maximum(b[short] - 1, a[short]) // per
-        pieces = np.unique(np.concatenate([firsts, lasts, (firsts + lasts) // 2])).shape[0]
+        spans = np.sort(np.concatenate([firsts, lasts, (firsts + lasts) // 2]))  # np.unique imports numpy.ma: 0.1 s
+        pieces = int(np.count_nonzero(np.diff(spans))) + int(spans.size > 0)
         steps = np.log2(np.maximum((b[~short] - a[~short]) / per, 1.0)).sum() + 2 * int((~short).sum())
         return pieces + steps + candidates.shape[0] >= total
 
