@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from bench.bench_edit import CORPORA, synthetic_vault
-from bench.common import copy_vault, machine_info, write_json
+from bench.common import RESULTS_DIR, copy_vault, machine_info, write_json
 from core.build import tomb_stats
 from core.build.builder import build_index
 from core.build.segment_writer import write_tombstone, write_tombstone_counted
@@ -126,7 +126,7 @@ def main() -> None:
     parser.add_argument("--corpus", default="powershell", help="a bench_edit corpus name, or none")
     parser.add_argument("--sizes", default="", help="comma-separated synthetic vault sizes (e.g. 10000)")
     parser.add_argument("--notes", type=int, default=5)
-    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--out", type=Path, default=RESULTS_DIR / "tombstone.json")
     parser.add_argument("--built", type=Path, action="append", default=[], help="a vault built already (repeatable)")
     args = parser.parse_args()
     results: dict[str, Any] = {"machine": machine_info(), "load_avg_before": os.getloadavg()}
@@ -149,8 +149,7 @@ def main() -> None:
             results[name] = measure(root, args.notes, work)
             print(json.dumps({name: results[name]}), flush=True)
     results["load_avg_after"] = os.getloadavg()
-    if args.out is not None:
-        write_json(args.out, results)
+    write_json(args.out, results)
 
 
 if __name__ == "__main__":
