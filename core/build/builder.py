@@ -28,7 +28,7 @@ from typing import Any
 from core.build import delta_stage, incremental
 from core.build.apply import write_changed
 from core.build.faults import build_io_errors
-from core.build.forward_rows import create_working, load_working, working_forward
+from core.build.forward_rows import Forward, create_working, load_working, working_forward
 from core.build.link_graph import recompute_edges, replaced_notes
 from core.build.lock import build_lock, ensure_layout, new_staging_path
 from core.build.plan import BuildPlan, BuildRun, plan_build
@@ -41,7 +41,7 @@ from core.build.source import stored_settings as stored_source_settings
 from core.build.staged import snapshot_hash, stamp_meta, whole_database
 from core.build.staged import validate as _validate  # a name tests wrap
 from core.errors import IntegrityError, UsageError
-from core.index.layout import IndexLayout, ResolvedIndex, layout_for
+from core.index.layout import GenerationRecord, IndexLayout, ResolvedIndex, layout_for
 from core.index.ownership import check_vault
 from core.index.schema import create_schema
 from core.index.settings import DEFAULT_TOKENIZER, IndexConfig, resolve_config  # noqa: F401 (public API)
@@ -303,6 +303,30 @@ def _build_generation(
     return report if refused is None else replace(report, one_segment_reason=f"{refused[0]}: {refused[1]}")
 
 
+def _publish_delta(
+    run: BuildRun,
+    start: _Base,
+    base: ResolvedIndex,
+    staging: Path,
+    plan: BuildPlan,
+    record: GenerationRecord,
+    built: Forward,
+    extra: dict[str, int],
+    keep: int,
+    on_step: Callable[[str], None] | None,
+) -> tuple[ResolvedIndex, tuple[str, str] | None]:
+    """Publish the delta of a build staged on a scratch copy of ``base`` (``core.build.incremental``); (published,
+    the segment-limit merge if one was needed). ``extra`` gets the tombstones' whole-array count, if any."""
+    assert run.first_ids is not None  # the caller checked
+    delta = incremental.delta_parts(run.layout, base, staging, plan, run.first_ids[0], run.config.tokenizer, built)
+    extra.update(incremental.tombstone_extra(delta))
+    published = publish_segments(
+        run.layout, delta.segments, delta.tombstones, record, next_ids=delta.next_ids,
+        expected_base=start.active_id, keep=keep, on_step=on_step,
+    )  # fmt: skip
+    return published, None if delta.merged is None else (incremental.SEGMENT_LIMIT, delta.merged)
+
+
 def _publish_staged(
     run: BuildRun,
     start: _Base,
@@ -349,14 +373,7 @@ def _publish_staged(
             conn.close()
         t = time.perf_counter()
         if base is not None and run.first_ids is not None and built is not None:
-            delta = incremental.delta_parts(
-                run.layout, base, staging, plan, run.first_ids[0], run.config.tokenizer, built
-            )
-            refused = None if delta.merged is None else (incremental.SEGMENT_LIMIT, delta.merged)
-            published = publish_segments(
-                run.layout, delta.segments, delta.tombstones, record, next_ids=delta.next_ids,
-                expected_base=start.active_id, keep=keep, on_step=on_step,
-            )  # fmt: skip
+            published, refused = _publish_delta(run, start, base, staging, plan, record, built, extra, keep, on_step)
         else:
             published = publish(run.layout, staging, record, expected_base=start.active_id, keep=keep, on_step=on_step)
         run.lap("publish", t)

@@ -211,6 +211,7 @@ def publish_changes(
             conn.close()
         t = time.perf_counter()
         delta = incremental.delta_parts(run.layout, base, staging, plan, run.first_ids[0], run.config.tokenizer, built)
+        extra.update(incremental.tombstone_extra(delta))
         published = publish_segments(
             run.layout, delta.segments, delta.tombstones, record, next_ids=delta.next_ids,
             expected_base=active_id, keep=keep, on_step=on_step,

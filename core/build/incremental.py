@@ -38,7 +38,7 @@ from core.build.lock import new_staging_path
 from core.build.merge_write import fit_segment_limit
 from core.build.plan import BuildPlan
 from core.build.publish_segments import PlannedPart
-from core.build.segment_writer import SegmentSource, write_segment, write_tombstone
+from core.build.segment_writer import SegmentSource, write_segment, write_tombstone_counted
 from core.errors import ValidationError
 from core.index.layout import IndexLayout, ResolvedIndex, ResolvedPart
 from core.index.tables import segments as seg
@@ -60,6 +60,16 @@ class Delta:
     tombstones: list[PlannedPart]
     next_ids: tuple[int, int]
     merged: str | None = None  # the smallest segments merged to stay within MAX_SEGMENTS (SEGMENT_LIMIT)
+    # per new tombstone: how its statistics were counted (core.build.tomb_stats: "verified", or why from the
+    # segment's whole arrays)
+    tombstone_counts: tuple[str, ...] = ()
+    tombstone_whole: int = 0  # dead notes whose statistics were counted from their segment's whole arrays
+
+
+def tombstone_extra(delta: Delta) -> dict[str, int]:
+    """The build report's count of dead notes a tombstone counted from its segment's whole arrays (not
+    O(dead note): core.build.tomb_stats), when there are any."""
+    return {"tombstone_whole_notes": delta.tombstone_whole} if delta.tombstone_whole else {}
 
 
 def _ro(path: Path) -> sqlite3.Connection:
@@ -81,6 +91,11 @@ def _dead_of(base: ResolvedIndex) -> dict[str, list[int]]:
             finally:
                 conn.close()
     return out
+
+
+def _tombstone_paths(base: ResolvedIndex) -> dict[str, Path]:
+    """Segment SHA-256 -> the path of its tombstone in ``base`` (what a new one for it builds on)."""
+    return {p.segment: p.path for p in base.parts if p.kind == "tombstone" and p.segment is not None}
 
 
 def _note_ids(path: Path) -> list[int]:
@@ -296,11 +311,15 @@ def delta_parts(
         )
         _check_segment(staged)
         index = {p.sha256: i for i, p in enumerate(segments)}
+        previous = _tombstone_paths(base)
+        how: list[str] = []
+        whole = 0
         for part in _segments(base):
             ids = new_dead.get(part.sha256)
             if ids:
                 made.append(new_staging_path(layout))
-                write_tombstone(made[-1], part.path, ids)
+                written = write_tombstone_counted(made[-1], part.path, ids, previous.get(part.sha256))
+                how, whole = how + written.how, whole + written.whole
                 tombstones.append(PlannedPart("tombstone", made[-1], notes=len(ids), segment=index[part.sha256]))
     except BaseException:
         for path in made:  # nothing staged outlives a failed build
@@ -315,4 +334,4 @@ def delta_parts(
     segments, tombstones, merged = fit_segment_limit(
         layout, base, segments, tombstones, {**_dead_of(base), **new_dead}, tokenizer
     )
-    return Delta(segments, tombstones, next_ids, merged)
+    return Delta(segments, tombstones, next_ids, merged, tuple(how), whole)

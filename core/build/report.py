@@ -42,6 +42,9 @@ class BuildReport:
     # why a build on a generation staged on a working copy of the whole base (writes O(base)) instead of on a
     # database of its changes only (core.build.delta_stage), e.g. "whole_base_git_source: ..."; None: it did not
     whole_base_reason: str | None = None
+    # dead notes whose tombstone statistics were counted from their segment's whole arrays instead of their own
+    # verified postings (core.build.tomb_stats: a note that did not verify, or whose postings cost as much)
+    tombstone_whole_notes: int = 0
     new_problems: list[dict[str, str]] = field(default_factory=list)  # problems of the notes this build read
     settings: dict[str, Any] = field(default_factory=dict)  # the settings this build used
     links: int = 0

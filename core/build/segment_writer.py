@@ -17,38 +17,34 @@ source they are copied from (every segment carries its own ``meta`` schema versi
 
 ``write_tombstone`` writes ``dead(note_id)`` and the deleted notes' exact per-class statistics of the
 sparse group (notes, field-length sums, and df only for the terms those notes hold, over the segment's
-own term ids: ``core.index.tables.segments.create_tombstone``), counted from the segment's own arrays
-(``core.ranking.segments.tombstone``: what the ranking side subtracts,
-``core.modes.segment_arrays.tombstone_of``). The chunk group needs none: the combined chunk vectors
-recompute their statistics from the live chunks (``core.ranking.segment_chunks``).
+own term ids: ``core.index.tables.segments.create_tombstone``): the segment's previous tombstone's plus the
+newly dead notes', each counted from its own verified postings (``core.build.tomb_stats``: O(dead note); a
+note that does not verify from the segment's whole arrays, as ``core.ranking.segments.dead_counts`` counts
+what the ranking side subtracts, ``core.modes.segment_arrays.tombstone_of``; ``write_tombstone_counted``
+says which). The chunk group needs none: the combined chunk vectors recompute their statistics from the
+live chunks (``core.ranking.segment_chunks``).
 """
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from core.build import text_dict
 from core.build.forward_rows import Forward, create_working, fill_working, insert_dictionary, merge_terms, read_forward
-from core.errors import IntegrityError, UsageError
+from core.build.tomb_stats import tombstone_sums
+from core.errors import IntegrityError
 from core.index.schema import create_schema
 from core.index.tables import segments as seg
 from core.index.tables.connection import atomic, set_journal_mode, set_page_size, set_working_mode
-from core.ranking import stored
 from core.ranking.chunk_vectors import compute_chunk_vectors, store_chunk_vectors
-from core.ranking.classes import CLASS_ARRAYS, class_stats_from
-from core.ranking.segments import dead_counts
-from core.ranking.sparse import SPARSE_GROUP, store_sparse
+from core.ranking.sparse import store_sparse
 from core.ranking.sparse_rows import compute_sparse
 
 SMALL_PAGE = 1024  # bytes: the SQLite page of a compact segment and of a tombstone (SQLite's default: 4096)
 Terms = dict[str, int] | None  # a writer's dictionary (None: a segment written without arrays)
-_TOMBSTONE_ARRAYS = ("note_ids", "indptr", "docs", "field_len", "df", *CLASS_ARRAYS)  # what dead_counts reads
 
 
 @dataclass(frozen=True)
@@ -152,42 +148,29 @@ def write_segment(
     return counts
 
 
-def _dead_rows(segment: Path, ids: list[int]) -> tuple[list[tuple[str, int, str]], list[tuple[str, int, int]]]:
-    """(classes rows, df rows) of ``seg.create_tombstone``: the exact contribution of the notes ``ids`` to
-    ``segment``'s per-class statistics, counted from the arrays of its own it needs
-    (``core.ranking.segments.dead_counts``: what the ranking side subtracts), in its own term ids. A listed id the segment lacks is a UsageError."""
-    conn = sqlite3.connect(_uri(segment), uri=True)
-    try:
-        arrays = stored.load_group(conn, SPARSE_GROUP, _TOMBSTONE_ARRAYS)
-    finally:
-        conn.close()
-    if arrays is None:
-        raise IntegrityError(f"segment {segment} holds no term-major arrays", path=str(segment))
-    n_docs, fields, n_terms = int(arrays["note_ids"].shape[0]), int(arrays["field_len"].shape[1]), arrays["df"].shape[0]
-    stats = class_stats_from(arrays, n_docs, fields, n_terms)
-    rows = np.flatnonzero(np.isin(np.asarray(arrays["note_ids"], dtype=np.int64), ids))
-    if rows.shape[0] != len(ids):
-        missing = len(ids) - int(rows.shape[0])
-        raise UsageError(
-            f"a tombstone lists only notes of its segment: {missing} of {len(ids)} ids are not in {segment}",
-            path=str(segment),
-            expected=len(ids),
-            actual=int(rows.shape[0]),
-        )
-    counted = dead_counts(stats, arrays["field_len"], arrays["indptr"], arrays["docs"], n_terms, rows)
-    names = stats.names
-    classes = [(name, int(counted.docs[c]), json.dumps(counted.field_len[c].tolist())) for c, name in enumerate(names)]
-    cls, terms = np.nonzero(counted.df)
-    df = [(names[c], int(t), int(counted.df[c, t])) for c, t in zip(cls.tolist(), terms.tolist(), strict=True)]
-    return classes, df
-
-
-def write_tombstone(dest: Path, segment: Path, dead_ids: Collection[int]) -> int:
+def write_tombstone(dest: Path, segment: Path, dead_ids: Collection[int], previous: Path | None = None) -> int:
     """Write a tombstone part ``dest`` for ``segment``: ALL of that segment's deleted note ids (a newer
     delete writes a new tombstone) and their exact per-class statistics for the terms they hold (its size
-    grows with the dead notes, not with the segment). Returns how many ids it lists."""
+    grows with the dead notes, not with the segment); ``previous``: the segment's tombstone so far, whose
+    statistics the new one builds on. Returns how many ids it lists."""
+    return len(write_tombstone_counted(dest, segment, dead_ids, previous).ids)
+
+
+@dataclass(frozen=True)
+class TombstoneWrite:
+    ids: list[int]  # every dead id the tombstone lists
+    how: list[str]  # how its statistics were counted (core.build.tomb_stats: VERIFIED, or why from the whole arrays)
+    whole: int = 0  # how many dead notes were counted from the segment's whole arrays
+
+
+def write_tombstone_counted(
+    dest: Path, segment: Path, dead_ids: Collection[int], previous: Path | None = None
+) -> TombstoneWrite:
+    """``write_tombstone``, saying how the statistics were counted (``core.build.tomb_stats.tombstone_sums``:
+    the newly dead notes from their own postings, a note that does not verify from the whole arrays)."""
     ids = sorted(set(dead_ids))
-    classes, df = _dead_rows(segment, ids)
+    sums = tombstone_sums(segment, ids, previous)
+    classes, df = sums.rows()
     conn = sqlite3.connect(f"file:{dest}?mode=rwc", uri=True, isolation_level=None)
     try:
         set_page_size(conn, SMALL_PAGE)
@@ -196,4 +179,4 @@ def write_tombstone(dest: Path, segment: Path, dead_ids: Collection[int]) -> int
         set_journal_mode(conn, "DELETE")
     finally:
         conn.close()
-    return len(ids)
+    return TombstoneWrite(ids, sums.how, sums.whole)

@@ -173,6 +173,11 @@ class StoredArray:
     ndim = 1
 
     @property
+    def per_piece(self) -> int:
+        """Values a piece holds (a reader bisecting a long ascending run reads a piece per probe)."""
+        return self._per_piece
+
+    @property
     def size(self) -> int:
         return self.shape[0]
 
@@ -257,21 +262,27 @@ def load_group(
     names: tuple[str, ...],
     *,
     reader: Reader | None = None,
+    only: bool = False,
 ) -> dict[str, Any] | None:
     """The arrays of ``group`` (read-only), or ``None`` when this database holds no such group. With a
     ``reader`` an array stored in pieces is a ``StoredArray`` (read on demand), else every array is
-    read whole. A group that lacks one of ``names`` or whose bytes do not fit their shape is an
-    ``IntegrityError``."""
+    read whole; ``only``: the arrays ``names`` and no other, looked up by name (a writer reading a few of a
+    group's arrays lists none of its other arrays or pieces).
+    A group that lacks one of ``names`` or whose bytes do not fit their shape is an ``IntegrityError``."""
     if not term_major.has_term_major(conn):
         return None
     out: dict[str, Any] = {}
     pieced: dict[str, tuple[str, np.dtype, tuple[int, ...], int, str]] = {}
-    rows = term_major.group_listing(conn, group)
+    rows = (
+        term_major.named_listing(conn, [group + SEP + n for n in names])
+        if only
+        else term_major.group_listing(conn, group)
+    )
     for full, dtype, shape, size in rows:
-        if PIECE in full[len(group) + 1 :]:
-            continue  # a piece: read through its header's array
-        spec, kind = json.loads(shape), np.dtype(dtype)
         name = full[len(group) + 1 :]
+        if PIECE in name or (only and name not in names):
+            continue  # a piece (read through its header's array), or an array not asked for
+        spec, kind = json.loads(shape), np.dtype(dtype)
         if isinstance(spec, dict) and "piece_bytes" in spec:
             dims, piece_bytes = tuple(spec["shape"]), int(spec["piece_bytes"])
             if len(dims) != 1 or size != 0:

@@ -37,6 +37,7 @@ REPORT_KEYS = {
     "one_segment_reason",
     "segment_limit_merge",
     "whole_base_reason",
+    "tombstone_whole_notes",
     "index_kind",
     "notes",
     "chunks",

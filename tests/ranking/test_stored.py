@@ -414,3 +414,19 @@ def test_a_large_whole_array_is_stored_compressed_and_read_back_exactly() -> Non
         got = loaded[name]
         assert got.dtype == array.dtype and got.shape == array.shape and np.array_equal(got, array), name
         assert not got.flags.writeable, name
+
+
+def test_only_the_named_arrays_are_listed_and_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``load_group(..., only=True)``: the named arrays alone, looked up by name (a tombstone writer reads a few
+    arrays of a group of thousands of pieces); a pieced one stays lazy with a reader; a missing one fails."""
+    conn = sqlite3.connect(":memory:")
+    conn.execute(term_major.DDL_TERM_MAJOR)
+    big = np.arange(3 * stored.PIECE_BYTES, dtype=np.int32)
+    stored.save_group(conn, "g", {"small": np.arange(5), "big": big, "other": np.ones(7)}, ("big",), ("big",))
+    monkeypatch.setattr(term_major, "group_listing", None)  # never listed whole
+    got = stored.load_group(conn, "g", ("small",), only=True)
+    assert got is not None and set(got) == {"small"} and got["small"].tolist() == list(range(5))
+    lazy = stored.load_group(conn, "g", ("small", "big"), reader=stored.Reader(conn), only=True)
+    assert lazy is not None and isinstance(lazy["big"], stored.StoredArray) and lazy["big"][5:8].tolist() == [5, 6, 7]
+    with pytest.raises(IntegrityError, match="lacks"):
+        stored.load_group(conn, "g", ("small", "nope"), only=True)

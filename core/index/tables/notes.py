@@ -234,6 +234,13 @@ def names_of_notes(conn: sqlite3.Connection, note_ids: Iterable[int]) -> list[tu
     ).fetchall()
 
 
+def note_extra(conn: sqlite3.Connection, note_id: int) -> dict[str, Any]:
+    """A note's ``extra`` frontmatter (its other keys: ``lang`` among them), {} when it has none."""
+    row = conn.execute("SELECT extra FROM notes WHERE id = ?", (note_id,)).fetchone()
+    found = json.loads(row[0]) if row is not None and row[0] else {}
+    return found if isinstance(found, dict) else {}
+
+
 def note_ids_by_path(conn: sqlite3.Connection) -> dict[str, int]:
     return dict(conn.execute("SELECT rel_path, id FROM notes"))
 

@@ -9,6 +9,7 @@ other row; a reader lists a group without reading its bytes, then reads the arra
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -26,6 +27,9 @@ SQL_TERM_MAJOR_INSERT = "INSERT INTO term_major (name, dtype, shape, data) VALUE
 # length(data) is read from the record header: listing a group reads none of its bytes
 SQL_TERM_MAJOR_READ_GROUP = "SELECT name, dtype, shape, length(data) FROM term_major WHERE name >= ? AND name < ?"
 SQL_TERM_MAJOR_READ_DATA = "SELECT data FROM term_major WHERE name = ?"
+SQL_TERM_MAJOR_READ_NAMED = (
+    "SELECT name, dtype, shape, length(data) FROM term_major WHERE name IN (SELECT value FROM json_each(?))"
+)
 
 
 def _range(group: str) -> tuple[str, str]:
@@ -53,6 +57,12 @@ def insert_rows(conn: sqlite3.Connection, rows: Iterable[tuple[str, str, str, An
 def group_listing(conn: sqlite3.Connection, group: str) -> Iterator[tuple[str, str, str, int]]:
     """(full name, dtype, shape JSON, byte length) of every row of ``group``: none of its bytes are read."""
     return conn.execute(SQL_TERM_MAJOR_READ_GROUP, _range(group))
+
+
+def named_listing(conn: sqlite3.Connection, names: list[str]) -> Iterator[tuple[str, str, str, int]]:
+    """``group_listing`` of the rows of these full names only (an array's header, not its pieces): a reader
+    of a few arrays of a group of thousands of pieces lists those alone."""
+    return conn.execute(SQL_TERM_MAJOR_READ_NAMED, (json.dumps(names),))
 
 
 def read_data(conn: sqlite3.Connection, name: str) -> bytes | None:
