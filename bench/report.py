@@ -30,6 +30,7 @@ from bench.report_segments import (
     merge_section,
     quality_segments_section,
     staged_section,
+    tombstone_section,
 )
 from bench.report_summary import summary_section, test_suite_section
 from bench.report_vector import vector_norm_section
@@ -1015,6 +1016,7 @@ def render(results: dict[str, dict[str, Any]], results_dir: Path = RESULTS_DIR, 
         *edit_section(results, "edit_stop34", STOP34_HEADING, STOP34_INTRO),
         *staged_section(results),
         *gather_section(results),
+        *tombstone_section(results),
         *merge_section(results),
         *quality_segments_section(results),
         *plots_section(results_dir, out_path),

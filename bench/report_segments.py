@@ -227,3 +227,40 @@ def staged_section(results: dict[str, dict[str, Any]]) -> list[str]:
         *rows,
         "",
     ]
+
+
+TOMBSTONE_NAMES = {"ps": "PowerShell docs", "synth-10000": "synthetic 10k", "synth-30000": "synthetic 30k"}
+
+
+def tombstone_section(results: dict[str, dict[str, Any]]) -> list[str]:
+    """A tombstone's exact statistics for one dead note, in process (``bench/results/tombstone.json``)."""
+    data = results.get("tombstone")
+    if not data:
+        return []
+    rows = [
+        f"| {TOMBSTONE_NAMES.get(key, key)} | {run['notes']:,} | {run['postings']:,} | {run['before_ms_median']:.0f} ms "
+        f"| {run['after_ms_median']:.0f} ms | {run['docs_pieces_read_median']:,} of {run['docs_pieces']:,} "
+        f"| {', '.join(run.get('how', []))} |"
+        for key, run in data.items()
+        if isinstance(run, dict) and "after_ms_median" in run
+    ]
+    load = data.get("load_avg_before", [None])[0]
+    return [
+        "## A tombstone's statistics in O(dead note) (issue 29)",
+        "",
+        "After an edit, the edited note's old segment gets a tombstone with the exact per-class statistics of "
+        "its dead notes. *Before*: counted from the segment's whole postings. *After*: the previous tombstone's "
+        "stored statistics plus each newly dead note's, its terms read from its stored texts (analysed in its "
+        "language), each verified in its own posting run (bisected a 16 KiB piece at a time) and their per-field "
+        "counts summed against the note's stored field lengths (equal sums prove no term is missing); a note "
+        "that does not verify, or whose runs would cost as much as the whole array, is counted from the whole "
+        "array and the build report's `tombstone_whole_notes` says so. Median of 7 notes, in process"
+        + (f", 1-minute load {load:.1f}." if load is not None else "."),
+        "",
+        "    python -m bench.bench_tombstone --corpus none --built VAULT ... --notes 7",
+        "",
+        "| vault | notes | postings | before | after | `docs` pieces read | how |",
+        "|---|---:|---:|---:|---:|---:|---|",
+        *rows,
+        "",
+    ]

@@ -72,3 +72,13 @@ def test_the_report_puts_each_corpus_before_beside_after_and_skips_what_was_not_
     table = staged_section({"edit_fedplan_before": edit(1.32, 8_070_000), "edit_fedplan": edit(0.98, 213_000)})
     assert "| scifact | 1.32 s | 0.98 s | 8.07 MB | 0.21 MB | 0.13 MB |" in table
     assert staged_section({"edit_fedplan": edit(0.98, 213_000)}) == []  # no pair, no section
+
+
+def test_the_tombstone_report_lists_each_vault_it_ran_on() -> None:
+    from bench.report_segments import tombstone_section
+
+    run = {"notes": 30000, "postings": 13_499_849, "before_ms_median": 781.8, "after_ms_median": 176.2,
+           "docs_pieces_read_median": 448, "docs_pieces": 3296, "how": ["verified"]}  # fmt: skip
+    lines = tombstone_section({"tombstone": {"load_avg_before": [5.7], "machine": {}, "synth-30000": run}})
+    assert "| synthetic 30k | 30,000 | 13,499,849 | 782 ms | 176 ms | 448 of 3,296 | verified |" in lines
+    assert tombstone_section({}) == []
