@@ -186,3 +186,25 @@ def test_the_plan_reads_whole_rows_only_of_the_files_it_does_not_vouch_for(vault
     assert whole == 2  # the edited note's row and the removed one's: not the 200 notes'
     assert [item[0].rel_path for item in planned.changed] == ["d0/n004.md", "d3/new.md"]
     assert len(planned.removed_ids) == 1 and planned.gone_paths == ["d3/n003.md"] and planned.reused == 198
+
+
+def test_the_index_command_collects_garbage_less_often_during_the_build_only(
+    vault: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import gc
+
+    from core.cli import main
+
+    seen: list[tuple[int, int, int]] = []
+    real = builder.build_index
+
+    def recording(*a: Any, **kw: Any) -> Any:
+        seen.append(gc.get_threshold())
+        return real(*a, **kw)
+
+    monkeypatch.setattr(builder, "build_index", recording)
+    append(vault, "d1/n005.md")
+    before = (gc.get_threshold(), gc.get_freeze_count())
+    assert main(["index", str(vault), "--json"]) == 0
+    assert seen and seen[0][0] >= 50_000  # a tuple per file of the vault: not traversed every 700 allocations
+    assert (gc.get_threshold(), gc.get_freeze_count()) == before  # an in-process caller gets its collector back
