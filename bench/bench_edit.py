@@ -241,6 +241,7 @@ def measure_vaultsearch(vault: Path, index_dir: Path, edits: Sequence[str], tmp:
             {
                 "note": rel,
                 "wall_seconds": round(run["wall_seconds"], 3),
+                "cpu_seconds": round(run["cpu_seconds"], 3),
                 "walk": diff,
                 "proc_write_bytes": io.get("write_bytes"),
                 "proc_wchar": io.get("wchar"),
@@ -252,6 +253,7 @@ def measure_vaultsearch(vault: Path, index_dir: Path, edits: Sequence[str], tmp:
         "cold_report": _summary(cold["report"]),
         "edits": runs,
         "median_wall_seconds": round(statistics.median(r["wall_seconds"] for r in runs), 3),
+        "median_cpu_seconds": round(statistics.median(r["cpu_seconds"] for r in runs), 3),
         "median_walk_bytes": statistics.median(r["walk"]["bytes"] for r in runs),
         "median_proc_write_bytes": _median_or_none([r["proc_write_bytes"] for r in runs]),
         "median_proc_wchar": _median_or_none([r["proc_wchar"] for r in runs]),
