@@ -155,7 +155,7 @@ def stage_changes(
     plan.base_paths = {row[0] for row in carried}
     validate(conn, plan)
     if not run.source_may_change:
-        run.source.check_unchanged(plan.scan)
+        run.source.check_unchanged(plan.scan, plan.read, plan.gone_paths)
     run.lap("validate", t)
     return {"links": links[0], "unresolved_links": links[1]}
 

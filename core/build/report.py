@@ -82,7 +82,7 @@ def build_report(
         index_kind=kind,
         notes=notes,
         chunks=chunks,
-        reused=len(plan.unchanged),
+        reused=plan.reused,
         changed=len(plan.changed),
         added=plan.added,
         removed=len(plan.removed_ids) + len(plan.removed_skipped),
