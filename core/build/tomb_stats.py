@@ -192,18 +192,24 @@ class _Segment:
         return self.base_ids[int(self.base_ptr[i]) : int(self.base_ptr[i + 1])].tolist()
 
     def find(self, a: int, b: int, row: int) -> int:
-        """The position of ``row`` in the ascending run ``docs[a:b]``, or -1: bisected a piece at a time, each
-        step reading the middle piece of the run's rest (an array stored whole: searched as it is)."""
+        """The position of ``row`` in the ascending run ``docs[a:b]``, or -1: searched a piece at a time, each
+        step reading one piece of the run's rest; the steps alternate between the piece where ``row`` would
+        lie were the rest's rows spread evenly between the rows known around it (a term's postings mostly
+        are: one piece, where bisecting read log2 of the run's pieces) and the middle piece (at most twice
+        the bisection's steps, whatever the rows). An array stored whole: searched as it is."""
         docs = self.a["docs"]
         per = getattr(docs, "per_piece", None) or b + 1  # stored whole: one step
+        below, above = -1, self.field_len.shape[0]  # the rows just outside docs[a:b] (or the segment's bounds)
+        spread = True
         while a < b:
-            k = (a // per + (b - 1) // per) // 2
+            at = a + (b - a) * (row - below) // (above - below) if spread and above > below + 1 else (a + b - 1) // 2
+            k, spread = min(max(at, a), b - 1) // per, not spread
             lo, hi = max(a, k * per), min(b, (k + 1) * per)
             run = np.asarray(docs[lo:hi])  # within one piece: a slice (an index would count as a gather)
             if row < int(run[0]):
-                b = lo
+                b, above = lo, int(run[0])
             elif row > int(run[-1]):
-                a = hi
+                a, below = hi, int(run[-1])
             else:
                 at = int(np.searchsorted(run, row))
                 return lo + at if int(run[at]) == row else -1

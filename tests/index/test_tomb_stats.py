@@ -175,6 +175,19 @@ def test_repeated_edits_write_tombstones_counted_from_the_dead_notes_only(
     assert seen[-1][3] == [f"{tomb_stats.WHOLE_ROWS}:1"]
 
 
+def _count_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the stored arrays' pieces read from now on (appended as they are read)."""
+    read: list[str] = []
+    real = stored.Reader.data
+
+    def count(self: stored.Reader, name: str) -> bytes | None:
+        read.append(name)
+        return real(self, name)
+
+    monkeypatch.setattr(stored.Reader, "data", count)
+    return read
+
+
 def test_a_tombstone_write_reads_a_few_pieces_of_the_postings_not_the_whole_array(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -190,14 +203,7 @@ def test_a_tombstone_write_reads_a_few_pieces_of_the_postings_not_the_whole_arra
     root = write_files(tmp_path / "vault", files)
     build_index(root)
     segment, ids = _segment_of(root)
-    read: list[str] = []
-    real = stored.Reader.data
-
-    def count(self: stored.Reader, name: str) -> bytes | None:
-        read.append(name)
-        return real(self, name)
-
-    monkeypatch.setattr(stored.Reader, "data", count)
+    read = _count_reads(monkeypatch)
     conn = sqlite3.connect(f"file:{segment}?mode=ro", uri=True)
     total = sum(1 for (name, *_) in conn.execute("SELECT name FROM term_major") if "/docs#" in name)
     conn.close()
@@ -209,3 +215,26 @@ def test_a_tombstone_write_reads_a_few_pieces_of_the_postings_not_the_whole_arra
     long = write_tombstone_counted(tmp_path / "l.del", segment, [ids[600], ids[601]], tmp_path / "t.del")
     assert long.how == [f"{tomb_stats.CHEAPER}:1"]
     assert _tables(tmp_path / "l.del") == _reference_tables(segment, [ids[600], ids[601]], tmp_path / "r.del")
+
+
+def test_a_tombstone_reads_about_one_piece_of_docs_per_candidate_term_however_long_its_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Terms every note holds have runs of many pieces (1,200 rows in 1 KiB pieces): finding the dead note's
+    row in each reads about one piece of ``docs`` (where the row would lie, the run's rows spread evenly),
+    where bisecting the run read log2 of its pieces; the rows are the whole count's."""
+    monkeypatch.setattr(stored, "PIECE_BYTES", 1024)
+    rng = random.Random(5)
+    common = [f"c{i}" for i in range(12)]
+    vocab = [f"w{i}" for i in range(3000)]
+    files = {f"n{i:04d}.md": note(f"N{i}", " ".join(common + rng.choices(vocab, k=30))) for i in range(1200)}
+    files["n0700.md"] = note("Dead", " ".join(common))
+    root = write_files(tmp_path / "vault", files)
+    build_index(root)
+    segment, ids = _segment_of(root)
+    read = _count_reads(monkeypatch)
+    written = write_tombstone_counted(tmp_path / "t.del", segment, [ids[700]])
+    docs = [n for n in read if "/docs#" in n]
+    assert written.how == [tomb_stats.VERIFIED]
+    assert len(docs) <= len(common) + 3, len(docs)  # 13 terms (the title's too); bisecting: 3-4 pieces each
+    assert _tables(tmp_path / "t.del") == _reference_tables(segment, [ids[700]], tmp_path / "r.del")
