@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from core.build.link_graph import ReplacedNote, replaced_notes
 from core.index.layout import ResolvedIndex
@@ -27,16 +28,20 @@ from core.index.tables.links import (
     target_rows,
     targets_by_key,
 )
-from core.index.tables.notes import count_notes, note_file_rows
+from core.index.tables.notes import count_notes
 from core.index.tables.problems import note_problems_except
 from core.index.verify import connect_readonly
 
+if TYPE_CHECKING:
+    from core.build.source import BaseStats
+
 
 class BaseView:
-    """The base generation ``base`` without the notes ``gone`` (ids live in it). Close it (a context manager)."""
+    """The base generation ``base`` without the notes ``gone`` (ids live in it), and the rows the build's plan
+    read of it (``rows``: its source files' rows are read once per build, there). Close it (a context manager)."""
 
-    def __init__(self, base: ResolvedIndex, gone: Sequence[int]) -> None:
-        self.base = base
+    def __init__(self, base: ResolvedIndex, gone: Sequence[int], rows: BaseStats) -> None:
+        self.base, self.rows = base, rows
         self.gone = set(gone)
         self._gone_json = json.dumps(sorted(self.gone))
         self.conn: sqlite3.Connection = connect_readonly(base)
@@ -57,7 +62,7 @@ class BaseView:
     def file_rows(self, note_ids: Sequence[int]) -> dict[int, tuple[str, str]]:
         """Note id -> (rel_path, content sha256) of these notes in the base."""
         wanted = set(note_ids)
-        return {nid: (rel, sha) for rel, nid, sha, _, _ in note_file_rows(self.conn) if nid in wanted}
+        return {nid: (rel, sha) for rel, nid, sha, _, _ in self.rows.rows.values() if nid in wanted}
 
     def vectors(self, note_ids: Sequence[int]) -> list[tuple[int, int, bytes, bytes]]:
         """(note id, chunk ord, chunk text SHA-256, vector) of these notes' embedded chunks in the base."""
@@ -70,8 +75,11 @@ class BaseView:
     def carried_stats(self) -> list[tuple[str, str, int, int]]:
         """(rel_path, content sha256, mtime_ns, size) of the carried-over notes (``source_stats`` without
         the skipped files: the working database carries the generation's)."""
+        gone = self.gone
         return [
-            (rel, sha, mtime, size) for rel, nid, sha, mtime, size in note_file_rows(self.conn) if nid not in self.gone
+            (rel, sha, mtime, size)
+            for rel, nid, sha, mtime, size in self.rows.rows.values()
+            if nid >= 0 and nid not in gone
         ]
 
     def targets(self, keys: Sequence[str] | None) -> list[tuple[int, str, str]]:

@@ -132,7 +132,7 @@ def _base_view(base: ResolvedIndex, plan: BuildPlan) -> BaseView:
     (replaced, or changed in place: ``GenerationChangedError``) sends the build to the whole-base path, which
     copies the verified descriptor and hashes what it copies."""
     try:
-        return BaseView(base, plan.changed_ids + plan.removed_ids)
+        return BaseView(base, plan.changed_ids + plan.removed_ids, plan.base)
     except GenerationChangedError as exc:
         raise NotADelta(f"{PART_REPLACED}: {exc}") from exc
 

@@ -4,11 +4,11 @@ The plan compares a fresh scan with the base: a file the source vouches for (``N
 leaves it out: same stat and older than the previous scan, or not in git's diff) is kept unread; the
 others are read and kept when their content hash is the base's; new files are read where they are parsed.
 
-At 100k notes an edit's plan is O(vault) only in one narrow query and one pass over the scan: the base's
-(rel_path, mtime_ns, size) of every source file (``source_mtime_sizes``, a covering index of each segment)
-as a set, the scan's stat looked up in it; whole rows (id, content hash) are read for the unvouched files
-only (``source_rows_of``), and the base's paths are listed only when a file was removed (the base holds
-more source files than the scan matched).
+At 100k notes an edit's plan is O(vault) only in one query and one pass over the scan: the base's row of every
+source file (``BaseStats``: path, id, content hash, mtime, size; a covering index of each segment) by path, the
+scan's stat looked up in it, the unvouched files' rows too; the base's paths are listed only when a file was
+removed (the base holds more source files than the scan matched). A build staged on its changes takes the
+carried-over notes' rows from the same ``BaseStats`` (``BuildPlan.base``): the base's rows are read once.
 """
 
 from __future__ import annotations
@@ -19,11 +19,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from core.build.source import BaseStats, NoteSource, Read
+from core.build.source import BaseStats, NoteSource, Read, base_rows
 from core.index.layout import IndexLayout
 from core.index.settings import IndexConfig
 from core.index.tables.meta import get_meta
-from core.index.tables.skipped_files import source_mtime_sizes, source_rows_of
 from core.vault.problems import Problem
 from core.vault.scan import ScannedFile, ScanResult
 
@@ -47,6 +46,7 @@ class BuildPlan:
     # or hashed (the unvouched ones, new ones included), and the paths of the files it removed
     read: list[ScannedFile] = field(default_factory=list)
     gone_paths: list[str] = field(default_factory=list)
+    base: BaseStats = field(default_factory=BaseStats)  # the base's rows, read once (empty: no base)
 
     @property
     def up_to_date(self) -> bool:
@@ -81,11 +81,11 @@ class BuildRun:
         return now
 
 
-def _removed(base: sqlite3.Connection, stats: BaseStats, scan: ScanResult, plan: BuildPlan) -> None:
+def _removed(stats: BaseStats, scan: ScanResult, plan: BuildPlan) -> None:
     """The base's source files the scan no longer lists, into ``plan`` (sorted by path)."""
     gone = sorted(stats.paths.difference(f.rel_path for f in scan.files))
     plan.gone_paths = gone
-    for rel, note_id, *_ in sorted(source_rows_of(base, gone)):
+    for rel, note_id, *_ in (stats.rows[rel] for rel in gone):
         if note_id >= 0:
             plan.removed_ids.append(note_id)
         else:
@@ -97,10 +97,10 @@ def plan_build(
 ) -> BuildPlan:
     """What changed since ``base``: files the source vouches for are kept unread; the others are
     read and kept when their content hash is the base's; new files are read where they are parsed."""
-    stats = BaseStats(source_mtime_sizes(base) if base is not None else ())
+    stats = BaseStats(base_rows(base) if base is not None else ())
     unvouched = source.unvouched(scan.files, stats, get_meta(base) if base is not None else {})
-    known = {r[0]: r[1:] for r in source_rows_of(base, [f.rel_path for f in unvouched])} if base is not None else {}
-    plan = BuildPlan(scan, scan_started_ns, len(scan.files) - len(unvouched), [], [], [], [])
+    known = {f.rel_path: stats.rows[f.rel_path][1:] for f in unvouched if f.rel_path in stats.rows}
+    plan = BuildPlan(scan, scan_started_ns, len(scan.files) - len(unvouched), [], [], [], [], base=stats)
     to_read = [f for f in unvouched if f.rel_path in known]
     new = [f for f in unvouched if f.rel_path not in known]
     plan.read = unvouched
@@ -119,6 +119,6 @@ def plan_build(
     plan.changed += source.read(new, defer=True)
     plan.changed.sort(key=lambda item: item[0].rel_path)  # scan order: note ids do not depend on the source
     plan.added = len(new)
-    if base is not None and len(stats) > len(scan.files) - len(new):  # the base holds files the scan lost
-        _removed(base, stats, scan, plan)
+    if len(stats) > len(scan.files) - len(new):  # the base holds files the scan lost
+        _removed(stats, scan, plan)
     return plan

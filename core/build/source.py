@@ -5,7 +5,7 @@ only answers these questions (``NoteSource``):
 
     scan()                  which note files there are (sorted), and the problems met listing them
     unvouched(files, base)  the files the source does NOT vouch are unchanged since the base index
-                            (``BaseStats``: the base's (path, mtime, size), no whole rows); the rest
+                            (``BaseStats``: the base's rows, read once); the rest
                             is carried over unread (working tree: same mtime and size, not racy;
                             git: in the base and not in the diff of the base tree and this tree)
     read(files, defer)      their (content, sha256); ``defer`` lets a file be read later, where it
@@ -26,7 +26,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import stat
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -39,6 +39,8 @@ from core.index.manifest import peek_segment
 from core.index.state import active_record
 from core.index.tables.git_dates import forget_dates
 from core.index.tables.meta import get_meta
+from core.index.tables.notes import note_file_rows
+from core.index.tables.skipped_files import skipped_file_rows
 from core.vault.scan import ScannedFile, ScanResult, scan_vault
 
 if TYPE_CHECKING:
@@ -49,21 +51,32 @@ SOURCES = ("worktree", "git")
 Read = tuple[ScannedFile, "bytes | BlobRef | None", "str | None"]  # BlobRef: read where parsed
 
 
-class BaseStats:
-    """What a plan compares a scan with: the (rel_path, mtime_ns, size) of every source file (notes and skipped
-    files) the base index holds, from one narrow query (``source_mtime_sizes``: no whole note rows); the whole
-    rows are read only for the files the source does not vouch for (``core.build.plan``)."""
+BaseRow = tuple[str, int, str, int, int]  # (rel_path, note id (-1: a skipped file), content sha256, mtime_ns, size)
 
-    def __init__(self, rows: Iterable[tuple[str, int, int]]) -> None:
-        self.stats = set(rows)
+
+def base_rows(conn: sqlite3.Connection) -> Iterator[BaseRow]:
+    """Every source file's row in the base (notes, then skipped files with note id -1)."""
+    yield from note_file_rows(conn)
+    yield from ((rel, -1, sha, mtime, size) for rel, sha, mtime, size in skipped_file_rows(conn))
+
+
+class BaseStats:
+    """What a plan compares a scan with: the row of every source file (notes and skipped files) the base index
+    holds, by path (``base_rows``), read once per build. The plan looks up each scanned file's stat and the
+    unvouched files' whole rows in it; a build staged on its changes takes the carried-over notes' rows
+    (its snapshot and racy rows: ``core.build.base_view.BaseView.carried_stats``) from it, where it read the
+    base's rows a second time (0.3-0.4 s of CPU at 100k notes)."""
+
+    def __init__(self, rows: Iterable[BaseRow] = ()) -> None:
+        self.rows: dict[str, BaseRow] = {row[0]: row for row in rows}
 
     def __len__(self) -> int:
-        return len(self.stats)
+        return len(self.rows)
 
     @cached_property
     def paths(self) -> set[str]:
         """The base's source paths (built only when asked: a removal, or a git source's plan)."""
-        return {row[0] for row in self.stats}
+        return set(self.rows)
 
 
 class NoteSource(Protocol):
@@ -127,8 +140,15 @@ class WorkingTreeSource:
         within ``RACY_NS`` of the base's scan or later (a write in the tick of its read would not show), or a
         path seen changing (``rehash``)."""
         racy_after = int(meta.get("scan_started_ns", 0)) - RACY_NS
-        stats, rehash = base.stats, self.rehash
-        out = [f for f in files if f.mtime_ns >= racy_after or (f.rel_path, f.mtime_ns, f.size) not in stats]
+        rows, rehash = base.rows, self.rehash
+        out = [
+            f
+            for f in files
+            if f.mtime_ns >= racy_after
+            or (row := rows.get(f.rel_path)) is None
+            or row[3] != f.mtime_ns
+            or row[4] != f.size
+        ]
         if rehash:
             listed = {f.rel_path for f in out}
             out += [f for f in files if f.rel_path in rehash and f.rel_path not in listed]

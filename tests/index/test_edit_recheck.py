@@ -7,7 +7,7 @@ one-note edit at 100k notes).
   generation serving.
 - A file carried over unread (vouched for by its stat) that changes during the build does not fail it: the
   new generation keeps the row of the file as scanned (its stat with it), so the next build sees the change.
-- The plan reads whole rows (id, content hash) only of the files it does not vouch for by stat.
+- An edit's build reads the base's rows once (the plan's; the carried-over notes' stats are taken from them).
 
 The vaults are aged a day (a real vault's notes are old): a file written within the racy window of a scan is
 never vouched for by its stat, so a freshly written vault would be read whole.
@@ -25,7 +25,7 @@ import pytest
 from conftest import write_files as write
 
 from core import generations as gen
-from core.build import builder, plan, source
+from core.build import base_view, builder, plan, source
 from core.build.builder import build_index
 from core.errors import SourceChangedError
 from core.generations import layout_for
@@ -158,34 +158,44 @@ def test_a_note_carried_over_unread_that_changes_during_the_build_is_seen_by_the
     assert again.changed == 1 and again.reused == 199  # the next build reads it
 
 
-class _CountingConnection:
-    """A connection whose queries' fetched rows are recorded with their SQL."""
+def _counting(monkeypatch: pytest.MonkeyPatch, module: Any, name: str, rows: list[str]) -> None:
+    """Record the rel_path of every row ``module.name`` (a whole-table read of the base) yields."""
+    real = getattr(module, name, None)
+    if real is None:  # not read that way (any more)
+        return
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self.conn = conn
-        self.fetched: list[tuple[str, int]] = []
+    def counted(conn: Any) -> Any:
+        for row in real(conn):
+            rows.append(row[0])
+            yield row
 
-    def execute(self, sql: str, *args: Any) -> list[Any]:
-        rows = self.conn.execute(sql, *args).fetchall()
-        self.fetched.append((sql, len(rows)))
-        return rows
+    monkeypatch.setattr(module, name, counted)
 
 
-def test_the_plan_reads_whole_rows_only_of_the_files_it_does_not_vouch_for(vault: Path) -> None:
+def test_an_edit_reads_the_base_rows_once(vault: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An edit, a removal and an addition: the build reads every note row of the base once (the plan's
+    ``BaseStats``; its carried-over notes' stats come from them, not from a second pass over the base: 400
+    rows before), and plans the same."""
     append(vault, "d0/n004.md")
     os.unlink(vault / "d3/n003.md")
     write(vault, {"d3/new.md": "# New\n\nnew words\n"})
-    src = source.WorkingTreeSource(vault, layout_for(vault).index_dir, 1 << 24)
-    base = gen.resolve(layout_for(vault))
-    conn = _CountingConnection(gen.connect_readonly(base))
-    try:
-        planned = plan.plan_build(src.scan(), time.time_ns(), conn, src)  # type: ignore[arg-type]
-    finally:
-        conn.conn.close()
-    whole = sum(n for sql, n in conn.fetched if "content_sha256" in sql)
-    assert whole == 2  # the edited note's row and the removed one's: not the 200 notes'
-    assert [item[0].rel_path for item in planned.changed] == ["d0/n004.md", "d3/new.md"]
-    assert len(planned.removed_ids) == 1 and planned.gone_paths == ["d3/n003.md"] and planned.reused == 198
+    rows: list[str] = []
+    for module, name in ((source, "note_file_rows"), (plan, "source_mtime_sizes"), (base_view, "note_file_rows")):
+        _counting(monkeypatch, module, name, rows)
+    planned: list[plan.BuildPlan] = []
+    real_plan = builder.plan_build
+
+    def planning(*args: Any) -> plan.BuildPlan:
+        planned.append(real_plan(*args))
+        return planned[-1]
+
+    monkeypatch.setattr(builder, "plan_build", planning)
+    report = build_index(vault)
+    assert report.whole_base_reason is None and (report.added, report.removed) == (1, 1)
+    assert sorted(rows) == sorted(NOTES)  # each of the base's 200 notes once
+    [made] = planned
+    assert [item[0].rel_path for item in made.changed] == ["d0/n004.md", "d3/new.md"]
+    assert len(made.removed_ids) == 1 and made.gone_paths == ["d3/n003.md"] and made.reused == 198
 
 
 def test_the_index_command_collects_garbage_less_often_during_the_build_only(
