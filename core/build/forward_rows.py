@@ -38,6 +38,7 @@ from core.index.tables.terms import (
 )
 from core.ranking import bm25f, stored
 from core.ranking.chunk_vectors import CHUNK_GROUP
+from core.ranking.postings import distinct
 from core.ranking.sparse import SPARSE_GROUP
 
 _SPARSE = ("note_ids", "indptr", "docs", "field_mask", "body_tf", "side_tf", "term_text", "term_ids")
@@ -58,7 +59,7 @@ class Forward:
         if self._used is not None:
             return self._used
         held = [ids for _, ids, _ in self.notes] + [ids for _, _, ids, _ in self.chunks]
-        self._used = np.unique(np.concatenate(held)) if held else np.zeros(0, np.int64)
+        self._used = distinct(np.concatenate(held)) if held else np.zeros(0, np.int64)
         return self._used
 
     def only(self, note_ids: Collection[int]) -> Forward:

@@ -19,7 +19,7 @@ import core.ranking.sparse_rows
 from core import generations as gen
 from core.index.tables.notes_fts import FTS_COLUMNS
 from core.ranking.analysis import language_analyzer_for
-from core.ranking.postings import TermMajor, stable_order
+from core.ranking.postings import TermMajor, distinct, stable_order
 from core.ranking.sparse import RankParams, bm25_scores, load_sparse, name_match
 from core.vault.chunking import headings
 from core.vault.notes import names_text, parse_note
@@ -124,6 +124,14 @@ def test_stable_order_is_a_stable_argsort(values, small):
     n_terms = 1 << 16 if small else 1 << 20
     terms = np.array([v % n_terms for v in values], dtype=np.int32)
     assert np.array_equal(stable_order(terms, n_terms), np.argsort(terms, kind="stable"))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(-5, 70), max_size=200), st.sampled_from([np.int32, np.int64, np.uint16]))
+def test_distinct_is_np_unique(values, dtype):
+    given_values = np.array([v % 60 if dtype == np.uint16 else v for v in values], dtype=dtype)
+    got = distinct(given_values)
+    assert got.dtype == dtype and np.array_equal(got, np.unique(given_values))
 
 
 @settings(max_examples=40, deadline=None)
