@@ -79,6 +79,7 @@ NOT_FOR_AN_EDIT = (
     "tqdm",
     "importlib.metadata",
     "core.render",
+    "multiprocessing",  # an edit's few notes are prepared in process (core.build.prepare_pool)
     "numpy.ma",  # np.unique's check for a masked array imports it (0.1-0.2 s): core.ranking.postings.distinct
 )
 

@@ -106,6 +106,15 @@ def _note_ids(path: Path) -> list[int]:
         conn.close()
 
 
+def _held(path: Path, note_ids: Sequence[int]) -> list[int]:
+    """Those of ``note_ids`` the segment at ``path`` holds (looked up, not every id of it listed)."""
+    conn = _ro(path)
+    try:
+        return seg.held_note_ids(conn, note_ids)
+    finally:
+        conn.close()
+
+
 def _manifest(base: ResolvedIndex) -> dict:
     doc: dict = json.loads(base.path.read_bytes())
     return doc
@@ -255,11 +264,11 @@ def _kept_parts(base: ResolvedIndex, new_dead: dict[str, list[int]]) -> tuple[li
 def _new_dead(base: ResolvedIndex, gone: Sequence[int]) -> dict[str, list[int]]:
     """Segment SHA-256 -> ALL its dead ids, for each segment holding one of ``gone`` live (an edited note's
     id is in its older segments too, dead there already)."""
-    wanted = set(gone)
+    wanted = sorted(set(gone))
     old = _dead_of(base)
     out = {}
     for part in _segments(base):
-        here = wanted.intersection(_note_ids(part.path)).difference(old.get(part.sha256, ())) if wanted else set()
+        here = set(_held(part.path, wanted)).difference(old.get(part.sha256, ())) if wanted else set()
         if here:
             out[part.sha256] = sorted(here | set(old.get(part.sha256, ())))
     return out

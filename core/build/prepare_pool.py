@@ -1,9 +1,9 @@
 """Prepare a build's changed notes in batches, in process or in forked worker processes that read,
-parse and count (``core.build.ingest.prepare_notes``) while the builder process writes rows."""
+parse and count (``core.build.ingest.prepare_notes``) while the builder process writes rows.
+(``multiprocessing`` is imported only where a pool is asked for: an edit's few notes never fork.)"""
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import uuid
 from collections.abc import Iterator, Sequence
@@ -31,7 +31,11 @@ def _worker_init() -> None:
 
 def default_workers(n_notes: int) -> int:
     """Worker processes for preparing ``n_notes``: 1 (in process) for small batches or without fork."""
-    if n_notes < POOL_MIN_NOTES or "fork" not in multiprocessing.get_all_start_methods():
+    if n_notes < POOL_MIN_NOTES:
+        return 1
+    import multiprocessing
+
+    if "fork" not in multiprocessing.get_all_start_methods():
         return 1
     return max(1, min(os.cpu_count() or 1, 4))
 
@@ -69,6 +73,8 @@ def prepared_notes(
         if workers <= 1:
             yield map(prepare, batches)
             return
+        import multiprocessing
+
         ctx = multiprocessing.get_context("fork")
         with ctx.Pool(workers, initializer=_worker_init) as pool:
             yield pool.imap(prepare, batches)

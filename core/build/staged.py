@@ -8,6 +8,7 @@ import hashlib
 import sqlite3
 import time
 from collections.abc import Iterable
+from itertools import islice
 from typing import Any
 
 from core.build.plan import BuildPlan, BuildRun
@@ -51,8 +52,9 @@ def snapshot_hash(conn: sqlite3.Connection) -> str:
 def snapshot_of(rows: Iterable[tuple[str, str]]) -> str:
     """``snapshot_hash`` of (rel_path, content sha256) rows sorted by path (one row per path)."""
     h = hashlib.sha256()
-    for rel, sha in rows:
-        h.update(f"{rel}\0{sha}\n".encode())
+    it = iter(rows)
+    while batch := list(islice(it, 4096)):  # a join per batch: one encode and update, not one per row
+        h.update("".join([f"{rel}\0{sha}\n" for rel, sha in batch]).encode())
     return h.hexdigest()
 
 

@@ -25,7 +25,7 @@ import pytest
 from conftest import write_files as write
 
 from core import generations as gen
-from core.build import base_view, builder, plan, source
+from core.build import base_view, builder, incremental, plan, source
 from core.build.builder import build_index
 from core.errors import SourceChangedError
 from core.generations import layout_for
@@ -218,3 +218,30 @@ def test_the_index_command_collects_garbage_less_often_during_the_build_only(
     assert main(["index", str(vault), "--json"]) == 0
     assert seen and seen[0][0] >= 50_000  # a tuple per file of the vault: not traversed every 700 allocations
     assert (gc.get_threshold(), gc.get_freeze_count()) == before  # an in-process caller gets its collector back
+
+
+def test_an_edit_finds_its_dead_ids_segments_without_listing_their_ids(
+    vault: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Which segments hold the edited note's id is looked up (a primary-key lookup per segment), not found by
+    listing every id of every segment (all 200 of the base's before); the edit's tombstone still names it."""
+    listed: list[int] = []
+    real = incremental.seg.segment_note_ids
+
+    def listing(conn: sqlite3.Connection) -> list[int]:
+        ids = real(conn)
+        listed.extend(ids)
+        return ids
+
+    monkeypatch.setattr(incremental.seg, "segment_note_ids", listing)
+    append(vault, "d1/n005.md")
+    report = build_index(vault)
+    assert report.whole_base_reason is None and report.changed == 1
+    assert listed == []
+    base = gen.resolve(layout_for(vault))
+    [stone] = [p for p in base.parts if p.kind == "tombstone"]
+    conn = sqlite3.connect(f"file:{stone.path}?mode=ro", uri=True)
+    try:
+        assert len(incremental.seg.dead_note_ids(conn)) == 1
+    finally:
+        conn.close()

@@ -295,6 +295,17 @@ def segment_note_ids(conn: sqlite3.Connection) -> list[int]:
     return [int(r[0]) for r in conn.execute("SELECT id FROM notes ORDER BY id")]
 
 
+def held_note_ids(conn: sqlite3.Connection, note_ids: Sequence[int]) -> list[int]:
+    """Those of ``note_ids`` the database holds (its dead ones too), in order: a primary-key lookup each."""
+    return [
+        int(r[0])
+        for r in conn.execute(
+            "SELECT id FROM notes WHERE id IN (SELECT value FROM json_each(?)) ORDER BY id",
+            (json.dumps(sorted(note_ids)),),
+        )
+    ]
+
+
 def note_ids_from(conn: sqlite3.Connection, first: int, also: Sequence[int] = ()) -> list[int]:
     """The note ids from ``first`` and those of ``also`` the database holds, in order."""
     return [
