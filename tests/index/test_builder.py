@@ -143,7 +143,8 @@ def test_notes_rows_hold_the_parsed_metadata(tmp_path: Path) -> None:
     build_index(vault)
     conn = open_active(vault)
     rows = {
-        r[0]: r[1:] for r in conn.execute("SELECT rel_path, title, description, tags, content_sha256, size FROM notes")
+        r[0]: r[1:]
+        for r in conn.execute("SELECT rel_path, title, description, tags, lower(hex(content_sha256)), size FROM notes")
     }
     for rel, text in NOTES.items():
         data = text.encode()
