@@ -47,7 +47,8 @@ PIECE = "#"  # between an array name and its piece number
 # Bytes of values a piece holds (before compression): a query decompresses the pieces its runs of postings lie
 # in. A piece is one row, and a page holds what it can of whole rows: SciFact's term_major as planes took
 # 4.42 MB at 16 KiB (0.64 MB of it the free ends of pages), 4.10 MB at 32 KiB, 3.88 MB at 64 KiB; decoding a
-# piece of docs, loaded machine: 0.12, 0.22, 0.36 ms. Kept at 16 KiB: a new process's first search pays the decode.
+# piece of docs, loaded machine: 0.12, 0.22, 0.36 ms. Kept at 16 KiB: a new process's first search pays the
+# decode (SciFact, ten dev queries, fts: 0.43 s median at 16 KiB, 0.55 s at 32 KiB; bench_coldstart, one run).
 PIECE_BYTES = 16 * 1024
 MAX_RUNS = 256  # a gather of more separate runs than this reads the whole array once instead
 # A process that has gathered from an array this many times is a long-lived one (a server, an evaluation):
