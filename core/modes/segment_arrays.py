@@ -79,6 +79,10 @@ class Generation:
     tombs: tuple[segments.Tombstone | None, ...]  # per segment: the tombstone its statistics were checked with
     base: tuple[ChunkVectors, Delta] | None = None
     chunks: ChunkVectors | None = None
+    default_mask: np.ndarray | None = None  # the default filters' mask over its rows, once a search asked
+    # (the previous generation's default mask, previous row -> new row, the added segments' rows): what the
+    # default mask is derived from (``generation_default_mask``) until it is
+    mask_base: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
 
@@ -252,7 +256,9 @@ def _extend(sources: Sequence[SegmentSource], previous: Generation, parts: tuple
     with COMBINED_CACHE._lock:
         COMBINED_CACHE.extended += 1
     base = (previous.chunks, delta) if previous.chunks is not None else None
-    return Generation(parts, combined, (*tombs, *(t for _, t in added)), base)
+    mask = previous.default_mask
+    mask_base = None if mask is None else (mask, delta.rows, np.flatnonzero(combined.segment >= delta.first_added))
+    return Generation(parts, combined, (*tombs, *(t for _, t in added)), base, mask_base=mask_base)
 
 
 def generation_chunks(
@@ -287,3 +293,50 @@ def generation_chunks(
                 generation.chunks = combine_chunks(generation.combined, [chunks_of(s) for s in sources])
             generation.base = None
         return generation.chunks
+
+
+def generation_default_mask(
+    sources: Sequence[SegmentSource],
+    owner: str,
+    key: tuple,
+    allowed: Callable[[np.ndarray | None], np.ndarray],
+    targets: Callable[[], np.ndarray],
+) -> np.ndarray | None:
+    """The default filters' mask (``Filters()``: what ``default_filter_mask`` stores for one segment) over the
+    rows of ``generation_sparse``'s combined index; None for one segment without a tombstone (its stored mask
+    serves). ``allowed(ids)``: the ids of ``ids`` (None: of every note) the default filters let through (SQL);
+    ``targets()``: the ids of the notes a ``supersedes`` edge names. Computed once per generation: over every
+    note for the first, else derived from the previous generation's (``_derived_mask``)."""
+    if _single(sources):
+        return None
+    generation = _generation(sources, owner, key)
+    with generation.lock:
+        if generation.default_mask is None:
+            sparse = generation.combined.sparse
+            if generation.mask_base is None:
+                generation.default_mask = np.isin(sparse.note_ids, allowed(None))
+            else:
+                generation.default_mask = _derived_mask(sparse, generation.mask_base, allowed, targets)
+            generation.mask_base = None
+        return generation.default_mask
+
+
+def _derived_mask(
+    sparse: SparseIndex,
+    base: tuple[np.ndarray, np.ndarray, np.ndarray],
+    allowed: Callable[[np.ndarray | None], np.ndarray],
+    targets: Callable[[], np.ndarray],
+) -> np.ndarray:
+    """The default mask of a derived generation from the previous one's: a kept row's own columns (its
+    frontmatter's ``superseded_by``, ``status``) are those of the same stored row, so only three kinds of row
+    can differ from the previous mask and are asked again: the added segments' rows, the rows the previous
+    mask left out (a ``supersedes`` edge to them may be gone) and the notes a ``supersedes`` edge names now."""
+    prev, row_map, added = base
+    kept = row_map >= 0
+    mask = np.ones(sparse.n_docs, dtype=bool)
+    mask[row_map[kept]] = prev[kept]
+    named = sparse.positions(np.asarray(targets(), dtype=np.int64))
+    ask = np.unique(np.concatenate((added, row_map[kept & ~prev], named[named >= 0])))
+    ids = np.asarray(sparse.note_ids, dtype=np.int64)[ask]
+    mask[ask] = np.isin(ids, allowed(ids))
+    return mask

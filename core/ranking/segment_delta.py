@@ -33,8 +33,16 @@ from typing import Any
 import numpy as np
 
 from core.errors import IntegrityError
-from core.ranking import bm25f
 from core.ranking.postings import merge_sorted, splice
+from core.ranking.segment_dropped import (
+    MISMATCH,
+    Dropped,
+    Grown,
+    candidates,
+    check_grown,
+    dropped,
+    spliced_rows,
+)
 from core.ranking.segments import (
     Combined,
     Segment,
@@ -46,9 +54,8 @@ from core.ranking.segments import (
     _terms,
     live_postings,
 )
+from core.ranking.sorted_terms import SortedTerms
 from core.ranking.sparse_index import SparseIndex, gather_postings, id_order_of
-
-MISMATCH = "the segments' statistics minus their tombstones do not match their live postings"
 
 
 @dataclass(frozen=True)
@@ -60,16 +67,6 @@ class Delta:
     first_added: int  # the index of the first added segment in the new parts
     fresh: Mapping[str, int]  # the terms the previous dictionary lacked, and their new ids
     dead_terms: np.ndarray | None = None  # the previous term ids of the dropped postings (None: not known)
-
-
-@dataclass(frozen=True)
-class Grown:
-    """A previous segment's newly dead rows (previous combined rows) and, when its tombstone's statistics are
-    stored, what they grew by since the previous generation (in the segment's classes ``names`` and terms)."""
-
-    rows: np.ndarray  # int64: previous combined rows
-    names: tuple[str, ...]  # the segment's class names (what ``expected``'s rows are)
-    expected: Tombstone | None
 
 
 @dataclass(frozen=True)
@@ -109,92 +106,6 @@ def _added_rows(
     return row_map, _Rows(paths, pos, seg, local, maps)
 
 
-@dataclass(frozen=True)
-class _Dropped:
-    """The previous postings of the newly dead rows."""
-
-    pos: np.ndarray  # their positions, ascending
-    terms: np.ndarray  # each one's term
-    side: np.ndarray  # the positions of their side values, ascending
-    side_len: np.ndarray  # how many side values each holds
-    counted: np.ndarray  # int64 [classes, terms]: how many per (class of the row, term)
-
-
-def _dropped(prev: SparseIndex, alive: np.ndarray, candidates: np.ndarray | None) -> _Dropped:
-    """The postings of the rows ``alive`` says are dead: found in the runs of the ``candidates`` terms (the
-    terms the tombstones' statistics say the dead notes hold; ``extend`` then checks that no dead row is left
-    in the arrays), or, when None, by a look at every posting."""
-    assert prev.classes is not None
-    docs, fmask = np.asarray(prev.docs), np.asarray(prev.field_mask)
-    if alive.all():
-        pos, terms, first = np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
-    elif candidates is None:
-        pos = np.flatnonzero(~alive[docs])
-        terms = np.searchsorted(prev.indptr, pos, side="right") - 1
-        every = bm25f.side_counts(fmask)
-        first = np.cumsum(every, dtype=np.int64)[pos] - every[pos]
-    else:
-        ids = np.unique(candidates)
-        run, owner = gather_postings(prev.indptr, ids)
-        lengths = prev.indptr[ids + 1] - prev.indptr[ids]
-        sums = np.concatenate(([0], np.cumsum(bm25f.side_counts(fmask[run]), dtype=np.int64)))
-        starts = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)
-        hit = np.flatnonzero(~alive[docs[run]])
-        pos, terms = run[hit], ids[owner[hit]]
-        first = prev.side_ptr[terms] + sums[hit] - sums[starts[owner[hit]]]
-    held = bm25f.side_counts(fmask[pos]).astype(np.int64)
-    side, _ = gather_postings(spans(first, first + held), 2 * np.arange(pos.shape[0]))
-    counted = np.zeros((len(prev.classes.names), prev.df.shape[0]), dtype=np.int64)
-    np.add.at(counted, (prev.classes.row_class[docs[pos]].astype(np.intp), terms), 1)
-    return _Dropped(pos, terms, side, held, counted)
-
-
-def _candidates(prev: Combined, grown: dict[int, Grown]) -> np.ndarray | None:
-    """The terms the grown tombstones' statistics say their newly dead notes hold (combined ids); None when
-    a tombstone stores none (an older format: its notes' postings are looked for everywhere)."""
-    found = [np.zeros(0, np.int64)]
-    for s, g in grown.items():
-        if g.expected is None:
-            return None
-        local = np.flatnonzero(g.expected.df.sum(axis=0) > 0)
-        found.append(prev.term_map[s][local])
-    ids = np.concatenate(found)
-    if (ids < 0).any():  # a dead note's term the segment's live notes did not hold
-        raise IntegrityError(MISMATCH)
-    return ids
-
-
-def _check_grown(prev: Combined, grown: dict[int, Grown], counted: np.ndarray) -> None:
-    """The dropped rows' classes and lengths, and their postings per (class, term), against what the
-    tombstones' stored statistics grew by. A tombstone without stored statistics (an older format) is
-    counted from the postings it drops: exact by construction, nothing to check it against."""
-    stats = prev.sparse.classes
-    assert stats is not None
-    names, fields = stats.names, prev.sparse.field_len.shape[1]
-    expect = np.zeros_like(counted)
-    for s, g in grown.items():
-        if g.expected is None:
-            return
-        code = np.asarray([names.index(n) for n in g.names], dtype=np.int64)
-        held = prev.term_map[s] >= 0
-        if (g.expected.df[:, ~held] != 0).any():
-            raise IntegrityError(MISMATCH)
-        for c_local, c in enumerate(code.tolist()):
-            np.add.at(expect[c], prev.term_map[s][held], g.expected.df[c_local][held])
-        cls = stats.row_class[g.rows].astype(np.intp)
-        lengths = np.zeros((len(names), fields), dtype=np.int64)
-        np.add.at(lengths, cls, prev.sparse.field_len[g.rows].astype(np.int64))
-        docs = np.bincount(cls, minlength=len(names))
-        mine = np.zeros(len(names), dtype=bool)
-        mine[code] = True
-        if docs[~mine].any() or not np.array_equal(docs[code], g.expected.docs):
-            raise IntegrityError(MISMATCH)
-        if not np.array_equal(lengths[code], g.expected.field_len):
-            raise IntegrityError(MISMATCH)
-    if not np.array_equal(expect, counted):
-        raise IntegrityError(MISMATCH)
-
-
 def _new_terms(
     prev: Combined, remaining: np.ndarray, added: Sequence[tuple[Segment, Tombstone | None]], held: list[np.ndarray]
 ) -> tuple[np.ndarray, list[np.ndarray], np.ndarray, Mapping[str, int], dict[str, int]]:
@@ -221,7 +132,7 @@ def _new_terms(
         m[h] = np.where(ids >= 0, term_map[np.maximum(ids, 0)], fresh_at[at] if fresh.size else -1)
         maps.append(m)
     same = fresh.size == 0 and bool(keep.all())
-    term_id = lookup if same else {w: i for i, w in enumerate(new_words.tolist())}
+    term_id = lookup if same else SortedTerms(new_words)
     return term_map, maps, new_words, term_id, dict(zip(fresh.tolist(), fresh_at.tolist()))
 
 
@@ -269,7 +180,7 @@ def _added_postings(
 
 def _relaid(
     prev: SparseIndex,
-    gone: _Dropped,
+    gone: Dropped,
     maps: tuple[np.ndarray, np.ndarray],
     new: _Added,
     n_terms: int,
@@ -289,9 +200,7 @@ def _relaid(
     kept_counts[term_map[held]], kept_sides[term_map[held]] = counts[held], sides[held]
     at = np.cumsum(kept_counts)[new.terms]
     side_at = np.repeat(np.cumsum(kept_sides)[new.terms], new.side_len)
-    rows = splice(np.asarray(prev.docs), gone.pos, at, new.rows, lookup=row_map.astype(np.int32))
-    if rows.size and int(rows.min()) < 0:  # a dead row's posting the tombstone's statistics did not name
-        raise IntegrityError(MISMATCH)
+    rows = spliced_rows(np.asarray(prev.docs), gone.pos, at, new.rows, row_map)
     added_counts = np.bincount(new.terms, minlength=n_terms).astype(np.int64)
     added_sides = np.bincount(new.terms, weights=new.side_len, minlength=n_terms).astype(np.int64)
     return {
@@ -302,13 +211,6 @@ def _relaid(
         "side_tf": splice(np.asarray(prev.side_tf), gone.side, side_at, new.side),
         "side_ptr": np.concatenate(([0], np.cumsum(kept_sides + added_sides))).astype(np.int64),
     }
-
-
-def spans(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """An indptr-like array whose entries 2i, 2i+1 are starts[i], ends[i] (for gather_postings)."""
-    out = np.empty(2 * starts.shape[0], dtype=np.int64)
-    out[0::2], out[1::2] = starts, ends
-    return out
 
 
 def _per_row(
@@ -414,8 +316,8 @@ def extend(
     alive = np.ones(sp.n_docs, dtype=bool)
     for g in grown.values():
         alive[g.rows] = False
-    gone = _dropped(sp, alive, _candidates(prev, grown))
-    _check_grown(prev, grown, gone.counted)
+    gone = dropped(sp, alive, candidates(prev, grown))
+    check_grown(prev, grown, gone.counted)
     after = _class_df(sp.classes, np.asarray(sp.df, dtype=np.int64)) - gone.counted
     if (after < 0).any():
         raise IntegrityError(MISMATCH)

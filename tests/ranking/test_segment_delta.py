@@ -190,3 +190,38 @@ def test_splice_is_delete_then_insert(data):
     values = 1000 + np.arange(at.shape[0] * (width or 1)).reshape((at.shape[0], *shape[1:]))
     want = np.insert(np.delete(old, drop, axis=0), at, values, axis=0)
     assert np.array_equal(splice(old, drop, at, values), want)
+
+
+def test_an_edit_that_keeps_its_path_copies_the_kept_rows_and_still_fails_closed(built, monkeypatch):
+    """An edited note keeps its path, so its new row takes the old one's place and no kept row moves: the
+    kept postings' rows are copied as they are (no renumbering through a lookup of every posting), the
+    arrays equal ``combine``'s, the term dictionary is a look-up in the sorted terms (no dict of every term
+    built again), and a tombstone whose statistics do not name every term of the note it drops fails closed."""
+    from core.ranking import segment_dropped
+    from core.ranking.sorted_terms import SortedTerms
+
+    seg, _ = built(tuple(sorted(FILES)), False, 0)
+    again, _ = built(("a/quasar.md",), True, 100)  # new words ("kumquat"): the term ids move
+    before = segments.combine([(seg, None)])
+    rows = np.asarray([seg.paths.index("a/quasar.md")], np.int64)
+    tomb = segments.tombstone(seg.sparse, rows)
+    names = seg.sparse.classes.names
+    lookups: list[bool] = []
+    real = segment_dropped.splice
+
+    def splice(old, drop, at, values, lookup=None):
+        lookups.append(lookup is not None)
+        return real(old, drop, at, values, lookup=lookup)
+
+    monkeypatch.setattr(segment_dropped, "splice", splice)
+    got, _ = segment_delta.extend(
+        before, {0: segment_delta.Grown(before.row_map[0][rows], names, tomb)}, [(again, None)]
+    )
+    assert lookups == [False]
+    assert isinstance(got.sparse.term_id, SortedTerms)
+    assert_same_sparse(got.sparse, segments.combine([(seg, tomb), (again, None)]).sparse)
+    fewer = replace(
+        tomb, df=np.where(np.arange(tomb.df.shape[1]) == int(np.flatnonzero(tomb.df.sum(axis=0))[0]), 0, tomb.df)
+    )
+    with pytest.raises(IntegrityError, match="do not match their live postings"):
+        segment_delta.extend(before, {0: segment_delta.Grown(before.row_map[0][rows], names, fewer)}, [(again, None)])
