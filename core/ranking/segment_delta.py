@@ -214,7 +214,12 @@ def _relaid(
 
 
 def _per_row(
-    prev: Combined, alive: np.ndarray, rows: _Rows, added: Sequence[tuple[Segment, Tombstone | None]], names: list[str]
+    prev: Combined,
+    alive: np.ndarray,
+    rows: _Rows,
+    added: Sequence[tuple[Segment, Tombstone | None]],
+    names: list[str],
+    kept: list[int],
 ) -> dict[str, np.ndarray]:
     """The per-row arrays of the new index: the kept rows' with the added rows' inserted in path order."""
     sp, stats = prev.sparse, prev.sparse.classes
@@ -235,8 +240,15 @@ def _per_row(
         "field_len": _insert(sp.field_len[alive], rows.at, lengths, axis=0),
         "row_class": row_class.astype(np.uint8 if len(names) <= 256 else np.uint16),
         "note_ids": _insert(np.asarray(sp.note_ids, dtype=np.int64)[alive], rows.at, ids),
-        "segment": _insert(prev.segment[alive], rows.at, len(prev.row_map) + rows.seg),
+        "segment": _insert(_renumbered(prev.segment[alive], kept, len(prev.row_map)), rows.at, len(kept) + rows.seg),
     }
+
+
+def _renumbered(segment: np.ndarray, kept: list[int], n: int) -> np.ndarray:
+    """Each kept row's segment index (of ``n``) in the new list: the ``kept`` segments first, in order."""
+    index = np.full(n, -1, dtype=segment.dtype)
+    index[kept] = np.arange(len(kept), dtype=segment.dtype)
+    return index[segment]
 
 
 def _names(
@@ -306,10 +318,20 @@ def _new_stats(
 
 
 def extend(
-    prev: Combined, grown: dict[int, Grown], added: Sequence[tuple[Segment, Tombstone | None]]
+    prev: Combined,
+    grown: dict[int, Grown],
+    added: Sequence[tuple[Segment, Tombstone | None]],
+    kept: Sequence[int] | None = None,
 ) -> tuple[Combined, Delta]:
     """The combined index of ``prev``'s segments (same order; segment ``s``'s newly dead rows in
-    ``grown[s]``) followed by the ``added`` segments: equal to ``combine`` of those parts, array for array."""
+    ``grown[s]``) followed by the ``added`` segments: equal to ``combine`` of those parts, array for array.
+    ``kept``: the indexes (ascending) of ``prev``'s segments the new generation lists first (None: all); the
+    others were dropped or merged away (their live notes in a merged segment among ``added``): every live row
+    of theirs is in ``grown``."""
+    kept = list(range(len(prev.row_map))) if kept is None else list(kept)
+    for s in sorted(set(range(len(prev.row_map))) - set(kept)):
+        if int((prev.row_map[s] >= 0).sum()) != (grown[s].rows.shape[0] if s in grown else 0):
+            raise IntegrityError("a segment the new generation drops keeps a live note it does not drop")
     sp = prev.sparse
     if sp.classes is None:
         raise IntegrityError("a combined index holds no per-classification statistics")
@@ -328,7 +350,7 @@ def extend(
     names = sorted({*sp.classes.names, *(n for seg, _ in added for n in _class_names(seg))})
     new = _added_postings(added, rows.maps, term_maps)
     arrays = _relaid(sp, gone, (row_map, term_map), new, int(words.shape[0]))
-    per_row = _per_row(prev, alive, rows, added, names)
+    per_row = _per_row(prev, alive, rows, added, names, kept)
     name_ptr, name_terms = _names(prev, alive, rows, added, (term_map, term_maps))
     sums = [(d, f, df, _class_names(seg)) for (d, f, df), (seg, _) in zip(live, added)]
     docs, flen, df = _new_stats(prev, after, alive, (term_map, term_maps), sums, names, int(words.shape[0]))
@@ -344,12 +366,12 @@ def extend(
     }  # fmt: skip
     index = replace(sp, **changes)
     paths = tuple(_insert(np.asarray(prev.paths, dtype=object)[alive], rows.at, rows.paths).tolist())
-    old_rows = tuple(np.where(m >= 0, row_map[np.maximum(m, 0)], -1) for m in prev.row_map)
-    old_terms = tuple(np.where(m >= 0, term_map[np.maximum(m, 0)], -1) for m in prev.term_map)
+    old_rows = tuple(np.where(m >= 0, row_map[np.maximum(m, 0)], -1) for m in (prev.row_map[s] for s in kept))
+    old_terms = tuple(np.where(m >= 0, term_map[np.maximum(m, 0)], -1) for m in (prev.term_map[s] for s in kept))
     combined = Combined(
         index, per_row["segment"], paths, old_terms + tuple(term_maps), old_rows + tuple(rows.maps), words
     )
-    return combined, Delta(row_map, term_map, len(prev.row_map), fresh, np.unique(gone.terms))
+    return combined, Delta(row_map, term_map, len(kept), fresh, np.unique(gone.terms))
 
 
 def _class_names(seg: Segment) -> tuple[str, ...]:
