@@ -262,10 +262,11 @@ def kept_segments(
 def _dropped(previous: Generation, i: int, seg: segments.Segment) -> Grown:
     """A previous segment the new generation dropped (``seg``: its arrays): every row of it the previous
     generation served is dead now, with those rows' statistics counted from its arrays (such a segment is
-    small: a merge takes the smallest, an edit's segment whose notes were all edited again holds a few)."""
-    assert seg.sparse.classes is not None  # _combine checked
+    small: a merge takes the smallest or the newest, an edit's segment whose notes were all edited again holds a few)."""
     live = np.flatnonzero(previous.combined.row_map[i] >= 0)
-    return Grown(previous.combined.row_map[i][live], seg.sparse.classes.names, segments.tombstone(seg.sparse, live))
+    tomb = segments.tombstone(seg.sparse, live)  # IntegrityError: no per-classification statistics
+    assert seg.sparse.classes is not None  # segments.tombstone checked
+    return Grown(previous.combined.row_map[i][live], seg.sparse.classes.names, tomb)
 
 
 def _extend(
