@@ -29,6 +29,7 @@ the eval sets index each language on its own) and, with ``--sizes``, synthetic v
 Results go to ``bench/results/edit.json``; ``bench/report_edit.py`` renders them.
 
     python -m bench.bench_edit [--corpus powershell|scifact|dendron|mdn|all|none] [--sizes 10000] [--out PATH]
+    python -m bench.bench_edit --reuse VAULT [--reuse-index DIR] [--edits 5] --out PATH   (bench/edit_reuse.py)
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -207,14 +209,17 @@ def run_index(vault: Path, index_dir: Path, io_file: Path) -> dict[str, Any]:
     """``vaultsearch index VAULT --index-dir DIR --json`` in a new process: wall seconds, its report, its io."""
     cmd = [sys.executable, "-c", _CHILD, str(io_file), "index", str(vault), "--index-dir", str(index_dir), "--json"]
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=3600)
     wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)  # the child's CPU (its reaped workers too): load-proof
+    cpu = after.ru_utime - used.ru_utime + after.ru_stime - used.ru_stime
     if proc.returncode != 0:
         raise RuntimeError(f"vaultsearch index exited {proc.returncode}:\n{proc.stderr[-4000:]}")
     report = json.loads(proc.stdout)
     io = parse_proc_io(io_file.read_text(encoding="utf-8")) if io_file.is_file() else None
-    return {"wall_seconds": wall, "report": report, "proc_io": io}
+    return {"wall_seconds": wall, "cpu_seconds": cpu, "report": report, "proc_io": io}
 
 
 def _summary(report: Mapping[str, Any]) -> dict[str, Any]:
@@ -236,6 +241,7 @@ def measure_vaultsearch(vault: Path, index_dir: Path, edits: Sequence[str], tmp:
             {
                 "note": rel,
                 "wall_seconds": round(run["wall_seconds"], 3),
+                "cpu_seconds": round(run["cpu_seconds"], 3),
                 "walk": diff,
                 "proc_write_bytes": io.get("write_bytes"),
                 "proc_wchar": io.get("wchar"),
@@ -247,6 +253,7 @@ def measure_vaultsearch(vault: Path, index_dir: Path, edits: Sequence[str], tmp:
         "cold_report": _summary(cold["report"]),
         "edits": runs,
         "median_wall_seconds": round(statistics.median(r["wall_seconds"] for r in runs), 3),
+        "median_cpu_seconds": round(statistics.median(r["cpu_seconds"] for r in runs), 3),
         "median_walk_bytes": statistics.median(r["walk"]["bytes"] for r in runs),
         "median_proc_write_bytes": _median_or_none([r["proc_write_bytes"] for r in runs]),
         "median_proc_wchar": _median_or_none([r["proc_wchar"] for r in runs]),
@@ -416,7 +423,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--corpus", default="all", help=f"comma list of {', '.join(CORPORA)}, or all, or none")
     parser.add_argument("--sizes", default="", help="comma-separated synthetic vault sizes (e.g. 10000); default none")
     parser.add_argument("--out", type=Path, default=RESULTS_DIR / "edit.json")
+    parser.add_argument(
+        "--reuse", type=Path, default=None, help="edit this built vault (a copy: it is edited) instead of cold builds"
+    )
+    parser.add_argument("--reuse-index", type=Path, default=None, help="its index dir (default VAULT/.vaultsearch)")
+    parser.add_argument("--edits", type=int, default=EDITS, help="edits with --reuse (the first one is reported apart)")
     args = parser.parse_args(argv)
+    if args.reuse is not None:
+        from bench.edit_reuse import reuse_main
+
+        print(write_json(args.out, reuse_main(args.reuse, args.reuse_index, args.edits)))
+        return
     names = list(CORPORA) if args.corpus == "all" else [] if args.corpus == "none" else args.corpus.split(",")
     unknown = [n for n in names if n not in CORPORA]
     if unknown:

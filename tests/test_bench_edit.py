@@ -151,3 +151,20 @@ def test_edit_section_adds_bm25s_columns_and_the_index_size_table() -> None:
     assert [row.split(" |")[0] for row in edit_rows] == ["| mdn", "| old"]  # an older result has no bm25s
     size_rows = [line for line in lines if line.startswith("| mdn | 3,088 | 1.0 MiB |")]
     assert size_rows == ["| mdn | 3,088 | 1.0 MiB | 10.0 MiB (10.00x) | 5.0 MiB (5.00x) | 512.0 KiB (0.50x) | - |"]
+
+
+def test_reuse_summary_reports_the_first_edit_apart_and_medians_over_the_rest() -> None:
+    from bench.edit_reuse import step_medians, summarize
+
+    def run(wall: float, cpu: float, steps: dict[str, float]) -> dict:
+        return {
+            "wall_seconds": wall, "cpu_seconds": cpu, "in_process_seconds": wall - 0.5, "timings": steps,
+            "walk": {"bytes": 100}, "proc_write_bytes": 4096,
+        }  # fmt: skip
+
+    runs = [run(20.0, 9.0, {"scan": 5.0}), run(2.0, 1.0, {"scan": 0.5, "plan": 0.2}), run(4.0, 1.2, {"scan": 0.7})]
+    out = summarize(runs)
+    assert out["first"]["wall_seconds"] == 20.0  # the first edit (parts hashed once) is not in the medians
+    assert (out["median_wall_seconds"], out["median_cpu_seconds"]) == (3.0, 1.1)
+    assert out["median_steps"] == {"plan": 0.1, "scan": 0.6} == step_medians(runs[1:])
+    assert summarize(runs[:1])["median_wall_seconds"] == 20.0

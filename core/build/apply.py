@@ -8,12 +8,14 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
-from core.build.ingest import NoteWriter, sample_bytes
+from core.build.ingest import NoteFile, NoteWriter, sample_bytes
 from core.build.link_graph import ReplacedNote
 from core.build.plan import BuildPlan, BuildRun
 from core.build.prepare_pool import default_workers, prepared_notes
+from core.build.source import Read
 from core.build.staged import progress_bar
 from core.build.text_dict import dictionary_for, spread
+from core.index.tables.notes_fts import stored_text_dict
 from core.index.tables.problems import replace_build_problems
 from core.ranking.analysis import language_analyzer_for
 from core.vault.problems import Problem
@@ -35,6 +37,16 @@ def write_changed(
     first_new_id = writer.next_note_id
     limit = run.config.max_note_bytes
     zdict = dictionary_for(conn, len(items), sample_bytes(spread(items), run.root, limit))
+    _ingest(writer, items, run, workers, zdict)
+    plan.unreadable = [Problem(u.rel_path, u.reason, u.detail) for u in writer.unreadable]
+    replace_build_problems(
+        conn, [(p.path, p.reason, p.detail) for p in (*plan.scan.problems, *plan.unreadable, *run.problems)]
+    )
+    return writer, first_new_id
+
+
+def _ingest(writer: NoteWriter, items: list[NoteFile], run: BuildRun, workers: int, zdict: bytes | None) -> None:
+    """Prepare ``items`` (in forked workers when ``workers`` > 1) and write their rows with ``writer``."""
     with (
         prepared_notes(
             items,
@@ -43,7 +55,7 @@ def write_changed(
             workers=workers,
             root=run.root,
             language=run.config.language,
-            max_bytes=limit,
+            max_bytes=run.config.max_note_bytes,
             zdict=zdict,
         ) as batches,
         progress_bar(len(items), run.progress) as bar,
@@ -52,8 +64,23 @@ def write_changed(
             writer.add_batch(batch)
             bar.update(len(batch.notes))
     writer.flush()
-    plan.unreadable = [Problem(u.rel_path, u.reason, u.detail) for u in writer.unreadable]
-    replace_build_problems(
-        conn, [(p.path, p.reason, p.detail) for p in (*plan.scan.problems, *plan.unreadable, *run.problems)]
-    )
-    return writer, first_new_id
+
+
+def write_relinked(
+    conn: sqlite3.Connection, writer: NoteWriter, run: BuildRun, reads: Sequence[Read], keep: dict[str, int]
+) -> list[int]:
+    """Insert again, with ``writer`` (that of ``write_changed``, inside the same transaction), carried-over notes
+    read again with the content the base holds (``reads``: file, bytes, sha256), each at its old id (``keep``:
+    rel_path -> id): notes whose edges or mtime the build moves (``core.build.delta_stage``). Returns the ids
+    of ``keep`` that did not come back as a note (none unless the file's reading changed)."""
+    items = [(f.rel_path, str(f.path), data, sha, f.mtime_ns, f.size) for f, data, sha in reads]
+    writer.keep_ids.update(keep)
+    kept_before, unreadable_before = len(writer.kept), len(writer.unreadable)
+    workers = default_workers(len(items)) if run.workers is None else run.workers
+    _ingest(writer, items, run, workers, stored_text_dict(conn))  # the cells the first batch wrote use it
+    back = set(writer.kept[kept_before:])
+    for rel in keep:
+        writer.keep_ids.pop(rel, None)
+    if len(writer.unreadable) != unreadable_before:
+        return sorted(keep.values())
+    return sorted(set(keep.values()) - back)

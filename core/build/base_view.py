@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from core.build.link_graph import ReplacedNote, replaced_notes
 from core.index.layout import ResolvedIndex
-from core.index.tables.chunk_vectors import count_chunks_and_vectors_of, count_vectors
+from core.index.tables.chunk_vectors import count_chunks_and_vectors_of, count_vectors, vectors_by_position
 from core.index.tables.chunks import count_chunks
 from core.index.tables.links import (
     edge_counts_except,
@@ -46,6 +46,22 @@ class BaseView:
 
     def __exit__(self, *_: object) -> None:
         self.conn.close()
+
+    def leave_out(self, note_ids: Sequence[int]) -> list[ReplacedNote]:
+        """Leave out these carried-over notes too (the build re-publishes them: ``core.build.delta_stage``);
+        they as they are in the base."""
+        self.gone.update(note_ids)
+        self._gone_json = json.dumps(sorted(self.gone))
+        return replaced_notes(self.conn, sorted(note_ids))
+
+    def file_rows(self, note_ids: Sequence[int]) -> dict[int, tuple[str, str]]:
+        """Note id -> (rel_path, content sha256) of these notes in the base."""
+        wanted = set(note_ids)
+        return {nid: (rel, sha) for rel, nid, sha, _, _ in note_file_rows(self.conn) if nid in wanted}
+
+    def vectors(self, note_ids: Sequence[int]) -> list[tuple[int, int, bytes, bytes]]:
+        """(note id, chunk ord, chunk text SHA-256, vector) of these notes' embedded chunks in the base."""
+        return vectors_by_position(self.conn, json.dumps(sorted(note_ids)))
 
     def replaced(self) -> list[ReplacedNote]:
         """The notes ``gone`` as they are in the base (what links may have resolved to)."""

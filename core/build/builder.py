@@ -49,7 +49,7 @@ from core.index.state import active_record
 from core.index.tables.connection import atomic, set_journal_mode, set_working_mode
 from core.index.tables.meta import get_meta
 from core.index.tables.notes import delete_notes, touch_notes
-from core.index.tables.skipped_files import delete_skipped, source_note_ids
+from core.index.tables.skipped_files import count_sources, delete_skipped
 from core.index.verify import connect_readonly, resolve
 from core.vault.problems import Problem
 from core.vault.scan import ScanResult
@@ -136,7 +136,7 @@ def _stage(conn: sqlite3.Connection, plan: BuildPlan, run: BuildRun, *, whole: b
     t = run.lap("write", t)
     _validate(conn, plan)
     if not run.source_may_change:
-        run.source.check_unchanged(plan.scan)
+        run.source.check_unchanged(plan.scan, plan.read, plan.gone_paths)
     run.lap("validate", t)
     return extra
 
@@ -244,7 +244,7 @@ def _current_report(run: BuildRun, base: ResolvedIndex) -> BuildReport | None:
         meta = get_meta(conn)
         if not run.source.is_current(meta) or meta.get("settings") != run.config.settings():
             return None  # a moved watermark, or a setting changed on the command line: build
-        plan = BuildPlan(ScanResult([], []), 0, source_note_ids(conn), [], [], [], [])
+        plan = BuildPlan(ScanResult([], []), 0, count_sources(conn), [], [], [], [])
         return _up_to_date_report(conn, plan, run, base.generation_id)
     finally:
         conn.close()

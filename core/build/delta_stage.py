@@ -12,18 +12,26 @@ the verified base read-only (``core.build.base_view.BaseView``, the changed and 
 - the replaced notes' names and ids (what links may have resolved to);
 - link resolution (``core.build.link_graph.resolve_on_base``): the written notes' links against the base's
   live notes and the new ones; the carried-over links a new or gone name could change are resolved again in
-  memory, and when one would resolve elsewhere the delta cannot carry that;
+  memory (``moved_on_base``);
 - the racy rows and the source snapshot hash (over the carried-over notes' rows and the written ones: the
   hash a cold build of the same files stores), and the coverage ``validate`` checks;
 - the generation record's counts and problems.
 
-A build this cannot stage (``whole_base_reason`` before staging: a git source, notes only touched, a base part
-replaced since verification; ``NotADelta`` after ingest: a carried-over note's edges would change) is staged on
-the whole base as before (its report's ``whole_base_reason`` says why), and publishes a delta or one segment.
+A carried-over note whose resolved edges the build moves (an add a dangling link now names, a delete or
+rename of a note it links to, an aliases change) or whose mtime moved (a touch: same bytes) is re-published
+in the delta like a changed note (``relink``): read again from the vault (its content must still be the base's),
+written at its kept id with its base vectors, its links resolved with the others', its old copy tombstoned.
+The delta so grows with the notes the change affects, not with the vault.
+
+A build this cannot stage (``whole_base_reason`` before staging: a git source, a base part replaced since
+verification; ``NotADelta`` after ingest: the rare link cases, more than ``RELINK_SHARE`` of the carried-over
+notes to re-publish (a hub renamed), or one of them changed since the scan) is staged on the whole base as
+before (its report's ``whole_base_reason`` says why), and publishes a delta or one segment.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import time
@@ -31,22 +39,25 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from core.build import incremental
-from core.build.apply import write_changed
+from core.build.apply import write_changed, write_relinked
 from core.build.base_view import BaseView
 from core.build.forward_rows import create_working, working_forward
-from core.build.link_graph import resolve_on_base
+from core.build.ingest import NoteWriter
+from core.build.link_graph import ReplacedNote, moved_on_base, resolve_on_base
 from core.build.lock import new_staging_path
 from core.build.plan import BuildPlan, BuildRun
 from core.build.publish_segments import publish_segments
 from core.build.racy import racy_of, settle_racy_rows
 from core.build.report import generation_record
 from core.build.segment_writer import SMALL_PAGE
+from core.build.source import Read
 from core.build.staged import snapshot_of, stamp_meta
 from core.errors import GenerationChangedError, Sha256MismatchError
 from core.index.layout import GenerationRecord, ResolvedIndex
 from core.index.pinned import FD_DIR, sig_of
 from core.index.schema import create_schema
 from core.index.tables import segments as seg
+from core.index.tables.chunk_vectors import chunks_by_position, insert_vectors
 from core.index.tables.connection import atomic, set_journal_mode, set_page_size, set_working_mode
 from core.index.tables.problems import all_problems
 from core.index.tables.skipped_files import delete_skipped, source_stats
@@ -55,6 +66,9 @@ GIT_SOURCE = "whole_base_git_source"
 TOUCHED = "whole_base_touched_notes"
 PART_REPLACED = "whole_base_part_replaced"
 LINKS = "whole_base_links_change"
+RELINK_CHANGED = "whole_base_relinked_note_changed"  # a note to re-publish changed since the scan (rare)
+RELINK_SHARE = 0.25  # more carried-over notes than this share to re-publish: staged on the whole base
+RELINK_FLOOR = 32  # ... unless no more than this many
 SMALL_CHANGE = 256  # notes: a working database of at most this many changes has SQLite pages of SMALL_PAGE
 
 
@@ -71,8 +85,6 @@ def whole_base_reason(base: ResolvedIndex, plan: BuildPlan, run: BuildRun) -> st
     """Why a build on ``base`` is staged on the whole base (None: on its changes only), decided before staging."""
     if run.source.kind != "worktree":  # its finish() dates every note of the working database
         return f"{GIT_SOURCE}: git dates are brought to the commit over every note"
-    if plan.touched:  # a delta cannot carry a carried-over note's new mtime (incremental.TOUCHED)
-        return f"{TOUCHED}: {len(plan.touched)} notes with a new mtime and the same content"
     replaced = [p.path.name for p in base.parts if not incremental.same_inode(p)]
     if replaced:
         return f"{PART_REPLACED}: {len(replaced)} parts replaced since verification: {replaced[:3]}"
@@ -125,16 +137,100 @@ def _base_view(base: ResolvedIndex, plan: BuildPlan) -> BaseView:
         raise NotADelta(f"{PART_REPLACED}: {exc}") from exc
 
 
+def _relink_set(
+    conn: sqlite3.Connection,
+    view: BaseView,
+    plan: BuildPlan,
+    replaced: list[ReplacedNote],
+    writer: NoteWriter,
+    first: int,
+) -> list[int]:
+    """The carried-over notes the delta re-publishes: those whose resolved edges the build's notes move
+    (``moved_on_base``) and those only touched (a new mtime). Raises ``NotADelta`` for the rare cases and when
+    they are many (more than ``RELINK_SHARE`` of the carried-over notes, at least ``RELINK_FLOOR``)."""
+    moved = moved_on_base(conn, view, new_from_id=first, replaced=replaced, kept=writer.kept)
+    if isinstance(moved, str):
+        raise NotADelta(f"{LINKS}: {moved}")
+    ids = sorted(set(moved).union(nid for _, nid in plan.touched))
+    if not ids:
+        return []
+    carried = view.counts()[0]
+    if len(ids) > max(RELINK_FLOOR, int(carried * RELINK_SHARE)):
+        if moved:
+            raise NotADelta(
+                f"{LINKS}: {len(moved)} unchanged notes have other resolved edges "
+                f"({len(ids)} to re-publish of {carried} carried over: more than {RELINK_SHARE:.0%})"
+            )
+        raise NotADelta(f"{TOUCHED}: {len(ids)} notes with a new mtime and the same content of {carried}")
+    return ids
+
+
+def _reread(view: BaseView, plan: BuildPlan, run: BuildRun, ids: list[int]) -> tuple[list[Read], dict[str, int]]:
+    """The files of the carried-over notes ``ids`` read again ((file, bytes, sha256), rel_path -> id): each as
+    the scan listed it (its mtime), with the content the base holds. One that changed since (or cannot be read
+    now) is carried over as the base holds it, as any file changed during a build: ``NotADelta``."""
+    rows = view.file_rows(ids)
+    by_path = {f.rel_path: f for f in plan.scan.files}
+    files = [by_path[rows[nid][0]] for nid in ids if nid in rows and rows[nid][0] in by_path]
+    if len(files) != len(ids):
+        raise NotADelta(f"{RELINK_CHANGED}: {len(ids) - len(files)} notes to re-publish not in the scan")
+    reads = run.source.read(files, defer=False)
+    base_sha = {rel: sha for rel, sha in rows.values()}
+    changed = [f.rel_path for f, _, sha in reads if sha is None or sha != base_sha[f.rel_path]]
+    if changed:
+        raise NotADelta(f"{RELINK_CHANGED}: {len(changed)} notes to re-publish changed since the scan: {changed[:3]}")
+    return reads, {rows[nid][0]: nid for nid in ids}
+
+
+def _carry_vectors(conn: sqlite3.Connection, view: BaseView, ids: list[int]) -> int:
+    """The base's dense vectors of the re-published notes' chunks (same content: the same chunks at the same
+    places) onto their new chunk rows; how many."""
+    found = {(nid, ord_, bytes(sha)): vector for nid, ord_, sha, vector in view.vectors(ids)}
+    if not found:
+        return 0
+    rows = [
+        (cid, found[(nid, ord_, bytes(sha))])
+        for cid, nid, ord_, sha in chunks_by_position(conn, json.dumps(ids))
+        if (nid, ord_, bytes(sha)) in found
+    ]
+    insert_vectors(conn, rows)
+    return len(rows)
+
+
+def relink(
+    conn: sqlite3.Connection,
+    view: BaseView,
+    plan: BuildPlan,
+    run: BuildRun,
+    written: tuple[NoteWriter, int, list[ReplacedNote]],
+) -> tuple[list[int], list[ReplacedNote]]:
+    """Re-publish in the delta, at their kept ids, the carried-over notes whose edges or mtime the build moves
+    (``_relink_set``): read again from the vault like changed notes, their base copies left out of ``view``
+    (the delta tombstones them); their base vectors carried. ``written``: (the writer of the plan's notes, the
+    first new id, the notes it replaced). (their ids, them as the base holds them)."""
+    writer, first, replaced = written
+    ids = _relink_set(conn, view, plan, replaced, writer, first)
+    if not ids:
+        return [], []
+    reads, keep = _reread(view, plan, run, ids)
+    missing = write_relinked(conn, writer, run, reads, keep)
+    if missing:
+        raise NotADelta(f"{RELINK_CHANGED}: notes {missing[:3]} did not read back as notes")
+    _carry_vectors(conn, view, ids)
+    return ids, view.leave_out(ids)
+
+
 def stage_changes(
     conn: sqlite3.Connection,
     view: BaseView,
     plan: BuildPlan,
     run: BuildRun,
     validate: Callable[[sqlite3.Connection, BuildPlan], None],
-) -> dict[str, int]:
+) -> tuple[dict[str, int], list[int]]:
     """Write the plan's changes into the empty working database ``conn`` (schema and generation tables made),
-    stamp its meta, validate; the report's extra counts. Raises ``NotADelta`` when a carried-over note's edges
-    would change."""
+    and the carried-over notes whose edges or mtime they move (``relink``), stamp its meta, validate; (the
+    report's extra counts, the re-published notes' ids). Raises ``NotADelta`` when those cannot be
+    re-published (the rare cases, or too many)."""
     t = time.perf_counter()
     with atomic(conn):
         create_working(conn)  # the delta's term vectors: TEMP tables, never stored
@@ -142,7 +238,12 @@ def stage_changes(
         delete_skipped(conn, plan.removed_skipped)
         writer, first_new_id = write_changed(conn, plan, run, replaced)
         started = time.perf_counter()
-        links = resolve_on_base(conn, view, new_from_id=first_new_id, replaced=replaced, kept=writer.kept)
+        relinked, again = relink(conn, view, plan, run, (writer, first_new_id, replaced))
+        run.timings["relink"] = time.perf_counter() - started  # part of "write"
+        started = time.perf_counter()
+        links = resolve_on_base(
+            conn, view, new_from_id=first_new_id, replaced=replaced + again, kept=writer.kept
+        )  # fmt: skip
         run.timings["links"] = time.perf_counter() - started  # part of "write"
         if isinstance(links, str):
             raise NotADelta(f"{LINKS}: {links}")
@@ -155,9 +256,10 @@ def stage_changes(
     plan.base_paths = {row[0] for row in carried}
     validate(conn, plan)
     if not run.source_may_change:
-        run.source.check_unchanged(plan.scan)
+        run.source.check_unchanged(plan.scan, plan.read, plan.gone_paths)
     run.lap("validate", t)
-    return {"links": links[0], "unresolved_links": links[1]}
+    extra = {"links": links[0], "unresolved_links": links[1]}
+    return (extra | {"relinked_notes": len(relinked)}) if relinked else extra, relinked
 
 
 def _record(conn: sqlite3.Connection, view: BaseView, run: BuildRun) -> GenerationRecord:
@@ -198,7 +300,7 @@ def publish_changes(
             create_schema(conn, run.config.tokenizer)
             _copy_generation_tables(conn, base)
             with _base_view(base, plan) as view:
-                extra = stage_changes(conn, view, plan, run, validate)
+                extra, relinked = stage_changes(conn, view, plan, run, validate)
                 if hook is not None:
                     t = time.perf_counter()
                     extra["embedded"] = hook(conn)
@@ -210,7 +312,15 @@ def publish_changes(
         finally:
             conn.close()
         t = time.perf_counter()
-        delta = incremental.delta_parts(run.layout, base, staging, plan, run.first_ids[0], run.config.tokenizer, built)
+        delta = incremental.delta_parts(
+            run.layout,
+            base,
+            staging,
+            replace(plan, changed_ids=plan.changed_ids + relinked),
+            run.first_ids[0],
+            run.config.tokenizer,
+            built,
+        )  # fmt: skip  (the re-published notes' ids: in the segment, tombstoned in the base like changed ones)
         extra.update(incremental.tombstone_extra(delta))
         published = publish_segments(
             run.layout, delta.segments, delta.tombstones, record, next_ids=delta.next_ids,

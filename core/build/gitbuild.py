@@ -25,11 +25,11 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from core.build.source import Known, Read
+from core.build.source import BaseStats, Read
 from core.index.tables.git_dates import store_dates, stored_dates
 from core.index.tables.meta import get_meta
 from core.vault import gitrun
@@ -96,14 +96,16 @@ class GitSource:
             and meta.get("max_note_bytes") == self.max_bytes
         )
 
-    def trusted(self, files: Iterable[ScannedFile], known: Known, meta: Mapping[str, Any]) -> set[str]:
+    def unvouched(self, files: Sequence[ScannedFile], base: BaseStats, meta: Mapping[str, Any]) -> list[ScannedFile]:
+        """Every file, unless the base was built from a git tree: then the files not in it or in the diff."""
         base_tree = meta.get("git_tree") if meta.get("source") == "git" else None
         if not base_tree:
-            return set()
+            return list(files)
         changed = git.changed_paths(self.repo, base_tree, self.revision.tree)
         if changed is None:
-            return set()
-        return {f.rel_path for f in files if f.rel_path in known and f.rel_path not in changed}
+            return list(files)
+        known = base.paths
+        return [f for f in files if f.rel_path not in known or f.rel_path in changed]
 
     def read(self, files: list[ScannedFile], *, defer: bool) -> list[Read]:
         """Small blobs the listing read already are given; every other blob is read where it is
@@ -120,7 +122,7 @@ class GitSource:
                 out.append((f, gitrun.BlobRef(self.repo.vault, blob, self.max_bytes), None))
         return out
 
-    def check_unchanged(self, scan: ScanResult) -> None:
+    def check_unchanged(self, scan: ScanResult, read: Sequence[ScannedFile], gone: Sequence[str]) -> None:
         """A commit does not change: nothing to check (the watermark is the commit read)."""
 
     def settings(self) -> dict[str, Any]:

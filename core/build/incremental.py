@@ -126,7 +126,7 @@ def first_ids(base: ResolvedIndex) -> tuple[int, int]:
 def unmatched_edges(conn: sqlite3.Connection) -> int:
     """How many live links have no edge on a generation connection (0 for every generation a build
     published; the split path leaves out edges to dead notes): such a base is rebuilt whole."""
-    links, edges = seg.links_and_edges(conn)
+    links, edges = seg.live_links_and_edges(conn)
     return links - edges
 
 

@@ -223,18 +223,29 @@ class BaseLinks(Protocol):
     def edge_counts(self) -> tuple[int, int]: ...
 
 
-def resolve_on_base(
-    conn: sqlite3.Connection,
-    base: BaseLinks,
-    *,
-    new_from_id: int,
-    replaced: Sequence[ReplacedNote],
-    kept: Sequence[int],
-) -> tuple[int, int] | str:
-    """``recompute_edges`` on a working database that holds only the build's notes (``core.build.delta_stage``):
-    the inserted notes' links resolved against the base's live notes (``base``: the replaced ones left out) and
-    the inserted ones. Returns the published generation's (edges, unresolved), or why a carried-over note's
-    edges would change (a delta cannot carry that: the build is staged on the whole base instead)."""
+@dataclass(frozen=True)
+class _OnBase:
+    """What ``resolve_on_base`` works out before writing anything: the inserted notes, the links to resolve,
+    the resolver over their possible targets, the carried-over notes whose edges would move, the new counts."""
+
+    inserted: list[tuple]
+    new_links: list[tuple]
+    res: _Resolution
+    moved: list[int]
+    counts: tuple[int, int]
+
+
+def _possible_targets(inserted: list[tuple], keys: set[str]) -> list[tuple]:
+    """The inserted notes a link with one of ``keys`` may name (``targets_by_key`` of their ``note_keys``)."""
+    if ANY_NAME in keys:
+        return list(inserted)
+    return [row for row in inserted if keys.intersection(note_keys(row[1], _aliases(row[2])))]
+
+
+def _on_base(
+    conn: sqlite3.Connection, base: BaseLinks, new_from_id: int, replaced: Sequence[ReplacedNote], kept: Sequence[int]
+) -> _OnBase | str:
+    """``resolve_on_base``'s reading, nothing written (str: why the delta cannot be resolved this way)."""
     stored = meta_value(conn, NAMES_META)
     if not isinstance(stored, dict):
         return "the base records no link names"
@@ -247,22 +258,56 @@ def resolve_on_base(
     new_id = {rel: nid for nid, rel, _ in inserted}
     if any(new_id.get(n.rel_path, n.note_id) != n.note_id for n in replaced):
         return "a re-inserted note has a new id"
-    _insert_targets(conn, inserted)
     affected = _affected_on_base(base, replaced, inserted, new_from_id)
     old_links = base.links_of(affected) if affected else []
     new_links = (list(links_of(conn, sorted(kept))) if kept else []) + list(links_from(conn, new_from_id))
     keys = set().union(*(link_keys(row[2], row[7]) for row in old_links + new_links))
-    mine = target_rows(conn, None) if ANY_NAME in keys else targets_by_key(conn, sorted(keys))
-    rows = sorted(base.targets(None if ANY_NAME in keys else sorted(keys)) + mine)
-    res = _Resolution(rows, label_first)
+    mine = _possible_targets(inserted, keys)  # the working database holds only the inserted notes
+    res = _Resolution(sorted(base.targets(None if ANY_NAME in keys else sorted(keys)) + mine), label_first)
     edges = base.edges_of(affected) if affected else []
     if len(old_links) != len(edges) or any(ln[0] != e[1] for ln, e in zip(old_links, edges)):
         raise IntegrityError(f"the edges of notes {affected[:5]} do not match their links one to one")
-    moved = [row[0] for row, edge in zip(old_links, edges) if res.edge(row)[1] != edge[2]]
-    if moved:
-        return f"{len(set(moved))} unchanged notes have other resolved edges"
-    _insert_resolved(conn, res, new_links)
-    set_meta(conn, {NAMES_META: {"notes": counts[0], "dendron": counts[1]}})
+    moved = sorted({row[0] for row, edge in zip(old_links, edges) if res.edge(row)[1] != edge[2]})
+    return _OnBase(inserted, new_links, res, moved, counts)
+
+
+def moved_on_base(
+    conn: sqlite3.Connection,
+    base: BaseLinks,
+    *,
+    new_from_id: int,
+    replaced: Sequence[ReplacedNote],
+    kept: Sequence[int],
+) -> list[int] | str:
+    """The carried-over notes (ids, sorted) whose resolved edges the build's notes change (an add a dangling
+    link now names, a delete or rename of a linked note, an alias change), read before ``resolve_on_base``
+    writes anything: ``core.build.delta_stage`` re-publishes them in the delta with their kept ids. A str:
+    why the delta cannot be resolved on the base at all."""
+    found = _on_base(conn, base, new_from_id, replaced, kept)
+    return found if isinstance(found, str) else found.moved
+
+
+def resolve_on_base(
+    conn: sqlite3.Connection,
+    base: BaseLinks,
+    *,
+    new_from_id: int,
+    replaced: Sequence[ReplacedNote],
+    kept: Sequence[int],
+) -> tuple[int, int] | str:
+    """``recompute_edges`` on a working database that holds only the build's notes (``core.build.delta_stage``):
+    the inserted notes' links resolved against the base's live notes (``base``: the replaced ones left out) and
+    the inserted ones. Returns the published generation's (edges, unresolved), or why a carried-over note's
+    edges would change (a delta cannot carry that: ``moved_on_base`` names them first, and the stage
+    re-inserts them, so this is a check)."""
+    found = _on_base(conn, base, new_from_id, replaced, kept)
+    if isinstance(found, str):
+        return found
+    if found.moved:
+        return f"{len(found.moved)} unchanged notes have other resolved edges"
+    _insert_targets(conn, found.inserted)
+    _insert_resolved(conn, found.res, found.new_links)
+    set_meta(conn, {NAMES_META: {"notes": found.counts[0], "dendron": found.counts[1]}})
     carried, here = base.edge_counts(), edge_counts(conn)
     return carried[0] + here[0], carried[1] + here[1]
 

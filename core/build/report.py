@@ -45,6 +45,9 @@ class BuildReport:
     # dead notes whose tombstone statistics were counted from their segment's whole arrays instead of their own
     # verified postings (core.build.tomb_stats: a note that did not verify, or whose postings cost as much)
     tombstone_whole_notes: int = 0
+    # carried-over notes a delta re-published at their ids because the build moved their resolved edges (an add,
+    # delete, rename or aliases change of a note they link to) or their mtime (a touch): core.build.delta_stage
+    relinked_notes: int = 0
     new_problems: list[dict[str, str]] = field(default_factory=list)  # problems of the notes this build read
     settings: dict[str, Any] = field(default_factory=dict)  # the settings this build used
     links: int = 0
@@ -82,7 +85,7 @@ def build_report(
         index_kind=kind,
         notes=notes,
         chunks=chunks,
-        reused=len(plan.unchanged),
+        reused=plan.reused,
         changed=len(plan.changed),
         added=plan.added,
         removed=len(plan.removed_ids) + len(plan.removed_skipped),

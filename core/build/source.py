@@ -3,15 +3,19 @@
 The builder plans, writes, validates and publishes the same way for every source; a source
 only answers these questions (``NoteSource``):
 
-    scan()                 which note files there are (sorted), and the problems met listing them
-    trusted(files, known)  which files the source vouches are unchanged since the base index
-                           without reading them (working tree: same mtime and size, not racy;
-                           git: not in the diff of the base tree and this tree)
-    read(files, defer)     their (content, sha256); ``defer`` lets a file be read later, where it
-                           is parsed (a worker process), when the source can do that
-    finish(conn)           last writes inside the build's transaction (git: the date fields)
-    settings()             what the generation meta records of the source (reused by the next build)
-    check_unchanged(scan)  fail when the source moved during the build (a commit cannot)
+    scan()                  which note files there are (sorted), and the problems met listing them
+    unvouched(files, base)  the files the source does NOT vouch are unchanged since the base index
+                            (``BaseStats``: the base's (path, mtime, size), no whole rows); the rest
+                            is carried over unread (working tree: same mtime and size, not racy;
+                            git: in the base and not in the diff of the base tree and this tree)
+    read(files, defer)      their (content, sha256); ``defer`` lets a file be read later, where it
+                            is parsed (a worker process), when the source can do that
+    finish(conn)            last writes inside the build's transaction (git: the date fields)
+    settings()              what the generation meta records of the source (reused by the next build)
+    check_unchanged(scan, read, gone)
+                            fail when a file the build read (or found gone) moved during the build
+                            (a commit cannot); ``WorkingTreeSource.check_unchanged`` says why the
+                            files carried over unread need no second look
 
 The source choice and the revision are index settings: ``source_settings`` reads the ones the
 active generation recorded, so ``vaultsearch index VAULT`` keeps building the way it was set up.
@@ -21,7 +25,9 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Iterable, Mapping
+import stat
+from collections.abc import Iterable, Mapping, Sequence
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -40,9 +46,24 @@ if TYPE_CHECKING:
 
 SOURCES = ("worktree", "git")
 
-# rel_path -> (note id or -1 for a skipped file, content sha256, mtime_ns, size) in the base index
-Known = Mapping[str, tuple[int, str, int, int]]
 Read = tuple[ScannedFile, "bytes | BlobRef | None", "str | None"]  # BlobRef: read where parsed
+
+
+class BaseStats:
+    """What a plan compares a scan with: the (rel_path, mtime_ns, size) of every source file (notes and skipped
+    files) the base index holds, from one narrow query (``source_mtime_sizes``: no whole note rows); the whole
+    rows are read only for the files the source does not vouch for (``core.build.plan``)."""
+
+    def __init__(self, rows: Iterable[tuple[str, int, int]]) -> None:
+        self.stats = set(rows)
+
+    def __len__(self) -> int:
+        return len(self.stats)
+
+    @cached_property
+    def paths(self) -> set[str]:
+        """The base's source paths (built only when asked: a removal, or a git source's plan)."""
+        return {row[0] for row in self.stats}
 
 
 class NoteSource(Protocol):
@@ -50,7 +71,9 @@ class NoteSource(Protocol):
 
     def scan(self) -> ScanResult: ...
 
-    def trusted(self, files: Iterable[ScannedFile], known: Known, meta: Mapping[str, Any]) -> set[str]: ...
+    def unvouched(
+        self, files: Sequence[ScannedFile], base: BaseStats, meta: Mapping[str, Any]
+    ) -> list[ScannedFile]: ...
 
     def read(self, files: list[ScannedFile], *, defer: bool) -> list[Read]: ...
 
@@ -58,9 +81,18 @@ class NoteSource(Protocol):
 
     def settings(self) -> dict[str, Any]: ...
 
-    def check_unchanged(self, scan: ScanResult) -> None: ...
+    def check_unchanged(self, scan: ScanResult, read: Sequence[ScannedFile], gone: Sequence[str]) -> None: ...
 
     def is_current(self, meta: Mapping[str, Any]) -> bool: ...
+
+
+def _same_file(f: ScannedFile) -> bool:
+    """``f`` is still a regular file with the (mtime, size) the scan gave it."""
+    try:
+        st = os.stat(f.os_path)
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) and (st.st_mtime_ns, st.st_size) == (f.mtime_ns, f.size)
 
 
 WORKTREE_SETTINGS = {"source": "worktree", "git_rev": None, "git_commit": None, "git_tree": None, "git_shallow": None}
@@ -90,14 +122,17 @@ class WorkingTreeSource:
             self.vault, index_dir=self.index_dir, max_bytes=self.max_bytes, include_dot_paths=self.include_dot_paths
         )
 
-    def trusted(self, files: Iterable[ScannedFile], known: Known, meta: Mapping[str, Any]) -> set[str]:
+    def unvouched(self, files: Sequence[ScannedFile], base: BaseStats, meta: Mapping[str, Any]) -> list[ScannedFile]:
+        """The files not vouched for by their stat: another (mtime, size) than the base row's (or none), an mtime
+        within ``RACY_NS`` of the base's scan or later (a write in the tick of its read would not show), or a
+        path seen changing (``rehash``)."""
         racy_after = int(meta.get("scan_started_ns", 0)) - RACY_NS
-        out = set()
-        for f in files:
-            old = known.get(f.rel_path)
-            if old is not None and old[2] == f.mtime_ns and old[3] == f.size and f.mtime_ns < racy_after:
-                if f.rel_path not in self.rehash:
-                    out.add(f.rel_path)
+        stats, rehash = base.stats, self.rehash
+        out = [f for f in files if f.mtime_ns >= racy_after or (f.rel_path, f.mtime_ns, f.size) not in stats]
+        if rehash:
+            listed = {f.rel_path for f in out}
+            out += [f for f in files if f.rel_path in rehash and f.rel_path not in listed]
+            out.sort(key=lambda f: f.rel_path)
         return out
 
     def read(self, files: list[ScannedFile], *, defer: bool) -> list[Read]:
@@ -118,12 +153,28 @@ class WorkingTreeSource:
     def settings(self) -> dict[str, Any]:
         return dict(WORKTREE_SETTINGS)
 
-    def check_unchanged(self, scan: ScanResult) -> None:
-        again = self.scan()
-        before = {f.rel_path: (f.mtime_ns, f.size) for f in scan.files}
-        after = {f.rel_path: (f.mtime_ns, f.size) for f in again.files}
-        if before != after:
-            changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+    def check_unchanged(self, scan: ScanResult, read: Sequence[ScannedFile], gone: Sequence[str]) -> None:
+        """Fail (``SourceChangedError``) when a file the build read or hashed (``read``: every file the plan did
+        not vouch for by stat, new ones included) has another (mtime, size) than the scan gave it, is gone or is
+        no regular file any more, or when a file the plan removed (``gone``) is back. O(change): one ``stat``
+        per such file (followed, as the scan follows a symlink inside the vault), no second walk of the vault.
+
+        Why the files carried over unread need no second look. Such a file was vouched for by its stat: the
+        scan's (mtime, size) is the base row's, and the mtime is older than the base's scan by ``RACY_NS``
+        or more, so the row's content is the file's as of this scan. The new generation keeps that row (mtime,
+        size and content hash together): a true statement about the file at the scan. A write after the scan
+        gives the file an mtime at or after the scan's start (later than the row's, which is older than the
+        racy window), or another size; either way its stat differs from the row, and freshness and the next
+        build, which compare every file's stat with its row, see it as modified and read it (a second walk
+        would compare the same stat with the same values, only sooner). Only a write that keeps both mtime
+        and size (an mtime set back by hand) escapes, and it escapes a second walk as well. A file added
+        after the scan is not in the generation and is seen as added; one removed after it keeps its row
+        and is seen as removed. So no generation presents content the build did not read as current: what
+        it read is checked here, what it did not read carries its own stat."""
+        changed = [f.rel_path for f in read if not _same_file(f)]
+        changed += [rel for rel in gone if os.path.lexists(os.path.join(self.vault, rel))]
+        if changed:
+            changed.sort()
             raise SourceChangedError(
                 f"{len(changed)} file(s) changed during the build, e.g. {changed[:3]}", paths=changed[:20]
             )

@@ -316,9 +316,10 @@ class QueryAnalyzer:
         v = self.vocab
         for i in range(3, len(tok) - 2):
             left, right = tok[:i], tok[i:]
-            for head in (left, left[:-1] if left.endswith("s") and len(left) > 4 else None):
-                if head and v.surfaces(head) and v.surfaces(right) and self._same_language(head, right):
-                    score = min(self.df(v.surfaces(head)[0]), self.df(v.surfaces(right)[0]))
+            for head in (left, left[:-1] if left.endswith("s") and len(left) > 4 else ""):
+                pair = (v.surface(head, self.df), v.surface(right, self.df)) if head else (None, None)
+                if pair[0] is not None and pair[1] is not None and self._same_language(head, right):
+                    score = min(self.df(pair[0]), self.df(pair[1]))
                     if score > best[0]:
                         best = (score, [head, right])
         return best[1]

@@ -305,6 +305,18 @@ class Vocabulary:
             return [self._exact[i]]
         return self._alive(self._ids[self._indptr[i] : self._indptr[i + 1]])
 
+    def surface(self, key: str, df: Callable[[int], int] | None = None) -> int | None:
+        """The one term a vocabulary word stands for (None: not a word): its exact term, else the base term
+        that ``df`` (default: every note's) counts in the most notes, the smaller term on a tie. Never the first
+        by term id: ids follow the order a build met the terms in, and a merged or segmented generation
+        numbers the same terms otherwise (the choice must be the same in every layout of the same notes)."""
+        ids = self.surfaces(key)
+        if len(ids) <= 1:
+            return ids[0] if ids else None
+        count = df or (lambda t: int(self.df[t]))
+        name = self.name
+        return min(ids, key=lambda t: (-count(t), name[t]))
+
     def _bounds(self, words: list[str], prefix: str) -> tuple[int, int]:
         return bisect.bisect_left(words, prefix), bisect.bisect_left(words, prefix + "\U0010ffff")
 
@@ -323,10 +335,10 @@ class Vocabulary:
     def best(
         self, candidates: Sequence[str], limit: int, df: Callable[[int], int] | None = None
     ) -> list[tuple[str, int, int]]:
-        """(word, term id, df) of the most frequent candidates (a word's first surface term) that
-        ``df`` (default: every note's) finds in at least one note."""
+        """(word, term id, df) of the most frequent candidates (a word's ``surface`` term) that ``df``
+        (default: every note's) finds in at least one note."""
         df = df or (lambda t: int(self.df[t]))
-        found = [(w, ids[0], d) for w in candidates if (ids := self.surfaces(w)) and (d := df(ids[0])) > 0]
+        found = [(w, t, d) for w in candidates if (t := self.surface(w, df)) is not None and (d := df(t)) > 0]
         found.sort(key=lambda wtd: (-wtd[2], not self.is_exact(wtd[0]), wtd[0]))  # equals: a surface form first
         return found[:limit]
 

@@ -48,6 +48,7 @@ import errno
 import os
 import stat
 from dataclasses import dataclass
+from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -217,7 +218,7 @@ def scan_vault(
     while stack:
         folder, prefix = stack.pop()
         _walk_folder(walk, folder, prefix, stack)
-    walk.files.sort(key=lambda f: f.rel_path)
+    walk.files.sort(key=itemgetter(0))  # rel_path, in C: a lambda per file cost 0.1 s at 100k notes
     return ScanResult(walk.files, walk.problems)
 
 

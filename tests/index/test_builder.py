@@ -38,6 +38,7 @@ REPORT_KEYS = {
     "segment_limit_merge",
     "whole_base_reason",
     "tombstone_whole_notes",
+    "relinked_notes",
     "index_kind",
     "notes",
     "chunks",

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from core.build.builder import build_index
+from core.build.report import BuildReport
 from core.index import state as gstate
 from core.index import verify
 from core.index.layout import layout_for
@@ -46,6 +47,25 @@ def _written(before: Walk, after: Walk) -> int:
     return sum(sig[0] for path, sig in after.items() if before.get(path) != sig)
 
 
+def measured_build(root: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[BuildReport, int, int]:
+    """Build ``root``: (the report, bytes written under the index dir up to the commit, the base's part bytes)."""
+    layout = layout_for(root)
+    base_bytes = sum(p.size for p in verify.resolve(layout).parts)
+    before = _walk(layout.index_dir)
+    written: list[int] = []
+    real_commit = gstate.commit_state
+
+    def measured_commit(*args: object, **kwargs: object) -> object:
+        written.append(_written(before, _walk(layout.index_dir)))  # every staged file still exists here
+        return real_commit(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(gstate, "commit_state", measured_commit)
+    report = build_index(root)
+    monkeypatch.undo()
+    assert written, report
+    return report, written[0], base_bytes
+
+
 def _ranking(root: Path, query: str, mode: str) -> list[tuple[str, float, str]]:
     from core.searcher import search_vault
 
@@ -73,21 +93,10 @@ def test_a_content_edit_on_several_segments_writes_in_proportion_to_the_change(
     layout = layout_for(root)
     base = verify.resolve(layout)
     assert sum(p.kind == "segment" for p in base.parts) >= 2  # a base of several segments
-    base_bytes = sum(p.size for p in base.parts)
-    before = _walk(layout.index_dir)
-    written: list[int] = []
-    real_commit = gstate.commit_state
-
-    def measured_commit(*args: object, **kwargs: object) -> object:
-        written.append(_written(before, _walk(layout.index_dir)))  # every staged file still exists here
-        return real_commit(*args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(gstate, "commit_state", measured_commit)
     edited = root / "n077.md"
     edited.write_text(edited.read_text().replace("# Note 77", "# Note 77\n\nzebrafish quokka river0"))
-    report = build_index(root)
-    monkeypatch.undo()
-    assert written and written[0] < base_bytes / 10, (written, base_bytes)  # the old scratch: the whole base
+    report, written, base_bytes = measured_build(root, monkeypatch)
+    assert written < base_bytes / 10, (written, base_bytes)  # the old scratch: the whole base
     assert report.one_segment_reason is None and report.whole_base_reason is None
 
     cold = tmp_path / "cold"
@@ -106,13 +115,16 @@ def test_a_content_edit_on_several_segments_writes_in_proportion_to_the_change(
     assert (state["notes"], state["chunks"]) == (cold_state["notes"], cold_state["chunks"])
 
 
-def test_an_add_that_changes_another_notes_edges_is_staged_on_the_whole_base(tmp_path: Path) -> None:
+def test_an_add_that_changes_another_notes_edges_publishes_a_delta(tmp_path: Path) -> None:
+    """The note whose dangling link now resolves is re-published in the delta at its id (``delta_stage.relink``;
+    before: the build was staged on the whole base, ``whole_base_links_change``)."""
     root = _vault(tmp_path / "vault", n=12)
     (root / "dangling.md").write_text("# Dangling\n\nsee [[later-note]]\n")
     build_index(root)
     (root / "later-note.md").write_text("# Later\n\nnow the dangling link resolves\n")
     report = build_index(root)
-    assert report.whole_base_reason is not None and report.whole_base_reason.startswith("whole_base_links_change")
+    assert report.whole_base_reason is None and report.one_segment_reason is None, report
+    assert report.relinked_notes == 1
     assert list(layout_for(root).staging_dir.iterdir()) == []  # the working database of the changes went with it
     cold = tmp_path / "cold"
     shutil.copytree(root, cold, ignore=shutil.ignore_patterns(".vaultsearch"))

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from conftest import EXAMPLE_VAULT
 
+from core.build import delta_stage
 from core.build.builder import build_index
 from core.build.forward_rows import read_forward
 from core.errors import IntegrityError
@@ -141,7 +142,9 @@ def _vectors_by_path(vault: Path) -> dict[str, object]:
 
 
 @pytest.mark.parametrize("deltas", [0, 2])
-def test_a_refused_delta_publishes_every_notes_vectors_as_a_cold_build(tmp_path: Path, deltas: int) -> None:
+def test_a_refused_delta_publishes_every_notes_vectors_as_a_cold_build(
+    tmp_path: Path, deltas: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A build on a base writes the vectors of its own notes only; when its delta is refused (a rename
     re-resolves another note's link), the one segment it publishes holds every note's vectors, the others'
     derived from the base's segments: the same as a cold build's (a base of 1 and of 3 segments)."""
@@ -156,6 +159,8 @@ def test_a_refused_delta_publishes_every_notes_vectors_as_a_cold_build(tmp_path:
         assert build_index(root).one_segment_reason is None  # a delta
     assert len([p for p in _parts(root) if p.suffix == ".seg"]) == 1 + deltas
     (root / "b.md").rename(root / "b-moved.md")  # a's link no longer resolves: its edges change
+    monkeypatch.setattr(delta_stage, "RELINK_FLOOR", 0)  # a re-published too many: staged on the whole base
+    monkeypatch.setattr(delta_stage, "RELINK_SHARE", 0.0)
     assert str(build_index(root).one_segment_reason).startswith("incremental_links_changed")
     cold = tmp_path / "cold"
     shutil.copytree(root, cold, ignore=shutil.ignore_patterns(".vaultsearch"))

@@ -535,3 +535,26 @@ def test_every_file_a_tombstone_write_creates_is_debris_the_reaper_knows(
     write_tombstone(dest, segment, ids[:3])
     assert dest.name in seen
     assert [name for name in seen if not is_staging_file(name)] == []
+
+
+def test_links_and_edges_counted_per_segment_equal_the_views_counts(
+    base: tuple[Path, Path, list[int], str], tmp_path: Path
+) -> None:
+    root, segment, ids, tokenizer = base
+    layout = layout_for(root, tmp_path / "idx")
+    resolved = publish_split(layout, segment, split_ids(ids, 3, random.Random(6)), set(ids[-3:]), tokenizer)
+    conn = verify.connect_readonly(resolved)
+    try:
+        assert conn.execute("SELECT count(*) FROM temp.vs_dead").fetchone()[0]  # dead rows are left out
+        assert segment_tables.live_links_and_edges(conn) == segment_tables.links_and_edges(conn)
+        # a destination dead in every segment drops the edges into it (the split path wrote none: say it is)
+        dst, n = conn.execute("SELECT dst_id, count(*) FROM edges WHERE dst_id IS NOT NULL GROUP BY dst_id").fetchone()
+        before = segment_tables.links_and_edges(conn)
+        conn.execute("INSERT OR IGNORE INTO temp.vs_gone(id) VALUES (?)", (dst,))
+        assert (
+            segment_tables.live_links_and_edges(conn)
+            == segment_tables.links_and_edges(conn)
+            == (before[0], before[1] - n)
+        )
+    finally:
+        conn.close()

@@ -174,3 +174,37 @@ def test_stored_vocabulary_arrays_that_disagree_are_an_integrity_error(vault: Pa
     sp = load_sparse(db)
     with pytest.raises(IntegrityError):
         vocabulary(sp)
+
+
+# One word, two languages' base terms: ``en:immediat`` in one note, ``fr:immediat`` in 35. A cold
+# build and a segmented generation of the same notes number the two in either order.
+_TERMS = {"en:immediat": 1, "fr:immediat": 35, "fr:valeur": 40, "en:value": 30, "fr:tableau": 20}
+
+
+def _numbered(order: list[str]) -> tuple[dict[str, int], np.ndarray]:
+    return {t: i for i, t in enumerate(order)}, np.array([_TERMS[t] for t in order], dtype=np.int64)
+
+
+@pytest.mark.parametrize("order", [sorted(_TERMS), sorted(_TERMS, reverse=True), sorted(_TERMS, key=lambda t: t[3:])])
+def test_a_words_term_is_its_most_frequent_whatever_the_term_ids(order: list[str]) -> None:
+    term_id, df = _numbered(order)
+    vocab = Vocabulary(term_id, df, 60)
+    name = {i: t for t, i in term_id.items()}
+    assert name[vocab.surface("immediat")] == "fr:immediat"
+    assert [(w, name[t], d) for w, t, d in vocab.best(["immediat", "tableau"], 5)] == [
+        ("immediat", "fr:immediat", 35),
+        ("tableau", "fr:tableau", 20),
+    ]
+    # a restricted caller who sees no French note: the English term is the only one it counts
+    visible = {term_id["en:immediat"]: 1}
+    assert name[vocab.surface("immediat", lambda t: visible.get(t, 0))] == "en:immediat"
+
+
+@pytest.mark.parametrize("query", ["immediatvaleur", "immediattableau", "immediatt"])
+def test_a_query_is_analysed_alike_whatever_the_term_ids(query: str) -> None:
+    analyses = []
+    for order in (sorted(_TERMS), sorted(_TERMS, reverse=True)):
+        term_id, df = _numbered(order)
+        a = QueryAnalyzer(term_id, Vocabulary(term_id, df, 60), ["fr", "en"]).analyse(query)
+        analyses.append((a.terms, a.weights, a.kinds, a.expansions, a.unmatched))
+    assert analyses[0] == analyses[1]

@@ -14,7 +14,7 @@ import zlib
 from collections.abc import Collection, Iterable, Sequence
 
 from core.errors import IntegrityError
-from core.index.tables.connection import dead_in
+from core.index.tables.connection import count_live, dead_in, segment_schemas
 from core.index.tables.notes_fts import (
     SQL_INSERT_FTS,
     TextDicts,
@@ -317,6 +317,26 @@ def next_ids(conn: sqlite3.Connection) -> tuple[int, int]:
 def links_and_edges(conn: sqlite3.Connection) -> tuple[int, int]:
     row = conn.execute("SELECT (SELECT count(*) FROM links), (SELECT count(*) FROM edges)").fetchone()
     return int(row[0]), int(row[1])
+
+
+def live_links_and_edges(conn: sqlite3.Connection) -> tuple[int, int]:
+    """``links_and_edges`` counted per segment (``count_live``: each segment's rows minus those it holds dead,
+    index lookups) instead of through the views, where every row pays the dead-id tests (100k notes, 260k
+    links: 0.33 s of CPU of every build on the generation). An edge is also dropped when its destination is
+    dead in every segment (``temp.vs_gone``), as the ``edges`` view drops it."""
+    schemas = segment_schemas(conn)
+    if schemas is None:
+        return links_and_edges(conn)
+    links = count_live(conn, "links", "note_id", "vs_dead")
+    edges = count_live(conn, "edges", "src_id", "vs_dead")
+    for pos, schema in enumerate(schemas):
+        edges -= int(
+            conn.execute(
+                f"SELECT count(*) FROM {schema}.edges WHERE dst_id IN (SELECT id FROM temp.vs_gone) "
+                f"AND src_id NOT IN ({dead_in(pos)})"
+            ).fetchone()[0]
+        )
+    return links, edges
 
 
 def edges_below(conn: sqlite3.Connection, below: int) -> Iterable[tuple]:

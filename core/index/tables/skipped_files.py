@@ -27,6 +27,10 @@ SQL_CLASSIFIED_SOURCE_STATS_OF = (
     "WHERE rel_path IN ({marks}) UNION ALL SELECT rel_path, content_sha256, mtime_ns, size, NULL, 0 "
     "FROM skipped_files WHERE rel_path IN ({marks})"
 )
+SQL_SOURCE_ROWS_OF = (
+    "SELECT rel_path, id, content_sha256, mtime_ns, size FROM notes WHERE rel_path IN ({marks}) "
+    "UNION ALL SELECT rel_path, -1, content_sha256, mtime_ns, size FROM skipped_files WHERE rel_path IN ({marks})"
+)
 
 
 # ---------------------------------------------------------------- skipped_files
@@ -96,6 +100,14 @@ def classified_source_stats_of(
     for at in range(0, len(rel_paths), 500):
         part = list(rel_paths[at : at + 500])
         yield from conn.execute(SQL_CLASSIFIED_SOURCE_STATS_OF.format(marks=",".join("?" * len(part))), [*part, *part])
+
+
+def source_rows_of(conn: sqlite3.Connection, rel_paths: Sequence[str]) -> Iterator[tuple[str, int, str, int, int]]:
+    """(rel_path, note id (-1 for a skipped file), content sha256, mtime_ns, size) of those of ``rel_paths`` the
+    index holds, 500 paths a statement: the whole rows of the few files a build plan does not vouch for by stat."""
+    for at in range(0, len(rel_paths), 500):
+        part = list(rel_paths[at : at + 500])
+        yield from conn.execute(SQL_SOURCE_ROWS_OF.format(marks=",".join("?" * len(part))), [*part, *part])
 
 
 def count_sources(conn: sqlite3.Connection) -> int:
