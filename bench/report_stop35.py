@@ -133,3 +133,41 @@ def cold_ab_section(results: dict[str, dict[str, Any]]) -> list[str]:
     if loads:
         out += ["", f"1-minute load during the runs: {loads[0]}-{loads[-1]}."]
     return [*out, ""]
+
+
+def _p(split: dict[str, Any] | None) -> str:
+    return "-" if not split else f"{split['p50_s']:.2f} / {split['p95_s']:.2f} s"
+
+
+def watch_split_section(results: dict[str, dict[str, Any]]) -> list[str]:
+    """Edit to searchable through a running watcher on this stop's code, split into its parts
+    (``bench/results/watch_s35.json``: one bench_watch JSON per corpus, keyed by corpus)."""
+    data = results.get("watch_s35")
+    if not data:
+        return []
+    out = [
+        "## One-note edit through a running watcher, split into its parts (issue 29)",
+        "",
+        "The baseline's bench (`vaultsearch watch` as its own process, a long-lived reader polling `search_vault`)",
+        "on this stop's code, each edit split: *event* (the write to the watcher's build start: file events and",
+        "debounce), *build* (the watcher's build), *after* (the build's end to the reader's hit: noticing the",
+        "generation, switching to it), *search* (the search that found the note). p50 / p95 of each; the 100k",
+        "vault is a built copy (`--reuse`). Targets: p95 <= 0.5 s at 3k notes, <= 1 s at 100k.",
+        "",
+        "    python -m bench.bench_watch --corpus powershell --edits 20",
+        "    python -m bench.bench_watch --corpus none --reuse VAULT --edits 5",
+        "",
+        "| corpus | notes | edits | edit to searchable | event | build | after | search | written (index dir) | load |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, run in data.items():  # one corpus per run: named by its key (a reused copy's folder name says little)
+        for c in run["corpora"].values():
+            load = c.get("load_avg_1m") or {}
+            out.append(
+                f"| {name} | {c['notes']:,} | {c['edit_to_searchable']['n']} | {_p(c['edit_to_searchable'])} "
+                f"| {_p(c.get('event_to_build'))} | {_p(c.get('build_seconds'))} | {_p(c.get('after_build'))} "
+                f"| {_p(c.get('last_search'))} | {_bytes((c.get('walk_bytes') or {}).get('median'))} "
+                f"| {load.get('before', '?')}-{load.get('after', '?')} |"
+            )
+    dates = sorted({run.get("machine", {}).get("date", "?")[:16] for run in data.values()})
+    return [*out, "", f"Measured {', '.join(dates)} on 2 cores shared with other work.", ""]

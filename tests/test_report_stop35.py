@@ -3,7 +3,7 @@ are absent without it."""
 
 from __future__ import annotations
 
-from bench.report_stop35 import cold_ab_section, edit_100k_section, link_edit_section
+from bench.report_stop35 import cold_ab_section, edit_100k_section, link_edit_section, watch_split_section
 
 
 def test_sections_without_results_are_absent() -> None:
@@ -73,3 +73,26 @@ def test_the_cold_build_section_lists_each_tree_per_corpus() -> None:
     assert "| synth10k | before | 30.0 s (29.0) | 31.5 s (30.2) | 350 MB (340) |" in page
     assert "| synth10k | now | 30.0 s (29.0) | 33.0 s (30.2) | 380 MB (370) |" in page
     assert "load during the runs: 1.5-2.5" in page
+
+
+def test_the_watch_section_splits_each_corpus_edit_into_its_parts() -> None:
+    def split(p50: float, p95: float) -> dict[str, float]:
+        return {"p50_s": p50, "p95_s": p95, "n": 20}
+
+    corpus = {
+        "notes": 3088,
+        "edit_to_searchable": split(1.04, 1.6),
+        "event_to_build": split(0.04, 0.05),
+        "build_seconds": split(0.8, 1.0),
+        "after_build": split(0.17, 0.82),
+        "last_search": split(0.26, 0.82),
+        "walk_bytes": {"median": 157502},
+        "load_avg_1m": {"before": 6.61, "after": 7.3},
+    }
+    data = {"powershell": {"corpora": {"reused_v": corpus}, "machine": {"date": "2026-12-07T10:55:00"}}}
+    page = "\n".join(watch_split_section({"watch_s35": data}))
+    assert (
+        "| powershell | 3,088 | 20 | 1.04 / 1.60 s | 0.04 / 0.05 s | 0.80 / 1.00 s | 0.17 / 0.82 s "
+        "| 0.26 / 0.82 s | 153.8 KiB | 6.61-7.3 |" in page
+    )
+    assert watch_split_section({}) == []
