@@ -184,10 +184,11 @@ def _vault(tmp_path: Path) -> Path:
 def _before_base_read(monkeypatch: pytest.MonkeyPatch, vault: Path, staged: str, action) -> None:
     """Run ``action(resolved base)`` where the build first reads its verified base's parts: a build staged on its
     changes only (``core.build.delta_stage``) copies the generation tables; one staged on the whole base (a note
-    only touched sends it there) copies the base."""
-    if staged == "changes":
-        from core.build import delta_stage
+    only touched, more than ``RELINK_SHARE`` of the carried-over notes with no floor, sends it there) copies the
+    base."""
+    from core.build import delta_stage
 
+    if staged == "changes":
         real_tables = delta_stage._copy_generation_tables
 
         def act_then_tables(conn: sqlite3.Connection, resolved: gen.ResolvedIndex) -> None:
@@ -196,6 +197,7 @@ def _before_base_read(monkeypatch: pytest.MonkeyPatch, vault: Path, staged: str,
 
         monkeypatch.setattr(delta_stage, "_copy_generation_tables", act_then_tables)
         return
+    monkeypatch.setattr(delta_stage, "RELINK_FLOOR", 0)  # 1 touched note of 2: more than RELINK_SHARE
     touched = vault / "a.md"
     os.utime(touched, ns=(touched.stat().st_atime_ns, touched.stat().st_mtime_ns + 5_000_000_000))
     real_copy = gen.copy_base

@@ -266,6 +266,15 @@ def filtered_note_ids(conn: sqlite3.Connection, clause: str, values: Sequence[ob
     return [row[0] for row in conn.execute(f"SELECT n.id FROM notes n WHERE {clause}", values)]
 
 
+def filtered_among(
+    conn: sqlite3.Connection, clause: str, values: Sequence[object], note_ids: Sequence[int]
+) -> list[int]:
+    """Ids of ``note_ids`` the condition allows (a filter mask derived from the previous generation's asks
+    only the rows that may differ: core.modes.segment_arrays)."""
+    sql = f"SELECT n.id FROM notes n WHERE n.id IN (SELECT value FROM json_each(?)) AND ({clause})"
+    return [row[0] for row in conn.execute(sql, [json.dumps([int(i) for i in note_ids]), *values])]
+
+
 def latest_note_ids(
     conn: sqlite3.Connection, clause: str, values: Sequence[object], date_key: str, limit: int
 ) -> list[tuple[int]]:
