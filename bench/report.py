@@ -34,7 +34,13 @@ from bench.report_segments import (
     staged_section,
     tombstone_section,
 )
-from bench.report_stop35 import cold_ab_section, edit_100k_section, link_edit_section, watch_split_section
+from bench.report_stop35 import (
+    cold_ab_section,
+    edit_100k_section,
+    link_edit_section,
+    size_section,
+    watch_split_section,
+)
 from bench.report_summary import summary_section, test_suite_section
 from bench.report_vector import vector_norm_section
 
@@ -1026,6 +1032,7 @@ def render(results: dict[str, dict[str, Any]], results_dir: Path = RESULTS_DIR, 
         *edit_100k_section(results),
         *link_edit_section(results),
         *watch_split_section(results),
+        *size_section(results),
         *cold_ab_section(results),
         *plots_section(results_dir, out_path),
         "## Appendix: every target, the machine, the last suite run",

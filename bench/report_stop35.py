@@ -171,3 +171,44 @@ def watch_split_section(results: dict[str, dict[str, Any]]) -> list[str]:
             )
     dates = sorted({run.get("machine", {}).get("date", "?")[:16] for run in data.values()})
     return [*out, "", f"Measured {', '.join(dates)} on 2 cores shared with other work.", ""]
+
+
+def _biggest(tables: dict[str, dict[str, int]], n: int = 4) -> str:
+    top = sorted(tables.items(), key=lambda kv: -kv[1]["bytes"])[:n]
+    return ", ".join(f"{name} {t['bytes'] / 1e6:.2f}" for name, t in top)
+
+
+def size_section(results: dict[str, dict[str, Any]]) -> list[str]:
+    """Index bytes on disk with two generations retained, over the Markdown bytes, per corpus: schema 22 (stop
+    34) beside this stop's format (``bench/results/size*.json``, ``python -m bench.bench_size``)."""
+    now = {**(results.get("size") or {}).get("corpora", {}), **(results.get("size_mdn") or {}).get("corpora", {})}
+    if not now:
+        return []
+    before = (results.get("size_schema22") or {}).get("corpora", {})
+    out = [
+        "## Index size with two generations retained (issue 29)",
+        "",
+        "Each corpus copied, built cold, one note edited and built again (the default keep=2 retains both",
+        "generations: the base segment, the edit's small segment and tombstone); every file under the index",
+        "directory counted, over the Markdown bytes. *Schema 22*: stop 34's format (postings stored once);",
+        "*now*: posting pieces as zlib byte planes, FTS5 built with a 16 MB hash (the merged result, no",
+        "fragment rewrite), chunk rows without a text digest, file hashes as 32 raw bytes (schema 24). Target:",
+        "<= 2x on every corpus. Biggest tables of the base segment in MB (SQLite `dbstat`).",
+        "",
+        "    python -m bench.bench_size --corpus scifact,dendron,powershell --sizes 10000 && "
+        "python -m bench.bench_size --corpus mdn --out bench/results/size_mdn.json",
+        "",
+        "| corpus | notes | Markdown | schema 22 | now | biggest tables now |",
+        "|---|---:|---:|---:|---:|---|",
+    ]
+    for name, c in now.items():
+        old = before.get(name)
+        was = "-" if not old else f"{old['index_over_markdown']:.2f}x"
+        out.append(
+            f"| {name} | {c['notes']:,} | {_bytes(c['markdown_bytes'])} | {was} | {c['index_over_markdown']:.2f}x "
+            f"| {_biggest(c.get('tables') or {})} |"
+        )
+    dates = sorted(
+        {r.get("machine", {}).get("date", "?")[:16] for r in (results.get("size"), results.get("size_mdn")) if r}
+    )
+    return [*out, "", f"Measured {', '.join(dates)} on 2 shared cores.", ""]
