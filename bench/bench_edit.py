@@ -418,26 +418,41 @@ def run_header(load_before: Sequence[float]) -> dict[str, Any]:
     }
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def parse_corpus_args(
+    doc: str | None, out: Path, argv: Sequence[str] | None, *, edit_options: bool = False
+) -> tuple[argparse.Namespace, list[str]]:
+    """``--corpus``, ``--sizes`` and ``--out`` (default ``out``), with ``edit_options`` ``--reuse``,
+    ``--reuse-index`` and ``--edits``; and the corpus names chosen."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--corpus", default="all", help=f"comma list of {', '.join(CORPORA)}, or all, or none")
     parser.add_argument("--sizes", default="", help="comma-separated synthetic vault sizes (e.g. 10000); default none")
-    parser.add_argument("--out", type=Path, default=RESULTS_DIR / "edit.json")
-    parser.add_argument(
-        "--reuse", type=Path, default=None, help="edit this built vault (a copy: it is edited) instead of cold builds"
-    )
-    parser.add_argument("--reuse-index", type=Path, default=None, help="its index dir (default VAULT/.vaultsearch)")
-    parser.add_argument("--edits", type=int, default=EDITS, help="edits with --reuse (the first one is reported apart)")
+    parser.add_argument("--out", type=Path, default=out)
+    if edit_options:
+        parser.add_argument(
+            "--reuse",
+            type=Path,
+            default=None,
+            help="edit this built vault (a copy: it is edited) instead of cold builds",
+        )
+        parser.add_argument("--reuse-index", type=Path, default=None, help="its index dir (default VAULT/.vaultsearch)")
+        parser.add_argument(
+            "--edits", type=int, default=EDITS, help="edits with --reuse (the first one is reported apart)"
+        )
     args = parser.parse_args(argv)
+    names = list(CORPORA) if args.corpus == "all" else [] if args.corpus == "none" else args.corpus.split(",")
+    unknown = [n for n in names if n not in CORPORA]
+    if unknown:
+        parser.error(f"unknown corpus {unknown}: choose from {', '.join(CORPORA)}")
+    return args, names
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args, names = parse_corpus_args(__doc__, RESULTS_DIR / "edit.json", argv, edit_options=True)
     if args.reuse is not None:
         from bench.edit_reuse import reuse_main
 
         print(write_json(args.out, reuse_main(args.reuse, args.reuse_index, args.edits)))
         return
-    names = list(CORPORA) if args.corpus == "all" else [] if args.corpus == "none" else args.corpus.split(",")
-    unknown = [n for n in names if n not in CORPORA]
-    if unknown:
-        parser.error(f"unknown corpus {unknown}: choose from {', '.join(CORPORA)}")
     corpora: dict[str, Any] = {}
     load_before = os.getloadavg()
     for name in names:

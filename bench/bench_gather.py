@@ -16,13 +16,18 @@ then the warm p50 of every mode on the new generation (``--queries`` queries eac
 medians over the edits of a mode; ``build_s`` is the in-process ``build_index`` of each edit.
 
     PYTHONPATH=. .venv/bin/python -m bench.bench_gather --corpus powershell --work /tmp/gather-ps \
-        [--edits 6] [--queries 20] [--out bench/results/gather.json] [--label before]
+        [--edits 6] [--queries 20] [--out bench/results/gather.json] [--label before] [--reuse VAULT]
+
+``--reuse VAULT``: a vault already built (a copy: it is edited in place), no cold build. The split also
+says ``freshness_ms`` (the searcher's freshness check: a stat walk here, no watcher runs) and ``mask_ms``
+(the default filter mask: derived from the previous generation's, or SQL over every note).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import time
@@ -58,12 +63,16 @@ class Stopwatch:
 
 
 def instrument(watch: Stopwatch) -> None:
-    """Time the combination steps where the modes' context calls them (module attributes)."""
-    from core.modes import segment_arrays
+    """Time the combination steps where the modes' context calls them (module attributes), the freshness
+    check where the searcher calls it, and the default filter mask (derived, or SQL over every note)."""
+    from core import searcher
+    from core.modes import context, segment_arrays
 
     for name in ("_combine", "combine_chunks", "extend_chunks"):
         if hasattr(segment_arrays, name):
             setattr(segment_arrays, name, watch.wrap(name, getattr(segment_arrays, name)))
+    searcher.check_freshness = watch.wrap("freshness", searcher.check_freshness)
+    context.SearchContext.mask = watch.wrap("mask", context.SearchContext.mask)
 
 
 def vault_for(corpus: str, work: Path) -> Path:
@@ -121,6 +130,7 @@ def one_edit(vault: Path, rel: str, number: int, mode: str, queries: list[str], 
     spent = watch.take()
     combine = spent.get("_combine", 0.0)
     chunks = spent.get("combine_chunks", 0.0) + spent.get("extend_chunks", 0.0)
+    fresh, mask = spent.get("freshness", 0.0), spent.get("mask", 0.0)
     warm = {}
     for m in MODES:
         times = [search_ms(vault, q, m) for q in queries]
@@ -133,7 +143,9 @@ def one_edit(vault: Path, rel: str, number: int, mode: str, queries: list[str], 
         "first_ms": round(first, 2),
         "combine_ms": round(combine, 2),
         "combine_chunks_ms": round(chunks, 2),
-        "rest_ms": round(first - combine - chunks, 2),
+        "freshness_ms": round(fresh, 2),
+        "mask_ms": round(mask, 2),
+        "rest_ms": round(first - combine - chunks - fresh - mask, 2),
         "warm_p50_ms": warm,
         "warm_combine_ms": round(sum(watch.take().values()), 2),  # combination paid by warm searches
     }
@@ -145,22 +157,27 @@ def summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
         mine = [r for r in runs if r["mode"] == mode]
         if not mine:
             continue
-        keys = ("first_ms", "combine_ms", "combine_chunks_ms", "rest_ms")
-        out[mode] = {k: round(statistics.median(r[k] for r in mine), 2) for k in keys}
+        keys = ("first_ms", "combine_ms", "combine_chunks_ms", "freshness_ms", "mask_ms", "rest_ms")
+        out[mode] = {k: round(statistics.median(r.get(k, 0.0) for r in mine), 2) for k in keys}
         out[mode]["first_max_ms"] = max(r["first_ms"] for r in mine)
         out[mode]["warm_p50_ms"] = round(statistics.median(r["warm_p50_ms"][mode] for r in runs), 2)
     out["build_s_median"] = round(statistics.median(r["build_s"] for r in runs), 3)
     return out
 
 
-def run(corpus: str, work: Path, edits: int, n_queries: int) -> dict[str, Any]:
+def run(corpus: str, work: Path, edits: int, n_queries: int, reuse: Path | None = None) -> dict[str, Any]:
+    """``reuse``: a vault already built (its index in the vault's default folder), edited in place: no copy,
+    no cold build (at 100k notes one costs 450-750 s here). Copy a built one first (``cp -a``)."""
     from bench.synth import make_queries
     from core.build.builder import build_index
 
-    vault = vault_for(corpus, work)
-    start = time.perf_counter()
-    build_index(vault)
-    cold_s = time.perf_counter() - start
+    if reuse is not None:
+        vault, cold_s = reuse, None
+    else:
+        vault = vault_for(corpus, work)
+        start = time.perf_counter()
+        build_index(vault)
+        cold_s = round(time.perf_counter() - start, 2)
     queries = [q["text"] for q in make_queries(vault, n_queries, seed=1)]
     targets = mid_notes(vault, edits + 1)
     edit_and_build(vault, targets[0], 0)  # the generation is several segments from here on
@@ -170,7 +187,7 @@ def run(corpus: str, work: Path, edits: int, n_queries: int) -> dict[str, Any]:
         search_ms(vault, queries[0], m)
     runs = [one_edit(vault, rel, i + 1, MODES[i % len(MODES)], queries, watch) for i, rel in enumerate(targets[1:])]
     notes = sum(1 for _ in vault.rglob("*.md"))
-    return {"corpus": corpus, "notes": notes, "cold_build_s": round(cold_s, 2), "summary": summary(runs), "edits": runs}
+    return {"corpus": corpus, "notes": notes, "cold_build_s": cold_s, "summary": summary(runs), "edits": runs}
 
 
 def main() -> None:
@@ -181,8 +198,14 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=20)
     ap.add_argument("--label", default="now")
     ap.add_argument("--out", type=Path, default=RESULTS_DIR / "gather.json")
+    ap.add_argument("--reuse", type=Path, default=None, help="a built vault (a copy) edited in place: no cold build")
     args = ap.parse_args()
-    result = {"machine": machine_info(), **run(args.corpus, args.work, args.edits, args.queries)}
+    load = os.getloadavg()[0]
+    result = {
+        "machine": machine_info(),
+        **run(args.corpus, args.work, args.edits, args.queries, args.reuse),
+        "load_avg_1m": {"before": round(load, 2), "after": round(os.getloadavg()[0], 2)},
+    }
     print(json.dumps({k: result[k] for k in ("corpus", "notes", "cold_build_s", "summary")}, indent=1))
     old = json.loads(args.out.read_text()) if args.out.is_file() else {}
     old.setdefault(args.label, {})[args.corpus] = result

@@ -24,6 +24,12 @@ p50 / p95 / max over the edits (``core.eval.metrics.percentile``). Results: ``be
 about a minute a build: 20 edits plus the cold build are well over the quarter hour.
 
     python -m bench.bench_watch [--corpus powershell[,mdn,...]|none] [--sizes 10000] [--edits 20] [--out PATH]
+        [--reuse VAULT]
+
+``--reuse VAULT``: a vault already built with its index in its default folder (a copy: it is edited in
+place), no cold index (at 100k notes one costs 450-750 s here). Per edit the time is also split
+(``edit_split``): the write to the watcher's build start, the build, the build's end to the hit, and
+the one search that found the note (the reader's switch).
 """
 
 from __future__ import annotations
@@ -205,11 +211,12 @@ def _until_searchable(vault: Path, index_dir: Path, rel: str, word: str, watch: 
     start = time.perf_counter()
     polls = 0
     while True:
+        asked = time.perf_counter()
         res = _search(vault, index_dir, word)
         polls += 1
         if reflected([h.rel_path for h in res.hits], res.query_expansions, rel):
-            fresh = dict(res.freshness)
-            return {"seconds": time.perf_counter() - start, "polls": polls, "freshness": fresh}
+            fresh, now = dict(res.freshness), time.perf_counter()
+            return {"seconds": now - start, "polls": polls, "freshness": fresh, "last_search": now - asked}
         if time.perf_counter() - start > TIMEOUT_S:
             raise RuntimeError(f"{rel} not searchable for {word} after {TIMEOUT_S:.0f} s:\n{watch.tail()}")
         time.sleep(POLL_S)
@@ -219,10 +226,12 @@ def one_edit(vault: Path, index_dir: Path, watch: WatchProcess, rel: str, number
     """Append the edit's word to ``rel``, time it to searchable, then the bytes its build wrote."""
     word = marker(number)
     walk_before, io_before = walk_files(index_dir), watch.proc_io()
+    written = time.time()
     with (vault / rel).open("a", encoding="utf-8") as fh:
         fh.write(f"\nThis line was appended by the watch benchmark: {word}.\n")
     found = _until_searchable(vault, index_dir, rel, word, watch)
     build = watch.wait_covering(rel, TIMEOUT_S)
+    split = edit_split(written, found["seconds"], build, found["last_search"])
     time.sleep(SETTLE_S)
     walk = bytes_written(walk_before, walk_files(index_dir))
     io = io_delta(io_before, watch.proc_io())
@@ -234,9 +243,25 @@ def one_edit(vault: Path, index_dir: Path, watch: WatchProcess, rel: str, number
         "freshness_source": found["freshness"].get("source"),
         "stale": found["freshness"].get("stale"),
         "build_seconds": build.get("seconds"),
+        **split,
         "walk": walk,
         "proc_write_bytes": io["write_bytes"],
         "proc_wchar": io["wchar"],
+    }
+
+
+def edit_split(written: float, searchable_s: float, build: Mapping[str, Any], last_search_s: float) -> dict[str, float]:
+    """Where an edit's time to searchable went: ``event_to_build_s`` (the write to the watcher's build start:
+    the file event, watchfiles' step and debounce, a build already running), the build (its own line),
+    ``after_build_s`` (the build's end to the reader's hit: negative when the reader switched before the
+    build ended, which publishes before its retention step) and ``last_search_s`` (the search that found
+    the note: the reader's switch to the new generation, freshness and ranking)."""
+    started = float(build.get("at") or written)
+    ended = started + float(build.get("seconds") or 0.0)
+    return {
+        "event_to_build_s": round(started - written, 3),
+        "after_build_s": round(written + searchable_s - ended, 3),
+        "last_search_s": round(last_search_s, 3),
     }
 
 
@@ -247,6 +272,7 @@ def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "edit_to_searchable": seconds_stats([r["edit_to_searchable_s"] for r in runs]),
         "build_seconds": seconds_stats([float(r["build_seconds"] or 0.0) for r in runs]),
+        **{k: seconds_stats([r[f"{k}_s"] for r in runs]) for k in ("event_to_build", "after_build", "last_search")},
         "walk_bytes": bytes_stats([r["walk"]["bytes"] for r in runs]),
         "proc_write_bytes": bytes_stats([r["proc_write_bytes"] for r in runs]),
         "proc_wchar": bytes_stats([r["proc_wchar"] for r in runs]),
@@ -254,13 +280,18 @@ def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def bench_corpus(name: str, vault: Path, tmp: Path, edits: int) -> dict[str, Any]:
-    """Cold index, the watcher started, the reader warmed, then ``edits`` edits one after another."""
-    files = sorted((p.relative_to(vault).as_posix(), p.stat().st_size) for p in vault.rglob("*.md") if p.is_file())
+def bench_corpus(name: str, vault: Path, tmp: Path, edits: int, reuse_index: Path | None = None) -> dict[str, Any]:
+    """Cold index (unless ``reuse_index``: an index of ``vault`` already built), the watcher started, the
+    reader warmed, then ``edits`` edits one after another."""
+    files = sorted(
+        (p.relative_to(vault).as_posix(), p.stat().st_size)
+        for p in vault.rglob("*.md")
+        if p.is_file() and ".vaultsearch" not in p.relative_to(vault).parts
+    )
     picks = mid_sized(files, edits)
-    index_dir = tmp / "index"
+    index_dir = reuse_index or tmp / "index"
     load_before = os.getloadavg()[0]
-    cold = run_index(vault, index_dir, tmp / "io-cold.txt")
+    cold = {"wall_seconds": None} if reuse_index else run_index(vault, index_dir, tmp / "io-cold.txt")
     watch = WatchProcess(vault, index_dir)
     try:
         first = watch.next_outcome(FIRST_BUILD_TIMEOUT_S)
@@ -273,7 +304,7 @@ def bench_corpus(name: str, vault: Path, tmp: Path, edits: int) -> dict[str, Any
     return {
         "notes": len(files),
         "markdown_bytes": sum(size for _rel, size in files),
-        "cold_index_seconds": round(cold["wall_seconds"], 3),
+        "cold_index_seconds": None if cold["wall_seconds"] is None else round(cold["wall_seconds"], 3),
         "first_watch_build": {k: first.get(k) for k in ("ok", "up_to_date", "seconds")},
         **_summary(runs),
         "edits": runs,
@@ -287,6 +318,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--sizes", default="", help="comma-separated synthetic vault sizes (e.g. 10000)")
     parser.add_argument("--edits", type=int, default=EDITS, help=f"edits per corpus (default {EDITS})")
     parser.add_argument("--out", type=Path, default=RESULTS_DIR / "watch.json")
+    parser.add_argument(
+        "--reuse", type=Path, default=None, help="a built vault (a copy: edited in place), no cold index"
+    )
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     names = [n for n in args.corpus.split(",") if n and n != "none"]
@@ -305,6 +339,14 @@ def main(argv: Sequence[str] | None = None) -> None:
             name = f"synth_{size}"
             (work / name).mkdir()
             corpora[name] = bench_corpus(name, synthetic_vault(size, work / name), work / name, args.edits)
+        if args.reuse is not None:
+            from core.index.layout import layout_for
+
+            print(f"[watch] reused {args.reuse}", file=sys.stderr, flush=True)
+            vault = args.reuse.resolve()
+            corpora[f"reused_{vault.name}"] = bench_corpus(
+                vault.name, vault, work, args.edits, reuse_index=layout_for(vault).index_dir
+            )
     finally:
         shutil.rmtree(work, ignore_errors=True)
     result = {

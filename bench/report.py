@@ -34,6 +34,13 @@ from bench.report_segments import (
     staged_section,
     tombstone_section,
 )
+from bench.report_stop35 import (
+    cold_ab_section,
+    edit_100k_section,
+    link_edit_section,
+    size_section,
+    watch_split_section,
+)
 from bench.report_summary import summary_section, test_suite_section
 from bench.report_vector import vector_norm_section
 
@@ -1022,6 +1029,11 @@ def render(results: dict[str, dict[str, Any]], results_dir: Path = RESULTS_DIR, 
         *tombstone_section(results),
         *merge_section(results),
         *quality_segments_section(results),
+        *edit_100k_section(results),
+        *link_edit_section(results),
+        *watch_split_section(results),
+        *size_section(results),
+        *cold_ab_section(results),
         *plots_section(results_dir, out_path),
         "## Appendix: every target, the machine, the last suite run",
         "",

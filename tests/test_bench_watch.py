@@ -82,3 +82,13 @@ def test_watch_section_renders_one_row_per_corpus() -> None:
         for line in lines
     )
     assert watch_section({}) == [] and watch_section({"watch": {"corpora": {}}}) == []
+
+
+def test_an_edit_is_split_into_event_build_after_build_and_the_finding_search() -> None:
+    from bench.bench_watch import edit_split
+
+    build = {"at": 100.05, "seconds": 0.5}
+    got = edit_split(100.0, 0.7, build, 0.12)
+    assert got == {"event_to_build_s": 0.05, "after_build_s": 0.15, "last_search_s": 0.12}
+    early = edit_split(100.0, 0.5, build, 0.1)  # the reader switched before the build's retention step ended
+    assert early["after_build_s"] == -0.05

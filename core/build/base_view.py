@@ -64,8 +64,8 @@ class BaseView:
         wanted = set(note_ids)
         return {nid: (rel, sha) for rel, nid, sha, _, _ in self.rows.rows.values() if nid in wanted}
 
-    def vectors(self, note_ids: Sequence[int]) -> list[tuple[int, int, bytes, bytes]]:
-        """(note id, chunk ord, chunk text SHA-256, vector) of these notes' embedded chunks in the base."""
+    def vectors(self, note_ids: Sequence[int]) -> list[tuple[int, int, int, int, bytes]]:
+        """(note id, chunk ord, start, end, vector) of these notes' embedded chunks in the base."""
         return vectors_by_position(self.conn, json.dumps(sorted(note_ids)))
 
     def replaced(self) -> list[ReplacedNote]:

@@ -183,15 +183,16 @@ def _reread(view: BaseView, plan: BuildPlan, run: BuildRun, ids: list[int]) -> t
 
 
 def _carry_vectors(conn: sqlite3.Connection, view: BaseView, ids: list[int]) -> int:
-    """The base's dense vectors of the re-published notes' chunks (same content: the same chunks at the same
-    places) onto their new chunk rows; how many."""
-    found = {(nid, ord_, bytes(sha)): vector for nid, ord_, sha, vector in view.vectors(ids)}
+    """The base's dense vectors of the re-published notes' chunks onto their new chunk rows; how many. A note
+    re-published holds the content the base holds (``_reread`` checks its SHA-256), so a chunk at the same
+    ord and the same offsets of its body is the same text (chunk rows store no digest of their text)."""
+    found = {(nid, ord_, start, end): vector for nid, ord_, start, end, vector in view.vectors(ids)}
     if not found:
         return 0
     rows = [
-        (cid, found[(nid, ord_, bytes(sha))])
-        for cid, nid, ord_, sha in chunks_by_position(conn, json.dumps(ids))
-        if (nid, ord_, bytes(sha)) in found
+        (cid, found[key])
+        for cid, *position in chunks_by_position(conn, json.dumps(ids))
+        if (key := tuple(position)) in found
     ]
     insert_vectors(conn, rows)
     return len(rows)

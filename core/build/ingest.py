@@ -17,7 +17,6 @@ row it binds, so the two threads mostly traded the GIL; processes are what overl
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sqlite3
 from collections.abc import Iterator, Sequence
@@ -130,12 +129,12 @@ def field_texts(note: ParsedNote) -> tuple[str, ...]:
 
 
 def _chunk_rows(note: ParsedNote, chunk_size: int, chunk_overlap: int) -> tuple[tuple[tuple, ...], list[str]]:
-    """The chunks rows (ord, heading_path JSON, start, end, SHA-256 digest) and each chunk's heading cell
+    """The chunks rows (ord, heading_path JSON, start, end) and each chunk's heading cell
     (its section's heading on the section's first chunk, else ""). A note without a body still
     gets one empty chunk, so that every note has a passage to show."""
     chunks = chunk_body(note.body, size=chunk_size, overlap=chunk_overlap)
     if not chunks:
-        return ((0, "[]", 0, 0, hashlib.sha256(b"").digest()),), [""]
+        return ((0, "[]", 0, 0),), [""]
     rows, cells = [], []
     prev_path: tuple[str, ...] | None = None
     path_json = ""
@@ -144,7 +143,7 @@ def _chunk_rows(note: ParsedNote, chunk_size: int, chunk_overlap: int) -> tuple[
         if chunk.heading_path != prev_path:  # a section's first chunk; its chunks share the path's JSON
             prev_path, path_json = chunk.heading_path, notes_table.json_cell(chunk.heading_path)
             heading = chunk.heading_path[-1] if chunk.heading_path else ""
-        rows.append((chunk.ord, path_json, chunk.start, chunk.end, hashlib.sha256(chunk.text.encode("utf-8")).digest()))
+        rows.append((chunk.ord, path_json, chunk.start, chunk.end))
         cells.append(heading)
     return tuple(rows), cells
 

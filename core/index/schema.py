@@ -13,7 +13,7 @@ import sqlite3
 from core.index.tables.connection import run_statements
 from core.index.tables.meta import set_meta
 
-SCHEMA_VERSION = 22
+SCHEMA_VERSION = 24
 
 
 def schema_ddl(tokenizer: str) -> tuple[str, ...]:
@@ -44,6 +44,7 @@ def schema_ddl(tokenizer: str) -> tuple[str, ...]:
         chunks.DDL_CHUNK_ROWS,
         chunks.DDL_CHUNKS,
         notes_fts.ddl_notes_fts(tokenizer),
+        notes_fts.DDL_NOTES_FTS_CONFIG,
         notes_fts.DDL_NOTE_TEXT,
         notes_fts.DDL_TEXT_DICT,
         term_major.DDL_TERM_MAJOR,

@@ -14,11 +14,18 @@ from typing import Any
 import numpy as np
 
 from core.index.layout import ResolvedIndex
+from core.index.tables.links import supersedes_targets
 from core.index.tables.meta import get_meta
 from core.index.tables.names import named_note_ids
-from core.index.tables.notes import filtered_note_ids, hit_rows
+from core.index.tables.notes import filtered_among, filtered_note_ids, hit_rows
 from core.index.verify import connect_readonly
-from core.modes.segment_arrays import SegmentSource, generation_chunks, generation_sparse, segment_sources
+from core.modes.segment_arrays import (
+    SegmentSource,
+    generation_chunks,
+    generation_default_mask,
+    generation_sparse,
+    segment_sources,
+)
 from core.ranking import stored
 from core.ranking.chunk_vectors import ChunkVectors, load_chunk_vectors
 from core.ranking.expansion import QueryAnalysis, QueryAnalyzer, vocabulary
@@ -272,8 +279,8 @@ class SearchContext:
             r = self.resolved
             key = (str(r.path), r.sha256, self.filters) if r.kind != "legacy_db" else None
             found = _MASKS.get(key) if key else None
-            if found is None and sp.default_mask is not None and self.filters == _NO_FILTERS:
-                found = sp.default_mask  # what the query below gives with no filter set, stored by the build
+            if found is None and self.filters == _NO_FILTERS:  # what the query below gives with no filter set:
+                found = sp.default_mask if sp.default_mask is not None else self._default_mask()  # stored, derived
             if found is None:
                 clause, vals = self.where()
                 ids = filtered_note_ids(self.conn, clause, vals)
@@ -282,6 +289,28 @@ class SearchContext:
                     _MASKS.put(key, found)
             self._mask = found
         return self._mask
+
+    def _default_mask(self) -> np.ndarray | None:
+        """The default filters' mask of a generation of several segments, derived from the previous
+        generation's (core.modes.segment_arrays); None for one segment or a legacy index (SQL decides)."""
+        r = self.resolved
+        if r.kind == "legacy_db" or self.statistics().restricted:
+            return None
+        clause, vals = self.where()
+
+        def allowed(ids: np.ndarray | None) -> np.ndarray:
+            found = (
+                filtered_note_ids(self.conn, clause, vals)
+                if ids is None
+                else filtered_among(self.conn, clause, vals, ids.tolist())
+            )
+            return np.asarray(found, dtype=np.int64)
+
+        def targets() -> np.ndarray:
+            return np.asarray(supersedes_targets(self.conn), dtype=np.int64)
+
+        key, owner = (str(r.path), r.generation_id, r.sha256), str(r.layout.index_dir)
+        return generation_default_mask(self._sources(), owner, key, allowed, targets)
 
 
 def note_fields(conn: sqlite3.Connection, note_ids: list[int]) -> dict[int, dict[str, Any]]:

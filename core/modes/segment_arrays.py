@@ -64,6 +64,11 @@ class SegmentCache:
                 del self._items[next(iter(self._items))]
         return found
 
+    def peek(self, key: tuple[str, str]) -> object | None:
+        """The item of ``key`` if it is kept (never loaded here)."""
+        with self._lock:
+            return self._items.get(key)
+
     def clear(self) -> None:
         with self._lock:
             self._items.clear()
@@ -79,6 +84,10 @@ class Generation:
     tombs: tuple[segments.Tombstone | None, ...]  # per segment: the tombstone its statistics were checked with
     base: tuple[ChunkVectors, Delta] | None = None
     chunks: ChunkVectors | None = None
+    default_mask: np.ndarray | None = None  # the default filters' mask over its rows, once a search asked
+    # (the previous generation's default mask, previous row -> new row, the added segments' rows): what the
+    # default mask is derived from (``generation_default_mask``) until it is
+    mask_base: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
 
@@ -215,27 +224,59 @@ def _tombstone(source: SegmentSource, seg: segments.Segment) -> segments.Tombsto
 
 
 def _combine(sources: Sequence[SegmentSource], previous: Generation | None) -> Generation:
-    """The generation of ``sources``: derived from ``previous`` when it lists a prefix of their segments with
-    tombstones that only grew (a publish adding segments and tombstones: core.ranking.segment_delta), else
-    combined from every segment (the first generation of several segments, or one after a merge)."""
+    """The generation of ``sources``: derived from ``previous`` when it lists the segments it keeps of them
+    first with tombstones that only grew (a publish adding segments and tombstones, dropping or merging
+    others: ``kept_segments``, core.ranking.segment_delta), else combined from every segment (the first
+    generation of several segments, or one whose segments come in another order)."""
     parts = tuple((s.sha256, frozenset(s.dead)) for s in sources)
-    if previous is not None and extends(previous.parts, parts):
-        return _extend(sources, previous, parts)
+    kept = None if previous is None else kept_segments(previous.parts, parts)
+    if previous is not None and kept is not None:
+        gone = [SEGMENT_CACHE.peek(("sparse", sha)) for i, (sha, _) in enumerate(previous.parts) if i not in kept]
+        arrays = [seg for seg in gone if isinstance(seg, segments.Segment)]
+        if len(arrays) == len(gone):  # the dropped segments' arrays are still kept
+            return _extend(sources, previous, parts, kept, arrays)
     segs = [_segment(s) for s in sources]
     tombs = tuple(_tombstone(s, seg) for s, seg in zip(sources, segs))
     return Generation(parts, segments.combine(list(zip(segs, tombs))), tombs)
 
 
 def extends(before: Sequence[tuple[str, frozenset[int]]], after: Sequence[tuple[str, frozenset[int]]]) -> bool:
-    """Does the generation ``after`` list ``before``'s segments first (same order) with dead sets that only grew?"""
-    return len(after) >= len(before) and all(a[0] == b[0] and b[1] <= a[1] for a, b in zip(after, before))
+    """Is the generation ``after`` derived from ``before`` (``kept_segments``) rather than combined again?"""
+    return kept_segments(before, after) is not None
 
 
-def _extend(sources: Sequence[SegmentSource], previous: Generation, parts: tuple) -> Generation:
-    n, grown, tombs = len(previous.parts), {}, list(previous.tombs)
-    for i, source in enumerate(sources[:n]):
-        if parts[i][1] == previous.parts[i][1]:
+def kept_segments(
+    before: Sequence[tuple[str, frozenset[int]]], after: Sequence[tuple[str, frozenset[int]]]
+) -> list[int] | None:
+    """The indexes of ``before``'s segments ``after`` keeps, when it lists them first, in the same order, with
+    dead sets that only grew, and then only new segments: the others were dropped (every note of theirs dead)
+    or merged away (a build's segment-limit merge of the newest segments writes their live notes into a
+    segment after the kept ones). None when ``after`` is not derived so (none kept, another order, a dead
+    note alive again, a new segment before a kept one: combined from its segments)."""
+    listed = {sha for sha, _ in after}
+    kept = [i for i, (sha, _) in enumerate(before) if sha in listed]
+    same = all(after[j][0] == before[i][0] and before[i][1] <= after[j][1] for j, i in enumerate(kept))
+    return kept if kept and same else None
+
+
+def _dropped(previous: Generation, i: int, seg: segments.Segment) -> Grown:
+    """A previous segment the new generation dropped (``seg``: its arrays): every row of it the previous
+    generation served is dead now, with those rows' statistics counted from its arrays (such a segment is
+    small: a merge takes the smallest or the newest, an edit's segment whose notes were all edited again holds a few)."""
+    live = np.flatnonzero(previous.combined.row_map[i] >= 0)
+    tomb = segments.tombstone(seg.sparse, live)  # IntegrityError: no per-classification statistics
+    assert seg.sparse.classes is not None  # segments.tombstone checked
+    return Grown(previous.combined.row_map[i][live], seg.sparse.classes.names, tomb)
+
+
+def _extend(
+    sources: Sequence[SegmentSource], previous: Generation, parts: tuple, kept: list[int], gone: list[segments.Segment]
+) -> Generation:
+    grown, tombs = {}, [previous.tombs[i] for i in kept]
+    for j, i in enumerate(kept):
+        if parts[j][1] == previous.parts[i][1]:
             continue
+        source = sources[j]
         seg = _segment(source)
         tomb, old = _tombstone(source, seg), previous.tombs[i]
         assert tomb is not None and seg.sparse.classes is not None  # dead ids were added; tombstone_of checked
@@ -245,14 +286,18 @@ def _extend(sources: Sequence[SegmentSource], previous: Generation, parts: tuple
             fresh = np.setdiff1d(tomb.rows, old.rows)
             expected = segments.Tombstone(fresh, tomb.docs - old.docs, tomb.field_len - old.field_len, tomb.df - old.df)
         grown[i] = Grown(previous.combined.row_map[i][fresh], seg.sparse.classes.names, expected)
-        tombs[i] = tomb
-    added = [(seg, _tombstone(s, seg)) for s, seg in ((s, _segment(s)) for s in sources[n:])]
-    combined, delta = extend(previous.combined, grown, added)
+        tombs[j] = tomb
+    for i, seg in zip([i for i in range(len(previous.parts)) if i not in kept], gone, strict=True):
+        grown[i] = _dropped(previous, i, seg)
+    added = [(seg, _tombstone(s, seg)) for s, seg in ((s, _segment(s)) for s in sources[len(kept) :])]
+    combined, delta = extend(previous.combined, grown, added, kept)
     derive(previous.combined.sparse, combined.sparse, delta.terms, delta.fresh)  # when a query built the previous one
     with COMBINED_CACHE._lock:
         COMBINED_CACHE.extended += 1
     base = (previous.chunks, delta) if previous.chunks is not None else None
-    return Generation(parts, combined, (*tombs, *(t for _, t in added)), base)
+    mask = previous.default_mask
+    mask_base = None if mask is None else (mask, delta.rows, np.flatnonzero(combined.segment >= delta.first_added))
+    return Generation(parts, combined, (*tombs, *(t for _, t in added)), base, mask_base=mask_base)
 
 
 def generation_chunks(
@@ -287,3 +332,50 @@ def generation_chunks(
                 generation.chunks = combine_chunks(generation.combined, [chunks_of(s) for s in sources])
             generation.base = None
         return generation.chunks
+
+
+def generation_default_mask(
+    sources: Sequence[SegmentSource],
+    owner: str,
+    key: tuple,
+    allowed: Callable[[np.ndarray | None], np.ndarray],
+    targets: Callable[[], np.ndarray],
+) -> np.ndarray | None:
+    """The default filters' mask (``Filters()``: what ``default_filter_mask`` stores for one segment) over the
+    rows of ``generation_sparse``'s combined index; None for one segment without a tombstone (its stored mask
+    serves). ``allowed(ids)``: the ids of ``ids`` (None: of every note) the default filters let through (SQL);
+    ``targets()``: the ids of the notes a ``supersedes`` edge names. Computed once per generation: over every
+    note for the first, else derived from the previous generation's (``_derived_mask``)."""
+    if _single(sources):
+        return None
+    generation = _generation(sources, owner, key)
+    with generation.lock:
+        if generation.default_mask is None:
+            sparse = generation.combined.sparse
+            if generation.mask_base is None:
+                generation.default_mask = np.isin(sparse.note_ids, allowed(None))
+            else:
+                generation.default_mask = _derived_mask(sparse, generation.mask_base, allowed, targets)
+            generation.mask_base = None
+        return generation.default_mask
+
+
+def _derived_mask(
+    sparse: SparseIndex,
+    base: tuple[np.ndarray, np.ndarray, np.ndarray],
+    allowed: Callable[[np.ndarray | None], np.ndarray],
+    targets: Callable[[], np.ndarray],
+) -> np.ndarray:
+    """The default mask of a derived generation from the previous one's: a kept row's own columns (its
+    frontmatter's ``superseded_by``, ``status``) are those of the same stored row, so only three kinds of row
+    can differ from the previous mask and are asked again: the added segments' rows, the rows the previous
+    mask left out (a ``supersedes`` edge to them may be gone) and the notes a ``supersedes`` edge names now."""
+    prev, row_map, added = base
+    kept = row_map >= 0
+    mask = np.ones(sparse.n_docs, dtype=bool)
+    mask[row_map[kept]] = prev[kept]
+    named = sparse.positions(np.asarray(targets(), dtype=np.int64))
+    ask = np.unique(np.concatenate((added, row_map[kept & ~prev], named[named >= 0])))
+    ids = np.asarray(sparse.note_ids, dtype=np.int64)[ask]
+    mask[ask] = np.isin(ids, allowed(ids))
+    return mask

@@ -14,7 +14,8 @@ import numpy as np
 from core.errors import IntegrityError
 from core.ranking.chunk_vectors import ChunkVectors, class_chunks, vector_statistics
 from core.ranking.postings import splice, stable_order
-from core.ranking.segment_delta import Delta, spans
+from core.ranking.segment_delta import Delta
+from core.ranking.segment_dropped import spans
 from core.ranking.segments import Combined, posting_terms
 from core.ranking.sparse_index import gather_postings
 

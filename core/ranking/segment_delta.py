@@ -33,8 +33,16 @@ from typing import Any
 import numpy as np
 
 from core.errors import IntegrityError
-from core.ranking import bm25f
 from core.ranking.postings import merge_sorted, splice
+from core.ranking.segment_dropped import (
+    MISMATCH,
+    Dropped,
+    Grown,
+    candidates,
+    check_grown,
+    dropped,
+    spliced_rows,
+)
 from core.ranking.segments import (
     Combined,
     Segment,
@@ -46,9 +54,8 @@ from core.ranking.segments import (
     _terms,
     live_postings,
 )
+from core.ranking.sorted_terms import SortedTerms
 from core.ranking.sparse_index import SparseIndex, gather_postings, id_order_of
-
-MISMATCH = "the segments' statistics minus their tombstones do not match their live postings"
 
 
 @dataclass(frozen=True)
@@ -60,16 +67,6 @@ class Delta:
     first_added: int  # the index of the first added segment in the new parts
     fresh: Mapping[str, int]  # the terms the previous dictionary lacked, and their new ids
     dead_terms: np.ndarray | None = None  # the previous term ids of the dropped postings (None: not known)
-
-
-@dataclass(frozen=True)
-class Grown:
-    """A previous segment's newly dead rows (previous combined rows) and, when its tombstone's statistics are
-    stored, what they grew by since the previous generation (in the segment's classes ``names`` and terms)."""
-
-    rows: np.ndarray  # int64: previous combined rows
-    names: tuple[str, ...]  # the segment's class names (what ``expected``'s rows are)
-    expected: Tombstone | None
 
 
 @dataclass(frozen=True)
@@ -109,92 +106,6 @@ def _added_rows(
     return row_map, _Rows(paths, pos, seg, local, maps)
 
 
-@dataclass(frozen=True)
-class _Dropped:
-    """The previous postings of the newly dead rows."""
-
-    pos: np.ndarray  # their positions, ascending
-    terms: np.ndarray  # each one's term
-    side: np.ndarray  # the positions of their side values, ascending
-    side_len: np.ndarray  # how many side values each holds
-    counted: np.ndarray  # int64 [classes, terms]: how many per (class of the row, term)
-
-
-def _dropped(prev: SparseIndex, alive: np.ndarray, candidates: np.ndarray | None) -> _Dropped:
-    """The postings of the rows ``alive`` says are dead: found in the runs of the ``candidates`` terms (the
-    terms the tombstones' statistics say the dead notes hold; ``extend`` then checks that no dead row is left
-    in the arrays), or, when None, by a look at every posting."""
-    assert prev.classes is not None
-    docs, fmask = np.asarray(prev.docs), np.asarray(prev.field_mask)
-    if alive.all():
-        pos, terms, first = np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
-    elif candidates is None:
-        pos = np.flatnonzero(~alive[docs])
-        terms = np.searchsorted(prev.indptr, pos, side="right") - 1
-        every = bm25f.side_counts(fmask)
-        first = np.cumsum(every, dtype=np.int64)[pos] - every[pos]
-    else:
-        ids = np.unique(candidates)
-        run, owner = gather_postings(prev.indptr, ids)
-        lengths = prev.indptr[ids + 1] - prev.indptr[ids]
-        sums = np.concatenate(([0], np.cumsum(bm25f.side_counts(fmask[run]), dtype=np.int64)))
-        starts = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)
-        hit = np.flatnonzero(~alive[docs[run]])
-        pos, terms = run[hit], ids[owner[hit]]
-        first = prev.side_ptr[terms] + sums[hit] - sums[starts[owner[hit]]]
-    held = bm25f.side_counts(fmask[pos]).astype(np.int64)
-    side, _ = gather_postings(spans(first, first + held), 2 * np.arange(pos.shape[0]))
-    counted = np.zeros((len(prev.classes.names), prev.df.shape[0]), dtype=np.int64)
-    np.add.at(counted, (prev.classes.row_class[docs[pos]].astype(np.intp), terms), 1)
-    return _Dropped(pos, terms, side, held, counted)
-
-
-def _candidates(prev: Combined, grown: dict[int, Grown]) -> np.ndarray | None:
-    """The terms the grown tombstones' statistics say their newly dead notes hold (combined ids); None when
-    a tombstone stores none (an older format: its notes' postings are looked for everywhere)."""
-    found = [np.zeros(0, np.int64)]
-    for s, g in grown.items():
-        if g.expected is None:
-            return None
-        local = np.flatnonzero(g.expected.df.sum(axis=0) > 0)
-        found.append(prev.term_map[s][local])
-    ids = np.concatenate(found)
-    if (ids < 0).any():  # a dead note's term the segment's live notes did not hold
-        raise IntegrityError(MISMATCH)
-    return ids
-
-
-def _check_grown(prev: Combined, grown: dict[int, Grown], counted: np.ndarray) -> None:
-    """The dropped rows' classes and lengths, and their postings per (class, term), against what the
-    tombstones' stored statistics grew by. A tombstone without stored statistics (an older format) is
-    counted from the postings it drops: exact by construction, nothing to check it against."""
-    stats = prev.sparse.classes
-    assert stats is not None
-    names, fields = stats.names, prev.sparse.field_len.shape[1]
-    expect = np.zeros_like(counted)
-    for s, g in grown.items():
-        if g.expected is None:
-            return
-        code = np.asarray([names.index(n) for n in g.names], dtype=np.int64)
-        held = prev.term_map[s] >= 0
-        if (g.expected.df[:, ~held] != 0).any():
-            raise IntegrityError(MISMATCH)
-        for c_local, c in enumerate(code.tolist()):
-            np.add.at(expect[c], prev.term_map[s][held], g.expected.df[c_local][held])
-        cls = stats.row_class[g.rows].astype(np.intp)
-        lengths = np.zeros((len(names), fields), dtype=np.int64)
-        np.add.at(lengths, cls, prev.sparse.field_len[g.rows].astype(np.int64))
-        docs = np.bincount(cls, minlength=len(names))
-        mine = np.zeros(len(names), dtype=bool)
-        mine[code] = True
-        if docs[~mine].any() or not np.array_equal(docs[code], g.expected.docs):
-            raise IntegrityError(MISMATCH)
-        if not np.array_equal(lengths[code], g.expected.field_len):
-            raise IntegrityError(MISMATCH)
-    if not np.array_equal(expect, counted):
-        raise IntegrityError(MISMATCH)
-
-
 def _new_terms(
     prev: Combined, remaining: np.ndarray, added: Sequence[tuple[Segment, Tombstone | None]], held: list[np.ndarray]
 ) -> tuple[np.ndarray, list[np.ndarray], np.ndarray, Mapping[str, int], dict[str, int]]:
@@ -221,7 +132,7 @@ def _new_terms(
         m[h] = np.where(ids >= 0, term_map[np.maximum(ids, 0)], fresh_at[at] if fresh.size else -1)
         maps.append(m)
     same = fresh.size == 0 and bool(keep.all())
-    term_id = lookup if same else {w: i for i, w in enumerate(new_words.tolist())}
+    term_id = lookup if same else SortedTerms(new_words)
     return term_map, maps, new_words, term_id, dict(zip(fresh.tolist(), fresh_at.tolist()))
 
 
@@ -269,7 +180,7 @@ def _added_postings(
 
 def _relaid(
     prev: SparseIndex,
-    gone: _Dropped,
+    gone: Dropped,
     maps: tuple[np.ndarray, np.ndarray],
     new: _Added,
     n_terms: int,
@@ -289,9 +200,7 @@ def _relaid(
     kept_counts[term_map[held]], kept_sides[term_map[held]] = counts[held], sides[held]
     at = np.cumsum(kept_counts)[new.terms]
     side_at = np.repeat(np.cumsum(kept_sides)[new.terms], new.side_len)
-    rows = splice(np.asarray(prev.docs), gone.pos, at, new.rows, lookup=row_map.astype(np.int32))
-    if rows.size and int(rows.min()) < 0:  # a dead row's posting the tombstone's statistics did not name
-        raise IntegrityError(MISMATCH)
+    rows = spliced_rows(np.asarray(prev.docs), gone.pos, at, new.rows, row_map)
     added_counts = np.bincount(new.terms, minlength=n_terms).astype(np.int64)
     added_sides = np.bincount(new.terms, weights=new.side_len, minlength=n_terms).astype(np.int64)
     return {
@@ -304,15 +213,13 @@ def _relaid(
     }
 
 
-def spans(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """An indptr-like array whose entries 2i, 2i+1 are starts[i], ends[i] (for gather_postings)."""
-    out = np.empty(2 * starts.shape[0], dtype=np.int64)
-    out[0::2], out[1::2] = starts, ends
-    return out
-
-
 def _per_row(
-    prev: Combined, alive: np.ndarray, rows: _Rows, added: Sequence[tuple[Segment, Tombstone | None]], names: list[str]
+    prev: Combined,
+    alive: np.ndarray,
+    rows: _Rows,
+    added: Sequence[tuple[Segment, Tombstone | None]],
+    names: list[str],
+    kept: list[int],
 ) -> dict[str, np.ndarray]:
     """The per-row arrays of the new index: the kept rows' with the added rows' inserted in path order."""
     sp, stats = prev.sparse, prev.sparse.classes
@@ -333,8 +240,15 @@ def _per_row(
         "field_len": _insert(sp.field_len[alive], rows.at, lengths, axis=0),
         "row_class": row_class.astype(np.uint8 if len(names) <= 256 else np.uint16),
         "note_ids": _insert(np.asarray(sp.note_ids, dtype=np.int64)[alive], rows.at, ids),
-        "segment": _insert(prev.segment[alive], rows.at, len(prev.row_map) + rows.seg),
+        "segment": _insert(_renumbered(prev.segment[alive], kept, len(prev.row_map)), rows.at, len(kept) + rows.seg),
     }
+
+
+def _renumbered(segment: np.ndarray, kept: list[int], n: int) -> np.ndarray:
+    """Each kept row's segment index (of ``n``) in the new list: the ``kept`` segments first, in order."""
+    index = np.full(n, -1, dtype=segment.dtype)
+    index[kept] = np.arange(len(kept), dtype=segment.dtype)
+    return index[segment]
 
 
 def _names(
@@ -404,18 +318,28 @@ def _new_stats(
 
 
 def extend(
-    prev: Combined, grown: dict[int, Grown], added: Sequence[tuple[Segment, Tombstone | None]]
+    prev: Combined,
+    grown: dict[int, Grown],
+    added: Sequence[tuple[Segment, Tombstone | None]],
+    kept: Sequence[int] | None = None,
 ) -> tuple[Combined, Delta]:
     """The combined index of ``prev``'s segments (same order; segment ``s``'s newly dead rows in
-    ``grown[s]``) followed by the ``added`` segments: equal to ``combine`` of those parts, array for array."""
+    ``grown[s]``) followed by the ``added`` segments: equal to ``combine`` of those parts, array for array.
+    ``kept``: the indexes (ascending) of ``prev``'s segments the new generation lists first (None: all); the
+    others were dropped or merged away (their live notes in a merged segment among ``added``): every live row
+    of theirs is in ``grown``."""
+    kept = list(range(len(prev.row_map))) if kept is None else list(kept)
+    for s in sorted(set(range(len(prev.row_map))) - set(kept)):
+        if int((prev.row_map[s] >= 0).sum()) != (grown[s].rows.shape[0] if s in grown else 0):
+            raise IntegrityError("a segment the new generation drops keeps a live note it does not drop")
     sp = prev.sparse
     if sp.classes is None:
         raise IntegrityError("a combined index holds no per-classification statistics")
     alive = np.ones(sp.n_docs, dtype=bool)
     for g in grown.values():
         alive[g.rows] = False
-    gone = _dropped(sp, alive, _candidates(prev, grown))
-    _check_grown(prev, grown, gone.counted)
+    gone = dropped(sp, alive, candidates(prev, grown))
+    check_grown(prev, grown, gone.counted)
     after = _class_df(sp.classes, np.asarray(sp.df, dtype=np.int64)) - gone.counted
     if (after < 0).any():
         raise IntegrityError(MISMATCH)
@@ -426,7 +350,7 @@ def extend(
     names = sorted({*sp.classes.names, *(n for seg, _ in added for n in _class_names(seg))})
     new = _added_postings(added, rows.maps, term_maps)
     arrays = _relaid(sp, gone, (row_map, term_map), new, int(words.shape[0]))
-    per_row = _per_row(prev, alive, rows, added, names)
+    per_row = _per_row(prev, alive, rows, added, names, kept)
     name_ptr, name_terms = _names(prev, alive, rows, added, (term_map, term_maps))
     sums = [(d, f, df, _class_names(seg)) for (d, f, df), (seg, _) in zip(live, added)]
     docs, flen, df = _new_stats(prev, after, alive, (term_map, term_maps), sums, names, int(words.shape[0]))
@@ -442,12 +366,12 @@ def extend(
     }  # fmt: skip
     index = replace(sp, **changes)
     paths = tuple(_insert(np.asarray(prev.paths, dtype=object)[alive], rows.at, rows.paths).tolist())
-    old_rows = tuple(np.where(m >= 0, row_map[np.maximum(m, 0)], -1) for m in prev.row_map)
-    old_terms = tuple(np.where(m >= 0, term_map[np.maximum(m, 0)], -1) for m in prev.term_map)
+    old_rows = tuple(np.where(m >= 0, row_map[np.maximum(m, 0)], -1) for m in (prev.row_map[s] for s in kept))
+    old_terms = tuple(np.where(m >= 0, term_map[np.maximum(m, 0)], -1) for m in (prev.term_map[s] for s in kept))
     combined = Combined(
         index, per_row["segment"], paths, old_terms + tuple(term_maps), old_rows + tuple(rows.maps), words
     )
-    return combined, Delta(row_map, term_map, len(prev.row_map), fresh, np.unique(gone.terms))
+    return combined, Delta(row_map, term_map, len(kept), fresh, np.unique(gone.terms))
 
 
 def _class_names(seg: Segment) -> tuple[str, ...]:

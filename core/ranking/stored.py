@@ -15,11 +15,14 @@ a query reads the pieces its terms' postings lie in, and keeps them (a long-live
 on the whole array); a new process answering one query reads kilobytes of a 100k-note index, not
 its gigabyte of postings. Without a reader (a legacy index.db, the build) it is read whole.
 
-Each piece is zlib-compressed (level 1); a piece of an array whose values ascend within runs (a term's
-document or chunk rows: ``ascending``) holds the differences of consecutive values (modulo 2**32), so it
-compresses to a byte or two a value. A piece decodes on its own: a query decompresses the pieces it reads.
-An int64 array stored whole whose values fit int32 is stored as int32 and widened back on load (the same
-values and dtype for every reader). SciFact: the pieced arrays 14.6 -> 4.2 MB, those stored whole 5.5 -> 3.8 MB.
+Each piece is zlib-compressed as byte planes (level 6): the values' first bytes, then their second bytes,
+and so on (a shuffle, as Blosc's): the high bytes of small numbers are runs of zeros that compress to
+nothing, where the values' bytes interleaved hide them from zlib. A piece of an array whose values ascend
+within runs (a term's document or chunk rows: ``ascending``) holds the differences of consecutive values
+(modulo 2**32) first, so it compresses to about a byte a value. A piece decodes on its own: a query
+decompresses the pieces it reads. An int64 array stored whole whose values fit int32 is stored as int32 and
+widened back on load (the same values and dtype for every reader). SciFact: the pieced arrays 14.6 MB raw ->
+4.16 MB interleaved at level 1 -> 2.92 MB as planes at level 6 (encoding 0.31 -> 0.51 CPU s per build).
 
 A group is keyed by what its numbers depend on (the ranking parameters), so arrays computed
 under other parameters are never served for these; absent a group, the loaders compute the
@@ -42,17 +45,24 @@ from core.index.tables import term_major
 SEP = "/"  # between a group and an array name; the SQL range of a group relies on it
 PIECE = "#"  # between an array name and its piece number
 # Bytes of values a piece holds (before compression): a query decompresses the pieces its runs of postings lie
-# in. PowerShell docs: 0.04 ms to decode a 16 KiB piece against 0.14 ms for 64 KiB; the stored bytes +3%.
+# in. A piece is one row, and a page holds what it can of whole rows: SciFact's term_major as planes took
+# 4.42 MB at 16 KiB (0.64 MB of it the free ends of pages), 4.10 MB at 32 KiB, 3.88 MB at 64 KiB; decoding a
+# piece of docs, loaded machine: 0.12, 0.22, 0.36 ms. Kept at 16 KiB: a new process's first search pays the
+# decode (SciFact, ten dev queries, fts: 0.43 s median at 16 KiB, 0.55 s at 32 KiB; bench_coldstart, one run).
 PIECE_BYTES = 16 * 1024
 MAX_RUNS = 256  # a gather of more separate runs than this reads the whole array once instead
 # A process that has gathered from an array this many times is a long-lived one (a server, an evaluation):
 # it reads the whole array once and indexes it directly from then on (a one-shot search stays at its pieces).
 WHOLE_AFTER_GATHERS = 16
-ZLIB, ZLIB_DELTA = "zlib", "zlib-delta"  # the codecs of a piece: its bytes compressed; its differences compressed
+# the codecs of a piece: its byte planes compressed; its differences' byte planes compressed (the names say
+# planes: a segment of an older schema, whose pieces are interleaved, never decodes as planes)
+ZLIB, ZLIB_DELTA = "zlib-planes", "zlib-delta-planes"
 # An array stored whole of more bytes than this is compressed too (the term dictionary, the vocabulary, the term
 # pointers: SciFact 3.8 -> 1.5 MB); loading decompresses it once.
 WHOLE_RAW_BYTES = 4096
-_LEVEL = 1  # level 6 is ~8% smaller and costs ~1.5 times as long to write
+# SciFact's pieced arrays as planes: level 1 3.28 MB 0.23 CPU s, 4: 3.05 MB 0.29 s, 6: 2.92 MB 0.51 s, 9: 2.84 MB
+# 2.7 s; decoding costs the same at each level
+_LEVEL = 6
 _I32 = np.iinfo(np.int32)
 
 
@@ -112,7 +122,24 @@ def _whole_row(full: str, little: np.ndarray, ascending: bool = False) -> tuple[
 def _encode(values: np.ndarray, codec: str) -> bytes:
     if codec == ZLIB_DELTA:  # the first value, then each one's difference from the one before (mod 2**32)
         values = np.diff(values.view(np.uint32), prepend=np.uint32(0))
-    return zlib.compress(values.view(np.uint8).data, _LEVEL)
+    return zlib.compress(_planes(values), _LEVEL)
+
+
+def _planes(values: np.ndarray) -> bytes:
+    """The values' bytes as planes: every value's byte 0, then every value's byte 1, ... (one-dimensional)."""
+    flat = np.ascontiguousarray(values).reshape(-1)
+    return flat.view(np.uint8).reshape(flat.shape[0], flat.dtype.itemsize).T.tobytes()
+
+
+def _from_planes(raw: bytes, dtype: np.dtype) -> np.ndarray:
+    """The values ``_planes`` laid out (``len(raw)`` a multiple of the item size), in a new writable array.
+    A plane at a time: 18 us for 4,096 int32 values where one transposing copy took 50 us (the inflate: 63)."""
+    size = dtype.itemsize
+    planes = np.frombuffer(raw, dtype=np.uint8).reshape(size, len(raw) // size)
+    out = np.empty((planes.shape[1], size), dtype=np.uint8)
+    for j in range(size):
+        out[:, j] = planes[j]
+    return out.view(dtype).reshape(-1)
 
 
 def _decode(data: bytes, codec: str, dtype: np.dtype, name: str) -> np.ndarray:
@@ -123,10 +150,13 @@ def _decode(data: bytes, codec: str, dtype: np.dtype, name: str) -> np.ndarray:
         raise IntegrityError(f"stored array {name}: a piece does not decompress: {exc}", array=name) from exc
     if len(raw) % dtype.itemsize:
         raise IntegrityError(f"stored array {name}: a piece of {len(raw)} bytes", array=name)
-    values = np.frombuffer(raw, dtype=dtype)
+    if codec not in (ZLIB, ZLIB_DELTA):
+        return np.frombuffer(raw, dtype=dtype)
+    values = _from_planes(raw, dtype)  # a copy of its own: the differences are summed in place
     if codec == ZLIB_DELTA:
-        values = np.cumsum(values.view(np.uint32), dtype=np.uint32).view(dtype)
-        values.flags.writeable = False
+        as_u32 = values.view(np.uint32)
+        np.cumsum(as_u32, dtype=np.uint32, out=as_u32)
+    values.flags.writeable = False
     return values
 
 

@@ -68,9 +68,7 @@ def _copy_steps(tmp_path: Path, n: int) -> int:
     db.execute(chunks.DDL_HEADINGS)
     db.execute(chunks.DDL_CHUNK_ROWS)
     db.executemany("INSERT INTO headings VALUES (?, ?)", [(i, f"Section {i:06d}") for i in range(1, n + 1)])
-    db.executemany(
-        "INSERT INTO chunk_rows VALUES (?, ?, ?, ?, ?, ?, ?)", [(i, i, 0, i, 0, 1, b"x" * 32) for i in range(1, n + 1)]
-    )
+    db.executemany("INSERT INTO chunk_rows VALUES (?, ?, ?, ?, ?, ?)", [(i, i, 0, i, 0, 1) for i in range(1, n + 1)])
     db.commit()
     db.close()
     conn = sqlite3.connect(":memory:")
@@ -91,3 +89,12 @@ def test_copying_chunk_rows_costs_in_proportion_to_their_heading_paths(tmp_path:
     (85 s of a PowerShell docs edit on a base of two segments). Counted in SQLite VM steps, not time."""
     small, large = _copy_steps(tmp_path, 500), _copy_steps(tmp_path, 4000)
     assert large < 16 * max(small, 1), (small, large)
+
+
+def test_a_chunk_row_is_its_note_ord_heading_and_offsets_only() -> None:
+    """No per-chunk digest is stored (schema 22 kept a 32-byte SHA-256 per chunk that nothing read: 60% of
+    ``chunk_rows``); the text is the body between the offsets (test_builder checks that)."""
+    conn = sqlite3.connect(":memory:")
+    conn.execute(chunks.DDL_CHUNK_ROWS)
+    columns = [r[1] for r in conn.execute("PRAGMA table_info(chunk_rows)")]
+    assert columns == ["id", "note_id", "ord", "heading_id", "start", "end"]

@@ -338,7 +338,7 @@ def _comparable(conn: sqlite3.Connection) -> dict[str, object]:
         "notes": sorted(conn.execute(f"SELECT {', '.join(cols)} FROM notes")),
         "chunks": sorted(
             conn.execute(
-                "SELECT n.rel_path, c.ord, c.heading_path, c.start, c.end, c.text_sha256 FROM chunks c "
+                "SELECT n.rel_path, c.ord, c.heading_path, c.start, c.end FROM chunks c "
                 "JOIN notes n ON n.id = c.note_id"
             )
         ),

@@ -221,7 +221,7 @@ def test_relinked_rows_are_the_base_rows_but_their_edges(tmp_path: Path) -> None
         conn = verify.connect_readonly(verify.resolve(layout_for(vault)))
         try:
             return conn.execute(
-                "SELECT n.rel_path, c.ord, c.heading_path, c.start, c.end, c.text_sha256 FROM chunks c "
+                "SELECT n.rel_path, c.ord, c.heading_path, c.start, c.end FROM chunks c "
                 "JOIN notes n ON n.id = c.note_id ORDER BY 1, 2"
             ).fetchall()
         finally:

@@ -272,3 +272,12 @@ def test_cli_index_optimize_reports_what_merged(tmp_path: Path, capsys: pytest.C
     assert again["outcome"] == NOTHING_DUE and again["generation_after"] == merged["generation_after"]
     code, _, err = run(capsys, "index", str(root), "--one-segment")
     assert code != 0 and "--one-segment applies with --optimize" in err
+
+
+def test_fit_merges_the_newest_when_they_are_about_as_small() -> None:
+    """A vault edited note by note: the newest segments are the small ones, and merging them (a suffix)
+    keeps the earlier segments first, so a running reader derives the merged generation's arrays."""
+    live = [100_000, 1, 1, 0, 1, 1, 0, 1, 1, 1, 1]
+    assert fit_merges(_infos(*live)) == [Merge((6, 7, 8, 9, 10), FIT)]
+    bulk = [100_000, 1, 1, 0, 1, 1, 0, 1, 5_000, 1, 1]  # a bulk import among the newest: the smallest instead
+    assert fit_merges(_infos(*bulk)) == [Merge((3, 6, 7, 9, 10), FIT)]

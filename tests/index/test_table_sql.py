@@ -153,8 +153,8 @@ def test_the_table_functions_return_what_the_inline_sql_returned(served: sqlite3
     marks = ",".join("?" * len(paths))
     assert [tuple(r) for r in skipped_files.classified_source_stats_of(conn, paths)] == _rows(
         conn,
-        f"SELECT rel_path, content_sha256, mtime_ns, size, lower(classification), 1 FROM notes "
-        f"WHERE rel_path IN ({marks}) UNION ALL SELECT rel_path, content_sha256, mtime_ns, size, NULL, 0 "
+        f"SELECT rel_path, lower(hex(content_sha256)), mtime_ns, size, lower(classification), 1 FROM notes "
+        f"WHERE rel_path IN ({marks}) UNION ALL SELECT rel_path, lower(hex(content_sha256)), mtime_ns, size, NULL, 0 "
         f"FROM skipped_files WHERE rel_path IN ({marks})",
         [*paths, *paths],
     )
@@ -214,7 +214,7 @@ def test_the_table_functions_return_what_the_inline_sql_returned(served: sqlite3
     # core/serve/tools.py
     assert notes.visible_note_at(conn, rel, clause, vals) == tuple(
         conn.execute(
-            f"SELECT n.id, n.rel_path, n.title, n.content_sha256, n.body_line FROM notes n "
+            f"SELECT n.id, n.rel_path, n.title, lower(hex(n.content_sha256)), n.body_line FROM notes n "
             f"WHERE n.rel_path = ? AND {clause}",
             [rel, *vals],
         ).fetchone()

@@ -190,3 +190,76 @@ def test_splice_is_delete_then_insert(data):
     values = 1000 + np.arange(at.shape[0] * (width or 1)).reshape((at.shape[0], *shape[1:]))
     want = np.insert(np.delete(old, drop, axis=0), at, values, axis=0)
     assert np.array_equal(splice(old, drop, at, values), want)
+
+
+def test_an_edit_that_keeps_its_path_copies_the_kept_rows_and_still_fails_closed(built, monkeypatch):
+    """An edited note keeps its path, so its new row takes the old one's place and no kept row moves: the
+    kept postings' rows are copied as they are (no renumbering through a lookup of every posting), the
+    arrays equal ``combine``'s, the term dictionary is a look-up in the sorted terms (no dict of every term
+    built again), and a tombstone whose statistics do not name every term of the note it drops fails closed."""
+    from core.ranking import segment_dropped
+    from core.ranking.sorted_terms import SortedTerms
+
+    seg, _ = built(tuple(sorted(FILES)), False, 0)
+    again, _ = built(("a/quasar.md",), True, 100)  # new words ("kumquat"): the term ids move
+    before = segments.combine([(seg, None)])
+    rows = np.asarray([seg.paths.index("a/quasar.md")], np.int64)
+    tomb = segments.tombstone(seg.sparse, rows)
+    names = seg.sparse.classes.names
+    lookups: list[bool] = []
+    real = segment_dropped.splice
+
+    def splice(old, drop, at, values, lookup=None):
+        lookups.append(lookup is not None)
+        return real(old, drop, at, values, lookup=lookup)
+
+    monkeypatch.setattr(segment_dropped, "splice", splice)
+    got, _ = segment_delta.extend(
+        before, {0: segment_delta.Grown(before.row_map[0][rows], names, tomb)}, [(again, None)]
+    )
+    assert lookups == [False]
+    assert isinstance(got.sparse.term_id, SortedTerms)
+    assert_same_sparse(got.sparse, segments.combine([(seg, tomb), (again, None)]).sparse)
+    fewer = replace(
+        tomb, df=np.where(np.arange(tomb.df.shape[1]) == int(np.flatnonzero(tomb.df.sum(axis=0))[0]), 0, tomb.df)
+    )
+    with pytest.raises(IntegrityError, match="do not match their live postings"):
+        segment_delta.extend(before, {0: segment_delta.Grown(before.row_map[0][rows], names, fewer)}, [(again, None)])
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_a_generation_whose_last_segments_were_merged_away_is_the_combined_index_of_its_parts(built, data):
+    """A segment-limit merge of the newest segments: the kept ones first (their tombstones may grow), then the
+    merged segment (the merged-away segments' live notes, new ids) and the edit's: ``extend`` with ``keep``
+    gives ``combine``'s arrays, the chunk vectors ``combine_chunks``'s."""
+    names = sorted(FILES)
+    cut = data.draw(st.integers(2, len(names) - 2), label="cut")
+    kept_paths, merged_paths = tuple(names[:cut]), tuple(names[cut:])
+    split = data.draw(st.integers(1, len(merged_paths)), label="split")
+    seg, vec = built(kept_paths, False, 100)
+    a, a_vec = built(merged_paths[:split], False, 200)
+    b, b_vec = built(merged_paths[split:], False, 300) if split < len(merged_paths) else (None, None)
+    parts = [(seg, None)] + [(x, None) for x in (a, b) if x is not None]
+    vectors = [vec] + [v for v in (a_vec, b_vec) if v is not None]
+    before = segments.combine(parts)
+    merged, merged_vec = built(merged_paths, False, 400)
+    edited = data.draw(st.sampled_from(kept_paths), label="edited")
+    again, again_vec = built((edited,), True, 500)
+    rows = np.asarray([seg.paths.index(edited)], np.int64)
+    tomb = segments.tombstone(seg.sparse, rows)
+    grown = {0: segment_delta.Grown(before.row_map[0][rows], seg.sparse.classes.names, tomb)}
+    for s, (x, _) in enumerate(parts[1:], start=1):
+        live = np.arange(x.sparse.n_docs, dtype=np.int64)
+        grown[s] = segment_delta.Grown(
+            before.row_map[s][live], x.sparse.classes.names, segments.tombstone(x.sparse, live)
+        )
+    nxt = [(seg, tomb), (merged, None), (again, None)]
+    got, delta = segment_delta.extend(before, grown, nxt[1:], kept=[0])
+    want = segments.combine(nxt)
+    assert got.paths == want.paths and np.array_equal(got.segment, want.segment)
+    assert_same_sparse(got.sparse, want.sparse)
+    for x, y in zip(got.row_map, want.row_map, strict=True):
+        assert np.array_equal(x, y)
+    chunks = extend_chunks(combine_chunks(before, vectors), delta, got, [merged_vec, again_vec])
+    assert_same_chunks(chunks, combine_chunks(want, [vec, merged_vec, again_vec]))

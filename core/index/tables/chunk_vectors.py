@@ -67,21 +67,21 @@ def count_vectors_in(conn: sqlite3.Connection, note_ids_json: str) -> int:
     )
 
 
-def vectors_by_position(conn: sqlite3.Connection, note_ids_json: str) -> list[tuple[int, int, bytes, bytes]]:
-    """(note id, chunk ord, chunk text SHA-256, vector bytes) of the chunks with a vector of the notes whose
-    ids the bound JSON array holds."""
+def vectors_by_position(conn: sqlite3.Connection, note_ids_json: str) -> list[tuple[int, int, int, int, bytes]]:
+    """(note id, chunk ord, start, end, vector bytes) of the chunks with a vector of the notes whose ids the
+    bound JSON array holds (a chunk's text is its note's body between the offsets)."""
     return conn.execute(
-        "SELECT c.note_id, c.ord, c.text_sha256, v.vector FROM chunks c JOIN chunk_vectors v ON v.chunk_id = c.id "
+        "SELECT c.note_id, c.ord, c.start, c.end, v.vector FROM chunk_rows c JOIN chunk_vectors v ON v.chunk_id = c.id "
         "WHERE c.note_id IN (SELECT value FROM json_each(?))",
         (note_ids_json,),
     ).fetchall()
 
 
-def chunks_by_position(conn: sqlite3.Connection, note_ids_json: str) -> list[tuple[int, int, int, bytes]]:
-    """(chunk id, note id, chunk ord, chunk text SHA-256) of the chunks of the notes whose ids the bound JSON
-    array holds."""
+def chunks_by_position(conn: sqlite3.Connection, note_ids_json: str) -> list[tuple[int, int, int, int, int]]:
+    """(chunk id, note id, chunk ord, start, end) of the chunks of the notes whose ids the bound JSON array
+    holds."""
     return conn.execute(
-        "SELECT id, note_id, ord, text_sha256 FROM chunk_rows WHERE note_id IN (SELECT value FROM json_each(?))",
+        "SELECT id, note_id, ord, start, end FROM chunk_rows WHERE note_id IN (SELECT value FROM json_each(?))",
         (note_ids_json,),
     ).fetchall()
 

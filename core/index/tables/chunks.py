@@ -4,6 +4,10 @@ A chunk's text is ``body[start:end]`` (``notes_fts.note_bodies``), never stored 
 path (JSON) is stored once per distinct path of the segment (``headings``; a chunk row names it by
 id: ``chunk_rows``); ``chunks`` is the view every reader reads, with the path as ``heading_path``.
 PowerShell docs: 93,256 chunks, 17,669 distinct paths; the paths took 5.7 MB stored per chunk.
+
+A chunk row holds no digest of its text (schema 22 stored its SHA-256, 32 bytes a chunk that no reader
+read: PowerShell docs 93,256 chunks, 3.1 MB of 5.2 MB of ``chunk_rows``): the text is its note's body
+between two offsets, and the note's ``content_sha256`` names the file it came from.
 """
 
 from __future__ import annotations
@@ -27,13 +31,12 @@ CREATE TABLE IF NOT EXISTS chunk_rows (
     heading_id  INTEGER NOT NULL,
     start       INTEGER NOT NULL,
     end         INTEGER NOT NULL,
-    text_sha256 BLOB NOT NULL,
     UNIQUE (note_id, ord)
 )"""
 # LEFT JOIN on the headings' key: a query that reads no heading path does not visit ``headings``
 DDL_CHUNKS = """
 CREATE VIEW IF NOT EXISTS chunks AS
-SELECT c.id, c.note_id, c.ord, h.path AS heading_path, c.start, c.end, c.text_sha256
+SELECT c.id, c.note_id, c.ord, h.path AS heading_path, c.start, c.end
 FROM chunk_rows c LEFT JOIN headings h ON h.id = c.heading_id"""
 
 Visible = tuple[str, list[object]]
@@ -66,11 +69,8 @@ def insert_headings(conn: sqlite3.Connection, rows: list[tuple[int, str]]) -> No
 
 
 def insert_chunks(conn: sqlite3.Connection, rows: list[tuple]) -> None:
-    """(id, note id, ord, heading id, start, end, SHA-256 digest of the text: 32 bytes) per chunk."""
-    conn.executemany(
-        "INSERT INTO chunk_rows(id, note_id, ord, heading_id, start, end, text_sha256) VALUES (?, ?, ?, ?, ?, ?, ?)",
-        rows,
-    )
+    """(id, note id, ord, heading id, start, end) per chunk."""
+    conn.executemany("INSERT INTO chunk_rows(id, note_id, ord, heading_id, start, end) VALUES (?, ?, ?, ?, ?, ?)", rows)
 
 
 def next_chunk_id(conn: sqlite3.Connection) -> int:

@@ -253,3 +253,10 @@ def edge_counts_except(conn: sqlite3.Connection, note_ids_json: str) -> tuple[in
         (note_ids_json,),
     ).fetchone()
     return int(edges), int(unresolved)
+
+
+def supersedes_targets(conn: sqlite3.Connection) -> list[int]:
+    """The ids of the notes a ``supersedes`` edge names (what the default filters leave out, with the
+    notes superseded by their own frontmatter: core.ranking.filters)."""
+    sql = "SELECT DISTINCT dst_id FROM edges WHERE kind = 'supersedes' AND dst_id IS NOT NULL"
+    return [row[0] for row in conn.execute(sql)]

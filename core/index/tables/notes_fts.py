@@ -72,8 +72,11 @@ def ddl_notes_fts(tokenizer: str) -> str:
     per-row cost is paid 3,000 times rather than 90,000 on the PowerShell docs. A chunk
     is an offset range into its note's ``body`` cell (``note_bodies``).
 
-    Measured and left out: ``optimize`` at the end of a build (SciFact 4.29 -> 4.12 MB, PowerShell docs
-    9.88 -> 9.65 MB of ``notes_fts_data``, for 1.1-1.6 s more per build); ``columnsize=0`` (drops
+    FTS5 flushes its pending terms as a new b-tree segment whenever they pass ``hashsize`` (1 MB by default)
+    and merges those segments as it goes; a larger one (``FTS_HASHSIZE``) writes a build's index in a few
+    large segments, what ``optimize`` would leave (SciFact 4.29 -> 4.12 MB of ``notes_fts_data``) without
+    its rewrite. Measured and left out: ``optimize`` at the end of a build (SciFact 4.29 -> 4.12 MB,
+    PowerShell docs 9.88 -> 9.65 MB of ``notes_fts_data``, for 1.1-1.6 s more per build); ``columnsize=0`` (drops
     ``notes_fts_docsize``, 0.08 MB on SciFact, but a contentless table without it cannot be counted:
     the consistency check ``notes vs notes_fts`` counts its rows).
     """
@@ -81,6 +84,12 @@ def ddl_notes_fts(tokenizer: str) -> str:
         raise ValueError(f"invalid tokenizer spec: {tokenizer!r}")
     cols = ", ".join(FTS_COLUMNS)
     return f"CREATE VIRTUAL TABLE IF NOT EXISTS notes_fts USING fts5({cols}, content='', tokenize='{tokenizer}')"
+
+
+# bytes of pending terms FTS5 holds in memory before it flushes them as a segment (its default: 1 MB); a
+# setting kept in ``notes_fts_config``, so every connection writing the segment uses it
+FTS_HASHSIZE = 16 * 2**20
+DDL_NOTES_FTS_CONFIG = f"INSERT INTO notes_fts(notes_fts, rank) VALUES ('hashsize', {FTS_HASHSIZE})"
 
 
 def encode_texts(texts: Sequence[str], zdict: bytes | None = None) -> bytes:

@@ -192,7 +192,7 @@ def copy_chunk_rows(conn: sqlite3.Connection) -> None:
         "JOIN temp.ws_paths p ON p.path = s.path"
     )
     conn.execute(
-        "INSERT INTO main.chunk_rows SELECT c.id, c.note_id, c.ord, w.new, c.start, c.end, c.text_sha256 "
+        "INSERT INTO main.chunk_rows SELECT c.id, c.note_id, c.ord, w.new, c.start, c.end "
         "FROM src.chunk_rows c JOIN temp.ws_headings w ON w.old = c.heading_id "
         "WHERE c.note_id IN (SELECT id FROM temp.ws_ids)"
     )

@@ -1,16 +1,18 @@
 """``skipped_files``: source files that were read but not indexed (binary), so that they count as
 "seen" by the staleness scan and the snapshot hash; and the queries over every source file a build
-read (``notes`` and ``skipped_files`` together)."""
+read (``notes`` and ``skipped_files`` together). A file's SHA-256 is stored as its 32 bytes in both tables
+(``core.index.tables.notes``); every reader here gives it as the lower-case hex digest."""
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
 DDL_SKIPPED = """
 CREATE TABLE IF NOT EXISTS skipped_files (
     rel_path       TEXT PRIMARY KEY,
-    content_sha256 TEXT NOT NULL,
+    content_sha256 BLOB NOT NULL,
     mtime_ns       INTEGER NOT NULL,
     size           INTEGER NOT NULL,
     reason         TEXT NOT NULL,
@@ -33,6 +35,11 @@ SQL_SOURCE_ROWS_OF = (
 )
 
 
+def _hex_at(k: int, rows: Iterable[tuple[Any, ...]]) -> Iterator[Any]:
+    """``rows`` with the stored SHA-256 bytes at position ``k`` as the hex digest."""
+    return ((*r[:k], r[k].hex(), *r[k + 1 :]) for r in rows)
+
+
 # ---------------------------------------------------------------- skipped_files
 
 
@@ -41,7 +48,7 @@ def insert_skipped(conn: sqlite3.Connection, rows: list[tuple[str, str, int, int
     conn.executemany(
         "INSERT OR REPLACE INTO skipped_files(rel_path, content_sha256, mtime_ns, size, reason, detail) "
         "VALUES (?, ?, ?, ?, ?, ?)",
-        rows,
+        ((rel, bytes.fromhex(sha), *rest) for rel, sha, *rest in rows),
     )
 
 
@@ -51,7 +58,7 @@ def delete_skipped(conn: sqlite3.Connection, rel_paths: list[str]) -> None:
 
 def skipped_file_rows(conn: sqlite3.Connection) -> Iterator[tuple[str, str, int, int]]:
     """(rel_path, sha256, mtime_ns, size) of every skipped file."""
-    return conn.execute("SELECT rel_path, content_sha256, mtime_ns, size FROM skipped_files")
+    return _hex_at(1, conn.execute("SELECT rel_path, content_sha256, mtime_ns, size FROM skipped_files"))
 
 
 def count_skipped(conn: sqlite3.Connection) -> int:
@@ -63,9 +70,12 @@ def count_skipped(conn: sqlite3.Connection) -> int:
 
 def source_hashes(conn: sqlite3.Connection) -> Iterator[tuple[str, str]]:
     """(rel_path, content sha256) of every source file read, by path: what the snapshot hash covers."""
-    return conn.execute(
-        "SELECT rel_path, content_sha256 FROM notes UNION ALL "
-        "SELECT rel_path, content_sha256 FROM skipped_files ORDER BY 1"
+    return _hex_at(
+        1,
+        conn.execute(
+            "SELECT rel_path, content_sha256 FROM notes UNION ALL "
+            "SELECT rel_path, content_sha256 FROM skipped_files ORDER BY 1"
+        ),
     )
 
 
@@ -81,9 +91,12 @@ def source_note_ids(conn: sqlite3.Connection) -> dict[str, int]:
 
 def source_stats(conn: sqlite3.Connection) -> Iterator[tuple[str, str, int, int]]:
     """(rel_path, content sha256, mtime_ns, size) of every source file read: what a staleness scan compares."""
-    return conn.execute(
-        "SELECT rel_path, content_sha256, mtime_ns, size FROM notes "
-        "UNION ALL SELECT rel_path, content_sha256, mtime_ns, size FROM skipped_files"
+    return _hex_at(
+        1,
+        conn.execute(
+            "SELECT rel_path, content_sha256, mtime_ns, size FROM notes "
+            "UNION ALL SELECT rel_path, content_sha256, mtime_ns, size FROM skipped_files"
+        ),
     )
 
 
@@ -99,7 +112,8 @@ def classified_source_stats_of(
     note and 0 for a skipped file) of those of ``rel_paths`` the generation holds, 500 paths a statement."""
     for at in range(0, len(rel_paths), 500):
         part = list(rel_paths[at : at + 500])
-        yield from conn.execute(SQL_CLASSIFIED_SOURCE_STATS_OF.format(marks=",".join("?" * len(part))), [*part, *part])
+        rows = conn.execute(SQL_CLASSIFIED_SOURCE_STATS_OF.format(marks=",".join("?" * len(part))), [*part, *part])
+        yield from _hex_at(1, rows)
 
 
 def source_rows_of(conn: sqlite3.Connection, rel_paths: Sequence[str]) -> Iterator[tuple[str, int, str, int, int]]:
@@ -107,7 +121,7 @@ def source_rows_of(conn: sqlite3.Connection, rel_paths: Sequence[str]) -> Iterat
     index holds, 500 paths a statement: the whole rows of the few files a build plan does not vouch for by stat."""
     for at in range(0, len(rel_paths), 500):
         part = list(rel_paths[at : at + 500])
-        yield from conn.execute(SQL_SOURCE_ROWS_OF.format(marks=",".join("?" * len(part))), [*part, *part])
+        yield from _hex_at(2, conn.execute(SQL_SOURCE_ROWS_OF.format(marks=",".join("?" * len(part))), [*part, *part]))
 
 
 def count_sources(conn: sqlite3.Connection) -> int:

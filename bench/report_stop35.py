@@ -1,0 +1,214 @@
+"""Issue 29's sections of docs/benchmarks.md for the stop after 34: the one-note edit at 100k notes on a built
+copy (``bench/results/edit_100k_s35.json``, ``python -m bench.bench_edit --reuse``), edits that move other
+notes' links (``bench/results/link_edit.json``, ``python -m bench.bench_link_edit``) and cold builds of the code
+before the storage work and now, back to back (``bench/results/cold_ab.json``, ``python -m bench.bench_cold_ab``).
+Each section is absent when its JSON is."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bench.report_edit import _bytes
+
+STEP_ORDER = ("scan", "plan", "write", "relink", "links", "validate", "publish")
+
+
+def _load(data: dict[str, Any]) -> str:
+    before, after = (data.get("load_avg_before") or ["?"])[0], (data.get("load_avg_after") or ["?"])[0]
+    return f"1-minute load {before} before and {after} after"
+
+
+def edit_100k_section(results: dict[str, dict[str, Any]]) -> list[str]:
+    """The one-note edit on a built 100k-note vault: medians of the edits after the first, and the first."""
+    data = results.get("edit_100k_s35")
+    if not data:
+        return []
+    steps = data.get("median_steps") or {}
+    first = data.get("first") or {}
+    n = len(data.get("edits") or [])
+    out = [
+        "## One-note edit at 100k notes: no second walk, no whole-row plan, linked notes in the delta (issue 29)",
+        "",
+        "One line appended to a different mid-sized note of a built 100,000-note synthetic vault (bench/synth.py),",
+        "then `vaultsearch index VAULT --json` as a new process: its wall time (interpreter start-up included),",
+        "its CPU seconds (user + system from `getrusage`: what the machine's load inflates least), the bytes it",
+        "wrote (`/proc/self/io`) and the bytes of new or changed files under the index directory. The first edit",
+        "after copying the vault hashes the parts once (new inodes) and is reported apart.",
+        "",
+        f"    python -m bench.bench_edit --reuse VAULT --edits {n} --out bench/results/edit_100k_s35.json",
+        "",
+        "| | wall | CPU | in process | written (process) | written (index dir) |",
+        "|---|---:|---:|---:|---:|---:|",
+        f"| median of {max(n - 1, 0)} edits | {data['median_wall_seconds']:.2f} s | {data['median_cpu_seconds']:.2f} s "
+        f"| {data['median_in_process_seconds']:.2f} s | {_bytes(data.get('median_proc_write_bytes'))} "
+        f"| {_bytes(data.get('median_walk_bytes'))} |",
+    ]
+    if first:
+        out.append(
+            f"| first edit after the copy | {first['wall_seconds']:.2f} s | {first['cpu_seconds']:.2f} s "
+            f"| {first['in_process_seconds']:.2f} s | {_bytes(first.get('proc_write_bytes'))} "
+            f"| {_bytes((first.get('walk') or {}).get('bytes'))} |"
+        )
+    named = [s for s in STEP_ORDER if s in steps] + sorted(set(steps) - set(STEP_ORDER))
+    out += [
+        "",
+        "In-process steps (medians): " + ", ".join(f"{s} {steps[s]:.2f} s" for s in named) + ".",
+        "",
+        f"Measured {data.get('machine', {}).get('date', '?')}, {_load(data)}; "
+        f"{data.get('notes', '?'):,} notes, {_bytes(data.get('markdown_bytes'))} of Markdown.",
+        "",
+    ]
+    return out
+
+
+LINK_STEPS = {
+    "delete_linked": "delete a note other notes link to",
+    "add_resolving": "write it back (their links resolve again)",
+    "rename_linked": "rename another linked note",
+    "rename_back": "rename it back",
+}
+
+
+def link_edit_section(results: dict[str, dict[str, Any]]) -> list[str]:
+    """Adds, deletes and renames that move other notes' edges, before and after they publish deltas."""
+    data = results.get("link_edit")
+    if not data or "after" not in data:
+        return []
+    labels = [k for k in ("before", "after") if k in data]
+    after = data["after"]
+    out = [
+        "## Edits that move other notes' links (issue 29)",
+        "",
+        "Dendron's docs (heavily linked), one cold build, then two cycles of the four steps below, each",
+        "`vaultsearch index` as a new process: medians of the two cycles' wall time and bytes of new or changed",
+        "files under the index directory. *before*: the code that staged such an edit on the whole base; *after*:",
+        "the notes whose resolved edges move are re-published in the delta at their kept ids.",
+        f"Deleted: `{after['deleted']['path']}` ({after['deleted']['backlinks']} notes link to it); renamed:",
+        f"`{after['renamed']['path']}` ({after['renamed']['backlinks']}).",
+        "",
+        "    python -m bench.bench_link_edit --code <checkout before> --label before && python -m bench.bench_link_edit",
+        "",
+        "| step | " + " | ".join(f"{label} wall | {label} written" for label in labels) + " |",
+        "|---|" + "---:|---:|" * len(labels),
+    ]
+    for step, text in LINK_STEPS.items():
+        cells = []
+        for label in labels:
+            s = data[label]["steps"][step]
+            cells.append(f"{s['wall_seconds_median']:.2f} s | {_bytes(s['bytes_written_median'])}")
+        out.append(f"| {text} | " + " | ".join(cells) + " |")
+    loads = ", ".join(f"{label} {data[label].get('machine', {}).get('load_avg_1m', '?')}" for label in labels)
+    out += ["", f"Measured {after.get('machine', {}).get('date', '?')}; 1-minute load at the end: {loads}.", ""]
+    return out
+
+
+def cold_ab_section(results: dict[str, dict[str, Any]]) -> list[str]:
+    """Cold builds of each code tree, alternating: medians and minima of wall, CPU and peak RSS."""
+    data = results.get("cold_ab")
+    if not data or not data.get("corpora"):
+        return []
+    trees = list(data.get("trees") or {})
+    out = [
+        "## Cold build before the storage work and now (issue 29)",
+        "",
+        "Each build is `vaultsearch index VAULT` into an empty index directory as a new process under",
+        "`/usr/bin/time -v`, the trees alternating run by run (the machine is shared: no tree's runs are grouped).",
+        "CPU is user + system seconds of the builder and the workers it waited for; peak RSS is the largest single",
+        f"process. {data.get('runs', '?')} runs per tree; median (least). The target: no worse than before by 10%.",
+        "",
+        "    python -m bench.bench_cold_ab --tree before=<checkout of b372bc0> --tree now=. --vault NAME=PATH ...",
+        "",
+        "| corpus | tree | wall | CPU | peak RSS |",
+        "|---|---|---:|---:|---:|",
+    ]
+    for corpus, per_tree in data["corpora"].items():
+        for tree in trees:
+            s = per_tree[tree]
+            out.append(
+                f"| {corpus} | {tree} | {s['wall_s_median']:.1f} s ({s['wall_s_min']:.1f}) "
+                f"| {s['cpu_s_median']:.1f} s ({s['cpu_s_min']:.1f}) "
+                f"| {s['peak_rss_mb_median']:.0f} MB ({s['peak_rss_mb_min']:.0f}) |"
+            )
+    loads = sorted({x for c in data["corpora"].values() for t in c.values() for r in t["runs"] for x in r["load_1m"]})
+    if loads:
+        out += ["", f"1-minute load during the runs: {loads[0]}-{loads[-1]}."]
+    return [*out, ""]
+
+
+def _p(split: dict[str, Any] | None) -> str:
+    return "-" if not split else f"{split['p50_s']:.2f} / {split['p95_s']:.2f} s"
+
+
+def watch_split_section(results: dict[str, dict[str, Any]]) -> list[str]:
+    """Edit to searchable through a running watcher on this stop's code, split into its parts
+    (``bench/results/watch_s35.json``: one bench_watch JSON per corpus, keyed by corpus)."""
+    data = results.get("watch_s35")
+    if not data:
+        return []
+    out = [
+        "## One-note edit through a running watcher, split into its parts (issue 29)",
+        "",
+        "The baseline's bench (`vaultsearch watch` as its own process, a long-lived reader polling `search_vault`)",
+        "on this stop's code, each edit split: *event* (the write to the watcher's build start: file events and",
+        "debounce), *build* (the watcher's build), *after* (the build's end to the reader's hit: noticing the",
+        "generation, switching to it), *search* (the search that found the note). p50 / p95 of each; the 100k",
+        "vault is a built copy (`--reuse`). Targets: p95 <= 0.5 s at 3k notes, <= 1 s at 100k.",
+        "",
+        "    python -m bench.bench_watch --corpus powershell --edits 20",
+        "    python -m bench.bench_watch --corpus none --reuse VAULT --edits 5",
+        "",
+        "| corpus | notes | edits | edit to searchable | event | build | after | search | written (index dir) | load |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, run in data.items():  # one corpus per run: named by its key (a reused copy's folder name says little)
+        for c in run["corpora"].values():
+            load = c.get("load_avg_1m") or {}
+            out.append(
+                f"| {name} | {c['notes']:,} | {c['edit_to_searchable']['n']} | {_p(c['edit_to_searchable'])} "
+                f"| {_p(c.get('event_to_build'))} | {_p(c.get('build_seconds'))} | {_p(c.get('after_build'))} "
+                f"| {_p(c.get('last_search'))} | {_bytes((c.get('walk_bytes') or {}).get('median'))} "
+                f"| {load.get('before', '?')}-{load.get('after', '?')} |"
+            )
+    dates = sorted({run.get("machine", {}).get("date", "?")[:16] for run in data.values()})
+    return [*out, "", f"Measured {', '.join(dates)} on 2 cores shared with other work.", ""]
+
+
+def _biggest(tables: dict[str, dict[str, int]], n: int = 4) -> str:
+    top = sorted(tables.items(), key=lambda kv: -kv[1]["bytes"])[:n]
+    return ", ".join(f"{name} {t['bytes'] / 1e6:.2f}" for name, t in top)
+
+
+def size_section(results: dict[str, dict[str, Any]]) -> list[str]:
+    """Index bytes on disk with two generations retained, over the Markdown bytes, per corpus: schema 22 (stop
+    34) beside this stop's format (``bench/results/size*.json``, ``python -m bench.bench_size``)."""
+    now = {**(results.get("size") or {}).get("corpora", {}), **(results.get("size_mdn") or {}).get("corpora", {})}
+    if not now:
+        return []
+    before = (results.get("size_schema22") or {}).get("corpora", {})
+    out = [
+        "## Index size with two generations retained (issue 29)",
+        "",
+        "Each corpus copied, built cold, one note edited and built again (the default keep=2 retains both",
+        "generations: the base segment, the edit's small segment and tombstone); every file under the index",
+        "directory counted, over the Markdown bytes. *Schema 22*: stop 34's format (postings stored once);",
+        "*now*: posting pieces as zlib byte planes, FTS5 built with a 16 MB hash (the merged result, no",
+        "fragment rewrite), chunk rows without a text digest, file hashes as 32 raw bytes (schema 24). Target:",
+        "<= 2x on every corpus. Biggest tables of the base segment in MB (SQLite `dbstat`).",
+        "",
+        "    python -m bench.bench_size --corpus scifact,dendron,powershell --sizes 10000 && "
+        "python -m bench.bench_size --corpus mdn --out bench/results/size_mdn.json",
+        "",
+        "| corpus | notes | Markdown | schema 22 | now | biggest tables now |",
+        "|---|---:|---:|---:|---:|---|",
+    ]
+    for name, c in now.items():
+        old = before.get(name)
+        was = "-" if not old else f"{old['index_over_markdown']:.2f}x"
+        out.append(
+            f"| {name} | {c['notes']:,} | {_bytes(c['markdown_bytes'])} | {was} | {c['index_over_markdown']:.2f}x "
+            f"| {_biggest(c.get('tables') or {})} |"
+        )
+    dates = sorted(
+        {r.get("machine", {}).get("date", "?")[:16] for r in (results.get("size"), results.get("size_mdn")) if r}
+    )
+    return [*out, "", f"Measured {', '.join(dates)} on 2 shared cores.", ""]

@@ -1,0 +1,98 @@
+"""bench/report_stop35.py: the 100k edit, link edit and cold-build sections render what their JSON holds, and
+are absent without it."""
+
+from __future__ import annotations
+
+from bench.report_stop35 import cold_ab_section, edit_100k_section, link_edit_section, watch_split_section
+
+
+def test_sections_without_results_are_absent() -> None:
+    assert edit_100k_section({}) == link_edit_section({}) == cold_ab_section({}) == []
+
+
+def test_the_100k_edit_section_shows_the_medians_the_first_edit_and_the_steps() -> None:
+    first = {"wall_seconds": 4.68, "cpu_seconds": 3.95, "in_process_seconds": 2.32, "proc_write_bytes": 315392}
+    data = {
+        "edits": [{}] * 5,
+        "first": {**first, "walk": {"bytes": 136329}},
+        "median_wall_seconds": 2.633,
+        "median_cpu_seconds": 2.549,
+        "median_in_process_seconds": 2.04,
+        "median_proc_write_bytes": 301056,
+        "median_walk_bytes": 152688,
+        "median_steps": {"publish": 0.436, "scan": 0.773, "odd": 0.01},
+        "notes": 100000,
+        "markdown_bytes": 385085313,
+        "load_avg_before": [2.01],
+        "load_avg_after": [2.08],
+    }
+    page = "\n".join(edit_100k_section({"edit_100k_s35": data}))
+    assert "| median of 4 edits | 2.63 s | 2.55 s | 2.04 s | 294.0 KiB | 149.1 KiB |" in page
+    assert "| first edit after the copy | 4.68 s | 3.95 s | 2.32 s | 308.0 KiB | 133.1 KiB |" in page
+    assert "scan 0.77 s, publish 0.44 s, odd 0.01 s." in page
+    assert "load 2.01 before and 2.08 after" in page
+
+
+def test_the_link_edit_section_puts_before_beside_after() -> None:
+    steps = {
+        name: {"wall_seconds_median": w, "bytes_written_median": b}
+        for name, w, b in (
+            ("delete_linked", 3.0, 5_800_000),
+            ("add_resolving", 2.0, 100),
+            ("rename_linked", 1.0, 2048),
+            ("rename_back", 0.5, 4096),
+        )
+    }
+    run = {"steps": steps, "deleted": {"path": "a.md", "backlinks": 10}, "renamed": {"path": "b.md", "backlinks": 3}}
+    after = {**run, "steps": {**steps, "delete_linked": {"wall_seconds_median": 1.25, "bytes_written_median": 1024}}}
+    page = "\n".join(link_edit_section({"link_edit": {"before": run, "after": after}}))
+    assert "| delete a note other notes link to | 3.00 s | 5.5 MiB | 1.25 s | 1.0 KiB |" in page
+    assert "`a.md` (10 notes link to it)" in page
+
+
+def test_the_cold_build_section_lists_each_tree_per_corpus() -> None:
+    row = {"wall_s_median": 30.0, "wall_s_min": 29.0, "cpu_s_median": 31.5, "cpu_s_min": 30.2}
+    runs = [{"load_1m": [1.5, 2.5]}]
+    data = {
+        "runs": 3,
+        "trees": {"before": "/b", "now": "."},
+        "corpora": {
+            "synth10k": {
+                "before": {**row, "peak_rss_mb_median": 350.0, "peak_rss_mb_min": 340.0, "runs": runs},
+                "now": {
+                    **row,
+                    "cpu_s_median": 33.0,
+                    "peak_rss_mb_median": 380.0,
+                    "peak_rss_mb_min": 370.0,
+                    "runs": runs,
+                },
+            }
+        },
+    }
+    page = "\n".join(cold_ab_section({"cold_ab": data}))
+    assert "| synth10k | before | 30.0 s (29.0) | 31.5 s (30.2) | 350 MB (340) |" in page
+    assert "| synth10k | now | 30.0 s (29.0) | 33.0 s (30.2) | 380 MB (370) |" in page
+    assert "load during the runs: 1.5-2.5" in page
+
+
+def test_the_watch_section_splits_each_corpus_edit_into_its_parts() -> None:
+    def split(p50: float, p95: float) -> dict[str, float]:
+        return {"p50_s": p50, "p95_s": p95, "n": 20}
+
+    corpus = {
+        "notes": 3088,
+        "edit_to_searchable": split(1.04, 1.6),
+        "event_to_build": split(0.04, 0.05),
+        "build_seconds": split(0.8, 1.0),
+        "after_build": split(0.17, 0.82),
+        "last_search": split(0.26, 0.82),
+        "walk_bytes": {"median": 157502},
+        "load_avg_1m": {"before": 6.61, "after": 7.3},
+    }
+    data = {"powershell": {"corpora": {"reused_v": corpus}, "machine": {"date": "2026-12-07T10:55:00"}}}
+    page = "\n".join(watch_split_section({"watch_s35": data}))
+    assert (
+        "| powershell | 3,088 | 20 | 1.04 / 1.60 s | 0.04 / 0.05 s | 0.80 / 1.00 s | 0.17 / 0.82 s "
+        "| 0.26 / 0.82 s | 153.8 KiB | 6.61-7.3 |" in page
+    )
+    assert watch_split_section({}) == []
