@@ -3,7 +3,13 @@ are absent without it."""
 
 from __future__ import annotations
 
-from bench.report_stop35 import cold_ab_section, edit_100k_section, link_edit_section, watch_split_section
+from bench.report_stop35 import (
+    cold_ab_section,
+    edit_100k_section,
+    link_edit_section,
+    size_section,
+    watch_split_section,
+)
 
 
 def test_sections_without_results_are_absent() -> None:
@@ -96,3 +102,17 @@ def test_the_watch_section_splits_each_corpus_edit_into_its_parts() -> None:
         "| 0.26 / 0.82 s | 153.8 KiB | 6.61-7.3 |" in page
     )
     assert watch_split_section({}) == []
+
+
+def test_the_size_section_puts_schema_22_beside_now_with_the_biggest_tables() -> None:
+    tables = {"term_major": {"bytes": 4_440_000}, "note_text": {"bytes": 3_450_000}, "meta": {"bytes": 4096}}
+    now = {"notes": 5183, "markdown_bytes": 7947554, "index_over_markdown": 1.976, "tables": tables}
+    results = {
+        "size": {"corpora": {"scifact": now}, "machine": {"date": "2026-12-07T10:37:31"}},
+        "size_mdn": {"corpora": {"mdn": {**now, "index_over_markdown": 1.531}}},
+        "size_schema22": {"corpora": {"scifact": {"index_over_markdown": 2.321}}},
+    }
+    page = "\n".join(size_section(results))
+    assert "| scifact | 5,183 | 7.6 MiB | 2.32x | 1.98x | term_major 4.44, note_text 3.45, meta 0.00 |" in page
+    assert "| mdn | 5,183 | 7.6 MiB | - | 1.53x |" in page
+    assert size_section({}) == []
