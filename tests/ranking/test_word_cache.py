@@ -54,3 +54,20 @@ def test_a_map_handed_out_keeps_its_words_when_another_thread_starts_a_fresh_one
 
 def test_the_default_bound_is_tens_of_megabytes_of_words() -> None:
     assert 16 * 2**20 <= word_cache.MAX_CACHED_CHARS <= 256 * 2**20
+
+
+class _NoWalk(dict):
+    """A word map that fails when something iterates over all of it (``set.issubset(a_dict)`` does)."""
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        raise AssertionError("the whole word map was walked to look up a few words")
+
+
+def test_looking_up_cached_words_costs_the_words_asked_not_the_whole_map() -> None:
+    # a build asks once per batch of notes; walking a map of every word met so far made a cold build quadratic
+    for analyzer in (Analyzer("unicode61 remove_diacritics 2"), LanguageAnalyzer("en")):
+        first = dict(analyzer.map_words(["houses", "Running", "x1"]))
+        analyzer._words.map = _NoWalk(analyzer._words.map)
+        for _ in range(3):
+            got = analyzer.map_words(["houses", "Running", "x1"])
+            assert {w: got[w] for w in first} == first
