@@ -224,3 +224,30 @@ def size_section(results: dict[str, dict[str, Any]]) -> list[str]:
         {r.get("machine", {}).get("date", "?")[:16] for r in (results.get("size"), results.get("size_mdn")) if r}
     )
     return [*out, "", f"Measured {', '.join(dates)} on 2 shared cores.", ""]
+
+
+def new_process_section(results: dict[str, dict[str, Any]]) -> list[str]:
+    """A new process's first search on one segment and on a segmented generation of the same notes."""
+    data = results.get("new_process")
+    if not data or not data.get("corpora"):
+        return []
+    out = [
+        "## A new process's first search on a segmented generation (issue 29)",
+        "",
+        "Each corpus copied and indexed cold (one segment), then one-note edits each indexed incrementally (a",
+        "delta segment and a tombstone each). Before and after the edits, new processes each time one fts",
+        "`search_vault` in process (start-up and imports excluded), after one that hashes the new parts. A",
+        "segmented generation has no stored combined arrays: a new process combines every segment's before",
+        "its first search. Target: a new process's search no slower than today's (one segment).",
+        "",
+        "    python -m bench.bench_new_process --corpus powershell,scifact --edits 5",
+        "",
+        "| corpus | one segment | segmented | segments | load |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for name, c in data["corpora"].items():
+        one, seg = c["one_segment"], c["segmented"]
+        out.append(
+            f"| {name} | {one['median']:.2f} s | {seg['median']:.2f} s | {seg['segments']} | {c['load_avg_1m']:.1f} |"
+        )
+    return [*out, "", f"Measured {data.get('machine', {}).get('date', '?')[:16]} on 2 shared cores.", ""]

@@ -7,6 +7,7 @@ from bench.report_stop35 import (
     cold_ab_section,
     edit_100k_section,
     link_edit_section,
+    new_process_section,
     size_section,
     watch_split_section,
 )
@@ -116,3 +117,14 @@ def test_the_size_section_puts_schema_22_beside_now_with_the_biggest_tables() ->
     assert "| scifact | 5,183 | 7.6 MiB | 2.32x | 1.98x | term_major 4.44, note_text 3.45, meta 0.00 |" in page
     assert "| mdn | 5,183 | 7.6 MiB | - | 1.53x |" in page
     assert size_section({}) == []
+
+
+def test_the_new_process_section_puts_one_segment_beside_segmented() -> None:
+    corpus = {
+        "one_segment": {"median": 1.1},
+        "segmented": {"median": 3.25, "segments": 6},
+        "load_avg_1m": 9.5,
+    }
+    page = "\n".join(new_process_section({"new_process": {"corpora": {"powershell": corpus}}}))
+    assert "| powershell | 1.10 s | 3.25 s | 6 | 9.5 |" in page
+    assert new_process_section({}) == []
