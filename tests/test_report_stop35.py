@@ -7,6 +7,7 @@ from bench.report_stop35 import (
     cold_ab_section,
     edit_100k_section,
     link_edit_section,
+    new_process_section,
     size_section,
     watch_split_section,
 )
@@ -32,9 +33,9 @@ def test_the_100k_edit_section_shows_the_medians_the_first_edit_and_the_steps() 
         "load_avg_before": [2.01],
         "load_avg_after": [2.08],
     }
-    page = "\n".join(edit_100k_section({"edit_100k_s35": data}))
-    assert "| median of 4 edits | 2.63 s | 2.55 s | 2.04 s | 294.0 KiB | 149.1 KiB |" in page
-    assert "| first edit after the copy | 4.68 s | 3.95 s | 2.32 s | 308.0 KiB | 133.1 KiB |" in page
+    page = "\n".join(edit_100k_section({"edit_100k_final": {**data, "label": "final"}}))
+    assert "| final: median of 4 edits | 2.63 s | 2.55 s | 2.04 s | 294.0 KiB | 149.1 KiB |" in page
+    assert "| final: first edit | 4.68 s | 3.95 s | 2.32 s | 308.0 KiB | 133.1 KiB |" in page
     assert "scan 0.77 s, publish 0.44 s, odd 0.01 s." in page
     assert "load 2.01 before and 2.08 after" in page
 
@@ -116,3 +117,14 @@ def test_the_size_section_puts_schema_22_beside_now_with_the_biggest_tables() ->
     assert "| scifact | 5,183 | 7.6 MiB | 2.32x | 1.98x | term_major 4.44, note_text 3.45, meta 0.00 |" in page
     assert "| mdn | 5,183 | 7.6 MiB | - | 1.53x |" in page
     assert size_section({}) == []
+
+
+def test_the_new_process_section_puts_one_segment_beside_segmented() -> None:
+    corpus = {
+        "one_segment": {"median": 1.1},
+        "segmented": {"median": 3.25, "segments": 6},
+        "load_avg_1m": 9.5,
+    }
+    page = "\n".join(new_process_section({"new_process": {"corpora": {"powershell": corpus}}}))
+    assert "| powershell | 1.10 s | 3.25 s | 6 | 9.5 |" in page
+    assert new_process_section({}) == []
