@@ -114,36 +114,40 @@ def link_edit_section(results: dict[str, dict[str, Any]]) -> list[str]:
     return out
 
 
+COLD_AB_PREFIXES = ("cold_ab", "coldprobe_ab")
+
+
 def cold_ab_section(results: dict[str, dict[str, Any]]) -> list[str]:
-    """Cold builds of each code tree, alternating: medians and minima of wall, CPU and peak RSS."""
-    data = results.get("cold_ab")
-    if not data or not data.get("corpora"):
+    """Cold builds of code trees, alternating (every ``bench_cold_ab`` JSON: ``cold_ab*``, ``coldprobe_ab*``):
+    medians and minima of wall, CPU and peak RSS per corpus and tree."""
+    keys = sorted(k for k in results if k.startswith(COLD_AB_PREFIXES) and results[k].get("corpora"))
+    if not keys:
         return []
-    trees = list(data.get("trees") or {})
     out = [
         "## Cold build before the storage work and now (issue 29)",
         "",
         "Each build is `vaultsearch index VAULT` into an empty index directory as a new process under",
         "`/usr/bin/time -v`, the trees alternating run by run (the machine is shared: no tree's runs are grouped).",
         "CPU is user + system seconds of the builder and the workers it waited for; peak RSS is the largest single",
-        f"process. {data.get('runs', '?')} runs per tree; median (least). The target: no worse than before by 10%.",
+        "process; median (least) of each file's runs. *before* is b372bc0 (before the storage work). The target:",
+        "no worse than before by 10%.",
         "",
         "    python -m bench.bench_cold_ab --tree before=<checkout of b372bc0> --tree now=. --vault NAME=PATH ...",
         "",
-        "| corpus | tree | wall | CPU | peak RSS |",
-        "|---|---|---:|---:|---:|",
+        "| results | corpus | tree | runs | wall | CPU | peak RSS | load |",
+        "|---|---|---|---:|---:|---:|---:|---:|",
     ]
-    for corpus, per_tree in data["corpora"].items():
-        for tree in trees:
-            s = per_tree[tree]
-            out.append(
-                f"| {corpus} | {tree} | {s['wall_s_median']:.1f} s ({s['wall_s_min']:.1f}) "
-                f"| {s['cpu_s_median']:.1f} s ({s['cpu_s_min']:.1f}) "
-                f"| {s['peak_rss_mb_median']:.0f} MB ({s['peak_rss_mb_min']:.0f}) |"
-            )
-    loads = sorted({x for c in data["corpora"].values() for t in c.values() for r in t["runs"] for x in r["load_1m"]})
-    if loads:
-        out += ["", f"1-minute load during the runs: {loads[0]}-{loads[-1]}."]
+    for key in keys:
+        for corpus, per_tree in results[key]["corpora"].items():
+            for tree, s in per_tree.items():
+                loads = [x for r in s.get("runs", []) for x in r.get("load_1m", [])]
+                load = f"{min(loads):.1f}-{max(loads):.1f}" if loads else "-"
+                out.append(
+                    f"| {key} | {corpus} | {tree} | {len(s.get('runs', []))} "
+                    f"| {s['wall_s_median']:.1f} s ({s['wall_s_min']:.1f}) "
+                    f"| {s['cpu_s_median']:.1f} s ({s['cpu_s_min']:.1f}) "
+                    f"| {s['peak_rss_mb_median']:.0f} MB ({s['peak_rss_mb_min']:.0f}) | {load} |"
+                )
     return [*out, ""]
 
 
