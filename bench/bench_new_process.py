@@ -38,10 +38,10 @@ _CHILD = (
 )
 
 
-def first_search(vault: Path, query: str = QUERY) -> float:
-    """One new process's first fts search of ``vault``, seconds in process."""
+def _child(args: list[str]) -> str:
+    """``python ARGS`` run on this tree's code; its standard output."""
     proc = subprocess.run(
-        [sys.executable, "-c", _CHILD, str(vault), query],
+        [sys.executable, *args],
         cwd=REPO_ROOT,
         env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
         capture_output=True,
@@ -49,20 +49,17 @@ def first_search(vault: Path, query: str = QUERY) -> float:
         check=True,
         timeout=3600,
     )
-    return float(json.loads(proc.stdout.strip().splitlines()[-1])["seconds"])
+    return proc.stdout
+
+
+def first_search(vault: Path, query: str = QUERY) -> float:
+    """One new process's first fts search of ``vault``, seconds in process."""
+    return float(json.loads(_child(["-c", _CHILD, str(vault), query]).strip().splitlines()[-1])["seconds"])
 
 
 def index(vault: Path) -> dict[str, Any]:
-    proc = subprocess.run(
-        [sys.executable, "-m", "core.cli", "index", str(vault), "--json"],
-        cwd=REPO_ROOT,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=3600,
-    )
-    return json.loads(proc.stdout)
+    """``vaultsearch index VAULT --json`` as a new process: its report."""
+    return json.loads(_child(["-m", "core.cli", "index", str(vault), "--json"]))
 
 
 def segments_of(vault: Path) -> int:
