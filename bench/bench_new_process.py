@@ -8,6 +8,10 @@ merge when the policy asks), and the same ``RUNS`` new processes on the segmente
 reports its in-process seconds for that search (interpreter start-up and imports excluded).
 
     python -m bench.bench_new_process [--corpus powershell,scifact] [--edits 5] [--out PATH]
+    python -m bench.bench_new_process --built ONE SEGMENTED [--code before=TREE] [--runs 3] [--out PATH]
+
+``--built`` measures two vaults built already (a 100k-note one costs minutes to build): each code tree's
+first search on each, alternated run by run.
 """
 
 from __future__ import annotations
@@ -38,12 +42,12 @@ _CHILD = (
 )
 
 
-def _child(args: list[str]) -> str:
-    """``python ARGS`` run on this tree's code; its standard output."""
+def _child(args: list[str], tree: Path = REPO_ROOT) -> str:
+    """``python ARGS`` run on the code of ``tree`` (default: this one); its standard output."""
     proc = subprocess.run(
         [sys.executable, *args],
-        cwd=REPO_ROOT,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        cwd=tree,
+        env={**os.environ, "PYTHONPATH": str(tree)},
         capture_output=True,
         text=True,
         check=True,
@@ -52,9 +56,27 @@ def _child(args: list[str]) -> str:
     return proc.stdout
 
 
-def first_search(vault: Path, query: str = QUERY) -> float:
-    """One new process's first fts search of ``vault``, seconds in process."""
-    return float(json.loads(_child(["-c", _CHILD, str(vault), query]).strip().splitlines()[-1])["seconds"])
+def first_search(vault: Path, query: str = QUERY, tree: Path = REPO_ROOT) -> float:
+    """One new process's first fts search of ``vault`` (on the code of ``tree``), seconds in process."""
+    return float(json.loads(_child(["-c", _CHILD, str(vault), query], tree).strip().splitlines()[-1])["seconds"])
+
+
+def measure_built(one: Path, segmented: Path, runs: int, trees: dict[str, Path]) -> dict[str, Any]:
+    """Built vaults (``one``: a cold build, ``segmented``: the same vault after edits): per code tree, ``runs``
+    new processes' first search on each, the trees and vaults alternated run by run."""
+    for tree in trees.values():  # each tree's first search hashes the parts once (a verified record after)
+        first_search(one, tree=tree)
+        first_search(segmented, tree=tree)
+    got: dict[str, dict[str, list[float]]] = {name: {"one_segment": [], "segmented": []} for name in trees}
+    for _ in range(runs):
+        for name, tree in trees.items():
+            got[name]["one_segment"].append(first_search(one, tree=tree))
+            got[name]["segmented"].append(first_search(segmented, tree=tree))
+    return {
+        name: {kind: {"seconds": values, "median": statistics.median(values)} for kind, values in per.items()}
+        | {"segments": segments_of(segmented)}
+        for name, per in got.items()
+    } | {"load_avg_1m": os.getloadavg()[0]}
 
 
 def index(vault: Path) -> dict[str, Any]:
@@ -93,8 +115,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=RUNS)
     parser.add_argument("--edits", type=int, default=EDITS)
     parser.add_argument("--out", type=Path, default=RESULTS_DIR / "new_process.json")
+    parser.add_argument(
+        "--built", nargs=2, type=Path, metavar=("ONE", "SEGMENTED"),
+        help="measure two built vaults (a cold build; the same after edits) instead of building corpora",
+    )  # fmt: skip
+    parser.add_argument("--code", action="append", default=[], metavar="NAME=TREE", help="also on this code tree")
     args = parser.parse_args(argv)
     result: dict[str, Any] = {"machine": machine_info(), "query": QUERY, "corpora": {}}
+    if args.built:
+        trees = {"now": REPO_ROOT, **{k: Path(v) for k, v in (c.split("=", 1) for c in args.code)}}
+        result["built"] = measure_built(*args.built, args.runs, trees)
+        print(json.dumps(result["built"]), flush=True)
+        write_json(args.out, result)
+        return 0
     for name in args.corpus.split(","):
         with tempfile.TemporaryDirectory(prefix="bench-new-process-") as tmp:
             vault = copy_vault(CORPORA[name], Path(tmp) / "vault")

@@ -19,8 +19,32 @@ def golden() -> dict:
     return json.loads(record.GOLDEN.read_text(encoding="utf-8"))
 
 
+# numpy picks its SIMD loops by CPU (AVX-512 or AVX2): `vector`'s float32 arithmetic then differs in the
+# last bits, up to 2e-6 of a score on an AVX-512 machine against the AVX2 one these were recorded on (the
+# order of every ranking the same). Scores are compared within this; the paths and their order exactly.
+SCORE_TOLERANCE = 1e-5
+
+
+def _same(got: list, want: list) -> bool:
+    """Are two recorded rankings (per query, [path, score as text] pairs) the same paths in the same order,
+    each score within ``SCORE_TOLERANCE``?"""
+    if [[p for p, _ in q] for q in got] != [[p for p, _ in q] for q in want]:
+        return False
+    return all(
+        abs(float(a) - float(b)) <= SCORE_TOLERANCE for qa, qb in zip(got, want) for (_, a), (_, b) in zip(qa, qb)
+    )
+
+
+def test_a_ranking_differing_in_order_or_beyond_the_tolerance_is_not_the_same() -> None:
+    want = [[["a.md", "2.000000"], ["b.md", "1.000000"]]]
+    assert _same([[["a.md", "2.000002"], ["b.md", "0.999999"]]], want)
+    assert not _same([[["b.md", "2.000000"], ["a.md", "1.000000"]]], want)
+    assert not _same([[["a.md", "2.000100"], ["b.md", "1.000000"]]], want)
+    assert not _same([[["a.md", "2.000000"]]], want)
+
+
 @pytest.mark.parametrize("corpus", sorted(record.CORPORA))
-def test_rankings_are_byte_identical_to_the_golden_file(corpus: str, golden: dict, tmp_path) -> None:
+def test_rankings_match_the_golden_file(corpus: str, golden: dict, tmp_path) -> None:
     got = json.loads(json.dumps(record.record_corpus(corpus, tmp_path)))
     for mode in record.MODES:
-        assert got[mode] == golden[corpus][mode], f"{corpus}/{mode} differs from the golden rankings"
+        assert _same(got[mode], golden[corpus][mode]), f"{corpus}/{mode} differs from the golden rankings"

@@ -14,7 +14,6 @@ from typing import Any
 import numpy as np
 
 from core.index.layout import ResolvedIndex
-from core.index.tables.links import supersedes_targets
 from core.index.tables.meta import get_meta
 from core.index.tables.names import named_note_ids
 from core.index.tables.notes import filtered_among, filtered_note_ids, hit_rows
@@ -291,8 +290,8 @@ class SearchContext:
         return self._mask
 
     def _default_mask(self) -> np.ndarray | None:
-        """The default filters' mask of a generation of several segments, derived from the previous
-        generation's (core.modes.segment_arrays); None for one segment or a legacy index (SQL decides)."""
+        """The default filters' mask of a generation of several segments (core.modes.segment_arrays); None
+        for one segment or a legacy index (SQL decides)."""
         r = self.resolved
         if r.kind == "legacy_db" or self.statistics().restricted:
             return None
@@ -306,11 +305,8 @@ class SearchContext:
             )
             return np.asarray(found, dtype=np.int64)
 
-        def targets() -> np.ndarray:
-            return np.asarray(supersedes_targets(self.conn), dtype=np.int64)
-
         key, owner = (str(r.path), r.generation_id, r.sha256), str(r.layout.index_dir)
-        return generation_default_mask(self._sources(), owner, key, allowed, targets)
+        return generation_default_mask(self._sources(), owner, key, allowed)
 
 
 def note_fields(conn: sqlite3.Connection, note_ids: list[int]) -> dict[int, dict[str, Any]]:

@@ -31,6 +31,13 @@ CLASS_ARRAYS = ("class_names", "row_class", "class_docs", "class_field_len", "cl
                 "class_df_counts")  # fmt: skip
 
 
+# The class of a segmented generation's tombstoned rows (core.ranking.segment_view): its statistics are the
+# tombstones' exact ones and no caller selects it, so every caller's statistics leave the dead notes out. No
+# note's classification is this name (core.vault.notes.read_classification reads one with a control
+# character as unreadable).
+DELETED = "\x00deleted"
+
+
 @dataclass(frozen=True)
 class ClassStats:
     """The per-class statistics of one sparse index (numbers and class names, no note text)."""
@@ -49,8 +56,9 @@ class ClassStats:
         return int(np.argmax(self.docs)) if self.docs.size else -1
 
     def select(self, visible: Iterable[str]) -> np.ndarray:
-        """bool per class: is it one of ``visible`` (the caller's classifications, as the filters hold them)?"""
-        wanted = set(visible)
+        """bool per class: is it one of ``visible`` (the caller's classifications, as the filters hold them)?
+        ``DELETED`` never is."""
+        wanted = set(visible) - {DELETED}
         return np.fromiter((name in wanted for name in self.names), dtype=bool, count=len(self.names))
 
     def rows(self, selected: np.ndarray) -> np.ndarray:

@@ -4,7 +4,7 @@ ranking parameters it is scored under. Loaded and scored by core.ranking.sparse.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -77,6 +77,7 @@ class Seen:
     rows: np.ndarray  # bool [n_docs]
     n_docs: int
     length_sums: np.ndarray  # int64 [fields]
+    total_df: np.ndarray | None = None  # the df over every row (what a further restriction derives from)
 
 
 @dataclass
@@ -105,6 +106,9 @@ class SparseIndex:
     # None: computed from term_id and df on first use (an index computed from its rows); a restricted caller's
     # view keeps the generation's and filters its look-ups by its visible df (core.ranking.vocabulary)
     vocabulary: dict[str, np.ndarray] | None = None
+    # or, without stored arrays, a function giving its word lists (core.ranking.vocabulary._vocabulary_lists's
+    # result; a segmented generation's view derives them from its largest segment's stored ones once asked)
+    vocabulary_lists: Callable[[], tuple[list[str], list[int], list[int], list[int]]] | None = None
     # bool [n_docs]: the notes the default filters (none set) let through, i.e. not superseded, as the
     # build computed them (``default_filter_mask``); None: the search computes its mask with SQL
     default_mask: np.ndarray | None = None
@@ -185,9 +189,14 @@ class SparseIndex:
         if self.classes is None:
             raise IntegrityError("this sparse index holds no per-classification statistics")
         chosen = self.classes.select(visible)
-        df = self.classes.df(self.df, chosen)
-        seen = Seen(chosen, self.classes.rows(chosen), self.classes.n_docs(chosen), self.classes.length_sums(chosen))
-        return replace(self, term_id=VisibleTerms(self.term_id, df), df=df, default_mask=None, seen=seen, _derived={})
+        total, terms = self.df, self.term_id
+        if self.seen is not None:  # a view restricted again: the classes both let through, from the whole df
+            chosen &= self.seen.classes
+            total, terms = (self.df if self.seen.total_df is None else self.seen.total_df), getattr(terms, "all", terms)
+        df = self.classes.df(total, chosen)
+        rows, n, sums = self.classes.rows(chosen), self.classes.n_docs(chosen), self.classes.length_sums(chosen)
+        seen = Seen(chosen, rows, n, sums, total)
+        return replace(self, term_id=VisibleTerms(terms, df), df=df, default_mask=None, seen=seen, _derived={})
 
     @property
     def nbytes(self) -> int:

@@ -178,7 +178,62 @@ class Reader:
             return term_major.read_data(self._conn, name)
 
 
-class StoredArray:
+class LazyArray:
+    """A one-dimensional array whose values are read on demand: indexing with a slice, an integer or an array of
+    positions reads those (``_range``, ``_take``); anything else numpy does with it (``np.asarray``,
+    arithmetic, comparison) reads the whole array once (``__array__``, then kept in ``_full``)."""
+
+    ndim = 1
+    dtype: np.dtype
+    shape: tuple[int]
+    _full: np.ndarray | None
+    _name: str
+
+    @property
+    def size(self) -> int:
+        return self.shape[0]
+
+    @property
+    def nbytes(self) -> int:
+        return self.shape[0] * self.dtype.itemsize
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def _positions(self, positions: np.ndarray) -> np.ndarray:
+        """``positions`` flat, int64, a negative one counted from the end; IndexError beyond the array."""
+        n = self.shape[0]
+        flat = np.asarray(positions).ravel().astype(np.int64, copy=False)
+        if flat.size and (int(flat.min()) < -n or int(flat.max()) >= n):
+            raise IndexError(f"index out of bounds for array {self._name} of {n} values")
+        return np.where(flat < 0, flat + n, flat)
+
+    def _range(self, a: int, b: int) -> np.ndarray:
+        return self._take(np.arange(a, b, dtype=np.int64))
+
+    def _take(self, positions: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def __getitem__(self, key: Any) -> Any:
+        if self._full is not None:
+            return self._full[key]
+        if isinstance(key, slice):
+            start, stop, step = key.indices(self.shape[0])
+            if step == 1:
+                return self._range(start, stop) if stop > start else np.empty(0, self.dtype)
+        elif isinstance(key, (int, np.integer)):
+            return self._take(np.asarray([key]))[0]
+        else:
+            positions = np.asarray(key)
+            if positions.dtype.kind in "iu":
+                return self._take(positions)
+        return self.__array__()[key]
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        raise NotImplementedError
+
+
+class StoredArray(LazyArray):
     """A one-dimensional stored array read a piece at a time (see the module docstring).
 
     Indexing with a slice, an integer or an array of positions reads only the pieces those
@@ -200,23 +255,10 @@ class StoredArray:
         self._gathers = 0
         self._lock = threading.Lock()
 
-    ndim = 1
-
     @property
     def per_piece(self) -> int:
         """Values a piece holds (a reader bisecting a long ascending run reads a piece per probe)."""
         return self._per_piece
-
-    @property
-    def size(self) -> int:
-        return self.shape[0]
-
-    @property
-    def nbytes(self) -> int:
-        return self.shape[0] * self.dtype.itemsize
-
-    def __len__(self) -> int:
-        return self.shape[0]
 
     def _piece(self, k: int) -> np.ndarray:
         found = self._pieces.get(k)
@@ -241,11 +283,7 @@ class StoredArray:
         return np.concatenate([self._piece(k)[max(a - k * per, 0) : min(b - k * per, per)] for k in range(k0, k1 + 1)])
 
     def _take(self, positions: np.ndarray) -> np.ndarray:
-        n = self.shape[0]
-        flat = positions.ravel().astype(np.int64, copy=False)
-        if flat.size and (int(flat.min()) < -n or int(flat.max()) >= n):
-            raise IndexError(f"index out of bounds for stored array {self._name} of {n} values")
-        flat = np.where(flat < 0, flat + n, flat)
+        flat = self._positions(positions)
         if flat.size == 0:
             return np.empty(positions.shape, self.dtype)
         self._gathers += 1
@@ -259,21 +297,6 @@ class StoredArray:
         for s, e in zip(bounds, bounds[1:]):
             out[s:e] = self._range(int(flat[s]), int(flat[e - 1]) + 1)
         return out.reshape(positions.shape)
-
-    def __getitem__(self, key: Any) -> Any:
-        if self._full is not None:
-            return self._full[key]
-        if isinstance(key, slice):
-            start, stop, step = key.indices(self.shape[0])
-            if step == 1:
-                return self._range(start, stop) if stop > start else np.empty(0, self.dtype)
-        elif isinstance(key, (int, np.integer)):
-            return self._take(np.asarray([key]))[0]
-        else:
-            positions = np.asarray(key)
-            if positions.dtype.kind in "iu":
-                return self._take(positions)
-        return self.__array__()[key]
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         """The whole array (read once, then kept)."""

@@ -359,7 +359,8 @@ def vocabulary(sparse: Any) -> Vocabulary:
     stored, every = getattr(sparse, "vocabulary", None), getattr(terms, "all", terms)
     # a caller's view of an index without stored arrays: the generation's words filtered by its df (as the
     # stored ones are) when a query built them, not all its terms sorted and split again per visible set
-    lists = _whole_lists(every) if restricted and stored is None else None
+    given = getattr(sparse, "vocabulary_lists", None)  # a segmented generation's view (core.ranking.segment_view)
+    lists = given() if given is not None else _whole_lists(every) if restricted and stored is None else None
     vocab = Vocabulary(every, sparse.df, sparse.n_stat, stored, restricted, lists=lists)
     with _VOCAB_LOCK:
         for k in [k for k, (ref, _) in _VOCAB.items() if ref() is None]:

@@ -55,6 +55,7 @@ Decisions worth knowing:
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -365,6 +366,8 @@ def read_classification(
         value = mapping["classification"]
         if not isinstance(value, str) or not value.strip():
             return unreadable(f"classification must be a non-empty string, got {type(value).__name__}")
+        if any(unicodedata.category(ch) == "Cc" for ch in value.strip()):
+            return unreadable("classification holds a control character")
         return value.strip().lower(), None
     region = _loose_region(text, yaml_text, unclosed)
     if _CLASSIFICATION_WORD.search(region):

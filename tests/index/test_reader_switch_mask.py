@@ -1,8 +1,6 @@
-"""A running reader switching to an edited generation derives the default filters' mask from the previous
-generation's (core.modes.segment_arrays): it asks SQL only about the rows that may differ (the added
-notes, the notes the previous mask left out, the notes a ``supersedes`` edge names), never about every
-note, and the mask is the one the default filters' SQL gives over every note of the new generation,
-through edits that add, remove and move a ``supersedes`` edge; the rankings equal a cold build's."""
+"""A running reader's default filters' mask over a generation of segments (core.modes.segment_arrays) is the
+one the default filters' SQL gives over every row of its view, a dead row's included (left out), through
+edits that add, remove and move a ``supersedes`` edge; the rankings equal a cold build's."""
 
 from __future__ import annotations
 
@@ -14,7 +12,6 @@ import numpy as np
 from core.build.builder import build_index
 from core.index import verify
 from core.index.layout import layout_for
-from core.modes import context
 from core.modes import segment_arrays as sa
 from core.ranking.sparse import default_filter_mask
 from core.searcher import search_vault
@@ -52,44 +49,36 @@ EDITS = (
 )
 
 
-def _sql_mask(root: Path) -> tuple[np.ndarray, np.ndarray]:
-    """(the reader's derived default mask, the default filters' SQL over every note) of the active generation."""
+def _sql_mask(root: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(the reader's default mask, the default filters' SQL over every row, the dead rows) of the active
+    generation."""
     resolved = verify.resolve(layout_for(root))
-    generation = sa.COMBINED_CACHE.previous(str(resolved.layout.index_dir))
-    assert generation is not None and generation.default_mask is not None
+    key, generation = sa.COMBINED_CACHE._entries[str(resolved.layout.index_dir)]
+    assert key[1] == resolved.generation_id and generation.default_mask is not None
     conn = verify.connect_readonly(resolved)
     try:
-        return generation.default_mask, default_filter_mask(conn, generation.combined.sparse.note_ids)
+        ids = generation.view.live.note_ids
+        return generation.default_mask, default_filter_mask(conn, ids), ids < 0
     finally:
         conn.close()
 
 
-def test_a_switch_derives_the_default_mask_from_the_previous_generation(tmp_path: Path, monkeypatch) -> None:
+def test_the_default_mask_of_each_generation_is_the_sql_over_every_row(tmp_path: Path) -> None:
     root = tmp_path / "vault"
     shutil.copytree(EXAMPLE_VAULT, root)
     build_index(root)
     _first_note(root, "projects").open("a").write("\nA first edit: the generation is two segments.\n")
     build_index(root)
-    _ranking(root)  # the reader's mask of this generation: asked of every note once
-    derived, sql = _sql_mask(root)
-    assert np.array_equal(derived, sql) and not sql.all()  # adr-002 is superseded
-    asked: list[int] = []
-    real = context.filtered_note_ids
-
-    def every_note(*args, **kwargs):
-        asked.append(1)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(context, "filtered_note_ids", every_note)
+    _ranking(root)
+    mask, sql, dead = _sql_mask(root)
+    assert np.array_equal(mask, sql) and dead.any() and not mask[dead].any()
+    assert not mask[~dead].all()  # adr-002 is superseded
     for name, edit in EDITS:
-        extended = sa.COMBINED_CACHE.extended
         edit(root)
         build_index(root)
         got = _ranking(root)
-        assert sa.COMBINED_CACHE.extended == extended + 1, name
-        assert asked == [], name  # no query over every note
-        derived, sql = _sql_mask(root)
-        assert np.array_equal(derived, sql), name
+        mask, sql, dead = _sql_mask(root)
+        assert np.array_equal(mask, sql) and not mask[dead].any(), name
         live = tmp_path / f"live-{name.replace(' ', '-')}"
         shutil.copytree(root, live, ignore=shutil.ignore_patterns(".vaultsearch"))
         build_index(live)

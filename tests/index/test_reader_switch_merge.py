@@ -1,9 +1,7 @@
 """A running reader across a build's segment-limit merge (issue 29): note-by-note edits until the build
-merges segments to stay within MAX_SEGMENTS. The merge takes the newest segments (core.build.merge:
-they are the smallest here), so the merged generation lists the earlier segments first and the reader
-derives its arrays from the previous generation's (core.modes.segment_arrays.kept_segments) instead of
-combining every segment again; every mode ranks as a cold build of the same notes, for restricted and
-unrestricted callers."""
+merges segments to stay within MAX_SEGMENTS. The reader's view of each generation (core.ranking.segment_view)
+loads only the segments it has not loaded (the merged one after the merge) and combines no posting; every
+mode ranks as a cold build of the same notes, for restricted and unrestricted callers."""
 
 from __future__ import annotations
 
@@ -13,6 +11,8 @@ from pathlib import Path
 from conftest import EXAMPLE_VAULT
 
 from core.build.builder import build_index
+from core.index import verify
+from core.index.layout import layout_for
 from core.modes import segment_arrays as sa
 from core.ranking import segments
 from core.ranking.filters import Filters
@@ -34,7 +34,7 @@ def _all(vault: Path) -> dict:
     return out
 
 
-def test_a_reader_derives_the_generation_a_segment_limit_merge_publishes(tmp_path: Path, monkeypatch) -> None:
+def test_a_reader_loads_only_the_segment_a_segment_limit_merge_publishes(tmp_path: Path, monkeypatch) -> None:
     root = tmp_path / "vault"
     shutil.copytree(EXAMPLE_VAULT, root)
     build_index(root)
@@ -58,9 +58,12 @@ def test_a_reader_derives_the_generation_a_segment_limit_merge_publishes(tmp_pat
             _all(root)  # the first generation of several segments: combined once
             combined.clear()
             continue
-        extended = sa.COMBINED_CACHE.extended
+        loads, known = sa.SEGMENT_CACHE.loads, set(sa.SEGMENT_CACHE._items)
         got = _all(root)
-        assert combined == [] and sa.COMBINED_CACHE.extended == extended + 1, (i, report.segment_limit_merge)
+        new = {key for key in sa.SEGMENT_CACHE._items if key not in known}
+        listed = {p.sha256 for p in verify.resolve(layout_for(root)).parts if p.kind == "segment"}
+        assert combined == [] and sa.SEGMENT_CACHE.loads - loads == len(new), (i, report.segment_limit_merge)
+        assert {sha for _, sha in new} <= listed and len(new) <= 4  # a merged segment and an edit's at most
         if report.segment_limit_merge is not None:
             merged_at = i
             live = tmp_path / "live"

@@ -80,6 +80,26 @@ def _ranked(sparse, paths, text: str, visible, chunks=None):
     return sorted(analysis.terms), [(paths[r], scores[r].tobytes()) for r in order.tolist()]
 
 
+def split_parts(built, which: list[int], k: int, dead: set[str], stored_stats: bool = False):
+    """The (segment, tombstone) list of the notes of FILES split by ``which`` (each note's segment) into ``k``
+    segments, ids unique in the generation, ``dead`` tombstoned (their statistics as a tombstone stores them,
+    or counted from the segment's arrays); and each segment's chunk vectors."""
+    parts, vectors = [], []
+    for s in range(k):
+        mine = tuple(p for p, w in zip(sorted(FILES), which) if w == s)
+        if not mine:
+            continue
+        sparse, paths, chunks = built(mine)
+        sparse = replace(sparse, note_ids=sparse.note_ids + 100 * (k - s))  # ids unique in the generation
+        vectors.append(chunks)
+        seg = segments.Segment(f"s{s}", sparse, paths)
+        rows = [r for r, p in enumerate(paths) if p in dead]
+        ids = [int(sparse.note_ids[r]) for r in rows]
+        tomb = tombstone_of(seg, ids, _stored(sparse, rows) if stored_stats and rows else None) if rows else None
+        parts.append((seg, tomb))
+    return parts, vectors
+
+
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_combined_segments_rank_as_one_index_of_the_live_notes(built, data):
@@ -87,17 +107,7 @@ def test_combined_segments_rank_as_one_index_of_the_live_notes(built, data):
     k = data.draw(st.integers(1, 3), label="segments")
     which = data.draw(st.lists(st.integers(0, k - 1), min_size=len(names), max_size=len(names)), label="split")
     dead = set(data.draw(st.lists(st.sampled_from(names), max_size=4, unique=True), label="dead"))
-    parts, vectors = [], []
-    for s in range(k):
-        mine = tuple(p for p, w in zip(names, which) if w == s)
-        if not mine:
-            continue
-        sparse, paths, chunks = built(mine)
-        sparse = replace(sparse, note_ids=sparse.note_ids + 100 * (k - s))  # ids unique in the generation
-        vectors.append(chunks)
-        rows = [r for r, p in enumerate(paths) if p in dead]
-        tomb = segments.tombstone(sparse, np.asarray(rows, dtype=np.int64)) if rows else None
-        parts.append((segments.Segment(f"s{s}", sparse, paths), tomb))
+    parts, vectors = split_parts(built, which, k, dead)
     live = tuple(p for p in names if p not in dead)
     combined = segments.combine(parts)
     assert list(combined.paths) == sorted(live)
@@ -136,6 +146,20 @@ def _stored(sparse, rows):
     return classes, [(names[c], int(t), int(counted.df[c, t])) for c, t in zip(cls.tolist(), terms.tolist())]
 
 
+def misstated(sparse, df_rows):
+    """(the term misstated, ``df_rows`` with one count moved to another class that holds the term (the same
+    total per term), ``df_rows`` with that count one too many)."""
+    names, per_class = sparse.classes.names, segments._class_df(sparse.classes, np.asarray(sparse.df))
+    held = {(c, t) for c, t, _ in df_rows}
+    i, other = next(
+        (i, o) for i, (c, t, _) in enumerate(df_rows) for o in names
+        if o != c and (o, t) not in held and per_class[names.index(o), t] > 0
+    )  # fmt: skip
+    moved = [(other if j == i else c, t, n) for j, (c, t, n) in enumerate(df_rows)]
+    more = [(c, t, n + (j == i)) for j, (c, t, n) in enumerate(df_rows)]
+    return df_rows[i][1], moved, more
+
+
 def test_a_stored_tombstone_is_used_and_a_doctored_one_fails_closed(built, monkeypatch):
     """The reader takes a tombstone's statistics from the tombstone (not counted from the segment's whole
     arrays), checks its notes and lengths against the dead rows and its df per class against the live
@@ -152,14 +176,7 @@ def test_a_stored_tombstone_is_used_and_a_doctored_one_fails_closed(built, monke
     assert combined.paths == expected.paths
     assert np.array_equal(combined.sparse.df, expected.sparse.df)
     assert np.array_equal(combined.sparse.classes.docs, expected.sparse.classes.docs)
-    names, per_class = sparse.classes.names, segments._class_df(sparse.classes, np.asarray(sparse.df))
-    held = {(c, t) for c, t, _ in df_rows}
-    i, other = next(
-        (i, o) for i, (c, t, _) in enumerate(df_rows) for o in names
-        if o != c and (o, t) not in held and per_class[names.index(o), t] > 0
-    )  # fmt: skip
-    moved = [(other if j == i else c, t, n) for j, (c, t, n) in enumerate(df_rows)]  # total per term unchanged
-    more = [(c, t, n + (i == 0)) for i, (c, t, n) in enumerate(df_rows)]
+    _, moved, more = misstated(sparse, df_rows)
     for doctored in (moved, more):
         with pytest.raises(IntegrityError, match="do not match their live postings"):
             segments.combine([(seg, tombstone_of(seg, dead, (classes_rows, doctored)))])
@@ -212,13 +229,15 @@ def test_the_modes_load_a_generation_of_segments_through_one_function_cached_per
     generation = [source("one"), source("two", dead)]
     got = sa.generation_sparse(generation, "dir", ("g2",), lambda: marker)
     cold, cold_paths, cold_chunks = built(tuple(names))
-    assert got.note_ids.tolist() == cold.note_ids.tolist()  # ids 1..10 in path order, as the cold build's
+    assert got.visible_note_ids().tolist() == cold.note_ids.tolist()  # ids 1..10 in path order, as the cold build's
+    assert (got.note_ids[~got.seen.rows] < 0).all()  # the dead rows: no id finds them
     assert {t: int(got.df[i]) for t, i in got.term_id.items()} == {
         t: int(cold.df[i]) for t, i in cold.term_id.items() if cold.df[i] > 0
     }
     assert "placeholder" not in got.term_id
     vectors = sa.generation_chunks(generation, "dir", ("g2",), lambda: cold_chunks)
-    assert _ranked(got, cold_paths, "telescope mirror", ("public",), vectors) == _ranked(
+    view_paths = sa.COMBINED_CACHE._entries["dir"][1].view.combined.paths
+    assert _ranked(got, view_paths, "telescope mirror", ("public",), vectors) == _ranked(
         cold, cold_paths, "telescope mirror", ("public",), cold_chunks
     )
     assert sa.SEGMENT_CACHE.loads - base_loads == 4  # each segment's sparse and chunk arrays, once
@@ -226,7 +245,7 @@ def test_the_modes_load_a_generation_of_segments_through_one_function_cached_per
     first = _index(roots["one"])
     gone = tuple(int(i) for i, p in zip(first[0].note_ids, first[1]) if p != "a/comet.md")
     after = sa.generation_sparse([source("one", gone), source("two", dead)], "dir", ("g3",), lambda: marker)
-    assert sa.SEGMENT_CACHE.loads - base_loads == 4 and after.n_docs == 6
+    assert sa.SEGMENT_CACHE.loads - base_loads == 4 and after.n_stat == 6
     with pytest.raises(IntegrityError, match="names notes it does not hold"):
         sa.generation_sparse([source("one", (999,)), source("two", dead)], "dir", ("g4",), lambda: marker)
 

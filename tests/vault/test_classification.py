@@ -28,6 +28,10 @@ MALFORMED = {
     "non_string_value": f"---\nclassification: 3\n---\n{MARK} thirteen\n",
     "not_a_mapping": f"---\n- classification: secret\n---\n{MARK} fourteen\n",
     "bare_key_without_fence": f"classification: secret\n\n{MARK} fifteen\n",
+    # a control character: no classification name holds one (the dead rows' class of a segmented generation,
+    # core.ranking.classes.DELETED, is a NUL-led name no caller may be given)
+    "nul_in_value": f'---\nclassification: "\\0deleted"\n---\n{MARK} seventeen\n',
+    "control_in_value": f'---\nclassification: "lan\\x1b[31m"\n---\n{MARK} eighteen\n',
     "yaml_bomb": "---\nclassification: secret\na: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a]\n"
     "c: &c [*b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c]\n"
     "e: [*d, *d, *d, *d, *d, *d, *d, *d]\n---\n" + f"{MARK} sixteen\n",

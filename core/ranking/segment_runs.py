@@ -1,0 +1,212 @@
+"""The lazy per-posting arrays of a generation's view of its segments (core.ranking.segment_view): a term's
+postings are each segment's run of it, one after another, read from the segment's own arrays (themselves read a
+piece at a time, core.ranking.stored) when a query asks for them; and the view's term dictionary, the largest
+segment's own with the terms it lacks after it."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import ItemsView, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from core.errors import IntegrityError
+from core.ranking.stored import LazyArray
+
+
+class UnionTerms(Mapping[str, int]):
+    """term -> id over a base dictionary (one segment's own, not copied) and the terms it lacks (``extra``,
+    numbered from ``first``, the base's id space, on)."""
+
+    def __init__(self, base: Mapping[str, int], extra: dict[str, int], first: int) -> None:
+        self.base, self.extra = base, extra
+        self.ids = first + len(extra)  # the id space: the base's ids (some may be unnamed), then the extra terms
+        self._n = len(base) + len(extra)
+
+    def __getitem__(self, term: str) -> int:
+        found = self.base.get(term)
+        return self.extra[term] if found is None else found
+
+    def get(self, term: str, default: Any = None) -> Any:
+        found = self.base.get(term)
+        return self.extra.get(term, default) if found is None else found
+
+    def __contains__(self, term: object) -> bool:
+        return term in self.base or term in self.extra
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self.base
+        yield from self.extra
+
+    def __len__(self) -> int:
+        return self._n
+
+    def items(self) -> ItemsView[str, int]:
+        return _UnionItems(self)
+
+
+class _UnionItems(ItemsView[str, int]):
+    _mapping: UnionTerms
+
+    def __iter__(self) -> Iterator[tuple[str, int]]:
+        yield from self._mapping.base.items()
+        yield from self._mapping.extra.items()
+
+
+@dataclass(frozen=True)
+class Runs:
+    """Where each term's postings lie: in the view (``indptr``) and in each segment (``seg_ptr``: its own
+    CSR offsets; ``seg_terms``: each of its local term ids' view id, -1 for an id no term names)."""
+
+    indptr: np.ndarray
+    seg_ptr: tuple[np.ndarray, ...]
+    seg_terms: tuple[np.ndarray, ...]
+    identity: tuple[bool, ...]  # the segment's local ids are the view's (the base segment)
+    # the last positions located and where they lie (a query asks the same of several arrays)
+    _memo: list[Any] = field(default_factory=list, repr=False, compare=False)
+    _orders: dict[int, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
+
+    def whole_runs(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(term, start, end) of each whole term run ``positions`` holds as consecutive positions (a term's
+        postings asked for at once: the indexes ``start:end`` of ``positions``)."""
+        breaks = np.flatnonzero(positions[1:] != positions[:-1] + 1) + 1
+        starts, ends = np.concatenate(([0], breaks)), np.append(breaks, positions.shape[0])
+        term = np.searchsorted(self.indptr, positions[starts], side="right") - 1
+        whole = (positions[starts] == self.indptr[term]) & (positions[ends - 1] + 1 == self.indptr[term + 1])
+        return term[whole], starts[whole], ends[whole]
+
+    def local(self, s: int, terms: np.ndarray) -> np.ndarray:
+        """The local id in segment ``s`` of each view term id of ``terms`` (-1: the segment lacks it)."""
+        if self.identity[s]:
+            n = self.seg_terms[s].shape[0]
+            return np.where(terms < n, terms, -1)
+        mapped = self.seg_terms[s]
+        order = self._orders.get(s)
+        if order is None:  # argsort of the segment's term map, once per view (a dict item is set atomically)
+            order = self._orders[s] = np.argsort(mapped, kind="stable")
+        ordered = mapped[order]
+        at = np.minimum(np.searchsorted(ordered, terms), max(ordered.shape[0] - 1, 0))
+        hit = ordered[at] == terms if ordered.size else np.zeros(terms.shape, dtype=bool)
+        return np.where(hit, order[at], -1)
+
+    def locate(self, positions: np.ndarray) -> list[tuple[int, np.ndarray, np.ndarray]]:
+        """Per segment holding some of ``positions`` (view posting positions): (segment, the indexes into
+        ``positions`` it holds, their positions in its own arrays).
+
+        The terms are found per run of consecutive positions (a query asks for whole runs of its terms), then
+        each term's run is cut into its segments' pieces, laid out in view order (term after term, segment
+        after segment); a position's piece is one binary search among those few pieces."""
+        if not positions.size:
+            return []
+        last = self._memo[0] if self._memo else None  # one read: another thread may replace it
+        if last is not None and last[0].shape == positions.shape and np.array_equal(last[0], positions):
+            return last[1]  # the same positions asked of another of the view's arrays (docs, then masks, then tf)
+        found = self._locate(positions)
+        if self._memo:
+            self._memo[0] = (positions.copy(), found)
+        else:
+            self._memo.append((positions.copy(), found))
+        return found
+
+    def _locate(self, positions: np.ndarray) -> list[tuple[int, np.ndarray, np.ndarray]]:
+        breaks = np.flatnonzero(positions[1:] != positions[:-1] + 1) + 1
+        first = positions[np.concatenate(([0], breaks))]
+        last = positions[np.append(breaks - 1, positions.shape[0] - 1)]
+        lo = np.searchsorted(self.indptr, first, side="right") - 1
+        hi = np.searchsorted(self.indptr, last, side="right") - 1
+        if bool((hi == lo).all()):
+            terms = np.unique(lo)
+        else:
+            span = hi - lo + 1
+            terms = np.unique(np.repeat(lo - np.cumsum(span) + span, span) + np.arange(int(span.sum())))
+        shape = (terms.shape[0], len(self.seg_ptr))
+        lengths, starts = np.zeros(shape, np.int64), np.zeros(shape, np.int64)
+        for s, ptr in enumerate(self.seg_ptr):
+            lid = self.local(s, terms)
+            held = lid >= 0
+            starts[:, s] = np.where(held, ptr[np.maximum(lid, 0)], 0)
+            lengths[:, s] = np.where(held, ptr[np.maximum(lid, 0) + 1] - starts[:, s], 0)
+        at = self.indptr[terms][:, None] + np.cumsum(lengths, axis=1) - lengths  # each piece's view position
+        keep = (lengths > 0).ravel()
+        piece_at, piece_local = at.ravel()[keep], starts.ravel()[keep]
+        piece_seg = np.broadcast_to(np.arange(len(self.seg_ptr)), lengths.shape).ravel()[keep]
+        piece = np.searchsorted(piece_at, positions, side="right") - 1
+        seg = piece_seg[piece]
+        local = piece_local[piece] + positions - piece_at[piece]
+        present = np.unique(piece_seg).tolist()
+        if len(present) == 1:
+            return [(present[0], np.arange(positions.shape[0]), local)]
+        out = []
+        for s in present:
+            mine = np.flatnonzero(seg == s)
+            if mine.size:
+                out.append((s, mine, local[mine]))
+        return out
+
+
+class Check:
+    """The statistics a view was built from (the segments' per class, minus their tombstones', plus the
+    tombstones' as ``DELETED``) checked against the postings, term by term as queries read a term's whole run:
+    its rows counted per class must be its df per class. A tombstone whose stored statistics misstate its
+    notes (a count moved between classes, one too many) fails closed on the first query that reads one of
+    the terms it misstates; each term is checked once per view."""
+
+    def __init__(self, row_class: np.ndarray, class_df: np.ndarray) -> None:
+        self._row_class = row_class
+        self._df = class_df.astype(np.int32 if class_df.size == 0 or int(class_df.max()) < 2**31 else np.int64)
+        self._done = np.zeros(class_df.shape[1], dtype=bool)
+        self._lock = threading.Lock()
+
+    def runs(self, terms: np.ndarray, starts: np.ndarray, ends: np.ndarray, rows: np.ndarray) -> None:
+        """Check the terms ``terms`` whose whole runs are ``rows[starts[i]:ends[i]]`` (view rows)."""
+        todo = np.flatnonzero(~self._done[terms])
+        if not todo.size:
+            return
+        c = self._df.shape[0]
+        for i in todo.tolist():
+            counted = np.bincount(self._row_class[rows[starts[i] : ends[i]]], minlength=c)
+            if not np.array_equal(counted, self._df[:, terms[i]]):
+                raise IntegrityError(
+                    f"the segments' statistics minus their tombstones do not match their postings (term id {int(terms[i])})"
+                )
+        with self._lock:
+            self._done[terms[todo]] = True
+
+
+class RunArray(LazyArray):
+    """A per-posting array of the view (``Runs``): each value read from the segment that holds the posting
+    (``parts``: each segment's array; ``rows``: each segment's local row -> view row, for ``docs``; ``check``:
+    the statistics the rows a query reads whole are checked against)."""
+
+    def __init__(
+        self,
+        runs: Runs,
+        parts: Sequence[Any],
+        dtype: np.dtype,
+        rows: Sequence[np.ndarray] | None = None,
+        check: Check | None = None,
+    ) -> None:
+        self._runs, self._parts, self._rows, self._check = runs, tuple(parts), rows, check
+        self.dtype, self._name = np.dtype(dtype), "of a segmented generation's view"
+        self.shape = (int(runs.indptr[-1]) if runs.indptr.size else 0,)
+        self._full = None
+
+    def _take(self, positions: np.ndarray) -> np.ndarray:
+        flat = self._positions(positions)
+        out = np.empty(flat.size, self.dtype)
+        for s, mine, local in self._runs.locate(flat):
+            values = np.asarray(self._parts[s][local])
+            out[mine] = values if self._rows is None else self._rows[s][values]
+        if self._check is not None and flat.size:
+            self._check.runs(*self._runs.whole_runs(flat), out)
+        return out.reshape(np.shape(positions))
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        """The whole array (read once, then kept: a process that asks for it is a long-lived one)."""
+        if self._full is None:
+            full = self._take(np.arange(self.shape[0], dtype=np.int64))
+            full.flags.writeable = False
+            self._full = full
+        return self._full if dtype is None else self._full.astype(dtype)
