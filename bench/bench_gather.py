@@ -8,8 +8,9 @@ line appended to a mid-sized note, ``build_index`` (a delta: a small segment + a
 FIRST search after the switch in one mode (the modes take turns, so each pays the switch on its own
 ``--edits`` / 3 edits), split into:
 
-- ``combine_ms``: ``core.modes.segment_arrays``'s combination of the segments' sparse arrays;
-- ``combine_chunks_ms``: the combination of their chunk vectors (vector, hybrid);
+- ``combine_ms``: ``core.modes.segment_arrays``'s view of the segments (``_view``: loading the segments it
+  has not loaded and building the view; before the view, the combination of every segment's arrays);
+- ``combine_chunks_ms``: the view of their chunk vectors (vector, hybrid; ``view_chunks``);
 - ``rest_ms``: everything else of that search (query analysis, vocabulary, masks, ranking, passages);
 
 then the warm p50 of every mode on the new generation (``--queries`` queries each). Timings are
@@ -67,10 +68,10 @@ def instrument(watch: Stopwatch) -> None:
     check where the searcher calls it, and the default filter mask (derived, or SQL over every note)."""
     from core import searcher
     from core.modes import context, segment_arrays
+    from core.ranking import segment_view
 
-    for name in ("_combine", "combine_chunks", "extend_chunks"):
-        if hasattr(segment_arrays, name):
-            setattr(segment_arrays, name, watch.wrap(name, getattr(segment_arrays, name)))
+    for module, name in ((segment_arrays, "_view"), (segment_view, "view_chunks")):
+        setattr(module, name, watch.wrap(name, getattr(module, name)))
     searcher.check_freshness = watch.wrap("freshness", searcher.check_freshness)
     context.SearchContext.mask = watch.wrap("mask", context.SearchContext.mask)
 
@@ -128,8 +129,8 @@ def one_edit(vault: Path, rel: str, number: int, mode: str, queries: list[str], 
     watch.take()
     first = search_ms(vault, queries[number % len(queries)], mode)
     spent = watch.take()
-    combine = spent.get("_combine", 0.0)
-    chunks = spent.get("combine_chunks", 0.0) + spent.get("extend_chunks", 0.0)
+    combine = spent.get("_view", 0.0)
+    chunks = spent.get("view_chunks", 0.0)
     fresh, mask = spent.get("freshness", 0.0), spent.get("mask", 0.0)
     warm = {}
     for m in MODES:

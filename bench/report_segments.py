@@ -173,7 +173,7 @@ def gather_section(results: dict[str, dict[str, Any]]) -> list[str]:
         "tombstone); each cell is the median first search per mode after the switch, and in brackets the part "
         "spent combining the segments' arrays. *Before*: the new generation's combined index, chunk vectors and "
         "vocabulary were rebuilt from every segment (O(all postings)); *after*: derived from the previous "
-        "generation's (`core.ranking.segment_delta`: dead rows' postings dropped, the new segment's rows and "
+        "generation's (`core.ranking.segment_delta`, since replaced by the view, `core.ranking.segment_view`: dead rows' postings dropped, the new segment's rows and "
         "terms merged in, statistics adjusted and checked against the tombstones' growth; array for array equal "
         "to a full combination, a property test says so). The 100k pair ran on one built index, old code and new "
         "back to back. The machine was shared (1-minute load 2.4-5.6): compare within a row.",

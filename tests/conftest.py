@@ -224,3 +224,22 @@ def each_module_starts_with_empty_process_caches() -> Iterator[None]:
     clear_loaded_process_caches()
     gc.collect()
     trim_heap()
+
+
+@pytest.fixture
+def whole_reads(monkeypatch) -> list[str]:
+    """The names of the stored arrays read whole from now on (``StoredArray.__array__``), a process kept a
+    piece reader throughout (core.ranking.stored reads an array whole once it has gathered from it often):
+    any whole read is one the code under test asked for."""
+    from core.ranking import stored
+
+    monkeypatch.setattr(stored, "WHOLE_AFTER_GATHERS", 10**9)
+    names: list[str] = []
+    real = stored.StoredArray.__array__
+
+    def read_whole(self, *args, **kwargs):
+        names.append(self._name)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(stored.StoredArray, "__array__", read_whole)
+    return names

@@ -127,3 +127,11 @@ def test_the_new_process_section_puts_one_segment_beside_segmented() -> None:
     page = "\n".join(new_process_section({"new_process": {"corpora": {"powershell": corpus}}}))
     assert "| powershell | 1.10 s | 3.25 s | 6 | 9.5 |" in page
     assert new_process_section({}) == []
+
+
+def test_the_new_process_section_puts_each_code_tree_beside_the_other_on_built_vaults() -> None:
+    tree = {"one_segment": {"median": 0.84}, "segmented": {"median": 1.25}, "segments": 8}
+    built = {"built": {"now": tree, "before": {**tree, "segmented": {"median": 18.31}}, "load_avg_1m": 1.1}}
+    page = "\n".join(new_process_section({"new_process_100k_view": built}))
+    assert "| now | 0.84 s | 1.25 s |" in page and "| before | 0.84 s | 18.31 s |" in page
+    assert "load 1.1" in page and "| corpus |" not in page  # no corpus run: no corpus table

@@ -21,8 +21,8 @@ own term ids: ``core.index.tables.segments.create_tombstone``): the segment's pr
 newly dead notes', each counted from its own verified postings (``core.build.tomb_stats``: O(dead note); a
 note that does not verify from the segment's whole arrays, as ``core.ranking.segments.dead_counts`` counts
 what the ranking side subtracts, ``core.modes.segment_arrays.tombstone_of``; ``write_tombstone_counted``
-says which). The chunk group needs none: the combined chunk vectors recompute their statistics from the
-live chunks (``core.ranking.segment_chunks``).
+says which). The chunk group needs none: a generation's chunk vectors recompute their statistics from the
+live chunks (``core.ranking.segment_view.view_chunks``).
 """
 
 from __future__ import annotations

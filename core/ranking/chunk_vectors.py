@@ -52,9 +52,9 @@ CHUNK_GROUP = "chunks:v3"
 
 @dataclass
 class ChunkVectors:
-    """Term-major postings over chunks; chunk rows are grouped by note (by note id as stored, in row order when
-    combined: core.ranking.segment_chunks), ``group_rows`` naming each group's SparseIndex row (the order of
-    the groups decides no tie: a note scores its best chunk, ranked by its row)."""
+    """Term-major postings over chunks; chunk rows are grouped by note (by note id as stored; over segments,
+    each segment's laid end to end: core.ranking.segment_view), ``group_rows`` naming each group's SparseIndex
+    row (the order of the groups decides no tie: a note scores its best chunk, ranked by its row)."""
 
     indptr: np.ndarray  # int64 [n_terms + 1]: postings of term t are indptr[t]:indptr[t+1]
     # the per-posting arrays may be stored arrays read a piece at a time (core.ranking.stored)

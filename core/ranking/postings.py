@@ -77,38 +77,3 @@ class TermMajor:
         dest = self._fill[sorted_terms] + (np.arange(sorted_terms.shape[0]) - np.repeat(run_start, run_length))
         self._fill[sorted_terms[run_start]] += run_length
         return order, dest
-
-
-# Past this many runs, ``splice`` copies by one boolean mask (np.delete + np.insert) instead of slices.
-MAX_SPLICE_RUNS = 8192
-
-
-def splice(
-    old: np.ndarray, drop: np.ndarray, at: np.ndarray, values: np.ndarray, lookup: np.ndarray | None = None
-) -> np.ndarray:
-    """``np.insert(np.delete(old, drop, axis=0), at, values, axis=0)``: ``old`` without the rows ``drop``
-    (ascending positions in ``old``), with ``values`` inserted before the kept positions ``at`` (ascending;
-    equal positions keep the values' order), copied as slices of the runs between those points (a few
-    hundred memcpy for an edit's dropped and added postings, not a mask over every row); with ``lookup``,
-    the kept rows are ``lookup[old]`` (taken run by run into place: one pass, not a gather and a copy)."""
-    n, d, k = old.shape[0], drop.shape[0], at.shape[0]
-    kept_before = drop - np.arange(d, dtype=np.int64)  # kept rows before each dropped one
-    where = at + np.searchsorted(kept_before, at, side="right")  # the old row each value goes before
-    cuts = np.unique(np.concatenate(([0, n], drop, drop + 1, where))).astype(np.int64)
-    dtype = old.dtype if lookup is None else lookup.dtype
-    if cuts.shape[0] > MAX_SPLICE_RUNS:
-        source = old if lookup is None else lookup[old]
-        return np.insert(np.delete(source, drop, axis=0), at, values.astype(dtype, copy=False), axis=0)
-    out = np.empty((n - d + k, *old.shape[1:]), dtype=dtype)
-    if k:
-        out[where - np.searchsorted(drop, where) + np.arange(k)] = values
-    starts, ends = cuts[:-1], cuts[1:]
-    live = ~np.isin(starts, drop) & (ends > starts)
-    starts, ends = starts[live], ends[live]
-    dst = starts - np.searchsorted(drop, starts) + np.searchsorted(where, starts, side="right")
-    for a, b, c in zip(starts.tolist(), ends.tolist(), dst.tolist()):
-        if lookup is None:
-            out[c : c + b - a] = old[a:b]
-        else:
-            np.take(lookup, old[a:b], out=out[c : c + b - a])
-    return out

@@ -62,9 +62,10 @@ def _key(term: str) -> str:
 def derived_lists(
     prev: Vocabulary, term_map: np.ndarray, added: Mapping[str, int]
 ) -> tuple[list[str], list[int], list[int], list[int]]:
-    """``_vocabulary_lists`` of a dictionary derived from ``prev``'s (core.ranking.segment_delta): each
-    previous term id renumbered by the monotone ``term_map`` (-1: the term is gone), plus the ``added``
-    terms (term -> new id); a word keeps its base ids ascending (the dictionary's order, as there)."""
+    """``_vocabulary_lists`` of a dictionary derived from ``prev``'s (a segmented generation's view, core.ranking
+    .segment_view: its largest segment's words and the other segments' terms): each previous term id
+    renumbered by the monotone ``term_map`` (-1: the term is gone), plus the ``added`` terms (term -> new id);
+    a word keeps its base ids ascending (the dictionary's order, as there)."""
     ptr = np.asarray(prev._indptr, dtype=np.int64)
     old_word = np.repeat(np.arange(len(prev.sorted), dtype=np.int64), np.diff(ptr))
     ids = term_map[np.asarray(prev._ids, dtype=np.int64)]
@@ -376,22 +377,3 @@ def _whole_lists(term_id: Mapping[str, int]) -> tuple[list[str], list[int], list
             if vocab._term_id is term_id and not vocab._filtered and vocab._stored is None and ref() is not None:
                 return vocab.sorted, vocab._exact, vocab._indptr, vocab._ids
     return None
-
-
-def derive(prev_sparse: Any, sparse: Any, term_map: np.ndarray, added: Mapping[str, int]) -> Vocabulary | None:
-    """The Vocabulary of ``sparse`` (a generation's whole index, derived from ``prev_sparse``'s by
-    core.ranking.segment_delta), from ``prev_sparse``'s when a query built it already, kept for ``sparse``
-    as ``vocabulary`` keeps one; None (nothing kept) when there is none to derive from."""
-    key = id(prev_sparse)
-    with _VOCAB_LOCK:
-        found = _VOCAB.get(key)
-    if found is None or found[0]() is not prev_sparse or getattr(sparse, "seen", None) is not None:
-        return None
-    prev = found[1]
-    if prev._filtered or prev._stored is not None:
-        return None
-    lists = derived_lists(prev, term_map, added)
-    vocab = Vocabulary(sparse.term_id, sparse.df, sparse.n_stat, lists=lists)
-    with _VOCAB_LOCK:
-        _VOCAB[id(sparse)] = (weakref.ref(sparse), vocab)
-    return vocab

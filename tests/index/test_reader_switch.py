@@ -9,13 +9,11 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import pytest
-
 from core.build.builder import build_index
 from core.index import verify
 from core.index.layout import layout_for
 from core.modes import segment_arrays as sa
-from core.ranking import segment_view, segments, stored, vocabulary
+from core.ranking import segment_runs, vocabulary
 from core.ranking.filters import Filters
 from core.searcher import search_vault
 from tests.conftest import EXAMPLE_VAULT
@@ -65,16 +63,15 @@ def _apply(vault: Path, how: str, where: str, text: str) -> None:
         target.write_text(text, encoding="utf-8")
 
 
-def test_a_reader_switching_to_an_edited_generation_reads_no_posting_array_whole(tmp_path: Path, monkeypatch) -> None:
+def test_a_reader_switching_to_an_edited_generation_reads_no_posting_array_whole(
+    tmp_path: Path, monkeypatch, whole_reads
+) -> None:
     root = tmp_path / "vault"
     shutil.copytree(EXAMPLE_VAULT, root)
     build_index(root)
     _apply(root, *EDITS[0])
     build_index(root)
     assert _segments(root) >= 2
-    # a long-lived reader reads a posting array whole once it has gathered from it often (core.ranking.stored);
-    # kept a piece reader here, so that any read of a whole array is one the switch itself made
-    monkeypatch.setattr(stored, "WHOLE_AFTER_GATHERS", 10**9)
     _all(root)  # the reader has the view (and chunk vectors) of this generation
     calls: list[str] = []
 
@@ -91,17 +88,16 @@ def test_a_reader_switching_to_an_edited_generation_reads_no_posting_array_whole
 
     real_lists = vocabulary._vocabulary_lists
     monkeypatch.setattr(vocabulary, "_vocabulary_lists", lists)
-    monkeypatch.setattr(stored.StoredArray, "__array__", whole("a segment's array", stored.StoredArray.__array__))
-    monkeypatch.setattr(segment_view.RunArray, "__array__", whole("a view's array", segment_view.RunArray.__array__))
-    monkeypatch.setattr(segments, "combine", lambda parts: calls.append("combine") or pytest.fail("combined"))
+    monkeypatch.setattr(segment_runs.RunArray, "__array__", whole("a view's array", segment_runs.RunArray.__array__))
     for edit in EDITS[1:]:
         loads, before = sa.SEGMENT_CACHE.loads, _segments(root)
         _apply(root, *edit)
         build_index(root)  # (the build stores its segment's vocabulary: not the reader's)
         calls.clear()
+        whole_reads.clear()
         got = _all(root)
         # no posting array was read whole, nor a vocabulary (or a restricted caller's) built from every term
-        assert calls == [], (edit, calls)
+        assert calls == [] and whole_reads == [], (edit, calls, whole_reads)
         added = _segments(root) - before
         assert 0 <= added <= 1 and sa.SEGMENT_CACHE.loads - loads == 2 * added, edit  # the added segment's only
         live = tmp_path / f"live-{edit[0]}"

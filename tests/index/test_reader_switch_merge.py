@@ -14,7 +14,6 @@ from core.build.builder import build_index
 from core.index import verify
 from core.index.layout import layout_for
 from core.modes import segment_arrays as sa
-from core.ranking import segments
 from core.ranking.filters import Filters
 from core.searcher import search_vault
 
@@ -34,19 +33,11 @@ def _all(vault: Path) -> dict:
     return out
 
 
-def test_a_reader_loads_only_the_segment_a_segment_limit_merge_publishes(tmp_path: Path, monkeypatch) -> None:
+def test_a_reader_loads_only_the_segment_a_segment_limit_merge_publishes(tmp_path: Path, whole_reads) -> None:
     root = tmp_path / "vault"
     shutil.copytree(EXAMPLE_VAULT, root)
     build_index(root)
     notes = sorted(p for p in root.rglob("*.md") if ".vaultsearch" not in p.parts)
-    combined: list[int] = []
-    real = segments.combine
-
-    def combine(parts):
-        combined.append(len(parts))
-        return real(parts)
-
-    monkeypatch.setattr(segments, "combine", combine)
     merged_at = None
     for i in range(16):
         with notes[i % len(notes)].open("a", encoding="utf-8") as fh:
@@ -55,14 +46,14 @@ def test_a_reader_loads_only_the_segment_a_segment_limit_merge_publishes(tmp_pat
         if report.up_to_date:
             continue  # a file the vault's ignore file leaves out: no new generation
         if i == 0:
-            _all(root)  # the first generation of several segments: combined once
-            combined.clear()
+            _all(root)  # the first generation of several segments
+            whole_reads.clear()
             continue
         loads, known = sa.SEGMENT_CACHE.loads, set(sa.SEGMENT_CACHE._items)
         got = _all(root)
         new = {key for key in sa.SEGMENT_CACHE._items if key not in known}
         listed = {p.sha256 for p in verify.resolve(layout_for(root)).parts if p.kind == "segment"}
-        assert combined == [] and sa.SEGMENT_CACHE.loads - loads == len(new), (i, report.segment_limit_merge)
+        assert whole_reads == [] and sa.SEGMENT_CACHE.loads - loads == len(new), (i, report.segment_limit_merge)
         assert {sha for _, sha in new} <= listed and len(new) <= 4  # a merged segment and an edit's at most
         if report.segment_limit_merge is not None:
             merged_at = i

@@ -19,7 +19,7 @@ from core.build.builder import build_index
 from core.errors import IntegrityError
 from core.modes import segment_arrays as sa
 from core.modes.segment_arrays import tombstone_of
-from core.ranking import segment_view, segments, stored
+from core.ranking import segment_view, segments
 from core.ranking.classes import DELETED
 from core.searcher import search_vault
 from tests.conftest import EXAMPLE_VAULT
@@ -113,7 +113,7 @@ def test_two_live_notes_with_one_path_fail_closed_in_a_view(built):
         segment_view.view([(seg, None), (seg, None)])
 
 
-def test_a_new_process_first_search_on_segments_reads_no_array_whole(tmp_path: Path, monkeypatch) -> None:
+def test_a_new_process_first_search_on_segments_reads_no_array_whole(tmp_path: Path, whole_reads) -> None:
     """What made a new process's first search on a segmented generation slow (the combination of every
     segment's postings: 26.6 s of a 100k-note one) is gone: it reads pieces of the segments' arrays."""
     root = tmp_path / "vault"
@@ -124,17 +124,8 @@ def test_a_new_process_first_search_on_segments_reads_no_array_whole(tmp_path: P
     build_index(root)
     sa.SEGMENT_CACHE.clear()
     sa.COMBINED_CACHE.clear()
-    whole: list[str] = []
-    real = stored.StoredArray.__array__
-
-    def read_whole(self, *args, **kwargs):
-        whole.append(self._name)
-        return real(self, *args, **kwargs)
-
-    monkeypatch.setattr(stored.StoredArray, "__array__", read_whole)
-    monkeypatch.setattr(segments, "combine", lambda parts: pytest.fail("combined every segment's postings"))
     for mode in ("fts", "vector", "hybrid"):
         found = search_vault(root, "postgres connection pool", 5, mode=mode, freshness=False)
         assert found.hits and found.actual_mode == mode, mode
-    assert whole == []
+    assert whole_reads == []  # the combination of every segment's postings read every array whole
     assert len(sa.COMBINED_CACHE._entries) == 1

@@ -1,7 +1,7 @@
-"""Ranking arrays over segments with tombstones (core.ranking.segments): split a vault's notes into
-random segments (each built as its own small vault), tombstone some, and the combined index ranks
-exactly (paths, order, scores to the bit) as one index built from the live notes only, for every
-visible class set, and its vocabulary never surfaces a word only a dead or hidden note holds."""
+"""Segments with tombstones as the ranking reads them (core.ranking.segments, core.modes.segment_arrays):
+tombstones (stored or counted) checked against their segment, the modes' one function over a generation's
+segments cached per segment, and the fixtures the view's tests share (tests/ranking/test_segment_view.py:
+random splits of a vault's notes into segments, each built as its own small vault)."""
 
 from __future__ import annotations
 
@@ -12,17 +12,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import note, write_vault
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from core import generations as gen
 from core.build.builder import build_index
 from core.errors import IntegrityError
 from core.modes.segment_arrays import tombstone_of
-from core.ranking import segments
+from core.ranking import segment_view, segments
 from core.ranking.chunk_vectors import load_chunk_vectors, restrict_chunks, vector_scores
 from core.ranking.expansion import QueryAnalyzer, vocabulary
-from core.ranking.segment_chunks import combine_chunks
 from core.ranking.sparse import bm25_scores, load_sparse, query_postings
 
 FILES = {
@@ -100,39 +97,14 @@ def split_parts(built, which: list[int], k: int, dead: set[str], stored_stats: b
     return parts, vectors
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(data=st.data())
-def test_combined_segments_rank_as_one_index_of_the_live_notes(built, data):
-    names = sorted(FILES)
-    k = data.draw(st.integers(1, 3), label="segments")
-    which = data.draw(st.lists(st.integers(0, k - 1), min_size=len(names), max_size=len(names)), label="split")
-    dead = set(data.draw(st.lists(st.sampled_from(names), max_size=4, unique=True), label="dead"))
-    parts, vectors = split_parts(built, which, k, dead)
-    live = tuple(p for p in names if p not in dead)
-    combined = segments.combine(parts)
-    assert list(combined.paths) == sorted(live)
-    ids = {p: int(i) for p, i in zip(combined.paths, combined.sparse.note_ids)}
-    assert combined.sparse.rows_of(np.asarray([ids[p] for p in live])).tolist() == list(range(len(live)))
-    combined_chunks = combine_chunks(combined, vectors)
-    cold, cold_paths, cold_chunks = built(live)
-    assert sorted(combined_chunks.chunk_ids.tolist()) != [] and combined_chunks.n_chunks == cold_chunks.n_chunks
-    assert cold_paths == sorted(live)  # a cold build numbers its notes in path order: ties on the path
-    live_terms = {t: int(cold.df[i]) for t, i in cold.term_id.items() if cold.df[i] > 0}
-    assert {t: int(combined.sparse.df[i]) for t, i in combined.sparse.term_id.items()} == live_terms
-    for text in QUERIES:
-        for visible in CLASS_SETS:
-            got = _ranked(combined.sparse, combined.paths, text, visible)
-            assert got == _ranked(cold, cold_paths, text, visible), (text, visible)
-            got = _ranked(combined.sparse, combined.paths, text, visible, combined_chunks)
-            assert got == _ranked(cold, cold_paths, text, visible, cold_chunks), ("vector", text, visible)
-
-
-def test_a_tombstone_that_does_not_match_its_segment_fails_closed(built):
+def test_a_tombstone_beyond_its_segment_or_stating_no_term_fails_closed(built):
     sparse, paths, _ = built(tuple(sorted(FILES)))
     tomb = segments.tombstone(sparse, np.asarray([0, 3], dtype=np.int64))
     doctored = segments.Tombstone(tomb.rows, tomb.docs, tomb.field_len, tomb.df * 0)
-    with pytest.raises(IntegrityError, match="do not match their live postings"):
-        segments.combine([(segments.Segment("s", sparse, paths), doctored)])
+    view = segment_view.view([(segments.Segment("s", sparse, paths), doctored)]).live
+    term = int(np.flatnonzero(tomb.df.sum(axis=0))[0])
+    with pytest.raises(IntegrityError, match="do not match their postings"):
+        view.docs[int(view.indptr[term]) : int(view.indptr[term + 1])]
     with pytest.raises(IntegrityError, match="beyond"):
         segments.tombstone(sparse, np.asarray([len(paths)], dtype=np.int64))
 
@@ -162,24 +134,19 @@ def misstated(sparse, df_rows):
 
 def test_a_stored_tombstone_is_used_and_a_doctored_one_fails_closed(built, monkeypatch):
     """The reader takes a tombstone's statistics from the tombstone (not counted from the segment's whole
-    arrays), checks its notes and lengths against the dead rows and its df per class against the live
-    postings: moving one count between two classes (the same total) fails closed too."""
+    arrays) and checks its notes and lengths against the dead rows (its df per class: on the first query
+    that reads a term, core.ranking.segment_runs.Check, tests/ranking/test_segment_view.py)."""
     sparse, paths, _ = built(tuple(sorted(FILES)))
     seg = segments.Segment("s", sparse, paths)
     classes = sparse.classes.row_class
     rows = [0, next(r for r in range(1, len(paths)) if classes[r] != classes[0])]  # two classes
     dead = [int(sparse.note_ids[r]) for r in rows]
     classes_rows, df_rows = _stored(sparse, rows)
-    expected = segments.combine([(seg, segments.tombstone(sparse, np.asarray(rows)))])
+    expected = segment_view.view([(seg, segments.tombstone(sparse, np.asarray(rows)))]).live
     monkeypatch.setattr(segments, "tombstone", lambda *a: pytest.fail("counted from the segment's arrays"))
-    combined = segments.combine([(seg, tombstone_of(seg, dead, (classes_rows, df_rows)))])
-    assert combined.paths == expected.paths
-    assert np.array_equal(combined.sparse.df, expected.sparse.df)
-    assert np.array_equal(combined.sparse.classes.docs, expected.sparse.classes.docs)
-    _, moved, more = misstated(sparse, df_rows)
-    for doctored in (moved, more):
-        with pytest.raises(IntegrityError, match="do not match their live postings"):
-            segments.combine([(seg, tombstone_of(seg, dead, (classes_rows, doctored)))])
+    got = segment_view.view([(seg, tombstone_of(seg, dead, (classes_rows, df_rows)))]).live
+    assert np.array_equal(got.df, expected.df) and got.n_stat == expected.n_stat == len(paths) - 2
+    assert np.array_equal(got.classes.docs, expected.classes.docs)
     wrong_docs = [(c, n + 1, f) for c, n, f in classes_rows]
     with pytest.raises(IntegrityError, match="does not match its dead notes"):
         tombstone_of(seg, dead, (wrong_docs, df_rows))
@@ -187,19 +154,13 @@ def test_a_stored_tombstone_is_used_and_a_doctored_one_fails_closed(built, monke
         tombstone_of(seg, dead, (classes_rows, [("nosuchclass", 1, 1)]))
 
 
-def test_two_live_notes_with_one_path_fail_closed(built):
-    sparse, paths, _ = built(("a/quasar.md", "c/garden.md"))
-    seg = segments.Segment("s", sparse, paths)
-    with pytest.raises(IntegrityError, match="same path"):
-        segments.combine([(seg, None), (seg, None)])
-
-
 def test_a_word_only_a_dead_note_holds_is_not_in_the_vocabulary(built):
     sparse, paths, _ = built(tuple(sorted(FILES)))
     rows = [paths.index("d/secret.md"), paths.index("b/budget.md")]
-    combined = segments.combine([(segments.Segment("s", sparse, paths), segments.tombstone(sparse, np.asarray(rows)))])
-    assert "xylophon" not in combined.sparse.term_id and "zebrafish" not in combined.sparse.term_id
-    assert _ranked(combined.sparse, combined.paths, "xylophone", None)[1] == []
+    view = segment_view.view([(segments.Segment("s", sparse, paths), segments.tombstone(sparse, np.asarray(rows)))])
+    assert "xylophon" not in view.live.term_id and "zebrafish" not in view.live.term_id
+    assert _ranked(view.live, view.combined.paths, "xylophone", None)[1] == []
+    assert vocabulary(view.live).known(["xylophon", "quasar"]) == ["quasar"]
 
 
 def test_the_modes_load_a_generation_of_segments_through_one_function_cached_per_segment(tmp_path, built):
