@@ -16,7 +16,7 @@ import numpy as np
 from core.index.layout import ResolvedIndex
 from core.index.tables.meta import get_meta
 from core.index.tables.names import named_note_ids
-from core.index.tables.notes import filtered_among, filtered_note_ids, hit_rows
+from core.index.tables.notes import filtered_note_ids, hit_rows, refused_note_ids
 from core.index.verify import connect_readonly
 from core.modes.segment_arrays import (
     SegmentSource,
@@ -297,16 +297,11 @@ class SearchContext:
             return None
         clause, vals = self.where()
 
-        def allowed(ids: np.ndarray | None) -> np.ndarray:
-            found = (
-                filtered_note_ids(self.conn, clause, vals)
-                if ids is None
-                else filtered_among(self.conn, clause, vals, ids.tolist())
-            )
-            return np.asarray(found, dtype=np.int64)
+        def refused() -> np.ndarray:
+            return np.asarray(refused_note_ids(self.conn, clause, vals), dtype=np.int64)
 
         key, owner = (str(r.path), r.generation_id, r.sha256), str(r.layout.index_dir)
-        return generation_default_mask(self._sources(), owner, key, allowed)
+        return generation_default_mask(self._sources(), owner, key, refused)
 
 
 def note_fields(conn: sqlite3.Connection, note_ids: list[int]) -> dict[int, dict[str, Any]]:

@@ -247,20 +247,17 @@ def generation_chunks(
 
 
 def generation_default_mask(
-    sources: Sequence[SegmentSource],
-    owner: str,
-    key: tuple,
-    allowed: Callable[[np.ndarray | None], np.ndarray],
+    sources: Sequence[SegmentSource], owner: str, key: tuple, refused: Callable[[], np.ndarray]
 ) -> np.ndarray | None:
     """The default filters' mask (``Filters()``: what ``default_filter_mask`` stores for one segment) over the
     rows of ``generation_sparse``'s view; None for one segment without a tombstone (its stored mask serves).
-    ``allowed(None)``: the ids of every note the default filters let through (SQL); a dead row's id is none
-    of them. Computed once per generation."""
+    ``refused()``: the ids of the live notes the default filters leave out (SQL: a few, the superseded), so
+    the mask is every live row but theirs (a dead row's id is negative: no note's). Once per generation."""
     if _single(sources):
         return None
     generation = _generation(sources, owner, key)
     with generation.lock:
         if generation.default_mask is None:
-            sparse = generation.view.live
-            generation.default_mask = np.isin(sparse.note_ids, allowed(None))
+            ids = generation.view.live.note_ids
+            generation.default_mask = (ids >= 0) & ~np.isin(ids, refused())
         return generation.default_mask

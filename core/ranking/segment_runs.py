@@ -6,13 +6,14 @@ segment's own with the terms it lacks after it."""
 from __future__ import annotations
 
 import threading
-from collections.abc import ItemsView, Iterator, Mapping, Sequence
+from collections.abc import ItemsView, Iterator, Mapping, Sequence, ValuesView
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from core.errors import IntegrityError
+from core.ranking.postings import distinct
 from core.ranking.stored import LazyArray
 
 
@@ -46,13 +47,24 @@ class UnionTerms(Mapping[str, int]):
     def items(self) -> ItemsView[str, int]:
         return _UnionItems(self)
 
+    def values(self) -> ValuesView[int]:
+        return _UnionValues(self)
+
 
 class _UnionItems(ItemsView[str, int]):
     _mapping: UnionTerms
 
-    def __iter__(self) -> Iterator[tuple[str, int]]:
+    def __iter__(self) -> Iterator[tuple[str, int]]:  # the dicts' own iterators (no look-up per key)
         yield from self._mapping.base.items()
         yield from self._mapping.extra.items()
+
+
+class _UnionValues(ValuesView[int]):
+    _mapping: UnionTerms
+
+    def __iter__(self) -> Iterator[int]:
+        yield from self._mapping.base.values()
+        yield from self._mapping.extra.values()
 
 
 @dataclass(frozen=True)
@@ -91,15 +103,15 @@ class Runs:
         hit = ordered[at] == terms if ordered.size else np.zeros(terms.shape, dtype=bool)
         return np.where(hit, order[at], -1)
 
-    def locate(self, positions: np.ndarray) -> list[tuple[int, np.ndarray, np.ndarray]]:
-        """Per segment holding some of ``positions`` (view posting positions): (segment, the indexes into
-        ``positions`` it holds, their positions in its own arrays).
+    def locate(self, positions: np.ndarray) -> Located:
+        """Where ``positions`` (view posting positions) lie in the segments (``Located``).
 
         The terms are found per run of consecutive positions (a query asks for whole runs of its terms), then
         each term's run is cut into its segments' pieces, laid out in view order (term after term, segment
-        after segment); a position's piece is one binary search among those few pieces."""
+        after segment). A few runs (a query's terms) become slice copies, one per piece a run covers; many
+        (a subset of positions) a binary search per position among the pieces."""
         if not positions.size:
-            return []
+            return Located((), ())
         last = self._memo[0] if self._memo else None  # one read: another thread may replace it
         if last is not None and last[0].shape == positions.shape and np.array_equal(last[0], positions):
             return last[1]  # the same positions asked of another of the view's arrays (docs, then masks, then tf)
@@ -110,17 +122,9 @@ class Runs:
             self._memo.append((positions.copy(), found))
         return found
 
-    def _locate(self, positions: np.ndarray) -> list[tuple[int, np.ndarray, np.ndarray]]:
-        breaks = np.flatnonzero(positions[1:] != positions[:-1] + 1) + 1
-        first = positions[np.concatenate(([0], breaks))]
-        last = positions[np.append(breaks - 1, positions.shape[0] - 1)]
-        lo = np.searchsorted(self.indptr, first, side="right") - 1
-        hi = np.searchsorted(self.indptr, last, side="right") - 1
-        if bool((hi == lo).all()):
-            terms = np.unique(lo)
-        else:
-            span = hi - lo + 1
-            terms = np.unique(np.repeat(lo - np.cumsum(span) + span, span) + np.arange(int(span.sum())))
+    def _pieces(self, terms: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(view position, length, position in its segment, segment) of each non-empty piece of the runs of
+        ``terms`` (ascending), in view order."""
         shape = (terms.shape[0], len(self.seg_ptr))
         lengths, starts = np.zeros(shape, np.int64), np.zeros(shape, np.int64)
         for s, ptr in enumerate(self.seg_ptr):
@@ -128,22 +132,58 @@ class Runs:
             held = lid >= 0
             starts[:, s] = np.where(held, ptr[np.maximum(lid, 0)], 0)
             lengths[:, s] = np.where(held, ptr[np.maximum(lid, 0) + 1] - starts[:, s], 0)
-        at = self.indptr[terms][:, None] + np.cumsum(lengths, axis=1) - lengths  # each piece's view position
+        at = self.indptr[terms][:, None] + np.cumsum(lengths, axis=1) - lengths
         keep = (lengths > 0).ravel()
-        piece_at, piece_local = at.ravel()[keep], starts.ravel()[keep]
-        piece_seg = np.broadcast_to(np.arange(len(self.seg_ptr)), lengths.shape).ravel()[keep]
+        seg = np.broadcast_to(np.arange(len(self.seg_ptr)), shape).ravel()[keep]
+        return at.ravel()[keep], lengths.ravel()[keep], starts.ravel()[keep], seg
+
+    def _locate(self, positions: np.ndarray) -> Located:
+        breaks = np.flatnonzero(positions[1:] != positions[:-1] + 1) + 1
+        run_out = np.concatenate(([0], breaks))
+        first, last = positions[run_out], positions[np.append(breaks - 1, positions.shape[0] - 1)]
+        lo = np.searchsorted(self.indptr, first, side="right") - 1
+        hi = np.searchsorted(self.indptr, last, side="right") - 1
+        span = hi - lo + 1
+        terms = distinct(_expand(lo, span))
+        piece_at, piece_len, piece_local, piece_seg = self._pieces(terms)
+        if run_out.shape[0] <= MAX_COPY_RUNS:
+            i0 = np.searchsorted(piece_at, first, side="right") - 1
+            count = np.searchsorted(piece_at, last, side="right") - i0
+            idx, run = _expand(i0, count), np.repeat(np.arange(count.shape[0]), count)
+            a = np.maximum(first[run], piece_at[idx])
+            b = np.minimum(last[run] + 1, piece_at[idx] + piece_len[idx])
+            keep = b > a
+            idx, run, a, b = idx[keep], run[keep], a[keep], b[keep]
+            copies = zip(
+                piece_seg[idx].tolist(), (run_out[run] + a - first[run]).tolist(),
+                (piece_local[idx] + a - piece_at[idx]).tolist(), (b - a).tolist(),
+            )  # fmt: skip
+            return Located(tuple(copies), ())
         piece = np.searchsorted(piece_at, positions, side="right") - 1
         seg = piece_seg[piece]
         local = piece_local[piece] + positions - piece_at[piece]
-        present = np.unique(piece_seg).tolist()
+        present = distinct(piece_seg).tolist()
         if len(present) == 1:
-            return [(present[0], np.arange(positions.shape[0]), local)]
-        out = []
-        for s in present:
-            mine = np.flatnonzero(seg == s)
-            if mine.size:
-                out.append((s, mine, local[mine]))
-        return out
+            return Located((), ((present[0], np.arange(positions.shape[0]), local),))
+        return Located((), tuple((s, mine, local[mine]) for s in present if (mine := np.flatnonzero(seg == s)).size))
+
+
+# Up to this many runs of consecutive positions, a gather is slice copies (one per segment piece a run covers)
+MAX_COPY_RUNS = 512
+
+
+def _expand(start: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """``concatenate([arange(a, a + n) for a, n in zip(start, count)])`` in one repeat."""
+    return np.repeat(start - np.cumsum(count) + count, count) + np.arange(int(count.sum()))
+
+
+@dataclass(frozen=True)
+class Located:
+    """Where a gather's positions lie: slice copies (segment, first output index, first position in the
+    segment, length), or per segment the output indexes it holds and their positions in it."""
+
+    copies: tuple[tuple[int, int, int, int], ...]
+    gathers: tuple[tuple[int, np.ndarray, np.ndarray], ...]
 
 
 class Check:
@@ -196,8 +236,12 @@ class RunArray(LazyArray):
     def _take(self, positions: np.ndarray) -> np.ndarray:
         flat = self._positions(positions)
         out = np.empty(flat.size, self.dtype)
-        for s, mine, local in self._runs.locate(flat):
-            values = np.asarray(self._parts[s][local])
+        found = self._runs.locate(flat)
+        for s, at, local, n in found.copies:
+            values = np.asarray(self._parts[s][local : local + n])
+            out[at : at + n] = values if self._rows is None else self._rows[s][values]
+        for s, mine, where in found.gathers:
+            values = np.asarray(self._parts[s][where])
             out[mine] = values if self._rows is None else self._rows[s][values]
         if self._check is not None and flat.size:
             self._check.runs(*self._runs.whole_runs(flat), out)

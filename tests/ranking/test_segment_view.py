@@ -19,7 +19,7 @@ from core.build.builder import build_index
 from core.errors import IntegrityError
 from core.modes import segment_arrays as sa
 from core.modes.segment_arrays import tombstone_of
-from core.ranking import segment_view, segments
+from core.ranking import segment_runs, segment_view, segments
 from core.ranking.classes import DELETED
 from core.searcher import search_vault
 from tests.conftest import EXAMPLE_VAULT
@@ -62,7 +62,7 @@ def test_a_view_ranks_as_one_index_of_the_live_notes(built, data):
     )
 
 
-def test_a_view_array_reads_what_it_is_asked_as_the_segments_hold_it(built):
+def test_a_view_array_reads_what_it_is_asked_as_the_segments_hold_it(built, monkeypatch):
     """The view's ``docs`` is, term by term, each segment's run (the generation's order) in view rows: read by
     slices, positions (negative ones too) and whole, the same values."""
     split = [i % 3 for i in range(len(ALL))]
@@ -78,13 +78,16 @@ def test_a_view_array_reads_what_it_is_asked_as_the_segments_hold_it(built):
                 expected.extend(row_map[run].tolist())
     whole = np.asarray(sp.docs)
     assert whole.tolist() == expected
-    fresh = segment_view.view(parts).combined.sparse.docs
-    assert fresh[3:17].tolist() == expected[3:17]
-    picks = np.asarray([5, 0, len(expected) - 1, -1, 9, 9])
-    assert fresh[picks].tolist() == [expected[i] for i in picks.tolist()]
-    assert int(fresh[-2]) == expected[-2]
-    with pytest.raises(IndexError):
-        fresh[np.asarray([len(expected)])]
+    picks = np.asarray([5, 0, len(expected) - 1, -1, 9, 9, 10, 11])
+    for copy_runs in (segment_runs.MAX_COPY_RUNS, 0):  # slice copies per run, or a binary search per position
+        monkeypatch.setattr(segment_runs, "MAX_COPY_RUNS", copy_runs)
+        fresh = segment_view.view(parts).combined.sparse.docs
+        assert fresh[3:17].tolist() == expected[3:17]
+        assert fresh[picks].tolist() == [expected[i] for i in picks.tolist()]
+        assert int(fresh[-2]) == expected[-2]
+        assert np.asarray(fresh).tolist() == expected
+        with pytest.raises(IndexError):
+            fresh[np.asarray([len(expected)])]
 
 
 def test_a_tombstone_whose_statistics_misstate_its_notes_fails_closed_on_a_query(built):

@@ -266,13 +266,10 @@ def filtered_note_ids(conn: sqlite3.Connection, clause: str, values: Sequence[ob
     return [row[0] for row in conn.execute(f"SELECT n.id FROM notes n WHERE {clause}", values)]
 
 
-def filtered_among(
-    conn: sqlite3.Connection, clause: str, values: Sequence[object], note_ids: Sequence[int]
-) -> list[int]:
-    """Ids of ``note_ids`` the condition allows (a filter mask derived from the previous generation's asks
-    only the rows that may differ: core.modes.segment_arrays)."""
-    sql = f"SELECT n.id FROM notes n WHERE n.id IN (SELECT value FROM json_each(?)) AND ({clause})"
-    return [row[0] for row in conn.execute(sql, [json.dumps([int(i) for i in note_ids]), *values])]
+def refused_note_ids(conn: sqlite3.Connection, clause: str, values: Sequence[object]) -> list[int]:
+    """Ids of the notes the condition does not allow (false or NULL): the complement of ``filtered_note_ids``
+    among the notes, a few rows where that is every note (a generation's default mask: the superseded)."""
+    return [row[0] for row in conn.execute(f"SELECT n.id FROM notes n WHERE NOT coalesce(({clause}), 0)", values)]
 
 
 def latest_note_ids(
