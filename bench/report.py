@@ -35,6 +35,7 @@ from bench.report_segments import (
     tombstone_section,
 )
 from bench.report_stop35 import (
+    WATCH_VIEW_NOTE,
     cold_ab_section,
     edit_100k_section,
     link_edit_section,
@@ -1033,6 +1034,7 @@ def render(results: dict[str, dict[str, Any]], results_dir: Path = RESULTS_DIR, 
         *edit_100k_section(results),
         *link_edit_section(results),
         *watch_split_section(results),
+        *watch_split_section(results, "watch_s37", WATCH_VIEW_NOTE),
         *size_section(results),
         *new_process_section(results),
         *cold_ab_section(results),

@@ -18,7 +18,7 @@ def _load(data: dict[str, Any]) -> str:
     return f"1-minute load {before} before and {after} after"
 
 
-EDIT_100K_RUNS = ("edit_100k_s35", "edit_100k_final")
+EDIT_100K_RUNS = ("edit_100k_s35", "edit_100k_final", "edit_100k_view")
 
 
 def _edit_row(label: str, run: dict[str, Any]) -> str:
@@ -155,20 +155,30 @@ def _p(split: dict[str, Any] | None) -> str:
     return "-" if not split else f"{split['p50_s']:.2f} / {split['p95_s']:.2f} s"
 
 
-def watch_split_section(results: dict[str, dict[str, Any]]) -> list[str]:
-    """Edit to searchable through a running watcher on this stop's code, split into its parts
-    (``bench/results/watch_s35.json``: one bench_watch JSON per corpus, keyed by corpus)."""
-    data = results.get("watch_s35")
+WATCH_VIEW_NOTE = (
+    "The same bench after the view (`core.ranking.segment_view`: a reader's switch builds a view of the segments and",
+    "loads only the new ones, where it combined or derived whole arrays), the code before it measured in the same",
+    "run on the same machine (an AVX-512 one, quiet: load about 0.9), each run on a fresh copy of the vault.",
+)
+
+
+def watch_split_section(
+    results: dict[str, dict[str, Any]], key: str = "watch_s35", note: tuple[str, ...] = ()
+) -> list[str]:
+    """Edit to searchable through a running watcher, split into its parts (``bench/results/<key>.json``: one
+    bench_watch JSON per run, keyed by what the run was)."""
+    data = results.get(key)
     if not data:
         return []
     out = [
-        "## One-note edit through a running watcher, split into its parts (issue 29)",
+        f"## One-note edit through a running watcher, split into its parts (issue 29){' after the view' if note else ''}",
         "",
         "The baseline's bench (`vaultsearch watch` as its own process, a long-lived reader polling `search_vault`)",
         "on this stop's code, each edit split: *event* (the write to the watcher's build start: file events and",
         "debounce), *build* (the watcher's build), *after* (the build's end to the reader's hit: noticing the",
         "generation, switching to it), *search* (the search that found the note). p50 / p95 of each; the 100k",
         "vault is a built copy (`--reuse`). Targets: p95 <= 0.5 s at 3k notes, <= 1 s at 100k.",
+        *note,
         "",
         "    python -m bench.bench_watch --corpus powershell --edits 20",
         "    python -m bench.bench_watch --corpus none --reuse VAULT --edits 5",

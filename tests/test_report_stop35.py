@@ -102,6 +102,9 @@ def test_the_watch_section_splits_each_corpus_edit_into_its_parts() -> None:
         "| 0.26 / 0.82 s | 153.8 KiB | 6.61-7.3 |" in page
     )
     assert watch_split_section({}) == []
+    after = "\n".join(watch_split_section({"watch_s37": data}, "watch_s37", ("After the view.",)))
+    assert "after the view" in after and "After the view." in after and "| powershell | 3,088 |" in after
+    assert watch_split_section({"watch_s35": data}, "watch_s37", ("x",)) == []
 
 
 def test_the_size_section_puts_schema_22_beside_now_with_the_biggest_tables() -> None:

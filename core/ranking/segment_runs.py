@@ -225,10 +225,12 @@ class RunArray(LazyArray):
         runs: Runs,
         parts: Sequence[Any],
         dtype: np.dtype,
-        rows: Sequence[np.ndarray] | None = None,
+        rows: Sequence[np.ndarray | int] | None = None,
         check: Check | None = None,
     ) -> None:
-        self._runs, self._parts, self._rows, self._check = runs, tuple(parts), rows, check
+        self._runs, self._parts, self._check = runs, tuple(parts), check
+        # each segment's local value -> the view's: a map (rows), or an offset added (chunk rows laid end to end)
+        self._rows = None if rows is None else [m if isinstance(m, np.ndarray) else int(m) for m in rows]
         self.dtype, self._name = np.dtype(dtype), "of a segmented generation's view"
         self.shape = (int(runs.indptr[-1]) if runs.indptr.size else 0,)
         self._full = None
@@ -238,14 +240,18 @@ class RunArray(LazyArray):
         out = np.empty(flat.size, self.dtype)
         found = self._runs.locate(flat)
         for s, at, local, n in found.copies:
-            values = np.asarray(self._parts[s][local : local + n])
-            out[at : at + n] = values if self._rows is None else self._rows[s][values]
+            out[at : at + n] = self._mapped(s, np.asarray(self._parts[s][local : local + n]))
         for s, mine, where in found.gathers:
-            values = np.asarray(self._parts[s][where])
-            out[mine] = values if self._rows is None else self._rows[s][values]
+            out[mine] = self._mapped(s, np.asarray(self._parts[s][where]))
         if self._check is not None and flat.size:
             self._check.runs(*self._runs.whole_runs(flat), out)
         return out.reshape(np.shape(positions))
+
+    def _mapped(self, s: int, values: np.ndarray) -> np.ndarray:
+        if self._rows is None:
+            return values
+        m = self._rows[s]
+        return m[values] if isinstance(m, np.ndarray) else values + m
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         """The whole array (read once, then kept: a process that asks for it is a long-lived one)."""

@@ -328,7 +328,6 @@ def view_chunks(v: View, vectors: Sequence[ChunkVectors]) -> ChunkVectors:
     counts = _scatter(n_terms, maps, [np.diff(p) for p in ptrs], v.base)
     identity = tuple(s == v.base for s in range(len(maps)))
     runs = Runs(np.concatenate(([0], np.cumsum(counts))).astype(np.int64), tuple(ptrs), tuple(maps), identity)
-    chunk_rows = [np.arange(size, dtype=np.int64) + offsets[s] for s, size in enumerate(sizes)]
     group_starts, group_rows = (
         np.concatenate(starts or [np.zeros(0, np.int64)]),
         np.concatenate(rows or [np.zeros(0, np.int64)]),
@@ -341,7 +340,7 @@ def view_chunks(v: View, vectors: Sequence[ChunkVectors]) -> ChunkVectors:
     first = vectors[0]
     every = ChunkVectors(
         runs.indptr,
-        RunArray(runs, [vec.chunks for vec in vectors], first.chunks.dtype, rows=chunk_rows),  # type: ignore[arg-type]
+        RunArray(runs, [vec.chunks for vec in vectors], first.chunks.dtype, rows=offsets[:-1].tolist()),  # type: ignore[arg-type]
         RunArray(runs, [vec.tf for vec in vectors], first.tf.dtype),  # type: ignore[arg-type]
         lengths,
         group_starts,

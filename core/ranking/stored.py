@@ -204,9 +204,10 @@ class LazyArray:
         """``positions`` flat, int64, a negative one counted from the end; IndexError beyond the array."""
         n = self.shape[0]
         flat = np.asarray(positions).ravel().astype(np.int64, copy=False)
-        if flat.size and (int(flat.min()) < -n or int(flat.max()) >= n):
+        low = int(flat.min()) if flat.size else 0
+        if flat.size and (low < -n or int(flat.max()) >= n):
             raise IndexError(f"index out of bounds for array {self._name} of {n} values")
-        return np.where(flat < 0, flat + n, flat)
+        return flat if low >= 0 else np.where(flat < 0, flat + n, flat)
 
     def _range(self, a: int, b: int) -> np.ndarray:
         return self._take(np.arange(a, b, dtype=np.int64))

@@ -132,3 +132,47 @@ def test_a_new_process_first_search_on_segments_reads_no_array_whole(tmp_path: P
         assert found.hits and found.actual_mode == mode, mode
     assert whole_reads == []  # the combination of every segment's postings read every array whole
     assert len(sa.COMBINED_CACHE._entries) == 1
+
+
+def test_threads_searching_one_view_at_once_get_what_one_thread_gets(tmp_path: Path) -> None:
+    """A server's request threads share a generation's view (its gathers remember the last positions located):
+    searches from several threads at once rank exactly as the same searches one at a time."""
+    import threading
+
+    root = tmp_path / "vault"
+    shutil.copytree(EXAMPLE_VAULT, root)
+    build_index(root)
+    for folder in ("projects", "people"):
+        target = sorted((root / folder).glob("*.md"))[0]
+        target.write_text(target.read_text(encoding="utf-8") + "\nA kumquat edit.\n", encoding="utf-8")
+        build_index(root)
+    queries = [("postgres connection pool", "fts"), ("search index", "vector"), ("kumquat", "hybrid"),
+               ("meeting people", "fts"), ("vaul", "fts"), ("project decision", "vector")]  # fmt: skip
+
+    def ranked(query: str, mode: str) -> list:
+        found = search_vault(root, query, 10, mode=mode, freshness=False)
+        return [(h.rel_path, h.score) for h in found.hits]
+
+    sa.SEGMENT_CACHE.clear()
+    sa.COMBINED_CACHE.clear()
+    expected = {q: ranked(*q) for q in queries}
+    sa.SEGMENT_CACHE.clear()
+    sa.COMBINED_CACHE.clear()
+    got: list[tuple[tuple[str, str], list]] = []
+    errors: list[BaseException] = []
+
+    def worker(offset: int) -> None:
+        try:
+            for i in range(12):
+                q = queries[(i + offset) % len(queries)]
+                got.append((q, ranked(*q)))
+        except BaseException as exc:  # noqa: BLE001 (reported by the assertion below)
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and len(got) == 48
+    assert all(result == expected[q] for q, result in got)
