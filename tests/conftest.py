@@ -229,11 +229,13 @@ def each_module_starts_with_empty_process_caches() -> Iterator[None]:
 @pytest.fixture
 def whole_reads(monkeypatch) -> list[str]:
     """The names of the stored arrays read whole from now on (``StoredArray.__array__``), a process kept a
-    piece reader throughout (core.ranking.stored reads an array whole once it has gathered from it often):
-    any whole read is one the code under test asked for."""
+    piece reader throughout (core.ranking.stored reads an array whole once it has gathered from it often, and
+    core.modes.segment_arrays a small segment whole): any whole read is one the code under test asked for."""
+    from core.modes import segment_arrays
     from core.ranking import stored
 
     monkeypatch.setattr(stored, "WHOLE_AFTER_GATHERS", 10**9)
+    monkeypatch.setattr(segment_arrays, "WHOLE_SEGMENT_BYTES", 0)  # every segment read a piece at a time
     names: list[str] = []
     real = stored.StoredArray.__array__
 

@@ -38,6 +38,21 @@ class SegmentSource:
     # a connection usable from any thread that stays open with the arrays (their pieces read as queries
     # need them, core.ranking.stored); None: the arrays are read whole
     shared: Callable[[], sqlite3.Connection] | None = None
+    size: int = 0  # the segment file's bytes: a small one is read whole (no connection kept open for it)
+
+
+# A segment file of at most this many bytes is read whole and its connection closed: an edit's delta segment
+# holds a few notes, and a connection kept open per small segment costs a new process more than its pieces.
+WHOLE_SEGMENT_BYTES = 2 * 1024 * 1024
+
+
+def _open(source: SegmentSource) -> tuple[sqlite3.Connection, stored.Reader | None]:
+    """A connection to read ``source``'s arrays with, and the reader its pieces are read through later (None:
+    read whole, the connection closed by the caller): one connection either way."""
+    if source.shared is None or source.size <= WHOLE_SEGMENT_BYTES:
+        return source.connect(), None
+    conn = source.shared()
+    return conn, stored.Reader(conn)  # it stays open with the arrays (closed with the last one using it)
 
 
 class SegmentCache:
@@ -90,14 +105,14 @@ COMBINED_CACHE = GenerationCache()  # a generation's view of its segments (core.
 
 def _segment(source: SegmentSource) -> segments.Segment:
     def load() -> segments.Segment:
-        conn = source.connect()
-        try:  # the postings read a piece at a time through a connection of their own, when one is given
-            reader = None if source.shared is None else stored.Reader(source.shared())
+        conn, reader = _open(source)
+        try:
             sparse = load_sparse(conn, reader=reader)
             by_id = {i: p for p, i in note_ids_by_path(conn).items()}
             return segments.Segment(source.sha256, sparse, [by_id[int(i)] for i in sparse.note_ids])
         finally:
-            conn.close()
+            if reader is None:
+                conn.close()
 
     found = SEGMENT_CACHE.get(("sparse", source.sha256), load)
     assert isinstance(found, segments.Segment)
@@ -182,6 +197,7 @@ def segment_sources(resolved: ResolvedIndex) -> list[SegmentSource]:
             dead.get(p.sha256, ()),
             statistics(stones[p.sha256]) if p.sha256 in stones else None,
             opener(p, any_thread=True),
+            p.size,
         )
         for p in segs
     ]
@@ -229,12 +245,12 @@ def generation_chunks(
 
     def chunks_of(source: SegmentSource) -> ChunkVectors:
         def load() -> ChunkVectors:
-            conn = source.connect()
+            conn, reader = _open(source)
             try:  # the postings read a piece at a time, as the segment's sparse arrays are
-                reader = None if source.shared is None else stored.Reader(source.shared())
                 return load_chunk_vectors(conn, _segment(source).sparse, reader=reader)
             finally:
-                conn.close()
+                if reader is None:
+                    conn.close()
 
         found = SEGMENT_CACHE.get(("chunks", source.sha256), load)
         assert isinstance(found, ChunkVectors)

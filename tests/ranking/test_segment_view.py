@@ -8,6 +8,7 @@ closed on the first query that reads a term it misstates."""
 from __future__ import annotations
 
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -132,3 +133,35 @@ def test_a_new_process_first_search_on_segments_reads_no_array_whole(tmp_path: P
         assert found.hits and found.actual_mode == mode, mode
     assert whole_reads == []  # the combination of every segment's postings read every array whole
     assert len(sa.COMBINED_CACHE._entries) == 1
+
+
+def test_a_small_segment_is_read_whole_and_a_large_one_a_piece_at_a_time(tmp_path: Path, monkeypatch) -> None:
+    """An edit's delta segment (a few notes) is read whole through one connection, closed after: no connection
+    is kept open per small segment; a segment over ``WHOLE_SEGMENT_BYTES`` keeps one, its postings read as
+    queries ask."""
+    from core.index import verify
+    from core.index.layout import layout_for
+
+    root = tmp_path / "vault"
+    shutil.copytree(EXAMPLE_VAULT, root)
+    build_index(root)
+    target = sorted((root / "projects").glob("*.md"))[0]
+    target.write_text(target.read_text(encoding="utf-8") + "\nAn edit.\n", encoding="utf-8")
+    build_index(root)
+    for limit, kept_open in ((sa.WHOLE_SEGMENT_BYTES, False), (0, True)):
+        monkeypatch.setattr(sa, "WHOLE_SEGMENT_BYTES", limit)
+        sa.SEGMENT_CACHE.clear()
+        sources = sa.segment_sources(verify.resolve(layout_for(root)))
+        opened: list[str] = []
+
+        def counting(source: sa.SegmentSource, opened: list[str] = opened) -> sa.SegmentSource:
+            def shared():
+                opened.append(source.sha256)
+                return source.shared()
+
+            return replace(source, shared=shared)
+
+        view = sa._view([counting(s) for s in sources]).view
+        assert opened == ([s.sha256 for s in sources] if kept_open else [])
+        n = int(view.live.indptr[-1])
+        assert np.asarray(view.live.docs[0:n]).size == n
