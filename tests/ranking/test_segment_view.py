@@ -117,15 +117,21 @@ def test_two_live_notes_with_one_path_fail_closed_in_a_view(built):
         segment_view.view([(seg, None), (seg, None)])
 
 
-def test_a_new_process_first_search_on_segments_reads_no_array_whole(tmp_path: Path, whole_reads) -> None:
-    """What made a new process's first search on a segmented generation slow (the combination of every
-    segment's postings: 26.6 s of a 100k-note one) is gone: it reads pieces of the segments' arrays."""
+def _two_segments(tmp_path: Path) -> Path:
+    """A copy of the example vault built, one note edited and built again: a base segment, a delta and a tombstone."""
     root = tmp_path / "vault"
     shutil.copytree(EXAMPLE_VAULT, root)
     build_index(root)
     target = sorted((root / "projects").glob("*.md"))[0]
     target.write_text(target.read_text(encoding="utf-8") + "\nAn edit: a second segment.\n", encoding="utf-8")
     build_index(root)
+    return root
+
+
+def test_a_new_process_first_search_on_segments_reads_no_array_whole(tmp_path: Path, whole_reads) -> None:
+    """What made a new process's first search on a segmented generation slow (the combination of every
+    segment's postings: 26.6 s of a 100k-note one) is gone: it reads pieces of the segments' arrays."""
+    root = _two_segments(tmp_path)
     sa.SEGMENT_CACHE.clear()
     sa.COMBINED_CACHE.clear()
     for mode in ("fts", "vector", "hybrid"):
@@ -142,12 +148,7 @@ def test_a_small_segment_is_read_whole_and_a_large_one_a_piece_at_a_time(tmp_pat
     from core.index import verify
     from core.index.layout import layout_for
 
-    root = tmp_path / "vault"
-    shutil.copytree(EXAMPLE_VAULT, root)
-    build_index(root)
-    target = sorted((root / "projects").glob("*.md"))[0]
-    target.write_text(target.read_text(encoding="utf-8") + "\nAn edit.\n", encoding="utf-8")
-    build_index(root)
+    root = _two_segments(tmp_path)
     for limit, kept_open in ((sa.WHOLE_SEGMENT_BYTES, False), (0, True)):
         monkeypatch.setattr(sa, "WHOLE_SEGMENT_BYTES", limit)
         sa.SEGMENT_CACHE.clear()
