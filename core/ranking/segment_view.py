@@ -58,12 +58,21 @@ def _alive(seg: Segment, tomb: Tombstone | None) -> np.ndarray:
     return alive
 
 
+# Up to this many rows in the segments besides one whose paths are read as asked (``lazy``), those rows are
+# placed among its rows by bisection (17 look-ups each at 100,000 notes) instead of reading every path
+BISECT_ROWS = 512
+
+
 def _rows(
     parts: Sequence[tuple[Segment, Tombstone | None]],
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[str, ...], list[np.ndarray]]:
-    """(segment, local row, alive of each view row: every row in path order; the paths; each segment's
-    local row -> view row)."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, Sequence[str], list[np.ndarray]]:
+    """(segment, local row, alive of each view row: every row in the order of (path, segment); the paths;
+    each segment's local row -> view row)."""
     alive = [_alive(seg, tomb) for seg, tomb in parts]
+    lazy = [s for s, (seg, _) in enumerate(parts) if getattr(seg.paths, "lazy", False)]
+    b = max(lazy, key=lambda s: alive[s].shape[0]) if lazy else -1
+    if lazy and sum(a.shape[0] for s, a in enumerate(alive) if s != b) <= BISECT_ROWS:
+        return _rows_among(parts, alive, b)
     seg_of = np.concatenate([np.full(a.shape[0], i, np.int64) for i, a in enumerate(alive)] or [np.zeros(0, np.int64)])
     local = np.concatenate([np.arange(a.shape[0], dtype=np.int64) for a in alive] or [np.zeros(0, np.int64)])
     live = np.concatenate(alive or [np.zeros(0, bool)])
@@ -79,6 +88,56 @@ def _rows(
     bounds = np.cumsum([0, *(a.shape[0] for a in alive)])
     maps = [rank[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
     return seg_of[order], local[order], live[order], tuple(paths[order].tolist()), maps
+
+
+def _rows_among(
+    parts: Sequence[tuple[Segment, Tombstone | None]], alive: list[np.ndarray], b: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, Sequence[str], list[np.ndarray]]:
+    """``_rows`` when the segment ``b`` is large (its rows in path order, its paths read as asked) and the
+    others hold a few rows: each of theirs placed among ``b``'s by bisection on (path, segment)."""
+    base = parts[b][0].paths
+    n_b = len(base)
+    others = sorted((p, s, r) for s, (seg, _) in enumerate(parts) if s != b for r, p in enumerate(seg.paths))
+    held = [p for p, s, r in others if alive[s][r]]
+    if any(x == y for x, y in zip(held, held[1:])):
+        raise IntegrityError("two live notes of the generation's segments have the same path")
+    ranks = np.zeros(len(others), dtype=np.int64)
+    for j, (p, s, r) in enumerate(others):
+        lo, hi = 0, n_b
+        while lo < hi:
+            mid = (lo + hi) // 2
+            q = base[mid]
+            lo, hi = (mid + 1, hi) if q < p or (q == p and b < s) else (lo, mid)
+        ranks[j] = lo
+        twin = lo - 1 if b < s else lo  # a row of b with the same path sits just before (or at) it
+        if 0 <= twin < n_b and base[twin] == p and alive[b][twin] and alive[s][r]:
+            raise IntegrityError("two live notes of the generation's segments have the same path")
+    n = n_b + len(others)
+    base_rows = np.arange(n_b, dtype=np.int64) + np.searchsorted(ranks, np.arange(n_b), side="right")
+    small_rows = ranks + np.arange(len(others), dtype=np.int64)
+    seg_of, local, live = np.full(n, b, dtype=np.int64), np.zeros(n, dtype=np.int64), np.zeros(n, dtype=bool)
+    local[base_rows], live[base_rows] = np.arange(n_b), alive[b]
+    maps = [np.zeros(a.shape[0], dtype=np.int64) for a in alive]
+    maps[b] = base_rows
+    for j, (_, s, r) in enumerate(others):
+        seg_of[small_rows[j]], local[small_rows[j]], live[small_rows[j]] = s, r, alive[s][r]
+        maps[s][r] = small_rows[j]
+    return seg_of, local, live, ViewPaths([seg.paths for seg, _ in parts], seg_of, local), maps
+
+
+class ViewPaths(Sequence[str]):
+    """Each view row's path, read from its segment's paths as asked."""
+
+    def __init__(self, paths: Sequence[Sequence[str]], seg_of: np.ndarray, local: np.ndarray) -> None:
+        self._paths, self._seg, self._local = paths, seg_of, local
+
+    def __len__(self) -> int:
+        return int(self._seg.shape[0])
+
+    def __getitem__(self, row: int) -> str:  # type: ignore[override]
+        if not -len(self) <= row < len(self):
+            raise IndexError(row)
+        return self._paths[int(self._seg[row])][int(self._local[row])]
 
 
 def _terms(parts: Sequence[tuple[Segment, Tombstone | None]]) -> tuple[int, UnionTerms, list[np.ndarray]]:

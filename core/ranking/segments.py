@@ -41,7 +41,7 @@ class Combined:
 
     sparse: SparseIndex
     segment: np.ndarray  # int64 [n_docs]: the index into the segment list of each row's segment
-    paths: tuple[str, ...]  # each row's path (ascending)
+    paths: Sequence[str]  # each row's path (ascending)
     # per segment: its local term id -> the generation's (-1: an id no term names), its local row -> the row
     term_map: tuple[np.ndarray, ...]
     row_map: tuple[np.ndarray, ...]

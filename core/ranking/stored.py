@@ -35,13 +35,15 @@ import json
 import sqlite3
 import threading
 import zlib
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import numpy as np
 
 from core.errors import IntegrityError
 from core.index.tables import term_major
 
+T = TypeVar("T")
 SEP = "/"  # between a group and an array name; the SQL range of a group relies on it
 PIECE = "#"  # between an array name and its piece number
 # Bytes of values a piece holds (before compression): a query decompresses the pieces its runs of postings lie
@@ -176,6 +178,11 @@ class Reader:
     def data(self, name: str) -> bytes | None:
         with self._lock:
             return term_major.read_data(self._conn, name)
+
+    def call(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(connection, *args)`` under the reader's lock (one query at a time)."""
+        with self._lock:
+            return fn(self._conn, *args)
 
 
 class LazyArray:

@@ -166,3 +166,38 @@ def test_a_small_segment_is_read_whole_and_a_large_one_a_piece_at_a_time(tmp_pat
         assert opened == ([s.sha256 for s in sources] if kept_open else [])
         n = int(view.live.indptr[-1])
         assert np.asarray(view.live.docs[0:n]).size == n
+
+
+def test_rows_placed_by_bisection_are_the_rows_a_sort_of_every_path_gives(tmp_path: Path, monkeypatch) -> None:
+    """A large segment's paths read as asked: the few rows of the other segments placed among its rows by
+    bisection give the same view (rows, their segments, liveness, paths) as sorting every path, the edited
+    note's dead row and live row (one path) included; and a live row whose path a live row of the large
+    segment holds fails closed."""
+    from core.index import verify
+    from core.index.layout import layout_for
+    from core.ranking import segment_view as sv
+
+    root = _two_segments(tmp_path)
+    monkeypatch.setattr(sa, "WHOLE_SEGMENT_BYTES", 0)  # every segment large: its paths read as asked
+
+    def view_rows(bisect_rows: int):
+        monkeypatch.setattr(sv, "BISECT_ROWS", bisect_rows)
+        sa.SEGMENT_CACHE.clear()
+        sources = sa.segment_sources(verify.resolve(layout_for(root)))
+        parts = [(seg, sa._tombstone(s, seg)) for s, seg in ((s, sa._segment(s)) for s in sources)]
+        seg_of, local, live, paths, maps = sv._rows(parts)
+        return parts, (seg_of.tolist(), local.tolist(), live.tolist(), list(paths), [m.tolist() for m in maps])
+
+    parts, bisected = view_rows(sv.BISECT_ROWS)
+    assert getattr(parts[0][0].paths, "lazy", False) and isinstance(sv._rows(parts)[3], sv.ViewPaths)
+    _, sorted_all = view_rows(0)
+    assert bisected == sorted_all
+    paths = bisected[3]
+    assert len(paths) == len(set(paths)) + 1  # the edited note: a dead row and a live row, one path
+    seg, tomb = parts[1]
+    assert tomb is None and seg.sparse.n_docs == 1
+    with pytest.raises(IntegrityError, match="same path"):
+        sv._rows([parts[0], (seg, None), (seg, None)])  # the delta twice: its note live in both
+    base, base_tomb = parts[0]
+    with pytest.raises(IntegrityError, match="same path"):
+        sv._rows([(base, None), (seg, None)])  # the edited note live in the base too

@@ -253,6 +253,12 @@ def note_ids_by_path(conn: sqlite3.Connection) -> dict[str, int]:
     return dict(conn.execute("SELECT rel_path, id FROM notes"))
 
 
+def rel_path_of(conn: sqlite3.Connection, note_id: int) -> str | None:
+    """The path of one note (None: no such note)."""
+    row = conn.execute("SELECT rel_path FROM notes WHERE id = ?", (note_id,)).fetchone()
+    return None if row is None else str(row[0])
+
+
 def note_classifications(conn: sqlite3.Connection) -> Iterator[tuple[str, str | None]]:
     """(rel_path, lower-cased classification, None when none is set) of every note."""
     return conn.execute(SQL_NOTE_CLASSIFICATIONS)
