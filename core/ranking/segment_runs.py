@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from core.errors import IntegrityError
+from core.ranking import stored
 from core.ranking.postings import distinct
 from core.ranking.stored import LazyArray
 
@@ -234,8 +235,21 @@ class RunArray(LazyArray):
         self.dtype, self._name = np.dtype(dtype), "of a segmented generation's view"
         self.shape = (int(runs.indptr[-1]) if runs.indptr.size else 0,)
         self._full = None
+        self._gathers = 0
 
     def _take(self, positions: np.ndarray) -> np.ndarray:
+        """A gather (counted: a process that has gathered ``WHOLE_AFTER_GATHERS`` times from the view, a long-lived
+        one, has the segments read their arrays whole, as one segment's reader does, core.ranking.stored)."""
+        self._gathers += 1
+        if self._gathers == stored.WHOLE_AFTER_GATHERS:
+            for part in self._parts:
+                np.asarray(part)  # a StoredArray reads its pieces once and keeps the whole array
+        return self._read(positions)
+
+    def _range(self, a: int, b: int) -> np.ndarray:
+        return self._read(np.arange(a, b, dtype=np.int64))  # a slice (a term's run): not counted
+
+    def _read(self, positions: np.ndarray) -> np.ndarray:
         flat = self._positions(positions)
         out = np.empty(flat.size, self.dtype)
         found = self._runs.locate(flat)
@@ -256,7 +270,7 @@ class RunArray(LazyArray):
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         """The whole array (read once, then kept: a process that asks for it is a long-lived one)."""
         if self._full is None:
-            full = self._take(np.arange(self.shape[0], dtype=np.int64))
+            full = self._read(np.arange(self.shape[0], dtype=np.int64))
             full.flags.writeable = False
             self._full = full
         return self._full if dtype is None else self._full.astype(dtype)

@@ -201,3 +201,29 @@ def test_rows_placed_by_bisection_are_the_rows_a_sort_of_every_path_gives(tmp_pa
     base, base_tomb = parts[0]
     with pytest.raises(IntegrityError, match="same path"):
         sv._rows([(base, None), (seg, None)])  # the edited note live in the base too
+
+
+def test_a_long_lived_reader_of_a_view_has_the_segments_read_their_arrays_whole(tmp_path: Path, monkeypatch) -> None:
+    """As one segment's reader does (core.ranking.stored.WHOLE_AFTER_GATHERS): after that many gathers from a
+    view's array, its segments' arrays are read whole and kept; the values read stay the same."""
+    from core.ranking import stored
+
+    monkeypatch.setattr(stored, "PIECE_BYTES", 256)  # the example vault's postings in pieces, as a large vault's
+    root = _two_segments(tmp_path)
+    monkeypatch.setattr(sa, "WHOLE_SEGMENT_BYTES", 0)
+    monkeypatch.setattr(stored, "WHOLE_AFTER_GATHERS", 3)
+    sa.SEGMENT_CACHE.clear()
+    sa.COMBINED_CACHE.clear()
+    found = search_vault(root, "postgres", 5, mode="fts", freshness=False)
+    assert found.hits
+    live = sa.COMBINED_CACHE._entries[next(iter(sa.COMBINED_CACHE._entries))][1].view.live
+    docs = live.docs
+    parts = [p for p in docs._parts if isinstance(p, stored.StoredArray)]
+    assert parts and all(p._full is None for p in parts)  # a piece reader so far
+    n = int(live.indptr[-1])
+    picks = np.arange(0, n, 3)
+    first = docs[picks]
+    for _ in range(3):
+        assert np.array_equal(docs[picks], first)
+    assert all(p._full is not None for p in parts)  # read whole once the view was gathered from often
+    assert np.array_equal(docs[picks], first) and np.array_equal(np.asarray(docs)[picks], first)
