@@ -8,6 +8,7 @@ import bisect
 import json
 import threading
 import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -101,6 +102,17 @@ def derived_lists(
     return out_words.tolist(), out_exact.tolist(), indptr.tolist(), t_[order].tolist()
 
 
+def _stored_lists(stored: dict[str, np.ndarray]) -> tuple[list[str], list[int], list[int], list[int]]:
+    """The word lists of a stored vocabulary (``vocabulary_arrays``), decoded (read only by the Vocabularies
+    that share them)."""
+    return (
+        _json_value(stored["vocab_words"]),
+        stored["vocab_exact"].tolist(),
+        stored["vocab_base_indptr"].tolist(),
+        stored["vocab_base_ids"].tolist(),
+    )
+
+
 def _reversed_words(words: list[str]) -> list[str]:
     return sorted(w[::-1] for w in words)
 
@@ -132,15 +144,59 @@ def vocabulary_arrays(term_id: Mapping[str, int], df: np.ndarray) -> dict[str, n
     }
 
 
+# What a vocabulary decodes from its stored arrays or its dictionary, kept per source object (immutable: a
+# segment's stored arrays and term dictionary, cached per segment): a reader switching to the next generation of
+# the same segments (core.ranking.segment_view) decodes nothing again. The few most recent sources are kept.
+_KEPT: OrderedDict[tuple[int, str], tuple[object, Any]] = OrderedDict()
+_KEPT_SIZE = 4  # a segment's lists and reverse, and the previous ones' while a reader switches
+_KEPT_LOCK = threading.Lock()
+
+
+def _kept(source: object, what: str, make: Callable[[], Any]) -> Any:
+    """``make()``, kept for ``source`` (by identity: the entry holds ``source``, so its id is not reused)."""
+    key = (id(source), what)
+    with _KEPT_LOCK:
+        found = _KEPT.get(key)
+        if found is not None and found[0] is source:
+            _KEPT.move_to_end(key)
+            return found[1]
+    value = make()
+    with _KEPT_LOCK:
+        _KEPT[key] = (source, value)
+        while len(_KEPT) > _KEPT_SIZE:
+            _KEPT.popitem(last=False)
+    return value
+
+
+def _reverse(term_id: Mapping[str, int], n: int) -> np.ndarray:
+    """object [n]: each term id's term (None: an id no term names), ids at or beyond ``n`` left out."""
+    names = np.full(n, None, dtype=object)
+    ids = np.fromiter(term_id.values(), dtype=np.int64, count=len(term_id))
+    keep = ids < n
+    names[ids[keep]] = np.array(list(term_id), dtype=object)[keep]
+    return names
+
+
+def _all_names(term_id: Mapping[str, int], n: int) -> np.ndarray:
+    """``_reverse`` of ``term_id``, the part of a view's dictionary that is a segment's own kept per segment."""
+    base, extra = getattr(term_id, "base", None), getattr(term_id, "extra", None)
+    if base is None or extra is None:
+        return _kept(term_id, f"reverse:{n}", lambda: _reverse(term_id, n))
+    first = n - len(extra)
+    names = np.empty(n, dtype=object)
+    names[:first] = _kept(base, f"reverse:{first}", lambda: _reverse(base, first))
+    names[first:] = None
+    for term, tid in extra.items():
+        names[tid] = term
+    return names
+
+
 class _TermNames(Mapping[int, str]):
     """Term id -> term over the terms of ``term_id`` with ``df > 0``: one object array filled by numpy
     (a dict built term by term costs ~1 us a term, every process)."""
 
     def __init__(self, term_id: Mapping[str, int], df: np.ndarray) -> None:
-        names = np.full(df.shape[0], None, dtype=object)
-        ids = np.fromiter(term_id.values(), dtype=np.int64, count=len(term_id))
-        keep = ids < df.shape[0]
-        names[ids[keep]] = np.array(list(term_id), dtype=object)[keep]
+        names = np.array(_all_names(term_id, df.shape[0]), dtype=object)  # a copy: the kept one is shared
         names[df <= 0] = None
         self._names = names
 
@@ -203,11 +259,8 @@ class Vocabulary:
             self.sorted, self._exact, self._indptr, self._ids = lists
         elif stored is None:
             self.sorted, self._exact, self._indptr, self._ids = _vocabulary_lists(term_id, df)
-        else:
-            self.sorted = _json_value(stored["vocab_words"])
-            self._exact = stored["vocab_exact"].tolist()
-            self._indptr = stored["vocab_base_indptr"].tolist()
-            self._ids = stored["vocab_base_ids"].tolist()
+        else:  # decoded once per stored arrays (a segment's, shared by every generation that lists it)
+            self.sorted, self._exact, self._indptr, self._ids = _kept(stored, "lists", lambda: _stored_lists(stored))
             w = len(self.sorted)
             if len(self._exact) != w or len(self._indptr) != w + 1 or self._indptr[-1] != len(self._ids):
                 raise IntegrityError(f"stored vocabulary arrays disagree on its {w} words")

@@ -88,6 +88,8 @@ def test_a_reader_switching_to_an_edited_generation_reads_no_posting_array_whole
 
     real_lists = vocabulary._vocabulary_lists
     monkeypatch.setattr(vocabulary, "_vocabulary_lists", lists)
+    for name in ("_stored_lists", "_reverse"):  # the base segment's stored words and term names: decoded once
+        monkeypatch.setattr(vocabulary, name, whole(f"vocabulary {name}", getattr(vocabulary, name)))
     monkeypatch.setattr(segment_runs.RunArray, "__array__", whole("a view's array", segment_runs.RunArray.__array__))
     for edit in EDITS[1:]:
         loads, before = sa.SEGMENT_CACHE.loads, _segments(root)
