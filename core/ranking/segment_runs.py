@@ -79,7 +79,7 @@ class Runs:
     identity: tuple[bool, ...]  # the segment's local ids are the view's (the base segment)
     # the last positions located and where they lie (a query asks the same of several arrays)
     _memo: list[Any] = field(default_factory=list, repr=False, compare=False)
-    _orders: dict[int, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
+    _orders: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False, compare=False)
 
     def whole_runs(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(term, start, end) of each whole term run ``positions`` holds as consecutive positions (a term's
@@ -95,11 +95,11 @@ class Runs:
         if self.identity[s]:
             n = self.seg_terms[s].shape[0]
             return np.where(terms < n, terms, -1)
-        mapped = self.seg_terms[s]
-        order = self._orders.get(s)
-        if order is None:  # argsort of the segment's term map, once per view (a dict item is set atomically)
-            order = self._orders[s] = np.argsort(mapped, kind="stable")
-        ordered = mapped[order]
+        found = self._orders.get(s)
+        if found is None:  # the segment's term map sorted, once per view (a dict item is set atomically)
+            order = np.argsort(self.seg_terms[s], kind="stable")
+            found = self._orders[s] = (order, self.seg_terms[s][order])
+        order, ordered = found
         at = np.minimum(np.searchsorted(ordered, terms), max(ordered.shape[0] - 1, 0))
         hit = ordered[at] == terms if ordered.size else np.zeros(terms.shape, dtype=bool)
         return np.where(hit, order[at], -1)
