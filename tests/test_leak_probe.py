@@ -4,7 +4,8 @@ may see only ``public``: zero trace in hits, scores, counts, snippets, matched_t
 expansion, raw FTS5, metadata-only search, eval, status, the renderers and the CLI's JSON.
 
 Where a comparison is possible the probe is exact: the restricted caller's answer equals the one
-from the same vault without the hidden notes (only the index identity differs)."""
+from the same vault without the hidden notes (only the index identity differs). Every probe runs on a
+generation of one segment and on one of several segments with tombstones (issue 29)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ from core.build.builder import build_index
 from core.build.embed import embed_index
 from core.cli import main
 from core.eval.cli import run_eval
+from core.index import verify
+from core.index.layout import layout_for
 from core.index.status import index_status
 from core.render import format_search_results
 from core.searcher import search_vault
@@ -79,15 +82,28 @@ def seen(results) -> dict:
     return d
 
 
-@pytest.fixture(scope="module")
+# the same edits to both vaults after their first build: each publishes a delta segment and a tombstone, so the
+# probe also runs on a generation of several segments (issue 29: the view's dead rows are a class no caller sees)
+EDITS = (("pub/a.md", "\nA second dusk survey.\n"), ("pub/c.md", "\nSoup again, with moth beans.\n"))
+
+
+@pytest.fixture(scope="module", params=["one segment", "segments"])
 def vaults(request, tmp_path_factory) -> tuple[Path, Path, dict]:
-    """(vault with the hidden notes, the same vault without them, rerank options), both embedded."""
+    """(vault with the hidden notes, the same vault without them, rerank options), both embedded; one segment
+    each, or several (the same notes edited after the first build)."""
     dirs = cached_model_dirs(fixture_root(request, tmp_path_factory))
     full = write_files(tmp_path_factory.mktemp("leak"), {**VISIBLE, **HIDDEN})
     bare = write_files(tmp_path_factory.mktemp("bare"), VISIBLE)
     for vault in (full, bare):
         build_index(vault)
         embed_index(vault, model=dirs[FP32])
+        for rel, text in EDITS if request.param == "segments" else ():
+            with (vault / rel).open("a", encoding="utf-8") as fh:
+                fh.write(text)
+            build_index(vault)
+            embed_index(vault, model=dirs[FP32])
+        parts = verify.resolve(layout_for(vault)).parts
+        assert (sum(p.kind == "segment" for p in parts) >= 3) == (request.param == "segments")
     return full, bare, {"reranker": str(dirs[PAIR])}
 
 
