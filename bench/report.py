@@ -35,6 +35,7 @@ from bench.report_segments import (
     tombstone_section,
 )
 from bench.report_stop35 import (
+    WATCH_KNOWN_NOTE,
     WATCH_VIEW_NOTE,
     cold_ab_section,
     edit_100k_section,
@@ -1035,6 +1036,7 @@ def render(results: dict[str, dict[str, Any]], results_dir: Path = RESULTS_DIR, 
         *link_edit_section(results),
         *watch_split_section(results),
         *watch_split_section(results, "watch_s37", WATCH_VIEW_NOTE),
+        *watch_split_section(results, "watch_s38", WATCH_KNOWN_NOTE, " on what the watcher knew"),
         *size_section(results),
         *new_process_section(results),
         *cold_ab_section(results),

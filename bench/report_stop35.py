@@ -162,16 +162,24 @@ WATCH_VIEW_NOTE = (
 )
 
 
+WATCH_KNOWN_NOTE = (
+    "The same bench with the watcher's builds on what its last build knew (`core.build.known`: the last scan",
+    "brought up to date at the event paths, the published generation's rows kept, one walk when quiet), beside",
+    "main before it (`0124cb4`) in the same run on the same machine, each on its own copy of one built vault.",
+)
+
+
 def watch_split_section(
-    results: dict[str, dict[str, Any]], key: str = "watch_s35", note: tuple[str, ...] = ()
+    results: dict[str, dict[str, Any]], key: str = "watch_s35", note: tuple[str, ...] = (), title: str | None = None
 ) -> list[str]:
     """Edit to searchable through a running watcher, split into its parts (``bench/results/<key>.json``: one
     bench_watch JSON per run, keyed by what the run was)."""
     data = results.get(key)
     if not data:
         return []
+    suffix = title if title is not None else (" after the view" if note else "")
     out = [
-        f"## One-note edit through a running watcher, split into its parts (issue 29){' after the view' if note else ''}",
+        f"## One-note edit through a running watcher, split into its parts (issue 29){suffix}",
         "",
         "The baseline's bench (`vaultsearch watch` as its own process, a long-lived reader polling `search_vault`)",
         "on this stop's code, each edit split: *event* (the write to the watcher's build start: file events and",

@@ -33,7 +33,7 @@ from core.index.tables.problems import note_problems_except
 from core.index.verify import connect_readonly
 
 if TYPE_CHECKING:
-    from core.build.source import BaseStats
+    from core.build.source import BaseRow, BaseStats
 
 
 class BaseView:
@@ -81,6 +81,11 @@ class BaseView:
             for rel, nid, sha, mtime, size in self.rows.rows.values()
             if nid >= 0 and nid not in gone
         ]
+
+    def carried_rows(self) -> list[BaseRow]:
+        """The carried-over notes' rows as the base holds them (``BaseStats``: with their ids)."""
+        gone = self.gone
+        return [row for row in self.rows.rows.values() if row[1] >= 0 and row[1] not in gone]
 
     def targets(self, keys: Sequence[str] | None) -> list[tuple[int, str, str]]:
         """(id, rel_path, aliases JSON) of the carried-over notes a link with one of ``keys`` may name (None: all)."""

@@ -29,6 +29,7 @@ from core.build import delta_stage, incremental
 from core.build.apply import write_changed
 from core.build.faults import build_io_errors
 from core.build.forward_rows import Forward, create_working, load_working, working_forward
+from core.build.known import Known, KnownVault, odd_files
 from core.build.link_graph import recompute_edges, replaced_notes
 from core.build.lock import build_lock, ensure_layout, new_staging_path
 from core.build.plan import BuildPlan, BuildRun, plan_build
@@ -36,7 +37,7 @@ from core.build.publish import publish, start_build
 from core.build.publish_segments import publish_segments
 from core.build.racy import settle_racy
 from core.build.report import BuildReport, build_report, generation_record
-from core.build.source import NoteSource, WorkingTreeSource, resolve_settings
+from core.build.source import BaseStats, NoteSource, WorkingTreeSource, base_rows, resolve_settings
 from core.build.source import stored_settings as stored_source_settings
 from core.build.staged import snapshot_hash, stamp_meta, whole_database
 from core.build.staged import validate as _validate  # a name tests wrap
@@ -53,6 +54,7 @@ from core.index.tables.skipped_files import count_sources, delete_skipped
 from core.index.verify import connect_readonly, resolve
 from core.vault.problems import Problem
 from core.vault.scan import ScanResult
+from core.vault.scan_paths import rescan_paths
 
 
 def _open_working(path: Path, *, in_place: bool) -> sqlite3.Connection:
@@ -158,27 +160,27 @@ def build_index(
     changes: Mapping[str, Any] | None = None,
     source_may_change: bool = False,
     rehash: Collection[str] = (),
+    known: KnownVault | None = None,
 ) -> BuildReport:
     """Index ``vault`` and publish a verified generation (or update ``index.db`` in place).
 
-    Settings: ``config`` as given; without it, the settings the active generation was built
-    with (else the defaults) with ``changes`` applied (``IndexConfig`` field -> value; None
-    keeps the stored value). A changed tokenizer or chunking rebuilds every note, and the
-    report's ``full_rebuild_reason``/``full_rebuild_detail`` say so. The vault must be an
-    existing folder (``VaultPathError``): it is never created.
+    Settings: ``config`` as given; without it, the settings the active generation was built with (else the
+    defaults) with ``changes`` applied (``IndexConfig`` field -> value; None keeps the stored value). A changed
+    tokenizer or chunking rebuilds every note (the report's ``full_rebuild_reason``/``full_rebuild_detail``
+    say so). The vault must be an existing folder (``VaultPathError``): it is never created.
 
-    An unchanged vault publishes nothing and reports ``up_to_date=True``. ``workers`` is the
-    number of processes that parse notes (``None``: all cores, up to 4, for a large batch of
-    changed notes where fork is available; 1: in this process). It changes speed only,
-    never the index. ``source`` is ``"worktree"`` or ``"git"`` (notes from the commit ``rev``,
-    default ``HEAD``); ``None`` keeps what the active index was built from (``core.build.source``).
-    ``before_publish`` runs on the staged, validated database just before it is
-    recorded and published (``core.build.build_embed`` embeds a small change's chunks there, so that
-    text and vectors arrive in one generation); it returns how many chunks it embedded.
-    ``source_may_change=True`` (the watcher, which rebuilds whatever changes next) publishes
-    the notes as they were read even when a file changed during the build, instead of failing
-    with ``source_changed``. ``rehash``: paths known to have changed (the watcher's events), read
-    and hashed even when their (mtime, size) matches the base index.
+    An unchanged vault publishes nothing and reports ``up_to_date=True``. ``workers`` is the number of processes
+    that parse notes (``None``: all cores, up to 4, for a large batch of changed notes where fork is available; 1:
+    in this process). It changes speed only, never the index. ``source`` is ``"worktree"`` or ``"git"`` (notes
+    from the commit ``rev``, default ``HEAD``); ``None`` keeps what the active index was built from.
+    ``before_publish`` runs on the staged, validated database just before it is recorded and published
+    (``core.build.build_embed`` embeds a small change's chunks there: text and vectors arrive in one
+    generation); it returns how many chunks it embedded.
+    ``source_may_change=True`` (the watcher, which rebuilds whatever changes next) publishes the notes as they
+    were read even when a file changed during the build, instead of failing with ``source_changed``. ``rehash``:
+    paths known to have changed (the watcher's events), read and hashed even when their (mtime, size) matches the
+    base index. ``known``: what the watcher kept of its last build (``core.build.known``); a build on the
+    generation it describes looks at the ``rehash`` paths only, not a walk, and keeps it for the next.
     """
     vault, layout, config, (chosen, chosen_rev) = _requested(vault, index_dir, config, changes, source, rev, in_place)
     ensure_layout(layout)  # refuses an index dir that is not ours before anything is written
@@ -186,7 +188,7 @@ def build_index(
         recovered = None if in_place else start_build(layout)  # unusable state aside, expired parts gone
         t = time.perf_counter()
         src = _make_source(vault, layout.index_dir, config, chosen, chosen_rev, rehash)
-        run = BuildRun(vault, layout, config, progress, workers, src, source_may_change)
+        run = BuildRun(vault, layout, config, progress, workers, src, source_may_change, known=known)
         if recovered is not None:
             run.problems.append(Problem(*recovered))
         start = None if in_place else _open_base(layout, config, recovered)
@@ -195,11 +197,36 @@ def build_index(
             if current is not None:
                 return current
         scan_started_ns = time.time_ns()
-        scan = src.scan()
+        listed = _scan(run, start.carry if start is not None else None)
         run.lap("scan", t)
         if start is None:
-            return _build_in_place(run, scan, scan_started_ns)
-        return _build_generation(run, start, scan, scan_started_ns, keep=keep, on_step=on_step, hook=before_publish)
+            return _build_in_place(run, listed[0], scan_started_ns)
+        return _build_generation(run, start, listed, scan_started_ns, keep=keep, on_step=on_step, hook=before_publish)
+
+
+def _scan(run: BuildRun, base: ResolvedIndex | None) -> tuple[ScanResult, BaseStats | None]:
+    """The vault's scan, and the base's rows when the watcher knows them: its last build's scan brought up to
+    date at the changed paths (``rescan_paths``), else a walk (and the rows read by the plan)."""
+    held = run.known.take(base.generation_id if base is not None else None) if run.known is not None else None
+    if held is not None and isinstance(run.source, WorkingTreeSource):
+        config = run.config
+        patched = rescan_paths(
+            run.vault, held.scan, run.source.rehash, index_dir=run.layout.index_dir,
+            max_bytes=config.max_note_bytes, include_dot_paths=config.include_dot_paths,
+        )  # fmt: skip
+        if patched is not None:
+            run.timings["known_paths"] = len(run.source.rehash)
+            run.source.among = held.odd  # the only files besides those and the racy ones whose rows may differ
+            return patched, held.stats
+    return run.source.scan(), None
+
+
+def _remember(
+    run: BuildRun, generation_id: str | None, plan: BuildPlan, stats: BaseStats | None, trusted: bool
+) -> None:
+    """Keep what this build knows of the vault for the watcher's next build (``core.build.known``)."""
+    if run.known is not None and stats is not None and generation_id is not None:
+        run.known.keep(Known(generation_id, plan.scan, stats, odd_files(plan.read, stats)), trusted=trusted)
 
 
 def _requested(
@@ -260,7 +287,7 @@ def _settings_kept(conn: sqlite3.Connection, source: NoteSource) -> bool:
 def _build_generation(
     run: BuildRun,
     start: _Base,
-    scan: ScanResult,
+    listed: tuple[ScanResult, BaseStats | None],
     scan_started_ns: int,
     *,
     keep: int,
@@ -270,11 +297,13 @@ def _build_generation(
     """Plan against the verified active generation; stage the changes (or a copy of it); publish the result."""
     t = time.perf_counter()
     base = start.carry
+    scan, stats = listed
     base_conn = connect_readonly(base) if base else None
     try:
-        plan = plan_build(scan, scan_started_ns, base_conn, run.source)
+        plan = plan_build(scan, scan_started_ns, base_conn, run.source, stats)
         run.lap("plan", t)
         if base is not None and base_conn is not None and plan.up_to_date and _settings_kept(base_conn, run.source):
+            _remember(run, base.generation_id, plan, plan.base, stats is not None)
             return _up_to_date_report(base_conn, plan, run, base.generation_id)
     finally:
         if base_conn is not None:
@@ -291,6 +320,9 @@ def _build_generation(
     published, extra, refused = done or _publish_staged(run, start, plan, keep=keep, on_step=on_step, hook=hook)
     conn = connect_readonly(published)
     try:
+        if run.known is not None:  # a whole publish (rare on a watcher's build) reads the rows it wrote once
+            rows = run.next_base if done is not None else BaseStats(base_rows(conn))
+            _remember(run, published.generation_id, plan, rows, stats is not None)
         report = build_report(
             conn, plan, run, kind="immutable_generation", generation_id=published.generation_id, up_to_date=False,
             rebuild_reason=start.rebuild_reason, rebuild_detail=start.rebuild_detail, extra=extra,

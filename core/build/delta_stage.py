@@ -50,7 +50,7 @@ from core.build.publish_segments import publish_segments
 from core.build.racy import racy_of, settle_racy_rows
 from core.build.report import generation_record
 from core.build.segment_writer import SMALL_PAGE
-from core.build.source import Read
+from core.build.source import BaseStats, Read, base_rows
 from core.build.staged import snapshot_of, stamp_meta
 from core.errors import GenerationChangedError, Sha256MismatchError
 from core.index.layout import GenerationRecord, ResolvedIndex
@@ -302,6 +302,7 @@ def publish_changes(
             _copy_generation_tables(conn, base)
             with _base_view(base, plan) as view:
                 extra, relinked = stage_changes(conn, view, plan, run, validate)
+                next_base = BaseStats([*view.carried_rows(), *base_rows(conn)]) if run.known is not None else None
                 if hook is not None:
                     t = time.perf_counter()
                     extra["embedded"] = hook(conn)
@@ -330,5 +331,6 @@ def publish_changes(
         run.lap("publish", t)
     finally:
         staging.unlink(missing_ok=True)
+    run.next_base = next_base  # the published generation's rows: the carried-over notes' and the delta's
     merged = None if delta.merged is None else (incremental.SEGMENT_LIMIT, delta.merged)
     return published, extra, merged

@@ -58,6 +58,7 @@ class IdleMerger:
         self.checked = report.generation_after
         if report.outcome == MERGED:
             self.merges += 1
+            w.known.rekey(report.generation_before, report.generation_after)
             w._covered(float("-inf"), report.generation_after)  # same live notes: no pending path covered
             if w.on_publish is not None:
                 w.on_publish()

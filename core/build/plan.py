@@ -18,6 +18,7 @@ import sqlite3
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from core.build.source import BaseStats, NoteSource, Read, base_rows
 from core.index.layout import IndexLayout
@@ -25,6 +26,9 @@ from core.index.settings import IndexConfig
 from core.index.tables.meta import get_meta
 from core.vault.problems import Problem
 from core.vault.scan import ScannedFile, ScanResult
+
+if TYPE_CHECKING:
+    from core.build.known import KnownVault
 
 
 @dataclass
@@ -68,6 +72,8 @@ class BuildRun:
     timings: dict[str, float] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)  # index-level problems (e.g. a recovered state DB)
     first_ids: tuple[int, int] | None = None  # (note id, chunk id) new rows start at least from (a segmented base)
+    known: KnownVault | None = None  # what a watcher keeps of the vault between builds (``core.build.known``)
+    next_base: BaseStats | None = None  # the published delta's generation's rows (asked for by ``known``)
 
     @property
     def root(self) -> str:
@@ -93,11 +99,17 @@ def _removed(stats: BaseStats, scan: ScanResult, plan: BuildPlan) -> None:
 
 
 def plan_build(
-    scan: ScanResult, scan_started_ns: int, base: sqlite3.Connection | None, source: NoteSource
+    scan: ScanResult,
+    scan_started_ns: int,
+    base: sqlite3.Connection | None,
+    source: NoteSource,
+    stats: BaseStats | None = None,
 ) -> BuildPlan:
     """What changed since ``base``: files the source vouches for are kept unread; the others are
-    read and kept when their content hash is the base's; new files are read where they are parsed."""
-    stats = BaseStats(base_rows(base) if base is not None else ())
+    read and kept when their content hash is the base's; new files are read where they are parsed.
+    ``stats``: the base's rows when the caller knows them (``core.build.known``), else read here."""
+    if stats is None:
+        stats = BaseStats(base_rows(base) if base is not None else ())
     unvouched = source.unvouched(scan.files, stats, get_meta(base) if base is not None else {})
     known = {f.rel_path: stats.rows[f.rel_path][1:] for f in unvouched if f.rel_path in stats.rows}
     plan = BuildPlan(scan, scan_started_ns, len(scan.files) - len(unvouched), [], [], [], [], base=stats)

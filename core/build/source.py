@@ -127,6 +127,7 @@ class WorkingTreeSource:
     ) -> None:
         self.vault, self.index_dir, self.max_bytes = vault, index_dir, max_bytes
         self.rehash = frozenset(rehash)  # paths seen changing (the watcher's events): never trusted by stat
+        self.among: frozenset[str] | None = None  # set by a known build: the only paths whose rows may not match
         self.include_dot_paths = include_dot_paths  # Obsidian hides dot-files and dot-folders
         self.root = os.path.realpath(vault)  # every note is read inside the vault's real path
 
@@ -138,9 +139,13 @@ class WorkingTreeSource:
     def unvouched(self, files: Sequence[ScannedFile], base: BaseStats, meta: Mapping[str, Any]) -> list[ScannedFile]:
         """The files not vouched for by their stat: another (mtime, size) than the base row's (or none), an mtime
         within ``RACY_NS`` of the base's scan or later (a write in the tick of its read would not show), or a
-        path seen changing (``rehash``)."""
+        path seen changing (``rehash``). With ``among`` (the watcher's known builds: ``core.build.known``) only
+        the files it names and the racy ones are compared: the others are known to match their rows."""
         racy_after = int(meta.get("scan_started_ns", 0)) - RACY_NS
         rows, rehash = base.rows, self.rehash
+        if self.among is not None:
+            among = self.among | rehash
+            files = [f for f in files if f.rel_path in among or f.mtime_ns >= racy_after]
         out = [
             f
             for f in files

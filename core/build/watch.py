@@ -35,7 +35,6 @@ answers freshness for it.
 from __future__ import annotations
 
 import os
-import stat
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -43,27 +42,25 @@ from pathlib import Path
 from typing import Any
 
 from core.build.idle_merge import IdleMerger
+from core.build.known import KnownVault
 from core.build.lock import ensure_layout
-from core.errors import IndexDirInaccessibleError, IndexMissingError, VaultMissingError, VaultSearchError
+from core.build.watch_paths import RESCAN, holds_notes_under, relevant_path
+from core.errors import IndexDirInaccessibleError, VaultMissingError, VaultSearchError
 from core.index.freshness import forget_walks, register_watcher, unregister_watcher
 from core.index.freshness_visible import Sees, build_for
 from core.index.layout import layout_for
 from core.index.settings import config_of_active
 from core.index.state import active_record
-from core.index.tables import notes as notes_table
-from core.index.verify import connect_readonly, resolve
 from core.index.watch_state import BuildOutcome, WatchView, _file_id, lock_watch, open_clock, write_clock, write_state
 
 DEFAULT_DEBOUNCE_MS = 200
 STEP_MS = 20  # watchfiles yields a batch after this long without a new change (and, idle, every step)
-IGNORE_FILE = ".vaultsearchignore"
 PENDING_MAX = 2_000  # more pending paths than this: freshness walks (``rescan``) until a build covers them
 HISTORY = 4  # older generations the watcher still answers freshness for (a search that raced a publish)
 CONFIRM_SECONDS = 2.0
 RETRY_MIN_SECONDS, RETRY_MAX_SECONDS = 2.0, 60.0
 ARM_TIMEOUT_SECONDS = 60.0
-_SKIPPED_PARTS = (".git", ".obsidian", ".trash")
-_RESCAN = "\x00rescan"  # the pending key of an event only a walk can resolve
+_RESCAN = RESCAN  # the pending key of an event only a walk can resolve
 
 
 def _undecodable_event(exc: RuntimeError) -> bool:
@@ -118,6 +115,7 @@ class Watcher:
         self._identity: tuple[tuple[int, int] | None, tuple[int, int] | None] | None = None  # (vault, index dir)
         self.error: BaseException | None = None  # what stopped a watcher run by ``start``
         self.idle = IdleMerger(self)  # merges by the policy when quiet (core.build.idle_merge)
+        self.known = KnownVault()  # what the last build listed and published (core.build.known)
 
     # ------------------------------------------------------------ what freshness sees
 
@@ -189,6 +187,8 @@ class Watcher:
             started = time.monotonic()
             self._building_since = started
             paths = tuple(sorted({*changed, *(p for p in self._pending if p != _RESCAN)}))
+            if _RESCAN in self._pending:
+                self.known.clear()  # only a walk can say what changed
         self._published = False
         try:
             report = build_index(
@@ -200,6 +200,7 @@ class Watcher:
                 on_step=lambda name: self._step(name, started),
                 source_may_change=True,  # what changes meanwhile is pending: built next, never a failed build
                 rehash=paths,  # a path seen changing is hashed, never trusted by its (mtime, size)
+                known=self.known,  # the last build's scan and rows: only ``paths`` are looked at again
             )
             outcome = BuildOutcome(
                 True, at, report.generation_id, report.up_to_date, changed_paths=paths, seconds=time.perf_counter() - t
@@ -259,43 +260,10 @@ class Watcher:
     # ------------------------------------------------------------ events
 
     def _holds_notes_under(self, rel: str) -> bool:
-        """Did the baseline generation index anything under the folder ``rel``?"""
-        try:
-            resolved = resolve(self.layout)
-            conn = connect_readonly(resolved)  # the file may go between the two (a publish, a deleted vault)
-        except IndexMissingError:
-            return False  # nothing indexed yet: the first build lists everything anyway
-        except VaultSearchError:
-            return True  # the index cannot say: a walk decides
-        try:
-            return notes_table.holds_files_under(conn, rel)
-        finally:
-            conn.close()
+        return holds_notes_under(self.layout, rel)
 
     def _relevant(self, path: str) -> str | None:
-        """The vault-relative path of a changed note, ``_RESCAN`` for a change only a walk can
-        resolve (the ignore file, a folder), else None (not a note, or ours)."""
-        p = Path(path)
-        try:
-            rel = p.resolve().relative_to(self.vault) if p.is_absolute() else p
-        except ValueError:
-            try:
-                rel = p.relative_to(self.vault)
-            except ValueError:
-                return None
-        if p.is_relative_to(self.layout.index_dir) or any(part in _SKIPPED_PARTS for part in rel.parts):
-            return None
-        if rel.name == IGNORE_FILE and len(rel.parts) == 1:
-            return _RESCAN
-        if rel.suffix.lower() == ".md":
-            return rel.as_posix()
-        try:
-            is_dir = stat.S_ISDIR(os.stat(p if p.is_absolute() else self.vault / p).st_mode)
-        except FileNotFoundError:  # gone: a deleted file, or a folder moved or deleted
-            return _RESCAN if rel.parts and self._holds_notes_under(rel.as_posix()) else None
-        except OSError:
-            return _RESCAN
-        return _RESCAN if is_dir else None
+        return relevant_path(self.vault, self.layout, path, self._holds_notes_under)
 
     def _note_changes(self, changes: Iterable[tuple[Any, str]]) -> None:
         now = time.monotonic()
@@ -434,7 +402,17 @@ class Watcher:
             next_confirm = time.monotonic() + CONFIRM_SECONDS
             if self._foreign():  # outside the lock: freshness never waits on state.db
                 return True
+            self._walk_once()
             self.idle.tick()  # never on the edit path: only when nothing is pending
+
+    def _walk_once(self) -> None:
+        """After builds that trusted the events, walk once when quiet (``KnownVault.missed``): a missed event is built."""
+        if self.known.trusted and self.known.missed(self.vault, self.layout, self._pending_paths):
+            self._note_rescan()
+
+    def _pending_paths(self) -> set[str]:
+        with self._cond:
+            return set(self._pending)
 
     def _foreign(self) -> bool:
         """Is the active generation one this watcher did not build (an ``index``/``embed`` run)?"""

@@ -108,6 +108,7 @@ class ScannedFile(NamedTuple):
 class ScanResult:
     files: list[ScannedFile]  # sorted by rel_path
     problems: list[Problem]
+    links: bool = False  # the walk met a symlink (followed or not): only a walk can say what it reaches
 
 
 class FileRefusedError(OSError):
@@ -171,6 +172,7 @@ class _Walk:
     problems: list[Problem]
     visited: set[tuple[int, int]]  # (st_dev, st_ino) of folders walked
     include_dot_paths: bool = False
+    links: bool = False  # a symlink was met
 
     def hidden(self, name: str) -> bool:
         """A dot-file or dot-folder, skipped unless dot paths are included."""
@@ -219,7 +221,7 @@ def scan_vault(
         folder, prefix = stack.pop()
         _walk_folder(walk, folder, prefix, stack)
     walk.files.sort(key=itemgetter(0))  # rel_path, in C: a lambda per file cost 0.1 s at 100k notes
-    return ScanResult(walk.files, walk.problems)
+    return ScanResult(walk.files, walk.problems, walk.links)
 
 
 def _walk_folder(walk: _Walk, folder: Path, prefix: str, stack: list[tuple[Path, str]]) -> None:
@@ -281,6 +283,7 @@ def _visit_dir(walk: _Walk, entry: os.DirEntry[str], folder: Path, rel: str, sta
 
 def _visit_symlink(walk: _Walk, entry: os.DirEntry[str], folder: Path, rel: str, stack: list[tuple[Path, str]]) -> None:
     """Follow a symlink only when its real path stays inside the vault."""
+    walk.links = True
     is_note = entry.name.lower().endswith(".md")
     try:
         st = os.stat(entry.path)

@@ -60,7 +60,7 @@ def test_an_index_that_cannot_be_opened_while_an_event_is_sorted_leaves_the_even
     file gone between its resolve and its open (a publish, the vault being deleted) raised
     ``generation_changed`` out of the event thread, which stopped the watcher with that instead of
     ``vault_missing`` (seen once in CI). The index cannot say: a walk decides."""
-    from core.build import watch
+    from core.build import watch_paths
     from core.errors import GenerationChangedError
 
     vault = make_serve_vault(tmp_path / "vault", tmp_path / "outside")
@@ -72,7 +72,7 @@ def test_an_index_that_cannot_be_opened_while_an_event_is_sorted_leaves_the_even
         def gone(resolved):  # noqa: ANN001, ANN202
             raise GenerationChangedError("generation file cannot be opened", path=str(resolved.path))
 
-        monkeypatch.setattr(watch, "connect_readonly", gone)
+        monkeypatch.setattr(watch_paths, "connect_readonly", gone)
         assert watcher._holds_notes_under("notes") is True
     finally:
         watcher.stop()
