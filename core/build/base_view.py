@@ -20,7 +20,7 @@ from core.index.layout import ResolvedIndex
 from core.index.tables.chunk_vectors import count_chunks_and_vectors_of, count_vectors, vectors_by_position
 from core.index.tables.chunks import count_chunks
 from core.index.tables.links import (
-    edge_counts_except,
+    edge_counts_from,
     edges_of,
     links_of,
     notes_linking_by_key,
@@ -30,6 +30,7 @@ from core.index.tables.links import (
 )
 from core.index.tables.notes import count_notes
 from core.index.tables.problems import note_problems_except
+from core.index.tables.segments import live_edge_counts
 from core.index.verify import connect_readonly
 
 if TYPE_CHECKING:
@@ -105,8 +106,11 @@ class BaseView:
         return edges_of(self.conn, note_ids)
 
     def edge_counts(self) -> tuple[int, int]:
-        """(edges, unresolved edges) of the carried-over notes."""
-        return edge_counts_except(self.conn, self._gone_json)
+        """(edges, unresolved edges) of the carried-over notes: the base's (counted per segment) minus the
+        gone notes' (an index lookup each), as ``counts`` does for notes and chunks."""
+        edges, unresolved = live_edge_counts(self.conn)
+        gone_edges, gone_unresolved = edge_counts_from(self.conn, self._gone_json)
+        return edges - gone_edges, unresolved - gone_unresolved
 
     def counts(self) -> tuple[int, int, int]:
         """(notes, chunks, chunks with a vector) of the carried-over notes."""

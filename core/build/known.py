@@ -32,7 +32,7 @@ from pathlib import Path
 from core.build.source import BaseStats
 from core.index.layout import IndexLayout
 from core.index.settings import config_of_active
-from core.vault.scan import ScannedFile, ScanResult, scan_vault
+from core.vault.scan import ScannedFile, ScanResult, WalkStopped, scan_vault
 
 
 @dataclass(frozen=True)
@@ -90,15 +90,20 @@ class KnownVault:
         with self._lock:
             return self._known
 
-    def missed(self, vault: Path, layout: IndexLayout, pending: Callable[[], set[str]]) -> list[str]:
+    def missed(self, vault: Path, layout: IndexLayout, pending: Callable[[], set[str]]) -> list[str] | None:
         """Walk the vault as a build would (the active generation's settings): the paths it lists otherwise
         than what is known, outside ``pending()`` (asked after the walk: an event of a change made during
-        it is pending by then, or the path is listed here, and a full build covers it either way)."""
+        it is pending by then, or the path is listed here, and a full build covers it either way). None: an
+        event arrived during the walk, which was given up between two folders (an edit never waits for it;
+        ``trusted`` stays set, so the next quiet moment walks again)."""
         config = config_of_active(layout)
-        walked = scan_vault(
-            vault, index_dir=layout.index_dir, max_bytes=config.max_note_bytes,
-            include_dot_paths=config.include_dot_paths,
-        )  # fmt: skip
+        try:
+            walked = scan_vault(
+                vault, index_dir=layout.index_dir, max_bytes=config.max_note_bytes,
+                include_dot_paths=config.include_dot_paths, stop=lambda: bool(pending()),
+            )  # fmt: skip
+        except WalkStopped:
+            return None
         return self.differs(walked, pending())
 
     def differs(self, walked: ScanResult, pending: set[str]) -> list[str]:

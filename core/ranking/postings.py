@@ -44,14 +44,6 @@ def stable_order(terms: np.ndarray, n_terms: int) -> np.ndarray:
     return order[np.argsort((terms[order] >> 16).astype(np.uint16), kind="stable")]
 
 
-def merge_sorted(kept: np.ndarray, added: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Positions of two sorted, disjoint arrays merged into one sorted array: (each kept item's, each
-    added item's); a binary search per added item, none per kept one."""
-    pos = np.searchsorted(kept, added)
-    kept_at = np.arange(kept.shape[0], dtype=np.int64) + np.searchsorted(pos, np.arange(kept.shape[0]), side="right")
-    return kept_at, pos.astype(np.int64) + np.arange(added.shape[0], dtype=np.int64)
-
-
 class TermMajor:
     """The slots of a term-major layout, handed out block by block in row order."""
 

@@ -39,7 +39,7 @@ from core.ranking.classes import DELETED, ClassStats
 from core.ranking.segment_runs import Check, RunArray, Runs, UnionTerms
 from core.ranking.segments import Combined, Segment, Tombstone, _class_df, _class_stats
 from core.ranking.sparse_index import DEFAULT_PARAMS, SparseIndex, gather_postings, id_order_of
-from core.ranking.vocabulary import Vocabulary, derived_lists
+from core.ranking.vocabulary import Vocabulary, appended_lists
 
 
 @dataclass(frozen=True)
@@ -265,7 +265,7 @@ def _unlisted(
 
 class _Lists:
     """The view's vocabulary word lists: the base segment's stored ones with the terms it lacks merged in
-    (``derived_lists``), built on the first query that asks, once per view."""
+    (``appended_lists``), built on the first query that asks, once per view."""
 
     def __init__(self, base: SparseIndex, extra: Mapping[str, int]) -> None:
         self._base, self._extra = base, extra
@@ -277,7 +277,7 @@ class _Lists:
             if self._lists is None:
                 b = self._base
                 prev = Vocabulary(b.term_id, np.asarray(b.df), b.n_docs, stored=b.vocabulary)
-                self._lists = derived_lists(prev, np.arange(b.df.shape[0], dtype=np.int64), self._extra)
+                self._lists = appended_lists(prev, self._extra)
             return self._lists
 
 

@@ -12,6 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import note, with_working
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from core import generations as gen
 from core.errors import IntegrityError
@@ -208,3 +210,23 @@ def test_a_query_is_analysed_alike_whatever_the_term_ids(query: str) -> None:
         a = QueryAnalyzer(term_id, Vocabulary(term_id, df, 60), ["fr", "en"]).analyse(query)
         analyses.append((a.terms, a.weights, a.kinds, a.expansions, a.unmatched))
     assert analyses[0] == analyses[1]
+
+
+_word = st.sampled_from(["alpha", "beta", "gamma", "delta", "konto", "tableau", "x", "zeta", "immediat", "m"])
+_term = st.one_of(
+    _word.map(lambda w: "=" + w), st.tuples(st.sampled_from(["en:", "fr:", "de:", ""]), _word).map("".join)
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(terms=st.lists(_term, min_size=1, max_size=25, unique=True), split=st.integers(0, 25))
+def test_appended_lists_are_the_lists_of_the_whole_dictionary(terms: list[str], split: int) -> None:
+    """A segmented view's vocabulary (its base segment's words, the other segments' terms appended after its
+    ids) spliced by ``appended_lists`` is exactly the vocabulary of the whole dictionary computed afresh."""
+    term_id = {t: i for i, t in enumerate(terms)}
+    df = np.ones(len(terms), dtype=np.int64)
+    k = min(split, len(terms))
+    base = {t: i for t, i in term_id.items() if i < k}
+    prev = Vocabulary(base, df[:k], 10)
+    added = {t: i for t, i in term_id.items() if i >= k}
+    assert vocabulary_module.appended_lists(prev, added) == vocabulary_module._vocabulary_lists(term_id, df)

@@ -35,3 +35,24 @@ def test_a_change_no_event_named_is_found_by_the_walk_when_quiet(tmp_path: Path)
     assert _hits(vault, "zanzibar") == ["n1.md"]
     watcher._walk_once()  # the walk vouched for everything: nothing more until builds trust events again
     assert not watcher._pending
+
+
+def test_the_quiet_walk_gives_way_to_an_event(tmp_path: Path) -> None:
+    """An edit never waits for the quiet walk: an event arriving during it stops it between two folders, and
+    it walks again at the next quiet moment (still owed)."""
+    vault = write_vault(tmp_path / "v", {f"d{i}/n{i}.md": note(f"n{i}", "alpha") for i in range(5)})
+    build_index(vault)
+    watcher = Watcher(vault)
+    assert watcher.build_once().ok
+    with watcher._cond:
+        watcher._pending["d0/n0.md"] = 0.0
+    assert watcher.build_once().ok and watcher.known.trusted
+    asked: list[int] = []
+
+    def event_after_two_folders() -> set[str]:
+        asked.append(1)
+        return {"d1/n1.md"} if len(asked) > 2 else set()
+
+    assert watcher.known.missed(watcher.vault, watcher.layout, event_after_two_folders) is None
+    assert len(asked) == 3 and watcher.known.trusted, "given up at the event, and still owed"
+    assert watcher.known.missed(watcher.vault, watcher.layout, set) == [] and not watcher.known.trusted

@@ -246,13 +246,14 @@ def unresolved_targets(conn: sqlite3.Connection, note_id: int) -> Iterator[tuple
     return conn.execute("SELECT target, kind FROM edges WHERE src_id = ? AND dst_id IS NULL ORDER BY rowid", [note_id])
 
 
-def edge_counts_except(conn: sqlite3.Connection, note_ids_json: str) -> tuple[int, int]:
-    """(edges, unresolved edges) of every note but those whose ids the bound JSON array holds as sources."""
-    edges, unresolved = conn.execute(
-        "SELECT count(*), count(*) - count(dst_id) FROM edges WHERE src_id NOT IN (SELECT value FROM json_each(?))",
-        (note_ids_json,),
-    ).fetchone()
-    return int(edges), int(unresolved)
+def edge_counts_from(conn: sqlite3.Connection, note_ids_json: str) -> tuple[int, int]:
+    """(edges, unresolved edges) of the notes whose ids the bound JSON array holds as sources. The rows are
+    counted here: an aggregate over a generation's ``edges`` view is not pushed into its segments (SQLite 3.40
+    scans the whole view, 0.09 s at 100k notes), a plain select is (an index lookup per segment)."""
+    rows = conn.execute(
+        "SELECT dst_id IS NULL FROM edges WHERE src_id IN (SELECT value FROM json_each(?))", (note_ids_json,)
+    ).fetchall()
+    return len(rows), sum(row[0] for row in rows)
 
 
 def supersedes_targets(conn: sqlite3.Connection) -> list[int]:
