@@ -18,7 +18,7 @@ def _load(data: dict[str, Any]) -> str:
     return f"1-minute load {before} before and {after} after"
 
 
-EDIT_100K_RUNS = ("edit_100k_s35", "edit_100k_final", "edit_100k_view")
+EDIT_100K_RUNS = ("edit_100k_s35", "edit_100k_final", "edit_100k_view", "edit_100k_s38_before", "edit_100k_s38")
 
 
 def _edit_row(label: str, run: dict[str, Any]) -> str:
