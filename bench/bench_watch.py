@@ -188,6 +188,14 @@ class WatchProcess:
         except OSError:
             return None
 
+    def memory_kib(self) -> dict[str, int] | None:
+        """The watcher process's resident memory now and at its peak (``VmRSS``, ``VmHWM``: KiB)."""
+        try:
+            status = Path(f"/proc/{self.proc.pid}/status").read_text(encoding="ascii")
+        except OSError:
+            return None
+        return parse_vm_status(status)
+
     def close(self) -> None:
         self.proc.terminate()
         try:
@@ -299,6 +307,7 @@ def bench_corpus(name: str, vault: Path, tmp: Path, edits: int, reuse_index: Pat
             _search(vault, index_dir, word)  # the reader's caches, as a long-lived process has them
         print(f"[watch] {name}: watcher up; {edits} edits", file=sys.stderr, flush=True)
         runs = [one_edit(vault, index_dir, watch, rel, i) for i, rel in enumerate(picks)]
+        memory = watch.memory_kib()
     finally:
         watch.close()
     return {
@@ -308,7 +317,16 @@ def bench_corpus(name: str, vault: Path, tmp: Path, edits: int, reuse_index: Pat
         "first_watch_build": {k: first.get(k) for k in ("ok", "up_to_date", "seconds")},
         **_summary(runs),
         "edits": runs,
+        "watcher_memory_kib": memory,  # after the last edit: what the watcher holds between builds, and its peak
         "load_avg_1m": {"before": round(load_before, 2), "after": round(os.getloadavg()[0], 2)},
+    }
+
+
+def parse_vm_status(status: str) -> dict[str, int]:
+    """``{"rss": VmRSS, "peak_rss": VmHWM}`` (KiB) from the text of ``/proc/PID/status``."""
+    fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+    return {
+        key: int(fields[name].split()[0]) for key, name in (("rss", "VmRSS"), ("peak_rss", "VmHWM")) if name in fields
     }
 
 

@@ -204,7 +204,14 @@ def watch_split_section(
                 f"| {load.get('before', '?')}-{load.get('after', '?')} |"
             )
     dates = sorted({run.get("machine", {}).get("date", "?")[:16] for run in data.values()})
-    return [*out, "", f"Measured {', '.join(dates)} on 2 cores shared with other work.", ""]
+    memory = [
+        f"{name} {m['rss'] / 1024:.0f} MiB (peak {m['peak_rss'] / 1024:.0f} MiB)"
+        for name, run in data.items()
+        for c in run["corpora"].values()
+        if (m := c.get("watcher_memory_kib")) and "rss" in m and "peak_rss" in m
+    ]
+    held = [f"The watcher process's resident memory after the last edit: {'; '.join(memory)}.", ""] if memory else []
+    return [*out, "", *held, f"Measured {', '.join(dates)} on 2 cores shared with other work.", ""]
 
 
 def _biggest(tables: dict[str, dict[str, int]], n: int = 4) -> str:

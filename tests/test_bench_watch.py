@@ -92,3 +92,9 @@ def test_an_edit_is_split_into_event_build_after_build_and_the_finding_search() 
     assert got == {"event_to_build_s": 0.05, "after_build_s": 0.15, "last_search_s": 0.12}
     early = edit_split(100.0, 0.5, build, 0.1)  # the reader switched before the build's retention step ended
     assert early["after_build_s"] == -0.05
+
+
+def test_the_watchers_memory_is_read_from_its_proc_status() -> None:
+    status = "Name:\tpython\nVmHWM:\t  812345 kB\nVmRSS:\t  402100 kB\nThreads:\t3\n"
+    assert bench_watch.parse_vm_status(status) == {"rss": 402100, "peak_rss": 812345}
+    assert bench_watch.parse_vm_status("Name:\tpython\n") == {}

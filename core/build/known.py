@@ -83,8 +83,9 @@ class KnownVault:
                 self._known = Known(after, known.scan, known.stats, known.odd)
 
     def clear(self) -> None:
+        """Forget what is known: the next build walks (and owes no quiet walk)."""
         with self._lock:
-            self._known = None
+            self._known, self.trusted = None, False
 
     def peek(self) -> Known | None:
         with self._lock:

@@ -406,8 +406,16 @@ class Watcher:
             self.idle.tick()  # never on the edit path: only when nothing is pending
 
     def _walk_once(self) -> None:
-        """After builds that trusted the events, walk once when quiet (``KnownVault.missed``): a missed event is built."""
-        if self.known.trusted and self.known.missed(self.vault, self.layout, self._pending_paths):
+        """After builds that trusted the events, walk once when quiet (``KnownVault.missed``): a missed event is
+        built. A walk that fails (the index or the vault cannot be read) leaves it to a full build, which reports."""
+        if not self.known.trusted:
+            return
+        try:
+            missed = self.known.missed(self.vault, self.layout, self._pending_paths)
+        except (VaultSearchError, OSError):
+            self.known.clear()
+            missed = [RESCAN]
+        if missed:
             self._note_rescan()
 
     def _pending_paths(self) -> set[str]:

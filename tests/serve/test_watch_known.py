@@ -6,8 +6,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from core.build.builder import build_index
 from core.build.watch import RESCAN, Watcher
+from core.errors import IntegrityError
 from core.searcher import search_vault
 from tests.conftest import note, write_vault
 
@@ -56,3 +59,26 @@ def test_the_quiet_walk_gives_way_to_an_event(tmp_path: Path) -> None:
     assert watcher.known.missed(watcher.vault, watcher.layout, event_after_two_folders) is None
     assert len(asked) == 3 and watcher.known.trusted, "given up at the event, and still owed"
     assert watcher.known.missed(watcher.vault, watcher.layout, set) == [] and not watcher.known.trusted
+
+
+def test_a_quiet_walk_that_cannot_read_the_index_leaves_it_to_a_full_build(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The index's settings cannot be read for the walk (a broken index): the watcher does not stop, it asks for
+    a full build, which reports what is wrong the usual way."""
+    from core.build import known as known_module
+
+    vault = write_vault(tmp_path / "v", {"n0.md": note("n0", "alpha")})
+    build_index(vault)
+    watcher = Watcher(vault)
+    assert watcher.build_once().ok
+    with watcher._cond:
+        watcher._pending["n0.md"] = 0.0
+    assert watcher.build_once().ok and watcher.known.trusted
+
+    def broken(_layout: object) -> None:
+        raise IntegrityError("the active generation cannot be read")
+
+    monkeypatch.setattr(known_module, "config_of_active", broken)
+    watcher._walk_once()
+    assert RESCAN in watcher._pending and watcher.known.peek() is None and not watcher.known.trusted
