@@ -5,7 +5,9 @@ the time, builds included, and records each changed note path as *pending*. The 
 (the caller of :meth:`Watcher.run`) runs an incremental ``build_index`` with the configuration
 of the active generation whenever something is pending, which publishes a new generation;
 readers move to it on their next call. Changes made during a build stay pending and are
-built next (a burst of edits during a long build is one more build, not one each).
+built next (a burst of edits during a long build is one more build, not one each). A build
+looks again only at the pending paths, on what the last one listed and published
+(``core.build.known``); after such builds the vault is walked once when quiet.
 
 What the watcher knows is what freshness serves (``core.index.freshness``, ``source: "watch"``):
 the generation its last successful build left active (the *baseline*) and the pending paths,
