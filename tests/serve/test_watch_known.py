@@ -82,3 +82,30 @@ def test_a_quiet_walk_that_cannot_read_the_index_leaves_it_to_a_full_build(
     monkeypatch.setattr(known_module, "config_of_active", broken)
     watcher._walk_once()
     assert RESCAN in watcher._pending and watcher.known.peek() is None and not watcher.known.trusted
+
+
+def test_a_folder_renamed_is_built_from_a_walk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A folder event names no note: the watcher forgets what it knew and the build walks, so every note
+    under the folder's new name is indexed and none under the old."""
+    from core.build.source import WorkingTreeSource
+
+    vault = write_vault(
+        tmp_path / "v", {"old/a.md": note("a", "quokka"), "old/b.md": note("b", "wombat"), "c.md": note("c", "x")}
+    )
+    build_index(vault)
+    watcher = Watcher(vault)
+    assert watcher.build_once().ok and watcher.known.peek() is not None
+    (vault / "old").rename(vault / "new")
+    watcher._note_changes([(None, str(vault.resolve() / "new")), (None, str(vault.resolve() / "old"))])
+    assert RESCAN in watcher._pending
+    walks: list[int] = []
+    real_scan = WorkingTreeSource.scan
+
+    def counted(self: WorkingTreeSource) -> object:
+        walks.append(1)
+        return real_scan(self)
+
+    monkeypatch.setattr(WorkingTreeSource, "scan", counted)
+    assert watcher.build_once().ok
+    assert walks == [1], "the build walked the vault"
+    assert _hits(vault, "quokka") == ["new/a.md"] and _hits(vault, "wombat") == ["new/b.md"]
