@@ -14,12 +14,14 @@ When it is used, and when not:
 - only for a working tree without symlinks and without folders it could not list (``rescan_paths`` says);
 - never when an event only a walk can resolve is pending (a folder, the ignore file, more than the watcher
   keeps, an undecodable name): the watcher clears it then;
-- a build that published no delta (staged on the whole base, one segment) leaves it empty: the next walks.
+- a build that failed leaves it empty (taken at its start); one that published the whole base as one segment
+  (rare on a watcher's edit) reads the rows it published once.
 
 Events can be missed where a watch cannot see (an overflowing kernel queue, a folder over the watch limit):
-after builds that trusted them, the watcher walks the vault once when it is next idle (``differs``) and asks
-for a full build when the walk disagrees with what it knows. A missed change is thus never kept for longer
-than one quiet period, as freshness (which trusts the same events) already assumes.
+after builds that trusted them, the watcher walks the vault once when it is next quiet (``missed``; an event
+arriving stops the walk, tried again at the next quiet moment) and asks for a full build when the walk
+disagrees with what it knows. A missed change is thus never kept for longer than one quiet period, as
+freshness (which trusts the same events) already assumes.
 """
 
 from __future__ import annotations

@@ -62,7 +62,6 @@ HISTORY = 4  # older generations the watcher still answers freshness for (a sear
 CONFIRM_SECONDS = 2.0
 RETRY_MIN_SECONDS, RETRY_MAX_SECONDS = 2.0, 60.0
 ARM_TIMEOUT_SECONDS = 60.0
-_RESCAN = RESCAN  # the pending key of an event only a walk can resolve
 
 
 def _undecodable_event(exc: RuntimeError) -> bool:
@@ -99,7 +98,7 @@ class Watcher:
         self.last: BuildOutcome | None = None
         self._thread: threading.Thread | None = None
         self._cond = threading.Condition()
-        self._pending: dict[str, float] = {}  # rel path (or _RESCAN) -> monotonic time its event arrived
+        self._pending: dict[str, float] = {}  # rel path (or RESCAN) -> monotonic time its event arrived
         self._baseline: str | None = None
         self._since: list[tuple[str, set[str] | None]] = []  # older generation -> paths changed since (None: unknown)
         self._building_since: float | None = None  # monotonic start of the running build
@@ -126,12 +125,12 @@ class Watcher:
         with self._cond:
             if not self._armed.is_set() or self._baseline is None or self.stop_event.is_set():
                 return None
-            pending = sorted(p for p in self._pending if p != _RESCAN)
+            pending = sorted(p for p in self._pending if p != RESCAN)
             return WatchView(
                 baseline=self._baseline,
                 pending=tuple(pending),
                 since=tuple((gid, tuple(sorted(paths))) for gid, paths in self._since if paths is not None),
-                rescan=_RESCAN in self._pending,
+                rescan=RESCAN in self._pending,
                 building=self._building_since is not None,
                 event_lag_ms=self.debounce_ms + STEP_MS,
             )
@@ -144,7 +143,7 @@ class Watcher:
             last = self.last.to_dict(limit=None) if self.last else None
             failure = self._last_failure
         if sees is not None:  # outside the lock: the test reads the index and the notes
-            pending = [p for p in pending if p != _RESCAN and sees(p)]
+            pending = [p for p in pending if p != RESCAN and sees(p)]
         with self._cond:
             return {
                 "enabled": True,
@@ -188,8 +187,8 @@ class Watcher:
         with self._cond:
             started = time.monotonic()
             self._building_since = started
-            paths = tuple(sorted({*changed, *(p for p in self._pending if p != _RESCAN)}))
-            if _RESCAN in self._pending:
+            paths = tuple(sorted({*changed, *(p for p in self._pending if p != RESCAN)}))
+            if RESCAN in self._pending:
                 self.known.clear()  # only a walk can say what changed
         self._published = False
         try:
@@ -236,7 +235,7 @@ class Watcher:
             done = {p for p, t in self._pending.items() if t <= started}
             for p in done:
                 del self._pending[p]
-            paths = None if _RESCAN in done else done
+            paths = None if RESCAN in done else done
             if generation_id != self._baseline:
                 if self._baseline is not None:
                     self._since.append((self._baseline, set()))
@@ -277,7 +276,7 @@ class Watcher:
             for rel in found:
                 self._pending[rel] = now
             if len(self._pending) > PENDING_MAX:
-                self._pending[_RESCAN] = now
+                self._pending[RESCAN] = now
             self._retry_at = None  # a new change: build now, not after the back-off
             self._cond.notify_all()
         self._save()
@@ -322,7 +321,7 @@ class Watcher:
 
     def _note_rescan(self) -> None:
         with self._cond:
-            self._pending[_RESCAN] = time.monotonic()
+            self._pending[RESCAN] = time.monotonic()
             self._retry_at = None
             self._cond.notify_all()
         self._save()
