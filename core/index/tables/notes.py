@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from json.encoder import encode_basestring
 from typing import Any
 
-from core.index.tables.connection import count_live
+from core.index.tables.connection import count_live, dead_in, segment_schemas
 from core.index.tables.notes_fts import delete_fts_rows
 
 _encode_json = json.JSONEncoder(ensure_ascii=False, sort_keys=True).encode
@@ -274,8 +274,19 @@ def filtered_note_ids(conn: sqlite3.Connection, clause: str, values: Sequence[ob
 
 def refused_note_ids(conn: sqlite3.Connection, clause: str, values: Sequence[object]) -> list[int]:
     """Ids of the notes the condition does not allow (false or NULL): the complement of ``filtered_note_ids``
-    among the notes, a few rows where that is every note (a generation's default mask: the superseded)."""
-    return [row[0] for row in conn.execute(f"SELECT n.id FROM notes n WHERE NOT coalesce(({clause}), 0)", values)]
+    among the notes, a few rows where that is every note (a generation's default mask: the superseded). On a
+    generation of several segments each segment's own ``notes`` is scanned and the ids it holds dead are left
+    out (the ``notes`` view tests every row against the dead ids: 35 against 22 ms at 100k notes); the clause's
+    subqueries still read the views."""
+    schemas = segment_schemas(conn)
+    if schemas is None:
+        sql = f"SELECT n.id FROM notes n WHERE NOT coalesce(({clause}), 0)"
+        return [row[0] for row in conn.execute(sql, values)]
+    out: list[int] = []
+    for pos, schema in enumerate(schemas):
+        sql = f"SELECT n.id FROM {schema}.notes n WHERE NOT coalesce(({clause}), 0) AND n.id NOT IN ({dead_in(pos)})"
+        out += [row[0] for row in conn.execute(sql, values)]
+    return out
 
 
 def latest_note_ids(
