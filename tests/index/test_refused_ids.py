@@ -22,7 +22,11 @@ def _both(root: Path) -> tuple[list[int], list[int], int]:
     try:
         clause, values = Filters().where()
         view = [row[0] for row in conn.execute(f"SELECT n.id FROM notes n WHERE NOT coalesce(({clause}), 0)", values)]
-        return sorted(refused_note_ids(conn, clause, values)), sorted(view), sum(p.kind == "segment" for p in resolved.parts)
+        return (
+            sorted(refused_note_ids(conn, clause, values)),
+            sorted(view),
+            sum(p.kind == "segment" for p in resolved.parts),
+        )
     finally:
         conn.close()
 
