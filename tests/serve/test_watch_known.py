@@ -40,16 +40,21 @@ def test_a_change_no_event_named_is_found_by_the_walk_when_quiet(tmp_path: Path)
     assert not watcher._pending
 
 
-def test_the_quiet_walk_gives_way_to_an_event(tmp_path: Path) -> None:
-    """An edit never waits for the quiet walk: an event arriving during it stops it between two folders, and
-    it walks again at the next quiet moment (still owed)."""
-    vault = write_vault(tmp_path / "v", {f"d{i}/n{i}.md": note(f"n{i}", "alpha") for i in range(5)})
+def _trusting(vault: Path) -> Watcher:
+    """A watcher (not started) whose last build trusted an event (of the vault's first note): a walk is owed."""
     build_index(vault)
     watcher = Watcher(vault)
     assert watcher.build_once().ok
     with watcher._cond:
-        watcher._pending["d0/n0.md"] = 0.0
+        watcher._pending[sorted(p.relative_to(vault).as_posix() for p in vault.rglob("*.md"))[0]] = 0.0
     assert watcher.build_once().ok and watcher.known.trusted
+    return watcher
+
+
+def test_the_quiet_walk_gives_way_to_an_event(tmp_path: Path) -> None:
+    """An edit never waits for the quiet walk: an event arriving during it stops it between two folders, and
+    it walks again at the next quiet moment (still owed)."""
+    watcher = _trusting(write_vault(tmp_path / "v", {f"d{i}/n{i}.md": note(f"n{i}", "alpha") for i in range(5)}))
     asked: list[int] = []
 
     def event_after_two_folders() -> set[str]:
@@ -68,13 +73,7 @@ def test_a_quiet_walk_that_cannot_read_the_index_leaves_it_to_a_full_build(
     a full build, which reports what is wrong the usual way."""
     from core.build import known as known_module
 
-    vault = write_vault(tmp_path / "v", {"n0.md": note("n0", "alpha")})
-    build_index(vault)
-    watcher = Watcher(vault)
-    assert watcher.build_once().ok
-    with watcher._cond:
-        watcher._pending["n0.md"] = 0.0
-    assert watcher.build_once().ok and watcher.known.trusted
+    watcher = _trusting(write_vault(tmp_path / "v", {"n0.md": note("n0", "alpha")}))
 
     def broken(_layout: object) -> None:
         raise IntegrityError("the active generation cannot be read")
