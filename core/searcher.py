@@ -284,7 +284,7 @@ def _results(ctx: SearchContext, run: ModeRun, with_passages: bool, watermark: s
     preferred = {h.note_id: h.chunk_id for h in run.hits if h.chunk_id is not None}
     passages = best_passages(ctx.conn, words, ids, preferred) if with_passages else {}
     # occurrences of the query's words: their base terms only (an exact form also counted would count twice)
-    counts = body_term_counts(sp, [], ids, ctx.postings(), _base_terms(ctx)) if with_passages else {}
+    counts = body_term_counts(sp, [], ids, ctx.hit_postings(), _base_terms(ctx)) if with_passages else {}
     r = ctx.resolved
     age = max(0.0, time.time() - r.created_at)
     vault_name = r.layout.vault.name  # the vault as resolved for this search (`_layout`)

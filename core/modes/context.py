@@ -125,6 +125,11 @@ class SearchContext:
     _segment_sources: list[SegmentSource] | None = None
     # note id -> how many of the query's quoted phrases it holds (core.modes.lexical, once per search)
     phrase_notes: dict[int, int] | None = None
+    # the rows fts's identifier bonus (one array per identifier) and passage bonus reward (core.modes.lexical)
+    identifier_rows: list[np.ndarray] | None = None
+    passage_rows: np.ndarray | None = None
+    # a pruned fts run's postings (core.ranking.pruning): exact for every note it ranked; None: ``postings()``
+    ranked_postings: QueryPostings | None = None
 
     @property
     def meta(self) -> dict[str, Any]:
@@ -240,6 +245,10 @@ class SearchContext:
             a = self.analysis
             self._postings = query_postings(self.sparse(), a.terms, a.weights, a.cover)
         return self._postings
+
+    def hit_postings(self) -> QueryPostings:
+        """Postings exact for every note the mode ranked: a pruned fts run's (fewer), else ``postings()``."""
+        return self.ranked_postings if self.ranked_postings is not None else self.postings()
 
     def named_rows(self) -> np.ndarray:
         """The sparse rows of the notes one of whose names the query is exactly (``core.ranking.names``)."""

@@ -12,11 +12,24 @@ import numpy as np
 from core.errors import QuerySyntaxError, UsageError
 from core.index.tables import notes_fts
 from core.modes.context import Hit, ModeRun, SearchContext
-from core.ranking import phrases, scoring
+from core.ranking import phrases, pruning, scoring
+from core.ranking.candidate_postings import candidate_postings
 from core.ranking.chunk_vectors import best_chunk_ids, vector_scores
 from core.ranking.languages import has_cjk
 from core.ranking.query import phrase_expression
-from core.ranking.sparse import TITLE_BIT, QueryPostings, SparseIndex, bm25_scores, name_match, query_postings
+from core.ranking.sparse import (
+    TITLE_BIT,
+    QueryPostings,
+    RankParams,
+    SparseIndex,
+    bm25_scores,
+    bm25_scores_top,
+    name_match,
+    name_shares,
+    query_postings,
+    query_term_ids,
+    term_shares,
+)
 
 # Candidates taken from each list before fusion.
 FUSION_DEPTH = 100
@@ -57,17 +70,72 @@ def _ranked(
     return [(int(ctx.note_ids[r]), float(scores[r])) for r in rows]
 
 
-def fts_ranking(ctx: SearchContext, k: int) -> list[tuple[int, float]]:
-    """(note id, score) best first: raw FTS5 syntax through FTS5, plain text through BM25F."""
+def fts_ranking(ctx: SearchContext, k: int, *, prune: bool = False) -> list[tuple[int, float]]:
+    """(note id, score) best first: raw FTS5 syntax through FTS5, plain text through BM25F. ``prune``: try
+    the exact pruned run first (``_pruned_ranking``; its postings then serve the hits' match counts)."""
     if ctx.raw:
         return raw_fts_ranking(ctx, k)
     sp = ctx.sparse()
     params = replace(sp.params, title_coverage_weight=CJK_TITLE_COVERAGE) if ctx.analysis.cjk_only else None
-    scores, matched = bm25_scores(sp, ctx.terms, ctx.postings(), params, ctx.named_rows())
+    if prune:
+        ranked = _pruned_ranking(ctx, sp, params, k)
+        if ranked is not None:
+            return ranked
+    scores, matched, _ = bm25_scores_top(sp, ctx.terms, ctx.postings(), params, ctx.named_rows())
+    _add_bonuses(ctx, sp, scores, matched, ctx.postings())
+    return _ranked(sp, scores, matched, ctx.mask(), k)
+
+
+def _add_bonuses(
+    ctx: SearchContext, sp: SparseIndex, scores: np.ndarray, matched: np.ndarray, p: QueryPostings
+) -> None:
+    """fts's bonuses after BM25F's own, in their order (each scaled by the best score so far)."""
     _add_identifier_bonus(ctx, sp, scores, matched)
-    _add_name_start_bonus(ctx, sp, scores, matched)
+    _add_name_start_bonus(ctx, sp, scores, matched, p)
     _add_passage_bonus(ctx, sp, scores, matched)
     _add_phrase_bonus(ctx, sp, scores, matched)
+
+
+def _pruned_ranking(
+    ctx: SearchContext, sp: SparseIndex, params: RankParams | None, k: int
+) -> list[tuple[int, float]] | None:
+    """fts's ranking scored in the candidates only (core.ranking.pruning), or None when pruning cannot
+    prove it equal to the whole run's: then every posting is scored. Exact when it answers: the same
+    notes, scores and order."""
+    a = ctx.analysis
+    ids, _ = query_term_ids(sp, a.terms)
+    lengths = np.asarray(sp.indptr[ids + 1] - sp.indptr[ids])
+    if int(lengths.sum()) < pruning.MIN_SKIPPED_POSTINGS:
+        return None  # too few postings to skip any worth skipping
+    w, c = term_shares(sp, a.terms, a.weights, a.cover)
+    idf = sp.idf(ids).astype(np.float64)
+    bounds = idf * (1.0 if w is None else w)
+    cover_idf = idf * (1.0 if c is None else c)
+    starts = {sp.term_id[t] for t in a.name_starts if t in sp.term_id}
+    whole = np.fromiter((int(i) in starts for i in ids), dtype=bool, count=ids.size)  # a bonus reads all their notes
+    partial = pruning.choose_partial(bounds, cover_idf, lengths, whole)
+    if not partial.any():
+        return None
+    forced = np.zeros(sp.n_docs, dtype=bool)
+    for rows in (ctx.named_rows(), *_identifier_rows(ctx, sp), _passage_rows(ctx, sp), _phrase_rows(ctx, sp)):
+        forced[rows] = True
+    p = candidate_postings(sp, a.terms, a.weights, a.cover, ~partial, forced)
+    scores, matched, top = bm25_scores_top(sp, a.terms, p, params, ctx.named_rows())
+    if not p.docs.size:
+        return None
+    shares, need = name_shares(sp, a.terms, ids, c)
+    rp = params or sp.params
+    coverage = rp.coverage_weight + rp.heading_coverage_weight + rp.title_heading_coverage_weight
+    part = pruning.split(partial, bounds, cover_idf, shares)
+    outside = pruning.outside_bound(
+        part, top, coverage + rp.title_coverage_weight, rp.name_match_weight, rp.heading_coverage_weight, need
+    )
+    best = float(scores.max())  # the best score the later bonuses are scaled by (it only grows)
+    _add_bonuses(ctx, sp, scores, matched, p)
+    cand = np.flatnonzero((matched > 0) & ctx.mask())
+    if not pruning.proven(part, outside, top, best, pruning.kth_best(scores, cand, k)):
+        return None
+    ctx.ranked_postings = p
     return _ranked(sp, scores, matched, ctx.mask(), k)
 
 
@@ -108,23 +176,41 @@ def _add_phrase_bonus(ctx: SearchContext, sp: SparseIndex, scores: np.ndarray, m
     scores[rows[rows >= 0]] += np.float32(top) * count[rows >= 0]
 
 
+def _phrase_rows(ctx: SearchContext, sp: SparseIndex) -> np.ndarray:
+    """The rows the phrase bonus rewards."""
+    found = phrase_notes(ctx)
+    rows = sp.rows_of(np.fromiter(found, dtype=np.int64, count=len(found)))
+    return rows[rows >= 0]
+
+
 def _add_passage_bonus(ctx: SearchContext, sp: SparseIndex, scores: np.ndarray, matched: np.ndarray) -> None:
     """A note with a passage holding every content word of a short query close together
     (``phrases.passage_note_ids``) gains PASSAGE_BONUS of the best score: its best passage counts,
     not only its length-normalised whole."""
-    a = ctx.analysis
-    content = [w for w in a.words if w not in a.stop]
-    words = [w for w in content if w not in a.unmatched and not has_cjk(w) and not w.isdigit()]
-    if not PASSAGE_BONUS or len(words) != len(content) or not matched.any():
+    if not matched.any():
         return
-    held = phrases.passage_note_ids(ctx.conn, [a.stems.get(w) or w for w in words])
-    if not held:
-        return
-    rows = sp.rows_of(np.fromiter(held, dtype=np.int64, count=len(held)))
-    scores[rows[rows >= 0]] += np.float32(PASSAGE_BONUS * float(scores.max()))
+    rows = _passage_rows(ctx, sp)
+    if rows.size:
+        scores[rows] += np.float32(PASSAGE_BONUS * float(scores.max()))
 
 
-def _add_name_start_bonus(ctx: SearchContext, sp: SparseIndex, scores: np.ndarray, matched: np.ndarray) -> None:
+def _passage_rows(ctx: SearchContext, sp: SparseIndex) -> np.ndarray:
+    """The rows the passage bonus rewards (the caller's), found once per search."""
+    if ctx.passage_rows is None:
+        a = ctx.analysis
+        content = [w for w in a.words if w not in a.stop]
+        words = [w for w in content if w not in a.unmatched and not has_cjk(w) and not w.isdigit()]
+        held: set[int] = set()
+        if PASSAGE_BONUS and len(words) == len(content):
+            held = phrases.passage_note_ids(ctx.conn, [a.stems.get(w) or w for w in words])
+        rows = sp.rows_of(np.fromiter(held, dtype=np.int64, count=len(held)))
+        ctx.passage_rows = rows[rows >= 0]
+    return ctx.passage_rows
+
+
+def _add_name_start_bonus(
+    ctx: SearchContext, sp: SparseIndex, scores: np.ndarray, matched: np.ndarray, p: QueryPostings
+) -> None:
     """A note whose name holds a word the query's last word starts (``cumula`` -> "Cumulative
     Layout Shift"; ``QueryAnalysis.name_starts``) gains NAME_START_BONUS of the best score, times
     the idf share of the query's other words its name holds: the name being typed comes first, the way a
@@ -132,10 +218,9 @@ def _add_name_start_bonus(ctx: SearchContext, sp: SparseIndex, scores: np.ndarra
     a = ctx.analysis
     if not a.name_starts or not matched.any():
         return
-    p = ctx.postings()
     known = [t for t in a.terms if t in sp.term_id]  # aligned with the postings' ids
     starts = np.fromiter((t in a.name_starts for t in known), dtype=bool, count=len(known))
-    in_title = (np.asarray(sp.field_mask[p.pos]) & TITLE_BIT) != 0
+    in_title = (np.asarray(sp.field_mask[p.pos] if p.mask is None else p.mask) & TITLE_BIT) != 0
     named = np.zeros(sp.n_docs, dtype=bool)
     named[p.docs[np.flatnonzero(starts[p.owner] & in_title)]] = True
     kinds = dict(zip(a.terms, a.kinds))
@@ -159,18 +244,33 @@ def _add_identifier_bonus(
     is nothing but an identifier adds the whole best score (the verbatim notes come first), one
     identifier in a sentence adds about ``share`` (SciFact's claims hold words like ``IL-6``).
     """
-    groups = [words for piece in ctx.text.split()[: MAX_IDENTIFIERS * 4] if len(words := _WORD.findall(piece)) >= 2][
-        :MAX_IDENTIFIERS
-    ]
+    groups = _identifier_groups(ctx.text)
     if not groups or not matched.any():
         return
     top = float(scores.max())
     coverage = sum(len(w) for w in groups) / max(len(_WORD.findall(ctx.text)), 1)
     share = scoring.identifier_share(share, coverage, IDENTIFIER_COVERAGE_POWER)
-    for words in groups:
-        rows = notes_fts.matching_rowids(ctx.conn, phrase_expression(words))
-        found = sp.rows_of(np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)))
-        scores[found[found >= 0]] += np.float32(share * top / len(groups))
+    for found in _identifier_rows(ctx, sp):
+        scores[found] += np.float32(share * top / len(groups))
+
+
+def _identifier_groups(text: str) -> list[list[str]]:
+    """The words of each compound identifier of the query (at most MAX_IDENTIFIERS)."""
+    return [words for piece in text.split()[: MAX_IDENTIFIERS * 4] if len(words := _WORD.findall(piece)) >= 2][
+        :MAX_IDENTIFIERS
+    ]
+
+
+def _identifier_rows(ctx: SearchContext, sp: SparseIndex) -> list[np.ndarray]:
+    """Per identifier of the query, the rows (the caller's) of the notes that hold it verbatim, found once."""
+    if ctx.identifier_rows is None:
+        found = []
+        for words in _identifier_groups(ctx.text):
+            rows = notes_fts.matching_rowids(ctx.conn, phrase_expression(words))
+            at = sp.rows_of(np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)))
+            found.append(at[at >= 0])
+        ctx.identifier_rows = found
+    return ctx.identifier_rows
 
 
 def vector_ranking(ctx: SearchContext, k: int) -> list[tuple[int, float]]:
@@ -268,7 +368,7 @@ def expansion_labels(ctx: SearchContext, note_ids: list[int]) -> dict[int, str]:
     kinds = [k for t, k in zip(a.terms, a.kinds) if t in sp.term_id]  # aligned with the postings' ids
     if not note_ids or all(k in ("base", "exact") for k in kinds):
         return {}
-    p = ctx.postings()
+    p = ctx.hit_postings()
     rows = sp.rows_of(np.asarray(note_ids, dtype=np.int64))
     sel = np.flatnonzero(np.isin(p.docs, rows[rows >= 0]))
     found: dict[int, set[str]] = {}
@@ -280,7 +380,7 @@ def expansion_labels(ctx: SearchContext, note_ids: list[int]) -> dict[int, str]:
 
 def run_fts(ctx: SearchContext) -> ModeRun:
     source = "fts5_match_bm25f" if ctx.raw else "bm25f"
-    return ModeRun(_hits(fts_ranking(ctx, ctx.limit), source, ctx.limit, ctx))
+    return ModeRun(_hits(fts_ranking(ctx, ctx.limit, prune=True), source, ctx.limit, ctx))
 
 
 def run_vector(ctx: SearchContext) -> ModeRun:

@@ -169,6 +169,9 @@ class Runs:
         return Located((), tuple((s, mine, local[mine]) for s in present if (mine := np.flatnonzero(seg == s)).size))
 
 
+# Postings of a view by segment: (segment, its local positions), in view order
+Segmented = tuple[tuple[int, np.ndarray], ...]
+
 # Up to this many runs of consecutive positions, a gather is slice copies (one per segment piece a run covers)
 MAX_COPY_RUNS = 512
 
@@ -199,6 +202,10 @@ class Check:
         self._df = class_df.astype(np.int32 if class_df.size == 0 or int(class_df.max()) < 2**31 else np.int64)
         self._done = np.zeros(class_df.shape[1], dtype=bool)
         self._lock = threading.Lock()
+
+    def done(self, term: int) -> bool:
+        """Has ``term`` been checked?"""
+        return bool(self._done[term])
 
     def runs(self, terms: np.ndarray, starts: np.ndarray, ends: np.ndarray, rows: np.ndarray) -> None:
         """Check the terms ``terms`` whose whole runs are ``rows[starts[i]:ends[i]]`` (view rows)."""
@@ -260,6 +267,71 @@ class RunArray(LazyArray):
         if self._check is not None and flat.size:
             self._check.runs(*self._runs.whole_runs(flat), out)
         return out.reshape(np.shape(positions))
+
+    def term_runs(self, terms: np.ndarray) -> list[np.ndarray]:
+        """The values of each term's whole run (``terms``: view term ids), read segment by segment as slices (no
+        position is located); a run's rows are checked against the statistics as ``_read`` checks them."""
+        lids = [self._runs.local(s, terms) for s in range(len(self._runs.seg_ptr))]
+        out = []
+        for i, t in enumerate(terms.tolist()):
+            if self._full is not None:
+                out.append(self._full[int(self._runs.indptr[t]) : int(self._runs.indptr[t + 1])])
+                continue
+            pieces = [
+                self._mapped(s, np.asarray(self._parts[s][int(ptr[lid]) : int(ptr[lid + 1])]))
+                for s, ptr in enumerate(self._runs.seg_ptr)
+                if (lid := int(lids[s][i])) >= 0 and ptr[lid + 1] > ptr[lid]
+            ]
+            run = np.concatenate(pieces).astype(self.dtype, copy=False) if pieces else np.empty(0, self.dtype)
+            if self._check is not None and run.size:
+                self._check.runs(np.asarray([t]), np.asarray([0]), np.asarray([run.size]), run)
+            out.append(run)
+        return out
+
+    def find(self, terms: np.ndarray, rows: np.ndarray) -> list[tuple[np.ndarray, np.ndarray, Segmented]]:
+        """Per term of ``terms``: (view positions, values, where they lie) of its postings whose value is a row
+        marked in ``rows`` (bool per view row), in its run's order: each segment's run tested against the rows its
+        map sends there (a byte per posting), the values mapped for the postings found only; ``take`` reads
+        another array of the view there. A term's statistics are checked against its whole run the first time
+        it is asked for (``Check``)."""
+        if self._check is not None:
+            self.term_runs(np.asarray([t for t in terms.tolist() if not self._check.done(t)], dtype=np.int64))
+        n_segments = len(self._runs.seg_ptr)
+        lids = [self._runs.local(s, terms) for s in range(n_segments)]
+        marked = [self._marked(s, rows) for s in range(n_segments)]
+        out: list[tuple[np.ndarray, np.ndarray, Segmented]] = []
+        for i, t in enumerate(terms.tolist()):
+            at, found, values, where = int(self._runs.indptr[t]), [], [], []
+            for s, ptr in enumerate(self._runs.seg_ptr):
+                lid = int(lids[s][i])
+                if lid < 0 or ptr[lid + 1] == ptr[lid]:
+                    continue
+                a, b = int(ptr[lid]), int(ptr[lid + 1])
+                run = np.asarray(self._parts[s][a:b])
+                hit = np.flatnonzero(marked[s][run])
+                found.append(at + hit)
+                values.append(self._mapped(s, run[hit]))
+                where.append((s, a + hit))
+                at += b - a
+            if not found:
+                out.append((np.empty(0, np.int64), np.empty(0, self.dtype), ()))
+                continue
+            out.append(
+                (np.concatenate(found).astype(np.int64), np.concatenate(values).astype(self.dtype), tuple(where))
+            )
+        return out
+
+    def take(self, where: Segmented) -> np.ndarray:
+        """The values at ``where`` (per segment, local positions: ``find``'s, of an array of the same runs)."""
+        parts = [self._mapped(s, np.asarray(self._parts[s][local])) for s, local in where]
+        return np.concatenate(parts).astype(self.dtype, copy=False) if parts else np.empty(0, self.dtype)
+
+    def _marked(self, s: int, rows: np.ndarray) -> np.ndarray:
+        """bool per local row of segment ``s``: is its view row marked in ``rows``?"""
+        m = self._rows[s] if self._rows is not None else 0
+        if isinstance(m, np.ndarray):
+            return rows[m]
+        return rows[m : m + len(self._parts[s])]
 
     def _mapped(self, s: int, values: np.ndarray) -> np.ndarray:
         if self._rows is None:

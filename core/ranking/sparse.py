@@ -176,6 +176,9 @@ class QueryPostings(NamedTuple):
     cover: np.ndarray | None = None  # float32 per id: its share in the coverage bonus (None: all 1)
     # a restricted caller's: the positions of the gathered postings' side values (None: every posting of ``ids``)
     side: np.ndarray | None = None
+    # the postings' field masks and body counts, read with their docs (a term's run at once, not a gather)
+    mask: np.ndarray | None = None
+    body: np.ndarray | None = None
 
 
 def query_postings(
@@ -183,25 +186,45 @@ def query_postings(
     terms: list[str],
     weights: list[float] | None = None,
     cover: list[float] | None = None,
+    within: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> QueryPostings:
     """The query's postings (of the notes the caller may see); ``weights`` / ``cover`` (one per term of
-    ``terms``, which are then distinct) scale each term's score and its share in the coverage bonus."""
+    ``terms``, which are then distinct) scale each term's score and its share in the coverage bonus.
+    ``within`` (bool per known term id: scored whole, bool per row: forced): the postings of the other
+    terms only in the candidates, the forced rows and those holding a whole term (a pruned run's,
+    core.ranking.pruning); every candidate's postings in the same order, so its sums are the whole query's."""
     ids, _ = query_term_ids(index, terms)
     pos, owner = gather_postings(index.indptr, ids)
-    docs, side = index.docs[pos], None
-    if index.seen is not None:  # a hidden note's postings are never scored
-        seen = index.seen.rows[docs]
+    docs, side, mask, body = index.docs[pos], None, np.asarray(index.field_mask[pos]), np.asarray(index.body_tf[pos])
+    keep = None if index.seen is None else index.seen.rows[docs]  # a hidden note's postings are never scored
+    if within is not None:
+        whole, forced = within
+        held = whole[owner]
+        rows = forced.copy()
+        rows[docs[held]] = True
+        inside = held | rows[docs]
+        keep = inside if keep is None else keep & inside
+    if keep is not None:
         side, _ = gather_postings(index.side_ptr, ids)
-        if side.size:  # the side values of the visible postings, in their order
-            side = side[np.repeat(seen, bm25f.side_counts(index.field_mask[pos]))]
-        keep = np.flatnonzero(seen)
-        pos, owner, docs = pos[keep], owner[keep], docs[keep]
-    w = c = None
-    if weights is not None or cover is not None:
-        known = [i for i, t in enumerate(terms) if known_term_id(index, t) is not None]
-        w = np.asarray([weights[i] if weights is not None else 1.0 for i in known], dtype=np.float32)
-        c = np.asarray([cover[i] if cover is not None else 1.0 for i in known], dtype=np.float32)
-    return QueryPostings(ids, pos, owner, docs, w, c, side)
+        if side.size:  # the side values of the kept postings, in their order
+            side = side[np.repeat(keep, bm25f.side_counts(mask))]
+        kept = np.flatnonzero(keep)
+        pos, owner, docs, mask, body = pos[kept], owner[kept], docs[kept], mask[kept], body[kept]
+    w, c = term_shares(index, terms, weights, cover)
+    return QueryPostings(ids, pos, owner, docs, w, c, side, mask, body)
+
+
+def term_shares(
+    index: SparseIndex, terms: list[str], weights: list[float] | None, cover: list[float] | None
+) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """``QueryPostings.weight`` and ``.cover``: ``weights`` / ``cover`` (one per distinct term of ``terms``)
+    of the known terms, float32, in their order (None: not given)."""
+    if weights is None and cover is None:
+        return None, None
+    known = [i for i, t in enumerate(terms) if known_term_id(index, t) is not None]
+    w = np.asarray([weights[i] if weights is not None else 1.0 for i in known], dtype=np.float32)
+    c = np.asarray([cover[i] if cover is not None else 1.0 for i in known], dtype=np.float32)
+    return w, c
 
 
 def bm25_scores(
@@ -220,9 +243,24 @@ def bm25_scores(
     documents that match only some terms. All postings of the query are gathered once, weighed (BM25F of
     their counts) and summed per document with ``bincount``. ``params`` overrides the index's coverage
     weights; ``named`` holds the rows of the notes one of whose names the query is exactly (name match 1)."""
-    ids, pos, owner, docs, weight, cover, side = postings if postings is not None else query_postings(index, terms)
+    scores, matched, _ = bm25_scores_top(index, terms, postings, params, named)
+    return scores, matched
+
+
+def bm25_scores_top(
+    index: SparseIndex,
+    terms: list[str],
+    postings: QueryPostings | None = None,
+    params: RankParams | None = None,
+    named: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """``bm25_scores`` and the best BM25F score the bonuses were scaled by (0.0 when none was)."""
+    q = postings if postings is not None else query_postings(index, terms)
+    ids, pos, owner, docs, weight, cover = q.ids, q.pos, q.owner, q.docs, q.weight, q.cover
     n = index.n_docs
-    bm25 = index.posting_weights(ids, pos, owner, docs, side)  # BM25F computed for the gathered postings only
+    top = 0.0
+    fields = index.field_mask[pos] if q.mask is None else q.mask
+    bm25 = index.posting_weights(ids, pos, owner, docs, q.side, fields, q.body)  # for the gathered postings only
     contribution = bm25 if weight is None else bm25 * weight[owner]
     scores = np.bincount(docs, weights=contribution, minlength=n).astype(np.float32)
     matched = np.bincount(docs, minlength=n).astype(np.float32)
@@ -240,7 +278,6 @@ def bm25_scores(
     )
     if total > 0 and any(weights):
         bonus = np.zeros(n, dtype=np.float64)
-        fields = index.field_mask[pos]
         term_idf = idf[owner]
         in_title = np.flatnonzero((fields & TITLE_BIT) != 0)  # positions, not masks: one pass, then small gathers
 
@@ -263,7 +300,7 @@ def bm25_scores(
             bonus += scoring.coverage_bonus(held(in_title), total, p.title_coverage_weight)
         top = float(scores.max()) if n else 0.0
         scores += (bonus * top).astype(np.float32) * (matched > 0)
-    return scores, matched
+    return scores, matched, top
 
 
 def name_match(
@@ -279,8 +316,10 @@ def name_match(
     Exact-form terms (``=word``) and expansions with no coverage share are not names the query says.
     A query that is exactly one of a note's names (``named``: rows, core.index.tables.names) is that
     note's name: 1.0, however many other names the note has (``BGB`` of "Bürgerliches Gesetzbuch (BGB)")."""
-    ids, pos, owner, docs, _, cover, _ = postings if postings is not None else query_postings(index, terms)
-    in_title = np.flatnonzero((index.field_mask[pos] & TITLE_BIT) != 0)
+    p = postings if postings is not None else query_postings(index, terms)
+    fields = index.field_mask[p.pos] if p.mask is None else p.mask
+    ids, owner, docs, cover = p.ids, p.owner, p.docs, p.cover
+    in_title = np.flatnonzero((fields & TITLE_BIT) != 0)
     return _name_match(index, terms, ids, owner, docs, cover, in_title, named)
 
 
@@ -296,18 +335,11 @@ def _name_match(
 ) -> np.ndarray:
     """``name_match`` given the positions (in ``owner`` / ``docs``) of the postings in the title field;
     1.0 at the ``exact`` rows (the query is one of their names)."""
-    known = [t for t in dict.fromkeys(terms) if t in index.term_id]
-    keep = np.fromiter((not t.startswith("=") for t in known), dtype=bool, count=len(known))
-    if keep.size != ids.size:  # terms and postings disagree: count every term (the plain BM25F case)
-        keep = np.ones(ids.size, dtype=bool)
-    share = np.ones(ids.size, dtype=np.float64) if cover is None else cover.astype(np.float64)
-    share = np.where(keep, share, 0.0)
+    share, need = name_shares(index, terms, ids, cover)
     title_owner = owner[in_title]
     named = share[title_owner] > 0
     title_owner, title_docs = title_owner[named], docs[in_title[named]]
     in_name = np.bincount(title_docs, weights=share[title_owner], minlength=index.n_docs)
-    words = float(share.sum())
-    need = words - 0.5 if cover is not None else words
     match = np.zeros(index.n_docs, dtype=np.float64)
     if in_name.size and in_name.max() >= need:  # else no name holds the query (most sentences): nothing to weigh
         term_idf = index.idf(ids).astype(np.float64)
@@ -319,6 +351,22 @@ def _name_match(
     if exact is not None and exact.size:
         match[exact] = 1.0
     return match
+
+
+def name_shares(
+    index: SparseIndex, terms: list[str], ids: np.ndarray, cover: np.ndarray | None
+) -> tuple[np.ndarray, float]:
+    """(float64 per term id of ``ids``: its share of a word when it is in a name, the share of the query's
+    words a name must hold to match it): an exact form counts nothing; with ``cover`` (a word's stems in
+    every language), half a word of slack."""
+    known = [t for t in dict.fromkeys(terms) if t in index.term_id]
+    keep = np.fromiter((not t.startswith("=") for t in known), dtype=bool, count=len(known))
+    if keep.size != ids.size:  # terms and postings disagree: count every term (the plain BM25F case)
+        keep = np.ones(ids.size, dtype=bool)
+    share = np.ones(ids.size, dtype=np.float64) if cover is None else cover.astype(np.float64)
+    share = np.where(keep, share, 0.0)
+    words = float(share.sum())
+    return share, words - 0.5 if cover is not None else words
 
 
 def body_term_counts(
@@ -343,7 +391,9 @@ def body_term_counts(
     if counted is not None:
         mine = mine[counted[found.owner[mine]]]
     per_note = np.bincount(
-        np.searchsorted(notes, found.docs[mine]), weights=index.body_tf[found.pos[mine]], minlength=notes.size
+        np.searchsorted(notes, found.docs[mine]),
+        weights=index.body_tf[found.pos[mine]] if found.body is None else found.body[mine],
+        minlength=notes.size,
     )
     count = dict(zip(notes.tolist(), per_note.tolist()))
     return {nid: int(count[r]) if r >= 0 else 0 for nid, r in zip(note_ids, rows.tolist())}

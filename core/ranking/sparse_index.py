@@ -144,19 +144,29 @@ class SparseIndex:
         return np.bincount(owner, weights=self.idf(terms).astype(np.float64), minlength=rows.shape[0])
 
     def posting_weights(
-        self, ids: np.ndarray, pos: np.ndarray, owner: np.ndarray, docs: np.ndarray, side: np.ndarray | None = None
+        self,
+        ids: np.ndarray,
+        pos: np.ndarray,
+        owner: np.ndarray,
+        docs: np.ndarray,
+        side: np.ndarray | None = None,
+        mask: np.ndarray | None = None,
+        body: np.ndarray | None = None,
     ) -> np.ndarray:
         """float32 BM25F weight of the postings ``pos`` (every posting of the term ids ``ids``, in their
         order, as ``gather_postings`` gives them; ``owner``: index into ``ids``, ``docs``: rows); a
         restricted caller's are its visible ones, ``side`` the positions of their side values
-        (``query_postings``; None: found here)."""
+        (``query_postings``; None: found here). ``mask`` / ``body``: their field masks and body counts
+        when the caller read them already (None: read here)."""
         if side is None:
             side, _ = gather_postings(self.side_ptr, ids)
             if self.seen is not None and side.size:  # the side values of the visible postings only
                 every, _ = gather_postings(self.indptr, ids)
                 held = bm25f.side_counts(self.field_mask[every])
                 side = side[np.repeat(self.seen.rows[self.docs[every]], held)]
-        mask, body, values = self.field_mask[pos], self.body_tf[pos], np.asarray(self.side_tf[side])
+        mask = self.field_mask[pos] if mask is None else mask
+        body = self.body_tf[pos] if body is None else body
+        values = np.asarray(self.side_tf[side])
         return bm25f.posting_weights(mask, body, values, self.factors(), docs, self.idf(ids)[owner], self.params.k1)
 
     @property
