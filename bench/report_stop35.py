@@ -317,9 +317,9 @@ def fts_warm_section(results: dict[str, dict[str, Any]]) -> list[str]:
     out = [
         "## Warm fts with exact pruning (issue 29)",
         "",
-        "A long-lived process's `search_vault(mode=\"fts\", limit=10)` with passages, after 20 warm-up queries,",
-        "each query once, the freshness check off (`core.ranking.pruning`: docs/architecture.md, \"Exact pruning",
-        "of `fts`\"). The code before pruning (`before`) and now, each in its own process, alternated round by",
+        'A long-lived process\'s `search_vault(mode="fts", limit=10)` with passages, after 20 warm-up queries,',
+        'each query once, the freshness check off (`core.ranking.pruning`: docs/architecture.md, "Exact pruning',
+        'of `fts`"). The code before pruning (`before`) and now, each in its own process, alternated round by',
         "round on the same built vaults (medians of the rounds' p50 and p95). Target: p50 <= 10 ms at 100k",
         "notes with the segment count the merge policy allows (up to 11 segments; `synth100k_9seg` is the 100k",
         "vault after the watcher bench's edits, 9 segments; `synth100k_2seg` the same after `--optimize`).",

@@ -150,10 +150,14 @@ def test_choose_partial_takes_the_smallest_bounds_within_both_shares() -> None:
     cover = np.array([5.0, 0.1, 0.2, 3.0, 0.05])
     lengths = np.array([10, 900, 800, 50, 1000])
     whole = np.array([False, False, False, False, False])
-    got = pruning.choose_partial(bounds, cover, lengths, whole, min_postings=100, share=0.05, cover_share=0.05, skipped=0)
+    got = pruning.choose_partial(
+        bounds, cover, lengths, whole, min_postings=100, share=0.05, cover_share=0.05, skipped=0
+    )
     assert got.tolist() == [False, True, True, False, True]  # 0.35 <= 0.05 * 8.35; the 3.0 would pass it
     whole[1] = True  # a bonus reads all its notes
-    got = pruning.choose_partial(bounds, cover, lengths, whole, min_postings=100, share=0.05, cover_share=0.05, skipped=0)
+    got = pruning.choose_partial(
+        bounds, cover, lengths, whole, min_postings=100, share=0.05, cover_share=0.05, skipped=0
+    )
     assert got.tolist() == [False, False, True, False, True]
     got = pruning.choose_partial(bounds, cover, lengths, whole, min_postings=850, share=1.0, cover_share=1.0, skipped=0)
     assert got.tolist() == [False, False, False, False, True]  # shorter lists are scored whole
