@@ -5,8 +5,8 @@ round by round: it opens the vault, searches ``WARMUP`` queries (the caches a lo
 segments' arrays, the view), then times every query once, in order: ``search_vault(mode="fts", limit=10)``
 with passages (snippets, match counts: the realistic call) and without the freshness check (its stat walk
 is measured by ``bench_freshness``; at 100k notes a walk is reused for 2 s, so it lands on a few queries
-only). A tree with fts's pruned run (``core.ranking.pruning``) also counts how many queries it answered and
-how many it refused (then scored every posting).
+only). A tree with fts's pruned run (``core.ranking.pruning``) also counts the queries it answered (``pruned``)
+and the attempts it refused (``refused``: then a safer split is tried, or every posting scored).
 
     python -m bench.bench_fts_warm --vault NAME=PATH [--vault ...] [--code before=TREE] [--rounds 2]
 

@@ -326,7 +326,7 @@ def fts_warm_section(results: dict[str, dict[str, Any]]) -> list[str]:
         "",
         "    python -m bench.bench_fts_warm --vault NAME=PATH ... --code before=TREE --rounds 2",
         "",
-        "| vault | before p50 / p95 | now p50 / p95 | queries | pruned / refused (now) |",
+        "| vault | before p50 / p95 | now p50 / p95 | queries | pruned / refused attempts (now) |",
         "|---|---:|---:|---:|---:|",
     ]
     for name, trees in data["vaults"].items():

@@ -27,7 +27,7 @@ def test_child_times_every_query_and_counts_the_pruned_runs(example_vault: Path,
     queries = ["the note about a project", "meeting notes of the week", "zzzz-not-a-word"]
     out = bench_fts_warm.child(example_vault, _queries(tmp_path, queries))
     assert out["queries"] == 3 and out["p50_ms"] > 0 and out["p95_ms"] >= out["p50_ms"]
-    assert out["pruned"] + out["refused"] <= 3 and out["pruned"] >= 1
+    assert 1 <= out["pruned"] <= 3  # a refused split is tried again (``refused`` counts attempts)
 
 
 @pytest.mark.slow

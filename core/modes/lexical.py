@@ -101,7 +101,7 @@ def _pruned_ranking(
 ) -> list[tuple[int, float]] | None:
     """fts's ranking scored in the candidates only (core.ranking.pruning), or None when pruning cannot
     prove it equal to the whole run's: then every posting is scored. Exact when it answers: the same
-    notes, scores and order."""
+    notes, scores and order. The bolder split first (fewer candidates), a safer one when it is refused."""
     a = ctx.analysis
     ids, _ = query_term_ids(sp, a.terms)
     lengths = np.asarray(sp.indptr[ids + 1] - sp.indptr[ids])
@@ -113,20 +113,40 @@ def _pruned_ranking(
     cover_idf = idf * (1.0 if c is None else c)
     starts = {sp.term_id[t] for t in a.name_starts if t in sp.term_id}
     whole = np.fromiter((int(i) in starts for i in ids), dtype=bool, count=ids.size)  # a bonus reads all their notes
-    partial = pruning.choose_partial(bounds, cover_idf, lengths, whole)
-    if not partial.any():
-        return None
-    forced = np.zeros(sp.n_docs, dtype=bool)
-    for rows in (ctx.named_rows(), *_identifier_rows(ctx, sp), _passage_rows(ctx, sp), _phrase_rows(ctx, sp)):
-        forced[rows] = True
-    p = candidate_postings(sp, a.terms, a.weights, a.cover, ~partial, forced)
+    forced: np.ndarray | None = None
+    for share in pruning.PARTIAL_SHARES:
+        partial = pruning.choose_partial(bounds, cover_idf, lengths, whole, share)
+        if not partial.any():
+            return None
+        if forced is None:
+            forced = np.zeros(sp.n_docs, dtype=bool)
+            for rows in (ctx.named_rows(), *_identifier_rows(ctx, sp), _passage_rows(ctx, sp), _phrase_rows(ctx, sp)):
+                forced[rows] = True
+        shares, need = name_shares(sp, a.terms, ids, c)
+        part = pruning.split(partial, bounds, cover_idf, shares)
+        ranked = _pruned_attempt(ctx, sp, params, k, part, need, forced)
+        if ranked is not None:
+            return ranked
+    return None
+
+
+def _pruned_attempt(
+    ctx: SearchContext,
+    sp: SparseIndex,
+    params: RankParams | None,
+    k: int,
+    part: pruning.Split,
+    need: float,
+    forced: np.ndarray,
+) -> list[tuple[int, float]] | None:
+    """One pruned run with the partial terms of ``part`` (its postings kept for the hits on success)."""
+    a = ctx.analysis
+    p = candidate_postings(sp, a.terms, a.weights, a.cover, ~part.partial, forced)
     scores, matched, top = bm25_scores_top(sp, a.terms, p, params, ctx.named_rows())
     if not p.docs.size:
         return None
-    shares, need = name_shares(sp, a.terms, ids, c)
     rp = params or sp.params
     coverage = rp.coverage_weight + rp.heading_coverage_weight + rp.title_heading_coverage_weight
-    part = pruning.split(partial, bounds, cover_idf, shares)
     outside = pruning.outside_bound(
         part, top, coverage + rp.title_coverage_weight, rp.name_match_weight, rp.heading_coverage_weight, need
     )

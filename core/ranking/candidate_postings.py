@@ -29,6 +29,10 @@ def candidate_postings(
     """The query's postings (``query_postings``) of the whole terms (bool per known term id) everywhere and
     of the others in the candidates: the rows of ``forced`` (bool per row) and those holding a whole term."""
     ids, _ = query_term_ids(index, terms)
+    for array in (index.docs, index.field_mask, index.body_tf):  # a long-lived process reads them whole, once
+        counted = getattr(array, "gathered", None)
+        if counted is not None:
+            counted()
     seen = None if index.seen is None else index.seen.rows
     rows = forced.copy()
     kept: dict[int, _Kept] = {}

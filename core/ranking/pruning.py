@@ -34,11 +34,13 @@ import numpy as np
 # on PowerShell's 3k notes and SciFact's 5k they cost more than they saved, bench.bench_fts_warm).
 MIN_PARTIAL_POSTINGS = 2048
 MIN_SKIPPED_POSTINGS = 65536
-# The partial terms' bounds may sum to at most this share of all the terms' bounds, and their idf
-# mass to at most PARTIAL_COVER of the query's: the outside notes' bound must stay below the k-th
-# best score, which a known-item query's notes reach by holding most of its words.
-PARTIAL_SHARE = 0.6
-PARTIAL_COVER = 0.6
+# The partial terms' bounds may sum to at most a share of all the terms' bounds, and their idf mass to
+# at most the same share of the query's: the outside notes' bound must stay below the k-th best score,
+# which a known-item query's notes reach by holding most of its words. fts tries these shares, the bolder
+# first (fewer whole terms, fewer candidates); a refused split is tried again with the next (on the 100k
+# synthetic vault's 200 known-item queries, bench.bench_fts_warm: 0.8 refused 3 of 156 pruned queries,
+# 0.7 none; p50 20.2 ms at 0.6, 18.8 at 0.7, 17.7 at 0.8).
+PARTIAL_SHARES = (0.8, 0.5)
 # Relative slack on the bound: the ranking sums float32 weights in float64 and rounds to float32.
 BOUND_SLACK = 1e-4
 
@@ -58,20 +60,16 @@ def choose_partial(
     cover_idf: np.ndarray,
     lengths: np.ndarray,
     whole: np.ndarray,
+    share: float,
     min_postings: int | None = None,
-    share: float | None = None,
-    cover_share: float | None = None,
     skipped: int | None = None,
 ) -> np.ndarray:
     """bool per query term id: partial. ``bounds``: each term's BM25F bound (idf times its weight),
     ``cover_idf``: its idf mass in the coverage bonuses, ``lengths``: its postings, ``whole``: terms that
     must be scored everywhere (a bonus reads all their notes). The terms with the smallest bounds (the
-    longest lists first among equals) are taken while both sums stay within their shares; none when they
-    hold fewer than ``skipped`` postings (default: MIN_PARTIAL_POSTINGS, PARTIAL_SHARE, PARTIAL_COVER,
-    MIN_SKIPPED_POSTINGS)."""
+    longest lists first among equals) are taken while both sums stay within ``share`` of theirs; none when
+    they hold fewer than ``skipped`` postings (default: MIN_PARTIAL_POSTINGS, MIN_SKIPPED_POSTINGS)."""
     min_postings = MIN_PARTIAL_POSTINGS if min_postings is None else min_postings
-    share = PARTIAL_SHARE if share is None else share
-    cover_share = PARTIAL_COVER if cover_share is None else cover_share
     bounds = np.asarray(bounds, dtype=np.float64)
     cover_idf = np.asarray(cover_idf, dtype=np.float64)
     partial = np.zeros(bounds.shape[0], dtype=bool)
@@ -82,7 +80,7 @@ def choose_partial(
     order = eligible[np.lexsort((-np.asarray(lengths)[eligible], bounds[eligible]))]
     summed = summed_cover = 0.0
     for i in order.tolist():
-        if summed + bounds[i] > share * total or summed_cover + cover_idf[i] > cover_share * total_cover:
+        if summed + bounds[i] > share * total or summed_cover + cover_idf[i] > share * total_cover:
             break
         summed += float(bounds[i])
         summed_cover += float(cover_idf[i])

@@ -247,11 +247,15 @@ class RunArray(LazyArray):
     def _take(self, positions: np.ndarray) -> np.ndarray:
         """A gather (counted: a process that has gathered ``WHOLE_AFTER_GATHERS`` times from the view, a long-lived
         one, has the segments read their arrays whole, as one segment's reader does, core.ranking.stored)."""
+        self.gathered()
+        return self._read(positions)
+
+    def gathered(self) -> None:
+        """Count a gather (``_take``'s, or a query's runs read as slices: ``term_runs``, ``find``)."""
         self._gathers += 1
         if self._gathers == stored.WHOLE_AFTER_GATHERS:
             for part in self._parts:
                 np.asarray(part)  # a StoredArray reads its pieces once and keeps the whole array
-        return self._read(positions)
 
     def _range(self, a: int, b: int) -> np.ndarray:
         return self._read(np.arange(a, b, dtype=np.int64))  # a slice (a term's run): not counted

@@ -306,6 +306,13 @@ class StoredArray(LazyArray):
             out[s:e] = self._range(int(flat[s]), int(flat[e - 1]) + 1)
         return out.reshape(positions.shape)
 
+    def gathered(self) -> None:
+        """Count a gather made of slices (a query's runs read one by one): past ``WHOLE_AFTER_GATHERS``, the whole
+        array is read once and kept, as ``_take`` does for a gather of positions."""
+        self._gathers += 1
+        if self._gathers > WHOLE_AFTER_GATHERS and self._full is None:
+            self.__array__()
+
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         """The whole array (read once, then kept)."""
         if self._full is None:

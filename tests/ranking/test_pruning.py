@@ -127,8 +127,7 @@ def test_pruned_equals_whole_for_any_query(vaults, words, eager, monkeypatch, da
 def test_an_unproven_run_is_answered_whole(vaults, eager, monkeypatch) -> None:
     """Every term partial: the outside notes' bound passes the k-th best score, the pruned run is refused,
     and the answer is the whole run's."""
-    monkeypatch.setattr(pruning, "PARTIAL_SHARE", 1.0)
-    monkeypatch.setattr(pruning, "PARTIAL_COVER", 1.0)
+    monkeypatch.setattr(pruning, "PARTIAL_SHARES", (1.0,))
     query = "the object of the command"
     assert _answer(vaults["cold"], query) == _whole(monkeypatch, vaults["cold"], query)
     assert eager and not any(eager)
@@ -137,8 +136,7 @@ def test_an_unproven_run_is_answered_whole(vaults, eager, monkeypatch) -> None:
 def test_a_wrong_bound_would_show(vaults, eager, monkeypatch) -> None:
     """The equality tests can fail: with the bound claimed zero (every pruned run accepted), some query's
     answer differs from the whole run's."""
-    monkeypatch.setattr(pruning, "PARTIAL_SHARE", 1.0)
-    monkeypatch.setattr(pruning, "PARTIAL_COVER", 1.0)
+    monkeypatch.setattr(pruning, "PARTIAL_SHARES", (1.0,))
     monkeypatch.setattr(pruning, "outside_bound", lambda *a, **k: 0.0)
     monkeypatch.setattr(pruning, "proven", lambda s, outside, top, best, kth: kth is not None)
     differ = [q for q in QUERIES if _answer(vaults["cold"], q) != _whole(monkeypatch, vaults["cold"], q)]
@@ -150,21 +148,20 @@ def test_choose_partial_takes_the_smallest_bounds_within_both_shares() -> None:
     cover = np.array([5.0, 0.1, 0.2, 3.0, 0.05])
     lengths = np.array([10, 900, 800, 50, 1000])
     whole = np.array([False, False, False, False, False])
-    got = pruning.choose_partial(
-        bounds, cover, lengths, whole, min_postings=100, share=0.05, cover_share=0.05, skipped=0
-    )
+    got = pruning.choose_partial(bounds, cover, lengths, whole, 0.05, min_postings=100, skipped=0)
     assert got.tolist() == [False, True, True, False, True]  # 0.35 <= 0.05 * 8.35; the 3.0 would pass it
+    low_cover = np.array([5.0, 3.0, 0.2, 3.0, 0.05])  # the same bounds, but the 0.1 holds much of the idf mass
+    got = pruning.choose_partial(bounds, low_cover, lengths, whole, 0.05, min_postings=100, skipped=0)
+    assert got.tolist() == [False, False, False, False, True]  # the smallest bounds only, up to the first too heavy
     whole[1] = True  # a bonus reads all its notes
-    got = pruning.choose_partial(
-        bounds, cover, lengths, whole, min_postings=100, share=0.05, cover_share=0.05, skipped=0
-    )
+    got = pruning.choose_partial(bounds, cover, lengths, whole, 0.05, min_postings=100, skipped=0)
     assert got.tolist() == [False, False, True, False, True]
-    got = pruning.choose_partial(bounds, cover, lengths, whole, min_postings=850, share=1.0, cover_share=1.0, skipped=0)
+    got = pruning.choose_partial(bounds, cover, lengths, whole, 1.0, min_postings=850, skipped=0)
     assert got.tolist() == [False, False, False, False, True]  # shorter lists are scored whole
-    kw = {"min_postings": 100, "share": 1.0, "cover_share": 1.0}
-    assert pruning.choose_partial(bounds, cover, lengths, whole, skipped=1800, **kw).tolist() == [0, 0, 1, 0, 1]
-    assert not pruning.choose_partial(bounds, cover, lengths, whole, skipped=1801, **kw).any()  # too little to skip
-    assert not pruning.choose_partial(bounds * 0, cover, lengths, whole, skipped=0).any()
+    kw = {"min_postings": 100}
+    assert pruning.choose_partial(bounds, cover, lengths, whole, 1.0, skipped=1800, **kw).tolist() == [0, 0, 1, 0, 1]
+    assert not pruning.choose_partial(bounds, cover, lengths, whole, 1.0, skipped=1801, **kw).any()  # too few
+    assert not pruning.choose_partial(bounds * 0, cover, lengths, whole, 1.0, skipped=0).any()
 
 
 def test_outside_bound_counts_every_bonus_an_outside_note_could_earn() -> None:
