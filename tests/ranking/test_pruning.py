@@ -203,3 +203,26 @@ def _note_id(vault: Path, rel_path: str) -> int:
         return notes.note_ids_by_path(conn)[rel_path]
     finally:
         conn.close()
+
+
+@pytest.mark.parametrize("layout", ["cold", "segmented"])
+def test_a_long_lived_process_reads_the_arrays_a_pruned_run_slices_whole(vaults, eager, monkeypatch, layout) -> None:
+    """A pruned run reads its terms' runs as slices; they count as gathers, so a process that keeps searching
+    reads the postings arrays whole once (core.ranking.stored), not the same pieces again on every query."""
+    from core.ranking import stored
+    from tests.conftest import clear_loaded_process_caches
+
+    clear_loaded_process_caches()  # arrays loaded afresh, their gathers counted from 0
+    monkeypatch.setattr(stored, "WHOLE_AFTER_GATHERS", 3)
+    whole: list[str] = []
+    real = stored.StoredArray.__array__
+
+    def spy(self, *args, **kw):
+        whole.append(self._name)
+        return real(self, *args, **kw)
+
+    monkeypatch.setattr(stored.StoredArray, "__array__", spy)
+    for query in QUERIES[:2] * 4:
+        _answer(vaults[layout], query)
+    assert any(eager)
+    assert {"docs", "field_mask", "body_tf"} <= {name.rsplit("/", 1)[-1].rsplit(":", 1)[-1] for name in whole}, whole
