@@ -277,15 +277,17 @@ def bm25_scores_top(
         p.title_coverage_weight,
     )
     if total > 0 and any(weights):
-        bonus = np.zeros(n, dtype=np.float64)
+        rows = np.flatnonzero(matched)  # the bonuses are computed for the matched rows only (the others get none)
+        bonus = np.zeros(rows.shape[0], dtype=np.float64)
         term_idf = idf[owner]
         in_title = np.flatnonzero((fields & TITLE_BIT) != 0)  # positions, not masks: one pass, then small gathers
 
-        def held(sel: np.ndarray) -> np.ndarray:  # the postings in those fields only: the others' zeros change no sum
-            return np.bincount(docs[sel], weights=term_idf[sel], minlength=n)
+        def held(sel: np.ndarray | None = None) -> np.ndarray:  # the postings in those fields only (others add 0)
+            at = docs if sel is None else docs[sel]
+            return np.bincount(at, weights=term_idf if sel is None else term_idf[sel], minlength=n)[rows]
 
         if p.coverage_weight:
-            bonus += scoring.coverage_bonus(np.bincount(docs, weights=term_idf, minlength=n), total, p.coverage_weight)
+            bonus += scoring.coverage_bonus(held(), total, p.coverage_weight)
         if p.heading_coverage_weight:
             bonus += scoring.coverage_bonus(
                 held(np.flatnonzero((fields & HEADING_BIT) != 0)), total, p.heading_coverage_weight
@@ -294,12 +296,12 @@ def bm25_scores_top(
             th = held(np.flatnonzero((fields & (HEADING_BIT | TITLE_BIT)) != 0))
             bonus += scoring.coverage_bonus(th, total, p.title_heading_coverage_weight)
         if p.name_match_weight:
-            match = _name_match(index, terms, ids, owner, docs, cover, in_title, named)
+            match = _name_match(index, terms, ids, owner, docs, cover, in_title, named)[rows]
             bonus += scoring.name_bonus(match, p.name_match_weight, p.heading_coverage_weight)
         if p.title_coverage_weight:
             bonus += scoring.coverage_bonus(held(in_title), total, p.title_coverage_weight)
         top = float(scores.max()) if n else 0.0
-        scores += (bonus * top).astype(np.float32) * (matched > 0)
+        scores[rows] += (bonus * top).astype(np.float32)
     return scores, matched, top
 
 
