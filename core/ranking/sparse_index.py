@@ -240,7 +240,9 @@ class SparseIndex:
         if self.n_docs == 0:
             return np.full(note_ids.shape, -1, dtype=np.int64)
         order = self.id_order
-        ids = self.note_ids if order is None else self.note_ids[order]
+        ids = self.note_ids if order is None else self._derived.get("sorted_ids")
+        if ids is None:  # the ids in ascending order, once per loaded index (a dict item is set atomically)
+            ids = self._derived["sorted_ids"] = np.asarray(self.note_ids)[order]
         at = np.minimum(np.searchsorted(ids, note_ids), self.n_docs - 1)
         rows = at if order is None else order[at]
         return np.where(ids[at] == note_ids, rows, -1).astype(np.int64)
