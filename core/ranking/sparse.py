@@ -186,24 +186,14 @@ def query_postings(
     terms: list[str],
     weights: list[float] | None = None,
     cover: list[float] | None = None,
-    within: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> QueryPostings:
     """The query's postings (of the notes the caller may see); ``weights`` / ``cover`` (one per term of
     ``terms``, which are then distinct) scale each term's score and its share in the coverage bonus.
-    ``within`` (bool per known term id: scored whole, bool per row: forced): the postings of the other
-    terms only in the candidates, the forced rows and those holding a whole term (a pruned run's,
-    core.ranking.pruning); every candidate's postings in the same order, so its sums are the whole query's."""
+    A pruned run's are fewer (core.ranking.candidate_postings)."""
     ids, _ = query_term_ids(index, terms)
     pos, owner = gather_postings(index.indptr, ids)
     docs, side, mask, body = index.docs[pos], None, np.asarray(index.field_mask[pos]), np.asarray(index.body_tf[pos])
     keep = None if index.seen is None else index.seen.rows[docs]  # a hidden note's postings are never scored
-    if within is not None:
-        whole, forced = within
-        held = whole[owner]
-        rows = forced.copy()
-        rows[docs[held]] = True
-        inside = held | rows[docs]
-        keep = inside if keep is None else keep & inside
     if keep is not None:
         side, _ = gather_postings(index.side_ptr, ids)
         if side.size:  # the side values of the kept postings, in their order
