@@ -81,7 +81,7 @@ def fts_ranking(ctx: SearchContext, k: int, *, prune: bool = False) -> list[tupl
         ranked = _pruned_ranking(ctx, sp, params, k)
         if ranked is not None:
             return ranked
-    scores, matched, _ = bm25_scores_top(sp, ctx.terms, ctx.postings(), params, ctx.named_rows())
+    scores, matched = bm25_scores(sp, ctx.terms, ctx.postings(), params, ctx.named_rows())
     _add_bonuses(ctx, sp, scores, matched, ctx.postings())
     return _ranked(sp, scores, matched, ctx.mask(), k)
 
@@ -113,6 +113,7 @@ def _pruned_ranking(
     cover_idf = idf * (1.0 if c is None else c)
     starts = {sp.term_id[t] for t in a.name_starts if t in sp.term_id}
     whole = np.fromiter((int(i) in starts for i in ids), dtype=bool, count=ids.size)  # a bonus reads all their notes
+    shares, need = name_shares(sp, a.terms, ids, c)
     forced: np.ndarray | None = None
     for share in pruning.PARTIAL_SHARES:
         partial = pruning.choose_partial(bounds, cover_idf, lengths, whole, share)
@@ -122,7 +123,6 @@ def _pruned_ranking(
             forced = np.zeros(sp.n_docs, dtype=bool)
             for rows in (ctx.named_rows(), *_identifier_rows(ctx, sp), _passage_rows(ctx, sp), _phrase_rows(ctx, sp)):
                 forced[rows] = True
-        shares, need = name_shares(sp, a.terms, ids, c)
         part = pruning.split(partial, bounds, cover_idf, shares)
         ranked = _pruned_attempt(ctx, sp, params, k, part, need, forced)
         if ranked is not None:
