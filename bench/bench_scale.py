@@ -280,10 +280,11 @@ def _queries_file(work: Path, vault: Path, n_notes: int, seed: int) -> Path:
 
 
 def _generation_bytes(vault: Path, index_dir: Path) -> int:
-    """Size of the active generation database (what a reader opens)."""
+    """Size of the active generation: its manifest and every part it lists (what a reader opens)."""
     from core import generations as gen
 
-    return gen.resolve(gen.layout_for(vault.resolve(), index_dir)).size
+    resolved = gen.resolve(gen.layout_for(vault.resolve(), index_dir))
+    return resolved.size + sum(part.size for part in resolved.parts)
 
 
 def bench_size(n_notes: int, work: Path, *, seed: int, budget_s: float) -> dict[str, Any]:

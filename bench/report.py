@@ -53,6 +53,15 @@ SIZE_MODES_NOTE = "model-free modes only: the dense modes need embeddings, which
 
 TITLE = "# Benchmarks\n"
 
+SCALE_FRESHNESS_NOTE = (
+    "Each search here is `search_vault`'s default call, so it includes the freshness check (since 2026-12-01;"
+    " the 2026-11-30 run had none). Without a watcher, that is a stat walk of the vault, about 4 µs a note."
+    " A walk under 0.1 s is never reused, so every search at 1k and 10k notes pays for one: on the 10k vault,"
+    " fts p50 was 5.1 ms with `freshness=False` and 43-46 ms with it (measured 2026-12-07, same machine). From"
+    " about 20k notes a walk is reused for 2 s, so at 100k it lands on a few queries only. A running watcher"
+    " answers freshness without a walk (see Serving agents)."
+)
+
 INTRO = """\
 ## How it is measured
 
@@ -608,6 +617,8 @@ def scale_section(results: dict[str, dict[str, Any]]) -> list[str]:
         f"and each baseline run in their own process, so each peak RSS is its own (interpreter and imports "
         f"included). A cold build gets {scale['build_budget_seconds']:.0f} s before it is stopped and reported "
         "as unfinished.",
+        "",
+        SCALE_FRESHNESS_NOTE,
         "",
         *_table(header, rows),
         "",
