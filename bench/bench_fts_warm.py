@@ -9,10 +9,13 @@ only). A tree with fts's pruned run (``core.ranking.pruning``) also counts the q
 and the attempts it refused (``refused``: then a safer split is tried, or every posting scored).
 
     python -m bench.bench_fts_warm --vault NAME=PATH [--vault ...] [--code before=TREE] [--rounds 2]
+        [--vault-of before:NAME=PATH ...]
 
 A ``--vault`` is a built vault (a copy: a search writes its verification record beside the index); its queries
 are ``bench.synth.make_queries`` known-item queries (seed 1) for a synthetic vault (``synth`` in its name), else
 the corpus's dev queries (``powershell``: the PowerShell known-item dev set; ``scifact``: SciFact dev).
+``--vault-of LABEL:NAME=PATH``: tree LABEL searches PATH (a copy of the same notes built by that tree) instead,
+for trees whose index formats differ (a schema change: a tree reads only its own).
 """
 
 from __future__ import annotations
@@ -96,10 +99,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--vault", action="append", required=True, metavar="NAME=PATH", help="a built vault")
     parser.add_argument("--code", action="append", default=[], metavar="NAME=TREE", help="also on this code tree")
+    parser.add_argument("--vault-of", action="append", default=[], metavar="LABEL:NAME=PATH", help="tree's own copy")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--out", type=Path, default=RESULTS_DIR / "fts_warm.json")
     args = parser.parse_args(argv)
     trees = {"now": REPO_ROOT, **{k: Path(v) for k, v in (c.split("=", 1) for c in args.code)}}
+    own = {tuple(k.split(":", 1)): Path(v).resolve() for k, v in (o.split("=", 1) for o in args.vault_of)}
     out: dict[str, Any] = {"machine": machine_info(), "load_before": os.getloadavg()[0], "vaults": {}}
     for spec in args.vault:
         name, path = spec.split("=", 1)
@@ -109,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         runs: dict[str, list[dict[str, Any]]] = {k: [] for k in trees}
         for _ in range(args.rounds):
             for label, tree in trees.items():
-                runs[label].append(run_tree(tree, vault, queries_file))
+                runs[label].append(run_tree(tree, own.get((label, name), vault), queries_file))
                 print(f"[fts_warm] {name} {label}: p50 {runs[label][-1]['p50_ms']:.1f} ms", file=sys.stderr, flush=True)
         out["vaults"][name] = {
             label: {

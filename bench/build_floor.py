@@ -9,7 +9,7 @@ keeps only the steps no design of this index can skip, run the way the build run
               "Notes"), cut and count each note's words per field (the BM25F statistics
               ``fts`` ranks by), and send texts and counts back;
     writer    insert each note's ``notes_fts`` row (same columns, same tokenizer) and its one
-              stored copy of the texts (``note_text``, compressed), as the build does.
+              stored copy of the texts (compressed cells in ``text_blocks``, placed by ``note_text``), as the build does.
 
 Nothing else is written. If this alone costs more than a target ratio allows, no tuning of
 the rest of the build reaches that ratio; ``bench_build`` reports it beside the cold build.
@@ -27,7 +27,8 @@ from pathlib import Path
 
 from core.build.builder import DEFAULT_TOKENIZER
 from core.build.ingest import field_texts
-from core.index.tables.notes_fts import DDL_NOTE_TEXT, FTS_COLUMNS, ddl_notes_fts, encode_texts, insert_fts_rows
+from core.index.tables import text_blocks
+from core.index.tables.notes_fts import FTS_COLUMNS, ddl_notes_fts, insert_fts_rows, insert_text_blocks
 from core.ranking.analysis import LocalVector, WordTable
 from core.vault.notes import parse_note
 from core.vault.scan import read_file, scan_vault
@@ -37,9 +38,9 @@ WORKERS = 2
 _table: WordTable | None = None
 
 
-def _prepare(batch: list[tuple[str, str]]) -> tuple[list[tuple[tuple[str, ...], bytes]], list[LocalVector]]:
-    """Worker: the field texts (with their compressed ``note_text`` cell) and word counts of a batch of
-    (rel_path, path)."""
+def _prepare(batch: list[tuple[str, str]]) -> tuple[list[tuple[str, ...]], text_blocks.Packed, list[LocalVector]]:
+    """Worker: the field texts (and their compressed cells packed in blocks) and word counts of a batch
+    of (rel_path, path)."""
     global _table
     if _table is None:
         _table = WordTable(len(FTS_COLUMNS))
@@ -50,7 +51,8 @@ def _prepare(batch: list[tuple[str, str]]) -> tuple[list[tuple[tuple[str, ...], 
         if note is not None:
             texts.append(field_texts(note))
     _new_words, vectors = _table.count(texts)
-    return [(cells, encode_texts(cells)) for cells in texts], vectors
+    packed = text_blocks.pack(text_blocks.encode_cell(cells, len(FTS_COLUMNS), None) for cells in texts)
+    return texts, packed, vectors
 
 
 def build_floor(vault: Path, db_path: Path) -> float:
@@ -65,12 +67,18 @@ def build_floor(vault: Path, db_path: Path) -> float:
         conn.execute("PRAGMA journal_mode=MEMORY")  # as the builder's staging file (it fsyncs once at the end)
         conn.execute("PRAGMA synchronous=OFF")
         conn.execute(ddl_notes_fts(DEFAULT_TOKENIZER))
-        conn.execute(DDL_NOTE_TEXT)
-        next_id = 1
+        conn.execute(text_blocks.DDL_NOTE_TEXT)
+        conn.execute(text_blocks.DDL_TEXT_BLOCKS)
+        next_id = next_block = 1
         with multiprocessing.get_context("fork").Pool(WORKERS) as pool, conn:
-            for texts, _vectors in pool.imap(_prepare, batches):
-                insert_fts_rows(conn, [(next_id + i, blob, *cells) for i, (cells, blob) in enumerate(texts)])
-                next_id += len(texts)
+            for texts, packed, _vectors in pool.imap(_prepare, batches):
+                insert_text_blocks(conn, [(next_block + i, block) for i, block in enumerate(packed.blocks)])
+                rows = [
+                    (next_id + i, next_block + b, start, size, *cells)
+                    for i, (cells, (b, start, size)) in enumerate(zip(texts, packed.places, strict=True))
+                ]
+                insert_fts_rows(conn, rows)
+                next_id, next_block = next_id + len(texts), next_block + len(packed.blocks)
     finally:
         conn.close()
     return time.perf_counter() - start

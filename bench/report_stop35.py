@@ -221,38 +221,73 @@ def _biggest(tables: dict[str, dict[str, int]], n: int = 4) -> str:
 
 def size_section(results: dict[str, dict[str, Any]]) -> list[str]:
     """Index bytes on disk with two generations retained, over the Markdown bytes, per corpus: schema 22 (stop
-    34) beside this stop's format (``bench/results/size*.json``, ``python -m bench.bench_size``)."""
+    34) and schema 24 (the tree before text blocks, measured in the same run as now) beside this stop's format
+    (``bench/results/size*.json``, ``python -m bench.bench_size``)."""
     now = {**(results.get("size") or {}).get("corpora", {}), **(results.get("size_mdn") or {}).get("corpora", {})}
     if not now:
         return []
     before = (results.get("size_schema22") or {}).get("corpora", {})
+    before24 = {
+        **(results.get("size_schema24") or {}).get("corpora", {}),
+        **(results.get("size_mdn_schema24") or {}).get("corpora", {}),
+    }
     out = [
         "## Index size with two generations retained (issue 29)",
         "",
         "Each corpus copied, built cold, one note edited and built again (the default keep=2 retains both",
         "generations: the base segment, the edit's small segment and tombstone); every file under the index",
         "directory counted, over the Markdown bytes. *Schema 22*: stop 34's format (postings stored once);",
-        "*now*: posting pieces as zlib byte planes, FTS5 built with a 16 MB hash (the merged result, no",
-        "fragment rewrite), chunk rows without a text digest, file hashes as 32 raw bytes (schema 24). Target:",
-        "<= 2x on every corpus. Biggest tables of the base segment in MB (SQLite `dbstat`).",
+        "*schema 24*: posting pieces as zlib byte planes, FTS5 built with a 16 MB hash (the merged result, no",
+        "fragment rewrite), chunk rows without a text digest, file hashes as 32 raw bytes, measured by the tree",
+        "before text blocks in the same run as *now*: each note's zlib cell as before, the cells of several notes",
+        "stored back to back in blocks of 32 KB (schema 25, `core.index.tables.text_blocks`). Target: <= 2x on",
+        "every corpus. Biggest tables of the base segment now, in MB (SQLite `dbstat`).",
         "",
         "    python -m bench.bench_size --corpus scifact,dendron,powershell --sizes 10000 && "
         "python -m bench.bench_size --corpus mdn --out bench/results/size_mdn.json",
         "",
-        "| corpus | notes | Markdown | schema 22 | now | biggest tables now |",
-        "|---|---:|---:|---:|---:|---|",
+        "| corpus | notes | Markdown | schema 22 | schema 24 | now | biggest tables now |",
+        "|---|---:|---:|---:|---:|---:|---|",
     ]
+
+    def ratio(found: dict[str, Any] | None) -> str:
+        return "-" if not found else f"{found['index_over_markdown']:.2f}x"
+
     for name, c in now.items():
-        old = before.get(name)
-        was = "-" if not old else f"{old['index_over_markdown']:.2f}x"
         out.append(
-            f"| {name} | {c['notes']:,} | {_bytes(c['markdown_bytes'])} | {was} | {c['index_over_markdown']:.2f}x "
-            f"| {_biggest(c.get('tables') or {})} |"
+            f"| {name} | {c['notes']:,} | {_bytes(c['markdown_bytes'])} | {ratio(before.get(name))} "
+            f"| {ratio(before24.get(name))} | {c['index_over_markdown']:.2f}x | {_biggest(c.get('tables') or {})} |"
         )
     dates = sorted(
         {r.get("machine", {}).get("date", "?")[:16] for r in (results.get("size"), results.get("size_mdn")) if r}
     )
-    return [*out, "", f"Measured {', '.join(dates)} on 2 shared cores.", ""]
+    return [*out, "", f"Measured {', '.join(dates)} on 2 shared cores.", "", *_blocks_read_time(results)]
+
+
+def _blocks_read_time(results: dict[str, dict[str, Any]]) -> list[str]:
+    """What the text blocks cost a search: warm fts before (schema 24) and now, each tree on its own build."""
+    data = results.get("fts_warm_blocks")
+    if not data or not data.get("vaults"):
+        return []
+    out = [
+        "What the blocks cost a search (a note's cell is read from its block: one more query, a 32 KB blob):",
+        "warm fts, the tree before (schema 24) and now, each on its own build of the same notes, alternated",
+        "round by round (medians of the rounds):",
+        "",
+        "    python -m bench.bench_fts_warm --vault NAME=PATH ... --code before=TREE "
+        "--vault-of before:NAME=ITS_PATH ... --rounds 3",
+        "",
+        "| vault | before p50 / p95 | now p50 / p95 |",
+        "|---|---:|---:|",
+    ]
+    for name, runs in data["vaults"].items():
+        was, now = runs.get("before") or {}, runs.get("now") or {}
+        out.append(
+            f"| {name} | {was.get('p50_ms', 0):.2f} / {was.get('p95_ms', 0):.2f} ms "
+            f"| {now.get('p50_ms', 0):.2f} / {now.get('p95_ms', 0):.2f} ms |"
+        )
+    date = str(data.get("machine", {}).get("date", "?"))[:16]
+    return [*out, "", f"Measured {date}, 1-minute load {data.get('load_before', 0):.1f}, on 2 shared cores.", ""]
 
 
 def new_process_section(results: dict[str, dict[str, Any]]) -> list[str]:

@@ -39,3 +39,19 @@ def test_a_tree_runs_in_its_own_process(example_vault: Path, tmp_path: Path) -> 
 def test_queries_of_each_corpus_kind(tmp_path: Path) -> None:
     assert 50 <= len(bench_fts_warm.queries_for("powershell", tmp_path)) <= bench_fts_warm.N_QUERIES
     assert 50 <= len(bench_fts_warm.queries_for("scifact", tmp_path)) <= bench_fts_warm.N_QUERIES
+
+
+def test_a_tree_with_its_own_copy_searches_that_copy(tmp_path: Path, monkeypatch) -> None:
+    calls: list[tuple[str, Path]] = []
+
+    def fake(tree: Path, vault: Path, queries_file: Path) -> dict:
+        calls.append((tree.name, vault))
+        return {"p50_ms": 1.0, "p95_ms": 2.0}
+
+    monkeypatch.setattr(bench_fts_warm, "run_tree", fake)
+    monkeypatch.setattr(bench_fts_warm, "queries_for", lambda name, vault: ["q"])
+    (tmp_path / "old").mkdir()
+    shared, own = tmp_path / "v", tmp_path / "v-old"
+    args = ["--vault", f"scifact={shared}", "--code", f"before={tmp_path / 'old'}", "--rounds", "1"]
+    bench_fts_warm.main([*args, "--vault-of", f"before:scifact={own}", "--out", str(tmp_path / "out.json")])
+    assert calls == [(bench_fts_warm.REPO_ROOT.name, shared), ("old", own)]

@@ -450,9 +450,11 @@ def test_the_build_floor_fills_notes_fts_exactly_as_the_real_build_does(tmp_path
     assert get_meta(real)["tokenizer"] == DEFAULT_TOKENIZER  # the tokenizer the floor uses
     seconds = build_floor.build_floor(vault, tmp_path / "floor.db")
     floor = sqlite3.connect(tmp_path / "floor.db")
-    sql = "SELECT note_id, data FROM note_text ORDER BY note_id"
+    sql = "SELECT note_id, block, start, size FROM note_text ORDER BY note_id"
     assert seconds > 0 and len(floor.execute(sql).fetchall()) >= 20
     assert floor.execute(sql).fetchall() == real.execute(sql).fetchall()
+    blocks = "SELECT id, data FROM text_blocks ORDER BY id"
+    assert floor.execute(blocks).fetchall() == real.execute(blocks).fetchall()
     query = "SELECT rowid FROM notes_fts WHERE notes_fts MATCH 'survives' ORDER BY rowid"
     assert floor.execute(query).fetchall() == real.execute(query).fetchall() != []
 

@@ -15,8 +15,8 @@ from core.build.prepare_pool import default_workers, prepared_notes
 from core.build.source import Read
 from core.build.staged import progress_bar
 from core.build.text_dict import dictionary_for, spread
-from core.index.tables.notes_fts import stored_text_dict
 from core.index.tables.problems import replace_build_problems
+from core.index.tables.text_blocks import stored_text_dict
 from core.ranking.analysis import language_analyzer_for
 from core.vault.problems import Problem
 
@@ -77,7 +77,7 @@ def write_relinked(
     writer.keep_ids.update(keep)
     kept_before, unreadable_before = len(writer.kept), len(writer.unreadable)
     workers = default_workers(len(items)) if run.workers is None else run.workers
-    _ingest(writer, items, run, workers, stored_text_dict(conn))  # the cells the first batch wrote use it
+    _ingest(writer, items, run, workers, stored_text_dict(conn))  # the blocks the first batch wrote use it
     back = set(writer.kept[kept_before:])
     for rel in keep:
         writer.keep_ids.pop(rel, None)

@@ -26,12 +26,13 @@ from functools import partial
 from core.build.bounds import bound_vocabulary
 from core.errors import SourceChangedError
 from core.index.tables import notes as notes_table
+from core.index.tables import text_blocks
 from core.index.tables.chunks import HeadingIds, insert_chunks, insert_headings, next_chunk_id
 from core.index.tables.links import insert_links
 from core.index.tables.meta import get_meta, set_meta
 from core.index.tables.names import insert_names
 from core.index.tables.notes import insert_notes, next_note_id
-from core.index.tables.notes_fts import FTS_COLUMNS, encode_texts, insert_fts_rows
+from core.index.tables.notes_fts import FTS_COLUMNS, insert_fts_rows, insert_text_blocks
 from core.index.tables.problems import insert_note_problems
 from core.index.tables.skipped_files import insert_skipped
 from core.index.tables.tags import insert_tags
@@ -60,6 +61,7 @@ _INSERTS = {
     "problems": insert_note_problems,
     "headings": insert_headings,
     "chunks": insert_chunks,
+    "blocks": insert_text_blocks,
     "fts": insert_fts_rows,
     "new_terms": insert_terms,
     "terms": insert_note_terms,
@@ -90,7 +92,7 @@ class PreparedNote:
     problems: tuple[tuple[str, str], ...]  # (reason, detail)
     links: tuple[tuple, ...]  # (target, kind, heading, alias, source, alt_target)
     cells: tuple[str, ...]  # the notes_fts row: the texts of FTS_COLUMNS (the body last)
-    text: bytes  # its note_text cell: the cells compressed (notes_fts.encode_texts)
+    text: tuple[int, int, int]  # its compressed cell in the batch's text blocks: (block index, start, size)
     chunks: tuple[tuple[int, str, int, int, bytes], ...]  # ord, heading_path JSON, start, end, SHA-256 digest
     terms: LocalVector
     chunk_terms: LocalVector  # its chunks' vectors, one group (``_pieces`` says what)
@@ -112,6 +114,8 @@ class PreparedBatch:
     table: tuple[int, str]  # (pid, build): whose WordTable numbered the words
     new_words: list[bytes]
     notes: list[PreparedNote | SkippedFile | UnreadableFile]
+    # its notes' compressed cells stored back to back in blocks (core.index.tables.text_blocks)
+    text_blocks: tuple[bytes, ...] = ()
 
 
 _tables: dict[str, WordTable] = {}  # build -> this process's WordTable for it
@@ -255,7 +259,7 @@ def _prepared(
     terms: LocalVector,
     chunk_terms: LocalVector,
     language: str,
-    zdict: bytes | None,
+    text: tuple[int, int, int],
 ) -> PreparedNote:
     mtime_ns, size = item[4], item[5]
     d = note.dates
@@ -292,7 +296,7 @@ def _prepared(
         problems=tuple((p.reason, p.detail) for p in note.problems),
         links=tuple((ln.target, ln.kind, ln.heading, ln.alias, ln.source, ln.alt_target) for ln in note.links),
         cells=texts,
-        text=encode_texts(texts, zdict),
+        text=text,
         chunks=chunks,
         terms=terms,
         chunk_terms=chunk_terms,
@@ -319,7 +323,7 @@ def prepare_notes(
     """Read (inside the vault's real ``root``), parse, chunk and count a batch of note files. Words are
     counted for the batch at once by this process's ``WordTable`` for ``build``; each note's words are
     tagged with its language unless it is the vault default ``language`` (``core.ranking.languages.note_language``);
-    ``zdict``: the segment's text dictionary each note's ``note_text`` cell is compressed with."""
+    ``zdict``: the segment's text dictionary each note's cell is compressed with."""
     table = _tables.get(build)
     if table is None:
         table = _tables[build] = WordTable(len(FTS_COLUMNS))
@@ -342,13 +346,13 @@ def prepare_notes(
             n_docs += 1 + len(rows)
     # each note's vector, then its chunks' as one weighted group
     new_words, vectors = table.count_pieces(n_docs, pieces, groups, CHUNK_FIELD_UNITS, tags)
+    packed = text_blocks.pack(text_blocks.encode_cell(n[3], len(FTS_COLUMNS), zdict) for n in notes)
     ready = {
-        id(note): _prepared(item, sha, note, texts, rows, vectors[2 * i], vectors[2 * i + 1], lang, zdict)
+        id(note): _prepared(item, sha, note, texts, rows, vectors[2 * i], vectors[2 * i + 1], lang, packed.places[i])
         for i, (item, sha, note, texts, rows, lang) in enumerate(notes)
     }
-    return PreparedBatch(
-        (os.getpid(), build), new_words, [ready[id(note)] if isinstance(note, ParsedNote) else note for note in parsed]
-    )
+    done = [ready[id(note)] if isinstance(note, ParsedNote) else note for note in parsed]
+    return PreparedBatch((os.getpid(), build), new_words, done, tuple(packed.blocks))
 
 
 def forget_word_tables(build: str | None = None) -> None:
@@ -371,6 +375,7 @@ class NoteWriter:
     def __init__(self, conn: sqlite3.Connection, analyzer: LanguageAnalyzer) -> None:
         self.next_note_id = next_note_id(conn)
         self.next_chunk_id = next_chunk_id(conn)
+        self.next_block = text_blocks.next_block_id(conn)
         self.headings = HeadingIds(conn)
         first_term = next_term_id(conn)
         # a build that starts from an empty dictionary (a cold build) knows every term it meets: the
@@ -393,17 +398,20 @@ class NoteWriter:
         """Queue the rows of a prepared batch (skipped files become ``skipped_files`` rows, unreadable
         ones are kept in ``unreadable`` for the build report)."""
         self.vectors.register(batch.table, batch.new_words)
+        first_block = self.next_block
+        self._rows["blocks"].extend((first_block + i, data) for i, data in enumerate(batch.text_blocks))
+        self.next_block += len(batch.text_blocks)
         for note in batch.notes:
             if isinstance(note, SkippedFile):
                 self._rows["skipped"].append(note.row)
             elif isinstance(note, UnreadableFile):
                 self.unreadable.append(note)
             else:
-                self._add(note, batch.table)
+                self._add(note, batch.table, first_block)
         if len(self._terms) >= _BATCH_NOTES or len(self._rows["chunks"]) >= _BATCH_CHUNKS:
             self.flush()
 
-    def _add(self, note: PreparedNote, table: tuple[int, str]) -> None:
+    def _add(self, note: PreparedNote, table: tuple[int, str], first_block: int) -> None:
         note_id = self.keep_ids.pop(note.values[0], None)  # values[0]: rel_path (NOTE_COLUMNS after id)
         if note_id is None:
             note_id = self.next_note_id
@@ -416,7 +424,8 @@ class NoteWriter:
         rows["names"].extend((key, note_id, rule, ord_) for key, rule, ord_ in note.names)
         rows["problems"].extend((note_id, *p) for p in note.problems)
         rows["links"].extend((note_id, *ln) for ln in note.links)
-        rows["fts"].append((note_id, note.text, *note.cells))
+        block, start, size = note.text
+        rows["fts"].append((note_id, first_block + block, start, size, *note.cells))
         cid = self.next_chunk_id
         heading_id = self.headings.id_of
         rows["chunks"].extend((cid + i, note_id, c[0], heading_id(c[1]), *c[2:]) for i, c in enumerate(note.chunks))

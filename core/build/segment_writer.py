@@ -2,8 +2,9 @@
 a tombstone part for a segment's deleted notes (issue 29, step 2a).
 
 ``write_segment`` creates a new segment file holding the given notes' rows of every per-note table
-(notes, note_tags, note_names, note_problems, chunks, note_text (re-encoded where the text dictionary
-changes: ``segments.copy_note_texts``) and its FTS5 rows, links, link_keys, target_keys, the edges those
+(notes, note_tags, note_names, note_problems, chunks, note_text and its blocks (a block copied whole when
+every record in it is a chosen note's and the dictionary is the same, else packed again:
+``segments.copy_note_texts``) and its FTS5 rows, links, link_keys, target_keys, the edges those
 notes are the source of, dense chunk_vectors), copied from each source segment ATTACHed read-only; the
 chosen notes' term vectors derived from the source's term-major arrays (core.build.forward_rows: a segment
 stores its postings once) into the writer's TEMP working tables; then the term-major arrays and per-class

@@ -13,7 +13,7 @@ import sqlite3
 from core.index.tables.connection import run_statements
 from core.index.tables.meta import set_meta
 
-SCHEMA_VERSION = 24
+SCHEMA_VERSION = 25
 
 
 def schema_ddl(tokenizer: str) -> tuple[str, ...]:
@@ -32,6 +32,7 @@ def schema_ddl(tokenizer: str) -> tuple[str, ...]:
         skipped_files,
         tags,
         term_major,
+        text_blocks,
     )
 
     return (
@@ -45,8 +46,9 @@ def schema_ddl(tokenizer: str) -> tuple[str, ...]:
         chunks.DDL_CHUNKS,
         notes_fts.ddl_notes_fts(tokenizer),
         notes_fts.DDL_NOTES_FTS_CONFIG,
-        notes_fts.DDL_NOTE_TEXT,
-        notes_fts.DDL_TEXT_DICT,
+        text_blocks.DDL_NOTE_TEXT,
+        text_blocks.DDL_TEXT_BLOCKS,
+        text_blocks.DDL_TEXT_DICT,
         term_major.DDL_TERM_MAJOR,
         links.DDL_LINKS,
         links.DDL_EDGES,

@@ -301,6 +301,7 @@ def test_worker_processes_build_exactly_the_same_index(tmp_path: Path, dendron: 
         "SELECT * FROM chunks",
         "SELECT rowid, * FROM notes_fts",
         "SELECT * FROM note_text",
+        "SELECT * FROM text_blocks",
         "SELECT * FROM term_major",  # the postings and the term dictionary, byte for byte
         "SELECT * FROM edges",
         "SELECT * FROM links",

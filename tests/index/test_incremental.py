@@ -61,7 +61,6 @@ def note_rows(conn: sqlite3.Connection, rel_path: str) -> dict[str, list[tuple]]
     queries = {
         "notes": "SELECT * FROM notes WHERE id = ?",
         "chunks": "SELECT * FROM chunks WHERE note_id = ? ORDER BY ord",
-        "fts": "SELECT note_id, data FROM note_text WHERE note_id = ?",
         "tags": "SELECT * FROM note_tags WHERE note_id = ? ORDER BY tag",
         # its columns named: through a generation of several segments the view has a ``rowid`` column too
         "links": "SELECT note_id, target, kind, heading, alias, source, alt_target FROM links WHERE note_id = ? "
@@ -70,7 +69,8 @@ def note_rows(conn: sqlite3.Connection, rel_path: str) -> dict[str, list[tuple]]
         "vectors": f"SELECT * FROM chunk_vectors WHERE chunk_id IN ({chunk_ids}) ORDER BY chunk_id",
     }
     rows = {name: conn.execute(sql, (nid,)).fetchall() for name, sql in queries.items()}
-    return {**rows, "note_terms": note_vectors(conn)[nid]}
+    # its stored texts (where they lie in their block depends on the notes written beside it)
+    return {**rows, "fts": [stored_texts(conn, [nid])[nid]], "note_terms": note_vectors(conn)[nid]}
 
 
 def fts_paths(conn: sqlite3.Connection, query: str) -> set[str]:

@@ -1,31 +1,22 @@
-"""``notes_fts``: the FTS5 table over notes (rowid = note id), one row per note, and ``note_text``,
-the one stored copy of those texts.
+"""``notes_fts``: the FTS5 table over notes (rowid = note id), one row per note, and the readers and
+writers of the one stored copy of those texts (``note_text`` and its blocks: ``text_blocks``).
 
 It indexes exactly the texts a note's sparse term vector counts (its names: title, file name and
 aliases; description, tags, its headings, its body). The tokenizer is part of the index identity.
 
 ``notes_fts`` is contentless (``content=''``): FTS5 keeps its inverted index and no copy of the
-text. The texts are stored once, zlib-compressed per note, in ``note_text`` (every reader of a
-note's text reads them here). SQLite 3.40 has no ``contentless_delete``: a note's FTS5 row is
-removed by the ``'delete'`` command with its original texts, read back from ``note_text``.
-
-A segment may hold one preset dictionary (``text_dict``, at most 32 KB: the segment's frequent words
-and word trigrams, ``core.build.text_dict``) its cells are compressed with: each cell stays readable
-alone (zlib's header names its dictionary by Adler-32, ``text_dicts`` maps that to the bytes; a cell
-without one decodes without). ``note_text`` on disk, per-note zlib -> with the dictionary: SciFact (7.9 MB
-of Markdown; FTS5's own copy took 9.9 MB) 4.51 -> 3.45 MB, PowerShell docs 12.99 -> 10.79 MB, Dendron
-1.17 -> 0.95 MB, the multilingual MDN vault as one vault 14.35 -> 11.99 MB.
+text. The texts are stored once, compressed in blocks of several notes (``core.index.tables.text_blocks``;
+every reader of a note's text reads them here). SQLite 3.40 has no ``contentless_delete``: a note's FTS5
+row is removed by the ``'delete'`` command with its original texts, read back from ``note_text``.
 """
 
 from __future__ import annotations
 
 import sqlite3
-import struct
-import zlib
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
 
 from core.errors import IntegrityError
+from core.index.tables import text_blocks
 from core.index.tables.connection import dead_in, segment_schemas
 
 # FTS5 columns of notes_fts, in order: one row per note holding exactly the texts its
@@ -39,29 +30,6 @@ SQL_INSERT_FTS = f"INSERT INTO notes_fts(rowid, {', '.join(FTS_COLUMNS)}) VALUES
 SQL_DELETE_FTS = (
     f"INSERT INTO notes_fts(notes_fts, rowid, {', '.join(FTS_COLUMNS)}) VALUES ('delete', ?{', ?' * len(FTS_COLUMNS)})"
 )
-
-# A note's texts of FTS_COLUMNS: zlib of (each text's UTF-8 length, uint32 little-endian, then the
-# texts' UTF-8 bytes one after another).
-DDL_NOTE_TEXT = """
-CREATE TABLE IF NOT EXISTS note_text (
-    note_id INTEGER PRIMARY KEY,
-    data    BLOB NOT NULL
-)"""
-DDL_TEXT_DICT = """
-CREATE TABLE IF NOT EXISTS text_dict (
-    id   INTEGER PRIMARY KEY CHECK (id = 1),
-    data BLOB NOT NULL
-)"""
-_HEADER = struct.Struct(f"<{len(FTS_COLUMNS)}I")
-# zlib level 1 without a dictionary: level 6 is 3% (SciFact) to 13% (PowerShell docs) smaller and takes
-# 1.1 to 2.2 times as long. With one, level 4 (compressed bytes, CPU seconds of the whole vault): SciFact
-# 3.41 MB 0.71 s at level 1, 3.10 MB 0.78 s at 4, 2.98 MB 1.09 s at 6; PowerShell docs 10.23 MB 0.77 s,
-# 8.84 MB 1.13 s, 8.38 MB 1.99 s (without a dictionary, level 1: 3.96 MB 0.34 s, 11.3 MB 0.54 s).
-_LEVEL = 1
-_DICT_LEVEL = 4
-DICT_BYTES = 32768  # zlib's window: a longer dictionary's start is never reached
-_FDICT = 0x20  # zlib header: a preset dictionary, its Adler-32 in the next 4 bytes (RFC 1950)
-TextDicts = dict[int, tuple[bytes, ...]]  # Adler-32 -> the dictionaries with that checksum
 
 
 def ddl_notes_fts(tokenizer: str) -> str:
@@ -92,116 +60,38 @@ FTS_HASHSIZE = 16 * 2**20
 DDL_NOTES_FTS_CONFIG = f"INSERT INTO notes_fts(notes_fts, rank) VALUES ('hashsize', {FTS_HASHSIZE})"
 
 
-def encode_texts(texts: Sequence[str], zdict: bytes | None = None) -> bytes:
-    """The ``note_text`` cell of a note's texts (FTS_COLUMNS order), with the segment's dictionary if any."""
-    parts = [t.encode("utf-8") for t in texts]
-    raw = _HEADER.pack(*map(len, parts)) + b"".join(parts)
-    if not zdict:
-        return zlib.compress(raw, _LEVEL)
-    comp = _primed(
-        _COMPRESSORS, zdict, lambda: zlib.compressobj(_DICT_LEVEL, zlib.DEFLATED, zlib.MAX_WBITS, zdict=zdict)
-    )
-    return comp.compress(raw) + comp.flush()
-
-
-# A compressor / decompressor with the dictionary loaded, copied per cell: loading it costs more than
-# compressing a short note (SciFact, level 4: 0.84 s for every cell loading it, 0.43 s copying one).
-_COMPRESSORS: dict[bytes, Any] = {}
-_DECOMPRESSORS: dict[bytes, Any] = {}
-_PRIMED_MAX = 16  # a generation's segments' dictionaries (at most 11), and a build's
-
-
-def _primed(cache: dict[bytes, Any], zdict: bytes, make: Callable[[], Any]) -> Any:
-    found = cache.get(zdict)
-    if found is None:
-        while len(cache) >= _PRIMED_MAX:
-            cache.pop(next(iter(cache)))
-        found = cache[zdict] = make()
-    return found.copy()
-
-
-def cell_dict_id(data: bytes) -> int | None:
-    """The Adler-32 of the dictionary a cell was compressed with (None: none)."""
-    if len(data) >= 6 and data[1] & _FDICT:
-        return int.from_bytes(data[2:6], "big")
-    return None
-
-
-def text_dicts(conn: sqlite3.Connection) -> TextDicts:
-    """The dictionaries of the segment (or, through the generation's view, of every segment) by Adler-32."""
-    out: dict[int, tuple[bytes, ...]] = {}
-    for (data,) in conn.execute("SELECT data FROM text_dict"):
-        found = out.get(zlib.adler32(data), ())
-        if data not in found:
-            out[zlib.adler32(data)] = (*found, data)
-    return out
-
-
-def stored_text_dict(conn: sqlite3.Connection) -> bytes | None:
-    """The dictionary of the segment ``conn``'s main database is (None: it has none)."""
-    row = conn.execute("SELECT data FROM main.text_dict").fetchone()
-    return None if row is None else bytes(row[0])
-
-
-def store_text_dict(conn: sqlite3.Connection, data: bytes) -> None:
-    """Store the dictionary of the segment ``conn``'s main database is (it has none yet)."""
-    conn.execute("INSERT INTO main.text_dict(id, data) VALUES (1, ?)", (data,))
-
-
-def _inflate(data: bytes, dicts: TextDicts) -> bytes:
-    """A cell's bytes; a dictionary whose Adler-32 another shares is told apart by the output's checksum."""
-    wanted = cell_dict_id(data)
-    if wanted is None:
-        return zlib.decompress(data)
-    candidates = dicts.get(wanted, ())
-    if not candidates:
-        raise ValueError(f"its dictionary (Adler-32 {wanted:#010x}) is not stored")
-    for zdict in candidates[:-1]:
-        try:
-            return _inflate_with(data, zdict)
-        except zlib.error:
-            continue  # another dictionary of the same Adler-32: the last one's error is raised below
-    return _inflate_with(data, candidates[-1])
-
-
-def _inflate_with(data: bytes, zdict: bytes) -> bytes:
-    inflater = _primed(_DECOMPRESSORS, zdict, lambda: zlib.decompressobj(zlib.MAX_WBITS, zdict=zdict))
-    raw = inflater.decompress(data)
-    if not inflater.eof or inflater.unused_data:
-        raise zlib.error("truncated or trailing data")
-    return raw
-
-
-def decode_texts(note_id: int, data: bytes, dicts: TextDicts | None = None) -> tuple[str, ...]:
-    """The texts (FTS_COLUMNS order) of a ``note_text`` cell; a cell that does not decode is an IntegrityError."""
-    try:
-        raw = _inflate(data, dicts or {})
-        sizes = _HEADER.unpack_from(raw)
-        if _HEADER.size + sum(sizes) != len(raw):
-            raise ValueError(f"{len(raw)} bytes for texts of {sizes}")
-        out, at = [], _HEADER.size
-        for size in sizes:
-            out.append(raw[at : at + size].decode("utf-8"))
-            at += size
-    except (zlib.error, struct.error, ValueError) as exc:  # UnicodeDecodeError is a ValueError
-        raise IntegrityError(f"note_text of note {note_id} does not decode: {exc}", note_id=note_id) from exc
-    return tuple(out)
-
-
 def insert_fts_rows(conn: sqlite3.Connection, rows: list[tuple]) -> None:
-    """(note id, ``encode_texts`` of its texts, *the texts of FTS_COLUMNS) per note: indexed by FTS5 and stored
-    once in ``note_text`` (the build's workers compress the texts, beside the rest of a note's preparing)."""
-    conn.executemany(SQL_INSERT_FTS, ((r[0], *r[2:]) for r in rows))
-    conn.executemany("INSERT INTO note_text(note_id, data) VALUES (?, ?)", ((r[0], r[1]) for r in rows))
+    """(note id, its block's id, start, size, *the texts of FTS_COLUMNS) per note: indexed by FTS5, their
+    cells' places in ``note_text`` (the blocks: ``insert_text_blocks``; the build's workers compress the
+    cells and pack them)."""
+    conn.executemany(SQL_INSERT_FTS, ((r[0], *r[4:]) for r in rows))
+    conn.executemany("INSERT INTO note_text(note_id, block, start, size) VALUES (?, ?, ?, ?)", (r[:4] for r in rows))
+
+
+def insert_text_blocks(conn: sqlite3.Connection, rows: list[tuple]) -> None:
+    """(id, bytes) per block of ``text_blocks``."""
+    conn.executemany("INSERT INTO text_blocks(id, data) VALUES (?, ?)", rows)
 
 
 def delete_fts_rows(conn: sqlite3.Connection) -> None:
     """Remove the FTS5 rows and stored texts of the notes listed in ``temp.gone`` (core.index.tables.notes):
-    FTS5's 'delete' command with each note's stored texts."""
-    rows = conn.execute("SELECT note_id, data FROM note_text WHERE note_id IN (SELECT id FROM temp.gone)").fetchall()
-    dicts = text_dicts(conn)
-    conn.executemany(SQL_DELETE_FTS, ((nid, *decode_texts(nid, data, dicts)) for nid, data in rows))
+    FTS5's 'delete' command with each note's stored texts. A block that held one of them is written again
+    with the cells of its other notes only, so that no deleted note's text stays behind."""
+    gone = [
+        int(r[0]) for r in conn.execute("SELECT note_id FROM note_text WHERE note_id IN (SELECT id FROM temp.gone)")
+    ]
+    texts = stored_texts(conn, gone)
+    conn.executemany(SQL_DELETE_FTS, ((nid, *texts[nid]) for nid in gone))
+    blocks = "SELECT block FROM note_text WHERE note_id IN (SELECT id FROM temp.gone)"
+    others = conn.execute(
+        f"SELECT n.note_id, n.start, n.size, b.data FROM note_text n JOIN text_blocks b ON b.id = n.block "
+        f"WHERE n.block IN ({blocks}) AND n.note_id NOT IN (SELECT id FROM temp.gone) ORDER BY n.note_id"
+    ).fetchall()
+    cells = text_blocks.cells_of(others)
+    conn.execute(f"DELETE FROM text_blocks WHERE id IN ({blocks})")
     conn.execute("DELETE FROM note_text WHERE note_id IN (SELECT id FROM temp.gone)")
+    conn.executemany("DELETE FROM note_text WHERE note_id = ?", ((r[0],) for r in others))
+    text_blocks.write_packed(conn, list(cells), text_blocks.pack(cells.values()))
 
 
 def note_bodies(conn: sqlite3.Connection, note_ids: Iterable[int]) -> dict[int, str]:
@@ -213,17 +103,43 @@ def note_bodies(conn: sqlite3.Connection, note_ids: Iterable[int]) -> dict[int, 
 
 
 def stored_texts(conn: sqlite3.Connection, note_ids: Iterable[int]) -> dict[int, tuple[str, ...]]:
-    """note id -> its texts (FTS_COLUMNS order), read in batches of 500 ids."""
+    """note id -> its texts (FTS_COLUMNS order), read in batches of 500 ids (through a generation's
+    connection, from the segment that holds each live: its block ids are that segment's own)."""
     ids = sorted(set(note_ids))
     out: dict[int, tuple[str, ...]] = {}
-    dicts = text_dicts(conn) if ids else {}
+    if not ids:
+        return out
+    dicts = text_blocks.text_dicts(conn)
+    schemas = segment_schemas(conn)
     for at in range(0, len(ids), 500):
         part = ids[at : at + 500]
-        rows = conn.execute(
-            f"SELECT note_id, data FROM note_text WHERE note_id IN ({', '.join('?' * len(part))})", part
-        )
-        out.update((nid, decode_texts(nid, data, dicts)) for nid, data in rows)
+        if schemas is None:
+            cells = _cells(conn, "main", part, "")
+        else:
+            cells = {}
+            for pos, schema in enumerate(schemas):
+                cells.update(_cells(conn, schema, part, f"AND note_id NOT IN ({dead_in(pos)})"))
+        out.update((nid, text_blocks.decode_cell(nid, cell, dicts, len(FTS_COLUMNS))) for nid, cell in cells.items())
     return out
+
+
+def _cells(conn: sqlite3.Connection, schema: str, note_ids: list[int], live: str) -> dict[int, bytes]:
+    """The cells of ``note_ids`` that segment ``schema`` holds (``live``: its dead ones left out), each block
+    read once."""
+    marks = ", ".join("?" * len(note_ids))
+    places = conn.execute(
+        f"SELECT note_id, block, start, size FROM {schema}.note_text WHERE note_id IN ({marks}) {live}", note_ids
+    ).fetchall()
+    if not places:
+        return {}
+    wanted = sorted({p[1] for p in places})
+    blocks = dict(
+        conn.execute(f"SELECT id, data FROM {schema}.text_blocks WHERE id IN ({', '.join('?' * len(wanted))})", wanted)
+    )
+    missing = [p[0] for p in places if p[1] not in blocks]
+    if missing:
+        raise IntegrityError(f"note_text of note {missing[0]} names a block that is not stored", note_id=missing[0])
+    return text_blocks.cells_of((nid, start, size, blocks[block]) for nid, block, start, size in places)
 
 
 def note_texts(conn: sqlite3.Connection, note_ids: Iterable[int]) -> dict[int, str]:

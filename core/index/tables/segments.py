@@ -10,20 +10,12 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import zlib
 from collections.abc import Collection, Iterable, Sequence
 
 from core.errors import IntegrityError
+from core.index.tables import text_blocks
 from core.index.tables.connection import count_live, dead_in, segment_schemas
-from core.index.tables.notes_fts import (
-    SQL_INSERT_FTS,
-    TextDicts,
-    decode_texts,
-    encode_texts,
-    store_text_dict,
-    stored_text_dict,
-    text_dicts,
-)
+from core.index.tables.notes_fts import FTS_COLUMNS, SQL_INSERT_FTS, stored_texts
 
 # per-note table -> the column that names its note (edges: the source; a dead destination is dropped too)
 PER_NOTE_TABLES = {
@@ -199,24 +191,35 @@ def copy_chunk_rows(conn: sqlite3.Connection) -> None:
 
 
 def copy_note_texts(conn: sqlite3.Connection, *, use_dict: bool) -> None:
-    """The chosen notes' ``note_text`` cells. The new segment's dictionary is the first one a source brings
-    (none unless ``use_dict``); a cell is copied as it is when it needs no dictionary or that one, else it is
-    decoded and compressed again with the new segment's dictionary (or without one)."""
+    """The chosen notes' cells, stored in note order in new blocks (a note left out or deleted never comes
+    along). The new segment's dictionary is the first one a source brings (none unless ``use_dict``); a cell
+    is copied as it is when it needs no dictionary or that one, else it is decoded and compressed again with
+    the new segment's dictionary (or without one). 2,000 notes at a time: each block is read once."""
     src = conn.execute("SELECT data FROM src.text_dict").fetchone()
-    mine = stored_text_dict(conn)
+    mine = text_blocks.stored_text_dict(conn)
     if use_dict and mine is None and src is not None:
         mine = bytes(src[0])
-        store_text_dict(conn, mine)
-    where = "WHERE note_id IN (SELECT id FROM temp.ws_ids)"
-    if src is None or bytes(src[0]) == mine:
-        conn.execute(f"INSERT INTO main.note_text SELECT * FROM src.note_text {where}")
-        return
-    dicts: TextDicts = {zlib.adler32(src[0]): (bytes(src[0]),)}
-    rows = conn.execute(f"SELECT note_id, data FROM src.note_text {where}").fetchall()
-    conn.executemany(
-        "INSERT INTO main.note_text(note_id, data) VALUES (?, ?)",
-        ((nid, encode_texts(decode_texts(nid, data, dicts), mine)) for nid, data in rows),
-    )
+        text_blocks.store_text_dict(conn, mine)
+    same = src is None or bytes(src[0]) == mine
+    dicts = text_blocks.text_dicts_of(conn, "src")
+    places = conn.execute(
+        "SELECT note_id, block, start, size FROM src.note_text WHERE note_id IN (SELECT id FROM temp.ws_ids) "
+        "ORDER BY note_id"
+    ).fetchall()
+    for at in range(0, len(places), 2000):
+        part = places[at : at + 2000]
+        wanted = sorted({p[1] for p in part})
+        sql = f"SELECT id, data FROM src.text_blocks WHERE id IN ({', '.join('?' * len(wanted))})"
+        blocks = dict(conn.execute(sql, wanted))
+        cells = text_blocks.cells_of((nid, start, size, blocks.get(block, b"")) for nid, block, start, size in part)
+        if not same:
+            cells = {
+                nid: text_blocks.encode_cell(
+                    text_blocks.decode_cell(nid, cell, dicts, len(FTS_COLUMNS)), len(FTS_COLUMNS), mine
+                )
+                for nid, cell in cells.items()
+            }
+        text_blocks.write_packed(conn, list(cells), text_blocks.pack(cells.values()))
 
 
 def copy_generation_tables(conn: sqlite3.Connection, *, meta_only: bool) -> None:
@@ -228,12 +231,14 @@ def copy_generation_tables(conn: sqlite3.Connection, *, meta_only: bool) -> None
 
 def index_stored_texts(conn: sqlite3.Connection, only: Collection[int] | None = None) -> None:
     """FTS5 rows of every note (``only``: of these notes) from its stored texts (contentless FTS5 has
-    nothing to copy)."""
-    rows = conn.execute("SELECT note_id, data FROM note_text ORDER BY note_id").fetchall()
-    wanted = None if only is None else set(only)
-    chosen = rows if wanted is None else [r for r in rows if r[0] in wanted]
-    dicts = text_dicts(conn)
-    conn.executemany(SQL_INSERT_FTS, ((nid, *decode_texts(nid, data, dicts)) for nid, data in chosen))
+    nothing to copy), in note order, 500 notes at a time."""
+    ids = [int(r[0]) for r in conn.execute("SELECT note_id FROM main.note_text ORDER BY note_id")]
+    if only is not None:
+        wanted = set(only)
+        ids = [i for i in ids if i in wanted]
+    for at in range(0, len(ids), 500):
+        texts = stored_texts(conn, ids[at : at + 500])
+        conn.executemany(SQL_INSERT_FTS, ((nid, *texts[nid]) for nid in ids[at : at + 500]))
 
 
 def reindex_stored_texts(conn: sqlite3.Connection) -> None:
