@@ -50,6 +50,7 @@ def test_a_tree_with_its_own_copy_searches_that_copy(tmp_path: Path, monkeypatch
 
     monkeypatch.setattr(bench_fts_warm, "run_tree", fake)
     monkeypatch.setattr(bench_fts_warm, "queries_for", lambda name, vault: ["q"])
+    monkeypatch.setattr(bench_fts_warm, "machine_info", lambda: {})  # psutil is the bench extra's, not the tests'
     (tmp_path / "old").mkdir()
     shared, own = tmp_path / "v", tmp_path / "v-old"
     args = ["--vault", f"scifact={shared}", "--code", f"before={tmp_path / 'old'}", "--rounds", "1"]

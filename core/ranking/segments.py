@@ -13,6 +13,7 @@ import numpy as np
 
 from core.errors import IntegrityError
 from core.ranking.classes import ClassStats
+from core.ranking.postings import distinct
 from core.ranking.sparse_index import SparseIndex
 
 
@@ -71,7 +72,7 @@ def dead_counts(
     """``tombstone`` from the arrays it reads only (a writer loads no other array of the segment):
     ``field_len`` [rows, fields], the postings' ``indptr`` and ``docs``."""
     n_docs = int(field_len.shape[0])
-    rows = np.unique(np.asarray(dead_rows, dtype=np.int64))
+    rows = distinct(np.asarray(dead_rows, dtype=np.int64))
     if rows.size and (rows[0] < 0 or rows[-1] >= n_docs):
         raise IntegrityError(f"a tombstone names a row beyond the segment's {n_docs} notes")
     c = len(stats.names)

@@ -24,6 +24,7 @@ from core.ranking import bm25f, scoring, stored
 from core.ranking.classes import CLASS_ARRAYS, class_stats_from
 from core.ranking.expansion import VOCABULARY_ARRAYS, vocabulary_arrays
 from core.ranking.filters import Filters
+from core.ranking.postings import distinct
 from core.ranking.sparse_index import (
     DEFAULT_PARAMS,
     HEADING_BIT,
@@ -376,7 +377,7 @@ def body_term_counts(
         return {}
     found = postings if postings is not None else query_postings(index, terms)
     rows = index.rows_of(np.asarray(note_ids, dtype=np.int64))
-    notes = np.unique(rows[rows >= 0])
+    notes = distinct(rows[rows >= 0])
     asked = np.zeros(index.n_docs, dtype=bool)
     asked[notes] = True
     mine = np.flatnonzero(asked[found.docs])
