@@ -294,7 +294,7 @@ def new_process_section(results: dict[str, dict[str, Any]]) -> list[str]:
     """A new process's first search on one segment and on a segmented generation of the same notes."""
     data, built = results.get("new_process"), results.get("new_process_100k_view")
     if not (data and data.get("corpora")) and not (built and built.get("built")):
-        return []
+        return _numpy_ma_lines(results.get("new_process_numpy_ma"))
     out = [
         "## A new process's first search on a segmented generation (issue 29)",
         "",
@@ -341,7 +341,34 @@ def new_process_section(results: dict[str, dict[str, Any]]) -> list[str]:
             f"{runs.get('load_avg_1m', 0):.1f}, on 2 shared cores.",
             "",
         ]
-    return out
+    return [*out, *_numpy_ma_lines(results.get("new_process_numpy_ma"))]
+
+
+def _numpy_ma_lines(data: dict[str, Any] | None) -> list[str]:
+    """A new process's first search before and after its path stopped importing ``numpy.ma``."""
+    runs = (data or {}).get("built")
+    if not runs:
+        return []
+    trees = [k for k in runs if isinstance(runs[k], dict)]
+    return [
+        "The PowerShell docs built once (one segment) and a copy after 5 one-note edits (6 segments), by the",
+        "code before (`before`) and after (`now`) a search stopped importing `numpy.ma` (`np.unique`'s check",
+        "for a masked array imported it: `core.ranking.postings.distinct` instead), alternated run by run",
+        "(medians of 5):",
+        "",
+        "    python -m bench.bench_new_process --built ONE SEGMENTED --code before=TREE --runs 5",
+        "",
+        "| code | one segment | segmented (6 segments) |",
+        "|---|---:|---:|",
+        *(
+            f"| {k} | {runs[k]['one_segment']['median'] * 1e3:.1f} ms | {runs[k]['segmented']['median'] * 1e3:.1f} ms |"
+            for k in trees
+        ),
+        "",
+        f"Measured {str((data or {}).get('machine', {}).get('date', '?'))[:16]}, 1-minute load "
+        f"{runs.get('load_avg_1m', 0):.1f}, on 2 shared cores.",
+        "",
+    ]
 
 
 def fts_warm_section(results: dict[str, dict[str, Any]]) -> list[str]:

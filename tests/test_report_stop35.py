@@ -147,3 +147,12 @@ def test_the_new_process_section_puts_each_code_tree_beside_the_other_on_built_v
     page = "\n".join(new_process_section({"new_process_100k_view": built}))
     assert "| now | 0.84 s | 1.25 s |" in page and "| before | 0.84 s | 18.31 s |" in page
     assert "load 1.1" in page and "| corpus |" not in page  # no corpus run: no corpus table
+
+
+def test_the_new_process_section_puts_the_numpy_ma_change_beside_the_code_before() -> None:
+    one = {"one_segment": {"median": 0.0702}, "segmented": {"median": 0.0978}}
+    now = {"one_segment": {"median": 0.0638}, "segmented": {"median": 0.0885}}
+    data = {"built": {"before": one, "now": now, "load_avg_1m": 1.6}, "machine": {"date": "2026-12-07T20:24:00"}}
+    page = "\n".join(new_process_section({"new_process_numpy_ma": data}))
+    assert "| before | 70.2 ms | 97.8 ms |" in page and "| now | 63.8 ms | 88.5 ms |" in page
+    assert "numpy.ma" not in "\n".join(new_process_section({"new_process_100k_view": {"built": {"now": now}}}))
