@@ -26,6 +26,7 @@ from core.errors import IntegrityError
 from core.index import verify
 from core.index.layout import layout_for
 from core.index.tables import text_blocks
+from core.index.tables.checks import inconsistencies
 from core.index.tables.meta import get_meta
 from core.index.tables.notes import delete_notes
 from core.index.tables.notes_fts import FTS_COLUMNS, matching_rowids, stored_texts
@@ -243,3 +244,23 @@ def test_packed_cells_read_back_exactly_whatever_the_block_size(
     for b, block in enumerate(packed.blocks):  # every block is full but its last cell, and only its cells
         mine = [size for blk, _, size in packed.places if blk == b]
         assert sum(mine) == len(block) and sum(mine[:-1]) < block_bytes
+
+
+def test_the_consistency_checks_find_a_block_no_note_names_and_a_note_without_its_block(
+    big: Path, tmp_path: Path
+) -> None:
+    work = tmp_path / "work.seg"
+    shutil.copyfile(_segment(big), work)
+    work.chmod(0o644)
+    conn = sqlite3.connect(work, isolation_level=None)
+    try:
+        assert inconsistencies(conn, working=False) == []
+        conn.execute("INSERT INTO text_blocks(id, data) VALUES (999, ?)", (b"a deleted note's cell",))
+        assert inconsistencies(conn, working=False) == ["text blocks no note names: 1"]
+        conn.execute("UPDATE note_text SET block = 1000 WHERE note_id = (SELECT min(note_id) FROM note_text)")
+        assert inconsistencies(conn, working=False) == [
+            "note texts without their block: 1",
+            "text blocks no note names: 1",
+        ]
+    finally:
+        conn.close()
