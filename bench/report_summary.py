@@ -111,10 +111,16 @@ def speed_rows(results: dict[str, dict[str, Any]]) -> list[str]:
     return rows if len(rows) > 2 else []
 
 
+def _written(n: float) -> str:
+    return f"{n / 2**20:.0f} MiB" if n >= 2**20 else f"{n / 1024:.0f} KiB"
+
+
 def size_line(results: dict[str, dict[str, Any]]) -> list[str]:
     """Index bytes against the notes' bytes, and what a one-note edit costs: from the edit bench (tantivy
-    beside it, same run) when it ran, else from the build stage."""
-    edit = results.get("edit", {}).get("corpora", {})
+    beside it, same run) when it ran (its latest run, ``edit_now``, over issue 29's baseline, ``edit``), else
+    from the build stage."""
+    latest = results.get("edit_now", {}).get("corpora", {})
+    edit = latest or results.get("edit", {}).get("corpora", {})
     if edit:
         parts, edits = [], []
         for name, c in edit.items():
@@ -122,17 +128,27 @@ def size_line(results: dict[str, dict[str, Any]]) -> list[str]:
             tantivy = f" (tantivy {theirs['index_over_markdown']:.2f}x)" if theirs else ""
             parts.append(f"{name} {mine['index_over_markdown']:.1f}x{tantivy}")
             edits.append(
-                f"{name} {mine['median_wall_seconds']:.1f} s and {mine['median_walk_bytes'] / 2**20:.0f} MiB written"
+                f"{name} {mine['median_wall_seconds']:.1f} s and {_written(mine['median_walk_bytes'])} written"
                 + (
                     f" (tantivy {theirs['median_wall_seconds'] * 1000:.0f} ms, {theirs['median_walk_bytes'] / 1024:.0f} KiB)"
                     if theirs
                     else ""
                 )
             )
+        if latest:
+            date = str(results["edit_now"].get("machine", {}).get("date", "?"))[:10]
+            tail = (
+                f"A one-note edit writes a small segment and a tombstone (immutable segments, as Lucene and tantivy "
+                f"do: issue 29); measured {date}."
+            )
+        else:
+            tail = (
+                "Making both cost what changed is the work in progress (immutable segments, as Lucene and tantivy do)."
+            )
         return [
             f"What it costs on disk: the index folder (two generations kept) is {', '.join(parts)} the notes' size.",
-            f"A one-note edit, `vaultsearch index` as a new process: {'; '.join(edits)}. Making both",
-            "cost what changed is the work in progress (immutable segments, as Lucene and tantivy do).",
+            f"A one-note edit, `vaultsearch index` as a new process: {'; '.join(edits)}.",
+            tail,
         ]
     build = results.get("build", {}).get("corpora", {})
     parts = [
