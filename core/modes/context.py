@@ -6,7 +6,7 @@ import json
 import sqlite3
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -287,7 +287,7 @@ class SearchContext:
             r = self.resolved
             key = (str(r.path), r.sha256, self.filters) if r.kind != "legacy_db" else None
             found = _MASKS.get(key) if key else None
-            if found is None and self.filters == _NO_FILTERS:  # what the query below gives with no filter set:
+            if found is None and self._default_filters():  # what the query below gives with no filter set:
                 found = sp.default_mask if sp.default_mask is not None else self._default_mask()  # stored, derived
             if found is None:
                 clause, vals = self.where()
@@ -298,13 +298,21 @@ class SearchContext:
             self._mask = found
         return self._mask
 
+    def _default_filters(self) -> bool:
+        """Do the filters let through what the default ones do? No filter set, or only classifications
+        that hide no note of the generation (a server's fixed ones, usually): the same notes pass."""
+        if self.filters == _NO_FILTERS:
+            return True
+        only_classes = replace(self.filters, classifications=None) == _NO_FILTERS
+        return only_classes and not self.statistics().restricted
+
     def _default_mask(self) -> np.ndarray | None:
         """The default filters' mask of a generation of several segments (core.modes.segment_arrays); None
         for one segment or a legacy index (SQL decides)."""
         r = self.resolved
         if r.kind == "legacy_db" or self.statistics().restricted:
             return None
-        clause, vals = self.where()
+        clause, vals = _NO_FILTERS.where()  # nothing hidden: the same notes, without the classes' joins (1/3 the time)
 
         def refused() -> np.ndarray:
             return np.asarray(refused_note_ids(self.conn, clause, vals), dtype=np.int64)

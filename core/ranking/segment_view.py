@@ -30,6 +30,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -38,8 +39,9 @@ from core.ranking.chunk_vectors import ChunkVectors, class_chunks, restrict_chun
 from core.ranking.classes import DELETED, ClassStats
 from core.ranking.segment_runs import Check, RunArray, Runs, UnionTerms
 from core.ranking.segments import Combined, Segment, Tombstone, _class_df, _class_stats
-from core.ranking.sparse_index import DEFAULT_PARAMS, SparseIndex, gather_postings, id_order_of
-from core.ranking.vocabulary import Vocabulary, appended_lists
+from core.ranking.sparse_index import DEFAULT_PARAMS, SparseIndex, id_order_of
+from core.ranking.stored import LazyArray
+from core.ranking.vocabulary import Vocabulary, appended_derived, appended_lists, fresh_words
 
 
 @dataclass(frozen=True)
@@ -195,7 +197,7 @@ def view(parts: Sequence[tuple[Segment, Tombstone | None]]) -> View:
     names, classes, class_df = _classes(parts, (term_maps, base), n_terms, seg_of, local, live)
     check = Check(classes.row_class, class_df)
     note_ids, field_len = _per_row(parts, seg_of, local, live)
-    name_ptr, name_terms = _names(parts, row_maps, term_maps, seg_of.shape[0])
+    name_ptr, name_terms = _names(parts, row_maps, term_maps, seg_of, local)
     identity = tuple(s == base for s in range(len(parts)))
     runs = Runs(indptr, tuple(np.asarray(seg.sparse.indptr) for seg, _ in parts), tuple(term_maps), identity)
     side_runs = Runs(side_ptr, tuple(np.asarray(seg.sparse.side_ptr) for seg, _ in parts), tuple(term_maps), identity)
@@ -270,15 +272,27 @@ class _Lists:
     def __init__(self, base: SparseIndex, extra: Mapping[str, int]) -> None:
         self._base, self._extra = base, extra
         self._lists: tuple[list[str], list[int], list[int], list[int]] | None = None
+        self._derived: tuple[list[str], set[str]] | None = None
         self._lock = threading.Lock()
 
     def __call__(self) -> tuple[list[str], list[int], list[int], list[int]]:
         with self._lock:
             if self._lists is None:
-                b = self._base
-                prev = Vocabulary(b.term_id, np.asarray(b.df), b.n_docs, stored=b.vocabulary)
-                self._lists = appended_lists(prev, self._extra)
+                self._lists = appended_lists(self._prev(), self._extra)
             return self._lists
+
+    def _prev(self) -> Vocabulary:
+        b = self._base
+        return Vocabulary(b.term_id, np.asarray(b.df), b.n_docs, stored=b.vocabulary)
+
+    def derived(self) -> tuple[list[str], set[str]]:
+        """The view's suffix list and typo alphabet: the base's stored ones with the words it lacks merged in."""
+        with self._lock:
+            if self._derived is None:
+                stored = self._base.vocabulary
+                assert stored is not None  # a view has lists only over a base with stored arrays
+                self._derived = appended_derived(stored, fresh_words(self._prev().sorted, self._extra))
+            return self._derived
 
 
 def _classes(
@@ -342,21 +356,60 @@ def _add_df(out: np.ndarray, term_map: np.ndarray, values: np.ndarray, identity:
 
 
 def _names(
-    parts: Sequence[tuple[Segment, Tombstone | None]], row_maps: list[np.ndarray], term_maps: list[np.ndarray], n: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """(name_ptr, name_terms) of the view: each row's name terms in its segment's order, in view ids."""
-    lengths = np.zeros(n, dtype=np.int64)
+    parts: Sequence[tuple[Segment, Tombstone | None]],
+    row_maps: list[np.ndarray],
+    term_maps: list[np.ndarray],
+    seg_of: np.ndarray,
+    local: np.ndarray,
+) -> tuple[np.ndarray, NameTerms]:
+    """(name_ptr, name_terms) of the view: each row's name terms in its segment's order, in view ids, read from
+    the segment when a query asks for those rows' (``NameTerms``)."""
+    lengths = np.zeros(seg_of.shape[0], dtype=np.int64)
     for (seg, _), rows in zip(parts, row_maps):
         lengths[rows] = np.diff(seg.sparse.name_ptr)
     ptr = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
-    out = np.empty(int(ptr[-1]), dtype=np.int32)
-    for (seg, _), rows, m in zip(parts, row_maps, term_maps):
-        pos, _ = gather_postings(ptr, rows)
-        ids = m[np.asarray(seg.sparse.name_terms[:], dtype=np.int64)]
-        if ids.size and int(ids.min()) < 0:
-            raise IntegrityError(f"segment {seg.key[:12]} names a note by a term its dictionary lacks")
-        out[pos] = ids
-    return ptr, out
+    return ptr, NameTerms(ptr, [seg for seg, _ in parts], term_maps, seg_of, local)
+
+
+class NameTerms(LazyArray):
+    """The view's ``name_terms``: a row's read from its segment's own and put in view ids when a query asks for
+    it (``SparseIndex.name_idf``: its candidates' rows), never every row's per generation (at 100k notes that
+    read took 37 ms of a reader's first query on each new generation). A term a segment's dictionary lacks
+    fails closed when its row is read."""
+
+    def __init__(
+        self,
+        ptr: np.ndarray,
+        segs: Sequence[Segment],
+        term_maps: Sequence[np.ndarray],
+        seg_of: np.ndarray,
+        local: np.ndarray,
+    ) -> None:
+        self._ptr, self._segs, self._maps, self._seg_of, self._local = ptr, tuple(segs), tuple(term_maps), seg_of, local
+        self.dtype, self.shape = np.dtype(np.int32), (int(ptr[-1]),)
+        self._full: np.ndarray | None = None
+        self._name = "of a segmented generation's names"
+
+    def _take(self, positions: np.ndarray) -> np.ndarray:
+        flat = self._positions(positions)
+        row = np.searchsorted(self._ptr, flat, side="right") - 1
+        seg, out = self._seg_of[row], np.empty(flat.size, np.int32)
+        for s, segment in enumerate(self._segs):
+            mine = np.flatnonzero(seg == s)
+            if not mine.size:
+                continue
+            at = np.asarray(segment.sparse.name_ptr)[self._local[row[mine]]] + (flat[mine] - self._ptr[row[mine]])
+            held, term_map = np.asarray(segment.sparse.name_terms[at], dtype=np.int64), self._maps[s]
+            ids = term_map[np.minimum(held, term_map.shape[0] - 1)]
+            if int(ids.min()) < 0 or int(held.max()) >= term_map.shape[0]:
+                raise IntegrityError(f"segment {segment.key[:12]} names a note by a term its dictionary lacks")
+            out[mine] = ids
+        return out.reshape(np.shape(positions))
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        if self._full is None:
+            self._full = self._take(np.arange(self.shape[0], dtype=np.int64))
+        return self._full if dtype is None else self._full.astype(dtype)
 
 
 def view_chunks(v: View, vectors: Sequence[ChunkVectors]) -> ChunkVectors:

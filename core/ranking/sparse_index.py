@@ -101,7 +101,7 @@ class SparseIndex:
     # the term ids of each note's title field (its names; not the exact forms ``=word``), in the note's
     # term order: row r's at name_terms[name_ptr[r]:name_ptr[r+1]] (``name_idf``)
     name_ptr: np.ndarray  # int64 [n_docs + 1]
-    name_terms: np.ndarray | stored.StoredArray  # int32
+    name_terms: np.ndarray | stored.LazyArray  # int32 (a segmented view's: core.ranking.segment_view.NameTerms)
     # the query vocabulary's arrays as the build stored them (core.ranking.expansion.vocabulary_arrays);
     # None: computed from term_id and df on first use (an index computed from its rows); a restricted caller's
     # view keeps the generation's and filters its look-ups by its visible df (core.ranking.vocabulary)

@@ -67,7 +67,7 @@ def appended_lists(prev: Vocabulary, added: Mapping[str, int]) -> tuple[list[str
     next generation spent 0.05 s renumbering every word, when only a few are new)."""
     words, exact, ptr, ids = prev.sorted, prev._exact, prev._indptr, prev._ids
     n = len(words)
-    fresh = sorted({k for k in map(_key, added) if (i := bisect.bisect_left(words, k)) >= n or words[i] != k})
+    fresh = fresh_words(words, added)
     pos = [bisect.bisect_left(words, f) for f in fresh]  # fresh word k goes before words[pos[k]]
     out_words: list[str] = []
     out_exact: list[int] = []
@@ -104,6 +104,38 @@ def appended_lists(prev: Vocabulary, added: Mapping[str, int]) -> tuple[list[str
         last = at
     out_ids += ids[last:]
     return out_words, out_exact, [0, *np.cumsum(counts).tolist()], out_ids
+
+
+def fresh_words(words: list[str], added: Iterable[str]) -> list[str]:
+    """The vocabulary words of the ``added`` terms that the sorted ``words`` lack, sorted."""
+    n = len(words)
+    return sorted({k for k in map(_key, added) if (i := bisect.bisect_left(words, k)) >= n or words[i] != k})
+
+
+def spliced(words: list[str], more: list[str]) -> list[str]:
+    """``sorted(words + more)`` of two sorted lists without a common item: ``more`` spliced in, a bisection
+    each (``words`` itself when ``more`` is empty: never changed by its readers)."""
+    if not more:
+        return words
+    out: list[str] = []
+    last = 0
+    for m in more:
+        p = bisect.bisect_left(words, m, last)
+        out += words[last:p]
+        out.append(m)
+        last = p
+    out += words[last:]
+    return out
+
+
+def appended_derived(stored: dict[str, np.ndarray], fresh: list[str]) -> tuple[list[str], set[str]]:
+    """The suffix list and typo alphabet of ``stored``'s words with the words ``fresh`` (none of them one of
+    its words) added: its stored ones (decoded once per stored arrays) with theirs merged in, equal to
+    ``_reversed_words`` and ``_letters`` of every word (a reader's first query on each new generation of a
+    100k vault spent 70 and 80 ms computing those again)."""
+    reverse = _kept(stored, "reversed", lambda: _json_value(stored["vocab_reversed"]))
+    chars = _kept(stored, "chars", lambda: frozenset(_json_value(stored["vocab_chars"])))
+    return spliced(reverse, sorted(w[::-1] for w in fresh)), {*chars, *_letters(fresh)}
 
 
 def _stored_lists(stored: dict[str, np.ndarray]) -> tuple[list[str], list[int], list[int], list[int]]:
@@ -152,7 +184,7 @@ def vocabulary_arrays(term_id: Mapping[str, int], df: np.ndarray) -> dict[str, n
 # segment's stored arrays and term dictionary, cached per segment): a reader switching to the next generation of
 # the same segments (core.ranking.segment_view) decodes nothing again. The few most recent sources are kept.
 _KEPT: OrderedDict[tuple[int, str], tuple[object, Any]] = OrderedDict()
-_KEPT_SIZE = 4  # a segment's lists and reverse, and the previous ones' while a reader switches
+_KEPT_SIZE = 8  # a segment's lists, names, suffix list and letters, and the previous ones' while a reader switches
 _KEPT_LOCK = threading.Lock()
 
 
@@ -246,8 +278,10 @@ class Vocabulary:
         stored: dict[str, np.ndarray] | None = None,
         filtered: bool = False,
         lists: tuple[list[str], list[int], list[int], list[int]] | None = None,
+        derived: Callable[[], tuple[list[str], set[str]]] | None = None,
     ) -> None:
         self.n_docs = n_docs
+        self._derived = derived  # with ``lists``: their suffix list and alphabet (``appended_derived``)
         self.df = df
         self._term_id = term_id
         self._stored = stored
@@ -290,7 +324,10 @@ class Vocabulary:
         vocabulary (or a one-character CJK word) looks up suffixes."""
         if self._reversed is None:
             found = self._stored
-            self._reversed = _json_value(found["vocab_reversed"]) if found else _reversed_words(self.sorted)
+            if found:
+                self._reversed = _json_value(found["vocab_reversed"])
+            else:
+                self._reversed = self._derived()[0] if self._derived else _reversed_words(self.sorted)
         return self._reversed
 
     @property
@@ -298,7 +335,10 @@ class Vocabulary:
         """The letters of the non-CJK words (the typo alphabet)."""
         if self._chars is None:
             found = self._stored
-            self._chars = set(_json_value(found["vocab_chars"])) if found else _letters(self.sorted)
+            if found:
+                self._chars = set(_json_value(found["vocab_chars"]))
+            else:
+                self._chars = self._derived()[1] if self._derived else _letters(self.sorted)
         return self._chars
 
     @property
@@ -419,7 +459,8 @@ def vocabulary(sparse: Any) -> Vocabulary:
     # stored ones are) when a query built them, not all its terms sorted and split again per visible set
     given = getattr(sparse, "vocabulary_lists", None)  # a segmented generation's view (core.ranking.segment_view)
     lists = given() if given is not None else _whole_lists(every) if restricted and stored is None else None
-    vocab = Vocabulary(every, sparse.df, sparse.n_stat, stored, restricted, lists=lists)
+    derived = getattr(given, "derived", None)  # the view's suffix list and alphabet, from its base's stored ones
+    vocab = Vocabulary(every, sparse.df, sparse.n_stat, stored, restricted, lists=lists, derived=derived)
     with _VOCAB_LOCK:
         for k in [k for k, (ref, _) in _VOCAB.items() if ref() is None]:
             del _VOCAB[k]

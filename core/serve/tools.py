@@ -181,8 +181,14 @@ class Tools:
 
     def _warm_active(self) -> None:
         try:
-            results = search_vault(
-                self.config.vault, "warm", 1, "fts", index_dir=self.config.index_dir, freshness=False
+            results = search_vault(  # with the server's classifications: what its callers' searches need
+                self.config.vault,
+                "warm",
+                1,
+                "fts",
+                index_dir=self.config.index_dir,
+                freshness=False,
+                classifications=self.config.classifications,
             )
             self._warmed = results.index.generation_id
             self.warm_failure = None

@@ -19,8 +19,8 @@ from core.searcher import search_vault
 from tests.conftest import EXAMPLE_VAULT
 
 MODES = ("fts", "vector", "hybrid", "graph_assisted")
-QUERIES = ("note", "postgres database", "search index", "project decision", "vaul", "kumquat", "zymurgy")
-CALLERS = (None, ("public",), ("lan", "public"))
+QUERIES = ("note", "postgres database", "search index", "project decision", "vaul", "kumquat", "zymurgy", "databse")
+CALLERS = (None, ("public",), ("lan", "public"), ("lan", "public", "restricted"))  # the last: nothing hidden
 
 
 def _ranking(vault: Path, query: str, mode: str, classes: tuple[str, ...] | None, index_dir: Path | None = None):
@@ -86,8 +86,18 @@ def test_a_reader_switching_to_an_edited_generation_reads_no_posting_array_whole
         calls.append(f"vocabulary of {len(term_id)} terms")
         return real_lists(term_id, df)
 
+    def every_word(name: str, real):
+        def derive(words):
+            if len(words) > 50:  # the generation's words, not an edit's few new ones
+                calls.append(f"{name} of {len(words)} words")
+            return real(words)
+
+        return derive
+
     real_lists = vocabulary._vocabulary_lists
     monkeypatch.setattr(vocabulary, "_vocabulary_lists", lists)
+    for name in ("_reversed_words", "_letters"):  # a typo's alphabet and the suffix list: the base's, spliced
+        monkeypatch.setattr(vocabulary, name, every_word(name, getattr(vocabulary, name)))
     for name in ("_stored_lists", "_reverse"):  # the base segment's stored words and term names: decoded once
         monkeypatch.setattr(vocabulary, name, whole(f"vocabulary {name}", getattr(vocabulary, name)))
     monkeypatch.setattr(segment_runs.RunArray, "__array__", whole("a view's array", segment_runs.RunArray.__array__))

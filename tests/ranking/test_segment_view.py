@@ -20,7 +20,7 @@ from core.build.builder import build_index
 from core.errors import IntegrityError
 from core.modes import segment_arrays as sa
 from core.modes.segment_arrays import tombstone_of
-from core.ranking import segment_runs, segment_view, segments
+from core.ranking import segment_runs, segment_view, segments, stored
 from core.ranking.classes import DELETED
 from core.searcher import search_vault
 from tests.conftest import EXAMPLE_VAULT
@@ -115,6 +115,52 @@ def test_two_live_notes_with_one_path_fail_closed_in_a_view(built):
     seg = segments.Segment("s", sparse, paths)
     with pytest.raises(IntegrityError, match="same path"):
         segment_view.view([(seg, None), (seg, None)])
+
+
+class _Refused(stored.LazyArray):
+    """A segment's name terms that must not be read (the view is built without them)."""
+
+    def __init__(self, array: np.ndarray) -> None:
+        self.dtype, self.shape, self._full, self._name = array.dtype, array.shape, None, "refused"
+
+    def _take(self, positions: np.ndarray) -> np.ndarray:
+        raise AssertionError("a segment's name terms were read to build the view")
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        raise AssertionError("a segment's name terms were read whole")
+
+
+def test_a_views_name_terms_are_each_rows_own_read_as_a_query_asks(built):
+    """The view's name terms (a row's title terms, for ``name_idf``) are each row's segment's own, in view
+    ids: by positions, slices and whole the same values; building the view reads none of them, and a row a
+    segment names by a term its dictionary lacks fails closed when it is read."""
+    split = [i % 3 for i in range(len(ALL))]
+    parts, _ = split_parts(built, split, 3, {"b/budget.md"}, True)
+    real = [np.asarray(seg.sparse.name_terms) for seg, _ in parts]
+    refused = [
+        (replace(seg, sparse=replace(seg.sparse, name_terms=_Refused(r))), t) for (seg, t), r in zip(parts, real)
+    ]
+    segment_view.view(refused)  # built without reading a name term
+    view = segment_view.view(parts)
+    sp, name = view.live, {i: t for t, i in view.live.term_id.all.items()}
+    expected: list[str] = []
+    for row, path in enumerate(view.combined.paths):
+        (seg, _), local = next((p, p[0].paths.index(path)) for p in parts if path in p[0].paths)
+        own = {i: t for t, i in seg.sparse.term_id.items()}
+        run = real[[q[0] for q in parts].index(seg)][seg.sparse.name_ptr[local] : seg.sparse.name_ptr[local + 1]]
+        assert [name[int(i)] for i in sp.name_terms[sp.name_ptr[row] : sp.name_ptr[row + 1]]] == [own[i] for i in run]
+        expected += [own[i] for i in run]
+    assert [name[int(i)] for i in np.asarray(sp.name_terms)] == expected
+    positions = np.asarray([0, len(expected) - 1, -1, 3], dtype=np.int64)
+    assert [name[int(i)] for i in sp.name_terms[positions]] == [expected[p] for p in positions.tolist()]
+    seg, tomb = parts[1]
+    broken = real[1].copy()
+    broken[0] = seg.sparse.df.shape[0] + 5  # a term the segment's dictionary lacks
+    doctored = list(parts)
+    doctored[1] = (replace(seg, sparse=replace(seg.sparse, name_terms=broken)), tomb)
+    bad = segment_view.view(doctored).live
+    with pytest.raises(IntegrityError, match="by a term its dictionary lacks"):
+        np.asarray(bad.name_terms)
 
 
 def _two_segments(tmp_path: Path) -> Path:

@@ -230,3 +230,22 @@ def test_appended_lists_are_the_lists_of_the_whole_dictionary(terms: list[str], 
     prev = Vocabulary(base, df[:k], 10)
     added = {t: i for t, i in term_id.items() if i >= k}
     assert vocabulary_module.appended_lists(prev, added) == vocabulary_module._vocabulary_lists(term_id, df)
+
+
+_any_word = st.text(alphabet="abcéßяж東京タワ", min_size=1, max_size=6)
+
+
+@settings(max_examples=200, deadline=None)
+@given(base=st.lists(_any_word, min_size=1, max_size=30, unique=True), more=st.lists(_any_word, max_size=30))
+def test_a_views_suffix_list_and_alphabet_are_the_whole_vocabularys(base: list[str], more: list[str]) -> None:
+    """A segmented view's suffix list and typo alphabet (``appended_derived``: its base's stored ones with the
+    words it lacks spliced in) are exactly those computed from every word of the view."""
+    term_id = {w: i for i, w in enumerate(base)}
+    stored = vocabulary_module.vocabulary_arrays(term_id, np.ones(len(base), dtype=np.int64))
+    words = sorted(base)
+    fresh = vocabulary_module.fresh_words(words, more)
+    assert fresh == sorted(set(more) - set(base))
+    reverse, chars = vocabulary_module.appended_derived(stored, fresh)
+    every = sorted({*base, *more})
+    assert reverse == vocabulary_module._reversed_words(every)
+    assert chars == vocabulary_module._letters(every)

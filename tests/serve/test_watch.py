@@ -130,6 +130,7 @@ def test_the_watch_command_publishes_on_change_and_reports_each_build(tmp_path: 
 def test_a_generation_the_watcher_publishes_is_warmed_before_searches_reach_it(tmp_path: Path):
     from core.modes.segment_arrays import COMBINED_CACHE
     from core.ranking.sparse import SPARSE_CACHE
+    from core.ranking.visibility import VISIBILITY_CACHE
     from core.serve.tools import ServeConfig, Tools
 
     vault = make_serve_vault(tmp_path / "vault", tmp_path / "outside")
@@ -149,11 +150,13 @@ def test_a_generation_the_watcher_publishes_is_warmed_before_searches_reach_it(t
     assert outcome.ok and published == [True, True] and tools._warm.is_set() and tools.warm_failure is None
     # the watcher loaded the new generation's sparse index: a delta publish is several segments, combined
     assert SPARSE_CACHE.loads + COMBINED_CACHE.loads == loads + 1
+    restricted = VISIBILITY_CACHE.loads  # the server's classifications hide the lan and restricted notes
     env = tools.call("search", {"q": "dibbler", "mode": "fts"})
     assert [h["path"] for h in env["hits"]] == ["notes/beta.md"] and env["index"][
         "generation_id"
     ] == outcome.generation_id
     assert SPARSE_CACHE.loads + COMBINED_CACHE.loads == loads + 1  # ... so the search found it warm
+    assert VISIBILITY_CACHE.loads == restricted  # ... as the server's callers see it (warmed with its classes)
 
 
 # ---------------------------------------------------------------- freshness from the watcher's state

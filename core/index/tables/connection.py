@@ -118,6 +118,20 @@ def segment_schemas(conn: sqlite3.Connection) -> list[str] | None:
     return [str(r[0]) for r in rows]
 
 
+def segment_parts(conn: sqlite3.Connection) -> list[tuple[str, str]] | None:
+    """(schema, SHA-256) of each segment, manifest order, of a generation connection of several parts; None
+    for a connection to one database."""
+    if segment_schemas(conn) is None:
+        return None
+    rows = conn.execute("SELECT schema, sha256 FROM temp.vs_segments ORDER BY pos").fetchall()
+    return [(str(schema), str(sha)) for schema, sha in rows]
+
+
+def dead_ids(conn: sqlite3.Connection, pos: int) -> list[int]:
+    """The note ids dead in the segment at position ``pos`` of a generation connection."""
+    return [int(r[0]) for r in conn.execute(dead_in(pos))]
+
+
 def dead_in(pos: int, table: str = "vs_dead") -> str:
     """The subquery of the ids dead in the segment at position ``pos`` of a generation connection
     (``table``: ``vs_dead`` note ids or ``vs_dead_chunks`` chunk ids; core.index.tables.segments.federate)."""
