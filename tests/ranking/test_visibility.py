@@ -328,3 +328,35 @@ def test_a_legacy_in_place_index_gives_the_same_zero_trace(tmp_path):
         a = search_vault(full, "quasar telescope", mode=mode, limit=20, classifications=PUBLIC)
         b = search_vault(bare, "quasar telescope", mode=mode, limit=20, classifications=PUBLIC)
         assert a.index.kind == "legacy_db" and comparable(a) == comparable(b), mode
+
+
+def test_a_restricted_search_resolves_only_the_supersedes_links_and_none_without_one(tmp_path, monkeypatch):
+    """A restricted caller's supersession (its filter mask) comes from its visible notes' ``supersedes`` links
+    resolved among its visible notes: the answer every link's resolution gives (a hidden namesake captures
+    none), without resolving the other links; a vault whose visible notes have no such link reads no name."""
+    from core.index.layout import layout_for
+    from core.index.verify import connect_readonly, resolve
+    from core.ranking import visibility
+    from core.ranking.filters import Filters
+
+    files = {
+        "pub/new.md": note("New plans", "quokka plans [[pub-b]] [[plans]]", supersedes="[[plans]]"),
+        "pub/x/plans.md": note("Plans", "quokka plans, the old ones"),
+        "plans.md": note("Secret", "hidden plans", classification="secret", supersedes="[[pub-b]]"),
+        "pub/pub-b.md": note("B", "quokka b"),
+    }
+    vault = write_vault(tmp_path / "v", files)
+    build_index(vault)
+    conn = connect_readonly(resolve(layout_for(vault)))
+    visible = Filters(classifications=PUBLIC).visible_classification_clause()
+    every = sorted({d for _, d, k in visibility.visible_edges(conn, visible) if k == "supersedes"})
+    assert visibility.visible_superseded(conn, visible) == every and len(every) == 1  # pub/x/plans.md only
+    quiet = write_vault(tmp_path / "quiet", {k: v.replace("supersedes", "related") for k, v in files.items()})
+    build_index(quiet)
+    VISIBILITY_CACHE.clear()
+
+    def refuse(*_: object) -> None:
+        raise AssertionError("a note name was read for a restricted caller without a supersedes link")
+
+    monkeypatch.setattr(visibility, "visible_names", refuse)
+    assert [r.rel_path for r in search_vault(quiet, "quokka", mode="fts", classifications=PUBLIC)]

@@ -138,6 +138,16 @@ def visible_links(conn: sqlite3.Connection, clause: str, values: Sequence[object
     )
 
 
+def links_of_kind(conn: sqlite3.Connection, kind: str) -> list[tuple]:
+    """(link rowid, source note id, target, kind, heading, alias, source, alt_target) of every link of
+    ``kind``, in the order they were stored."""
+    return conn.execute(
+        "SELECT rowid, note_id, target, kind, heading, alias, source, alt_target FROM links WHERE kind = ? "
+        "ORDER BY rowid",
+        (kind,),
+    ).fetchall()
+
+
 def link_targets(conn: sqlite3.Connection, rowids: Sequence[int]) -> list[tuple[str, str]]:
     """(target, kind) of the links with these rowids, in the order given."""
     found = dict(

@@ -328,6 +328,14 @@ def visible_paths(conn: sqlite3.Connection, clause: str, values: Sequence[object
     return dict(conn.execute(f"SELECT n.id, n.rel_path FROM notes n WHERE {clause}", values))
 
 
+def visible_paths_of(
+    conn: sqlite3.Connection, clause: str, values: Sequence[object], note_ids: Iterable[int]
+) -> dict[int, str]:
+    """note id -> rel_path of the notes among ``note_ids`` the condition allows."""
+    sql = f"SELECT n.id, n.rel_path FROM notes n WHERE n.id IN (SELECT value FROM json_each(?)) AND ({clause})"
+    return dict(conn.execute(sql, [json.dumps(sorted(set(note_ids))), *values]))
+
+
 def visible_names(conn: sqlite3.Connection, clause: str, values: Sequence[object]) -> list[tuple[int, str, str]]:
     """(id, rel_path, aliases JSON) of the notes the condition allows: the names their links resolve to."""
     return conn.execute(f"SELECT n.id, n.rel_path, n.aliases FROM notes n WHERE {clause}", values).fetchall()
