@@ -328,6 +328,7 @@ def bench_watch(vault: Path, ops: int) -> dict[str, Any]:
     added: list[tuple[Path, str]] = []
     times: dict[str, list[float]] = {"edit": [], "add": [], "delete": []}
     builds: list[float] = []
+    status: list[float] = []
     sources: dict[str, int] = {}
     errors: list[dict[str, Any]] = []
     srv = ServeProcess([str(vault), "--watch", "--classification", "lan"])  # every synthetic note visible
@@ -370,7 +371,9 @@ def bench_watch(vault: Path, ops: int) -> dict[str, Any]:
                 times[kind].append(time.perf_counter() - t)
                 source = str(env.get("freshness", {}).get("source"))
                 sources[source] = sources.get(source, 0) + 1
+                asked = time.perf_counter()
                 builds.append(client.get("/status").json()["watch"]["last_build"]["seconds"])
+                status.append(time.perf_counter() - asked)  # an agent's status call on each new generation
                 time.sleep(0.3)  # let the watcher settle: each operation is its own batch
     finally:
         srv.close()
@@ -387,6 +390,7 @@ def bench_watch(vault: Path, ops: int) -> dict[str, Any]:
         "edit_to_searchable": latency_stats(every),
         "by_op": {k: latency_stats(v) for k, v in times.items() if v},
         "build_seconds": latency_stats(builds),
+        "status_call": latency_stats(status),
         "freshness_sources": sources,
         "search_errors": errors[:20],
         "load_avg_1m_after": round(os.getloadavg()[0], 2),

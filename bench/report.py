@@ -36,6 +36,7 @@ from bench.report_segments import (
 )
 from bench.report_stop35 import (
     WATCH_KNOWN_NOTE,
+    WATCH_READER_NOTE,
     WATCH_VIEW_NOTE,
     cold_ab_section,
     edit_100k_section,
@@ -718,10 +719,17 @@ def _watch_lines(watch: dict[str, Any], corpus: str, run: dict[str, Any] | None)
         f"; {k} p50 {v['p50_ms'] / 1000:.2f} s" for k, v in watch.get("by_op", {}).items() if ops and len(ops) > 1
     )
     load = f", load average {run['load_avg_1m']} at the start" if run else ""
+    status = watch.get("status_call")
+    asked = (
+        f" A `status` call right after each operation (the first on its generation) took p50 "
+        f"{status['p50_ms']:.0f} ms, p95 {status['p95_ms']:.0f} ms."
+        if status
+        else ""
+    )
     return [
         f"`vaultsearch serve --watch` on {corpus} ({watch['notes']:,} notes), {what}, polled every "
         f"{watch['poll_ms']:g} ms{load}: edit-to-searchable p50 {e['p50_ms'] / 1000:.2f} s, "
-        f"p95 {e['p95_ms'] / 1000:.2f} s (incremental build + publish p50 {b['p50_ms'] / 1000:.2f} s{by_op}).",
+        f"p95 {e['p95_ms'] / 1000:.2f} s (incremental build + publish p50 {b['p50_ms'] / 1000:.2f} s{by_op}).{asked}",
         "",
     ]
 
@@ -1049,6 +1057,7 @@ def render(results: dict[str, dict[str, Any]], results_dir: Path = RESULTS_DIR, 
         *watch_split_section(results),
         *watch_split_section(results, "watch_s37", WATCH_VIEW_NOTE),
         *watch_split_section(results, "watch_s38", WATCH_KNOWN_NOTE, " on what the watcher knew"),
+        *watch_split_section(results, "watch_s39", WATCH_READER_NOTE, " and a reader's switch"),
         *size_section(results),
         *new_process_section(results),
         *fts_warm_section(results),

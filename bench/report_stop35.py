@@ -169,6 +169,15 @@ WATCH_KNOWN_NOTE = (
 )
 
 
+WATCH_READER_NOTE = (
+    "The same bench after a reader's switch to a new generation was made to cost its new segment (stop 39:",
+    "a view's suffix list and typo alphabet spliced from its base's, its name terms read per row), beside main",
+    "before it (`c8e499f`) in the same run, alternating, on one built 100k vault (about 9 segments). This",
+    "reader is unrestricted and searches known words, so it gains little here; the serving bench's 100k row",
+    "(a server with classifications, polling an unknown word) is where the change shows.",
+)
+
+
 def watch_split_section(
     results: dict[str, dict[str, Any]], key: str = "watch_s35", note: tuple[str, ...] = (), title: str | None = None
 ) -> list[str]:

@@ -32,11 +32,10 @@ from core.errors import (
 from core.index.freshness import FreshnessOptions, check_freshness
 from core.index.freshness_visible import sees_in
 from core.index.layout import ResolvedIndex, layout_for
-from core.index.tables.chunk_vectors import count_visible_vectors
-from core.index.tables.chunks import count_visible_chunks
 from core.index.tables.meta import meta_value
-from core.index.tables.notes import count_visible_notes, visible_note_at, visible_titles
+from core.index.tables.notes import visible_note_at, visible_titles
 from core.index.verify import connect_readonly, resolve
+from core.index.visible_counts import visible_counts
 from core.index.watch_state import last_build_failure
 from core.ranking.filters import UNCLASSIFIED, Filters
 from core.ranking.visibility import CallerStatistics
@@ -383,9 +382,7 @@ class Tools:
         resolved, conn = self._open()
         try:
             clause, vals = self._visible_sql()
-            notes = count_visible_notes(conn, clause, vals)
-            chunks = count_visible_chunks(conn, clause, vals)
-            vectors = count_visible_vectors(conn, clause, vals)
+            notes, chunks, vectors = visible_counts(conn, clause, vals)
             fresh = self._freshness(resolved, conn)
             sees = sees_in(conn, self.vault_real, self._filters.classifications)  # watch state: visible paths only
             failure = last_build_failure(self.layout.index_dir, 0.0, sees)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
-from core.index.tables.connection import count_live, dead_in, segment_schemas
+from core.index.tables.connection import count_live, dead_in, schema_name, segment_schemas
 
 DDL_CHUNK_VECTORS = """
 CREATE TABLE IF NOT EXISTS chunk_vectors (
@@ -95,6 +95,20 @@ def count_visible_vectors(conn: sqlite3.Connection, clause: str, values: Sequenc
             values,
         ).fetchone()[0]
     )
+
+
+def count_segment_vectors(
+    conn: sqlite3.Connection, schema: str, clause: str, values: Sequence[object], dead_at: int | None
+) -> int:
+    """``count_visible_vectors`` of one segment (``schema``): of every note it holds (``dead_at`` None) or of
+    the ones it holds dead (its position). A chunk's vector is in its note's segment."""
+    schema = schema_name(schema)
+    dead = "" if dead_at is None else f" AND n.id IN ({dead_in(dead_at)})"
+    sql = (
+        f"SELECT count(*) FROM {schema}.chunk_vectors v JOIN {schema}.chunk_rows c ON c.id = v.chunk_id "
+        f"JOIN {schema}.notes n ON n.id = c.note_id WHERE ({clause}){dead}"
+    )
+    return int(conn.execute(sql, values).fetchone()[0])
 
 
 def count_pending(conn: sqlite3.Connection) -> int:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
-from core.index.tables.connection import count_live
+from core.index.tables.connection import count_live, dead_in, schema_name
 from core.index.tables.notes import visible_rows
 
 DDL_HEADINGS = """
@@ -109,6 +109,17 @@ def count_visible_chunks(conn: sqlite3.Connection, clause: str, values: Sequence
             f"SELECT count(*) FROM chunks c JOIN notes n ON n.id = c.note_id WHERE {clause}", values
         ).fetchone()[0]
     )
+
+
+def count_segment_chunks(
+    conn: sqlite3.Connection, schema: str, clause: str, values: Sequence[object], dead_at: int | None
+) -> int:
+    """``count_visible_chunks`` of one segment (``schema``): of every note it holds (``dead_at`` None) or of the
+    ones it holds dead (its position). A note's chunks are in its segment."""
+    dead = "" if dead_at is None else f" AND n.id IN ({dead_in(dead_at)})"
+    s = schema_name(schema)
+    sql = f"SELECT count(*) FROM {s}.chunk_rows c JOIN {s}.notes n ON n.id = c.note_id WHERE ({clause}){dead}"
+    return int(conn.execute(sql, values).fetchone()[0])
 
 
 def note_chunks(conn: sqlite3.Connection, note_ids: list[int]) -> list[tuple[int, int, str, int, int]]:

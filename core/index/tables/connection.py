@@ -127,6 +127,13 @@ def segment_parts(conn: sqlite3.Connection) -> list[tuple[str, str]] | None:
     return [(str(schema), str(sha)) for schema, sha in rows]
 
 
+def schema_name(name: str) -> str:
+    """``name`` as a schema in SQL text (ValueError unless an identifier: it is never a bound value)."""
+    if not name.isidentifier():
+        raise ValueError(f"not a schema name: {name!r}")
+    return name
+
+
 def dead_ids(conn: sqlite3.Connection, pos: int) -> list[int]:
     """The note ids dead in the segment at position ``pos`` of a generation connection."""
     return [int(r[0]) for r in conn.execute(dead_in(pos))]

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from json.encoder import encode_basestring
 from typing import Any
 
-from core.index.tables.connection import count_live, dead_in, segment_schemas
+from core.index.tables.connection import count_live, dead_in, schema_name, segment_schemas
 from core.index.tables.notes_fts import delete_fts_rows
 
 _encode_json = json.JSONEncoder(ensure_ascii=False, sort_keys=True).encode
@@ -309,9 +309,7 @@ def segment_refused_ids(conn: sqlite3.Connection, schema: str, clause: str, valu
     """Ids of the notes one segment (``schema`` of a generation connection) holds, dead ones too, that the
     condition does not allow (false or NULL). ``clause`` must read the note's own row only (the visible
     classifications): a subquery would read the generation's views, which another generation changes."""
-    if not schema.isidentifier():
-        raise ValueError(f"not a schema name: {schema!r}")
-    sql = f"SELECT n.id FROM {schema}.notes n WHERE NOT coalesce(({clause}), 0)"
+    sql = f"SELECT n.id FROM {schema_name(schema)}.notes n WHERE NOT coalesce(({clause}), 0)"
     return [int(row[0]) for row in conn.execute(sql, values)]
 
 
@@ -368,6 +366,16 @@ def visible_note_at(
 
 def count_visible_notes(conn: sqlite3.Connection, clause: str, values: Sequence[object]) -> int:
     return int(conn.execute(f"SELECT count(*) FROM notes n WHERE {clause}", values).fetchone()[0])
+
+
+def count_segment_notes(
+    conn: sqlite3.Connection, schema: str, clause: str, values: Sequence[object], dead_at: int | None
+) -> int:
+    """``count_visible_notes`` of one segment (``schema`` of a generation connection): of every note it holds
+    (``dead_at`` None) or of the ones it holds dead (its position)."""
+    dead = "" if dead_at is None else f" AND n.id IN ({dead_in(dead_at)})"
+    sql = f"SELECT count(*) FROM {schema_name(schema)}.notes n WHERE ({clause}){dead}"
+    return int(conn.execute(sql, values).fetchone()[0])
 
 
 # ---------------------------------------------------------------- reading: the hits of a search
