@@ -659,6 +659,15 @@ def serve_section(results: dict[str, dict[str, Any]]) -> list[str]:
             out += _watch_lines(
                 watch, corpus, serve.get("runs", {}).get("scale_watch" if key == "watch_scale" else key)
             )
+    before = results.get("serve_before_s39")
+    if before:
+        e, st = before["edit_to_searchable"], before["status_call"]
+        out += [
+            f"The same 100k run on main before stop 39 (`c8e499f`, the same vault, just before): edit-to-searchable "
+            f"p50 {e['p50_ms'] / 1000:.2f} s, p95 {e['p95_ms'] / 1000:.2f} s; a `status` call p50 "
+            f"{st['p50_ms'] / 1000:.2f} s, p95 {st['p95_ms'] / 1000:.2f} s (bench/results/serve_before_s39.json).",
+            "",
+        ]
     inc = serve.get("incremental_scale")
     if inc:
         rows = [(name, _f(sec), f"{100 * sec / inc['seconds']:.0f}%") for name, sec in inc["phases"].items()]
