@@ -52,8 +52,8 @@ SCIFACT = DATA_DIR / "scifact"
 POWERSHELL = DATA_DIR / "powershell-docs" / "reference"
 VAULTSEARCH = str(Path(sys.executable).with_name("vaultsearch"))
 TARGETS_MS = {"stdio_p50": 10.0, "stdio_p95": 25.0, "http_p50": 10.0, "http_p95": 25.0}
-WATCH_TARGET_P95_S = 2.0
-WATCH_SCALE_TARGET_P95_S = 5.0
+WATCH_TARGET_P95_S = 0.5  # issue 29: one-note edit -> searchable through a running watcher, p95 at 3k notes
+WATCH_SCALE_TARGET_P95_S = 1.0  # ... and at 100k (the serving issue's were 2 s and 5 s)
 POLL_S = 0.02
 
 
@@ -315,15 +315,25 @@ def _reflected(env: dict[str, Any], rel: str, kind: str) -> bool:
     return hit and not env.get("query_expansions")
 
 
-def bench_watch(vault: Path, ops: int) -> dict[str, Any]:
+def _visible_by_default(path: Path) -> bool:
+    """Does a server with its default classifications show the note (none set, or ``public``)? The synthetic
+    notes say theirs in the frontmatter's first lines."""
+    head = path.read_bytes()[:600].decode("utf-8", "replace").lower()
+    return not any(f"classification: {c}" in head for c in ("lan", "restricted", "secret", "private"))
+
+
+def bench_watch(vault: Path, ops: int, restricted: bool = False) -> dict[str, Any]:
     """Edit-to-searchable through ``vaultsearch serve --watch`` (freshness on): each operation is an
     edit (a unique word appended to a note), an add (a new note with a unique word) or a delete
     (of a note added before); the time from the write to the first ``/search`` response for the
     word that holds the note (or, for a delete, no longer does), polled every 20 ms. The vault's notes
-    are restored afterwards."""
+    are restored afterwards. ``restricted``: the server keeps its default classifications (the ``lan`` notes
+    hidden from its callers: a restricted caller's statistics), and only notes it shows are edited."""
     import httpx
 
     notes = sorted(p for p in vault.rglob("*.md") if ".vaultsearch" not in p.parts)
+    if restricted:
+        notes = [p for p in notes if _visible_by_default(p)]
     originals: dict[Path, bytes] = {}
     added: list[tuple[Path, str]] = []
     times: dict[str, list[float]] = {"edit": [], "add": [], "delete": []}
@@ -331,7 +341,7 @@ def bench_watch(vault: Path, ops: int) -> dict[str, Any]:
     status: list[float] = []
     sources: dict[str, int] = {}
     errors: list[dict[str, Any]] = []
-    srv = ServeProcess([str(vault), "--watch", "--classification", "lan"])  # every synthetic note visible
+    srv = ServeProcess([str(vault), "--watch", *([] if restricted else ["--classification", "lan"])])
     try:
         with httpx.Client(base_url=srv.base, timeout=600) as client:
             _wait_up(client, 1800)
@@ -482,6 +492,7 @@ def _judge(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
     for key, label, limit in (
         ("watch", "--watch edit-to-searchable p95 (PowerShell)", WATCH_TARGET_P95_S),
         ("watch_scale", "--watch edit-to-searchable p95 (100k synthetic)", WATCH_SCALE_TARGET_P95_S),
+        ("watch_scale_restricted", "--watch edit-to-searchable p95 (100k, lan notes hidden)", WATCH_SCALE_TARGET_P95_S),
     ):
         watch = result.get(key)
         value = watch["edit_to_searchable"]["p95_ms"] / 1000 if watch else None
@@ -546,6 +557,9 @@ def run(
         save(result)
         result["runs"]["scale_watch"] = machine_info()
         result["watch_scale"] = bench_watch(vault, scale_edits) if scale_edits else None
+        save(result)
+        result["runs"]["scale_watch_restricted"] = machine_info()
+        result["watch_scale_restricted"] = bench_watch(vault, scale_edits, restricted=True) if scale_edits else None
         save(result)
         result["incremental_scale"] = profile_incremental(vault)
     return result

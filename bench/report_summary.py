@@ -101,6 +101,12 @@ def speed_rows(results: dict[str, dict[str, Any]]) -> list[str]:
     stdio = serve.get("stdio search fts p50", {}).get("value")
     if http is not None or stdio is not None:
         rows.append(f"| an agent's search over HTTP / MCP stdio (p50) | {_ms(http)} / {_ms(stdio)} | - | - |")
+    watched = results.get("serve", {}).get("watch_scale")
+    if watched:
+        rows.append(
+            f"| an edit searchable through `serve --watch` ({watched['notes']:,} notes, p95) "
+            f"| {_ms(watched['edit_to_searchable']['p95_ms'])} | - | - |"
+        )
     build = results.get("build", {}).get("corpora", {})
     if "powershell" in build:
         ps = build["powershell"]

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from core import cli
@@ -148,6 +148,8 @@ COMMANDS = st.sampled_from(["search", "show", "status", "verify", "eval", "modes
     target=st.sampled_from(["vault", "missing", "file"]),
     rest=st.lists(st.one_of(st.sampled_from(OPTIONS), VALUES), max_size=8),
 )
+@example(command="show", target="vault", rest=["--", "--"])  # argparse gave the path as [] (found by this test)
+@example(command="search", target="vault", rest=["--", "--"])
 def test_no_argument_list_gives_a_traceback(vault, tmp_path_factory, command, target, rest):
     paths = {"vault": str(vault), "missing": str(vault.parent / "missing"), "file": str(vault / "a.md")}
     argv = [command, paths[target], *rest] if command not in ("modes", "") else [command, *rest]

@@ -27,3 +27,11 @@ def test_without_an_edit_run_the_size_line_falls_back_to_the_build_stage() -> No
     build = {"build": {"corpora": {"powershell": {"index_dir_bytes": 40 * 2**20, "vault_bytes": 32 * 2**20}}}}
     assert "powershell 1.2x" in "\n".join(size_line(build))
     assert size_line({}) == []
+
+
+def test_the_speed_rows_say_how_soon_an_edit_is_searchable_through_a_watching_server() -> None:
+    from bench.report_summary import speed_rows
+
+    serve = {"serve": {"watch_scale": {"notes": 100_000, "edit_to_searchable": {"p95_ms": 772.8}}}}
+    assert "| an edit searchable through `serve --watch` (100,000 notes, p95) | 772.8 ms | - | - |" in speed_rows(serve)
+    assert not any("serve --watch" in row for row in speed_rows({}))

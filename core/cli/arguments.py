@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from typing import Any
 
 from core.cli.argtypes import COUNT, DEBOUNCE_MS, OVERLAP, PORT, RESULTS, SECONDS, mode, text_arg
 from core.cli.commands import cmd_eval, cmd_index, cmd_modes, cmd_search, cmd_show, cmd_status, cmd_verify
@@ -397,10 +398,20 @@ JSON_HELP = {
 }
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a positional of one value given ``--`` as its value (``show VAULT -- --``) is a usage error:
+    argparse strips each ``--`` and hands the command an empty list instead of a string."""
+
+    def _get_values(self, action: argparse.Action, arg_strings: list[str]) -> Any:
+        if action.nargs is None and not action.option_strings and not [a for a in arg_strings if a != "--"]:
+            self.error(f"argument {action.dest}: expected a value, got only '--'")
+        return super()._get_values(action, arg_strings)
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The CLI's parser; ``only`` (a command name) adds just that command's sub-parser: its
     arguments, help and errors are the same, and a search does not pay for building the others."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="vaultsearch",
         description=DESCRIPTION,
         epilog=EXAMPLES,

@@ -72,13 +72,14 @@ def _segment_shas(root: Path) -> list[str]:
 def test_whether_classifications_hide_a_note_is_asked_of_each_segment_once(tmp_path: Path, monkeypatch) -> None:
     root = _segmented(tmp_path)
     asked: list[str] = []
-    real = visibility.segment_refused_ids
+    real = visibility.count_segment_notes
 
-    def counted(conn, schema, clause, values):
-        asked.append(dict(segment_parts(conn))[schema])
-        return real(conn, schema, clause, values)
+    def counted(conn, schema, clause, values, dead_at):
+        if dead_at is None:  # every note of the segment: once per segment, then kept
+            asked.append(dict(segment_parts(conn))[schema])
+        return real(conn, schema, clause, values, dead_at)
 
-    monkeypatch.setattr(visibility, "segment_refused_ids", counted)
+    monkeypatch.setattr(visibility, "count_segment_notes", counted)
     visibility.VISIBILITY_CACHE.clear()
     visibility._REFUSED.clear()  # an identical segment of another test's build would answer from the cache
     visible = ("lan", "public")

@@ -46,7 +46,7 @@ def _serve_json(watch: bool) -> dict:
 def test_targets_are_judged_and_an_unrun_watch_says_so():
     judged = bench_serve._judge(_serve_json(watch=True))
     assert judged["stdio search fts p50"]["status"] == "PASS" and judged["stdio search fts p95"]["status"] == "MISS"
-    assert judged["--watch edit-to-searchable p95 (PowerShell)"]["status"] == "PASS"
+    assert judged["--watch edit-to-searchable p95 (PowerShell)"]["status"] == "MISS"  # 1.5 s against 0.5 s
     assert bench_serve._judge(_serve_json(watch=False))["--watch edit-to-searchable p95 (PowerShell)"]["status"] == (
         "not run"
     )
@@ -87,7 +87,7 @@ def test_the_scale_figures_are_judged_and_shown():
     }
     judged = bench_serve._judge(data)
     assert judged["--watch edit-to-searchable p95 (100k synthetic)"] == {
-        "target": "<= 5 s",
+        "target": "<= 1 s",
         "value": 60.0,
         "status": "MISS",
     }

@@ -134,11 +134,6 @@ def schema_name(name: str) -> str:
     return name
 
 
-def dead_ids(conn: sqlite3.Connection, pos: int) -> list[int]:
-    """The note ids dead in the segment at position ``pos`` of a generation connection."""
-    return [int(r[0]) for r in conn.execute(dead_in(pos))]
-
-
 def dead_in(pos: int, table: str = "vs_dead") -> str:
     """The subquery of the ids dead in the segment at position ``pos`` of a generation connection
     (``table``: ``vs_dead`` note ids or ``vs_dead_chunks`` chunk ids; core.index.tables.segments.federate)."""

@@ -305,14 +305,6 @@ def hides_notes(conn: sqlite3.Connection, clause: str, values: Sequence[object])
     return bool(row[0])
 
 
-def segment_refused_ids(conn: sqlite3.Connection, schema: str, clause: str, values: Sequence[object]) -> list[int]:
-    """Ids of the notes one segment (``schema`` of a generation connection) holds, dead ones too, that the
-    condition does not allow (false or NULL). ``clause`` must read the note's own row only (the visible
-    classifications): a subquery would read the generation's views, which another generation changes."""
-    sql = f"SELECT n.id FROM {schema_name(schema)}.notes n WHERE NOT coalesce(({clause}), 0)"
-    return [int(row[0]) for row in conn.execute(sql, values)]
-
-
 def note_classes(conn: sqlite3.Connection, unclassified: str) -> list[tuple[int, str]]:
     """(id, classification) of every note, lowered as the classification filter lowers it (SQLite's
     ``lower``), ``unclassified`` for a note without one: the class a caller's classifications select."""
