@@ -339,6 +339,7 @@ def bench_watch(vault: Path, ops: int, restricted: bool = False) -> dict[str, An
     times: dict[str, list[float]] = {"edit": [], "add": [], "delete": []}
     builds: list[float] = []
     status: list[float] = []
+    related: list[float] = []
     sources: dict[str, int] = {}
     errors: list[dict[str, Any]] = []
     srv = ServeProcess([str(vault), "--watch", *([] if restricted else ["--classification", "lan"])])
@@ -384,6 +385,12 @@ def bench_watch(vault: Path, ops: int, restricted: bool = False) -> dict[str, An
                 asked = time.perf_counter()
                 builds.append(client.get("/status").json()["watch"]["last_build"]["seconds"])
                 status.append(time.perf_counter() - asked)  # an agent's status call on each new generation
+                if kind != "delete":  # and its links and backlinks (the caller's links, resolved per generation)
+                    asked = time.perf_counter()
+                    found = client.post("/related", json={"path": rel})
+                    if found.status_code != 200:
+                        errors.append({"op": i, "status": found.status_code, "error": found.json().get("error")})
+                    related.append(time.perf_counter() - asked)
                 time.sleep(0.3)  # let the watcher settle: each operation is its own batch
     finally:
         srv.close()
@@ -401,6 +408,7 @@ def bench_watch(vault: Path, ops: int, restricted: bool = False) -> dict[str, An
         "by_op": {k: latency_stats(v) for k, v in times.items() if v},
         "build_seconds": latency_stats(builds),
         "status_call": latency_stats(status),
+        "related_call": latency_stats(related) if related else None,
         "freshness_sources": sources,
         "search_errors": errors[:20],
         "load_avg_1m_after": round(os.getloadavg()[0], 2),

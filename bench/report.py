@@ -732,10 +732,16 @@ def _watch_lines(watch: dict[str, Any], corpus: str, run: dict[str, Any] | None)
         f"; {k} p50 {v['p50_ms'] / 1000:.2f} s" for k, v in watch.get("by_op", {}).items() if ops and len(ops) > 1
     )
     load = f", load average {run['load_avg_1m']} at the start" if run else ""
-    status = watch.get("status_call")
+    status, related = watch.get("status_call"), watch.get("related_call")
     asked = (
         f" A `status` call right after each operation (the first on its generation) took p50 "
-        f"{status['p50_ms']:.0f} ms, p95 {status['p95_ms']:.0f} ms."
+        f"{status['p50_ms']:.0f} ms, p95 {status['p95_ms']:.0f} ms"
+        + (
+            f"; a `related` call after it p50 {related['p50_ms']:.0f} ms, p95 {related['p95_ms']:.0f} ms"
+            if related
+            else ""
+        )
+        + "."
         if status
         else ""
     )

@@ -29,6 +29,7 @@ from typing import Protocol
 
 from core.errors import IntegrityError
 from core.index.tables.links import (
+    NAMES_META,
     delete_all_edges,
     delete_all_keys,
     edge_counts,
@@ -48,10 +49,6 @@ from core.index.tables.links import (
 from core.index.tables.meta import meta_value, set_meta
 from core.index.tables.notes import names_of_notes
 from core.vault.links import ANY_NAME, Link, LinkResolver, is_dendron_name, link_keys, note_keys, reads_label_first
-
-# meta key: {"notes": N, "dendron": D}, the notes the edges were resolved among and how many of them have
-# Dendron names (``LinkResolver.label_first``); absent: no edges resolved yet
-NAMES_META = "link_names"
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ from core.index.tables.notes import count_segment_notes, visible_names, visible_
 from core.index.tables.notes import hides_notes as _hides_notes
 from core.ranking.chunk_vectors import ChunkVectors, restrict_chunks
 from core.ranking.sparse import SparseIndex
+from core.ranking.visible_links import kept_link_rows
 
 SETS_PER_INDEX = 4
 T = TypeVar("T")
@@ -140,7 +141,15 @@ def visible_link_rows(conn: sqlite3.Connection, visible: Clause) -> list[LinkRow
     unresolved (like a link to a missing note), and a hidden note that shares a name or alias with a
     visible one captures no link (graph, supersession, ``related``, status counts). The link's text is
     not kept: its ``links`` rowid is (core.index.tables.links.link_targets)."""
-    from core.vault.links import Link  # the build's resolver; loaded only for a restricted caller
+
+    kept = kept_link_rows(conn, visible, lambda label_first: _visible_resolver(conn, visible, label_first))
+    # the stored resolution with the links to hidden notes resolved again (exact, faster), else every link
+    return kept if kept is not None else resolved_link_rows(conn, visible)
+
+
+def resolved_link_rows(conn: sqlite3.Connection, visible: Clause) -> list[LinkRow]:
+    """:func:`visible_link_rows` by resolving every visible link again among the visible notes."""
+    from core.vault.links import Link
 
     clause, vals = visible
     resolver, id_of = _visible_resolver(conn, visible)
@@ -151,12 +160,15 @@ def visible_link_rows(conn: sqlite3.Connection, visible: Clause) -> list[LinkRow
     return out
 
 
-def _visible_resolver(conn: sqlite3.Connection, visible: Clause) -> tuple[Any, dict[str, int]]:
-    """The build's link resolver over the visible notes' names, and their ids by path."""
+def _visible_resolver(
+    conn: sqlite3.Connection, visible: Clause, label_first: bool | None = None
+) -> tuple[Any, dict[str, int]]:
+    """The build's link resolver over the visible notes' names (reading ``[[a|b]]`` label first or not as
+    their names say, unless ``label_first`` says it), and their ids by path."""
     from core.vault.links import LinkResolver
 
     notes = visible_names(conn, *visible)
-    resolver = LinkResolver([(rel, tuple(json.loads(aliases))) for _, rel, aliases in notes])
+    resolver = LinkResolver([(rel, tuple(json.loads(aliases))) for _, rel, aliases in notes], label_first=label_first)
     return resolver, {rel: nid for nid, rel, _ in notes}
 
 

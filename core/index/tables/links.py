@@ -8,6 +8,8 @@ import json
 import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
 
+from core.index.tables.connection import dead_in, schema_name
+
 # Links as written, per source note (carried over with the note) ...
 DDL_LINKS = """
 CREATE TABLE IF NOT EXISTS links (
@@ -54,6 +56,10 @@ INDEXES = (
     # covering the filter mask's supersession test (core.ranking.filters), read by every search process
     "CREATE INDEX IF NOT EXISTS edges_by_kind ON edges(kind, dst_id)",
 )
+
+# meta key: {"notes": N, "dendron": D}, the notes the edges were resolved among and how many of them have
+# Dendron names (``LinkResolver.label_first``); absent: no edges resolved yet
+NAMES_META = "link_names"
 
 # (source note id, its rel_path, target, kind, heading, alias, source, alt_target) of each link
 _LINKS_WITH_PATHS = (
@@ -146,6 +152,30 @@ def links_of_kind(conn: sqlite3.Connection, kind: str) -> list[tuple]:
         "ORDER BY rowid",
         (kind,),
     ).fetchall()
+
+
+def segment_links(conn: sqlite3.Connection, schema: str, dead_at: int | None) -> list[tuple[int, int, str]]:
+    """(rowid, source note id, kind) of the links of the notes one database of a generation holds live
+    (``schema``; ``dead_at``: its position in a generation of segments, None for one database), by rowid."""
+    dead = "" if dead_at is None else f" WHERE note_id NOT IN ({dead_in(dead_at)})"
+    return conn.execute(f"SELECT rowid, note_id, kind FROM {schema_name(schema)}.links{dead} ORDER BY rowid").fetchall()
+
+
+def segment_edges(conn: sqlite3.Connection, schema: str, dead_at: int | None) -> list[tuple[int, int | None]]:
+    """(source note id, destination id or None) of the edges of the notes one database of a generation holds
+    live, in the order of their links (by source, then rowid: one edge per link, as ``edges_of``)."""
+    dead = "" if dead_at is None else f" WHERE src_id NOT IN ({dead_in(dead_at)})"
+    sql = f"SELECT src_id, dst_id FROM {schema_name(schema)}.edges{dead} ORDER BY src_id, rowid"
+    return conn.execute(sql).fetchall()
+
+
+def segment_links_by_rowid(conn: sqlite3.Connection, schema: str, rowids: Sequence[int]) -> dict[int, tuple]:
+    """rowid -> (target, kind, heading, alias, source, alt_target) of one database's links with these rowids."""
+    sql = (
+        f"SELECT rowid, target, kind, heading, alias, source, alt_target FROM {schema_name(schema)}.links "
+        "WHERE rowid IN (SELECT value FROM json_each(?))"
+    )
+    return {r[0]: tuple(r[1:]) for r in conn.execute(sql, (json.dumps(list(rowids)),))}
 
 
 def link_targets(conn: sqlite3.Connection, rowids: Sequence[int]) -> list[tuple[str, str]]:
