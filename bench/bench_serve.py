@@ -322,6 +322,34 @@ def _visible_by_default(path: Path) -> bool:
     return not any(f"classification: {c}" in head for c in ("lan", "restricted", "secret", "private"))
 
 
+RELATED_ROUNDS = 5
+
+
+def _related_calls(client: Any, vault: Path, targets: list[Path], originals: dict[Path, bytes]) -> list[float]:
+    """After the timed operations (so that their pace stays as it was): per target note, an edit, a wait until
+    a new generation holds it (the note a hit for its word), then one timed ``/related`` of the note: an agent's
+    links and backlinks on a new generation (a restricted caller's links are resolved per generation)."""
+    out = []
+    for n, target in enumerate(targets):
+        word = _marker(900 + n)
+        originals.setdefault(target, target.read_bytes())
+        with open(target, "a", encoding="utf-8") as handle:
+            handle.write(f"\n\nRelated: {word}\n")
+        rel = target.relative_to(vault).as_posix()
+        deadline = time.perf_counter() + 900
+        while not _reflected(client.post("/search", json={"query": word, "mode": "fts"}).json(), rel, "edit"):
+            if time.perf_counter() > deadline:
+                raise RuntimeError(f"the edit of {rel} before a /related call was not searchable after 900 s")
+            time.sleep(POLL_S)
+        t = time.perf_counter()
+        found = client.post("/related", json={"path": rel})
+        out.append(time.perf_counter() - t)
+        if found.status_code != 200:
+            raise RuntimeError(f"/related of {rel}: {found.status_code} {found.text[:500]}")
+        time.sleep(0.3)
+    return out
+
+
 def bench_watch(vault: Path, ops: int, restricted: bool = False) -> dict[str, Any]:
     """Edit-to-searchable through ``vaultsearch serve --watch`` (freshness on): each operation is an
     edit (a unique word appended to a note), an add (a new note with a unique word) or a delete
@@ -339,7 +367,6 @@ def bench_watch(vault: Path, ops: int, restricted: bool = False) -> dict[str, An
     times: dict[str, list[float]] = {"edit": [], "add": [], "delete": []}
     builds: list[float] = []
     status: list[float] = []
-    related: list[float] = []
     sources: dict[str, int] = {}
     errors: list[dict[str, Any]] = []
     srv = ServeProcess([str(vault), "--watch", *([] if restricted else ["--classification", "lan"])])
@@ -385,13 +412,8 @@ def bench_watch(vault: Path, ops: int, restricted: bool = False) -> dict[str, An
                 asked = time.perf_counter()
                 builds.append(client.get("/status").json()["watch"]["last_build"]["seconds"])
                 status.append(time.perf_counter() - asked)  # an agent's status call on each new generation
-                if kind != "delete":  # and its links and backlinks (the caller's links, resolved per generation)
-                    asked = time.perf_counter()
-                    found = client.post("/related", json={"path": rel})
-                    if found.status_code != 200:
-                        errors.append({"op": i, "status": found.status_code, "error": found.json().get("error")})
-                    related.append(time.perf_counter() - asked)
                 time.sleep(0.3)  # let the watcher settle: each operation is its own batch
+            related = _related_calls(client, vault, notes[: RELATED_ROUNDS * 53 : 53], originals)
     finally:
         srv.close()
         for path, data in originals.items():

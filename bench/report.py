@@ -737,7 +737,8 @@ def _watch_lines(watch: dict[str, Any], corpus: str, run: dict[str, Any] | None)
         f" A `status` call right after each operation (the first on its generation) took p50 "
         f"{status['p50_ms']:.0f} ms, p95 {status['p95_ms']:.0f} ms"
         + (
-            f"; a `related` call after it p50 {related['p50_ms']:.0f} ms, p95 {related['p95_ms']:.0f} ms"
+            f"; a `related` call on a new generation ({related['n']} more edits, after the timed ones) p50 "
+            f"{related['p50_ms']:.0f} ms, p95 {related['p95_ms']:.0f} ms"
             if related
             else ""
         )
