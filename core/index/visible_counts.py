@@ -14,6 +14,7 @@ import sqlite3
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from functools import partial
 
 from core.index.tables.chunk_vectors import count_segment_vectors, count_visible_vectors
 from core.index.tables.chunks import count_segment_chunks, count_visible_chunks
@@ -31,7 +32,9 @@ _KEPT_SIZE = 256  # (segment, what, condition): a few visible sets of a few gene
 _LOCK = threading.Lock()
 
 
-def _every(key: tuple[str, str, str, str], count: Callable[[], int]) -> int:
+def segment_count(key: tuple[str, str, str, str], count: Callable[[], int]) -> int:
+    """``count()``, kept by ``key`` (segment SHA-256, what is counted, condition, bound values): a segment is
+    immutable, so a count over its own rows holds in every generation that lists it."""
     with _LOCK:
         found = _KEPT.get(key)
         if found is not None:
@@ -56,7 +59,7 @@ def visible_counts(conn: sqlite3.Connection, clause: str, values: Sequence[objec
     for what, count, _ in COUNTERS:
         total = 0
         for pos, (schema, sha) in enumerate(parts):
-            total += _every((sha, what, clause, bound), lambda c=count, s=schema: c(conn, s, clause, values, None))  # type: ignore[misc]
+            total += segment_count((sha, what, clause, bound), partial(count, conn, schema, clause, values, None))
             total -= count(conn, schema, clause, values, pos)
         totals.append(total)
     return totals[0], totals[1], totals[2]

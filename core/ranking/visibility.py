@@ -26,12 +26,14 @@ import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
+from functools import partial
 from typing import Any, TypeVar
 
 from core.index.tables.connection import segment_parts
 from core.index.tables.links import links_of_kind, visible_links
 from core.index.tables.notes import count_segment_notes, visible_names, visible_paths_of
 from core.index.tables.notes import hides_notes as _hides_notes
+from core.index.visible_counts import segment_count
 from core.ranking.chunk_vectors import ChunkVectors, restrict_chunks
 from core.ranking.sparse import SparseIndex
 from core.ranking.visible_links import kept_link_rows
@@ -91,29 +93,6 @@ class VisibilityCache:
 VISIBILITY_CACHE = VisibilityCache()
 
 
-# How many of a segment's notes a visible clause leaves out, dead ones too, by (segment SHA-256, clause, values): a
-# segment is immutable, so a reader that moves to the next generation asks SQL about its new segments only.
-_REFUSED: OrderedDict[tuple[str, str, str], int] = OrderedDict()
-_REFUSED_SIZE = 256
-_REFUSED_LOCK = threading.Lock()
-
-
-def _segment_refused(conn: sqlite3.Connection, schema: str, sha: str, refused: Clause) -> int:
-    sql, vals = refused
-    key = (sha, sql, json.dumps(vals, default=str))
-    with _REFUSED_LOCK:
-        found = _REFUSED.get(key)
-        if found is not None:
-            _REFUSED.move_to_end(key)
-            return found
-    found = count_segment_notes(conn, schema, sql, vals, None)
-    with _REFUSED_LOCK:
-        _REFUSED[key] = found
-        while len(_REFUSED) > _REFUSED_SIZE:
-            _REFUSED.popitem(last=False)
-    return found
-
-
 def hides_notes(conn: sqlite3.Connection, visible: Clause) -> bool:
     """True when some live note of the generation is outside the visible clause. On a generation of several
     segments: a segment hides a live note when it leaves out more notes (counted once, cached by its SHA-256)
@@ -123,10 +102,12 @@ def hides_notes(conn: sqlite3.Connection, visible: Clause) -> bool:
     parts = segment_parts(conn)
     if parts is None:
         return _hides_notes(conn, sql, vals)
-    refused = (f"NOT coalesce(({sql}), 0)", vals)
+    refused, bound = f"NOT coalesce(({sql}), 0)", json.dumps(vals, default=str)
     for pos, (schema, sha) in enumerate(parts):
-        every = _segment_refused(conn, schema, sha, refused)
-        if every and every > count_segment_notes(conn, schema, refused[0], vals, pos):
+        every = segment_count(
+            (sha, "refused notes", refused, bound), partial(count_segment_notes, conn, schema, refused, vals, None)
+        )
+        if every and every > count_segment_notes(conn, schema, refused, vals, pos):
             return True
     return False
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from core.build.builder import build_index
-from core.index import verify
+from core.index import verify, visible_counts
 from core.index.layout import layout_for
 from core.index.tables.connection import segment_parts
 from core.modes import context
@@ -81,7 +81,7 @@ def test_whether_classifications_hide_a_note_is_asked_of_each_segment_once(tmp_p
 
     monkeypatch.setattr(visibility, "count_segment_notes", counted)
     visibility.VISIBILITY_CACHE.clear()
-    visibility._REFUSED.clear()  # an identical segment of another test's build would answer from the cache
+    visible_counts._KEPT.clear()  # an identical segment of another test's build would answer from the cache
     visible = ("lan", "public")
     assert _ranking(root, visible) != _ranking(root, None)  # the restricted note is hidden
     assert asked == _segment_shas(root)[:1]  # it is in the first segment: the answer, the others not asked
