@@ -102,7 +102,7 @@ class BaseView:
     def links_of(self, note_ids: Sequence[int]) -> list[tuple]:
         return list(links_of(self.conn, note_ids))
 
-    def edges_of(self, note_ids: Sequence[int]) -> list[tuple[int, int, str | None]]:
+    def edges_of(self, note_ids: Sequence[int]) -> list[tuple[int, int, int | None]]:
         return edges_of(self.conn, note_ids)
 
     def edge_counts(self) -> tuple[int, int]:

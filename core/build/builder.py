@@ -37,6 +37,7 @@ from core.build.publish import publish, start_build
 from core.build.publish_segments import publish_segments
 from core.build.racy import settle_racy
 from core.build.report import BuildReport, build_report, generation_record
+from core.build.segment_writer import whole_page_size
 from core.build.source import BaseStats, NoteSource, WorkingTreeSource, base_rows, resolve_settings
 from core.build.source import stored_settings as stored_source_settings
 from core.build.staged import snapshot_hash, stamp_meta, whole_database
@@ -47,7 +48,7 @@ from core.index.ownership import check_vault
 from core.index.schema import create_schema
 from core.index.settings import DEFAULT_TOKENIZER, IndexConfig, resolve_config  # noqa: F401 (public API)
 from core.index.state import active_record
-from core.index.tables.connection import atomic, set_journal_mode, set_working_mode
+from core.index.tables.connection import atomic, set_journal_mode, set_page_size, set_working_mode
 from core.index.tables.meta import get_meta
 from core.index.tables.notes import delete_notes, touch_notes
 from core.index.tables.skipped_files import count_sources, delete_skipped
@@ -385,6 +386,9 @@ def _publish_staged(
         conn = _open_working(staging, in_place=False)
         try:
             if base is None:
+                page = whole_page_size(sum(read[0].size for read in plan.changed))
+                if page is not None:
+                    set_page_size(conn, page)
                 create_schema(conn, run.config.tokenizer)
             extra = _stage(conn, plan, run, whole=base is None)
             if hook is not None:

@@ -90,7 +90,7 @@ class PreparedNote:
     values: tuple  # the notes row after ``id``, in NOTE_COLUMNS order
     tags: tuple[str, ...]
     problems: tuple[tuple[str, str], ...]  # (reason, detail)
-    links: tuple[tuple, ...]  # (target, kind, heading, alias, source, alt_target)
+    links: tuple[tuple, ...]  # (target, kind, heading, source, alt_target)
     cells: tuple[str, ...]  # the notes_fts row: the texts of FTS_COLUMNS (the body last)
     text: tuple[int, int, int]  # its compressed cell in the batch's text blocks: (block index, start, size)
     chunks: tuple[tuple[int, str, int, int, bytes], ...]  # ord, heading_path JSON, start, end, SHA-256 digest
@@ -294,7 +294,7 @@ def _prepared(
         values=values,
         tags=note.tags,
         problems=tuple((p.reason, p.detail) for p in note.problems),
-        links=tuple((ln.target, ln.kind, ln.heading, ln.alias, ln.source, ln.alt_target) for ln in note.links),
+        links=tuple((ln.target, ln.kind, ln.heading, ln.source, ln.alt_target) for ln in note.links),
         cells=texts,
         text=text,
         chunks=chunks,

@@ -5,7 +5,8 @@ inserts the changed notes again with their OLD ids (``kept``: an edge into one s
 ones with new ids. Then ``recompute_edges``:
 
 - resolves the links of the inserted notes (their rows are new), and stores their lookup keys;
-- re-points every edge into a note re-inserted with a new id at that id (the edge keeps its ``dst_path``);
+- re-points every edge into a note re-inserted with a new id (same path) at that id, so that an edge's
+  stored ``dst_id`` and a new resolution's are compared as ids;
 - when a note appeared (a new path, or new aliases at a path), re-resolves the links of the other notes
   that have one of its lookup keys (``core.vault.links.link_keys``: the only links it can change);
 - when a note went (a path gone, or aliases changed), re-resolves the links that resolved to it (a note
@@ -70,8 +71,8 @@ def _aliases(cell: str) -> tuple[str, ...]:
 
 
 def _link(row: tuple) -> Link:
-    _, _, target, kind, heading, alias, source, alt = row
-    return Link(target=target, kind=kind, heading=heading, alias=alias, source=source, alt_target=alt)
+    _, _, target, kind, heading, source, alt = row
+    return Link(target=target, kind=kind, heading=heading, source=source, alt_target=alt)
 
 
 class _Resolution:
@@ -85,14 +86,14 @@ class _Resolution:
 
     @classmethod
     def for_links(cls, conn: sqlite3.Connection, links: list[tuple], label_first: bool) -> _Resolution:
-        keys = set().union(*(link_keys(row[2], row[7]) for row in links))
+        keys = set().union(*(link_keys(row[2], row[6]) for row in links))
         rows = target_rows(conn, None) if ANY_NAME in keys else targets_by_key(conn, sorted(keys))
         return cls(rows, label_first)
 
-    def edge(self, row: tuple) -> tuple[int | None, str | None]:
-        """(dst id, dst path) of one link row (``links_from``), (None, None) when unresolved."""
+    def edge(self, row: tuple) -> int | None:
+        """The dst id of one link row (``links_from``), None when unresolved."""
         dst = self.resolver.resolve(_link(row), row[1])
-        return (self.id_of[dst], dst) if dst else (None, None)
+        return self.id_of[dst] if dst else None
 
 
 def _insert_resolved(conn: sqlite3.Connection, res: _Resolution, links: list[tuple]) -> None:
@@ -100,9 +101,9 @@ def _insert_resolved(conn: sqlite3.Connection, res: _Resolution, links: list[tup
     edges: list[tuple] = []
     keys: set[tuple[str, int]] = set()
     for row in links:
-        dst_id, dst = res.edge(row)
-        edges.append((row[0], dst_id, row[3], row[2], dst))
-        keys.update((key, row[0]) for key in link_keys(row[2], row[7]))
+        dst_id = res.edge(row)
+        edges.append((row[0], dst_id, row[3], None if dst_id is not None else row[2]))
+        keys.update((key, row[0]) for key in link_keys(row[2], row[6]))
     insert_edges(conn, edges)
     insert_keys(conn, sorted(keys), [])
 
@@ -121,9 +122,9 @@ def _re_resolve(conn: sqlite3.Connection, res: _Resolution, links: list[tuple], 
         raise IntegrityError(f"the edges of notes {ids[:5]} do not match their links one to one")
     changed = []
     for row, (rowid, _, old_dst) in zip(links, edges):
-        dst_id, dst = res.edge(row)
-        if dst != old_dst:
-            changed.append((dst_id, dst, rowid))
+        dst_id = res.edge(row)
+        if dst_id != old_dst:
+            changed.append((dst_id, None if dst_id is not None else row[2], rowid))
     update_edges(conn, changed)
 
 
@@ -215,7 +216,7 @@ class BaseLinks(Protocol):
 
     def links_of(self, note_ids: Sequence[int]) -> list[tuple]: ...
 
-    def edges_of(self, note_ids: Sequence[int]) -> list[tuple[int, int, str | None]]: ...
+    def edges_of(self, note_ids: Sequence[int]) -> list[tuple[int, int, int | None]]: ...
 
     def edge_counts(self) -> tuple[int, int]: ...
 
@@ -258,13 +259,13 @@ def _on_base(
     affected = _affected_on_base(base, replaced, inserted, new_from_id)
     old_links = base.links_of(affected) if affected else []
     new_links = (list(links_of(conn, sorted(kept))) if kept else []) + list(links_from(conn, new_from_id))
-    keys = set().union(*(link_keys(row[2], row[7]) for row in old_links + new_links))
+    keys = set().union(*(link_keys(row[2], row[6]) for row in old_links + new_links))
     mine = _possible_targets(inserted, keys)  # the working database holds only the inserted notes
     res = _Resolution(sorted(base.targets(None if ANY_NAME in keys else sorted(keys)) + mine), label_first)
     edges = base.edges_of(affected) if affected else []
     if len(old_links) != len(edges) or any(ln[0] != e[1] for ln, e in zip(old_links, edges)):
         raise IntegrityError(f"the edges of notes {affected[:5]} do not match their links one to one")
-    moved = sorted({row[0] for row, edge in zip(old_links, edges) if res.edge(row)[1] != edge[2]})
+    moved = sorted({row[0] for row, edge in zip(old_links, edges) if res.edge(row) != edge[2]})
     return _OnBase(inserted, new_links, res, moved, counts)
 
 

@@ -135,8 +135,8 @@ def resolved_link_rows(conn: sqlite3.Connection, visible: Clause) -> list[LinkRo
     clause, vals = visible
     resolver, id_of = _visible_resolver(conn, visible)
     out: list[LinkRow] = []
-    for rowid, src, src_path, target, kind, heading, alias, source, alt in visible_links(conn, clause, vals):
-        found = resolver.resolve(Link(target, kind, heading, alias, source, alt), src_path)
+    for rowid, src, src_path, target, kind, heading, source, alt in visible_links(conn, clause, vals):
+        found = resolver.resolve(Link(target, kind, heading, None, source, alt), src_path)
         out.append((src, id_of.get(found) if found else None, sys.intern(kind), rowid))
     return out
 
@@ -167,8 +167,8 @@ def visible_superseded(conn: sqlite3.Connection, visible: Clause) -> list[int]:
         return []
     resolver, id_of = _visible_resolver(conn, visible)
     out: set[int] = set()
-    for _, src, target, kind, heading, alias, source, alt in rows:
-        hit = resolver.resolve(Link(target, kind, heading, alias, source, alt), paths[src])
+    for _, src, target, kind, heading, source, alt in rows:
+        hit = resolver.resolve(Link(target, kind, heading, None, source, alt), paths[src])
         if hit is not None and (dst := id_of.get(hit)) is not None:
             out.add(dst)
     return sorted(out)

@@ -92,7 +92,7 @@ def kept_link_rows(conn: sqlite3.Connection, visible: Clause, resolver: Resolver
             texts = segment_links_by_rowid(conn, schema, local)
             for i, rowid in zip(at, local):
                 src, _, kind, view_rowid = out[i]
-                target, _, heading, alias, source, alt = texts[rowid]
-                hit = found.resolve(Link(target, kind, heading, alias, source, alt), paths[src])
+                target, _, heading, source, alt = texts[rowid]
+                hit = found.resolve(Link(target, kind, heading, None, source, alt), paths[src])
                 out[i] = (src, id_of.get(hit) if hit else None, kind, view_rowid)
     return out

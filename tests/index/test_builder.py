@@ -336,7 +336,10 @@ def test_in_place_layout_is_one_index_db_served_as_legacy_and_updated_incrementa
     now = dict(conn.execute("SELECT rel_path, id FROM notes"))
     assert now["alpha.md"] == ids["alpha.md"] and set(now) == {"alpha.md", "beta.md", "delta.md"}
     assert now["beta.md"] == ids["beta.md"] and now["delta.md"] > max(ids.values())  # an edit keeps its id
-    into = conn.execute("SELECT dst_id FROM edges WHERE src_id = ? AND dst_path = 'beta.md'", (now["delta.md"],))
+    into = conn.execute(
+        "SELECT e.dst_id FROM edges e JOIN notes d ON d.id = e.dst_id WHERE e.src_id = ? AND d.rel_path = 'beta.md'",
+        (now["delta.md"],),
+    )
     assert into.fetchall() == [(ids["beta.md"],)]
     assert conn.execute("SELECT title FROM notes WHERE rel_path = 'beta.md'").fetchone() == ("Beta two",)
     assert gen.verify_full(layout)["kind"] == "legacy_db"

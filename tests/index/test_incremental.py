@@ -63,7 +63,7 @@ def note_rows(conn: sqlite3.Connection, rel_path: str) -> dict[str, list[tuple]]
         "chunks": "SELECT * FROM chunks WHERE note_id = ? ORDER BY ord",
         "tags": "SELECT * FROM note_tags WHERE note_id = ? ORDER BY tag",
         # its columns named: through a generation of several segments the view has a ``rowid`` column too
-        "links": "SELECT note_id, target, kind, heading, alias, source, alt_target FROM links WHERE note_id = ? "
+        "links": "SELECT note_id, target, kind, heading, source, alt_target FROM links WHERE note_id = ? "
         "ORDER BY target",
         "problems": "SELECT * FROM note_problems WHERE note_id = ?",
         "vectors": f"SELECT * FROM chunk_vectors WHERE chunk_id IN ({chunk_ids}) ORDER BY chunk_id",
@@ -79,7 +79,8 @@ def fts_paths(conn: sqlite3.Connection, query: str) -> set[str]:
     return {r[1] for r in conn.execute("SELECT id, rel_path FROM notes") if r[0] in ids}
 
 
-def edges_by_path(conn: sqlite3.Connection) -> set[tuple[str, str | None, str]]:
+def edges_by_path(conn: sqlite3.Connection) -> set[tuple[str, str | None, str | None]]:
+    """(source path, destination path, the target an unresolved edge keeps: None when resolved) per edge."""
     return set(
         conn.execute(
             "SELECT s.rel_path, d.rel_path, e.target FROM edges e JOIN notes s ON s.id = e.src_id "
@@ -121,7 +122,7 @@ def test_unchanged_notes_keep_ids_and_byte_identical_rows(vault: Path) -> None:
 def test_a_deleted_note_disappears_from_every_table(vault: Path) -> None:
     before = active(vault)
     gid = before.execute("SELECT id FROM notes WHERE rel_path = 'gamma.md'").fetchone()[0]
-    assert ("beta.md", "gamma.md", "gamma") in edges_by_path(before)
+    assert ("beta.md", "gamma.md", None) in edges_by_path(before)
     (vault / "gamma.md").unlink()
     build_index(vault)
     after = active(vault)
@@ -196,7 +197,7 @@ def test_a_new_note_resolves_a_link_of_a_carried_over_note(vault: Path) -> None:
     report = build_index(vault)
     assert report.reused == 4 and report.added == 1
     after = active(vault)
-    assert ("alpha.md", "omega.md", "omega") in edges_by_path(after)
+    assert ("alpha.md", "omega.md", None) in edges_by_path(after)
     # alpha's edge moved: it is re-published in the delta at its kept id, the same rows but for its chunks' ids
     assert report.relinked_notes == 1
     assert _but_chunk_ids(note_rows(after, "alpha.md")) == _but_chunk_ids(alpha_before)
@@ -348,7 +349,7 @@ def _comparable(conn: sqlite3.Connection) -> dict[str, object]:
         "tags": sorted(conn.execute("SELECT n.rel_path, t.tag FROM note_tags t JOIN notes n ON n.id = t.note_id")),
         "links": sorted(
             conn.execute(
-                "SELECT n.rel_path, l.target, l.kind, l.heading, l.alias, l.source, "
+                "SELECT n.rel_path, l.target, l.kind, l.heading, l.source, "
                 "l.alt_target FROM links l JOIN notes n ON n.id = l.note_id"
             ),
             key=repr,
@@ -396,5 +397,5 @@ def test_incremental_edges_equal_a_full_resolution(tmp_path: Path) -> None:
     full_dir = tmp_path / "full"
     build_index(root, index_dir=full_dir)
     assert incremental == edges_by_path(active(root, full_dir))
-    assert ("n4.md", "n5.md", "n5") in incremental and ("n0.md", "n1.md", "n1") in incremental
+    assert ("n4.md", "n5.md", None) in incremental and ("n0.md", "n1.md", None) in incremental
     assert ("n1.md", None, "missing1") in incremental

@@ -102,7 +102,7 @@ def test_a_delta_publish_writes_parts_sized_by_the_change(tmp_path: Path, monkey
     shutil.copytree(EXAMPLE_VAULT, root)
     leaf = _leaf(root)
     (root / "other-leaf.md").write_text("# Other leaf\n\nA quokka and a zebrafish.\n")
-    for i in range(160):  # a larger dictionary: 8,000 more terms (a base of ~0.6 MB)
+    for i in range(220):  # a larger dictionary: 11,000 more terms (a base of ~0.65 MB in 2 KB pages)
         words = " ".join(f"term{i}x{j}" for j in range(50))
         (root / "filler" / f"n{i:03d}.md").parent.mkdir(exist_ok=True)
         (root / "filler" / f"n{i:03d}.md").write_text(f"# Filler {i}\n\n{words} database search\n")

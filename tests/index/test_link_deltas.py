@@ -75,14 +75,14 @@ CHANGES: dict[str, tuple[Callable[[Path], None], int]] = {  # the change, the no
 
 def _rows(root: Path) -> tuple[list[tuple], list[tuple]]:
     """The live notes (path, content hash, mtime, size, title, aliases) and every edge (source path, kind,
-    target, destination path) of the active generation, by path: what a cold build must equal."""
+    target when unresolved, destination path) of the active generation, by path: what a cold build must equal."""
     conn = verify.connect_readonly(verify.resolve(layout_for(root)))
     try:
         notes = conn.execute(
             "SELECT rel_path, content_sha256, mtime_ns, size, title, aliases FROM notes ORDER BY rel_path"
         ).fetchall()
         edges = conn.execute(
-            "SELECT n.rel_path, e.kind, e.target, e.dst_path, d.rel_path FROM edges e JOIN notes n ON n.id = e.src_id "
+            "SELECT n.rel_path, e.kind, e.target, d.rel_path FROM edges e JOIN notes n ON n.id = e.src_id "
             "LEFT JOIN notes d ON d.id = e.dst_id ORDER BY 1, 2, 3, 4"
         ).fetchall()
     finally:

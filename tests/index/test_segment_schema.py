@@ -1,8 +1,9 @@
 """What a segment does not store: indexes by note on the name and key tables (no query of a segment uses
-them); raw FTS5 phrases and NEAR still match."""
+them), a resolved edge's target, an index of every edge's kind; raw FTS5 phrases and NEAR still match."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from conftest import note, write_files
@@ -10,6 +11,7 @@ from conftest import note, write_files
 from core.build.builder import build_index
 from core.index import verify
 from core.index.layout import layout_for
+from core.index.tables.links import unresolved_targets
 from core.index.tables.notes_fts import matching_rowids
 
 
@@ -29,3 +31,39 @@ def test_a_segment_has_no_index_by_note_on_the_name_and_key_tables(tmp_path: Pat
         assert sorted(matching_rowids(conn, "NEAR(red blue, 2)")) == sorted([(ids["a.md"],), (ids["b.md"],)])
     finally:
         conn.close()
+
+
+def test_an_edge_stores_its_target_only_while_unresolved_and_supersession_reads_a_partial_index(
+    tmp_path: Path,
+) -> None:
+    """A resolved edge's target is its link's (stored once, in ``links``); an unresolved one keeps it (what
+    ``related`` lists), also when a delete leaves it unresolved; the filter mask's supersession test reads
+    the partial index of ``supersedes`` edges in every segment of a generation, not every edge."""
+    files = {
+        "a.md": note("Alpha", "see [[b]] and [[gone]]"),
+        "b.md": note("Beta", "blue"),
+        "c.md": "---\nsupersedes: [b]\n---\n# Gamma\n\nnew\n",
+    }
+    vault = write_files(tmp_path / "v", files)
+    build_index(vault)
+    (vault / "b.md").unlink()
+    build_index(vault)  # a delta segment and a tombstone: the edge a -> b is resolved again, to nothing
+    conn = verify.connect_readonly(verify.resolve(layout_for(vault)))
+    try:
+        a = conn.execute("SELECT id FROM notes WHERE rel_path = 'a.md'").fetchone()[0]
+        assert list(unresolved_targets(conn, a)) == [("b", "wikilink"), ("gone", "wikilink")]
+        stored = conn.execute("SELECT dst_id IS NULL, target FROM edges ORDER BY src_id, rowid").fetchall()
+        assert all((target is None) != unresolved for unresolved, target in stored)
+        plan = " ".join(
+            r[-1] for r in conn.execute("EXPLAIN QUERY PLAN " + supersedes_sql(), ())
+        )  # every segment's edges through the generation's view
+        segments = len(list(layout_for(vault).segments_dir.glob("*.seg")))
+        assert segments == 2 and plan.count("USING INDEX edges_superseded") == segments, plan  # the base, the delta
+        assert not re.search(r"SCAN \w+\.edges", plan), plan  # no segment's edges read whole
+    finally:
+        conn.close()
+
+
+def supersedes_sql() -> str:
+    """The query ``links.supersedes_targets`` runs."""
+    return "SELECT DISTINCT dst_id FROM edges WHERE kind = 'supersedes' AND dst_id IS NOT NULL"

@@ -1,12 +1,13 @@
 """``links`` (as written, per source note, carried over with it) and ``edges`` (resolved: one per link,
-``dst_id`` NULL when unresolved; ``dst_path`` lets a rebuild re-point edges at a changed note - new id,
-same path - without resolving every link again)."""
+``dst_id`` NULL when unresolved)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
+from functools import lru_cache
 
 from core.index.tables.connection import dead_in, schema_name
 
@@ -17,26 +18,31 @@ CREATE TABLE IF NOT EXISTS links (
     target     TEXT NOT NULL,
     kind       TEXT NOT NULL,
     heading    TEXT,
-    alias      TEXT,
     source     TEXT NOT NULL,
     alt_target TEXT
 )"""
 
-# ... and resolved edges: one per link, dst NULL when unresolved. dst_path lets a rebuild
-# re-point edges at a changed note (new id, same path) without resolving every link again.
+# ... and resolved edges: one per link, dst NULL when unresolved. ``target`` (the link's, for
+# ``unresolved_targets``) only on an unresolved edge: a resolved one's is its link's. No destination path: a
+# rebuild re-points the edges into a note re-inserted at a new id first (``move_edges``), then compares ids
+# (Dendron docs: 3,212 edges, 219 unresolved; 157 KB of targets and paths before, each stored elsewhere).
 DDL_EDGES = """
 CREATE TABLE IF NOT EXISTS edges (
     src_id   INTEGER NOT NULL,
     dst_id   INTEGER,
     kind     TEXT NOT NULL,
-    target   TEXT NOT NULL,
-    dst_path TEXT
+    target   TEXT,
+    CHECK ((dst_id IS NULL) = (target IS NOT NULL))
 )"""
 # ... and the lookup keys of each note's links (``core.vault.links.link_keys``): which notes' links a note
 # that appears (added, renamed, new aliases) could resolve differently, without resolving every link.
+# A key is stored as its 64-bit hash (``key_hash``): both tables are only asked which notes have one of some
+# keys, and a hash shared by two keys can only add a note to the answer (one more note's links resolved
+# again, one more candidate target that no link names: the same resolution), never leave one out. Dendron
+# docs: 167 KB of key text (6,405 keys) -> 51 KB of hashes.
 DDL_LINK_KEYS = """
 CREATE TABLE IF NOT EXISTS link_keys (
-    key     TEXT NOT NULL,
+    key     INTEGER NOT NULL,
     note_id INTEGER NOT NULL,
     PRIMARY KEY (key, note_id)
 ) WITHOUT ROWID"""
@@ -44,7 +50,7 @@ CREATE TABLE IF NOT EXISTS link_keys (
 # the notes a build resolves those links against, without reading every note.
 DDL_TARGET_KEYS = """
 CREATE TABLE IF NOT EXISTS target_keys (
-    key     TEXT NOT NULL,
+    key     INTEGER NOT NULL,
     note_id INTEGER NOT NULL,
     PRIMARY KEY (key, note_id)
 ) WITHOUT ROWID"""
@@ -53,17 +59,19 @@ INDEXES = (
     # link_keys / target_keys: looked up by key only (their primary key); no index by note, as note_names
     "CREATE INDEX IF NOT EXISTS edges_by_src ON edges(src_id)",
     "CREATE INDEX IF NOT EXISTS edges_by_dst ON edges(dst_id)",
-    # covering the filter mask's supersession test (core.ranking.filters), read by every search process
-    "CREATE INDEX IF NOT EXISTS edges_by_kind ON edges(kind, dst_id)",
+    # covering the filter mask's supersession test (core.ranking.filters), read by every search process; partial:
+    # its queries name ``kind = 'supersedes'``, and a vault has few such edges (an index of every edge's kind
+    # took 61 KB of the Dendron docs' 3,212 edges, none of them a supersession)
+    "CREATE INDEX IF NOT EXISTS edges_superseded ON edges(dst_id, src_id) WHERE kind = 'supersedes'",
 )
 
 # meta key: {"notes": N, "dendron": D}, the notes the edges were resolved among and how many of them have
 # Dendron names (``LinkResolver.label_first``); absent: no edges resolved yet
 NAMES_META = "link_names"
 
-# (source note id, its rel_path, target, kind, heading, alias, source, alt_target) of each link
+# (source note id, its rel_path, target, kind, heading, source, alt_target) of each link
 _LINKS_WITH_PATHS = (
-    "SELECT l.note_id, n.rel_path, l.target, l.kind, l.heading, l.alias, l.source, l.alt_target "
+    "SELECT l.note_id, n.rel_path, l.target, l.kind, l.heading, l.source, l.alt_target "
     "FROM links l JOIN notes n ON n.id = l.note_id WHERE "
 )
 
@@ -72,9 +80,9 @@ _LINKS_WITH_PATHS = (
 
 
 def insert_links(conn: sqlite3.Connection, rows: list[tuple]) -> None:
-    """(note id, target, kind, heading, alias, source, alt_target) per link."""
+    """(note id, target, kind, heading, source, alt_target) per link."""
     conn.executemany(
-        "INSERT INTO links(note_id, target, kind, heading, alias, source, alt_target) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        "INSERT INTO links(note_id, target, kind, heading, source, alt_target) VALUES (?, ?, ?, ?, ?, ?)",
         rows,
     )
 
@@ -95,10 +103,26 @@ def links_of(conn: sqlite3.Connection, note_ids: Sequence[int]) -> Iterator[tupl
     )
 
 
+@lru_cache(maxsize=1 << 16)
+def key_hash(key: str) -> int:
+    """The stored form of a lookup key: 63 bits of its BLAKE2b digest, a non-negative SQLite integer (stable
+    across processes and platforms, unlike ``hash``; exact through JSON, unlike a value near -2**63)."""
+    return int.from_bytes(hashlib.blake2b(key.encode("utf-8"), digest_size=8).digest(), "big") >> 1
+
+
+def _hashed(rows: list[tuple[str, int]]) -> list[tuple[int, int]]:
+    return sorted({(key_hash(key), nid) for key, nid in rows})
+
+
 def insert_keys(conn: sqlite3.Connection, link_rows: list[tuple[str, int]], target_rows: list[tuple[str, int]]) -> None:
-    """(key, note id) rows of ``link_keys`` and of ``target_keys``, each pair once."""
-    conn.executemany("INSERT OR IGNORE INTO link_keys(key, note_id) VALUES (?, ?)", link_rows)
-    conn.executemany("INSERT OR IGNORE INTO target_keys(key, note_id) VALUES (?, ?)", target_rows)
+    """(key, note id) rows of ``link_keys`` and of ``target_keys``, each pair once (the key hashed)."""
+    conn.executemany("INSERT OR IGNORE INTO link_keys(key, note_id) VALUES (?, ?)", _hashed(link_rows))
+    conn.executemany("INSERT OR IGNORE INTO target_keys(key, note_id) VALUES (?, ?)", _hashed(target_rows))
+
+
+def _key_hashes(keys: Sequence[str]) -> str:
+    """The bound JSON array of these keys' stored forms."""
+    return json.dumps(sorted({key_hash(key) for key in keys}))
 
 
 def delete_all_keys(conn: sqlite3.Connection) -> None:
@@ -120,36 +144,37 @@ def target_rows_of(conn: sqlite3.Connection, note_ids: Sequence[int]) -> list[tu
 
 
 def targets_by_key(conn: sqlite3.Connection, keys: Sequence[str]) -> list[tuple[int, str, str]]:
-    """(id, rel_path, aliases JSON) of the notes with one of these ``target_keys``."""
+    """(id, rel_path, aliases JSON) of the notes with one of these ``target_keys`` (or a key of the same hash:
+    a note no link names, which resolves nothing)."""
     return conn.execute(
         "SELECT id, rel_path, aliases FROM notes WHERE id IN "
         "(SELECT note_id FROM target_keys WHERE key IN (SELECT value FROM json_each(?)))",
-        (json.dumps(sorted(keys)),),
+        (_key_hashes(keys),),
     ).fetchall()
 
 
 def notes_linking_by_key(conn: sqlite3.Connection, keys: Sequence[str], below_id: int) -> set[int]:
-    """Ids (< ``below_id``) of the notes one of whose links has one of these lookup keys."""
+    """Ids (< ``below_id``) of the notes one of whose links has one of these lookup keys (or a key of the same
+    hash: a note whose links are resolved again to the same targets)."""
     sql = "SELECT DISTINCT note_id FROM link_keys WHERE key IN (SELECT value FROM json_each(?)) AND note_id < ?"
-    return {r[0] for r in conn.execute(sql, (json.dumps(sorted(keys)), below_id))}
+    return {r[0] for r in conn.execute(sql, (_key_hashes(keys), below_id))}
 
 
 def visible_links(conn: sqlite3.Connection, clause: str, values: Sequence[object]) -> Iterator[tuple]:
-    """(link rowid, source note id, its rel_path, target, kind, heading, alias, source, alt_target) of the
+    """(link rowid, source note id, its rel_path, target, kind, heading, source, alt_target) of the
     links of the notes the condition (over ``notes n``) allows, in the order they were stored."""
     return conn.execute(
-        "SELECT l.rowid, l.note_id, n.rel_path, l.target, l.kind, l.heading, l.alias, l.source, l.alt_target "
+        "SELECT l.rowid, l.note_id, n.rel_path, l.target, l.kind, l.heading, l.source, l.alt_target "
         f"FROM links l JOIN notes n ON n.id = l.note_id WHERE {clause} ORDER BY l.rowid",
         values,
     )
 
 
 def links_of_kind(conn: sqlite3.Connection, kind: str) -> list[tuple]:
-    """(link rowid, source note id, target, kind, heading, alias, source, alt_target) of every link of
+    """(link rowid, source note id, target, kind, heading, source, alt_target) of every link of
     ``kind``, in the order they were stored."""
     return conn.execute(
-        "SELECT rowid, note_id, target, kind, heading, alias, source, alt_target FROM links WHERE kind = ? "
-        "ORDER BY rowid",
+        "SELECT rowid, note_id, target, kind, heading, source, alt_target FROM links WHERE kind = ? ORDER BY rowid",
         (kind,),
     ).fetchall()
 
@@ -170,9 +195,9 @@ def segment_edges(conn: sqlite3.Connection, schema: str, dead_at: int | None) ->
 
 
 def segment_links_by_rowid(conn: sqlite3.Connection, schema: str, rowids: Sequence[int]) -> dict[int, tuple]:
-    """rowid -> (target, kind, heading, alias, source, alt_target) of one database's links with these rowids."""
+    """rowid -> (target, kind, heading, source, alt_target) of one database's links with these rowids."""
     sql = (
-        f"SELECT rowid, target, kind, heading, alias, source, alt_target FROM {schema_name(schema)}.links "
+        f"SELECT rowid, target, kind, heading, source, alt_target FROM {schema_name(schema)}.links "
         "WHERE rowid IN (SELECT value FROM json_each(?))"
     )
     return {r[0]: tuple(r[1:]) for r in conn.execute(sql, (json.dumps(list(rowids)),))}
@@ -213,18 +238,18 @@ def notes_linking_to(conn: sqlite3.Connection, dst_ids: Sequence[int], below_id:
     return {r[0] for r in conn.execute(sql, (json.dumps(list(dst_ids)), below_id))}
 
 
-def edges_of(conn: sqlite3.Connection, src_ids: Sequence[int]) -> list[tuple[int, int, str | None]]:
-    """(rowid, src id, dst path) of the edges from these notes, in the order of their links (``links_of``)."""
+def edges_of(conn: sqlite3.Connection, src_ids: Sequence[int]) -> list[tuple[int, int, int | None]]:
+    """(rowid, src id, dst id) of the edges from these notes, in the order of their links (``links_of``)."""
     return conn.execute(
-        "SELECT rowid, src_id, dst_path FROM edges WHERE src_id IN (SELECT value FROM json_each(?)) "
+        "SELECT rowid, src_id, dst_id FROM edges WHERE src_id IN (SELECT value FROM json_each(?)) "
         "ORDER BY src_id, rowid",
         (json.dumps(list(src_ids)),),
     ).fetchall()
 
 
 def update_edges(conn: sqlite3.Connection, rows: list[tuple[int | None, str | None, int]]) -> None:
-    """(dst id or None, dst path or None, edge rowid) per edge re-resolved."""
-    conn.executemany("UPDATE edges SET dst_id = ?, dst_path = ? WHERE rowid = ?", rows)
+    """(dst id or None, the link's target when unresolved else None, edge rowid) per edge re-resolved."""
+    conn.executemany("UPDATE edges SET dst_id = ?, target = ? WHERE rowid = ?", rows)
 
 
 def delete_all_edges(conn: sqlite3.Connection) -> None:
@@ -232,8 +257,8 @@ def delete_all_edges(conn: sqlite3.Connection) -> None:
 
 
 def insert_edges(conn: sqlite3.Connection, rows: list[tuple]) -> None:
-    """(src id, dst id or None, kind, target, dst path or None) per edge."""
-    conn.executemany("INSERT INTO edges(src_id, dst_id, kind, target, dst_path) VALUES (?, ?, ?, ?, ?)", rows)
+    """(src id, dst id or None, kind, the link's target when unresolved else None) per edge."""
+    conn.executemany("INSERT INTO edges(src_id, dst_id, kind, target) VALUES (?, ?, ?, ?)", rows)
 
 
 # ---------------------------------------------------------------- edges: reading

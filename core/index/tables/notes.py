@@ -218,6 +218,12 @@ def count_notes(conn: sqlite3.Connection) -> int:
     return count_live(conn, "notes", "id", "vs_dead")
 
 
+def files_bytes(conn: sqlite3.Connection, note_ids: Iterable[int]) -> int:
+    """The bytes of these notes' files, as scanned."""
+    sql = "SELECT coalesce(sum(size), 0) FROM notes WHERE id IN (SELECT value FROM json_each(?))"
+    return int(conn.execute(sql, (json.dumps(sorted(note_ids)),)).fetchone()[0])
+
+
 def note_file_rows(conn: sqlite3.Connection) -> Iterator[tuple[str, int, str, int, int]]:
     """(rel_path, id, content sha256, mtime_ns, size) of every note: what a build plans against."""
     rows = conn.execute("SELECT rel_path, id, content_sha256, mtime_ns, size FROM notes")

@@ -376,7 +376,7 @@ def live_edge_counts(conn: sqlite3.Connection) -> tuple[int, int]:
 
 
 def edges_below(conn: sqlite3.Connection, below: int) -> Iterable[tuple]:
-    """(src id, dst id, kind, target, dst path) of the edges of notes with ids below ``below``, in order."""
+    """(src id, dst id, kind, target) of the edges of notes with ids below ``below``, in order."""
     return conn.execute(
-        "SELECT src_id, dst_id, kind, target, dst_path FROM edges WHERE src_id < ? ORDER BY src_id, rowid", (below,)
+        "SELECT src_id, dst_id, kind, target FROM edges WHERE src_id < ? ORDER BY src_id, rowid", (below,)
     )
