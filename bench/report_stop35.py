@@ -230,16 +230,19 @@ def _biggest(tables: dict[str, dict[str, int]], n: int = 4) -> str:
 
 def size_section(results: dict[str, dict[str, Any]]) -> list[str]:
     """Index bytes on disk with two generations retained, over the Markdown bytes, per corpus: schema 22 (stop
-    34) and schema 24 (the tree before text blocks, measured in the same run as now) beside this stop's format
-    (``bench/results/size*.json``, ``python -m bench.bench_size``)."""
+    34), schema 24 (the tree before text blocks) and schema 25 (the tree before links stored once, measured in
+    the same run as now) beside this stop's format (``bench/results/size*.json``, ``python -m bench.bench_size``)."""
     now = {**(results.get("size") or {}).get("corpora", {}), **(results.get("size_mdn") or {}).get("corpora", {})}
     if not now:
         return []
     before = (results.get("size_schema22") or {}).get("corpora", {})
-    before24 = {
-        **(results.get("size_schema24") or {}).get("corpora", {}),
-        **(results.get("size_mdn_schema24") or {}).get("corpora", {}),
-    }
+    before24, before25 = (
+        {
+            **(results.get(f"size_schema{v}") or {}).get("corpora", {}),
+            **(results.get(f"size_mdn_schema{v}") or {}).get("corpora", {}),
+        }
+        for v in (24, 25)
+    )
     out = [
         "## Index size with two generations retained (issue 29)",
         "",
@@ -247,16 +250,18 @@ def size_section(results: dict[str, dict[str, Any]]) -> list[str]:
         "generations: the base segment, the edit's small segment and tombstone); every file under the index",
         "directory counted, over the Markdown bytes. *Schema 22*: stop 34's format (postings stored once);",
         "*schema 24*: posting pieces as zlib byte planes, FTS5 built with a 16 MB hash (the merged result, no",
-        "fragment rewrite), chunk rows without a text digest, file hashes as 32 raw bytes, measured by the tree",
-        "before text blocks in the same run as *now*: each note's zlib cell as before, the cells of several notes",
-        "stored back to back in blocks of 32 KB (schema 25, `core.index.tables.text_blocks`). Target: <= 2x on",
-        "every corpus. Biggest tables of the base segment now, in MB (SQLite `dbstat`).",
+        "fragment rewrite), chunk rows without a text digest, file hashes as 32 raw bytes; *schema 25*: the cells",
+        "of several notes stored back to back in blocks of 32 KB (`core.index.tables.text_blocks`), measured by",
+        "the tree before this stop in the same run as *now*: a link stored once (schema 26: no display text, a",
+        "resolved edge without its target and destination path, lookup keys as 63-bit hashes, a partial index",
+        "of the `supersedes` edges) and a whole segment of less than 16 MiB of Markdown in 2 KB pages. Target:",
+        "<= 2x on every corpus. Biggest tables of the base segment now, in MB (SQLite `dbstat`).",
         "",
         "    python -m bench.bench_size --corpus scifact,dendron,powershell --sizes 10000 && "
         "python -m bench.bench_size --corpus mdn --out bench/results/size_mdn.json",
         "",
-        "| corpus | notes | Markdown | schema 22 | schema 24 | now | biggest tables now |",
-        "|---|---:|---:|---:|---:|---:|---|",
+        "| corpus | notes | Markdown | schema 22 | schema 24 | schema 25 | now | biggest tables now |",
+        "|---|---:|---:|---:|---:|---:|---:|---|",
     ]
 
     def ratio(found: dict[str, Any] | None) -> str:
@@ -265,7 +270,8 @@ def size_section(results: dict[str, dict[str, Any]]) -> list[str]:
     for name, c in now.items():
         out.append(
             f"| {name} | {c['notes']:,} | {_bytes(c['markdown_bytes'])} | {ratio(before.get(name))} "
-            f"| {ratio(before24.get(name))} | {c['index_over_markdown']:.2f}x | {_biggest(c.get('tables') or {})} |"
+            f"| {ratio(before24.get(name))} | {ratio(before25.get(name))} | {c['index_over_markdown']:.2f}x "
+            f"| {_biggest(c.get('tables') or {})} |"
         )
     dates = sorted(
         {r.get("machine", {}).get("date", "?")[:16] for r in (results.get("size"), results.get("size_mdn")) if r}

@@ -107,7 +107,7 @@ def test_the_watch_section_splits_each_corpus_edit_into_its_parts() -> None:
     assert watch_split_section({"watch_s35": data}, "watch_s37", ("x",)) == []
 
 
-def test_the_size_section_puts_schema_22_and_24_beside_now_with_the_biggest_tables() -> None:
+def test_the_size_section_puts_schema_22_24_and_25_beside_now_with_the_biggest_tables() -> None:
     tables = {"term_major": {"bytes": 4_440_000}, "text_blocks": {"bytes": 3_150_000}, "meta": {"bytes": 4096}}
     now = {"notes": 5183, "markdown_bytes": 7947554, "index_over_markdown": 1.906, "tables": tables}
     results = {
@@ -116,12 +116,14 @@ def test_the_size_section_puts_schema_22_and_24_beside_now_with_the_biggest_tabl
         "size_schema22": {"corpora": {"scifact": {"index_over_markdown": 2.321}}},
         "size_schema24": {"corpora": {"scifact": {"index_over_markdown": 1.976}}},
         "size_mdn_schema24": {"corpora": {"mdn": {"index_over_markdown": 1.531}}},
+        "size_schema25": {"corpora": {"scifact": {"index_over_markdown": 1.954}}},
     }
     page = "\n".join(size_section(results))
     assert (
-        "| scifact | 5,183 | 7.6 MiB | 2.32x | 1.98x | 1.91x | term_major 4.44, text_blocks 3.15, meta 0.00 |" in page
+        "| scifact | 5,183 | 7.6 MiB | 2.32x | 1.98x | 1.95x | 1.91x | term_major 4.44, text_blocks 3.15, meta 0.00 |"
+        in page
     )
-    assert "| mdn | 5,183 | 7.6 MiB | - | 1.53x | 1.43x |" in page
+    assert "| mdn | 5,183 | 7.6 MiB | - | 1.53x | - | 1.43x |" in page
     assert "What the blocks cost" not in page
     warm = {"before": {"p50_ms": 5.462, "p95_ms": 8.664}, "now": {"p50_ms": 5.583, "p95_ms": 8.631}}
     results["fts_warm_blocks"] = {"vaults": {"powershell": warm}, "machine": {"date": "2026-12-07T20:15:24"}}
