@@ -27,7 +27,7 @@ def _body(i: int) -> str:
     return " ".join(words)
 
 
-def _vault(root: Path, n: int = 320) -> Path:
+def _vault(root: Path, n: int = 420) -> Path:
     root.mkdir()
     for i in range(n):
         links = f"[[n{(i + 1) % n:03d}]] [[n{(i + 5) % n:03d}|see]]"

@@ -1,4 +1,4 @@
-"""The stored note texts of a segment: a zlib cell per note, compressed with the segment's preset
+"""The stored note texts of a segment: a zstd cell per note, compressed with the segment's trained
 dictionary (``text_dict``) when the build writes enough notes, each cell still readable alone; the cells
 of several notes stored back to back in a block (``text_blocks``, placed by ``note_text``); copied between
 segments as they are or re-encoded (``segments.copy_note_texts``), never carrying a note that was left out
@@ -9,7 +9,6 @@ from __future__ import annotations
 import random
 import shutil
 import sqlite3
-import zlib
 from pathlib import Path
 
 import pytest
@@ -21,7 +20,7 @@ from core.build.builder import build_index
 from core.build.forward_rows import create_working
 from core.build.ingest import field_texts
 from core.build.segment_writer import SegmentSource, write_segment
-from core.build.text_dict import MIN_NOTES
+from core.build.text_dict import MIN_NOTES, train_text_dict
 from core.errors import IntegrityError
 from core.index import verify
 from core.index.layout import layout_for
@@ -99,15 +98,15 @@ def test_a_build_of_many_notes_stores_one_dictionary_and_every_cell_uses_it(big:
     (zdict,) = [bytes(r[0]) for r in conn.execute("SELECT data FROM text_dict")]
     paths = dict(conn.execute("SELECT id, rel_path FROM notes"))
     conn.close()
-    assert 0 < len(zdict) <= 32768 and b"receptor" in zdict
+    assert 0 < len(zdict) <= text_blocks.DICT_BYTES and b"receptor" in zdict
     cells = _cells(segment)
-    assert {text_blocks.cell_dict_id(c) for c in cells.values()} == {zlib.adler32(zdict)}
+    assert {text_blocks.cell_dict_id(c) for c in cells.values()} == {text_blocks.dict_id(zdict)} != {None}
     assert len(_blocks(segment)) < len(paths) / 4  # several notes a block
     texts = _texts(segment)
     for nid, rel in paths.items():  # exactly the texts FTS5 indexed
         assert texts[nid] == field_texts(parse_note(rel, (big / rel).read_bytes()))
-    plain = sum(len(zlib.compress(zlib.decompressobj(zdict=zdict).decompress(c), 1)) for c in cells.values())
-    assert sum(map(len, cells.values())) < 0.7 * plain  # what the dictionary is for
+    plain = sum(len(text_blocks.encode_cell(texts[nid], len(FTS_COLUMNS), None)) for nid in cells)
+    assert sum(map(len, cells.values())) + len(zdict) < 0.7 * plain  # what the dictionary is for
 
 
 def test_a_build_of_a_few_notes_stores_no_dictionary(tmp_path: Path) -> None:
@@ -196,8 +195,16 @@ def test_a_cell_whose_dictionary_is_missing_fails_closed(big: Path) -> None:
     conn = _ro(_segment(big))
     dicts = text_blocks.text_dicts(conn)
     conn.close()
-    wrong = {k: (b"another dictionary of the same checksum", *v) for k, v in dicts.items()}
-    assert text_blocks.decode_cell(nid, cell, wrong, len(FTS_COLUMNS))  # two of one Adler-32: the one that decodes
+    (zdict,) = [d for found in dicts.values() for d in found]
+    other = bytearray(
+        train_text_dict([f"another {i} vault of other words, {i * 7} times over".encode() * 40 for i in range(300)])
+    )
+    other[4:8] = zdict[4:8]  # a dictionary of the same id (the id is the 4 bytes after the magic number)
+    assert text_blocks.dict_id(bytes(other)) == text_blocks.dict_id(zdict)
+    wrong = {k: (bytes(other), *v) for k, v in dicts.items()}
+    assert text_blocks.decode_cell(nid, cell, wrong, len(FTS_COLUMNS))  # two of one id: the one whose checksum holds
+    with pytest.raises(IntegrityError, match=f"note {nid} does not decode"):
+        text_blocks.decode_cell(nid, cell, {k: (bytes(other),) for k in dicts}, len(FTS_COLUMNS))
 
 
 def test_a_cell_its_block_does_not_hold_fails_closed(big: Path, tmp_path: Path) -> None:
@@ -228,14 +235,17 @@ def test_a_cell_its_block_does_not_hold_fails_closed(big: Path, tmp_path: Path) 
 _TEXTS = st.lists(st.text(max_size=300), min_size=len(FTS_COLUMNS), max_size=len(FTS_COLUMNS)).map(tuple)
 
 
+_DICT = train_text_dict([" ".join(random.Random(i).choices(_WORDS, k=200)).encode() for i in range(100)])
+
+
 @settings(max_examples=60, deadline=None)
-@given(st.lists(_TEXTS, max_size=30), st.integers(1, 2000), st.sampled_from([None, b"kinase receptor " * 40]))
+@given(st.lists(_TEXTS, max_size=30), st.integers(1, 2000), st.sampled_from([None, _DICT]))
 def test_packed_cells_read_back_exactly_whatever_the_block_size(
     notes: list[tuple[str, ...]], block_bytes: int, zdict: bytes | None
 ) -> None:
     cells = [text_blocks.encode_cell(t, len(FTS_COLUMNS), zdict) for t in notes]
     packed = text_blocks.pack(cells, block_bytes)
-    dicts = {} if zdict is None else {zlib.adler32(zdict): (zdict,)}
+    dicts = {} if zdict is None else {text_blocks.dict_id(zdict): (zdict,)}
     rows = [(i, start, size, packed.blocks[b]) for i, (b, start, size) in enumerate(packed.places)]
     found = text_blocks.cells_of(rows)
     assert {i: text_blocks.decode_cell(i, c, dicts, len(FTS_COLUMNS)) for i, c in found.items()} == dict(
@@ -264,3 +274,11 @@ def test_the_consistency_checks_find_a_block_no_note_names_and_a_note_without_it
         ]
     finally:
         conn.close()
+
+
+def test_a_dictionary_is_trained_only_on_enough_varied_text() -> None:
+    """Too little sample text, or one sample (zstd's trainer refuses it): no dictionary, and the build compresses
+    the cells without one (``dictionary_for``); enough: a zstd dictionary of about 1/32 of the samples."""
+    assert train_text_dict([b"protein kinase " * 10] * 5) == b""
+    assert train_text_dict([b"x" * 200_000]) == b""  # enough bytes, one sample: zstd's ZstdError
+    assert 1024 <= len(_DICT) <= 170_000 // 32 and text_blocks.dict_id(_DICT) != 0

@@ -1,36 +1,45 @@
-"""``note_text`` and ``text_blocks``: the one stored copy of the notes' texts, a zlib cell per note, the
-cells of several notes stored back to back in one block; and ``text_dict``, the preset dictionary a
-segment's cells are compressed with.
+"""``note_text`` and ``text_blocks``: the one stored copy of the notes' texts, a zstd cell per note, the
+cells of several notes stored back to back in one block; and ``text_dict``, the dictionary a segment's cells
+are compressed with.
 
 A note's *record* is its texts of ``notes_fts.FTS_COLUMNS``: each text's UTF-8 length (uint32
-little-endian), then the texts' UTF-8 bytes one after another. Its *cell* is that record as one zlib
-stream. Cells are stored in note order in blocks closed at BLOCK_BYTES (``text_blocks.data``), and
-``note_text`` says where a note's cell lies in its block (``block``, ``start``, ``size``); a note is read
-by inflating its own cell only.
+little-endian), then the texts' UTF-8 bytes one after another. Its *cell* is that record as one zstd
+frame (with its content's checksum). Cells are stored in note order in blocks closed at BLOCK_BYTES
+(``text_blocks.data``), and ``note_text`` says where a note's cell lies in its block (``block``, ``start``,
+``size``); a note is read by decompressing its own cell only.
 
 Why blocks and not a row per cell: a cell of 1.5-4 KB left the rest of its 4 KB SQLite page unused. The
 synthetic 10k vault (36.9 MiB of Markdown): ``note_text`` took 21.17 MB on disk for 16.08 MB of cells; in
-blocks of 32 KB, 16.38 MB. Measured and left out: one zlib stream per block of 32 KB of records (15.79 MB:
-the records compress a little better together) made a note's read inflate its block up to the note, 2.1x
-the time of inflating its cell (10 notes' texts: 1.3 against 0.6 ms), on every search's snippets.
+blocks of 32 KB, 16.38 MB. Measured and left out: one stream per block of 32 KB of records (15.79 MB with
+zlib: the records compress a little better together) made a note's read inflate its block up to the note,
+2.1x the time of inflating its cell (10 notes' texts: 1.3 against 0.6 ms), on every search's snippets.
 
-A segment may hold one preset dictionary (``text_dict``, at most 32 KB: the segment's frequent words and
-word trigrams, ``core.build.text_dict``). Each cell stays readable alone: zlib's header names its
-dictionary by Adler-32 (``text_dicts`` maps that to the bytes); a cell without one decodes without.
-A cell copied into another segment keeps its bytes when that segment has its dictionary (or it has
-none); else it is compressed again (``core.index.tables.segments.copy_note_texts``).
+A segment may hold one dictionary (``text_dict``, at most ``DICT_BYTES``: zstd's, trained on the segment's
+notes, ``core.build.text_dict``). Each cell stays readable alone: its frame names its dictionary by id
+(``text_dicts`` maps that to the bytes); a cell without one decodes without. A cell copied into another
+segment keeps its bytes when that segment has its dictionary (or it has none); else it is compressed
+again (``core.index.tables.segments.copy_note_texts``). zstd is Python's own ``compression.zstd`` from
+3.14, ``backports.zstd`` (the same module) before.
 """
 
 from __future__ import annotations
 
 import sqlite3
 import struct
-import zlib
+import sys
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypeVar
+
+if sys.version_info >= (3, 14):
+    from compression import zstd
+else:  # the same module, for Python 3.11-3.13 (PEP 784)
+    from backports import zstd
 
 from core.errors import IntegrityError
+
+T = TypeVar("T")
 
 DDL_NOTE_TEXT = """
 CREATE TABLE IF NOT EXISTS note_text (
@@ -54,13 +63,14 @@ CREATE TABLE IF NOT EXISTS text_dict (
 # 64 KB 16.32 MB 0.75 ms (SQLite leaves part of a page unused per blob: fewer, longer blobs waste less; a
 # longer blob takes longer to read).
 BLOCK_BYTES = 32768
-# zlib level 1 without a dictionary (a segment of a few notes), 4 with one: level 6 is 4-5% smaller
-# (SciFact 3.10 -> 2.98 MB, PowerShell docs 8.84 -> 8.38 MB) and takes 1.4-1.8 times as long.
-_LEVEL = 1
-_DICT_LEVEL = 4
-DICT_BYTES = 32768  # zlib's window: a longer dictionary's start is never reached
-_FDICT = 0x20  # zlib header: a preset dictionary, its Adler-32 in the next 4 bytes (RFC 1950)
-TextDicts = dict[int, tuple[bytes, ...]]  # Adler-32 -> the dictionaries with that checksum
+# zstd level 3 without a dictionary (a segment of a few notes), 6 with one. Against zlib (level 4 with a
+# 32 KB dictionary of frequent words and trigrams, before schema 27), the cells and the dictionary of the
+# PowerShell docs: 8.88 -> 7.40 MB, compressed in 0.50 s instead of 0.65 s and read back in 0.12 s instead of
+# 0.16 s; Dendron docs 0.82 -> 0.72 MB. Level 9: 3% smaller, twice the time.
+_LEVEL = 3
+_DICT_LEVEL = 6
+DICT_BYTES = 65536  # the largest dictionary a segment trains (``core.build.text_dict``)
+TextDicts = dict[int, tuple[bytes, ...]]  # zstd dictionary id -> the dictionaries with that id
 
 
 def _record(texts: Sequence[str], columns: int) -> bytes:
@@ -70,32 +80,40 @@ def _record(texts: Sequence[str], columns: int) -> bytes:
     return struct.pack(f"<{columns}I", *map(len, parts)) + b"".join(parts)
 
 
-# A compressor / decompressor with the dictionary loaded, copied per cell: loading it costs more than
-# compressing a short note (SciFact, level 4: 0.84 s for every cell loading it, 0.43 s copying one).
-_COMPRESSORS: dict[bytes, Any] = {}
-_DECOMPRESSORS: dict[bytes, Any] = {}
+# A compressor with the dictionary loaded, kept per dictionary (loading one costs more than compressing a short
+# note), each used under its lock (a compressor keeps state between calls); a dictionary digested for reading
+_COMPRESSORS: dict[bytes, tuple[zstd.ZstdCompressor, threading.Lock]] = {}
+_DIGESTED: dict[bytes, tuple[zstd.ZstdDict, int]] = {}
 _PRIMED_MAX = 16  # a generation's segments' dictionaries (at most 11), and a build's
+_CACHE_LOCK = threading.Lock()
+# every cell carries its content's checksum: a dictionary another one's id names is told apart by it
+_OPTIONS: dict[int, int] = {zstd.CompressionParameter.checksum_flag: 1}
 
 
-def _primed(cache: dict[bytes, Any], zdict: bytes, make: Callable[[], Any]) -> Any:
-    found = cache.get(zdict)
-    if found is None:
-        while len(cache) >= _PRIMED_MAX:
-            cache.pop(next(iter(cache)))
-        found = cache[zdict] = make()
-    return found.copy()
+def _kept(cache: dict[bytes, T], zdict: bytes, make: Callable[[], T]) -> T:
+    with _CACHE_LOCK:
+        found = cache.get(zdict)
+        if found is None:
+            while len(cache) >= _PRIMED_MAX:
+                cache.pop(next(iter(cache)))
+            found = cache[zdict] = make()
+        return found
 
 
 def encode_cell(texts: Sequence[str], columns: int, zdict: bytes | None) -> bytes:
-    """A note's cell: the record of its ``columns`` texts as one zlib stream, with the segment's dictionary
+    """A note's cell: the record of its ``columns`` texts as one zstd frame, with the segment's dictionary
     if any."""
     raw = _record(texts, columns)
     if not zdict:
-        return zlib.compress(raw, _LEVEL)
-    comp = _primed(
-        _COMPRESSORS, zdict, lambda: zlib.compressobj(_DICT_LEVEL, zlib.DEFLATED, zlib.MAX_WBITS, zdict=zdict)
+        return zstd.compress(raw, options={**_OPTIONS, zstd.CompressionParameter.compression_level: _LEVEL})
+    options = {**_OPTIONS, zstd.CompressionParameter.compression_level: _DICT_LEVEL}
+    comp, lock = _kept(
+        _COMPRESSORS,
+        zdict,
+        lambda: (zstd.ZstdCompressor(options=options, zstd_dict=zstd.ZstdDict(zdict)), threading.Lock()),
     )
-    return comp.compress(raw) + comp.flush()
+    with lock:
+        return comp.compress(raw, mode=zstd.ZstdCompressor.FLUSH_FRAME)
 
 
 def decode_cell(note_id: int, cell: bytes, dicts: TextDicts, columns: int) -> tuple[str, ...]:
@@ -110,7 +128,7 @@ def decode_cell(note_id: int, cell: bytes, dicts: TextDicts, columns: int) -> tu
         for size in sizes:
             out.append(raw[at : at + size].decode("utf-8"))
             at += size
-    except (zlib.error, struct.error, ValueError) as exc:  # UnicodeDecodeError is a ValueError
+    except (zstd.ZstdError, struct.error, ValueError) as exc:  # UnicodeDecodeError is a ValueError
         raise IntegrityError(f"note_text of note {note_id} does not decode: {exc}", note_id=note_id) from exc
     return tuple(out)
 
@@ -179,10 +197,9 @@ def cells_of(rows: Iterable[tuple[int, int, int, bytes]]) -> dict[int, bytes]:
 
 
 def cell_dict_id(cell: bytes) -> int | None:
-    """The Adler-32 of the dictionary a cell was compressed with (None: none)."""
-    if len(cell) >= 6 and cell[1] & _FDICT:
-        return int.from_bytes(cell[2:6], "big")
-    return None
+    """The id of the dictionary a cell was compressed with (None: none); a cell that is no zstd frame is an
+    ``zstd.ZstdError``."""
+    return zstd.get_frame_info(cell).dictionary_id or None
 
 
 def text_dicts(conn: sqlite3.Connection) -> TextDicts:
@@ -200,10 +217,29 @@ def text_dicts_of(conn: sqlite3.Connection, schema: str) -> TextDicts:
 def _dicts(rows: Iterable[tuple[bytes]]) -> TextDicts:
     out: dict[int, tuple[bytes, ...]] = {}
     for (data,) in rows:
-        found = out.get(zlib.adler32(data), ())
+        key = dict_id(bytes(data))
+        found = out.get(key, ())
         if data not in found:
-            out[zlib.adler32(data)] = (*found, data)
+            out[key] = (*found, bytes(data))
     return out
+
+
+def train_dictionary(samples: Sequence[bytes], size: int) -> bytes:
+    """A zstd dictionary of at most ``size`` bytes trained on ``samples``; b"" when zstd's trainer refuses them
+    (too few, too alike: "Src size is incorrect"), and the cells are then compressed without one."""
+    try:
+        return zstd.train_dict(samples, size).dict_content
+    except zstd.ZstdError:
+        return b""
+
+
+def dict_id(data: bytes) -> int:
+    """A stored dictionary's id (the one its cells' frames name); bytes that are no zstd dictionary are an
+    IntegrityError."""
+    try:
+        return zstd.ZstdDict(data).dict_id
+    except ValueError as exc:
+        raise IntegrityError(f"a stored text dictionary of {len(data)} bytes does not load: {exc}") from exc
 
 
 def stored_text_dict(conn: sqlite3.Connection) -> bytes | None:
@@ -218,24 +254,26 @@ def store_text_dict(conn: sqlite3.Connection, data: bytes) -> None:
 
 
 def _inflate(cell: bytes, dicts: TextDicts) -> bytes:
-    """A cell's bytes; a dictionary whose Adler-32 another shares is told apart by trying."""
+    """A cell's bytes; a dictionary whose id another shares is told apart by the cell's checksum."""
     wanted = cell_dict_id(cell)
     if wanted is None:
-        return zlib.decompress(cell)
+        return _inflate_with(cell, None)
     candidates = dicts.get(wanted, ())
     if not candidates:
-        raise zlib.error(f"its dictionary (Adler-32 {wanted:#010x}) is not stored")
+        raise zstd.ZstdError(f"its dictionary (id {wanted:#010x}) is not stored")
     for zdict in candidates[:-1]:
         try:
             return _inflate_with(cell, zdict)
-        except zlib.error:
-            continue  # another dictionary of the same Adler-32: the last one's error is raised below
+        except zstd.ZstdError:
+            continue  # another dictionary of the same id: the last one's error is raised below
     return _inflate_with(cell, candidates[-1])
 
 
-def _inflate_with(cell: bytes, zdict: bytes) -> bytes:
-    inflater = _primed(_DECOMPRESSORS, zdict, lambda: zlib.decompressobj(zlib.MAX_WBITS, zdict=zdict))
-    raw = inflater.decompress(cell)
-    if not inflater.eof or inflater.unused_data:
-        raise zlib.error("truncated or trailing data")
+def _inflate_with(cell: bytes, zdict: bytes | None) -> bytes:
+    """One frame's bytes (a frame after it, or a frame cut short, is an error)."""
+    digested = None if zdict is None else _kept(_DIGESTED, zdict, lambda: zstd.ZstdDict(zdict).as_digested_dict)
+    decompressor = zstd.ZstdDecompressor(zstd_dict=digested)
+    raw = decompressor.decompress(cell)
+    if not decompressor.eof or decompressor.unused_data:
+        raise zstd.ZstdError("truncated or trailing data")
     return raw
