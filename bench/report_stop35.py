@@ -252,10 +252,11 @@ def size_section(results: dict[str, dict[str, Any]]) -> list[str]:
         "*schema 24*: posting pieces as zlib byte planes, FTS5 built with a 16 MB hash (the merged result, no",
         "fragment rewrite), chunk rows without a text digest, file hashes as 32 raw bytes; *schema 25*: the cells",
         "of several notes stored back to back in blocks of 32 KB (`core.index.tables.text_blocks`), measured by",
-        "the tree before this stop in the same run as *now*: a link stored once (schema 26: no display text, a",
-        "resolved edge without its target and destination path, lookup keys as 63-bit hashes, a partial index",
-        "of the `supersedes` edges) and a whole segment of less than 16 MiB of Markdown in 2 KB pages. Target:",
-        "<= 2x on every corpus. Biggest tables of the base segment now, in MB (SQLite `dbstat`).",
+        "the tree before this stop in the same session as *now*: a link stored once (schema 26: no display text,",
+        "a resolved edge without its target and destination path, lookup keys as 63-bit hashes, a partial index",
+        "of the `supersedes` edges), a whole segment of less than 16 MiB of Markdown in 2 KB pages, and the note",
+        "texts as zstd frames with a trained dictionary (schema 27). Target: <= 2x on every corpus. Biggest",
+        "tables of the base segment now, in MB (SQLite `dbstat`).",
         "",
         "    python -m bench.bench_size --corpus scifact,dendron,powershell --sizes 10000 && "
         "python -m bench.bench_size --corpus mdn --out bench/results/size_mdn.json",
@@ -276,20 +277,36 @@ def size_section(results: dict[str, dict[str, Any]]) -> list[str]:
     dates = sorted(
         {r.get("machine", {}).get("date", "?")[:16] for r in (results.get("size"), results.get("size_mdn")) if r}
     )
-    return [*out, "", f"Measured {', '.join(dates)} on 2 shared cores.", "", *_blocks_read_time(results)]
+    return [
+        *out,
+        "",
+        f"Measured {', '.join(dates)} on 2 shared cores.",
+        "",
+        *_read_time(results.get("fts_warm_s40"), _ZSTD_READ),
+        *_read_time(results.get("fts_warm_blocks"), _BLOCKS_READ),
+    ]
 
 
-def _blocks_read_time(results: dict[str, dict[str, Any]]) -> list[str]:
-    """What the text blocks cost a search: warm fts before (schema 24) and now, each tree on its own build."""
-    data = results.get("fts_warm_blocks")
+_ZSTD_READ = (
+    "What this stop's format costs a search (each hit's cell is a zstd frame now, a segment of less than 16 MiB",
+    "of Markdown has 2 KB pages): warm fts, the tree before this stop (schema 25) and now, each on its own",
+    "cold build of the same notes, alternated round by round (medians of 3 rounds).",
+)
+_BLOCKS_READ = (
+    "What the blocks cost a search (a note's cell is read from its block: one more query, a 32 KB blob):",
+    "warm fts, the tree before (schema 24) and now, each on its own build of the same notes, alternated",
+    "round by round (medians of the rounds: 4 on the 100k vault, 3 on the others). The 100k vault: the one",
+    "the watcher bench edited (9 segments) for `before`; a copy of its notes built cold and after 8",
+    "one-note edits (9 segments) for `now`.",
+)
+
+
+def _read_time(data: dict[str, Any] | None, intro: tuple[str, ...]) -> list[str]:
+    """A warm fts comparison (``bench_fts_warm``): before and now, each tree on its own build."""
     if not data or not data.get("vaults"):
         return []
     out = [
-        "What the blocks cost a search (a note's cell is read from its block: one more query, a 32 KB blob):",
-        "warm fts, the tree before (schema 24) and now, each on its own build of the same notes, alternated",
-        "round by round (medians of the rounds: 4 on the 100k vault, 3 on the others). The 100k vault: the one",
-        "the watcher bench edited (9 segments) for `before`; a copy of its notes built cold and after 8",
-        "one-note edits (9 segments) for `now`.",
+        *intro,
         "",
         "    python -m bench.bench_fts_warm --vault NAME=PATH ... --code before=TREE "
         "--vault-of before:NAME=ITS_PATH ... --rounds 3",

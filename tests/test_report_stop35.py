@@ -129,6 +129,12 @@ def test_the_size_section_puts_schema_22_24_and_25_beside_now_with_the_biggest_t
     results["fts_warm_blocks"] = {"vaults": {"powershell": warm}, "machine": {"date": "2026-12-07T20:15:24"}}
     page = "\n".join(size_section(results))
     assert "| powershell | 5.46 / 8.66 ms | 5.58 / 8.63 ms |" in page and "Measured 2026-12-07T20:15" in page
+    assert "What this stop's format costs" not in page
+    zstd = {"before": {"p50_ms": 5.1, "p95_ms": 8.0}, "now": {"p50_ms": 4.9, "p95_ms": 7.5}}
+    results["fts_warm_s40"] = {"vaults": {"scifact": zstd}, "machine": {"date": "2026-12-08T00:40:00"}}
+    page = "\n".join(size_section(results))
+    assert page.index("What this stop's format costs") < page.index("What the blocks cost")
+    assert "| scifact | 5.10 / 8.00 ms | 4.90 / 7.50 ms |" in page and "Measured 2026-12-08T00:40" in page
     assert size_section({}) == []
 
 

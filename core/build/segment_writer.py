@@ -48,9 +48,9 @@ from core.ranking.sparse_rows import compute_sparse
 SMALL_PAGE = 1024  # bytes: the SQLite page of a compact segment and of a tombstone (SQLite's default: 4096)
 # A whole segment of less Markdown than SMALL_VAULT_BYTES has pages of SMALL_VAULT_PAGE bytes: a table's last page
 # and a blob's last overflow page are half empty on average, a waste that is a larger share of a smaller
-# segment. Two generations of a corpus, 2 KB pages against 4 KB: Dendron docs (2.0 MiB of Markdown) 5.12 ->
-# 4.94 MB, SciFact (7.6 MiB) 15.47 -> 15.15 MB, PowerShell docs (31.6 MiB) 37.9 -> 37.5 MB (-1%, and warm fts
-# p50 5.25 -> 5.6 ms: FTS5's 4 KB leaves overflow a 2 KB page); 1 KB pages: Dendron 4.97 MB.
+# segment. A cold build's index, 2 KB pages against 4 KB: Dendron docs (2.0 MiB of Markdown) 5.12 -> 4.94 MB,
+# SciFact (7.6 MiB) 15.47 -> 15.15 MB, PowerShell docs (31.6 MiB) 37.9 -> 37.5 MB (-1%, and warm fts p50 5.25
+# -> 5.6 ms: FTS5's 4 KB leaves overflow a 2 KB page); 1 KB pages: Dendron 4.97 MB.
 SMALL_VAULT_BYTES = 16 * 2**20
 SMALL_VAULT_PAGE = 2048
 

@@ -36,7 +36,7 @@ CREATE TABLE IF NOT EXISTS edges (
 )"""
 # ... and the lookup keys of each note's links (``core.vault.links.link_keys``): which notes' links a note
 # that appears (added, renamed, new aliases) could resolve differently, without resolving every link.
-# A key is stored as its 64-bit hash (``key_hash``): both tables are only asked which notes have one of some
+# A key is stored as a 63-bit hash (``key_hash``): both tables are only asked which notes have one of some
 # keys, and a hash shared by two keys can only add a note to the answer (one more note's links resolved
 # again, one more candidate target that no link names: the same resolution), never leave one out. Dendron
 # docs: 167 KB of key text (6,405 keys) -> 51 KB of hashes.
