@@ -232,7 +232,11 @@ def size_section(results: dict[str, dict[str, Any]]) -> list[str]:
     """Index bytes on disk with two generations retained, over the Markdown bytes, per corpus: schema 22 (stop
     34), schema 24 (the tree before text blocks) and schema 25 (the tree before links stored once, measured in
     the same run as now) beside this stop's format (``bench/results/size*.json``, ``python -m bench.bench_size``)."""
-    now = {**(results.get("size") or {}).get("corpora", {}), **(results.get("size_mdn") or {}).get("corpora", {})}
+    now = {
+        name: c
+        for key in ("size", "size_mdn", "size_100k")
+        for name, c in (results.get(key) or {}).get("corpora", {}).items()
+    }
     if not now:
         return []
     before = (results.get("size_schema22") or {}).get("corpora", {})
@@ -240,6 +244,7 @@ def size_section(results: dict[str, dict[str, Any]]) -> list[str]:
         {
             **(results.get(f"size_schema{v}") or {}).get("corpora", {}),
             **(results.get(f"size_mdn_schema{v}") or {}).get("corpora", {}),
+            **(results.get(f"size_100k_schema{v}") or {}).get("corpora", {}),
         }
         for v in (24, 25)
     )
@@ -259,7 +264,8 @@ def size_section(results: dict[str, dict[str, Any]]) -> list[str]:
         "tables of the base segment now, in MB (SQLite `dbstat`).",
         "",
         "    python -m bench.bench_size --corpus scifact,dendron,powershell --sizes 10000 && "
-        "python -m bench.bench_size --corpus mdn --out bench/results/size_mdn.json",
+        "python -m bench.bench_size --corpus mdn --out bench/results/size_mdn.json && "
+        "python -m bench.bench_size --corpus none --sizes 100000 --out bench/results/size_100k.json",
         "",
         "| corpus | notes | Markdown | schema 22 | schema 24 | schema 25 | now | biggest tables now |",
         "|---|---:|---:|---:|---:|---:|---:|---|",
@@ -275,7 +281,11 @@ def size_section(results: dict[str, dict[str, Any]]) -> list[str]:
             f"| {_biggest(c.get('tables') or {})} |"
         )
     dates = sorted(
-        {r.get("machine", {}).get("date", "?")[:16] for r in (results.get("size"), results.get("size_mdn")) if r}
+        {
+            r.get("machine", {}).get("date", "?")[:16]
+            for r in (results.get("size"), results.get("size_mdn"), results.get("size_100k"))
+            if r
+        }
     )
     return [
         *out,

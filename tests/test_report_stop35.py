@@ -117,6 +117,8 @@ def test_the_size_section_puts_schema_22_24_and_25_beside_now_with_the_biggest_t
         "size_schema24": {"corpora": {"scifact": {"index_over_markdown": 1.976}}},
         "size_mdn_schema24": {"corpora": {"mdn": {"index_over_markdown": 1.531}}},
         "size_schema25": {"corpora": {"scifact": {"index_over_markdown": 1.954}}},
+        "size_100k": {"corpora": {"synth_100000": {**now, "notes": 100000, "index_over_markdown": 1.734}}},
+        "size_100k_schema25": {"corpora": {"synth_100000": {"index_over_markdown": 1.954}}},
     }
     page = "\n".join(size_section(results))
     assert (
@@ -124,6 +126,7 @@ def test_the_size_section_puts_schema_22_24_and_25_beside_now_with_the_biggest_t
         in page
     )
     assert "| mdn | 5,183 | 7.6 MiB | - | 1.53x | - | 1.43x |" in page
+    assert "| synth_100000 | 100,000 | 7.6 MiB | - | - | 1.95x | 1.73x |" in page
     assert "What the blocks cost" not in page
     warm = {"before": {"p50_ms": 5.462, "p95_ms": 8.664}, "now": {"p50_ms": 5.583, "p95_ms": 8.631}}
     results["fts_warm_blocks"] = {"vaults": {"powershell": warm}, "machine": {"date": "2026-12-07T20:15:24"}}
