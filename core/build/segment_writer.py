@@ -45,7 +45,9 @@ from core.ranking.chunk_vectors import compute_chunk_vectors, store_chunk_vector
 from core.ranking.sparse import store_sparse
 from core.ranking.sparse_rows import compute_sparse
 
-SMALL_PAGE = 1024  # bytes: the SQLite page of a compact segment and of a tombstone (SQLite's default: 4096)
+# bytes: the SQLite page of a compact segment and of a tombstone (SQLite's default: 4096). Its ~45 tables and
+# indexes take a page each at least: a Dendron note's edit wrote a 95 KB segment in 1 KB pages, 76 KB in 512 B.
+SMALL_PAGE = 512
 # A whole segment of less Markdown than SMALL_VAULT_BYTES has pages of SMALL_VAULT_PAGE bytes: a table's last page
 # and a blob's last overflow page are half empty on average, a waste that is a larger share of a smaller
 # segment. A cold build's index, 2 KB pages against 4 KB: Dendron docs (2.0 MiB of Markdown) 5.12 -> 4.94 MB,

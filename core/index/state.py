@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from core.errors import BuildLockedError, IndexBusyError, SchemaMismatchError, StateCorruptError, VaultMismatchError
 from core.index.layout import vault_identity
 from core.index.tables import state_db
-from core.index.tables.connection import atomic, set_journal_mode, table_names
+from core.index.tables.connection import atomic, set_journal_mode, set_page_size, table_names
 
 if TYPE_CHECKING:
     from core.index.layout import GenerationRecord, IndexLayout
@@ -38,6 +38,8 @@ STATE_TIMEOUT_S = 10.0
 # 3: a generation is a manifest of content-addressed segments (file_name/sha256/size are the manifest's,
 #    removed_at starts the part grace period); a state of schema 2 names one-file generations/<gid>.db.
 STATE_SCHEMA_VERSION = 3
+# a few rows in 3 tables and their indexes, each a page at least: 24 KB in 4 KB pages, 7 KB in 1 KB pages
+STATE_PAGE = 1024
 ONE_FILE_STATE_VERSION = "2"  # the format before manifests: rebuilt whole by the next build
 BUSY_ERRORS = frozenset({"SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_BUSY_SNAPSHOT", "SQLITE_BUSY_RECOVERY"})
 
@@ -233,6 +235,7 @@ def commit_state(layout: IndexLayout, row: dict[str, Any], expected_base: str | 
     try:
         conn = sqlite3.connect(temp, isolation_level=None)
         try:
+            set_page_size(conn, STATE_PAGE)
             set_journal_mode(conn, "DELETE")
             state_db.create_state(conn, STATE_SCHEMA_VERSION, vault_identity(layout))
             swap(conn)

@@ -122,6 +122,10 @@ def test_a_delta_publish_writes_parts_sized_by_the_change(tmp_path: Path, monkey
         assert sorted(n.rsplit(".", 1)[1] for n in new) == ["del", "seg"], (step, new)
         for name, size in new.items():
             assert size * (50 if name.endswith(".del") else 10) < base_size, (step, name, size, base_size)
+            # in bytes too: a one-note segment's ~45 tables and indexes take a page each (512 B pages: 31 KB;
+            # 1 KB pages: 50 KB), a tombstone's 3 (3 KB; 5 KB); the state database, 1 KB pages: 9 KB (4 KB: 24 KB)
+            assert size <= (4096 if name.endswith(".del") else 40960), (step, name, size)
+        assert layout_for(root).state_path.stat().st_size <= 12288
         assert list(layout_for(root).staging_dir.iterdir()) == []
     monkeypatch.setattr(ranking_segments, "tombstone", lambda *a: pytest.fail("statistics counted, not read"))
     _same_as_cold(root, tmp_path, 0)
