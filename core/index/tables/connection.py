@@ -60,7 +60,7 @@ def run_statements(conn: sqlite3.Connection, statements: Iterable[str]) -> None:
 
 
 def set_page_size(conn: sqlite3.Connection, size: int) -> None:
-    """``PRAGMA page_size`` of a database not written yet (a small segment or a tombstone: 1 KB pages)."""
+    """``PRAGMA page_size`` of a database not written yet (a small segment or a tombstone: 512-byte pages)."""
     if size not in (512, 1024, 2048, 4096, 8192, 16384, 32768, 65536):
         raise ValueError(f"not an SQLite page size: {size!r}")
     conn.execute(f"PRAGMA page_size = {size}")
