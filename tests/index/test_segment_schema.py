@@ -4,11 +4,16 @@ them), a resolved edge's target, an index of every edge's kind; raw FTS5 phrases
 from __future__ import annotations
 
 import re
+import sqlite3
 from pathlib import Path
 
+import pytest
 from conftest import note, write_files
 
+from core.build import segment_writer
 from core.build.builder import build_index
+from core.build.optimize import MERGED, optimize_index
+from core.build.segment_writer import SMALL_PAGE, SMALL_VAULT_PAGE
 from core.index import verify
 from core.index.layout import layout_for
 from core.index.tables.links import unresolved_targets
@@ -67,3 +72,37 @@ def test_an_edge_stores_its_target_only_while_unresolved_and_supersession_reads_
 def supersedes_sql() -> str:
     """The query ``links.supersedes_targets`` runs."""
     return "SELECT DISTINCT dst_id FROM edges WHERE kind = 'supersedes' AND dst_id IS NOT NULL"
+
+
+def _page_size(path: Path) -> int:
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return int(conn.execute("PRAGMA page_size").fetchone()[0])
+    finally:
+        conn.close()
+
+
+def test_a_small_vault_s_whole_segments_have_2_kb_pages_and_its_deltas_512_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cold build's segment and a merge's of less than ``SMALL_VAULT_BYTES`` of Markdown: 2 KB pages (a
+    table's last page, half empty on average, is a larger share of a small segment); a one-note delta and a
+    tombstone: 512 bytes; the threshold is the notes' file bytes, so a larger vault keeps SQLite's 4 KB."""
+    files = {f"n{i}.md": note(f"Note {i}", f"body {i} [[n{(i + 1) % 5}]]") for i in range(5)}
+    vault = write_files(tmp_path / "v", files)
+    build_index(vault)
+    (base,) = verify.resolve(layout_for(vault)).parts
+    assert _page_size(base.path) == SMALL_VAULT_PAGE
+    (vault / "n1.md").write_text(note("Note 1", "edited"), encoding="utf-8")
+    build_index(vault)
+    delta = [p for p in verify.resolve(layout_for(vault)).parts if p.path != base.path]
+    assert sorted(_page_size(p.path) for p in delta) == [SMALL_PAGE, SMALL_PAGE]  # its segment and tombstone
+    assert optimize_index(vault, one_segment=True, grace_s=0.0).outcome == MERGED
+    (merged,) = verify.resolve(layout_for(vault)).parts
+    assert _page_size(merged.path) == SMALL_VAULT_PAGE
+    monkeypatch.setattr(segment_writer, "SMALL_VAULT_BYTES", 100)  # as if the notes held more than the threshold
+    (vault / "n2.md").write_text(note("Note 2", "edited"), encoding="utf-8")
+    build_index(vault)
+    assert optimize_index(vault, one_segment=True, grace_s=0.0).outcome == MERGED
+    (merged,) = verify.resolve(layout_for(vault)).parts
+    assert _page_size(merged.path) == 4096
