@@ -431,3 +431,24 @@ def test_only_the_named_arrays_are_listed_and_read(monkeypatch: pytest.MonkeyPat
     assert lazy is not None and isinstance(lazy["big"], stored.StoredArray) and lazy["big"][5:8].tolist() == [5, 6, 7]
     with pytest.raises(IntegrityError, match="lacks"):
         stored.load_group(conn, "g", ("small", "nope"), only=True)
+
+
+def test_a_small_group_read_whole_takes_one_query_for_its_bytes(vault: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A group of at most ``HELD_GROUP_BYTES`` read whole (a delta segment's, in a new process) is listed and read
+    in two queries, not one per array and piece; its arrays equal those read one query each."""
+    part = gen.resolve(gen.layout_for(vault)).parts[0].path
+    conn = sqlite3.connect(f"file:{part}?mode=ro", uri=True)
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
+    try:
+        held = stored.load_group(conn, SPARSE_GROUP, SPARSE)
+        reads = [s for s in statements if "FROM term_major" in s]
+        monkeypatch.setattr(stored, "HELD_GROUP_BYTES", 0)
+        statements.clear()
+        one_by_one = stored.load_group(conn, SPARSE_GROUP, SPARSE)
+    finally:
+        conn.close()
+    assert held is not None and one_by_one is not None and held.keys() == one_by_one.keys()
+    assert len(reads) == 2 and len([s for s in statements if "FROM term_major" in s]) > len(held)
+    for name, array in held.items():
+        assert array.dtype == one_by_one[name].dtype and np.array_equal(array, one_by_one[name]), name

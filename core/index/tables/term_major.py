@@ -27,6 +27,7 @@ SQL_TERM_MAJOR_INSERT = "INSERT INTO term_major (name, dtype, shape, data) VALUE
 # length(data) is read from the record header: listing a group reads none of its bytes
 SQL_TERM_MAJOR_READ_GROUP = "SELECT name, dtype, shape, length(data) FROM term_major WHERE name >= ? AND name < ?"
 SQL_TERM_MAJOR_READ_DATA = "SELECT data FROM term_major WHERE name = ?"
+SQL_TERM_MAJOR_READ_GROUP_DATA = "SELECT name, data FROM term_major WHERE name >= ? AND name < ?"
 SQL_TERM_MAJOR_READ_NAMED = (
     "SELECT name, dtype, shape, length(data) FROM term_major WHERE name IN (SELECT value FROM json_each(?))"
 )
@@ -57,6 +58,11 @@ def insert_rows(conn: sqlite3.Connection, rows: Iterable[tuple[str, str, str, An
 def group_listing(conn: sqlite3.Connection, group: str) -> Iterator[tuple[str, str, str, int]]:
     """(full name, dtype, shape JSON, byte length) of every row of ``group``: none of its bytes are read."""
     return conn.execute(SQL_TERM_MAJOR_READ_GROUP, _range(group))
+
+
+def group_data(conn: sqlite3.Connection, group: str) -> dict[str, bytes]:
+    """Full name -> bytes of every row of ``group`` (its arrays and pieces), in one query."""
+    return {name: bytes(data) for name, data in conn.execute(SQL_TERM_MAJOR_READ_GROUP_DATA, _range(group))}
 
 
 def named_listing(conn: sqlite3.Connection, names: list[str]) -> Iterator[tuple[str, str, str, int]]:
