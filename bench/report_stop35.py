@@ -343,7 +343,7 @@ def new_process_section(results: dict[str, dict[str, Any]]) -> list[str]:
     """A new process's first search on one segment and on a segmented generation of the same notes."""
     data, built = results.get("new_process"), results.get("new_process_100k_view")
     if not (data and data.get("corpora")) and not (built and built.get("built")):
-        return _numpy_ma_lines(results.get("new_process_numpy_ma"))
+        return [*_numpy_ma_lines(results.get("new_process_numpy_ma")), *_held_lines(results.get("new_process_held"))]
     out = [
         "## A new process's first search on a segmented generation (issue 29)",
         "",
@@ -390,22 +390,40 @@ def new_process_section(results: dict[str, dict[str, Any]]) -> list[str]:
             f"{runs.get('load_avg_1m', 0):.1f}, on 2 shared cores.",
             "",
         ]
-    return [*out, *_numpy_ma_lines(results.get("new_process_numpy_ma"))]
+    return [*out, *_numpy_ma_lines(results.get("new_process_numpy_ma")), *_held_lines(results.get("new_process_held"))]
 
 
 def _numpy_ma_lines(data: dict[str, Any] | None) -> list[str]:
     """A new process's first search before and after its path stopped importing ``numpy.ma``."""
+    intro = (
+        "The PowerShell docs built once (one segment) and a copy after 5 one-note edits (6 segments), by the",
+        "code before (`before`) and after (`now`) a search stopped importing `numpy.ma` (`np.unique`'s check",
+        "for a masked array imported it: `core.ranking.postings.distinct` instead), alternated run by run",
+        "(medians of 5):",
+    )
+    return _built_lines(data, intro, 5)
+
+
+def _held_lines(data: dict[str, Any] | None) -> list[str]:
+    """A new process's first search before and after a small segment's arrays are read in one query."""
+    intro = (
+        "The same, schema 27, before (`before`) and after (`now`) a small segment's stored arrays, read whole,",
+        "are read in one query instead of one per array and piece (`core.ranking.stored.HELD_GROUP_BYTES`:",
+        "228 queries for the 6 segments' arrays, 93 for one segment's), alternated run by run (medians of 9):",
+    )
+    return _built_lines(data, intro, 9)
+
+
+def _built_lines(data: dict[str, Any] | None, intro: tuple[str, ...], runs_n: int) -> list[str]:
+    """``bench_new_process --built``'s table: each code tree's first search on one segment and on six."""
     runs = (data or {}).get("built")
     if not runs:
         return []
     trees = [k for k in runs if isinstance(runs[k], dict)]
     return [
-        "The PowerShell docs built once (one segment) and a copy after 5 one-note edits (6 segments), by the",
-        "code before (`before`) and after (`now`) a search stopped importing `numpy.ma` (`np.unique`'s check",
-        "for a masked array imported it: `core.ranking.postings.distinct` instead), alternated run by run",
-        "(medians of 5):",
+        *intro,
         "",
-        "    python -m bench.bench_new_process --built ONE SEGMENTED --code before=TREE --runs 5",
+        f"    python -m bench.bench_new_process --built ONE SEGMENTED --code before=TREE --runs {runs_n}",
         "",
         "| code | one segment | segmented (6 segments) |",
         "|---|---:|---:|",

@@ -167,3 +167,13 @@ def test_the_new_process_section_puts_the_numpy_ma_change_beside_the_code_before
     page = "\n".join(new_process_section({"new_process_numpy_ma": data}))
     assert "| before | 70.2 ms | 97.8 ms |" in page and "| now | 63.8 ms | 88.5 ms |" in page
     assert "numpy.ma" not in "\n".join(new_process_section({"new_process_100k_view": {"built": {"now": now}}}))
+
+
+def test_the_new_process_section_puts_the_one_query_group_read_beside_the_code_before() -> None:
+    one = {"one_segment": {"median": 0.0663}, "segmented": {"median": 0.0947}}
+    now = {"one_segment": {"median": 0.0660}, "segmented": {"median": 0.0931}}
+    data = {"built": {"before": one, "now": now, "load_avg_1m": 0.6}, "machine": {"date": "2026-12-08T01:05:00"}}
+    page = "\n".join(new_process_section({"new_process_held": data}))
+    assert "| before | 66.3 ms | 94.7 ms |" in page and "| now | 66.0 ms | 93.1 ms |" in page
+    assert "HELD_GROUP_BYTES" in page and "--runs 9" in page and "Measured 2026-12-08T01:05" in page
+    assert "HELD_GROUP_BYTES" not in "\n".join(new_process_section({"new_process_numpy_ma": data}))
