@@ -281,7 +281,7 @@ def _prepared(
         notes_table.json_cell(note.superseded_by),
         notes_table.json_cell(note.aliases),
         note.frontmatter_id,
-        notes_table.json_cell(note.extra),
+        notes_table.extra_cell(note.extra, note.frontmatter_id),
         sha256,
         mtime_ns,
         size,

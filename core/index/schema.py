@@ -13,7 +13,7 @@ import sqlite3
 from core.index.tables.connection import run_statements
 from core.index.tables.meta import set_meta
 
-SCHEMA_VERSION = 27
+SCHEMA_VERSION = 28
 
 
 def schema_ddl(tokenizer: str) -> tuple[str, ...]:

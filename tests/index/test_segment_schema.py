@@ -4,6 +4,7 @@ them), a resolved edge's target, an index of every edge's kind; raw FTS5 phrases
 from __future__ import annotations
 
 import re
+import shutil
 import sqlite3
 from pathlib import Path
 
@@ -16,7 +17,9 @@ from core.build.optimize import MERGED, optimize_index
 from core.build.segment_writer import SMALL_PAGE, SMALL_VAULT_PAGE
 from core.index import verify
 from core.index.layout import layout_for
+from core.index.tables.checks import inconsistencies
 from core.index.tables.links import unresolved_targets
+from core.index.tables.notes import NOTE_COLUMNS, note_extra
 from core.index.tables.notes_fts import matching_rowids
 
 
@@ -106,3 +109,52 @@ def test_a_small_vault_s_whole_segments_have_2_kb_pages_and_its_deltas_512_bytes
     assert optimize_index(vault, one_segment=True, grace_s=0.0).outcome == MERGED
     (merged,) = verify.resolve(layout_for(vault)).parts
     assert _page_size(merged.path) == 4096
+
+
+def test_a_path_is_indexed_once_and_two_rows_of_one_path_fail_the_checks(tmp_path: Path) -> None:
+    """``rel_path`` has no UNIQUE index of its own: ``notes_stat`` (path first) is the only index over it and
+    every lookup by path reads it; a segment holding one path twice fails the consistency checks."""
+    vault = write_files(tmp_path / "v", {"a.md": note("Alpha", "red"), "b.md": note("Beta", "blue")})
+    build_index(vault)
+    (part,) = verify.resolve(layout_for(vault)).parts
+    work = tmp_path / "work.seg"
+    shutil.copyfile(part.path, work)
+    work.chmod(0o644)
+    conn = sqlite3.connect(work, isolation_level=None)
+    try:
+        indexes = conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'notes'")
+        assert sorted(name for name, sql in indexes if "rel_path" in (sql or "rel_path")) == ["notes_stat"]
+        plan = " ".join(r[-1] for r in conn.execute("EXPLAIN QUERY PLAN SELECT id FROM notes WHERE rel_path = 'a.md'"))
+        assert "USING COVERING INDEX notes_stat" in plan, plan
+        assert inconsistencies(conn, working=False) == []
+        columns = ", ".join(NOTE_COLUMNS[1:])
+        conn.execute(f"INSERT INTO notes(id, {columns}) SELECT 99, {columns} FROM notes WHERE rel_path = 'a.md'")
+        assert inconsistencies(conn, working=False)[0] == "paths held by two notes: 1"
+    finally:
+        conn.close()
+
+
+def test_a_text_frontmatter_id_is_stored_once_and_read_back_in_extra(tmp_path: Path) -> None:
+    files = {
+        "a.md": "---\nid: abc123\nlang: de\n---\n# Alpha\n\nrot\n",
+        "b.md": "---\nid: 123\n---\n# Beta\n\nblue\n",  # an integer id: its text differs from the value
+        "c.md": "---\nid: abc\nalias: x\n---\n# Gamma\n\ngreen\n",
+    }
+    vault = write_files(tmp_path / "v", files)
+    build_index(vault)
+    conn = verify.connect_readonly(verify.resolve(layout_for(vault)))
+    try:
+        rows = {
+            rel: (nid, extra, fid)
+            for rel, nid, extra, fid in conn.execute("SELECT rel_path, id, extra, frontmatter_id FROM notes")
+        }
+        assert {rel: (extra, fid) for rel, (_, extra, fid) in rows.items()} == {
+            "a.md": ('{"lang": "de"}', "abc123"),
+            "b.md": ('{"id": 123}', "123"),
+            "c.md": ('{"alias": "x"}', "abc"),
+        }
+        assert note_extra(conn, rows["a.md"][0]) == {"id": "abc123", "lang": "de"}
+        assert note_extra(conn, rows["b.md"][0]) == {"id": 123}
+        assert note_extra(conn, rows["c.md"][0]) == {"alias": "x", "id": "abc"}
+    finally:
+        conn.close()

@@ -5,6 +5,8 @@ from __future__ import annotations
 import sqlite3
 
 CHECKS = {
+    # rel_path has no UNIQUE index (core.index.tables.notes): grouped along notes_stat, whose first column it is
+    "paths held by two notes": "SELECT count(*) FROM (SELECT 1 FROM notes GROUP BY rel_path HAVING count(*) > 1)",
     "notes vs notes_fts": "SELECT (SELECT count(*) FROM notes) - (SELECT count(*) FROM notes_fts)",
     "notes vs note_text": "SELECT (SELECT count(*) FROM notes) - (SELECT count(*) FROM note_text)",
     "note texts without their block": "SELECT count(*) FROM note_text WHERE block NOT IN (SELECT id FROM text_blocks)",

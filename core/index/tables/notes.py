@@ -36,7 +36,7 @@ def json_cell(value: list[str] | tuple[str, ...] | dict[str, Any]) -> str:
 DDL_NOTES = """
 CREATE TABLE IF NOT EXISTS notes (
     id             INTEGER PRIMARY KEY,
-    rel_path       TEXT NOT NULL UNIQUE,
+    rel_path       TEXT NOT NULL,
     title          TEXT NOT NULL,
     description    TEXT,
     note_type      TEXT,
@@ -70,7 +70,9 @@ CREATE TABLE IF NOT EXISTS notes (
 # Covering indexes of the two whole-table reads every new search process makes (the notes rows are
 # wide): the filter mask's supersession test (core.ranking.filters) and the freshness check's (path,
 # stat, hash, classification) rows (core.index.freshness). PowerShell docs, loaded machine: 13.0 ->
-# 5.6 ms and 12.5 -> 7.7 ms a process; +0.8 MB.
+# 5.6 ms and 12.5 -> 7.7 ms a process; +0.8 MB. ``notes_stat`` is also every lookup by path (its first
+# column): ``rel_path`` has no UNIQUE index of its own (it held every path a third time: Dendron docs 52 KB);
+# a segment with two rows of one path fails validation (``core.index.tables.checks``).
 INDEXES = (
     "CREATE INDEX IF NOT EXISTS notes_supersession ON notes(superseded_by, status)",
     "CREATE INDEX IF NOT EXISTS notes_stat ON notes(rel_path, mtime_ns, size, content_sha256, classification)",
@@ -249,10 +251,24 @@ def names_of_notes(conn: sqlite3.Connection, note_ids: Iterable[int]) -> list[tu
 
 
 def note_extra(conn: sqlite3.Connection, note_id: int) -> dict[str, Any]:
-    """A note's ``extra`` frontmatter (its other keys: ``lang`` among them), {} when it has none."""
-    row = conn.execute("SELECT extra FROM notes WHERE id = ?", (note_id,)).fetchone()
+    """A note's ``extra`` frontmatter (its other keys: ``lang`` among them), {} when it has none; its text
+    ``id`` as it was (``extra_cell`` stores it once, in ``frontmatter_id``)."""
+    row = conn.execute("SELECT extra, frontmatter_id FROM notes WHERE id = ?", (note_id,)).fetchone()
     found = json.loads(row[0]) if row is not None and row[0] else {}
-    return found if isinstance(found, dict) else {}
+    if not isinstance(found, dict):
+        return {}
+    if row[1] is not None and "id" not in found:
+        found["id"] = row[1]
+    return found
+
+
+def extra_cell(extra: dict[str, Any], frontmatter_id: str | None) -> str:
+    """The ``extra`` column's JSON: ``extra`` without an ``id`` that is the text ``frontmatter_id`` holds (a
+    Dendron note's: 25 KB of the Dendron docs' 55 KB). An id of another type (``id: 123``) stays: the column
+    holds its text only."""
+    if frontmatter_id is not None and extra.get("id") == frontmatter_id and isinstance(extra["id"], str):
+        extra = {k: v for k, v in extra.items() if k != "id"}
+    return json_cell(extra)
 
 
 def note_ids_by_path(conn: sqlite3.Connection) -> dict[str, int]:
