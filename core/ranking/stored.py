@@ -15,17 +15,21 @@ a query reads the pieces its terms' postings lie in, and keeps them (a long-live
 on the whole array); a new process answering one query reads kilobytes of a 100k-note index, not
 its gigabyte of postings. Without a reader (a legacy index.db, the build) it is read whole.
 
-Each piece is zlib-compressed as byte planes (level 6): the values' first bytes, then their second bytes,
-and so on (a shuffle, as Blosc's): the high bytes of small numbers are runs of zeros that compress to
-nothing, where the values' bytes interleaved hide them from zlib. A piece of an array whose values ascend
+Each piece is a zstd frame of byte planes (level 7): the values' first bytes, then their second bytes, and so
+on (a shuffle, as Blosc's): the high bytes of small numbers are runs of zeros that compress to nothing,
+where the values' bytes interleaved hide them from the compressor. A piece of an array whose values ascend
 within runs (a term's document or chunk rows: ``ascending``) holds the differences of consecutive values
 (modulo 2**32) first, so it compresses to about a byte a value. A piece decodes on its own: a query
 decompresses the pieces it reads. An int64 array stored whole whose values fit int32 is stored as int32 and
 widened back on load (the same values and dtype for every reader). SciFact: the pieced arrays 14.6 MB raw ->
-4.16 MB interleaved at level 1 -> 2.92 MB as planes at level 6 (encoding 0.31 -> 0.51 CPU s per build).
-Measured and left out (schema 27, when the note texts moved to zstd): the same planes as zstd frames, the
-PowerShell docs' pieces (36.0 MB raw, 4.30 MB at zlib 6 in 0.81 s): zstd 6 4.14 MB in 0.67 s, zstd 12
-3.89 MB in 2.07 s (a cold build 22% longer for 9% of the table), decoding 0.12-0.13 s against zlib's 0.16 s.
+4.16 MB interleaved at zlib level 1 -> 2.92 MB as planes at zlib level 6 (schema 27 and before).
+
+zstd level 7 against zlib level 6 (schema 28), every compressed array of a cold build's segment, encoding /
+decoding seconds: Dendron docs 0.829 -> 0.800 MB, 0.09 -> 0.05 /
+0.012 -> 0.008 s; SciFact 3.73 -> 3.60 MB, 0.37 -> 0.23 / 0.052 -> 0.031 s; PowerShell docs 4.30 -> 4.11 MB,
+0.44 -> 0.29 / 0.091 -> 0.074 s; synthetic 10k 13.60 -> 13.11 MB, 1.21 -> 0.85 / 0.21 -> 0.16 s. Smaller,
+and faster both ways, on each. Level 6: 1-2% larger, a third faster to encode; 8 and 9: under 1% smaller,
+twice as slow; 12: 3-9% smaller, two to three times as slow (a PowerShell cold build 22% longer).
 
 A group is keyed by what its numbers depend on (the ranking parameters), so arrays computed
 under other parameters are never served for these; absent a group, the loaders compute the
@@ -37,7 +41,6 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-import zlib
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -45,6 +48,7 @@ import numpy as np
 
 from core.errors import IntegrityError
 from core.index.tables import term_major
+from core.index.tables.zstd_frames import compressor, one_frame, zstd
 
 T = TypeVar("T")
 SEP = "/"  # between a group and an array name; the SQL range of a group relies on it
@@ -61,13 +65,13 @@ MAX_RUNS = 256  # a gather of more separate runs than this reads the whole array
 WHOLE_AFTER_GATHERS = 16
 # the codecs of a piece: its byte planes compressed; its differences' byte planes compressed (the names say
 # planes: a segment of an older schema, whose pieces are interleaved, never decodes as planes)
-ZLIB, ZLIB_DELTA = "zlib-planes", "zlib-delta-planes"
+ZSTD, ZSTD_DELTA = "zstd-planes", "zstd-delta-planes"
+CODECS = ("", ZSTD, ZSTD_DELTA)  # "": raw little-endian bytes
 # An array stored whole of more bytes than this is compressed too (the term dictionary, the vocabulary, the term
 # pointers: SciFact 3.8 -> 1.5 MB); loading decompresses it once.
 WHOLE_RAW_BYTES = 4096
-# SciFact's pieced arrays as planes: level 1 3.28 MB 0.23 CPU s, 4: 3.05 MB 0.29 s, 6: 2.92 MB 0.51 s, 9: 2.84 MB
-# 2.7 s; decoding costs the same at each level
-_LEVEL = 6
+_LEVEL = 7  # zstd's (the module docstring: the levels measured)
+_LOCAL = threading.local()  # a compressor per thread (one is not safe to share), reused for every piece
 _I32 = np.iinfo(np.int32)
 
 
@@ -92,8 +96,8 @@ def save_group(
         if name not in pieced or little.nbytes <= PIECE_BYTES:
             term_major.insert_rows(conn, [_whole_row(full, little, name in ascending)])
             continue
-        codec = ZLIB_DELTA if name in ascending else ZLIB
-        if codec == ZLIB_DELTA and little.dtype != np.dtype("<i4"):
+        codec = ZSTD_DELTA if name in ascending else ZSTD
+        if codec == ZSTD_DELTA and little.dtype != np.dtype("<i4"):
             raise ValueError(f"only an int32 array is stored as differences, not {name} {little.dtype}")
         shape = json.dumps({"shape": list(little.shape), "piece_bytes": PIECE_BYTES, "codec": codec})
         term_major.insert_rows(conn, [(full, little.dtype.str, shape, b"")])
@@ -118,16 +122,19 @@ def _whole_row(full: str, little: np.ndarray, ascending: bool = False) -> tuple[
     if flat.nbytes <= WHOLE_RAW_BYTES:
         data: Any = flat.view(np.uint8).data
     else:
-        spec["codec"] = ZLIB_DELTA if ascending and little.dtype == np.dtype("<i4") else ZLIB
+        spec["codec"] = ZSTD_DELTA if ascending and little.dtype == np.dtype("<i4") else ZSTD
         data = _encode(flat, spec["codec"])
     shape = spec if len(spec) > 1 else spec["shape"]
     return full, little.dtype.str, json.dumps(shape), data
 
 
 def _encode(values: np.ndarray, codec: str) -> bytes:
-    if codec == ZLIB_DELTA:  # the first value, then each one's difference from the one before (mod 2**32)
+    if codec == ZSTD_DELTA:  # the first value, then each one's difference from the one before (mod 2**32)
         values = np.diff(values.view(np.uint32), prepend=np.uint32(0))
-    return zlib.compress(_planes(values), _LEVEL)
+    comp = getattr(_LOCAL, "compressor", None)
+    if comp is None:
+        comp = _LOCAL.compressor = compressor(_LEVEL)
+    return comp.compress(_planes(values), mode=zstd.ZstdCompressor.FLUSH_FRAME)
 
 
 def _planes(values: np.ndarray) -> bytes:
@@ -150,15 +157,15 @@ def _from_planes(raw: bytes, dtype: np.dtype) -> np.ndarray:
 def _decode(data: bytes, codec: str, dtype: np.dtype, name: str) -> np.ndarray:
     """A piece's values (read-only) from its stored bytes."""
     try:
-        raw = zlib.decompress(data) if codec in (ZLIB, ZLIB_DELTA) else data
-    except zlib.error as exc:
+        raw = one_frame(data) if codec in (ZSTD, ZSTD_DELTA) else data
+    except zstd.ZstdError as exc:
         raise IntegrityError(f"stored array {name}: a piece does not decompress: {exc}", array=name) from exc
     if len(raw) % dtype.itemsize:
         raise IntegrityError(f"stored array {name}: a piece of {len(raw)} bytes", array=name)
-    if codec not in (ZLIB, ZLIB_DELTA):
+    if codec not in (ZSTD, ZSTD_DELTA):
         return np.frombuffer(raw, dtype=dtype)
     values = _from_planes(raw, dtype)  # a copy of its own: the differences are summed in place
-    if codec == ZLIB_DELTA:
+    if codec == ZSTD_DELTA:
         as_u32 = values.view(np.uint32)
         np.cumsum(as_u32, dtype=np.uint32, out=as_u32)
     values.flags.writeable = False
@@ -273,7 +280,7 @@ class StoredArray(LazyArray):
     def __init__(
         self, reader: Reader, name: str, dtype: np.dtype, length: int, piece_bytes: int, codec: str = ""
     ) -> None:
-        if piece_bytes <= 0 or piece_bytes % dtype.itemsize or codec not in ("", ZLIB, ZLIB_DELTA):
+        if piece_bytes <= 0 or piece_bytes % dtype.itemsize or codec not in CODECS:
             raise IntegrityError(f"stored array {name} has pieces of {piece_bytes} bytes ({codec})", array=name)
         self._reader, self._name, self.dtype, self._codec = reader, name, dtype, codec
         self.shape = (length,)
@@ -400,7 +407,7 @@ def _whole_array(source: Reader, full: str, kind: np.dtype, spec: Any) -> np.nda
     if data is None:
         raise IntegrityError(f"stored array {full} vanished while its group was read", array=full)
     codec = str(spec.get("codec", "")) if isinstance(spec, dict) else ""
-    if codec not in ("", ZLIB, ZLIB_DELTA):
+    if codec not in CODECS:
         raise IntegrityError(f"stored array {full} has an unknown codec {codec!r}", array=full)
     if codec:
         array = _decode(data, codec, kind, full)

@@ -191,7 +191,7 @@ def test_pieces_are_compressed_and_wide_integers_stored_narrow(pieced: Path) -> 
     conn = gen.connect_readonly(gen.resolve(gen.layout_for(pieced)))
     rows = {name: (dtype, shape, size) for name, dtype, shape, size in term_major.group_listing(conn, SPARSE_GROUP)}
     codecs = {name: json.loads(rows[f"{SPARSE_GROUP}/{name}"][1])["codec"] for name in POSTINGS["sparse"]}
-    z, delta = stored.ZLIB, stored.ZLIB_DELTA
+    z, delta = stored.ZSTD, stored.ZSTD_DELTA
     assert codecs == {"docs": delta, "field_mask": z, "body_tf": z, "side_tf": z}
     whole = load_sparse(conn)
     docs_bytes = sum(size for name, (_, _, size) in rows.items() if name.startswith(f"{SPARSE_GROUP}/docs#"))
@@ -206,7 +206,7 @@ def test_a_piece_of_differences_decodes_to_its_values_across_run_breaks_and_extr
     rng = np.random.default_rng(seed)
     runs = [np.sort(rng.integers(-(2**31), 2**31 - 1, rng.integers(0, 50))) for _ in range(20)]
     values = np.concatenate([*runs, np.array([2**31 - 1, -(2**31), 0], np.int64)]).astype("<i4")
-    for codec in (stored.ZLIB, stored.ZLIB_DELTA):
+    for codec in (stored.ZSTD, stored.ZSTD_DELTA):
         got = stored._decode(stored._encode(values, codec), codec, np.dtype("<i4"), "x")
         assert got.dtype == values.dtype and np.array_equal(got, values) and not got.flags.writeable
 
@@ -406,9 +406,9 @@ def test_a_large_whole_array_is_stored_compressed_and_read_back_exactly() -> Non
     }
     stored.save_group(conn, "g", arrays, (), ("ptr",))
     rows = {name: (json.loads(shape), size) for name, _, shape, size in term_major.group_listing(conn, "g")}
-    assert rows["g/ptr"][0]["codec"] == stored.ZLIB_DELTA and rows["g/ptr"][1] < 1_000
-    assert rows["g/text"][0]["codec"] == stored.ZLIB and rows["g/text"][1] < 1_000
-    assert rows["g/grid"][0]["codec"] == stored.ZLIB and "codec" not in rows["g/small"][0]  # small: raw bytes
+    assert rows["g/ptr"][0]["codec"] == stored.ZSTD_DELTA and rows["g/ptr"][1] < 1_000
+    assert rows["g/text"][0]["codec"] == stored.ZSTD and rows["g/text"][1] < 1_000
+    assert rows["g/grid"][0]["codec"] == stored.ZSTD and "codec" not in rows["g/small"][0]  # small: raw bytes
     loaded = stored.load_group(conn, "g", tuple(arrays))
     assert loaded is not None
     for name, array in arrays.items():

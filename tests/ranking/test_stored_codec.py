@@ -16,6 +16,7 @@ from hypothesis.extra import numpy as hnp
 
 from core.errors import IntegrityError
 from core.index.tables import term_major
+from core.index.tables.zstd_frames import one_frame, zstd
 from core.ranking import stored
 
 DTYPES = ("<i4", "<u2", "<u4", "|u1", "|b1", "<f4", "<i8")
@@ -24,14 +25,14 @@ DTYPES = ("<i4", "<u2", "<u4", "|u1", "|b1", "<f4", "<i8")
 @settings(max_examples=200, deadline=None)
 @given(st.sampled_from(DTYPES).flatmap(lambda d: hnp.arrays(np.dtype(d), st.integers(0, 300))))
 def test_planes_decode_to_the_values_encoded(values: np.ndarray) -> None:
-    got = stored._decode(stored._encode(values, stored.ZLIB), stored.ZLIB, values.dtype, "x")
+    got = stored._decode(stored._encode(values, stored.ZSTD), stored.ZSTD, values.dtype, "x")
     assert got.dtype == values.dtype and got.tobytes() == values.tobytes() and not got.flags.writeable
 
 
 @settings(max_examples=200, deadline=None)
 @given(hnp.arrays(np.dtype("<i4"), st.integers(0, 300)))
 def test_differences_as_planes_decode_to_the_values_encoded(values: np.ndarray) -> None:
-    got = stored._decode(stored._encode(values, stored.ZLIB_DELTA), stored.ZLIB_DELTA, values.dtype, "x")
+    got = stored._decode(stored._encode(values, stored.ZSTD_DELTA), stored.ZSTD_DELTA, values.dtype, "x")
     assert got.dtype == values.dtype and np.array_equal(got, values) and not got.flags.writeable
 
 
@@ -42,29 +43,30 @@ def test_a_posting_list_of_small_gaps_is_stored_in_about_a_byte_a_posting() -> N
     runs = [np.cumsum(rng.integers(1, 200, rng.integers(20, 400))) for _ in range(40)]
     docs = np.concatenate(runs).astype("<i4")[: stored.PIECE_BYTES // 4]
     tf = np.minimum(rng.geometric(0.6, docs.shape[0]), 65535).astype("<u2")
-    assert len(stored._encode(docs, stored.ZLIB_DELTA)) < 1.1 * docs.shape[0]
-    assert len(stored._encode(tf, stored.ZLIB)) < 0.3 * tf.shape[0]
+    assert len(stored._encode(docs, stored.ZSTD_DELTA)) < 1.1 * docs.shape[0]
+    assert len(stored._encode(tf, stored.ZSTD)) < 0.3 * tf.shape[0]
 
 
-def test_a_piece_of_interleaved_bytes_is_refused() -> None:
-    """An array written with schema 22's codec names (interleaved bytes) is an unknown codec, never decoded
-    as planes."""
+@pytest.mark.parametrize("old", [("zlib", "zlib-delta"), ("zlib-planes", "zlib-delta-planes")])
+def test_a_piece_of_an_older_codec_is_refused(old: tuple[str, str]) -> None:
+    """An array written with schema 22's codec names (interleaved bytes) or schema 27's (zlib planes) is an
+    unknown codec, never decoded as zstd planes."""
     conn = sqlite3.connect(":memory:")
     conn.execute(term_major.DDL_TERM_MAJOR)
     big = np.arange(3000, dtype="<i4")
-    term_major.insert_rows(conn, [("g/a", "<i4", json.dumps({"shape": [3000], "codec": "zlib"}), zlib.compress(big))])
+    term_major.insert_rows(conn, [("g/a", "<i4", json.dumps({"shape": [3000], "codec": old[0]}), zlib.compress(big))])
     with pytest.raises(IntegrityError):
         stored.load_group(conn, "g", ("a",))
     with pytest.raises(IntegrityError):
-        stored.StoredArray(stored.Reader(conn), "g/b", np.dtype("<i4"), 3000, stored.PIECE_BYTES, "zlib-delta")
+        stored.StoredArray(stored.Reader(conn), "g/b", np.dtype("<i4"), 3000, stored.PIECE_BYTES, old[1])
 
 
-@pytest.mark.parametrize("codec", [stored.ZLIB, stored.ZLIB_DELTA])
+@pytest.mark.parametrize("codec", [stored.ZSTD, stored.ZSTD_DELTA])
 def test_a_doctored_piece_fails_closed(codec: str) -> None:
     values = np.arange(1000, dtype="<i4")
     data = stored._encode(values, codec)
     flipped = data[:10] + bytes([data[10] ^ 0xFF]) + data[11:]
-    cut = zlib.compress(zlib.decompress(data)[:-1])  # a valid stream one byte short of whole values
+    cut = zstd.compress(one_frame(data)[:-1])  # a valid frame one byte short of whole values
     for bad in (flipped, data[:-3], cut):
         with pytest.raises(IntegrityError):
             stored._decode(bad, codec, np.dtype("<i4"), "x")

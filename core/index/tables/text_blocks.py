@@ -18,26 +18,20 @@ A segment may hold one dictionary (``text_dict``, at most ``DICT_BYTES``: zstd's
 notes, ``core.build.text_dict``). Each cell stays readable alone: its frame names its dictionary by id
 (``text_dicts`` maps that to the bytes); a cell without one decodes without. A cell copied into another
 segment keeps its bytes when that segment has its dictionary (or it has none); else it is compressed
-again (``core.index.tables.segments.copy_note_texts``). zstd is Python's own ``compression.zstd`` from
-3.14, ``backports.zstd`` (the same module) before.
+again (``core.index.tables.segments.copy_note_texts``). zstd: ``core.index.tables.zstd_frames``.
 """
 
 from __future__ import annotations
 
 import sqlite3
 import struct
-import sys
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-if sys.version_info >= (3, 14):
-    from compression import zstd
-else:  # the same module, for Python 3.11-3.13 (PEP 784)
-    from backports import zstd
-
 from core.errors import IntegrityError
+from core.index.tables.zstd_frames import compressor, one_frame, zstd
 
 T = TypeVar("T")
 
@@ -106,11 +100,8 @@ def encode_cell(texts: Sequence[str], columns: int, zdict: bytes | None) -> byte
     raw = _record(texts, columns)
     if not zdict:
         return zstd.compress(raw, options={**_OPTIONS, zstd.CompressionParameter.compression_level: _LEVEL})
-    options = {**_OPTIONS, zstd.CompressionParameter.compression_level: _DICT_LEVEL}
     comp, lock = _kept(
-        _COMPRESSORS,
-        zdict,
-        lambda: (zstd.ZstdCompressor(options=options, zstd_dict=zstd.ZstdDict(zdict)), threading.Lock()),
+        _COMPRESSORS, zdict, lambda: (compressor(_DICT_LEVEL, checksum=True, zdict=zdict), threading.Lock())
     )
     with lock:
         return comp.compress(raw, mode=zstd.ZstdCompressor.FLUSH_FRAME)
@@ -272,8 +263,4 @@ def _inflate(cell: bytes, dicts: TextDicts) -> bytes:
 def _inflate_with(cell: bytes, zdict: bytes | None) -> bytes:
     """One frame's bytes (a frame after it, or a frame cut short, is an error)."""
     digested = None if zdict is None else _kept(_DIGESTED, zdict, lambda: zstd.ZstdDict(zdict).as_digested_dict)
-    decompressor = zstd.ZstdDecompressor(zstd_dict=digested)
-    raw = decompressor.decompress(cell)
-    if not decompressor.eof or decompressor.unused_data:
-        raise zstd.ZstdError("truncated or trailing data")
-    return raw
+    return one_frame(cell, digested)
