@@ -230,8 +230,9 @@ def _biggest(tables: dict[str, dict[str, int]], n: int = 4) -> str:
 
 def size_section(results: dict[str, dict[str, Any]]) -> list[str]:
     """Index bytes on disk with two generations retained, over the Markdown bytes, per corpus: schema 22 (stop
-    34), schema 24 (the tree before text blocks) and schema 25 (the tree before links stored once, measured in
-    the same run as now) beside this stop's format (``bench/results/size*.json``, ``python -m bench.bench_size``)."""
+    34), schema 24 (the tree before text blocks), schema 25 (the tree before links stored once) and schema 27
+    (stop 40's, the tree before this stop) beside this stop's format (``bench/results/size*.json``,
+    ``python -m bench.bench_size``)."""
     now = {
         name: c
         for key in ("size", "size_mdn", "size_100k")
@@ -240,13 +241,13 @@ def size_section(results: dict[str, dict[str, Any]]) -> list[str]:
     if not now:
         return []
     before = (results.get("size_schema22") or {}).get("corpora", {})
-    before24, before25 = (
+    before24, before25, before27 = (
         {
             **(results.get(f"size_schema{v}") or {}).get("corpora", {}),
             **(results.get(f"size_mdn_schema{v}") or {}).get("corpora", {}),
             **(results.get(f"size_100k_schema{v}") or {}).get("corpora", {}),
         }
-        for v in (24, 25)
+        for v in (24, 25, 27)
     )
     out = [
         "## Index size with two generations retained (issue 29)",
@@ -256,19 +257,21 @@ def size_section(results: dict[str, dict[str, Any]]) -> list[str]:
         "directory counted, over the Markdown bytes. *Schema 22*: stop 34's format (postings stored once);",
         "*schema 24*: posting pieces as zlib byte planes, FTS5 built with a 16 MB hash (the merged result, no",
         "fragment rewrite), chunk rows without a text digest, file hashes as 32 raw bytes; *schema 25*: the cells",
-        "of several notes stored back to back in blocks of 32 KB (`core.index.tables.text_blocks`), measured by",
-        "the tree before this stop in the same session as *now*: a link stored once (schema 26: no display text,",
-        "a resolved edge without its target and destination path, lookup keys as 63-bit hashes, a partial index",
-        "of the `supersedes` edges), a whole segment of less than 16 MiB of Markdown in 2 KB pages, and the note",
-        "texts as zstd frames with a trained dictionary (schema 27). Target: <= 2x on every corpus. Biggest",
-        "tables of the base segment now, in MB (SQLite `dbstat`).",
+        "of several notes stored back to back in blocks of 32 KB (`core.index.tables.text_blocks`), measured from",
+        "a worktree of stop 40's tree before; *schema 27*: stop 40's format, a link stored once (schema 26: no display text, a",
+        "resolved edge without its target and destination path, lookup keys as 63-bit hashes, a partial index of",
+        "the `supersedes` edges), a whole segment of less than 16 MiB of Markdown in 2 KB pages, and the note",
+        "texts as zstd frames with a trained dictionary; *now* (schema 28): a note's path indexed once (no",
+        "UNIQUE index beside `notes_stat`), a text frontmatter id stored once, the term-major arrays as zstd",
+        "level 7 frames (were zlib 6). Target: <= 2x on every corpus. Biggest tables of the base segment now,",
+        "in MB (SQLite `dbstat`).",
         "",
         "    python -m bench.bench_size --corpus scifact,dendron,powershell --sizes 10000 && "
         "python -m bench.bench_size --corpus mdn --out bench/results/size_mdn.json && "
         "python -m bench.bench_size --corpus none --sizes 100000 --out bench/results/size_100k.json",
         "",
-        "| corpus | notes | Markdown | schema 22 | schema 24 | schema 25 | now | biggest tables now |",
-        "|---|---:|---:|---:|---:|---:|---:|---|",
+        "| corpus | notes | Markdown | schema 22 | schema 24 | schema 25 | schema 27 | now | biggest tables now |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
 
     def ratio(found: dict[str, Any] | None) -> str:
@@ -277,7 +280,8 @@ def size_section(results: dict[str, dict[str, Any]]) -> list[str]:
     for name, c in now.items():
         out.append(
             f"| {name} | {c['notes']:,} | {_bytes(c['markdown_bytes'])} | {ratio(before.get(name))} "
-            f"| {ratio(before24.get(name))} | {ratio(before25.get(name))} | {c['index_over_markdown']:.2f}x "
+            f"| {ratio(before24.get(name))} | {ratio(before25.get(name))} | {ratio(before27.get(name))} "
+            f"| {c['index_over_markdown']:.2f}x "
             f"| {_biggest(c.get('tables') or {})} |"
         )
     dates = sorted(
