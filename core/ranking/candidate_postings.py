@@ -118,7 +118,7 @@ def _side_positions(run_mask: np.ndarray, at: np.ndarray, masks: np.ndarray) -> 
     ``masks``: theirs): the side values of the postings before each, then one per field it holds besides the
     body, in order."""
     held = bm25f.side_counts(masks)
-    sub = np.flatnonzero(held)
+    sub = np.flatnonzero(held != 0)  # of a bool array: 5 times faster than of the uint8 one
     if not sub.size:
         return np.empty(0, np.int64)
     side = run_mask & bm25f.SIDE_BITS

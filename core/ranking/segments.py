@@ -96,7 +96,7 @@ def _class_stats(
     minor = [c for c in range(len(names)) if c != major and len(names) > 1]
     df_ptr, df_terms, df_counts = [0], [], []
     for c in range(len(names)):
-        t = np.flatnonzero(df[c]) if c in minor else np.zeros(0, np.int64)
+        t = np.flatnonzero(df[c] != 0) if c in minor else np.zeros(0, np.int64)
         df_terms.append(t.astype(np.int32))
         df_counts.append(df[c][t].astype(np.int32))
         df_ptr.append(df_ptr[-1] + t.shape[0])

@@ -268,7 +268,9 @@ def bm25_scores_top(
         p.title_coverage_weight,
     )
     if total > 0 and any(weights):
-        rows = np.flatnonzero(matched)  # the bonuses are computed for the matched rows only (the others get none)
+        # the bonuses are computed for the matched rows only (the others get none); a bool array: numpy's nonzero
+        # of a float array costs 5-8 times as much (100k notes: 240-560 us against 27-70 us)
+        rows = np.flatnonzero(matched != 0)
         bonus = np.zeros(rows.shape[0], dtype=np.float64)
         term_idf = idf[owner]
         in_title = np.flatnonzero((fields & TITLE_BIT) != 0)  # positions, not masks: one pass, then small gathers
@@ -338,9 +340,9 @@ def _name_match(
         term_idf = index.idf(ids).astype(np.float64)
         matched_idf = np.bincount(title_docs, weights=term_idf[title_owner], minlength=index.n_docs)
         held = np.flatnonzero((in_name >= need) & (matched_idf > 0))  # the only rows whose name idf counts
-        name_idf = np.zeros(index.n_docs, dtype=np.float64)
-        name_idf[held] = index.name_idf(held)
-        match = scoring.name_match(in_name, need, matched_idf, name_idf)
+        # the match of those rows only (every other row's is 0: ``scoring.name_match``'s own condition), not
+        # of every note (100k notes: 0.3 ms a query)
+        match[held] = scoring.name_match(in_name[held], need, matched_idf[held], index.name_idf(held))
     if exact is not None and exact.size:
         match[exact] = 1.0
     return match
