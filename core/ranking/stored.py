@@ -68,8 +68,11 @@ WHOLE_AFTER_GATHERS = 16
 ZSTD, ZSTD_DELTA = "zstd-planes", "zstd-delta-planes"
 CODECS = ("", ZSTD, ZSTD_DELTA)  # "": raw little-endian bytes
 # An array stored whole of more bytes than this is compressed too (the term dictionary, the vocabulary, the term
-# pointers: SciFact 3.8 -> 1.5 MB); loading decompresses it once.
-WHOLE_RAW_BYTES = 4096
+# pointers: SciFact 3.8 -> 1.5 MB); loading decompresses it once. 1 KB, not 4 KB (before schema 28): a one-note
+# delta segment's arrays are mostly of 1-4 KB (its terms' pointers, ids and document frequencies), and were 17.6
+# of the PowerShell docs' 26.6 KB of term_major in a delta stored raw (3.3 KB compressed); an array under 1 KB
+# gains a few hundred bytes and costs a decompression at every load.
+WHOLE_RAW_BYTES = 1024
 _LEVEL = 7  # zstd's (the module docstring: the levels measured)
 _LOCAL = threading.local()  # a compressor per thread (one is not safe to share), reused for every piece
 _I32 = np.iinfo(np.int32)

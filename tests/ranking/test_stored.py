@@ -197,7 +197,8 @@ def test_pieces_are_compressed_and_wide_integers_stored_narrow(pieced: Path) -> 
     docs_bytes = sum(size for name, (_, _, size) in rows.items() if name.startswith(f"{SPARSE_GROUP}/docs#"))
     assert 0 < docs_bytes < whole.docs.nbytes / 2
     dtype, shape, size = rows[f"{SPARSE_GROUP}/indptr"]
-    assert (dtype, json.loads(shape)["dtype"], size) == ("<i4", "<i8", whole.indptr.nbytes // 2)
+    spec = json.loads(shape)  # narrowed to int32 (half its bytes), then compressed as differences
+    assert (dtype, spec["dtype"], spec["codec"]) == ("<i4", "<i8", delta) and 0 < size < whole.indptr.nbytes // 8
     assert whole.indptr.dtype == np.int64 and not whole.indptr.flags.writeable
 
 
@@ -403,12 +404,14 @@ def test_a_large_whole_array_is_stored_compressed_and_read_back_exactly() -> Non
         "text": np.frombuffer(b'["en:soil", "en:compost"]' * 400, dtype=np.uint8),
         "grid": np.arange(6_000, dtype=np.uint32).reshape(2_000, 3),
         "small": np.arange(5, dtype=np.int64),
+        "delta_sized": np.arange(400, dtype=np.int32) * 7,  # 1.6 KB: a one-note delta's term pointers
     }
     stored.save_group(conn, "g", arrays, (), ("ptr",))
     rows = {name: (json.loads(shape), size) for name, _, shape, size in term_major.group_listing(conn, "g")}
     assert rows["g/ptr"][0]["codec"] == stored.ZSTD_DELTA and rows["g/ptr"][1] < 1_000
     assert rows["g/text"][0]["codec"] == stored.ZSTD and rows["g/text"][1] < 1_000
     assert rows["g/grid"][0]["codec"] == stored.ZSTD and "codec" not in rows["g/small"][0]  # small: raw bytes
+    assert rows["g/delta_sized"][0]["codec"] == stored.ZSTD and rows["g/delta_sized"][1] < 800
     loaded = stored.load_group(conn, "g", tuple(arrays))
     assert loaded is not None
     for name, array in arrays.items():
