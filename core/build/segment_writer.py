@@ -36,9 +36,10 @@ from pathlib import Path
 from core.build import text_dict
 from core.build.forward_rows import Forward, create_working, fill_working, insert_dictionary, merge_terms, read_forward
 from core.build.tomb_stats import tombstone_sums
-from core.errors import IntegrityError
+from core.errors import IntegrityError, ValidationError
 from core.index.schema import create_schema
 from core.index.tables import segments as seg
+from core.index.tables.checks import PATHS_HELD_TWICE, failing
 from core.index.tables.connection import atomic, set_journal_mode, set_page_size, set_working_mode
 from core.index.tables.notes import files_bytes
 from core.ranking.chunk_vectors import compute_chunk_vectors, store_chunk_vectors
@@ -157,6 +158,9 @@ def write_segment(
         dictionary: Terms = {} if arrays else None
         for i, source in enumerate(sources):
             _copy_source(conn, source, i == 0, compact, use_dict, dictionary)
+        twice = failing(conn, (PATHS_HELD_TWICE,))  # notes' paths have no UNIQUE index (core.index.tables.notes)
+        if twice:
+            raise ValidationError(f"a segment being written holds one path twice ({twice[0]})", problems=twice)
         if dictionary is not None:
             with atomic(conn):
                 insert_dictionary(conn, dictionary)

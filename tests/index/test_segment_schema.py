@@ -14,11 +14,13 @@ from conftest import note, write_files
 from core.build import segment_writer
 from core.build.builder import build_index
 from core.build.optimize import MERGED, optimize_index
-from core.build.segment_writer import SMALL_PAGE, SMALL_VAULT_PAGE
+from core.build.segment_writer import SMALL_PAGE, SMALL_VAULT_PAGE, SegmentSource
+from core.errors import ValidationError
 from core.index import verify
 from core.index.layout import layout_for
 from core.index.tables.checks import inconsistencies
 from core.index.tables.links import unresolved_targets
+from core.index.tables.meta import meta_value
 from core.index.tables.notes import NOTE_COLUMNS, note_extra
 from core.index.tables.notes_fts import matching_rowids
 
@@ -158,3 +160,28 @@ def test_a_text_frontmatter_id_is_stored_once_and_read_back_in_extra(tmp_path: P
         assert note_extra(conn, rows["c.md"][0]) == {"alias": "x", "id": "abc"}
     finally:
         conn.close()
+
+
+def test_a_segment_written_with_one_path_twice_is_refused(tmp_path: Path) -> None:
+    """Merging segments copies their rows; two live notes of one path (ids that differ: a note re-inserted at a
+    new id, its old one not marked dead) are refused while the segment is written, not published."""
+    one = write_files(tmp_path / "one", {"a.md": note("Alpha", "red"), "b.md": note("Beta", "blue")})
+    two = write_files(tmp_path / "two", {f"{i}.md": note(f"N{i}", "x") for i in range(3)} | {"a.md": note("A", "y")})
+    parts = []
+    for vault in (one, two):
+        build_index(vault)
+        (part,) = verify.resolve(layout_for(vault)).parts
+        conn = verify.connect_readonly(verify.resolve(layout_for(vault)))
+        try:
+            ids = dict(conn.execute("SELECT rel_path, id FROM notes"))
+            tokenizer = str(meta_value(conn, "tokenizer"))
+        finally:
+            conn.close()
+        parts.append((part.path, ids))
+    (path_one, ids_one), (path_two, ids_two) = parts
+    assert ids_two["a.md"] not in ids_one.values()  # distinct ids: only the path is held twice
+    sources = [SegmentSource(path_one, list(ids_one.values())), SegmentSource(path_two, [ids_two["a.md"]])]
+    with pytest.raises(ValidationError, match="paths held by two notes: 1"):
+        segment_writer.write_segment(tmp_path / "merged.seg", sources, tokenizer=tokenizer)
+    good = [SegmentSource(path_one, [ids_one["b.md"]]), SegmentSource(path_two, [ids_two["a.md"]])]
+    assert segment_writer.write_segment(tmp_path / "fine.seg", good, tokenizer=tokenizer)["notes"] == 2

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import sqlite3
 
+PATHS_HELD_TWICE = "paths held by two notes"
 CHECKS = {
     # rel_path has no UNIQUE index (core.index.tables.notes): grouped along notes_stat, whose first column it is
-    "paths held by two notes": "SELECT count(*) FROM (SELECT 1 FROM notes GROUP BY rel_path HAVING count(*) > 1)",
+    PATHS_HELD_TWICE: "SELECT count(*) FROM (SELECT 1 FROM notes GROUP BY rel_path HAVING count(*) > 1)",
     "notes vs notes_fts": "SELECT (SELECT count(*) FROM notes) - (SELECT count(*) FROM notes_fts)",
     "notes vs note_text": "SELECT (SELECT count(*) FROM notes) - (SELECT count(*) FROM note_text)",
     "note texts without their block": "SELECT count(*) FROM note_text WHERE block NOT IN (SELECT id FROM text_blocks)",
@@ -24,6 +25,12 @@ WORKING_CHECKS = {
     "chunk_terms vs chunks": "SELECT (SELECT count(*) FROM chunks) - "
     "(SELECT coalesce(sum(n_chunks), 0) FROM chunk_terms)",
 }
+
+
+def failing(conn: sqlite3.Connection, names: tuple[str, ...]) -> list[str]:
+    """``"<check>: <count>"`` of each of the CHECKS ``names`` that is not 0."""
+    counts = ((name, conn.execute(CHECKS[name]).fetchone()[0]) for name in names)
+    return [f"{name}: {n}" for name, n in counts if n]
 
 
 def inconsistencies(conn: sqlite3.Connection, *, working: bool = True) -> list[str]:
