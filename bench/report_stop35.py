@@ -296,11 +296,18 @@ def size_section(results: dict[str, dict[str, Any]]) -> list[str]:
         "",
         f"Measured {', '.join(dates)} on 2 shared cores.",
         "",
+        *_read_time(results.get("fts_warm_s41"), _NONZERO_READ, own_builds=False),
         *_read_time(results.get("fts_warm_s40"), _ZSTD_READ),
         *_read_time(results.get("fts_warm_blocks"), _BLOCKS_READ),
     ]
 
 
+_NONZERO_READ = (
+    "Stop 41's query path (numpy's nonzero of a bool array, never of a float or uint8 one; the name match of",
+    "the rows whose name holds the query only) and its format (schema 28: the term-major arrays as zstd",
+    "frames): warm fts, the tree before the query-path change (schema 28 already) and now, both on the same",
+    "cold build of each vault (one segment), alternated round by round (medians of 3 rounds).",
+)
 _ZSTD_READ = (
     "What this stop's format costs a search (each hit's cell is a zstd frame now, a segment of less than 16 MiB",
     "of Markdown has 2 KB pages): warm fts, the tree before this stop (schema 25) and now, each on its own",
@@ -315,15 +322,17 @@ _BLOCKS_READ = (
 )
 
 
-def _read_time(data: dict[str, Any] | None, intro: tuple[str, ...]) -> list[str]:
-    """A warm fts comparison (``bench_fts_warm``): before and now, each tree on its own build."""
+def _read_time(data: dict[str, Any] | None, intro: tuple[str, ...], own_builds: bool = True) -> list[str]:
+    """A warm fts comparison (``bench_fts_warm``): before and now, each tree on its own build (``own_builds``),
+    else both on the same builds."""
     if not data or not data.get("vaults"):
         return []
     out = [
         *intro,
         "",
         "    python -m bench.bench_fts_warm --vault NAME=PATH ... --code before=TREE "
-        "--vault-of before:NAME=ITS_PATH ... --rounds 3",
+        + ("--vault-of before:NAME=ITS_PATH ... " if own_builds else "")
+        + "--rounds 3",
         "",
         "| vault | before p50 / p95 | now p50 / p95 |",
         "|---|---:|---:|",
