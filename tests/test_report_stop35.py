@@ -107,7 +107,7 @@ def test_the_watch_section_splits_each_corpus_edit_into_its_parts() -> None:
     assert watch_split_section({"watch_s35": data}, "watch_s37", ("x",)) == []
 
 
-def test_the_size_section_puts_schema_22_24_and_25_beside_now_with_the_biggest_tables() -> None:
+def test_the_size_section_puts_schema_22_24_25_and_27_beside_now_with_the_biggest_tables() -> None:
     tables = {"term_major": {"bytes": 4_440_000}, "text_blocks": {"bytes": 3_150_000}, "meta": {"bytes": 4096}}
     now = {"notes": 5183, "markdown_bytes": 7947554, "index_over_markdown": 1.906, "tables": tables}
     results = {
@@ -119,14 +119,15 @@ def test_the_size_section_puts_schema_22_24_and_25_beside_now_with_the_biggest_t
         "size_schema25": {"corpora": {"scifact": {"index_over_markdown": 1.954}}},
         "size_100k": {"corpora": {"synth_100000": {**now, "notes": 100000, "index_over_markdown": 1.734}}},
         "size_100k_schema25": {"corpora": {"synth_100000": {"index_over_markdown": 1.954}}},
+        "size_schema27": {"corpora": {"scifact": {"index_over_markdown": 1.884}}},
     }
     page = "\n".join(size_section(results))
     assert (
-        "| scifact | 5,183 | 7.6 MiB | 2.32x | 1.98x | 1.95x | 1.91x | term_major 4.44, text_blocks 3.15, meta 0.00 |"
-        in page
+        "| scifact | 5,183 | 7.6 MiB | 2.32x | 1.98x | 1.95x | 1.88x | 1.91x | term_major 4.44, text_blocks 3.15, "
+        "meta 0.00 |" in page
     )
-    assert "| mdn | 5,183 | 7.6 MiB | - | 1.53x | - | 1.43x |" in page
-    assert "| synth_100000 | 100,000 | 7.6 MiB | - | - | 1.95x | 1.73x |" in page
+    assert "| mdn | 5,183 | 7.6 MiB | - | 1.53x | - | - | 1.43x |" in page
+    assert "| synth_100000 | 100,000 | 7.6 MiB | - | - | 1.95x | - | 1.73x |" in page
     assert "What the blocks cost" not in page
     warm = {"before": {"p50_ms": 5.462, "p95_ms": 8.664}, "now": {"p50_ms": 5.583, "p95_ms": 8.631}}
     results["fts_warm_blocks"] = {"vaults": {"powershell": warm}, "machine": {"date": "2026-12-07T20:15:24"}}
@@ -138,6 +139,12 @@ def test_the_size_section_puts_schema_22_24_and_25_beside_now_with_the_biggest_t
     page = "\n".join(size_section(results))
     assert page.index("What this stop's format costs") < page.index("What the blocks cost")
     assert "| scifact | 5.10 / 8.00 ms | 4.90 / 7.50 ms |" in page and "Measured 2026-12-08T00:40" in page
+    assert "Stop 41's query path" not in page
+    results["fts_warm_s41"] = {"vaults": {"synth100k": zstd}, "machine": {"date": "2026-12-08T02:44:00"}}
+    page = "\n".join(size_section(results))
+    assert page.index("Stop 41's query path") < page.index("What this stop's format costs")
+    s41 = page[page.index("Stop 41's query path") : page.index("What this stop's format costs")]
+    assert "--vault-of" not in s41 and "| synth100k | 5.10 / 8.00 ms | 4.90 / 7.50 ms |" in s41  # one build for both
     assert size_section({}) == []
 
 
