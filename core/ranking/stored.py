@@ -24,12 +24,12 @@ decompresses the pieces it reads. An int64 array stored whole whose values fit i
 widened back on load (the same values and dtype for every reader). SciFact: the pieced arrays 14.6 MB raw ->
 4.16 MB interleaved at zlib level 1 -> 2.92 MB as planes at zlib level 6 (schema 27 and before).
 
-zstd level 7 against zlib level 6 (schema 28), every compressed array of a cold build's segment, encoding /
-decoding seconds: Dendron docs 0.829 -> 0.800 MB, 0.09 -> 0.05 /
-0.012 -> 0.008 s; SciFact 3.73 -> 3.60 MB, 0.37 -> 0.23 / 0.052 -> 0.031 s; PowerShell docs 4.30 -> 4.11 MB,
-0.44 -> 0.29 / 0.091 -> 0.074 s; synthetic 10k 13.60 -> 13.11 MB, 1.21 -> 0.85 / 0.21 -> 0.16 s. Smaller,
-and faster both ways, on each. Level 6: 1-2% larger, a third faster to encode; 8 and 9: under 1% smaller,
-twice as slow; 12: 3-9% smaller, two to three times as slow (a PowerShell cold build 22% longer).
+zstd level 7 against zlib level 6 (schema 28), every compressed array of a cold build's segment (bytes;
+encoding / decoding seconds): Dendron docs 0.829 -> 0.800 MB (0.09 -> 0.05 / 0.012 -> 0.008 s); SciFact
+3.73 -> 3.60 MB (0.37 -> 0.23 / 0.052 -> 0.031 s); PowerShell docs 4.30 -> 4.11 MB (0.44 -> 0.29 / 0.091 ->
+0.074 s); synthetic 10k 13.60 -> 13.11 MB (1.21 -> 0.85 / 0.21 -> 0.16 s): smaller, and faster both ways, on
+each. Level 6: 1-2% larger, a third faster to encode; 8 and 9: under 1% smaller, twice as slow; 12: 3-9%
+smaller, two to three times as slow (a PowerShell cold build 22% longer).
 
 A group is keyed by what its numbers depend on (the ranking parameters), so arrays computed
 under other parameters are never served for these; absent a group, the loaders compute the

@@ -1,5 +1,5 @@
-"""zstd for the stored format (the note texts, the term-major arrays): Python's own ``compression.zstd`` from 3.14,
-``backports.zstd`` (the same module, PEP 784) before; and one frame of bytes read back whole."""
+"""zstd for the stored format (the note texts, the term-major arrays): Python's own ``compression.zstd`` from
+3.14, ``backports.zstd`` (the same module, PEP 784) before; and one frame of bytes read back whole."""
 
 from __future__ import annotations
 
@@ -24,7 +24,8 @@ def compressor(level: int, *, checksum: bool = False, zdict: bytes | None = None
 
 
 def one_frame(data: bytes, zdict: zstd.ZstdDict | tuple[zstd.ZstdDict, int] | None = None) -> bytes:
-    """The bytes of exactly one frame (``zdict``: its dictionary, as ``ZstdDecompressor`` takes it): a frame cut short, or anything after it, is a ``zstd.ZstdError``."""
+    """The bytes of exactly one frame (``zdict``: its dictionary, as ``ZstdDecompressor`` takes it); a frame cut
+    short, or anything after it, is a ``zstd.ZstdError``."""
     decompressor = zstd.ZstdDecompressor(zstd_dict=zdict)
     raw = decompressor.decompress(data)
     if not decompressor.eof or decompressor.unused_data:
