@@ -27,18 +27,13 @@ WORKING_CHECKS = {
 }
 
 
-def failing(conn: sqlite3.Connection, names: tuple[str, ...]) -> list[str]:
-    """``"<check>: <count>"`` of each of the CHECKS ``names`` that is not 0."""
-    counts = ((name, conn.execute(CHECKS[name]).fetchone()[0]) for name in names)
+def failing(conn: sqlite3.Connection, names: tuple[str, ...], checks: dict[str, str] = CHECKS) -> list[str]:
+    """``"<check>: <count>"`` of each of the ``checks`` named in ``names`` that is not 0, in that order."""
+    counts = ((name, conn.execute(checks[name]).fetchone()[0]) for name in names)
     return [f"{name}: {n}" for name, n in counts if n]
 
 
 def inconsistencies(conn: sqlite3.Connection, *, working: bool = True) -> list[str]:
-    """``"<check>: <count>"`` of every check that is not 0, in CHECKS order, then (``working``: a writer's
-    connection) WORKING_CHECKS'."""
-    found = []
-    for name, sql in {**CHECKS, **(WORKING_CHECKS if working else {})}.items():
-        n = conn.execute(sql).fetchone()[0]
-        if n:
-            found.append(f"{name}: {n}")
-    return found
+    """``failing`` of every check, in CHECKS order, then (``working``: a writer's connection) WORKING_CHECKS'."""
+    every = {**CHECKS, **(WORKING_CHECKS if working else {})}
+    return failing(conn, tuple(every), every)
